@@ -1,0 +1,39 @@
+/**
+ * `npm run lint`: the contract must lint clean.
+ *  - Spectral with the OAS and AsyncAPI rulesets plus our rules (.spectral.yaml)
+ *  - redocly lint (OpenAPI 3.1 structure, refs)
+ *  - the AsyncAPI parser (AsyncAPI 3.0 validity)
+ */
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { Parser, fromFile } from '@asyncapi/parser';
+
+const root = path.resolve(import.meta.dirname, '..');
+const bin = (name: string) => path.join(root, 'node_modules/.bin', name);
+const env = { ...process.env, REDOCLY_TELEMETRY: 'off', REDOCLY_SUPPRESS_UPDATE_NOTICE: 'true' };
+let failed = false;
+
+function step(name: string, cmd: string, args: string[]): void {
+  try {
+    const out = execFileSync(cmd, args, { cwd: root, env, stdio: 'pipe' }).toString();
+    console.log(`✔ ${name}${out.includes('warning') ? `\n${out.trim()}` : ''}`);
+  } catch (err) {
+    const e = err as { stdout?: Buffer; stderr?: Buffer };
+    console.log(`✖ ${name}\n${e.stdout?.toString() ?? ''}${e.stderr?.toString() ?? ''}`);
+    failed = true;
+  }
+}
+
+step('spectral: openapi (bundle)', bin('spectral'), ['lint', 'generated/openapi.json', '--ruleset', '.spectral.yaml', '--fail-severity', 'error']);
+step('spectral: asyncapi', bin('spectral'), ['lint', 'asyncapi/asyncapi.yaml', '--ruleset', '.spectral.yaml', '--fail-severity', 'error']);
+step('redocly lint', bin('redocly'), ['lint', 'openapi/openapi.yaml', '--format', 'summary']);
+
+const diagnostics = await fromFile(new Parser(), path.join(root, 'asyncapi/asyncapi.yaml')).validate();
+const errors = diagnostics.filter((d) => d.severity === 0);
+if (errors.length) {
+  failed = true;
+  console.log(`✖ asyncapi parser\n${errors.map((d) => `  ${d.path.join('.')}: ${d.message}`).join('\n')}`);
+} else {
+  console.log('✔ asyncapi parser');
+}
+process.exit(failed ? 1 : 0);

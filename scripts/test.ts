@@ -1,0 +1,84 @@
+/**
+ * `npm test`: prepares PostgreSQL (DATABASE_URL's server, or an embedded one when it is unset), a
+ * migrated template database, the API reference, then runs every test file with node's test runner
+ * and prints the contract coverage report.
+ */
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import pg from 'pg';
+import { createKnex, migrate } from '../src/db/database.js';
+import { startEmbeddedPostgres, type EmbeddedDatabase } from '../src/db/embedded.js';
+import { createLogger } from '../src/log.js';
+import { printCoverage } from './contract-coverage.js';
+
+const root = path.resolve(import.meta.dirname, '..');
+const coverageDir = path.join(root, '.contract-coverage');
+const TEMPLATE = `vas_template_${process.pid}`;
+
+function testFiles(args: string[]): string[] {
+  if (args.length) return args;
+  return (fs.readdirSync(path.join(root, 'test'), { recursive: true }) as string[])
+    .filter((f) => f.endsWith('.test.ts'))
+    .map((f) => path.join('test', f))
+    .sort();
+}
+
+async function query(url: string, sql: string): Promise<void> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try {
+    await c.query(sql);
+  } finally {
+    await c.end();
+  }
+}
+
+async function main(): Promise<number> {
+  const log = createLogger(process.env.TEST_LOG_LEVEL ?? 'warn');
+  let embedded: EmbeddedDatabase | undefined;
+  let server = process.env.DATABASE_URL;
+  if (!server) {
+    embedded = await startEmbeddedPostgres({ dataDir: path.join(root, '.test-data'), port: Number(process.env.TEST_EMBEDDED_PG_PORT ?? 54339), log });
+    server = embedded.serverUrl;
+  }
+  const templateUrl = new URL(server);
+  templateUrl.pathname = `/${TEMPLATE}`;
+  await query(server, `drop database if exists "${TEMPLATE}" with (force)`);
+  await query(server, `create database "${TEMPLATE}"`);
+  const knex = createKnex(templateUrl.toString());
+  await migrate(knex);
+  await knex.destroy();
+
+  if (!fs.existsSync(path.join(root, 'generated/docs.html'))) {
+    await new Promise((resolve) => spawn(process.execPath, ['--import', 'tsx', 'scripts/build-docs.ts'], { cwd: root, stdio: 'inherit' }).on('exit', resolve));
+  }
+  fs.rmSync(coverageDir, { recursive: true, force: true });
+
+  const files = testFiles(process.argv.slice(2));
+  const code = await new Promise<number>((resolve) => {
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', '--test', '--test-reporter=spec', `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 2}`, ...files],
+      {
+        cwd: root,
+        stdio: 'inherit',
+        env: { ...process.env, TEST_DATABASE_SERVER_URL: server, TEST_TEMPLATE_DB: TEMPLATE, CONTRACT_COVERAGE_DIR: coverageDir, NODE_ENV: 'test' },
+      },
+    );
+    child.on('exit', (c) => resolve(c ?? 1));
+  });
+
+  await query(server, `drop database if exists "${TEMPLATE}" with (force)`).catch(() => undefined);
+  if (embedded) await embedded.stop();
+  if (process.argv.length <= 2) printCoverage(coverageDir);
+  return code;
+}
+
+main().then(
+  (code) => process.exit(code),
+  (err) => {
+    console.error(err);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,55 @@
+/**
+ * The Koa app. The order of the pipeline, outermost first:
+ * request id -> log + metrics -> response contract check -> error envelope -> CORS -> body -> contract router.
+ */
+import Koa from 'koa';
+import { koaBody } from 'koa-body';
+import type { Logger } from 'pino';
+import type { OpenAPIBackend } from 'openapi-backend';
+import type { Registry } from 'prom-client';
+import { requestId } from './http/request-id.js';
+import { observe } from './http/observability.js';
+import { responseCheck } from './http/response-check.js';
+import { errorEnvelope } from './http/envelope.js';
+import { corsPolicy } from './http/cors.js';
+import { contractRouter } from './http/router.js';
+import { securityHandlers, type Authenticators } from './http/security.js';
+import type { Contract } from './http/contract.js';
+import type { Handlers } from './http/handler-types.js';
+import type { Config } from './config.js';
+
+export interface AppParts {
+  config: Config;
+  log: Logger;
+  contract: Contract;
+  api: OpenAPIBackend;
+  handlers: Handlers;
+  auth: Authenticators;
+  metrics: Registry;
+}
+
+export function createApp(parts: AppParts): Koa {
+  const { config, log, contract } = parts;
+  const app = new Koa({ proxy: false });
+  app.silent = true;
+  app
+    .use(requestId())
+    .use(observe(log, parts.metrics))
+    .use(responseCheck(contract, config.contractCheck, log, config.CONTRACT_COVERAGE_DIR))
+    .use(errorEnvelope(contract, log, config.BODY_LIMIT_BYTES))
+    .use(corsPolicy(config.CORS_ORIGINS))
+    .use(
+      koaBody({
+        jsonLimit: config.BODY_LIMIT_BYTES,
+        formLimit: config.BODY_LIMIT_BYTES,
+        textLimit: config.BODY_LIMIT_BYTES,
+        includeUnparsed: true,
+        jsonStrict: true,
+        onError: (err) => {
+          throw err;
+        },
+      }),
+    )
+    .use(contractRouter({ contract, api: parts.api, handlers: parts.handlers, security: securityHandlers(parts.auth), log, operatorEnabled: Boolean(config.ADMIN_TOKEN) }));
+  return app;
+}

@@ -1,0 +1,46 @@
+/**
+ * Secrets at rest (provider credentials, tool headers, OAuth tokens, webhook secrets): AES-256-GCM
+ * with SECRETS_KEY. Outside production an unset key is generated once into DATA_DIR/secrets.key.
+ * Stored form: `v1.<iv>.<tag>.<ciphertext>` (base64url).
+ */
+import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+
+export class SecretBox {
+  constructor(private readonly key: Buffer) {
+    if (key.length !== 32) throw new Error('SECRETS_KEY must be 32 bytes');
+  }
+
+  seal(plaintext: string): string {
+    const iv = randomBytes(12);
+    const cipher = createCipheriv('aes-256-gcm', this.key, iv);
+    const data = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
+    return ['v1', iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), data.toString('base64url')].join('.');
+  }
+
+  open(sealed: string): string {
+    const [version, iv, tag, data] = sealed.split('.');
+    if (version !== 'v1' || !iv || !tag || data === undefined) throw new Error('not a sealed secret');
+    const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(iv, 'base64url'));
+    decipher.setAuthTag(Buffer.from(tag, 'base64url'));
+    return Buffer.concat([decipher.update(Buffer.from(data, 'base64url')), decipher.final()]).toString('utf8');
+  }
+}
+
+function parseKey(value: string): Buffer {
+  return /^[0-9a-fA-F]{64}$/.test(value) ? Buffer.from(value, 'hex') : Buffer.from(value, 'base64');
+}
+
+export function loadSecretBox(opts: { secretsKey?: string; dataDir: string; production: boolean }): SecretBox {
+  if (opts.secretsKey) return new SecretBox(parseKey(opts.secretsKey));
+  if (opts.production) throw new Error('SECRETS_KEY is required in production');
+  const file = path.join(opts.dataDir, 'secrets.key');
+  fs.mkdirSync(opts.dataDir, { recursive: true });
+  try {
+    fs.writeFileSync(file, randomBytes(32).toString('base64'), { mode: 0o600, flag: 'wx' });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  return new SecretBox(parseKey(fs.readFileSync(file, 'utf8').trim()));
+}

@@ -1,0 +1,168 @@
+/**
+ * The bundled contract (generated/openapi.json) and what the service derives from it: the
+ * openapi-backend router/validator, per-operation facts, and response validators.
+ *
+ * openapi-backend 5 checks documents against the 3.0 meta-schema in init() and validates with a
+ * draft-07 Ajv; we skip its definition check (Spectral and redocly lint the contract) and hand it
+ * Ajv2020 so 3.1 schemas (type arrays, const, unevaluatedProperties) validate correctly.
+ */
+import { readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+import { OpenAPIBackend, type Document } from 'openapi-backend';
+import { Ajv2020, type ValidateFunction, type Options as AjvOptions } from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const generatedDir = path.join(root, 'generated');
+
+type Json = Record<string, unknown>;
+const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'] as const;
+
+export interface OperationInfo {
+  operationId: string;
+  method: string;
+  path: string;
+  tags: string[];
+  /** JSON pointer of the operation inside the bundle. */
+  pointer: string;
+  /** Declared response statuses (as written: '200', '4XX', 'default'). */
+  statuses: string[];
+  requestContentTypes: string[];
+  requestBodyRequired: boolean;
+  listShaped422: boolean;
+  /** The handler validates the request itself, after checks the spec orders before validation. */
+  validateInHandler: boolean;
+  security: Array<Record<string, string[]>>;
+}
+
+export interface ResolvedResponse {
+  pointer: string;
+  headers: Record<string, { required?: boolean; schemaPointer: string }>;
+  content: Record<string, string | null>;
+}
+
+function escapePointer(s: string): string {
+  return s.replace(/~/g, '~0').replace(/\//g, '~1');
+}
+
+export function makeAjv(opts: AjvOptions = {}): Ajv2020 {
+  const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: true, ...opts });
+  addFormats.default(ajv);
+  for (const f of ['int32', 'int64', 'float', 'double', 'byte', 'binary', 'password']) ajv.addFormat(f, true);
+  return ajv;
+}
+
+export class Contract {
+  readonly document: Json;
+  readonly operations = new Map<string, OperationInfo>();
+  private readonly ajv = makeAjv({ allErrors: false });
+  private readonly validators = new Map<string, ValidateFunction>();
+
+  constructor(document: Json) {
+    this.document = document;
+    this.ajv.addSchema(document, 'openapi.json');
+    const paths = (document.paths ?? {}) as Record<string, Json>;
+    const globalSecurity = (document.security ?? []) as OperationInfo['security'];
+    for (const [p, item] of Object.entries(paths)) {
+      for (const method of HTTP_METHODS) {
+        const op = item[method] as Json | undefined;
+        if (!op) continue;
+        const responses = (op.responses ?? {}) as Record<string, Json>;
+        const requestBody = this.deref(op.requestBody as Json | undefined);
+        const r422 = responses['422'] as Json | undefined;
+        this.operations.set(op.operationId as string, {
+          operationId: op.operationId as string,
+          method: method.toUpperCase(),
+          path: p,
+          tags: (op.tags as string[]) ?? [],
+          pointer: `#/paths/${escapePointer(p)}/${method}`,
+          statuses: Object.keys(responses),
+          requestContentTypes: Object.keys((requestBody?.content as Json) ?? {}),
+          requestBodyRequired: Boolean(requestBody?.required),
+          listShaped422: r422?.$ref === '#/components/responses/ValidationErrorList',
+          validateInHandler: op['x-validate-in-handler'] === true,
+          security: (op.security as OperationInfo['security']) ?? globalSecurity,
+        });
+      }
+    }
+  }
+
+  static load(file = path.join(generatedDir, 'openapi.json')): Contract {
+    return new Contract(JSON.parse(readFileSync(file, 'utf8')) as Json);
+  }
+
+  usesListShaped422(operationId: string): boolean {
+    return this.operations.get(operationId)?.listShaped422 ?? false;
+  }
+
+  /** Follows local `$ref`s inside the bundle. */
+  private deref<T extends Json | undefined>(node: T): T {
+    let current = node as Json | undefined;
+    for (let i = 0; current && typeof current.$ref === 'string' && i < 10; i++) {
+      current = this.resolvePointer(current.$ref as string) as Json;
+    }
+    return current as T;
+  }
+
+  private resolvePointer(ref: string): unknown {
+    const parts = ref.replace(/^#\//, '').split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+    let node: unknown = this.document;
+    for (const part of parts) node = (node as Json | undefined)?.[part];
+    return node;
+  }
+
+  /** The declared response for a status: exact, then `4XX`-style range, then `default`. */
+  response(operationId: string, status: number): ResolvedResponse | null {
+    const info = this.operations.get(operationId);
+    if (!info) return null;
+    const key = [String(status), `${String(status)[0]}XX`, 'default'].find((k) => info.statuses.includes(k));
+    if (!key) return null;
+    let pointer = `${info.pointer}/responses/${key}`;
+    let node = this.resolvePointer(pointer) as Json;
+    while (typeof node.$ref === 'string') {
+      pointer = node.$ref;
+      node = this.resolvePointer(pointer) as Json;
+    }
+    const headers: ResolvedResponse['headers'] = {};
+    for (const [name, h] of Object.entries((node.headers ?? {}) as Record<string, Json>)) {
+      let hp = `${pointer}/headers/${escapePointer(name)}`;
+      let hn = h;
+      while (typeof hn.$ref === 'string') {
+        hp = hn.$ref;
+        hn = this.resolvePointer(hp) as Json;
+      }
+      headers[name] = { required: hn.required === true, schemaPointer: `${hp}/schema` };
+    }
+    const content: ResolvedResponse['content'] = {};
+    for (const [type, media] of Object.entries((node.content ?? {}) as Record<string, Json>)) {
+      content[type] = media.schema ? `${pointer}/content/${escapePointer(type)}/schema` : null;
+    }
+    return { pointer, headers, content };
+  }
+
+  /** A validator for the schema at a pointer of the bundle (compiled once). */
+  validator(schemaPointer: string): ValidateFunction {
+    let v = this.validators.get(schemaPointer);
+    if (!v) {
+      v = this.ajv.compile({ $ref: `openapi.json${schemaPointer}` });
+      this.validators.set(schemaPointer, v);
+    }
+    return v;
+  }
+
+  /** A fresh openapi-backend instance on this document (routing + request validation). */
+  async backend(): Promise<OpenAPIBackend> {
+    const api = new OpenAPIBackend({
+      definition: structuredClone(this.document) as unknown as Document,
+      strict: true,
+      validate: (c) => !this.operations.get(c.operation.operationId ?? '')?.validateInHandler,
+      ajvOpts: { allErrors: true, strict: false },
+      customizeAjv: (_original, ajvOpts) => makeAjv(ajvOpts as AjvOptions) as never,
+    });
+    // The 3.0 meta-schema check of init() rejects valid 3.1 documents; the linters validate the contract.
+    api.validateDefinition = () => api.document;
+    await api.init();
+    return api;
+  }
+}

@@ -1,0 +1,78 @@
+/**
+ * Renders every failure as the error envelope. Sits before the body parser, because koa-body reports
+ * its own errors (malformed JSON, oversized body) as plain text.
+ */
+import type { Middleware } from 'koa';
+import type { Logger } from 'pino';
+import { ApiError, internalError, notFound, type ValidationIssue } from './errors.js';
+import type { Contract } from './contract.js';
+
+interface HttpishError extends Error {
+  status?: number;
+  statusCode?: number;
+  type?: string;
+  expose?: boolean;
+}
+
+/** Maps errors thrown by Koa and koa-body (raw-body, co-body) onto the catalogue. */
+function fromHttpError(err: HttpishError, limitBytes: number): ApiError | null {
+  const status = err.status ?? err.statusCode;
+  if (err.type === 'entity.too.large' || status === 413) {
+    return new ApiError(413, 'invalid_request_error', 'payload_too_large', `The request body exceeds the limit of ${limitBytes} bytes.`);
+  }
+  if (err.type === 'entity.parse.failed' || (status === 400 && /json/i.test(err.message))) {
+    return new ApiError(400, 'invalid_request_error', 'invalid_json', 'The request body is not valid JSON (it must be a JSON object).');
+  }
+  if (err.type === 'encoding.unsupported' || err.type === 'charset.unsupported' || status === 415) {
+    return new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'The request body encoding or charset is not supported.');
+  }
+  if (err.type === 'request.aborted') {
+    return new ApiError(400, 'invalid_request_error', 'request_aborted', 'The request was aborted before its body arrived.');
+  }
+  if (status && status >= 400 && status < 500 && err.expose) {
+    return new ApiError(status, 'invalid_request_error', 'invalid_request', err.message);
+  }
+  return null;
+}
+
+export function renderError(ctx: import('koa').Context, err: ApiError, contract: Contract): void {
+  ctx.status = err.status;
+  for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
+  const error = {
+    type: err.type,
+    code: err.code,
+    message: err.message,
+    param: err.param,
+    request_id: (ctx.state.requestId as string | undefined) ?? null,
+  };
+  const operationId = ctx.state.operationId as string | undefined;
+  if (err.status === 422 && operationId && contract.usesListShaped422(operationId)) {
+    const detail: ValidationIssue[] = err.issues.length
+      ? err.issues
+      : [{ loc: err.param ? ['body', ...err.param.split('.')] : ['body'], msg: err.message, type: err.code }];
+    ctx.body = { detail, error };
+  } else {
+    ctx.body = { error };
+  }
+}
+
+export function errorEnvelope(contract: Contract, log: Logger, bodyLimitBytes: number): Middleware {
+  return async (ctx, next) => {
+    try {
+      await next();
+      if (ctx.status === 404 && ctx.body == null) {
+        throw notFound('route_not_found', `No route ${ctx.method} ${ctx.path}.`);
+      }
+    } catch (thrown) {
+      let err: ApiError;
+      if (thrown instanceof ApiError) err = thrown;
+      else {
+        err = fromHttpError(thrown as HttpishError, bodyLimitBytes) ?? internalError();
+        if (err.status === 500) {
+          log.error({ err: thrown, requestId: ctx.state.requestId, operationId: ctx.state.operationId }, 'unhandled error');
+        }
+      }
+      renderError(ctx, err, contract);
+    }
+  };
+}

@@ -1,0 +1,79 @@
+/**
+ * The error catalogue. Every non-2xx response of the API is an ApiError rendered into the envelope
+ * `{error: {type, code, message, param, request_id}}`. Messages never contain secrets.
+ */
+export type ErrorType =
+  | 'invalid_request_error'
+  | 'authentication_error'
+  | 'permission_error'
+  | 'not_found_error'
+  | 'conflict_error'
+  | 'idempotency_error'
+  | 'billing_error'
+  | 'rate_limit_error'
+  | 'upstream_error'
+  | 'api_error';
+
+/** One problem of a list-shaped 422 (`{detail: [...]}`). */
+export interface ValidationIssue {
+  loc: string[];
+  msg: string;
+  type: string;
+  input?: unknown;
+  ctx?: Record<string, unknown>;
+}
+
+export class ApiError extends Error {
+  readonly status: number;
+  readonly type: ErrorType;
+  readonly code: string;
+  readonly param: string | null;
+  readonly headers: Record<string, string>;
+  /** The problems behind a 422, for operations whose contract uses the list-shaped body. */
+  readonly issues: ValidationIssue[];
+
+  constructor(
+    status: number,
+    type: ErrorType,
+    code: string,
+    message: string,
+    opts: { param?: string | null; headers?: Record<string, string>; issues?: ValidationIssue[] } = {},
+  ) {
+    super(message);
+    this.status = status;
+    this.type = type;
+    this.code = code;
+    this.param = opts.param ?? null;
+    this.headers = opts.headers ?? {};
+    this.issues = opts.issues ?? [];
+  }
+}
+
+const make =
+  (status: number, type: ErrorType) =>
+  (code: string, message: string, param: string | null = null) =>
+    new ApiError(status, type, code, message, { param });
+
+export const badRequest = make(400, 'invalid_request_error');
+export const unauthorized = (message = "A valid API key is required: send 'Authorization: Bearer ek_...'.") =>
+  new ApiError(401, 'authentication_error', 'unauthorized', message);
+export const paymentRequired = make(402, 'billing_error');
+export const forbidden = make(403, 'permission_error');
+export const notFound = make(404, 'not_found_error');
+export const conflict = make(409, 'conflict_error');
+export const unprocessable = make(422, 'invalid_request_error');
+export const badGateway = make(502, 'upstream_error');
+export const tooManyRequests = (retryAfterSeconds: number, message?: string) =>
+  new ApiError(429, 'rate_limit_error', 'rate_limited', message ?? `Too many requests; retry after ${retryAfterSeconds} seconds.`, {
+    headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) },
+  });
+export const notImplemented = (operationId: string) =>
+  new ApiError(501, 'api_error', 'not_implemented', `The operation '${operationId}' is not implemented yet.`);
+export const internalError = () =>
+  new ApiError(500, 'api_error', 'internal_error', 'An unexpected error occurred. Quote the request id when contacting support.');
+export const serviceUnavailable = (message = 'The service is temporarily unavailable; retry shortly.', code = 'service_unavailable') =>
+  new ApiError(503, 'api_error', code, message);
+
+/** A resource of another workspace: 403, as the spec says for agents, applied everywhere. */
+export const otherWorkspace = (resource: string) =>
+  forbidden('forbidden', `This ${resource} belongs to another workspace.`);

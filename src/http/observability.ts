@@ -1,0 +1,28 @@
+/** One pino line per request, and Prometheus request metrics, both labelled by operationId. */
+import type { Middleware } from 'koa';
+import type { Logger } from 'pino';
+import { Counter, Histogram, type Registry } from 'prom-client';
+
+export function observe(log: Logger, registry: Registry): Middleware {
+  const requests = new Counter({ name: 'http_requests_total', help: 'Requests by operation and status.', labelNames: ['operation', 'status'], registers: [registry] });
+  const duration = new Histogram({
+    name: 'http_request_duration_seconds',
+    help: 'Request duration by operation.',
+    labelNames: ['operation'],
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
+    registers: [registry],
+  });
+  return async (ctx, next) => {
+    const start = process.hrtime.bigint();
+    try {
+      await next();
+    } finally {
+      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+      const operation = (ctx.state.operationId as string | undefined) ?? 'unrouted';
+      requests.inc({ operation, status: String(ctx.status) });
+      duration.observe({ operation }, seconds);
+      // The path only: query strings can carry tokens (OAuth codes, WebSocket tokens).
+      log.info({ requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, operationId: operation, status: ctx.status, ms: Math.round(seconds * 1e4) / 10 }, 'request');
+    }
+  };
+}

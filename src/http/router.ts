@@ -1,0 +1,122 @@
+/**
+ * The contract router: openapi-backend matches the operation, runs the security handler and request
+ * validation, then the handler registered under the operationId. Operations without a handler answer
+ * 501 until their issue lands.
+ */
+import type { Context, Middleware } from 'koa';
+import type { Logger } from 'pino';
+import type { OpenAPIBackend, Context as ApiContext } from 'openapi-backend';
+import { ApiError, notFound, notImplemented, unauthorized } from './errors.js';
+import { validationError } from './validation.js';
+import type { Contract } from './contract.js';
+import type { AnyHandler, Handlers, OperationId } from './handler-types.js';
+import type { Principal } from './principal.js';
+
+export interface RouterOptions {
+  contract: Contract;
+  api: OpenAPIBackend;
+  handlers: Handlers;
+  security: Record<string, (c: ApiContext) => Promise<Principal>>;
+  log: Logger;
+  operatorEnabled: boolean;
+}
+
+function principalOf(c: ApiContext): Principal {
+  for (const [name, result] of Object.entries(c.security ?? {})) {
+    if (name !== 'authorized' && result && typeof result === 'object' && !('error' in result)) return result as Principal;
+  }
+  return { kind: 'anonymous' };
+}
+
+function allowedMethods(contract: Contract, api: OpenAPIBackend, path: string): string[] {
+  const methods = new Set<string>();
+  for (const info of contract.operations.values()) {
+    if (api.router.matchOperation({ method: info.method, path, headers: {} })) methods.add(info.method);
+  }
+  return [...methods];
+}
+
+/** 415 when a body arrives in a media type the operation does not take. */
+function checkContentType(ctx: Context, contract: Contract, operationId: string): void {
+  const info = contract.operations.get(operationId);
+  if (!info || info.requestContentTypes.length === 0) return;
+  const hasBody = Number(ctx.get('Content-Length') || 0) > 0 || ctx.get('Transfer-Encoding') !== '';
+  if (hasBody && !ctx.is(...info.requestContentTypes)) {
+    throw new ApiError(415, 'invalid_request_error', 'unsupported_media_type', `Content-Type must be ${info.requestContentTypes.join(' or ')}.`);
+  }
+}
+
+export function contractRouter(opts: RouterOptions): Middleware {
+  const { contract, api, handlers } = opts;
+  api.register({
+    notFound: (_c: ApiContext, ctx: Context) => {
+      throw notFound('route_not_found', `No route ${ctx.method} ${ctx.path}.`);
+    },
+    methodNotAllowed: (_c: ApiContext, ctx: Context) => {
+      const allow = allowedMethods(contract, api, ctx.path);
+      throw new ApiError(405, 'invalid_request_error', 'method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}; allowed: ${allow.join(', ')}.`, { headers: { Allow: allow.join(', ') } });
+    },
+    postRoutingHandler: (c: ApiContext, ctx: Context) => {
+      if (!c.operation) return;
+      const operationId = c.operation.operationId as string;
+      ctx.state.operationId = operationId;
+      if (!opts.operatorEnabled && contract.operations.get(operationId)?.tags.includes('Operator')) {
+        throw notFound('route_not_found', `No route ${ctx.method} ${ctx.path}.`);
+      }
+    },
+    // Runs after authentication and before validation: an unimplemented operation answers 501 whatever the body.
+    postSecurityHandler: (c: ApiContext) => {
+      const operationId = c.operation?.operationId as OperationId | undefined;
+      if (operationId && !handlers[operationId] && (c.security?.authorized || (c.operation.security ?? []).length === 0)) {
+        throw notImplemented(operationId);
+      }
+    },
+    unauthorizedHandler: (c: ApiContext) => {
+      const failure = Object.values(c.security ?? {}).find((r) => r && typeof r === 'object' && 'error' in r) as { error: unknown } | undefined;
+      throw failure?.error instanceof ApiError ? failure.error : unauthorized();
+    },
+    validationFail: (c: ApiContext, ctx: Context) => {
+      checkContentType(ctx, contract, c.operation.operationId as string);
+      throw validationError(c.validation.errors ?? [], { requestBody: c.request.requestBody, query: c.request.query, path: c.request.params });
+    },
+  });
+  api.registerSecurityHandler('ApiKey', opts.security.ApiKey);
+  api.registerSecurityHandler('DashboardSession', opts.security.DashboardSession);
+  api.registerSecurityHandler('OperatorToken', opts.security.OperatorToken);
+
+  for (const operationId of contract.operations.keys()) {
+    const handler = handlers[operationId as OperationId] as AnyHandler | undefined;
+    api.register(operationId, async (c: ApiContext, ctx: Context) => {
+      if (!handler) throw notImplemented(operationId);
+      checkContentType(ctx, contract, operationId);
+      const reply = await handler({
+        operationId: operationId as OperationId,
+        params: c.request.params as never,
+        query: c.request.query as never,
+        body: c.request.requestBody as never,
+        headers: ctx.headers as Record<string, string | undefined>,
+        auth: principalOf(c),
+        requestId: ctx.state.requestId as string,
+        log: opts.log.child({ requestId: ctx.state.requestId, operationId }),
+        ctx,
+      });
+      ctx.status = reply.status as number;
+      for (const [name, value] of Object.entries(reply.headers ?? {})) ctx.set(name, value);
+      if (reply.body !== undefined) ctx.body = reply.body;
+      if (reply.type) ctx.type = reply.type;
+    });
+  }
+
+  return async (ctx) => {
+    await api.handleRequest(
+      {
+        method: ctx.method,
+        path: ctx.path,
+        headers: ctx.headers as Record<string, string | string[]>,
+        query: ctx.query as Record<string, string | string[]>,
+        body: (ctx.request as { body?: unknown }).body,
+      },
+      ctx,
+    );
+  };
+}

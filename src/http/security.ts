@@ -1,0 +1,46 @@
+/**
+ * The security handlers of the contract's three bearer schemes. Each token kind has its own prefix,
+ * so a token of the wrong kind is refused with a message that says which kind the route takes.
+ */
+import type { Context as ApiContext } from 'openapi-backend';
+import { safeEqual } from '../lib/tokens.js';
+import { unauthorized } from './errors.js';
+import type { Principal } from './principal.js';
+
+export interface Authenticators {
+  apiKey(token: string): Promise<Principal | null>;
+  dashboardSession(token: string): Promise<Principal | null>;
+  adminToken?: string;
+}
+
+function bearer(c: ApiContext): string | null {
+  const header = c.request.headers['authorization'];
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(Array.isArray(header) ? header[0] ?? '' : header ?? '');
+  return m ? m[1] : null;
+}
+
+export function securityHandlers(auth: Authenticators) {
+  return {
+    ApiKey: async (c: ApiContext): Promise<Principal> => {
+      const token = bearer(c);
+      if (!token) throw unauthorized();
+      if (token.startsWith('ds_')) throw unauthorized('This route takes an API key (ek_...), not a dashboard session token.');
+      const principal = token.startsWith('ek_') ? await auth.apiKey(token) : null;
+      if (!principal) throw unauthorized('Invalid or revoked API key.');
+      return principal;
+    },
+    DashboardSession: async (c: ApiContext): Promise<Principal> => {
+      const token = bearer(c);
+      if (!token) throw unauthorized("A dashboard session is required: send 'Authorization: Bearer ds_...' from POST /api/v1/auth/login.");
+      if (token.startsWith('ek_')) throw unauthorized('This route takes a dashboard session token, not an API key; log in with POST /api/v1/auth/login.');
+      const principal = token.startsWith('ds_') ? await auth.dashboardSession(token) : null;
+      if (!principal) throw unauthorized('The dashboard session token is invalid, expired or logged out; log in again.');
+      return principal;
+    },
+    OperatorToken: async (c: ApiContext): Promise<Principal> => {
+      const token = bearer(c);
+      if (!token || !auth.adminToken || !safeEqual(token, auth.adminToken)) throw unauthorized('A valid operator token is required.');
+      return { kind: 'operator' };
+    },
+  };
+}

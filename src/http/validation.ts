@@ -1,0 +1,84 @@
+/** Turns Ajv errors of request validation into one 422 ApiError (with every problem kept as an issue). */
+import type { ErrorObject } from 'ajv';
+import { ApiError, type ValidationIssue } from './errors.js';
+
+const LOCATIONS: Record<string, string> = { requestBody: 'body', query: 'query', path: 'path', header: 'header' };
+const NOISE = new Set(['oneOf', 'anyOf', 'allOf', 'if', 'then', 'else', 'not', '$ref']);
+
+interface Mapped extends ValidationIssue {
+  code: string;
+  param: string;
+  rank: number;
+}
+
+function pathOf(instancePath: string): { loc: string[]; field: string[] } {
+  const parts = instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const where = LOCATIONS[parts[0] ?? ''] ?? 'body';
+  const field = parts.slice(1);
+  return { loc: [where, ...field], field };
+}
+
+function describe(field: string[]): string {
+  return field.length ? `'${field.join('.')}'` : 'The request body';
+}
+
+function mapOne(e: ErrorObject, data: unknown): Mapped | null {
+  const { loc, field } = pathOf(e.instancePath);
+  const params = e.params as Record<string, unknown>;
+  const at = (extra?: string) => (extra ? [...field, extra] : field);
+  switch (e.keyword) {
+    case 'additionalProperties':
+    case 'unevaluatedProperties': {
+      const name = String(params.additionalProperty ?? params.unevaluatedProperty);
+      const f = at(name);
+      const where = loc[0] === 'query' ? 'query parameter' : 'field';
+      return { loc: [...loc, name], msg: `Unknown ${where} ${describe(f)}.`, type: 'extra_forbidden', code: 'unknown_field', param: f.join('.'), rank: 0 };
+    }
+    case 'required': {
+      const name = String(params.missingProperty);
+      if (e.instancePath === '' && name === 'requestBody') {
+        return { loc: ['body'], msg: 'A JSON request body is required.', type: 'missing', code: 'missing_body', param: '', rank: 1 };
+      }
+      if (e.instancePath === '') return null;
+      const f = at(name);
+      return { loc: [...loc, name], msg: `Field ${describe(f)} is required.`, type: 'missing', code: 'missing_field', param: f.join('.'), rank: 1 };
+    }
+    case 'type': {
+      const expected = Array.isArray(params.type) ? (params.type as string[]).join(' or ') : String(params.type);
+      return { loc, msg: `${describe(field)} must be ${/^[aeiou]/.test(expected) ? 'an' : 'a'} ${expected}.`, type: `${String(params.type).split(',')[0]}_type`, code: 'invalid_type', param: field.join('.'), rank: 2, input: valueAt(data, e.instancePath) };
+    }
+    case 'enum':
+      return { loc, msg: `${describe(field)} must be one of: ${(params.allowedValues as unknown[]).map(String).join(', ')}.`, type: 'enum', code: 'invalid_value', param: field.join('.'), rank: 3, input: valueAt(data, e.instancePath), ctx: { expected: params.allowedValues } };
+    default:
+      if (NOISE.has(e.keyword)) return null;
+      return { loc, msg: `${describe(field)} ${e.message ?? 'is invalid'}.`, type: e.keyword, code: 'invalid_value', param: field.join('.'), rank: 3, input: valueAt(data, e.instancePath), ctx: params };
+  }
+}
+
+/** Never echo what might be a credential back in an error. */
+const SECRET_FIELD = /password|token|secret|api_key|public_key|authorization|headers|credential/i;
+
+function valueAt(data: unknown, instancePath: string): unknown {
+  if (SECRET_FIELD.test(instancePath)) return undefined;
+  let node = data;
+  for (const part of instancePath.split('/').slice(1)) node = (node as Record<string, unknown> | undefined)?.[part.replace(/~1/g, '/').replace(/~0/g, '~')];
+  return node;
+}
+
+/** `data` is the object validated: {requestBody, query, path, header}. */
+export function validationError(errors: ErrorObject[], data?: unknown): ApiError {
+  const seen = new Set<string>();
+  const mapped = errors
+    .map((e) => mapOne(e, data))
+    .filter((m): m is Mapped => m !== null)
+    .filter((m) => {
+      const key = `${m.loc.join('.')}|${m.type}`;
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    })
+    .sort((a, b) => a.rank - b.rank);
+  const first = mapped[0] ?? { msg: 'The request is invalid.', code: 'invalid_request', param: '', loc: ['body'], type: 'invalid', rank: 9 };
+  const issues: ValidationIssue[] = mapped.map(({ loc, msg, type, input, ctx }) => ({ loc, msg, type, ...(input !== undefined ? { input } : {}), ...(ctx ? { ctx } : {}) }));
+  return new ApiError(422, 'invalid_request_error', first.code, first.msg, { param: first.param || null, issues });
+}

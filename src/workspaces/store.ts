@@ -1,0 +1,135 @@
+/** Workspaces, users, dashboard sessions and API keys in PostgreSQL. Every query is scoped by workspace. */
+import type { Knex } from 'knex';
+import { conflict } from '../http/errors.js';
+import { isUniqueViolation } from '../lib/db-errors.js';
+import { paginate, type PageParams } from '../lib/pagination.js';
+import type { Role } from '../http/principal.js';
+
+export interface WorkspaceRow {
+  id: string;
+  name: string;
+  plan: string;
+  subscription_status: 'active' | 'past_due' | 'unpaid';
+  credit_balance_cents: number;
+  concurrent_session_limit: number;
+  created_at: Date;
+}
+export interface UserRow {
+  id: string;
+  workspace_id: string;
+  email: string;
+  password_hash: string;
+  role: Role;
+  created_at: Date;
+}
+export interface SessionRow {
+  id: string;
+  user_id: string;
+  workspace_id: string;
+  expires_at: Date;
+  role: Role;
+}
+export interface ApiKeyRow {
+  id: string;
+  workspace_id: string;
+  name: string;
+  key_prefix: string;
+  revoked_at: Date | null;
+  last_used_at: Date | null;
+  created_at: Date;
+}
+
+const emailTaken = () => conflict('email_taken', 'An account with this email already exists.', 'email');
+
+export class WorkspaceStore {
+  constructor(private readonly db: Knex) {}
+
+  async createWorkspaceWithOwner(ws: Omit<WorkspaceRow, 'created_at'>, owner: Omit<UserRow, 'created_at' | 'workspace_id' | 'role'>): Promise<{ workspace: WorkspaceRow; user: UserRow }> {
+    try {
+      return await this.db.transaction(async (trx) => {
+        const [workspace] = await trx('workspaces').insert(ws).returning('*');
+        const [user] = await trx('users').insert({ ...owner, workspace_id: ws.id, role: 'owner' }).returning('*');
+        return { workspace, user };
+      });
+    } catch (err) {
+      if (isUniqueViolation(err, 'users_email_unique')) throw emailTaken();
+      throw err;
+    }
+  }
+
+  async createUser(user: Omit<UserRow, 'created_at'>): Promise<UserRow> {
+    try {
+      const [row] = await this.db('users').insert(user).returning('*');
+      return row;
+    } catch (err) {
+      if (isUniqueViolation(err, 'users_email_unique')) throw emailTaken();
+      throw err;
+    }
+  }
+
+  findUserByEmail(email: string): Promise<UserRow | undefined> {
+    return this.db('users').whereRaw('lower(email) = lower(?)', [email]).first();
+  }
+
+  listUsers(workspaceId: string): Promise<UserRow[]> {
+    return this.db('users').where({ workspace_id: workspaceId }).orderBy('id', 'asc');
+  }
+
+  getWorkspace(id: string): Promise<WorkspaceRow | undefined> {
+    return this.db('workspaces').where({ id }).first();
+  }
+
+  listWorkspaces(params: PageParams) {
+    return paginate<WorkspaceRow, WorkspaceRow>(this.db('workspaces').select('*'), params, (r) => r);
+  }
+
+  async updateWorkspace(id: string, patch: Partial<Omit<WorkspaceRow, 'id' | 'created_at'>>): Promise<WorkspaceRow | undefined> {
+    const [row] = await this.db('workspaces').where({ id }).update({ ...patch, updated_at: this.db.fn.now() }).returning('*');
+    return row;
+  }
+
+  async createSession(s: { id: string; token_hash: string; user_id: string; workspace_id: string; expires_at: Date }): Promise<void> {
+    await this.db('dashboard_sessions').insert(s);
+  }
+
+  findLiveSession(tokenHash: string): Promise<SessionRow | undefined> {
+    return this.db('dashboard_sessions as s')
+      .join('users as u', 'u.id', 's.user_id')
+      .where('s.token_hash', tokenHash)
+      .whereNull('s.revoked_at')
+      .where('s.expires_at', '>', this.db.fn.now())
+      .first('s.id', 's.user_id', 's.workspace_id', 's.expires_at', 'u.role');
+  }
+
+  async revokeSession(id: string): Promise<void> {
+    await this.db('dashboard_sessions').where({ id }).update({ revoked_at: this.db.fn.now() });
+  }
+
+  async createApiKey(k: { id: string; workspace_id: string; name: string; key_hash: string; key_prefix: string; created_by: string }): Promise<ApiKeyRow> {
+    const [row] = await this.db('api_keys').insert(k).returning(['id', 'workspace_id', 'name', 'key_prefix', 'revoked_at', 'last_used_at', 'created_at']);
+    return row;
+  }
+
+  listApiKeys(workspaceId: string): Promise<ApiKeyRow[]> {
+    return this.db('api_keys')
+      .where({ workspace_id: workspaceId })
+      .orderBy('id', 'desc')
+      .select('id', 'workspace_id', 'name', 'key_prefix', 'revoked_at', 'last_used_at', 'created_at');
+  }
+
+  findApiKey(id: string): Promise<Pick<ApiKeyRow, 'id' | 'workspace_id'> | undefined> {
+    return this.db('api_keys').where({ id }).first('id', 'workspace_id');
+  }
+
+  async revokeApiKey(workspaceId: string, id: string): Promise<void> {
+    await this.db('api_keys').where({ id, workspace_id: workspaceId }).whereNull('revoked_at').update({ revoked_at: this.db.fn.now() });
+  }
+
+  findLiveApiKey(keyHash: string): Promise<Pick<ApiKeyRow, 'id' | 'workspace_id' | 'last_used_at'> | undefined> {
+    return this.db('api_keys').where({ key_hash: keyHash }).whereNull('revoked_at').first('id', 'workspace_id', 'last_used_at');
+  }
+
+  async touchApiKey(id: string, at: Date): Promise<void> {
+    await this.db('api_keys').where({ id }).where((q) => q.whereNull('last_used_at').orWhere('last_used_at', '<', at)).update({ last_used_at: at });
+  }
+}

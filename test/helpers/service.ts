@@ -1,0 +1,62 @@
+/**
+ * Boots the real service in-process on a random port of 127.0.0.1 with its own database, the response
+ * contract check enforced, and logs captured (tests can scan them for secrets).
+ */
+import { Writable } from 'node:stream';
+import os from 'node:os';
+import path from 'node:path';
+import fs from 'node:fs';
+import supertest from 'supertest';
+import { loadConfig } from '../../src/config.js';
+import { createLogger } from '../../src/log.js';
+import { startService, type RunningService } from '../../src/service.js';
+import type { Clock } from '../../src/lib/clock.js';
+import { createTestDatabase } from './database.js';
+
+export const ADMIN_TOKEN = 'test-operator-token-0123456789';
+
+export interface TestService {
+  url: string;
+  http: ReturnType<typeof supertest>;
+  service: RunningService;
+  /** Every log line the service wrote, as text. */
+  logs: string[];
+  close(): Promise<void>;
+}
+
+export async function startTestService(env: Record<string, string> = {}, opts: { clock?: Clock } = {}): Promise<TestService> {
+  const db = await createTestDatabase();
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-test-'));
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    DATABASE_URL: db.url,
+    DATA_DIR: dataDir,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'info',
+    CONTRACT_CHECK: 'enforce',
+    CONTRACT_COVERAGE_DIR: process.env.CONTRACT_COVERAGE_DIR ?? '',
+    ADMIN_TOKEN,
+    SHUTDOWN_GRACE_MS: '2000',
+    ...env,
+  });
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk, _enc, cb) {
+      logs.push(chunk.toString());
+      cb();
+    },
+  });
+  const service = await startService(config, createLogger(config.LOG_LEVEL, sink), opts);
+  return {
+    url: service.url,
+    http: supertest(service.url),
+    service,
+    logs,
+    async close() {
+      await service.close();
+      await db.drop();
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}

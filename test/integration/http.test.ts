@@ -1,0 +1,93 @@
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { startTestService, type TestService } from '../helpers/service.js';
+
+let t: TestService;
+before(async () => {
+  t = await startTestService({ CORS_ORIGINS: 'http://localhost:3000,https://app.example.com' });
+});
+after(() => t.close());
+
+describe('request ids', () => {
+  it("echoes a client's valid X-Request-Id, in the header and in error envelopes", async () => {
+    const res = await t.http.get('/api/v1/keys').set('X-Request-Id', 'client-abc_123.~');
+    assert.equal(res.status, 401);
+    assert.equal(res.headers['x-request-id'], 'client-abc_123.~');
+    assert.equal(res.body.error.request_id, 'client-abc_123.~');
+  });
+
+  it('mints one when the given id is too long or not URL-safe', async () => {
+    for (const given of ['x'.repeat(129), 'has space', 'semi;colon']) {
+      const res = await t.http.get('/healthz').set('X-Request-Id', given);
+      assert.notEqual(res.headers['x-request-id'], given);
+      assert.match(res.headers['x-request-id'], /^req_[0-9A-Z]{26}$/);
+    }
+    const max = 'y'.repeat(128);
+    assert.equal((await t.http.get('/healthz').set('X-Request-Id', max)).headers['x-request-id'], max);
+  });
+});
+
+describe('routing errors', () => {
+  it('answers an unknown route with 404 in the envelope', async () => {
+    const res = await t.http.get('/api/v1/nothing-here');
+    assert.equal(res.status, 404);
+    assert.equal(res.body.error.code, 'route_not_found');
+    assert.equal(res.body.error.type, 'not_found_error');
+    assert.equal(res.body.error.request_id, res.headers['x-request-id']);
+  });
+
+  it('answers a wrong method with 405 and Allow', async () => {
+    const res = await t.http.put('/api/v1/keys').send({});
+    assert.equal(res.status, 405);
+    assert.equal(res.body.error.code, 'method_not_allowed');
+    assert.deepEqual(res.headers.allow.split(', ').sort(), ['GET', 'POST']);
+  });
+});
+
+describe('system routes', () => {
+  it('serves health, readiness and metrics', async () => {
+    assert.deepEqual((await t.http.get('/healthz')).body, { status: 'ok' });
+    const ready = await t.http.get('/readyz');
+    assert.equal(ready.status, 200);
+    assert.deepEqual(ready.body, { status: 'ok', checks: { database: 'ok' } });
+    const metrics = await t.http.get('/metrics');
+    assert.equal(metrics.status, 200);
+    assert.match(metrics.text, /http_requests_total\{operation="getReadiness",status="200"\}/);
+    assert.match(metrics.text, /process_cpu_seconds_total/);
+  });
+
+  it('serves the contract documents and an offline API reference', async () => {
+    const openapi = await t.http.get('/openapi.json');
+    assert.equal(openapi.body.openapi, '3.1.0');
+    assert.equal(openapi.body.info.version, '1.0.0');
+    const asyncapi = await t.http.get('/asyncapi.json');
+    assert.equal(asyncapi.status, 200);
+    assert.match(asyncapi.body.asyncapi, /^3\./);
+    const docs = await t.http.get('/docs');
+    assert.equal(docs.status, 200);
+    assert.match(docs.headers['content-type'], /text\/html/);
+    assert.match(docs.text, /Voice Agent Calling Service API/);
+    assert.doesNotMatch(docs.text, /<script[^>]+src="https?:\/\//, 'no script is loaded from a CDN');
+  });
+});
+
+describe('CORS', () => {
+  it('allows configured origins', async () => {
+    const res = await t.http.options('/api/v1/keys').set('Origin', 'https://app.example.com').set('Access-Control-Request-Method', 'POST').set('Access-Control-Request-Headers', 'authorization,content-type');
+    assert.equal(res.status, 204);
+    assert.equal(res.headers['access-control-allow-origin'], 'https://app.example.com');
+    assert.match(res.headers['access-control-allow-headers'], /Authorization/);
+    const get = await t.http.get('/healthz').set('Origin', 'http://localhost:3000');
+    assert.equal(get.headers['access-control-allow-origin'], 'http://localhost:3000');
+    assert.match(get.headers['access-control-expose-headers'], /X-Request-Id/);
+  });
+
+  it('gives other origins no CORS headers and refuses their preflights', async () => {
+    const pre = await t.http.options('/api/v1/keys').set('Origin', 'https://evil.example').set('Access-Control-Request-Method', 'POST');
+    assert.equal(pre.status, 403);
+    assert.equal(pre.body.error.code, 'origin_not_allowed');
+    assert.equal(pre.headers['access-control-allow-origin'], undefined);
+    const get = await t.http.get('/healthz').set('Origin', 'https://evil.example');
+    assert.equal(get.headers['access-control-allow-origin'], undefined);
+  });
+});

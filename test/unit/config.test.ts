@@ -1,0 +1,36 @@
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { ConfigError, loadConfig } from '../../src/config.js';
+
+describe('configuration', () => {
+  it('has working defaults', () => {
+    const c = loadConfig({});
+    assert.equal(c.PORT, 3000);
+    assert.equal(c.EMBEDDED_PG_PORT, 54329);
+    assert.equal(c.publicBaseUrl, 'http://localhost:3000');
+    assert.ok(c.CORS_ORIGINS.includes('http://localhost:3000'));
+    assert.equal(c.DATABASE_URL, undefined);
+  });
+
+  const bad: Array<[Record<string, string>, string]> = [
+    [{ PORT: 'eighty' }, 'PORT'],
+    [{ PORT: '70000' }, 'PORT'],
+    [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL'],
+    [{ PUBLIC_BASE_URL: 'ftp://x' }, 'PUBLIC_BASE_URL'],
+    [{ ADMIN_TOKEN: 'short' }, 'ADMIN_TOKEN'],
+    [{ CORS_ORIGINS: 'localhost:3000' }, 'CORS_ORIGINS'],
+    [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
+    [{ SECRETS_KEY: 'not-a-key' }, 'SECRETS_KEY'],
+    [{ EMBEDDED_PG_PORT: '0' }, 'EMBEDDED_PG_PORT'],
+    [{ NODE_ENV: 'production' }, 'SECRETS_KEY'],
+  ];
+  for (const [env, name] of bad) {
+    it(`names ${name} when ${JSON.stringify(env)} is wrong`, () => {
+      assert.throws(() => loadConfig(env), (err: unknown) => err instanceof ConfigError && err.message.includes(name));
+    });
+  }
+
+  it('treats an empty variable as unset', () => {
+    assert.equal(loadConfig({ ADMIN_TOKEN: '' }).ADMIN_TOKEN, undefined);
+  });
+});
