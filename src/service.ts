@@ -17,6 +17,7 @@ import { WorkspaceStore } from './workspaces/store.js';
 import { WorkspaceService } from './workspaces/service.js';
 import { workspaceRoutes } from './workspaces/routes.js';
 import { systemRoutes } from './system/routes.js';
+import type { OutboundPolicy } from './net/outbound-guard.js';
 
 export interface RunningService {
   url: string;
@@ -24,6 +25,7 @@ export interface RunningService {
   db: Database;
   secrets: SecretBox;
   workspaces: WorkspaceService;
+  outbound: OutboundPolicy;
   /** operationIds that have a handler; the rest answer 501. */
   implemented: string[];
   /** Stop accepting, let in-flight requests finish (up to SHUTDOWN_GRACE_MS), close the database. */
@@ -41,11 +43,18 @@ export async function startService(config: Config, log: Logger, opts: { clock?: 
   collectDefaultMetrics({ register: metrics });
   let shuttingDown = false;
 
+  const outbound: OutboundPolicy = { production: config.NODE_ENV === 'production', allowList: config.OUTBOUND_ALLOW_LIST };
+
+  // Domain services, each built from what it needs. Later domains add theirs below, in dependency order.
   const workspaces = new WorkspaceService(new WorkspaceStore(db.knex), clock, { sessionTtlMs: config.SESSION_TTL_MS, keyLastUsedResolutionMs: config.KEY_LAST_USED_RESOLUTION_MS }, log);
+
+  // Handlers by operationId; operations missing here answer 501.
   const handlers: Handlers = {
     ...workspaceRoutes(workspaces),
     ...systemRoutes({ db: db.knex, metrics, openapi: contract.document, isShuttingDown: () => shuttingDown }),
   };
+  // Work to finish on shutdown after the HTTP server stops (background workers, open sessions), in order.
+  const stopHooks: Array<() => Promise<void>> = [];
   const app = createApp({
     config,
     log,
@@ -77,6 +86,7 @@ export async function startService(config: Config, log: Logger, opts: { clock?: 
     db,
     secrets,
     workspaces,
+    outbound,
     implemented: Object.keys(handlers),
     close() {
       closing ??= (async () => {
@@ -86,6 +96,7 @@ export async function startService(config: Config, log: Logger, opts: { clock?: 
         const grace = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_GRACE_MS);
         await closed;
         clearTimeout(grace);
+        for (const hook of stopHooks) await hook();
         await db.close();
         log.info('service stopped');
       })();
