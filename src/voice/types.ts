@@ -1,0 +1,95 @@
+/**
+ * The voice service as the rest of the system sees it: one live conversation with the model, fed with
+ * user audio (PCM16 LE 16 kHz), images (JPEG) and text, answering with agent audio (PCM16 LE 24 kHz),
+ * transcripts, tool calls, turn and interruption events, and the end of the conversation.
+ * Implemented by the Gemini Live adapter (gemini-live.ts), which talks to VOICE_SERVICE_URL or to the
+ * sandbox voice service (sandbox/) started in-process when that is unset.
+ */
+
+export interface ToolDeclaration {
+  name: string;
+  description: string;
+  /** JSON Schema of the arguments (an object schema). */
+  parameters: Record<string, unknown>;
+}
+
+export interface VoiceSessionConfig {
+  /** System instruction of the agent, with variables already substituted. */
+  instruction: string;
+  /** What the agent says first; null lets the model open. */
+  firstMessage: string | null;
+  voiceId: string | null;
+  language: string | null;
+  languageCode: string | null;
+  variables: Record<string, string>;
+  tools: ToolDeclaration[];
+  /** The agent may end the conversation (the model gets an `end_conversation` tool). */
+  canEndConversation: boolean;
+  /** For logs and the sandbox: what kind of session this is. */
+  source: 'voice' | 'camera' | 'screen' | 'text' | 'phone';
+}
+
+export interface ToolCallRequest {
+  id: string;
+  name: string;
+  args: Record<string, unknown>;
+}
+
+export interface ToolCallResponse {
+  id: string;
+  name: string;
+  response: Record<string, unknown>;
+}
+
+export type VoiceEvent =
+  /** Agent speech, PCM16 LE mono 24 kHz. */
+  | { type: 'audio'; pcm: Buffer }
+  /** What the user said so far in the current turn (whole utterance, not a delta). */
+  | { type: 'input_transcript'; text: string; final: boolean }
+  /** What the agent said so far in the current turn (whole utterance, not a delta). */
+  | { type: 'output_transcript'; text: string }
+  /** Agent reply as text (text sessions). */
+  | { type: 'text'; text: string }
+  | { type: 'turn_complete' }
+  /** The user barged in; queued agent audio must be dropped. */
+  | { type: 'interrupted' }
+  | { type: 'tool_call'; calls: ToolCallRequest[] }
+  | { type: 'tool_call_cancellation'; ids: string[] }
+  /** The agent ended the conversation (only when canEndConversation). */
+  | { type: 'end_conversation' }
+  /** The voice service could not be reached after the bounded retries. */
+  | { type: 'unavailable'; message: string }
+  | { type: 'closed' };
+
+export interface VoiceSession {
+  sendAudio(pcm16k: Buffer): void;
+  sendImage(jpeg: Buffer): void;
+  sendText(text: string): void;
+  sendToolResponses(responses: ToolCallResponse[]): void;
+  /** Events in order; one listener. */
+  onEvent(listener: (event: VoiceEvent) => void): void;
+  close(): Promise<void>;
+}
+
+export interface TranscriptTurn {
+  role: 'model' | 'user';
+  text: string;
+  /** Unix seconds. */
+  timestamp: number;
+}
+
+export interface ConversationAnalysis {
+  summary: string;
+  sentiment: 'positive' | 'neutral' | 'negative';
+  goal_met: boolean;
+  needs_review: boolean;
+  unanswered_questions: string[];
+}
+
+export interface VoiceService {
+  /** Opens a session; rejects when the voice service cannot start one (callers close with 1011). */
+  open(config: VoiceSessionConfig): Promise<VoiceSession>;
+  /** Post-call analysis of a finished conversation. */
+  analyze(input: { instruction: string; transcript: TranscriptTurn[] }): Promise<ConversationAnalysis>;
+  close(): Promise<void>;
+}
