@@ -12,6 +12,7 @@ import path from 'node:path';
 import { OpenAPIBackend, type Document } from 'openapi-backend';
 import { Ajv2020, type ValidateFunction, type Options as AjvOptions } from 'ajv/dist/2020.js';
 import addFormats from 'ajv-formats';
+import { precompileRouting } from './fast-routing.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
 export const generatedDir = path.join(root, 'generated');
@@ -163,6 +164,7 @@ export class Contract {
     // The 3.0 meta-schema check of init() rejects valid 3.1 documents; the linters validate the contract.
     api.validateDefinition = () => api.document;
     await api.init();
+    precompileRouting(api);
     return api;
   }
 }

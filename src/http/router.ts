@@ -89,6 +89,7 @@ export function contractRouter(opts: RouterOptions): Middleware {
     api.register(operationId, async (c: ApiContext, ctx: Context) => {
       if (!handler) throw notImplemented(operationId);
       checkContentType(ctx, contract, operationId);
+      let log: Logger | undefined;
       const reply = await handler({
         operationId: operationId as OperationId,
         params: c.request.params as never,
@@ -97,7 +98,9 @@ export function contractRouter(opts: RouterOptions): Middleware {
         headers: ctx.headers as Record<string, string | undefined>,
         auth: principalOf(c),
         requestId: ctx.state.requestId as string,
-        log: opts.log.child({ requestId: ctx.state.requestId, operationId }),
+        get log() {
+          return (log ??= opts.log.child({ requestId: ctx.state.requestId, operationId }));
+        },
         ctx,
       });
       ctx.status = reply.status as number;
