@@ -1,0 +1,14 @@
+/** Handlers of the Agents operations (enableInbound/disableInbound land with telephony). Thin: the rules live in service.ts. */
+import type { Handlers } from '../http/handler-types.js';
+import { workspaceOf } from '../http/principal.js';
+import type { AgentService } from './service.js';
+
+export function agentRoutes(agents: AgentService): Handlers {
+  return {
+    createAgent: async (req) => ({ status: 201, body: await agents.create(workspaceOf(req.auth), req.body) }),
+    listAgents: async (req) => ({ status: 200, body: await agents.list(workspaceOf(req.auth), req.query) }),
+    getAgent: async (req) => ({ status: 200, body: await agents.get(workspaceOf(req.auth), req.params.agent_id) }),
+    updateAgent: async (req) => ({ status: 200, body: await agents.update(workspaceOf(req.auth), req.params.agent_id, req.body) }),
+    deleteAgent: async (req) => ({ status: 200, body: await agents.delete(workspaceOf(req.auth), req.params.agent_id) }),
+  };
+}

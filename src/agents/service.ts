@@ -1,0 +1,297 @@
+/**
+ * Agents: create, read, update (the spec's PATCH rules), delete, and the decrypted view the call and
+ * session bridges run an agent from.
+ *
+ * Update rules (AgentUpdateRequest in the contract): only fields present change; provider configs merge
+ * field by field (a field sent as null is cleared, so `{auth_token}` alone rotates the token); a provider
+ * config sent as null clears the provider (configured and inbound_enabled false); changing or clearing a
+ * provider's phone_number turns its inbound off; credentials are sealed with the SecretBox before they
+ * reach the store and are never returned, logged or quoted in errors. Nothing is checked with a carrier.
+ */
+import type { components } from '../../generated/openapi.js';
+import type { SecretBox } from '../crypto/secrets.js';
+import { notFound, otherWorkspace, unprocessable } from '../http/errors.js';
+import { newId } from '../lib/ids.js';
+import type { Page, PageParams } from '../lib/pagination.js';
+import type { AgentRow, AgentStore, AgentValues, ProviderAStored, ProviderBStored, VoicemailStored } from './store.js';
+
+export type Agent = components['schemas']['Agent'];
+type CreateRequest = components['schemas']['AgentCreateRequest'];
+type UpdateRequest = components['schemas']['AgentUpdateRequest'];
+type ProviderAInput = components['schemas']['ProviderAConfigInput'];
+type ProviderBInput = components['schemas']['ProviderBConfigInput'];
+type VoicemailInput = components['schemas']['VoicemailConfig'];
+type RealtimeInput = components['schemas']['RealtimeInput'];
+
+/** An agent as the call and session bridges need it; credentials in plaintext, so never serialise it. */
+export interface RuntimeAgent {
+  id: string;
+  workspaceId: string;
+  name: string;
+  instruction: string;
+  firstMessage: string;
+  voiceId: string | null;
+  language: string | null;
+  languageCode: string | null;
+  accent: string | null;
+  canEndConversation: boolean;
+  transferPhoneNumber: string | null;
+  transferCriteria: string | null;
+  variablePlaceholders: Record<string, string>;
+  realtime: { enableWebcam: boolean; enableScreenShare: boolean };
+  voicemailConfig: VoicemailStored | null;
+  providerA: { accountSid: string | null; authToken: string | null; phoneNumber: string | null; inboundEnabled: boolean; configured: boolean } | null;
+  providerB: {
+    apiKey: string | null;
+    connectionId: string | null;
+    accountSid: string | null;
+    publicKey: string | null;
+    phoneNumber: string | null;
+    inboundEnabled: boolean;
+    configured: boolean;
+  } | null;
+}
+
+/** Runs before an agent is deleted and may refuse it (the batch engine refuses while a batch is active). */
+export type DeleteGuard = (workspaceId: string, agentId: string) => Promise<void>;
+
+const A_SECRETS = ['auth_token'] as const;
+const B_SECRETS = ['api_key', 'public_key'] as const;
+
+const has = (o: object, key: string) => Object.prototype.hasOwnProperty.call(o, key);
+
+function voicemail(v: VoicemailInput | null | undefined): VoicemailStored | null {
+  if (!v) return null;
+  return {
+    enabled: v.enabled ?? false,
+    message: v.message ?? null,
+    detection_timeout_seconds: v.detection_timeout_seconds ?? null,
+    retry_on_voicemail: v.retry_on_voicemail ?? true,
+  };
+}
+
+function configuredA(c: ProviderAStored | null, phone: string | null): boolean {
+  return Boolean(c?.account_sid && c.auth_token && phone);
+}
+
+function configuredB(c: ProviderBStored | null, phone: string | null): boolean {
+  return Boolean(c?.api_key && c.connection_id && c.public_key && phone);
+}
+
+export function agentNotFound(agentId: string) {
+  return notFound('agent_not_found', `No agent ${agentId}.`, 'agent_id');
+}
+
+export class AgentService {
+  private readonly deleteGuards: DeleteGuard[] = [];
+
+  constructor(
+    private readonly store: AgentStore,
+    private readonly secrets: SecretBox,
+  ) {}
+
+  /** Lets a later domain refuse agent deletion (409) by throwing an ApiError. */
+  addDeleteGuard(guard: DeleteGuard): void {
+    this.deleteGuards.push(guard);
+  }
+
+  toAgent(row: AgentRow): Agent {
+    return {
+      agent_id: row.id,
+      name: row.name,
+      description: row.description,
+      instruction: row.instruction,
+      first_message: row.first_message,
+      voice_id: row.voice_id,
+      language: row.language,
+      language_code: row.language_code,
+      accent: row.accent,
+      can_end_conversation: row.can_end_conversation,
+      transfer_phone_number: row.transfer_phone_number,
+      transfer_criteria: row.transfer_criteria,
+      variable_placeholders: row.variable_placeholders,
+      voicemail_config: row.voicemail_config,
+      telephony: {
+        provider_a: { configured: configuredA(row.provider_a_config, row.provider_a_phone_number), phone_number: row.provider_a_phone_number, inbound_enabled: row.provider_a_inbound_enabled },
+        provider_b: { configured: configuredB(row.provider_b_config, row.provider_b_phone_number), phone_number: row.provider_b_phone_number, inbound_enabled: row.provider_b_inbound_enabled },
+      },
+      realtime: { enable_webcam: row.enable_webcam, enable_screen_share: row.enable_screen_share },
+      created_at: row.created_at.toISOString(),
+    };
+  }
+
+  /** The agent row of this workspace: 404 when there is none, 403 when it is another workspace's. */
+  async owned(workspaceId: string, agentId: string): Promise<AgentRow> {
+    const row = await this.store.find(agentId);
+    return this.check(row, workspaceId, agentId);
+  }
+
+  private check(row: AgentRow | undefined, workspaceId: string, agentId: string): AgentRow {
+    if (!row) throw agentNotFound(agentId);
+    if (row.workspace_id !== workspaceId) throw otherWorkspace('agent');
+    return row;
+  }
+
+  async create(workspaceId: string, body: CreateRequest): Promise<Agent> {
+    const values: AgentValues = {
+      name: body.name,
+      description: '',
+      instruction: '',
+      first_message: '',
+      voice_id: null,
+      language: null,
+      language_code: null,
+      accent: null,
+      can_end_conversation: false,
+      transfer_phone_number: null,
+      transfer_criteria: null,
+      variable_placeholders: {},
+      voicemail_config: null,
+      provider_a_config: null,
+      provider_a_phone_number: null,
+      provider_a_inbound_enabled: false,
+      provider_b_config: null,
+      provider_b_phone_number: null,
+      provider_b_inbound_enabled: false,
+      enable_webcam: true,
+      enable_screen_share: true,
+    };
+    // On create, a field sent as null takes its default, which is exactly what applying it to the defaults does.
+    Object.assign(values, this.changes(values, body as UpdateRequest));
+    const row = await this.store.insert({ id: newId('agent'), workspace_id: workspaceId, ...values });
+    return this.toAgent(row);
+  }
+
+  async list(workspaceId: string, params: PageParams): Promise<Page<Agent>> {
+    const page = await this.store.list(workspaceId, params);
+    return { ...page, data: page.data.map((r) => this.toAgent(r)) };
+  }
+
+  async get(workspaceId: string, agentId: string): Promise<Agent> {
+    return this.toAgent(await this.owned(workspaceId, agentId));
+  }
+
+  async update(workspaceId: string, agentId: string, body: UpdateRequest): Promise<Agent> {
+    if (has(body, 'name') && body.name === null) throw unprocessable('name_required', 'An agent must have a name; it cannot be set to null.', 'name');
+    const row = await this.store.transaction(async (trx) => {
+      const current = this.check(await this.store.findForUpdate(trx, agentId), workspaceId, agentId);
+      const changes = this.changes(current, body);
+      if (Object.keys(changes).length === 0) return current;
+      return this.store.update(trx, agentId, changes);
+    });
+    return this.toAgent(row);
+  }
+
+  async delete(workspaceId: string, agentId: string): Promise<{ status: 'deleted'; agent_id: string }> {
+    await this.owned(workspaceId, agentId);
+    for (const guard of this.deleteGuards) await guard(workspaceId, agentId);
+    await this.store.delete(agentId);
+    return { status: 'deleted', agent_id: agentId };
+  }
+
+  async loadForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent> {
+    const row = await this.owned(workspaceId, agentId);
+    const open = (v: string | undefined) => (v ? this.secrets.open(v) : null);
+    const a = row.provider_a_config;
+    const b = row.provider_b_config;
+    return {
+      id: row.id,
+      workspaceId: row.workspace_id,
+      name: row.name,
+      instruction: row.instruction,
+      firstMessage: row.first_message,
+      voiceId: row.voice_id,
+      language: row.language,
+      languageCode: row.language_code,
+      accent: row.accent,
+      canEndConversation: row.can_end_conversation,
+      transferPhoneNumber: row.transfer_phone_number,
+      transferCriteria: row.transfer_criteria,
+      variablePlaceholders: row.variable_placeholders,
+      realtime: { enableWebcam: row.enable_webcam, enableScreenShare: row.enable_screen_share },
+      voicemailConfig: row.voicemail_config,
+      providerA:
+        a || row.provider_a_phone_number
+          ? {
+              accountSid: a?.account_sid ?? null,
+              authToken: open(a?.auth_token),
+              phoneNumber: row.provider_a_phone_number,
+              inboundEnabled: row.provider_a_inbound_enabled,
+              configured: configuredA(a, row.provider_a_phone_number),
+            }
+          : null,
+      providerB:
+        b || row.provider_b_phone_number
+          ? {
+              apiKey: open(b?.api_key),
+              connectionId: b?.connection_id ?? null,
+              accountSid: b?.account_sid ?? null,
+              publicKey: open(b?.public_key),
+              phoneNumber: row.provider_b_phone_number,
+              inboundEnabled: row.provider_b_inbound_enabled,
+              configured: configuredB(b, row.provider_b_phone_number),
+            }
+          : null,
+    };
+  }
+
+  /** The column values a body changes, applied onto `current` (only the fields present). */
+  private changes(current: AgentValues, body: UpdateRequest): Partial<AgentValues> {
+    const out: Partial<AgentValues> = {};
+    if (has(body, 'name') && body.name != null) out.name = body.name;
+    for (const key of ['description', 'instruction', 'first_message'] as const) {
+      if (has(body, key)) out[key] = body[key] ?? '';
+    }
+    for (const key of ['voice_id', 'language', 'language_code', 'accent', 'transfer_phone_number', 'transfer_criteria'] as const) {
+      if (has(body, key)) out[key] = body[key] ?? null;
+    }
+    if (has(body, 'can_end_conversation')) out.can_end_conversation = body.can_end_conversation ?? false;
+    if (has(body, 'variable_placeholders')) out.variable_placeholders = (body.variable_placeholders ?? {}) as Record<string, string>;
+    if (has(body, 'voicemail_config')) out.voicemail_config = voicemail(body.voicemail_config);
+    if (has(body, 'realtime')) {
+      const r = body.realtime as RealtimeInput | null;
+      if (r === null) {
+        out.enable_webcam = true;
+        out.enable_screen_share = true;
+      } else {
+        if (has(r, 'enable_webcam')) out.enable_webcam = r.enable_webcam ?? true;
+        if (has(r, 'enable_screen_share')) out.enable_screen_share = r.enable_screen_share ?? true;
+      }
+    }
+    if (has(body, 'provider_a_config')) {
+      const merged = this.mergeProvider(current.provider_a_config as Record<string, string> | null, current.provider_a_phone_number, body.provider_a_config as ProviderAInput | null, A_SECRETS);
+      out.provider_a_config = merged.config as ProviderAStored | null;
+      out.provider_a_phone_number = merged.phone;
+      if (merged.phone !== current.provider_a_phone_number) out.provider_a_inbound_enabled = false;
+    }
+    if (has(body, 'provider_b_config')) {
+      const merged = this.mergeProvider(current.provider_b_config as Record<string, string> | null, current.provider_b_phone_number, body.provider_b_config as ProviderBInput | null, B_SECRETS);
+      out.provider_b_config = merged.config as ProviderBStored | null;
+      out.provider_b_phone_number = merged.phone;
+      if (merged.phone !== current.provider_b_phone_number) out.provider_b_inbound_enabled = false;
+    }
+    return out;
+  }
+
+  /** Field-by-field merge; credentials are sealed here. Null input clears everything. */
+  private mergeProvider(
+    stored: Record<string, string> | null,
+    storedPhone: string | null,
+    input: Record<string, string | null | undefined> | null,
+    secretFields: readonly string[],
+  ): { config: Record<string, string> | null; phone: string | null } {
+    if (input === null) return { config: null, phone: null };
+    const config: Record<string, string> = { ...(stored ?? {}) };
+    let phone = storedPhone;
+    for (const [key, value] of Object.entries(input)) {
+      if (value === undefined) continue;
+      if (key === 'phone_number') {
+        phone = value;
+        continue;
+      }
+      if (value === null) delete config[key];
+      else config[key] = secretFields.includes(key) ? this.secrets.seal(value) : value;
+    }
+    return { config: Object.keys(config).length ? config : null, phone };
+  }
+}

@@ -1,0 +1,97 @@
+/** Agents in PostgreSQL. Provider credentials arrive here already sealed; the store never sees plaintext. */
+import type { Knex } from 'knex';
+import { paginate, type PageParams } from '../lib/pagination.js';
+
+export interface ProviderAStored {
+  account_sid?: string;
+  /** Sealed. */
+  auth_token?: string;
+}
+export interface ProviderBStored {
+  /** Sealed. */
+  api_key?: string;
+  connection_id?: string;
+  account_sid?: string;
+  /** Sealed. */
+  public_key?: string;
+}
+export interface VoicemailStored {
+  enabled: boolean;
+  message: string | null;
+  detection_timeout_seconds: number | null;
+  retry_on_voicemail: boolean;
+}
+
+export interface AgentRow {
+  id: string;
+  workspace_id: string;
+  name: string;
+  description: string;
+  instruction: string;
+  first_message: string;
+  voice_id: string | null;
+  language: string | null;
+  language_code: string | null;
+  accent: string | null;
+  can_end_conversation: boolean;
+  transfer_phone_number: string | null;
+  transfer_criteria: string | null;
+  variable_placeholders: Record<string, string>;
+  voicemail_config: VoicemailStored | null;
+  provider_a_config: ProviderAStored | null;
+  provider_a_phone_number: string | null;
+  provider_a_inbound_enabled: boolean;
+  provider_b_config: ProviderBStored | null;
+  provider_b_phone_number: string | null;
+  provider_b_inbound_enabled: boolean;
+  enable_webcam: boolean;
+  enable_screen_share: boolean;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export type AgentValues = Omit<AgentRow, 'id' | 'workspace_id' | 'created_at' | 'updated_at'>;
+
+const JSON_COLUMNS = ['variable_placeholders', 'voicemail_config', 'provider_a_config', 'provider_b_config'] as const;
+
+/** knex/pg would send a JS object as-is and a JS array wrongly; jsonb columns get JSON text. */
+function encode(values: Partial<AgentValues>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...values };
+  for (const c of JSON_COLUMNS) if (c in out) out[c] = out[c] === null ? null : JSON.stringify(out[c]);
+  return out;
+}
+
+export class AgentStore {
+  constructor(private readonly db: Knex) {}
+
+  async insert(row: { id: string; workspace_id: string } & AgentValues): Promise<AgentRow> {
+    const [created] = await this.db('agents').insert(encode(row)).returning('*');
+    return created;
+  }
+
+  /** By id alone, so callers can tell "another workspace's" (403) from "none" (404). */
+  find(id: string, trx: Knex = this.db): Promise<AgentRow | undefined> {
+    return trx('agents').where({ id }).first();
+  }
+
+  findForUpdate(trx: Knex.Transaction, id: string): Promise<AgentRow | undefined> {
+    return trx('agents').where({ id }).forUpdate().first();
+  }
+
+  async update(trx: Knex, id: string, values: Partial<AgentValues>): Promise<AgentRow> {
+    const [row] = await trx('agents').where({ id }).update({ ...encode(values), updated_at: trx.fn.now() }).returning('*');
+    return row;
+  }
+
+  async delete(id: string): Promise<void> {
+    await this.db('agents').where({ id }).delete();
+  }
+
+  list(workspaceId: string, params: PageParams) {
+    return paginate<AgentRow, AgentRow>(this.db('agents').where({ workspace_id: workspaceId }).select('*'), params, (r) => r);
+  }
+
+  transaction<T>(fn: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
+    return this.db.transaction(fn);
+  }
+}

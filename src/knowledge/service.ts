@@ -1,0 +1,128 @@
+/**
+ * The knowledge base: workspace documents (text extracted, chunked and indexed at upload, so always
+ * `ready`), agent-scoped copies (`adoc_...`) made on attach, and the ranked full-text search that both
+ * the API and the agent's `search_knowledge` tool use.
+ */
+import type { components } from '../../generated/openapi.js';
+import { notFound, otherWorkspace, unprocessable } from '../http/errors.js';
+import { newId } from '../lib/ids.js';
+import type { Page, PageParams } from '../lib/pagination.js';
+import type { AgentService } from '../agents/service.js';
+import { chunkText, DEFAULT_CHUNKING, type ChunkOptions } from './chunk.js';
+import { extract, normalise, type DocumentContentType } from './extract.js';
+import type { AgentDocumentRow, DocumentRow, KnowledgeStore } from './store.js';
+
+export type Document = components['schemas']['Document'];
+export type AgentDocument = components['schemas']['AgentDocument'];
+export type KnowledgeHit = components['schemas']['KnowledgeSearchHit'];
+
+/** Largest upload (file or JSON body), the contract's 10 MB. */
+export const MAX_DOCUMENT_BYTES = 10 * 1024 * 1024;
+export const MAX_SEARCH_LIMIT = 20;
+
+export type UploadInput =
+  | { kind: 'file'; name: string; contentType: DocumentContentType; bytes: Uint8Array }
+  | { kind: 'text'; name: string; text: string };
+
+export function documentNotFound(docId: string) {
+  return notFound('document_not_found', `No document ${docId}.`, 'doc_id');
+}
+
+export class KnowledgeService {
+  constructor(
+    private readonly store: KnowledgeStore,
+    private readonly agents: AgentService,
+    private readonly chunking: ChunkOptions = DEFAULT_CHUNKING,
+  ) {}
+
+  private toDocument(r: DocumentRow): Document {
+    return {
+      doc_id: r.id,
+      name: r.name,
+      content_type: r.content_type as Document['content_type'],
+      size_bytes: r.size_bytes,
+      char_count: r.char_count,
+      chunk_count: r.chunk_count,
+      status: 'ready',
+      created_at: r.created_at.toISOString(),
+    };
+  }
+
+  private toAgentDocument(r: AgentDocumentRow): AgentDocument {
+    return { ...this.toDocument(r), doc_id: r.id, source_doc_id: r.source_doc_id, agent_id: r.agent_id };
+  }
+
+  private async owned(workspaceId: string, docId: string): Promise<DocumentRow> {
+    const row = await this.store.findDocument(docId);
+    if (!row) throw documentNotFound(docId);
+    if (row.workspace_id !== workspaceId) throw otherWorkspace('document');
+    return row;
+  }
+
+  async upload(workspaceId: string, input: UploadInput): Promise<Document> {
+    const text = input.kind === 'file' ? await extract(input.contentType, input.bytes) : normalise(input.text);
+    if (!text) throw unprocessable('document_empty', 'The document has no text once whitespace is removed.', input.kind === 'file' ? 'file' : 'text');
+    const chunks = chunkText(text, this.chunking);
+    const row = await this.store.insertDocument(
+      {
+        id: newId('document'),
+        workspace_id: workspaceId,
+        name: input.name,
+        content_type: input.kind === 'file' ? input.contentType : 'text/plain',
+        size_bytes: input.kind === 'file' ? input.bytes.length : Buffer.byteLength(input.text, 'utf8'),
+        char_count: [...text].length,
+        chunk_count: chunks.length,
+      },
+      chunks,
+    );
+    return this.toDocument(row);
+  }
+
+  async list(workspaceId: string, params: PageParams): Promise<Page<Document>> {
+    const page = await this.store.listDocuments(workspaceId, params);
+    return { ...page, data: page.data.map((r) => this.toDocument(r)) };
+  }
+
+  async get(workspaceId: string, docId: string): Promise<Document> {
+    return this.toDocument(await this.owned(workspaceId, docId));
+  }
+
+  async delete(workspaceId: string, docId: string): Promise<{ status: 'deleted'; doc_id: string }> {
+    await this.owned(workspaceId, docId);
+    await this.store.deleteDocument(docId);
+    return { status: 'deleted', doc_id: docId };
+  }
+
+  async listForAgent(workspaceId: string, agentId: string, params: PageParams): Promise<Page<AgentDocument>> {
+    await this.agents.owned(workspaceId, agentId);
+    const page = await this.store.listAgentDocuments(agentId, params);
+    return { ...page, data: page.data.map((r) => this.toAgentDocument(r)) };
+  }
+
+  async attach(workspaceId: string, agentId: string, docId: string): Promise<AgentDocument> {
+    await this.agents.owned(workspaceId, agentId);
+    const doc = await this.owned(workspaceId, docId);
+    return this.toAgentDocument(await this.store.attach({ id: newId('agentDocument'), agent_id: agentId }, doc));
+  }
+
+  async detach(workspaceId: string, agentId: string, docId: string): Promise<{ status: 'detached'; doc_id: string }> {
+    await this.agents.owned(workspaceId, agentId);
+    const row = await this.store.findAgentDocument(agentId, docId);
+    if (!row) throw notFound('document_not_found', `No document ${docId} in this agent's knowledge base.`, 'doc_id');
+    await this.store.deleteAgentDocument(row.id);
+    return { status: 'detached', doc_id: row.id };
+  }
+
+  /** Whether the agent has any document (the runner offers `search_knowledge` only then). */
+  hasDocuments(agentId: string): Promise<boolean> {
+    return this.store.hasAgentDocuments(agentId);
+  }
+
+  /** Ranked passages of the agent's documents. 422 `empty_query` when the query has no searchable word. */
+  async search(workspaceId: string, agentId: string, query: string, limit = 5): Promise<KnowledgeHit[]> {
+    await this.agents.owned(workspaceId, agentId);
+    if (!(await this.store.isSearchable(query))) throw unprocessable('empty_query', 'The query has no searchable word.', 'query');
+    const n = Math.min(MAX_SEARCH_LIMIT, Math.max(1, Math.floor(limit)));
+    return this.store.search(agentId, query, n);
+  }
+}

@@ -1,0 +1,135 @@
+/**
+ * Knowledge documents, agent-scoped copies and their passages. The full-text vector is a generated
+ * column (`to_tsvector('simple', text)`, GIN-indexed); searches read only agent-scoped passages.
+ */
+import type { Knex } from 'knex';
+import { conflict } from '../http/errors.js';
+import { isUniqueViolation } from '../lib/db-errors.js';
+import { paginate, type PageParams } from '../lib/pagination.js';
+
+export interface DocumentRow {
+  id: string;
+  workspace_id: string;
+  name: string;
+  content_type: string;
+  size_bytes: number;
+  char_count: number;
+  chunk_count: number;
+  created_at: Date;
+}
+
+export interface AgentDocumentRow extends DocumentRow {
+  agent_id: string;
+  source_doc_id: string | null;
+}
+
+export interface SearchRow {
+  doc_id: string;
+  source_doc_id: string | null;
+  name: string;
+  chunk_index: number;
+  text: string;
+  score: number;
+}
+
+const CHUNK_INSERT_BATCH = 500;
+
+export class KnowledgeStore {
+  constructor(private readonly db: Knex) {}
+
+  async insertDocument(row: Omit<DocumentRow, 'created_at'>, chunks: string[]): Promise<DocumentRow> {
+    return this.db.transaction(async (trx) => {
+      const [doc] = await trx('documents').insert(row).returning('*');
+      const rows = chunks.map((text, i) => ({ workspace_id: row.workspace_id, document_id: row.id, chunk_index: i, text }));
+      for (let i = 0; i < rows.length; i += CHUNK_INSERT_BATCH) await trx('knowledge_chunks').insert(rows.slice(i, i + CHUNK_INSERT_BATCH));
+      return doc;
+    });
+  }
+
+  findDocument(id: string): Promise<DocumentRow | undefined> {
+    return this.db('documents').where({ id }).first();
+  }
+
+  listDocuments(workspaceId: string, params: PageParams) {
+    return paginate<DocumentRow, DocumentRow>(this.db('documents').where({ workspace_id: workspaceId }).select('*'), params, (r) => r);
+  }
+
+  /** Agent copies keep their own passages, so they outlive the workspace document (source_doc_id -> null). */
+  async deleteDocument(id: string): Promise<void> {
+    await this.db('documents').where({ id }).delete();
+  }
+
+  /** Copies the document and its passages into the agent's knowledge base, in one transaction. */
+  async attach(copy: { id: string; agent_id: string }, doc: DocumentRow): Promise<AgentDocumentRow> {
+    try {
+      return await this.db.transaction(async (trx) => {
+        const [row] = await trx('agent_documents')
+          .insert({
+            id: copy.id,
+            workspace_id: doc.workspace_id,
+            agent_id: copy.agent_id,
+            source_doc_id: doc.id,
+            name: doc.name,
+            content_type: doc.content_type,
+            size_bytes: doc.size_bytes,
+            char_count: doc.char_count,
+            chunk_count: doc.chunk_count,
+          })
+          .returning('*');
+        await trx.raw(
+          `insert into knowledge_chunks (workspace_id, agent_document_id, agent_id, chunk_index, text)
+           select workspace_id, ?, ?, chunk_index, text from knowledge_chunks where document_id = ?`,
+          [copy.id, copy.agent_id, doc.id],
+        );
+        return row;
+      });
+    } catch (err) {
+      if (isUniqueViolation(err, 'agent_documents_agent_source')) {
+        const existing = await this.db('agent_documents').where({ agent_id: copy.agent_id, source_doc_id: doc.id }).first('id');
+        throw conflict('document_already_attached', `Document ${doc.id} is already attached to this agent${existing ? ` as ${existing.id}` : ''}.`, 'doc_id');
+      }
+      throw err;
+    }
+  }
+
+  listAgentDocuments(agentId: string, params: PageParams) {
+    return paginate<AgentDocumentRow, AgentDocumentRow>(this.db('agent_documents').where({ agent_id: agentId }).select('*'), params, (r) => r);
+  }
+
+  /** The agent's copy named by its own id (`adoc_`) or by its workspace document's id (`doc_`). */
+  findAgentDocument(agentId: string, id: string): Promise<AgentDocumentRow | undefined> {
+    return this.db('agent_documents')
+      .where({ agent_id: agentId })
+      .andWhere((q) => q.where({ id }).orWhere({ source_doc_id: id }))
+      .first();
+  }
+
+  async deleteAgentDocument(id: string): Promise<void> {
+    await this.db('agent_documents').where({ id }).delete();
+  }
+
+  async hasAgentDocuments(agentId: string): Promise<boolean> {
+    return Boolean(await this.db('agent_documents').where({ agent_id: agentId }).first('id'));
+  }
+
+  /** Whether the query has at least one searchable word under the `simple` configuration. */
+  async isSearchable(query: string): Promise<boolean> {
+    const { rows } = await this.db.raw<{ rows: Array<{ n: number }> }>(`select numnode(websearch_to_tsquery('simple', ?)) as n`, [query]);
+    return rows[0].n > 0;
+  }
+
+  async search(agentId: string, query: string, limit: number): Promise<SearchRow[]> {
+    const { rows } = await this.db.raw<{ rows: SearchRow[] }>(
+      `select d.id as doc_id, d.source_doc_id, d.name, h.chunk_index, h.text, h.score
+         from (select c.agent_document_id, c.chunk_index, c.text, ts_rank_cd(c.tsv, q) as score
+                 from knowledge_chunks c, websearch_to_tsquery('simple', ?) q
+                where c.agent_id = ? and c.tsv @@ q) h
+         join agent_documents d on d.id = h.agent_document_id
+        where h.score > 0
+        order by h.score desc, d.id desc, h.chunk_index
+        limit ?`,
+      [query, agentId, limit],
+    );
+    return rows.map((r) => ({ ...r, score: Number(r.score) }));
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * The tools an agent can call mid-call or mid-session, and calling them. Three sources:
+ * - `http`: the HTTP tools attached to the agent, under their own names;
+ * - `mcp`: the tools of the agent's attached, usable MCP servers, named `<server>__<tool>` (the server
+ *   name reduced to `[A-Za-z0-9_-]`, the whole name cut to 64 characters, the function-name limit of
+ *   the voice service);
+ * - `knowledge`: the built-in `search_knowledge`, offered when the agent has at least one document.
+ * On a name clash the built-in wins, then HTTP tools, then MCP tools. `call` never throws: a failing
+ * tool is an outcome with `ok: false` and an error the model can read.
+ */
+import type { ToolDeclaration } from '../voice/types.js';
+import { ApiError } from '../http/errors.js';
+import type { KnowledgeService } from '../knowledge/service.js';
+import type { McpService } from '../mcp/service.js';
+import type { ToolService } from './service.js';
+import type { ToolRow } from './store.js';
+
+export const SEARCH_KNOWLEDGE = 'search_knowledge';
+/** Most bytes of an HTTP tool's response passed to the model. */
+export const RUNTIME_BODY_LIMIT = 16 * 1024;
+
+export type ToolSource = 'http' | 'mcp' | 'knowledge' | 'builtin';
+
+export interface ToolCallOutcome {
+  ok: boolean;
+  result: unknown;
+  error: string | null;
+  durationMs: number;
+  source: ToolSource;
+}
+
+/** What the runner needs of the MCP service. */
+export type McpToolSource = Pick<McpService, 'toolsForAgent' | 'callTool'>;
+
+const SEARCH_DECLARATION: ToolDeclaration = {
+  name: SEARCH_KNOWLEDGE,
+  description: "Searches the agent's knowledge base (its attached documents) and returns the most relevant passages. Use it to answer questions from the documents.",
+  parameters: {
+    type: 'object',
+    properties: {
+      query: { type: 'string', description: 'What to look for, in a few words.' },
+      limit: { type: 'integer', minimum: 1, maximum: 20, description: 'Most passages to return (default 5).' },
+    },
+    required: ['query'],
+  },
+};
+
+export function mcpToolName(serverName: string, toolName: string): string {
+  const server = serverName.replace(/[^A-Za-z0-9_-]+/g, '_').replace(/^_+|_+$/g, '') || 'mcp';
+  return `${server}__${toolName}`.slice(0, 64);
+}
+
+interface Resolved {
+  declaration: ToolDeclaration;
+  source: ToolSource;
+  http?: ToolRow;
+  mcp?: { mcpServerId: string; toolName: string };
+}
+
+export class ToolRunner {
+  constructor(
+    private readonly tools: ToolService,
+    private readonly knowledge: KnowledgeService,
+    private readonly mcp: McpToolSource | null = null,
+    private readonly opts: { defaultTimeoutMs: number } = { defaultTimeoutMs: 10_000 },
+  ) {}
+
+  private async resolve(workspaceId: string, agentId: string): Promise<Map<string, Resolved>> {
+    const [rows, hasDocs, mcpTools] = await Promise.all([
+      this.tools.rowsForAgent(agentId),
+      this.knowledge.hasDocuments(agentId),
+      this.mcp ? this.mcp.toolsForAgent(workspaceId, agentId).catch(() => []) : Promise.resolve([]),
+    ]);
+    const byName = new Map<string, Resolved>();
+    if (hasDocs) byName.set(SEARCH_KNOWLEDGE, { declaration: SEARCH_DECLARATION, source: 'knowledge' });
+    for (const row of rows) {
+      if (row.workspace_id !== workspaceId || byName.has(row.name)) continue;
+      byName.set(row.name, { declaration: { name: row.name, description: row.description, parameters: row.parameters }, source: 'http', http: row });
+    }
+    for (const t of mcpTools) {
+      const name = mcpToolName(t.serverName, t.name);
+      if (byName.has(name)) continue;
+      const parameters = t.inputSchema && typeof t.inputSchema === 'object' ? t.inputSchema : { type: 'object', properties: {} };
+      byName.set(name, { declaration: { name, description: t.description ?? '', parameters }, source: 'mcp', mcp: { mcpServerId: t.mcpServerId, toolName: t.name } });
+    }
+    return byName;
+  }
+
+  /** Every tool the agent can call now, as declared to the voice service. */
+  async declarations(workspaceId: string, agentId: string): Promise<ToolDeclaration[]> {
+    return [...(await this.resolve(workspaceId, agentId)).values()].map((r) => r.declaration);
+  }
+
+  async call(workspaceId: string, agentId: string, name: string, args: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<ToolCallOutcome> {
+    const started = performance.now();
+    const elapsed = () => Math.max(0, Math.round(performance.now() - started));
+    const failed = (source: ToolSource, error: string, result: unknown = null): ToolCallOutcome => ({ ok: false, result, error, durationMs: elapsed(), source });
+    const safeArgs = args && typeof args === 'object' && !Array.isArray(args) ? args : {};
+    let source: ToolSource = 'builtin';
+    try {
+      const tool = (await this.resolve(workspaceId, agentId)).get(name);
+      if (!tool) return failed('builtin', `No tool named '${name}' is available to this agent.`);
+      source = tool.source;
+      const timeoutMs = opts.timeoutMs ?? this.opts.defaultTimeoutMs;
+      if (tool.source === 'knowledge') {
+        const query = typeof safeArgs.query === 'string' ? safeArgs.query : '';
+        const limit = typeof safeArgs.limit === 'number' ? safeArgs.limit : 5;
+        const hits = await this.knowledge.search(workspaceId, agentId, query, limit);
+        return { ok: true, result: { passages: hits.map((h) => ({ document: h.name, text: h.text, score: h.score })) }, error: null, durationMs: elapsed(), source };
+      }
+      if (tool.http) {
+        const o = await this.tools.invoke(tool.http, safeArgs, { timeoutMs, maxBodyBytes: RUNTIME_BODY_LIMIT });
+        return { ok: o.ok, result: o.body, error: o.error ? o.error.message : null, durationMs: elapsed(), source };
+      }
+      if (tool.mcp && this.mcp) {
+        const o = await this.mcp.callTool(workspaceId, tool.mcp.mcpServerId, tool.mcp.toolName, safeArgs, { timeoutMs });
+        return { ok: o.ok, result: o.result ?? null, error: o.ok ? null : (o.error ?? 'The MCP tool failed.'), durationMs: elapsed(), source };
+      }
+      return failed(source, `The tool '${name}' cannot be called.`);
+    } catch (err) {
+      // ApiError messages are written for clients (no secrets); anything else stays generic.
+      return failed(source, err instanceof ApiError ? err.message : `The tool '${name}' failed unexpectedly.`);
+    }
+  }
+}

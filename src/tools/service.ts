@@ -1,0 +1,175 @@
+/**
+ * HTTP tools: workspace resources attached to agents (one tool can serve many agents). Header values
+ * are secrets: sealed before storage, returned only as `header_names`, opened only to make a request.
+ */
+import type { components } from '../../generated/openapi.js';
+import type { SecretBox } from '../crypto/secrets.js';
+import { notFound, otherWorkspace, unprocessable } from '../http/errors.js';
+import { newId } from '../lib/ids.js';
+import type { Page, PageParams } from '../lib/pagination.js';
+import { BlockedUrlError, checkUrl, type OutboundPolicy } from '../net/outbound-guard.js';
+import type { AgentService } from '../agents/service.js';
+import { callHttpTool, type HttpCallOutcome } from './http-call.js';
+import { checkArguments, checkParametersSchema } from './schema.js';
+import type { ToolRow, ToolStore, ToolValues } from './store.js';
+
+export type Tool = components['schemas']['Tool'];
+type CreateRequest = components['schemas']['ToolCreateRequest'];
+type UpdateRequest = components['schemas']['ToolUpdateRequest'];
+type TestResult = components['schemas']['ToolTestResult'];
+
+const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection']);
+const MAX_HEADERS = 20;
+/** What testTool shows of a response body (the contract's 16 KB). */
+export const TEST_BODY_LIMIT = 16 * 1024;
+
+const has = (o: object, key: string) => Object.prototype.hasOwnProperty.call(o, key);
+
+export function toolNotFound(toolId: string) {
+  return notFound('tool_not_found', `No tool ${toolId}.`, 'tool_id');
+}
+
+export class ToolService {
+  constructor(
+    private readonly store: ToolStore,
+    private readonly agents: AgentService,
+    private readonly secrets: SecretBox,
+    private readonly outbound: OutboundPolicy,
+  ) {}
+
+  toTool(row: ToolRow): Tool {
+    return {
+      tool_id: row.id,
+      name: row.name,
+      description: row.description,
+      parameters: row.parameters,
+      url: row.url,
+      method: row.method,
+      header_names: Object.keys(row.headers).sort(),
+      timeout_ms: row.timeout_ms,
+      created_at: row.created_at.toISOString(),
+      updated_at: row.updated_at.toISOString(),
+    };
+  }
+
+  async owned(workspaceId: string, toolId: string): Promise<ToolRow> {
+    const row = await this.store.find(toolId);
+    if (!row) throw toolNotFound(toolId);
+    if (row.workspace_id !== workspaceId) throw otherWorkspace('tool');
+    return row;
+  }
+
+  private async checkToolUrl(url: string): Promise<void> {
+    try {
+      await checkUrl(this.outbound, url);
+    } catch (err) {
+      if (err instanceof BlockedUrlError) throw unprocessable('url_not_allowed', err.message, 'url');
+      throw err;
+    }
+  }
+
+  /** Applies a header change (create: all strings; update: null removes) onto the stored sealed map. */
+  private mergeHeaders(stored: Record<string, string>, input: Record<string, string | null> | null): Record<string, string> {
+    if (input === null) return {};
+    const out = { ...stored };
+    for (const [name, value] of Object.entries(input)) {
+      if (RESERVED_HEADERS.has(name.toLowerCase())) throw unprocessable('reserved_header', `The header '${name}' is set by the service and cannot be configured.`, `headers.${name}`);
+      // Header names are case-insensitive: a new spelling replaces the stored one.
+      for (const existing of Object.keys(out)) if (existing.toLowerCase() === name.toLowerCase()) delete out[existing];
+      if (value !== null) out[name] = this.secrets.seal(value);
+    }
+    if (Object.keys(out).length > MAX_HEADERS) throw unprocessable('too_many_headers', `A tool may have at most ${MAX_HEADERS} headers.`, 'headers');
+    return out;
+  }
+
+  async create(workspaceId: string, body: CreateRequest): Promise<Tool> {
+    const parameters = (body.parameters ?? { type: 'object', properties: {} }) as Record<string, unknown>;
+    checkParametersSchema(parameters);
+    const headers = this.mergeHeaders({}, (body.headers ?? {}) as Record<string, string>);
+    await this.checkToolUrl(body.url);
+    const values: ToolValues = {
+      name: body.name,
+      description: body.description,
+      parameters,
+      url: body.url,
+      method: body.method ?? 'POST',
+      headers,
+      timeout_ms: body.timeout_ms ?? 10_000,
+    };
+    return this.toTool(await this.store.insert({ id: newId('tool'), workspace_id: workspaceId, ...values }));
+  }
+
+  async list(workspaceId: string, params: PageParams): Promise<Page<Tool>> {
+    const page = await this.store.list(workspaceId, params);
+    return { ...page, data: page.data.map((r) => this.toTool(r)) };
+  }
+
+  async get(workspaceId: string, toolId: string): Promise<Tool> {
+    return this.toTool(await this.owned(workspaceId, toolId));
+  }
+
+  async update(workspaceId: string, toolId: string, body: UpdateRequest): Promise<Tool> {
+    const current = await this.owned(workspaceId, toolId);
+    const changes: Partial<ToolValues> = {};
+    if (has(body, 'parameters') && body.parameters) {
+      checkParametersSchema(body.parameters as Record<string, unknown>);
+      changes.parameters = body.parameters as Record<string, unknown>;
+    }
+    if (has(body, 'headers')) changes.headers = this.mergeHeaders(current.headers, (body.headers ?? null) as Record<string, string | null> | null);
+    if (body.url !== undefined) {
+      await this.checkToolUrl(body.url);
+      changes.url = body.url;
+    }
+    if (body.name !== undefined) changes.name = body.name;
+    if (body.description !== undefined) changes.description = body.description;
+    if (body.method !== undefined) changes.method = body.method;
+    if (body.timeout_ms !== undefined) changes.timeout_ms = body.timeout_ms;
+    if (Object.keys(changes).length === 0) return this.toTool(current);
+    return this.toTool(await this.store.update(toolId, changes));
+  }
+
+  async delete(workspaceId: string, toolId: string): Promise<{ status: 'deleted'; tool_id: string }> {
+    await this.owned(workspaceId, toolId);
+    await this.store.delete(toolId);
+    return { status: 'deleted', tool_id: toolId };
+  }
+
+  /** Sends one request with the tool's stored settings; the outcome, failing or not, is data. */
+  invoke(row: ToolRow, args: Record<string, unknown>, opts: { timeoutMs?: number; maxBodyBytes: number }): Promise<HttpCallOutcome> {
+    const headers = Object.fromEntries(Object.entries(row.headers).map(([k, v]) => [k, this.secrets.open(v)]));
+    const timeoutMs = Math.min(row.timeout_ms, opts.timeoutMs ?? row.timeout_ms);
+    return callHttpTool(this.outbound, { url: row.url, method: row.method, headers, args, timeoutMs, maxBodyBytes: opts.maxBodyBytes });
+  }
+
+  async test(workspaceId: string, toolId: string, args: Record<string, unknown>): Promise<TestResult> {
+    const row = await this.owned(workspaceId, toolId);
+    checkArguments(row.parameters, args);
+    const o = await this.invoke(row, args, { maxBodyBytes: TEST_BODY_LIMIT });
+    return { ok: o.ok, status_code: o.statusCode, duration_ms: o.durationMs, response_body: o.body, response_truncated: o.truncated, error: o.error };
+  }
+
+  async listForAgent(workspaceId: string, agentId: string, params: PageParams): Promise<Page<Tool>> {
+    await this.agents.owned(workspaceId, agentId);
+    const page = await this.store.listForAgent(agentId, params);
+    return { ...page, data: page.data.map((r) => this.toTool(r)) };
+  }
+
+  /** The agent's tools with their sealed headers, for the runner. */
+  async rowsForAgent(agentId: string): Promise<ToolRow[]> {
+    return this.store.allForAgent(agentId);
+  }
+
+  async attach(workspaceId: string, agentId: string, toolId: string): Promise<Tool> {
+    await this.agents.owned(workspaceId, agentId);
+    const tool = await this.owned(workspaceId, toolId);
+    await this.store.attach(workspaceId, agentId, toolId);
+    return this.toTool(tool);
+  }
+
+  async detach(workspaceId: string, agentId: string, toolId: string): Promise<{ status: 'detached'; tool_id: string }> {
+    await this.agents.owned(workspaceId, agentId);
+    await this.owned(workspaceId, toolId);
+    await this.store.detach(agentId, toolId);
+    return { status: 'detached', tool_id: toolId };
+  }
+}

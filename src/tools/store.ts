@@ -1,0 +1,85 @@
+/** HTTP tools and their attachment to agents. Header values arrive sealed. */
+import type { Knex } from 'knex';
+import { conflict } from '../http/errors.js';
+import { isUniqueViolation } from '../lib/db-errors.js';
+import { paginate, type PageParams } from '../lib/pagination.js';
+
+export interface ToolRow {
+  id: string;
+  workspace_id: string;
+  name: string;
+  description: string;
+  parameters: Record<string, unknown>;
+  url: string;
+  method: 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
+  /** Header name -> sealed value. */
+  headers: Record<string, string>;
+  timeout_ms: number;
+  created_at: Date;
+  updated_at: Date;
+}
+
+export type ToolValues = Omit<ToolRow, 'id' | 'workspace_id' | 'created_at' | 'updated_at'>;
+
+const nameTaken = (name: string) => conflict('tool_name_taken', `A tool named '${name}' already exists in this workspace.`, 'name');
+
+function encode(values: Partial<ToolValues>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...values };
+  if (values.parameters) out.parameters = JSON.stringify(values.parameters);
+  if (values.headers) out.headers = JSON.stringify(values.headers);
+  return out;
+}
+
+export class ToolStore {
+  constructor(private readonly db: Knex) {}
+
+  async insert(row: { id: string; workspace_id: string } & ToolValues): Promise<ToolRow> {
+    try {
+      const [created] = await this.db('tools').insert(encode(row)).returning('*');
+      return created;
+    } catch (err) {
+      if (isUniqueViolation(err)) throw nameTaken(row.name);
+      throw err;
+    }
+  }
+
+  find(id: string): Promise<ToolRow | undefined> {
+    return this.db('tools').where({ id }).first();
+  }
+
+  async update(id: string, values: Partial<ToolValues>): Promise<ToolRow> {
+    try {
+      const [row] = await this.db('tools').where({ id }).update({ ...encode(values), updated_at: this.db.fn.now() }).returning('*');
+      return row;
+    } catch (err) {
+      if (isUniqueViolation(err) && values.name) throw nameTaken(values.name);
+      throw err;
+    }
+  }
+
+  async delete(id: string): Promise<void> {
+    await this.db('tools').where({ id }).delete();
+  }
+
+  list(workspaceId: string, params: PageParams) {
+    return paginate<ToolRow, ToolRow>(this.db('tools').where({ workspace_id: workspaceId }).select('*'), params, (r) => r);
+  }
+
+  listForAgent(agentId: string, params: PageParams) {
+    const q = this.db('tools as t').join('agent_tools as at', 'at.tool_id', 't.id').where('at.agent_id', agentId).select('t.*');
+    return paginate<ToolRow, ToolRow>(q, params, (r) => r, 't.id');
+  }
+
+  /** Every tool attached to the agent (the runtime view). */
+  allForAgent(agentId: string): Promise<ToolRow[]> {
+    return this.db('tools as t').join('agent_tools as at', 'at.tool_id', 't.id').where('at.agent_id', agentId).orderBy('t.id').select('t.*');
+  }
+
+  async attach(workspaceId: string, agentId: string, toolId: string): Promise<void> {
+    await this.db('agent_tools').insert({ workspace_id: workspaceId, agent_id: agentId, tool_id: toolId }).onConflict(['agent_id', 'tool_id']).ignore();
+  }
+
+  async detach(agentId: string, toolId: string): Promise<void> {
+    await this.db('agent_tools').where({ agent_id: agentId, tool_id: toolId }).delete();
+  }
+}
