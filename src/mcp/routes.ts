@@ -1,0 +1,20 @@
+/** Handlers of the MCP Servers operations. Thin: the rules live in service.ts. */
+import type { Handlers } from '../http/handler-types.js';
+import { workspaceOf } from '../http/principal.js';
+import type { McpService } from './service.js';
+
+export function mcpRoutes(mcp: McpService): Handlers {
+  return {
+    connectMcpServer: async (req) => ({ status: 201, body: await mcp.connect(workspaceOf(req.auth), req.body) }),
+    listMcpServers: async (req) => ({ status: 200, body: await mcp.list(workspaceOf(req.auth), req.query) }),
+    getMcpServer: async (req) => ({ status: 200, body: await mcp.get(workspaceOf(req.auth), req.params.mcp_server_id) }),
+    updateMcpServer: async (req) => ({ status: 200, body: await mcp.update(workspaceOf(req.auth), req.params.mcp_server_id, req.body) }),
+    deleteMcpServer: async (req) => ({ status: 200, body: await mcp.delete(workspaceOf(req.auth), req.params.mcp_server_id) }),
+    refreshMcpServerTools: async (req) => ({ status: 200, body: await mcp.refresh(workspaceOf(req.auth), req.params.mcp_server_id) }),
+    authorizeMcpServer: async (req) => ({ status: 200, body: await mcp.authorize(workspaceOf(req.auth), req.params.mcp_server_id) }),
+    mcpOAuthCallback: async (req) => ({ status: 200, body: await mcp.completeAuthorization(req.query), type: 'text/html' }),
+    listAgentMcpServers: async (req) => ({ status: 200, body: await mcp.listForAgent(workspaceOf(req.auth), req.params.agent_id, req.query) }),
+    attachMcpServer: async (req) => ({ status: 200, body: await mcp.attach(workspaceOf(req.auth), req.params.agent_id, req.params.mcp_server_id) }),
+    detachMcpServer: async (req) => ({ status: 200, body: await mcp.detach(workspaceOf(req.auth), req.params.agent_id, req.params.mcp_server_id) }),
+  };
+}
