@@ -1,0 +1,263 @@
+/**
+ * The webhook dispatcher: claims pending deliveries (the outbox rows written with each event), sends
+ * each one once, and records the outcome. In-process, at most `concurrency` requests in flight.
+ * It wakes when this process raises an event (`kick`), on NOTIFY from other instances, and on a short
+ * poll as a fallback (missed notifications, rows left by a restart).
+ *
+ * One attempt, never retried; the receiver has `timeoutMs` to answer; redirects are not followed
+ * (node:http never follows them; a 3xx is recorded as failed); the URL is checked by the outbound
+ * guard right before sending and again on the address resolved at connect time.
+ */
+import http from 'node:http';
+import https from 'node:https';
+import pg from 'pg';
+import type { Logger } from 'pino';
+import type { Clock } from '../lib/clock.js';
+import { BlockedUrlError, checkUrl, guardedLookup, type OutboundPolicy } from '../net/outbound-guard.js';
+import { deliveryHeaders } from './signing.js';
+import { NOTIFY_CHANNEL, type SecretRow, type ClaimedDelivery, type DeliveryError, type DeliveryOutcome, type WebhookStore } from './store.js';
+
+export const USER_AGENT = 'VoiceAgentService-Webhooks/1.0';
+
+export interface DispatcherSettings {
+  timeoutMs: number;
+  concurrency: number;
+  pollIntervalMs: number;
+  retentionMs: number;
+}
+
+type SigningSecrets = (workspaceId: string, known: SecretRow | undefined) => Promise<string[] | null>;
+
+interface SendResult {
+  statusCode: number | null;
+  error: DeliveryError | null;
+}
+
+const TLS_ERRORS = /^(ERR_TLS_|ERR_SSL_|CERT_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_|EPROTO$|HOSTNAME_MISMATCH)/;
+
+function errorKind(err: unknown): DeliveryError {
+  if (err instanceof BlockedUrlError) return err.reason === 'unresolvable' ? 'dns_failure' : 'blocked_address';
+  const code = (err as { code?: string }).code ?? '';
+  if (code === 'EBLOCKED') return 'blocked_address';
+  if (code === 'ECONNREFUSED') return 'connection_refused';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_NODATA' || code === 'EAI_FAIL') return 'dns_failure';
+  if (TLS_ERRORS.test(code)) return 'tls_error';
+  return 'network_error';
+}
+
+/** Targets are logged by host only: users put tokens in webhook paths and query strings. */
+function hostOf(target: string): string {
+  try {
+    return new URL(target).host;
+  } catch {
+    return '(invalid URL)';
+  }
+}
+
+export class WebhookDispatcher {
+  private readonly inFlight = new Set<Promise<void>>();
+  private readonly agents: { http: http.Agent; https: https.Agent };
+  private pumping: Promise<void> | undefined;
+  private again = false;
+  private stopped = true;
+  private timer: NodeJS.Timeout | undefined;
+  private listener: pg.Client | undefined;
+  private lastPurge = 0;
+  private housekeepingRun: Promise<void> | undefined;
+  private readonly outcomes: Array<{ id: string; outcome: DeliveryOutcome; stored: () => void }> = [];
+  private writingOutcomes = false;
+
+  constructor(
+    private readonly store: WebhookStore,
+    private readonly signingSecrets: SigningSecrets,
+    private readonly outbound: OutboundPolicy,
+    private readonly clock: Clock,
+    private readonly settings: DispatcherSettings,
+    private readonly log: Logger,
+    private readonly databaseUrl?: string,
+  ) {
+    const opts = { keepAlive: true, maxSockets: settings.concurrency };
+    this.agents = { http: new http.Agent(opts), https: new https.Agent(opts) };
+  }
+
+  async start(): Promise<void> {
+    this.stopped = false;
+    await this.listen();
+    this.timer = setInterval(() => this.tick(), this.settings.pollIntervalMs);
+    this.timer.unref();
+    this.tick();
+  }
+
+  /** Listens for events raised by other instances; the poll covers any notification missed. */
+  private async listen(): Promise<void> {
+    if (!this.databaseUrl) return;
+    const client = new pg.Client({ connectionString: this.databaseUrl });
+    client.on('error', (err) => {
+      this.log.warn({ err: err.message }, 'webhook dispatcher lost its LISTEN connection; polling only');
+      this.listener = undefined;
+    });
+    client.on('notification', () => this.kick());
+    try {
+      await client.connect();
+      await client.query(`listen ${NOTIFY_CHANNEL}`);
+      this.listener = client;
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'webhook dispatcher could not LISTEN; polling only');
+      await client.end().catch(() => undefined);
+    }
+  }
+
+  private tick(): void {
+    if (this.stopped) return;
+    this.housekeepingRun ??= this.housekeeping().finally(() => (this.housekeepingRun = undefined));
+    this.kick();
+  }
+
+  private async housekeeping(): Promise<void> {
+    try {
+      // A claim older than the timeout plus a margin belongs to an instance that stopped mid-attempt.
+      const interrupted = await this.store.failInterrupted(this.settings.timeoutMs + 60_000);
+      if (interrupted) this.log.warn({ interrupted }, 'recorded webhook deliveries interrupted by a stopped instance');
+      const now = this.clock.now().getTime();
+      if (now - this.lastPurge > 60 * 60 * 1000) {
+        this.lastPurge = now;
+        await this.store.purge(new Date(now - this.settings.retentionMs));
+      }
+    } catch (err) {
+      if (!this.stopped) this.log.error({ err }, 'webhook housekeeping failed');
+    }
+  }
+
+  /** Wakes the dispatcher: claims and sends what is pending, up to the concurrency bound. */
+  kick(): void {
+    if (this.stopped) return;
+    if (this.pumping) {
+      this.again = true;
+      return;
+    }
+    this.pumping = this.pump().finally(() => {
+      this.pumping = undefined;
+      if (this.again) {
+        this.again = false;
+        this.kick();
+      }
+    });
+  }
+
+  private async pump(): Promise<void> {
+    try {
+      while (!this.stopped && this.inFlight.size < this.settings.concurrency) {
+        const claimed = await this.store.claim(this.settings.concurrency - this.inFlight.size);
+        if (claimed.length === 0) return;
+        for (const d of claimed) {
+          const p: Promise<void> = this.deliver(d).finally(() => {
+            this.inFlight.delete(p);
+            this.kick();
+          });
+          this.inFlight.add(p);
+        }
+      }
+    } catch (err) {
+      if (!this.stopped) this.log.error({ err }, 'claiming webhook deliveries failed');
+    }
+  }
+
+  private async deliver(d: ClaimedDelivery): Promise<void> {
+    let outcome: DeliveryOutcome;
+    try {
+      const secrets = await this.signingSecrets(d.workspace_id, d.secret);
+      const attemptedAt = this.clock.now();
+      const headers = deliveryHeaders({ eventId: d.event_id, timestamp: Math.floor(attemptedAt.getTime() / 1000), body: d.body, secrets, userAgent: USER_AGENT });
+      const started = performance.now();
+      const result = await this.send(d.target_url, headers, d.body);
+      const durationMs = Math.round(performance.now() - started);
+      outcome = { status: result.error ? 'failed' : 'succeeded', statusCode: result.statusCode, error: result.error, signed: secrets !== null, durationMs, attemptedAt };
+    } catch (err) {
+      this.log.error({ err, deliveryId: d.id }, 'webhook delivery failed unexpectedly');
+      outcome = { status: 'failed', statusCode: null, error: 'network_error', signed: false, durationMs: 0, attemptedAt: this.clock.now() };
+    }
+    const level = outcome.status === 'succeeded' ? 'debug' : 'info';
+    this.log[level]({ deliveryId: d.id, eventId: d.event_id, targetHost: hostOf(d.target_url), statusCode: outcome.statusCode, error: outcome.error, durationMs: outcome.durationMs }, 'webhook delivered');
+    await this.record(d.id, outcome);
+  }
+
+  /**
+   * Outcomes are written in batches: one is written at once when no write is under way; those that
+   * finish meanwhile go together in the next statement. Resolves once this outcome is stored.
+   */
+  private record(id: string, outcome: DeliveryOutcome): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.outcomes.push({ id, outcome, stored: resolve });
+      if (!this.writingOutcomes) void this.writeOutcomes();
+    });
+  }
+
+  private async writeOutcomes(): Promise<void> {
+    this.writingOutcomes = true;
+    try {
+      while (this.outcomes.length > 0) {
+        const batch = this.outcomes.splice(0, 500);
+        try {
+          await this.store.complete(batch);
+        } catch (err) {
+          this.log.error({ err, deliveries: batch.map((b) => b.id) }, 'recording webhook deliveries failed');
+        }
+        for (const b of batch) b.stored();
+      }
+    } finally {
+      this.writingOutcomes = false;
+    }
+  }
+
+  /** One POST; resolves with the status or the kind of failure, never rejects. */
+  private async send(target: string, headers: Record<string, string>, body: string): Promise<SendResult> {
+    let url: URL;
+    try {
+      url = await checkUrl(this.outbound, target);
+    } catch (err) {
+      return { statusCode: null, error: errorKind(err) };
+    }
+    const isHttps = url.protocol === 'https:';
+    return new Promise<SendResult>((resolve) => {
+      let settled = false;
+      const finish = (r: SendResult) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolve(r);
+      };
+      const req = (isHttps ? https : http).request(url, {
+        method: 'POST',
+        headers: { ...headers, 'Content-Length': String(Buffer.byteLength(body)) },
+        agent: isHttps ? this.agents.https : this.agents.http,
+        lookup: guardedLookup(this.outbound),
+      });
+      const timer = setTimeout(() => {
+        finish({ statusCode: null, error: 'timeout' });
+        req.destroy();
+      }, this.settings.timeoutMs);
+      req.on('response', (res) => {
+        res.resume();
+        const code = res.statusCode ?? 0;
+        if (code >= 200 && code < 300) finish({ statusCode: code, error: null });
+        else if (code >= 300 && code < 400) finish({ statusCode: code, error: 'redirect_not_followed' });
+        else finish({ statusCode: code, error: 'http_error' });
+      });
+      req.on('error', (err) => finish({ statusCode: null, error: errorKind(err) }));
+      req.end(body);
+    });
+  }
+
+  /** Stops claiming and waits for the deliveries in flight (each ends within the timeout). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    await this.pumping;
+    await this.housekeepingRun;
+    while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
+    await this.listener?.end().catch(() => undefined);
+    this.listener = undefined;
+    this.agents.http.destroy();
+    this.agents.https.destroy();
+  }
+}

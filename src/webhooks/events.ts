@@ -1,0 +1,48 @@
+/**
+ * The internal entry point for raising `call.completed` and `batch.completed`. Each method builds and
+ * validates the payload (payloads.ts), records the event and one outbox row per target in one
+ * transaction, wakes the dispatcher and returns: it never waits for a delivery. Once it returns, the
+ * event survives a crash (the dispatcher of this or another instance sends it).
+ */
+import { newId } from '../lib/ids.js';
+import { batchCompletedPayload, callCompletedPayload, type BatchCompletedInput, type CallCompletedInput, type EventKind } from './payloads.js';
+import type { WebhookStore } from './store.js';
+import { urlKey } from './url-key.js';
+
+export interface RaisedEvent {
+  eventId: string;
+  /** Number of targets the event will be delivered to. */
+  targets: number;
+}
+
+export class EventPublisher {
+  constructor(
+    private readonly store: WebhookStore,
+    private readonly wake: () => void,
+  ) {}
+
+  /**
+   * A phone call or web session ended. `webhookUrl` is the call's own `webhook_url` (null for web
+   * sessions and for calls placed by a batch); `batchId` the batch that placed the call, if any.
+   */
+  async callCompleted(input: { workspaceId: string; callId: string | null; webhookUrl: string | null; payload: CallCompletedInput; batchId?: string | null }): Promise<RaisedEvent> {
+    const payload = callCompletedPayload(input.payload);
+    return this.raise('call.completed', input.workspaceId, input.callId, input.batchId ?? null, input.webhookUrl, JSON.stringify(payload));
+  }
+
+  /** A batch reached a terminal state. `webhookUrl` is the batch's own `webhook_url`. */
+  async batchCompleted(input: { workspaceId: string; batchId: string; webhookUrl: string | null; payload: BatchCompletedInput }): Promise<RaisedEvent> {
+    const payload = batchCompletedPayload(input.payload);
+    return this.raise('batch.completed', input.workspaceId, null, input.batchId, input.webhookUrl, JSON.stringify(payload));
+  }
+
+  private async raise(kind: EventKind, workspaceId: string, callId: string | null, batchId: string | null, webhookUrl: string | null, body: string): Promise<RaisedEvent> {
+    const eventId = newId('event');
+    const targets = await this.store.recordEvent(
+      { id: eventId, workspaceId, kind, callId, batchId, body, ownTarget: webhookUrl ? { url: webhookUrl, urlKey: urlKey(webhookUrl) } : null },
+      () => newId('webhookDelivery'),
+    );
+    if (targets > 0) this.wake();
+    return { eventId, targets };
+  }
+}

@@ -1,0 +1,112 @@
+/**
+ * The one place that builds event payloads. Each builder takes the facts of a finished call, web
+ * session or batch, writes the fields in the contract's order (`tool_calls` only when a tool was
+ * called), and validates the result against the AsyncAPI message schema (generated/asyncapi.json),
+ * so a payload that does not match the contract is refused before anything is recorded or sent.
+ */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { ValidateFunction } from 'ajv/dist/2020.js';
+import type { BatchCompletedEvent, CallCompletedEvent, ToolCallRecord } from '../../generated/asyncapi-types.js';
+import { generatedDir, makeAjv } from '../http/contract.js';
+
+export type EventKind = 'call.completed' | 'batch.completed';
+
+type Timestamp = string | Date;
+
+/** What a finished call or web session provides; `event` is implied, `tool_calls` may be empty. */
+export type CallCompletedInput = Omit<CallCompletedEvent, 'event' | 'tool_calls' | 'created_at' | 'message_count'> & {
+  event?: 'call.completed';
+  created_at: Timestamp;
+  /** Defaults to the number of transcript entries. */
+  message_count?: number;
+  tool_calls?: ToolCallRecord[] | null;
+};
+
+export type BatchCompletedInput = Omit<BatchCompletedEvent, 'event' | 'created_at' | 'completed_at'> & {
+  event?: 'batch.completed';
+  created_at: Timestamp;
+  completed_at: Timestamp;
+};
+
+export class InvalidEventPayloadError extends Error {
+  constructor(
+    readonly kind: EventKind,
+    readonly problems: string[],
+  ) {
+    super(`The ${kind} payload does not match the contract: ${problems.join('; ')}`);
+  }
+}
+
+let validators: Record<EventKind, ValidateFunction> | undefined;
+
+function validatorFor(kind: EventKind): ValidateFunction {
+  if (!validators) {
+    const doc = JSON.parse(readFileSync(path.join(generatedDir, 'asyncapi.json'), 'utf8')) as Record<string, unknown>;
+    const ajv = makeAjv();
+    ajv.addSchema(doc, 'asyncapi.json');
+    validators = {
+      'call.completed': ajv.compile({ $ref: 'asyncapi.json#/components/messages/callCompleted/payload' }),
+      'batch.completed': ajv.compile({ $ref: 'asyncapi.json#/components/messages/batchCompleted/payload' }),
+    };
+  }
+  return validators[kind];
+}
+
+/** Throws InvalidEventPayloadError when the payload does not match its AsyncAPI schema. */
+export function validateEventPayload(kind: EventKind, payload: unknown): void {
+  const validate = validatorFor(kind);
+  if (!validate(payload)) {
+    throw new InvalidEventPayloadError(kind, (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`));
+  }
+}
+
+const iso = (t: Timestamp) => (t instanceof Date ? t.toISOString() : t);
+
+export function callCompletedPayload(input: CallCompletedInput): CallCompletedEvent {
+  const payload: CallCompletedEvent = {
+    event: 'call.completed',
+    call_id: input.call_id,
+    conversation_id: input.conversation_id,
+    call_sid: input.call_sid,
+    agent_id: input.agent_id,
+    to_number: input.to_number,
+    provider: input.provider,
+    first_message: input.first_message,
+    first_message_delivered: input.first_message_delivered,
+    variables: input.variables,
+    duration: input.duration,
+    status: input.status,
+    message_count: input.message_count ?? input.transcript.length,
+    transcript: input.transcript,
+    summary: input.summary,
+    sentiment: input.sentiment,
+    goal_met: input.goal_met,
+    needs_review: input.needs_review,
+    unanswered_questions: input.unanswered_questions,
+    interruption_count: input.interruption_count,
+    latency_avg_ms: input.latency_avg_ms,
+    created_at: iso(input.created_at),
+  };
+  if (input.tool_calls && input.tool_calls.length > 0) payload.tool_calls = input.tool_calls as CallCompletedEvent['tool_calls'];
+  validateEventPayload('call.completed', payload);
+  return payload;
+}
+
+export function batchCompletedPayload(input: BatchCompletedInput): BatchCompletedEvent {
+  const payload: BatchCompletedEvent = {
+    event: 'batch.completed',
+    batch_id: input.batch_id,
+    agent_id: input.agent_id,
+    name: input.name,
+    status: input.status,
+    total: input.total,
+    completed_count: input.completed_count,
+    failed_count: input.failed_count,
+    voicemail_count: input.voicemail_count,
+    created_at: iso(input.created_at),
+    completed_at: iso(input.completed_at),
+  };
+  validateEventPayload('batch.completed', payload);
+  return payload;
+}

@@ -1,0 +1,247 @@
+/** Webhooks, the workspace signing secret, events and deliveries (the outbox) in PostgreSQL. */
+import type { Knex } from 'knex';
+import { paginate, type Page, type PageParams } from '../lib/pagination.js';
+import type { EventKind } from './payloads.js';
+
+export interface WebhookRow {
+  id: string;
+  workspace_id: string;
+  url: string;
+  url_key: string;
+  events: EventKind[];
+  created_at: Date;
+}
+
+export interface SecretRow {
+  workspace_id: string;
+  secret_sealed: string;
+  previous_secret_sealed: string | null;
+  previous_expires_at: Date | null;
+}
+
+export type DeliveryError =
+  | 'timeout'
+  | 'redirect_not_followed'
+  | 'connection_refused'
+  | 'blocked_address'
+  | 'dns_failure'
+  | 'tls_error'
+  | 'http_error'
+  | 'network_error'
+  | 'interrupted';
+
+export interface DeliveryRow {
+  id: string;
+  event_id: string;
+  workspace_id: string;
+  webhook_id: string | null;
+  kind: EventKind;
+  call_id: string | null;
+  batch_id: string | null;
+  target_url: string;
+  url_key: string;
+  state: 'pending' | 'sending' | 'done';
+  status: 'succeeded' | 'failed' | null;
+  status_code: number | null;
+  error: DeliveryError | null;
+  signed: boolean | null;
+  duration_ms: number | null;
+  attempted_at: Date | null;
+  created_at: Date;
+}
+
+/** A claimed delivery with what sending it needs: the body and the workspace's secret row, if any yet. */
+export interface ClaimedDelivery extends DeliveryRow {
+  body: string;
+  secret: SecretRow | undefined;
+}
+
+export interface DeliveryOutcome {
+  status: 'succeeded' | 'failed';
+  statusCode: number | null;
+  error: DeliveryError | null;
+  signed: boolean;
+  durationMs: number;
+  attemptedAt: Date;
+}
+
+export interface NewEvent {
+  id: string;
+  workspaceId: string;
+  kind: EventKind;
+  callId: string | null;
+  batchId: string | null;
+  body: string;
+  /** The call's or batch's own webhook_url, when it has one. */
+  ownTarget: { url: string; urlKey: string } | null;
+}
+
+export const NOTIFY_CHANNEL = 'webhook_deliveries';
+
+export class WebhookStore {
+  constructor(readonly db: Knex) {}
+
+  // Registry
+
+  /**
+   * Registers a URL, or updates the events of the webhook already registered with the same URL key.
+   * The workspace row is locked so that concurrent registrations cannot pass the limit together.
+   */
+  register(
+    workspaceId: string,
+    input: { id: string; url: string; urlKey: string; events: EventKind[] | undefined; defaultEvents: EventKind[] },
+    limit: number,
+  ): Promise<{ webhook: WebhookRow; created: boolean } | { limitReached: true }> {
+    return this.db.transaction(async (trx) => {
+      await trx('workspaces').where({ id: workspaceId }).forUpdate().first('id');
+      const existing: WebhookRow | undefined = await trx('webhooks').where({ workspace_id: workspaceId, url_key: input.urlKey }).first();
+      if (existing) {
+        if (!input.events) return { webhook: existing, created: false };
+        const [updated] = await trx('webhooks').where({ id: existing.id }).update({ events: input.events, updated_at: trx.fn.now() }).returning('*');
+        return { webhook: updated as WebhookRow, created: false };
+      }
+      const [{ count }] = await trx('webhooks').where({ workspace_id: workspaceId }).count<{ count: string }[]>('* as count');
+      if (Number(count) >= limit) return { limitReached: true as const };
+      const [row] = await trx('webhooks')
+        .insert({ id: input.id, workspace_id: workspaceId, url: input.url, url_key: input.urlKey, events: input.events ?? input.defaultEvents })
+        .returning('*');
+      return { webhook: row as WebhookRow, created: true };
+    });
+  }
+
+  listWebhooks<T>(workspaceId: string, params: PageParams, toItem: (row: WebhookRow) => T): Promise<Page<T>> {
+    return paginate<WebhookRow & { id: string }, T>(this.db('webhooks').where({ workspace_id: workspaceId }), params, toItem);
+  }
+
+  getWebhook(id: string): Promise<WebhookRow | undefined> {
+    return this.db('webhooks').where({ id }).first();
+  }
+
+  async deleteWebhook(workspaceId: string, id: string): Promise<boolean> {
+    return (await this.db('webhooks').where({ id, workspace_id: workspaceId }).delete()) > 0;
+  }
+
+  // Secret
+
+  getSecret(workspaceId: string): Promise<SecretRow | undefined> {
+    return this.db('webhook_secrets').where({ workspace_id: workspaceId }).first();
+  }
+
+  /** Stores the secret unless the workspace already has one; returns the one that won. */
+  async insertSecret(workspaceId: string, sealed: string): Promise<SecretRow> {
+    await this.db('webhook_secrets').insert({ workspace_id: workspaceId, secret_sealed: sealed }).onConflict('workspace_id').ignore();
+    return (await this.getSecret(workspaceId))!;
+  }
+
+  /** Makes `sealed` the current secret and the replaced one the previous, valid until `previousExpiresAt`. */
+  rotateSecret(workspaceId: string, sealed: string, now: Date, previousExpiresAt: Date): Promise<SecretRow> {
+    return this.db.transaction(async (trx) => {
+      const current: SecretRow | undefined = await trx('webhook_secrets').where({ workspace_id: workspaceId }).forUpdate().first();
+      if (!current) {
+        const [row] = await trx('webhook_secrets').insert({ workspace_id: workspaceId, secret_sealed: sealed, rotated_at: now }).returning('*');
+        return row as SecretRow;
+      }
+      const [row] = await trx('webhook_secrets')
+        .where({ workspace_id: workspaceId })
+        .update({ secret_sealed: sealed, previous_secret_sealed: current.secret_sealed, previous_expires_at: previousExpiresAt, rotated_at: now })
+        .returning('*');
+      return row as SecretRow;
+    });
+  }
+
+  // Events and the outbox
+
+  /**
+   * Records an event and one pending delivery per target, in one transaction: the workspace's webhooks
+   * subscribed to the event plus the event's own target, one row per URL key (a registered webhook
+   * wins, so the delivery is attributed to it). Wakes dispatchers listening on NOTIFY_CHANNEL on commit.
+   */
+  recordEvent(event: NewEvent, newDeliveryId: () => string): Promise<number> {
+    return this.db.transaction(async (trx) => {
+      const subscribed: WebhookRow[] = await trx('webhooks')
+        .where({ workspace_id: event.workspaceId })
+        .whereRaw('? = any(events)', [event.kind])
+        .orderBy('id');
+      await trx('webhook_events').insert({ id: event.id, workspace_id: event.workspaceId, kind: event.kind, call_id: event.callId, batch_id: event.batchId, body: event.body });
+      const targets = new Map<string, { webhookId: string | null; url: string }>();
+      for (const w of subscribed) if (!targets.has(w.url_key)) targets.set(w.url_key, { webhookId: w.id, url: w.url });
+      if (event.ownTarget && !targets.has(event.ownTarget.urlKey)) targets.set(event.ownTarget.urlKey, { webhookId: null, url: event.ownTarget.url });
+      if (targets.size === 0) return 0;
+      await trx('webhook_deliveries').insert(
+        [...targets].map(([urlKey, t]) => ({
+          id: newDeliveryId(),
+          event_id: event.id,
+          workspace_id: event.workspaceId,
+          webhook_id: t.webhookId,
+          kind: event.kind,
+          call_id: event.callId,
+          batch_id: event.batchId,
+          target_url: t.url,
+          url_key: urlKey,
+        })),
+      );
+      await trx.raw('select pg_notify(?, ?)', [NOTIFY_CHANNEL, event.id]);
+      return targets.size;
+    });
+  }
+
+  /**
+   * Claims up to `limit` pending deliveries, oldest first. SKIP LOCKED lets several dispatchers (in
+   * this process or other instances) claim at once without ever taking the same row.
+   */
+  async claim(limit: number): Promise<ClaimedDelivery[]> {
+    const result = await this.db.raw(
+      `update webhook_deliveries d
+          set state = 'sending', claimed_at = now()
+         from (select p.id, e.body, s.secret_sealed, s.previous_secret_sealed, s.previous_expires_at
+                 from (select id, event_id from webhook_deliveries where state = 'pending' order by id limit ? for update skip locked) p
+                 join webhook_events e on e.id = p.event_id
+                 left join webhook_secrets s on s.workspace_id = e.workspace_id) c
+        where d.id = c.id
+    returning d.*, c.body, c.secret_sealed, c.previous_secret_sealed, c.previous_expires_at`,
+      [limit],
+    );
+    return (result.rows as Array<DeliveryRow & { body: string } & Omit<SecretRow, 'workspace_id'>>)
+      .sort((a, b) => (a.id < b.id ? -1 : 1))
+      .map((r) => {
+        const { secret_sealed, previous_secret_sealed, previous_expires_at, ...rest } = r;
+        return { ...rest, secret: secret_sealed === null ? undefined : { workspace_id: r.workspace_id, secret_sealed, previous_secret_sealed, previous_expires_at } };
+      });
+  }
+
+  /** Records the outcomes of several deliveries in one statement. */
+  async complete(outcomes: Array<{ id: string; outcome: DeliveryOutcome }>): Promise<void> {
+    if (outcomes.length === 0) return;
+    const values = outcomes.map(() => '(?::text, ?::text, ?::int, ?::text, ?::boolean, ?::int, ?::timestamptz)').join(', ');
+    const bindings = outcomes.flatMap(({ id, outcome: o }) => [id, o.status, o.statusCode, o.error, o.signed, o.durationMs, o.attemptedAt]);
+    await this.db.raw(
+      `update webhook_deliveries d
+          set state = 'done', status = v.status, status_code = v.status_code, error = v.error, signed = v.signed,
+              duration_ms = v.duration_ms, attempted_at = v.attempted_at
+         from (values ${values}) as v(id, status, status_code, error, signed, duration_ms, attempted_at)
+        where d.id = v.id`,
+      bindings,
+    );
+  }
+
+  /**
+   * Deliveries claimed longer ago than `staleAfterMs` belong to an instance that stopped mid-attempt.
+   * They are never retried (the receiver may have received them): recorded as failed, `interrupted`.
+   */
+  async failInterrupted(staleAfterMs: number): Promise<number> {
+    return this.db('webhook_deliveries')
+      .where({ state: 'sending' })
+      .whereRaw(`claimed_at < now() - (? * interval '1 millisecond')`, [staleAfterMs])
+      .update({ state: 'done', status: 'failed', error: 'interrupted', signed: false, duration_ms: 0, attempted_at: this.db.ref('claimed_at') });
+  }
+
+  /** Drops events (and with them their deliveries) older than the retention period. */
+  async purge(before: Date): Promise<number> {
+    return this.db('webhook_events').where('created_at', '<', before).delete();
+  }
+
+  listDeliveries<T>(workspaceId: string, filter: { webhook_id?: string; call_id?: string; batch_id?: string; kind?: EventKind }, params: PageParams, toItem: (row: DeliveryRow) => T): Promise<Page<T>> {
+    const query = this.db('webhook_deliveries').where({ workspace_id: workspaceId, state: 'done', ...filter });
+    return paginate<DeliveryRow, T>(query, params, toItem);
+  }
+}
