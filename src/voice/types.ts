@@ -57,14 +57,21 @@ export type VoiceEvent =
   | { type: 'tool_call_cancellation'; ids: string[] }
   /** The agent ended the conversation (only when canEndConversation). */
   | { type: 'end_conversation' }
-  /** The voice service could not be reached after the bounded retries. */
+  /** The voice service could not be reached after the bounded retries; `closed` follows. */
   | { type: 'unavailable'; message: string }
+  /** Always the last event, once: after `unavailable`, or when close() is called. */
   | { type: 'closed' };
 
 export interface VoiceSession {
   sendAudio(pcm16k: Buffer): void;
   sendImage(jpeg: Buffer): void;
+  /** A user turn as text; the session reports it back as the user's final `input_transcript`. */
   sendText(text: string): void;
+  /**
+   * Has the agent say a line now, e.g. a filler while a slow tool runs; not a user turn (no input
+   * transcript) and a pending tool call stays pending. The line arrives as a normal agent turn.
+   */
+  say(text: string): void;
   sendToolResponses(responses: ToolCallResponse[]): void;
   /** Events in order; one listener. */
   onEvent(listener: (event: VoiceEvent) => void): void;
