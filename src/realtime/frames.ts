@@ -1,0 +1,68 @@
+/**
+ * Validation of client frames `{mime_type, data}` into the spec's in-session error codes, in the order
+ * of its table: JSON, object, mime_type present/string/supported, data present/string/base64/non-empty.
+ */
+export type FrameErrorCode =
+  | 'invalid_json'
+  | 'invalid_message'
+  | 'missing_mime_type'
+  | 'invalid_mime_type'
+  | 'unsupported_mime_type'
+  | 'missing_data'
+  | 'invalid_data'
+  | 'invalid_base64'
+  | 'empty_payload'
+  | 'binary_frame_unsupported';
+
+export type ServerErrorCode = FrameErrorCode | 'no_audio_received' | 'forward_failed' | 'upstream_unavailable';
+
+export type MimeType = 'audio/pcm' | 'image/jpeg' | 'text/plain';
+export const SUPPORTED_MIME_TYPES: readonly MimeType[] = ['audio/pcm', 'image/jpeg', 'text/plain'];
+
+export type Frame = { ok: true; mimeType: MimeType; bytes: Buffer } | { ok: false; code: FrameErrorCode; error: string };
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+const DATA_URL = /^data:[^,]*;base64,/;
+
+const fail = (code: FrameErrorCode, error: string): Frame => ({ ok: false, code, error });
+
+/** Decodes standard base64 strictly (Buffer.from silently skips bad characters). */
+export function decodeBase64(data: string): Buffer | null {
+  let body = data;
+  if (body.startsWith('data:')) {
+    const prefix = DATA_URL.exec(body);
+    if (!prefix) return null;
+    body = body.slice(prefix[0].length);
+  }
+  if (!BASE64.test(body)) return null;
+  const unpadded = body.replace(/=+$/, '');
+  if (unpadded.length % 4 === 1) return null;
+  if (body.length !== unpadded.length && body.length % 4 !== 0) return null;
+  return Buffer.from(body, 'base64');
+}
+
+export function parseFrame(raw: string | Buffer, isBinary: boolean): Frame {
+  if (isBinary) return fail('binary_frame_unsupported', 'Binary frames are not supported; send JSON text frames {"mime_type", "data"} with base64 data.');
+  let msg: unknown;
+  try {
+    msg = JSON.parse(raw.toString());
+  } catch {
+    return fail('invalid_json', 'The message is not valid JSON.');
+  }
+  if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) return fail('invalid_message', 'The message must be a JSON object {"mime_type", "data"}.');
+  const m = msg as Record<string, unknown>;
+  if (!('mime_type' in m)) return fail('missing_mime_type', "The message has no 'mime_type' field.");
+  if (typeof m.mime_type !== 'string') return fail('invalid_mime_type', "'mime_type' must be a string.");
+  if (!SUPPORTED_MIME_TYPES.includes(m.mime_type as MimeType)) {
+    return fail('unsupported_mime_type', `Unsupported mime_type '${m.mime_type.slice(0, 100)}'; use audio/pcm, image/jpeg or text/plain.`);
+  }
+  if (!('data' in m)) return fail('missing_data', "The message has no 'data' field.");
+  if (typeof m.data !== 'string') return fail('invalid_data', "'data' must be a base64 string.");
+  const bytes = decodeBase64(m.data);
+  if (!bytes) return fail('invalid_base64', "'data' is not valid base64 (a complete 'data:...;base64,' prefix is allowed).");
+  if (bytes.length === 0) return fail('empty_payload', "'data' decodes to zero bytes.");
+  return { ok: true, mimeType: m.mime_type as MimeType, bytes };
+}
+
+/** In a text session only these codes are sent; other unusable frames are dropped silently. */
+export const TEXT_SESSION_CODES: ReadonlySet<FrameErrorCode> = new Set(['binary_frame_unsupported', 'missing_data']);

@@ -1,0 +1,105 @@
+/** Assembles the realtime domain: session creation, the /ws/{user_id} gateway, slots and finalisation. */
+import { randomBytes } from 'node:crypto';
+import type http from 'node:http';
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import type { Config } from '../config.js';
+import type { Clock } from '../lib/clock.js';
+import type { Contract } from '../http/contract.js';
+import type { Handlers } from '../http/handler-types.js';
+import type { VoiceService } from '../voice/types.js';
+import type { SessionToolRunner } from './bridge.js';
+import { ConversationFinaliser, type CallCompletedPublisher } from './conversation.js';
+import { LeaseKeeper } from './leases.js';
+import { clientAddressResolver, IpAttemptLimiter } from './rate-limits.js';
+import { realtimeRoutes } from './routes.js';
+import { RealtimeService, type RuntimeAgents } from './service.js';
+import { RealtimeStore } from './store.js';
+import { RealtimeGateway } from './ws-server.js';
+
+export interface RealtimeDeps {
+  config: Config;
+  knex: Knex;
+  clock: Clock;
+  log: Logger;
+  contract: Contract;
+  agents: RuntimeAgents;
+  voice: VoiceService;
+  tools: SessionToolRunner | null;
+  events: CallCompletedPublisher | null;
+  /** Benchmarks: time from a frame's receipt to its hand-over to the voice session. */
+  onForward?: (nanoseconds: bigint) => void;
+}
+
+export interface Realtime {
+  routes: Handlers;
+  store: RealtimeStore;
+  gateway: RealtimeGateway;
+  leases: LeaseKeeper;
+  /** Listens for /ws/ upgrades on the server and starts the lease heartbeat. */
+  attach(server: http.Server): void;
+  /** Shutdown: closes live sessions (1001) and waits for their records and events. */
+  drain(): Promise<void>;
+}
+
+export function createRealtime(d: RealtimeDeps): Realtime {
+  const { config: c, log } = d;
+  const store = new RealtimeStore(d.knex);
+  let server: http.Server | undefined;
+  // Unset PUBLIC_BASE_URL (development, tests with PORT=0): the port the server actually listens on.
+  const publicBaseUrl = () => {
+    const address = server?.address();
+    if (c.PUBLIC_BASE_URL || !address || typeof address === 'string') return c.publicBaseUrl;
+    return c.publicBaseUrl.replace(/:\d+$/, `:${address.port}`);
+  };
+  const leases = new LeaseKeeper(store, d.clock, { instanceId: `inst_${randomBytes(6).toString('hex')}`, heartbeatMs: c.REALTIME_LEASE_HEARTBEAT_MS, expiryMs: c.REALTIME_LEASE_EXPIRY_MS }, log);
+  const service = new RealtimeService(
+    store,
+    d.agents,
+    d.voice,
+    d.tools,
+    leases,
+    d.clock,
+    {
+      publicBaseUrl,
+      tokenTtlMs: c.REALTIME_TOKEN_TTL_MS,
+      windows: [
+        { limit: c.REALTIME_SESSIONS_PER_HOUR, windowMs: c.REALTIME_HOUR_WINDOW_MS },
+        { limit: c.REALTIME_SESSIONS_PER_DAY, windowMs: c.REALTIME_DAY_WINDOW_MS },
+      ],
+      centsPerMinute: c.REALTIME_CENTS_PER_MINUTE,
+      planMinutes: c.REALTIME_PLAN_MINUTES,
+    },
+    log,
+  );
+  const finaliser = new ConversationFinaliser(store, d.voice, d.events, { centsPerMinute: c.REALTIME_CENTS_PER_MINUTE, textCentsPerMinute: c.REALTIME_TEXT_CENTS_PER_MINUTE }, log);
+  const gateway = new RealtimeGateway(
+    service,
+    finaliser,
+    new IpAttemptLimiter(d.knex, { attempts: c.REALTIME_IP_ATTEMPTS, windowMs: c.REALTIME_IP_WINDOW_MS }),
+    clientAddressResolver(c.TRUSTED_PROXIES),
+    d.tools,
+    d.clock,
+    { pingIntervalMs: c.REALTIME_PING_INTERVAL_MS, noAudioAfterMs: c.REALTIME_NO_AUDIO_AFTER_MS, toolTimeoutMs: c.REALTIME_TOOL_TIMEOUT_MS, onForward: d.onForward },
+    log,
+  );
+  let pruneTimer: NodeJS.Timeout | undefined;
+  return {
+    routes: realtimeRoutes(service, d.contract, c.BODY_LIMIT_BYTES),
+    store,
+    gateway,
+    leases,
+    attach(httpServer) {
+      server = httpServer;
+      gateway.attach(httpServer);
+      leases.start();
+      pruneTimer = setInterval(() => void service.prune().catch((err) => log.warn({ err }, 'token pruning failed')), 60 * 60 * 1000);
+      pruneTimer.unref();
+    },
+    async drain() {
+      clearInterval(pruneTimer);
+      await gateway.drain();
+      leases.stop();
+    },
+  };
+}

@@ -1,0 +1,207 @@
+/**
+ * The rules of realtime sessions, without Koa or ws: session creation in the spec's check order, and
+ * admission of a WebSocket connection in the order 4001 -> 4402 -> 4028 -> 4003 -> 4029 -> 1011.
+ */
+import type { Logger } from 'pino';
+import type { ErrorObject } from 'ajv';
+import { ApiError, forbidden, paymentRequired, tooManyRequests } from '../http/errors.js';
+import type { Clock } from '../lib/clock.js';
+import { newId } from '../lib/ids.js';
+import type { RuntimeAgent } from '../agents/service.js';
+import type { VoiceService, VoiceSession } from '../voice/types.js';
+import { validationError } from '../http/validation.js';
+import type { LeaseKeeper } from './leases.js';
+import type { CreationWindow, RealtimeStore, Source, TokenRow } from './store.js';
+import { hashSessionToken, newSessionToken, sessionWsUrl, TOKEN_PATTERN } from './tokens.js';
+import type { SessionToolRunner } from './bridge.js';
+
+/** AgentService as realtime uses it (throws 404 agent_not_found / 403 for another workspace's agent). */
+export interface RuntimeAgents {
+  loadForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent>;
+}
+
+export interface RealtimeOptions {
+  /** PUBLIC_BASE_URL, or the address the server listens on when that is unset. */
+  publicBaseUrl: () => string;
+  tokenTtlMs: number;
+  windows: CreationWindow[];
+  centsPerMinute: number;
+  /** Web-session minutes per calendar month by plan; a plan not listed is unlimited. */
+  planMinutes: Record<string, number>;
+}
+
+export const CLOSE = {
+  invalidToken: { code: 4001, reason: 'Invalid authentication token' },
+  serviceUnavailable: { code: 4402, reason: 'Service unavailable' },
+  planLimit: { code: 4028, reason: 'Plan limit' },
+  insufficientCredits: { code: 4028, reason: 'Insufficient credits' },
+  cameraDisabled: { code: 4003, reason: 'Camera is not enabled for this agent' },
+  screenDisabled: { code: 4003, reason: 'Screen sharing is not enabled for this agent' },
+  tooManySessions: { code: 4029, reason: 'Too many concurrent sessions for your plan' },
+  startFailed: { code: 1011, reason: '' },
+} as const;
+
+export type Refusal = (typeof CLOSE)[keyof typeof CLOSE];
+
+export interface Admission {
+  sessionId: string;
+  token: TokenRow;
+  agent: RuntimeAgent;
+  voice: VoiceSession;
+  startedAt: Date;
+  variables: Record<string, string>;
+  instruction: string;
+}
+
+const BLOCKED = new Set(['past_due', 'unpaid']);
+
+/** `{{name}}` placeholders of the instruction and first message, filled from the agent's defaults. */
+export function fillPlaceholders(text: string, values: Record<string, string>): string {
+  return text.replace(/\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}/g, (whole, name: string) => values[name] ?? whole);
+}
+
+export function monthStart(now: Date): Date {
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+}
+
+export class RealtimeService {
+  constructor(
+    private readonly store: RealtimeStore,
+    private readonly agents: RuntimeAgents,
+    private readonly voice: VoiceService,
+    private readonly tools: SessionToolRunner | null,
+    private readonly leases: LeaseKeeper,
+    private readonly clock: Clock,
+    private readonly opts: RealtimeOptions,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * POST /api/v1/realtime/sessions after authentication. `validateBody` raises the body's problems
+   * (unreadable body, wrong media type, schema errors) and runs at step 5.
+   */
+  async createSession(workspaceId: string, body: unknown, validateBody: (body: unknown) => void): Promise<{ session_token: string; ws_url: string }> {
+    // 2. Billing.
+    const workspace = await this.store.getWorkspace(workspaceId);
+    if (!workspace) throw new ApiError(401, 'authentication_error', 'unauthorized', 'The workspace of this API key no longer exists.');
+    if (BLOCKED.has(workspace.subscription_status)) {
+      throw paymentRequired('subscription_inactive', `The workspace subscription is ${workspace.subscription_status}; update billing to start sessions.`);
+    }
+    // 3-4. Source enabled for the agent, agent exists here; read from the body before it is validated.
+    const b = body && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>) : {};
+    if (typeof b.agent_id === 'string') {
+      let agent: RuntimeAgent | null = null;
+      let agentError: unknown = null;
+      try {
+        agent = await this.agents.loadForRuntime(workspaceId, b.agent_id);
+      } catch (err) {
+        agentError = err;
+      }
+      if (agent && b.source === 'camera' && !agent.realtime.enableWebcam) {
+        throw forbidden('webcam_disabled', 'Camera sessions are not enabled for this agent.', 'source');
+      }
+      if (agent && b.source === 'screen' && !agent.realtime.enableScreenShare) {
+        throw forbidden('screen_share_disabled', 'Screen sharing is not enabled for this agent.', 'source');
+      }
+      if (agentError instanceof ApiError) throw new ApiError(agentError.status, agentError.type, agentError.code, agentError.message, { param: 'agent_id' });
+      if (agentError) throw agentError;
+    }
+    // 5. Body.
+    validateBody(body);
+    const input = body as { agent_id: string; user_id: string; source: Source };
+    // 6. Rate limit, counted by the token it issues.
+    const token = newSessionToken();
+    const now = this.clock.now();
+    const result = await this.store.issueToken(
+      {
+        token_hash: hashSessionToken(token),
+        workspace_id: workspaceId,
+        agent_id: input.agent_id,
+        user_id: input.user_id,
+        source: input.source,
+        expires_at: new Date(now.getTime() + this.opts.tokenTtlMs),
+        created_at: now,
+      },
+      this.opts.windows,
+    );
+    if (!result.issued) {
+      const seconds = Math.ceil(result.retryAfterMs / 1000);
+      throw tooManyRequests(seconds, `Too many realtime sessions for this workspace (${this.opts.windows.map((w) => `${w.limit} per ${Math.round(w.windowMs / 1000)} s`).join(', ')}); retry after ${seconds} seconds.`);
+    }
+    this.log.info({ workspaceId, agentId: input.agent_id, source: input.source }, 'realtime session token issued');
+    return { session_token: token, ws_url: sessionWsUrl(this.opts.publicBaseUrl(), input.user_id, token) };
+  }
+
+  /** Ajv errors of the request schema (instance paths relative to the body) as the API's 422. */
+  static bodyError(errors: ErrorObject[], body: unknown): ApiError {
+    return validationError(
+      errors.map((e) => ({ ...e, instancePath: `/requestBody${e.instancePath}` })),
+      { requestBody: body },
+    );
+  }
+
+  /** Runs every connection check in order; on success the session holds a slot and a voice session. */
+  async admit(token: string | null, pathUserId: string): Promise<Admission | Refusal> {
+    // 4001: the token (redeemed by this attempt whatever follows), its user_id, its agent.
+    if (!token || !TOKEN_PATTERN.test(token)) return CLOSE.invalidToken;
+    const now = this.clock.now();
+    const row = await this.store.redeemToken(hashSessionToken(token), now);
+    if (!row || row.expires_at.getTime() <= now.getTime() || row.user_id !== pathUserId) return CLOSE.invalidToken;
+    let agent: RuntimeAgent;
+    try {
+      agent = await this.agents.loadForRuntime(row.workspace_id, row.agent_id);
+    } catch (err) {
+      if (err instanceof ApiError) return CLOSE.invalidToken;
+      throw err;
+    }
+    const workspace = await this.store.getWorkspace(row.workspace_id);
+    if (!workspace) return CLOSE.invalidToken;
+    // 4402
+    if (BLOCKED.has(workspace.subscription_status)) return CLOSE.serviceUnavailable;
+    // 4028
+    const minutes = this.opts.planMinutes[workspace.plan];
+    if (minutes !== undefined) {
+      const used = await this.store.sessionSecondsSince(workspace.id, monthStart(now));
+      if (used >= minutes * 60) return CLOSE.planLimit;
+    }
+    if (row.source !== 'text' && workspace.credit_balance_cents < Math.max(1, this.opts.centsPerMinute)) return CLOSE.insufficientCredits;
+    // 4003
+    if (row.source === 'camera' && !agent.realtime.enableWebcam) return CLOSE.cameraDisabled;
+    if (row.source === 'screen' && !agent.realtime.enableScreenShare) return CLOSE.screenDisabled;
+    // 4029
+    const sessionId = newId('conversation');
+    if (!(await this.leases.acquire(sessionId, workspace.id, workspace.concurrent_session_limit))) return CLOSE.tooManySessions;
+    // 1011
+    const variables = agent.variablePlaceholders ?? {};
+    const instruction = fillPlaceholders(agent.instruction, variables);
+    try {
+      const tools = this.tools ? await this.tools.declarations(workspace.id, agent.id) : [];
+      const voice = await this.voice.open({
+        instruction,
+        firstMessage: agent.firstMessage ? fillPlaceholders(agent.firstMessage, variables) : null,
+        voiceId: agent.voiceId,
+        language: agent.language,
+        languageCode: agent.languageCode,
+        variables,
+        tools,
+        canEndConversation: agent.canEndConversation && row.source !== 'text',
+        source: row.source,
+      });
+      return { sessionId, token: row, agent, voice, startedAt: this.clock.now(), variables, instruction };
+    } catch (err) {
+      this.log.warn({ err, sessionId, workspaceId: workspace.id }, 'voice session could not start');
+      await this.leases.release(sessionId);
+      return CLOSE.startFailed;
+    }
+  }
+
+  async release(sessionId: string): Promise<void> {
+    await this.leases.release(sessionId);
+  }
+
+  /** Tokens older than every creation window count for nothing. */
+  async prune(): Promise<void> {
+    const longest = Math.max(...this.opts.windows.map((w) => w.windowMs), this.opts.tokenTtlMs);
+    await this.store.pruneTokens(new Date(this.clock.now().getTime() - longest));
+  }
+}

@@ -1,0 +1,156 @@
+/** Realtime tokens, session-slot leases and conversation records in PostgreSQL. */
+import type { Knex } from 'knex';
+
+export type Source = 'voice' | 'camera' | 'screen' | 'text';
+
+export interface TokenRow {
+  token_hash: string;
+  workspace_id: string;
+  agent_id: string;
+  user_id: string;
+  source: Source;
+  expires_at: Date;
+  used_at: Date | null;
+  created_at: Date;
+}
+
+export interface WorkspaceBilling {
+  id: string;
+  plan: string;
+  subscription_status: 'active' | 'past_due' | 'unpaid';
+  credit_balance_cents: number;
+  concurrent_session_limit: number;
+}
+
+export interface CreationWindow {
+  limit: number;
+  windowMs: number;
+}
+
+export interface ConversationRow {
+  id: string;
+  workspace_id: string;
+  agent_id: string;
+  user_id: string;
+  source: Source;
+  status: 'completed' | 'failed';
+  first_message: string | null;
+  first_message_delivered: boolean;
+  variables: Record<string, string>;
+  started_at: Date;
+  ended_at: Date;
+  duration: number;
+  transcript: Array<{ role: 'model' | 'user'; text: string; timestamp: number }>;
+  message_count: number;
+  interruption_count: number;
+  latency_avg_ms: number;
+  summary: string;
+  sentiment: 'positive' | 'neutral' | 'negative';
+  goal_met: boolean;
+  needs_review: boolean;
+  unanswered_questions: string[];
+  tool_calls: unknown[] | null;
+  cost_cents: number;
+}
+
+/** Serialises work of one workspace across every instance on the database (held until the transaction ends). */
+function lockWorkspace(trx: Knex.Transaction, purpose: string, workspaceId: string) {
+  return trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`${purpose}:${workspaceId}`]);
+}
+
+export class RealtimeStore {
+  constructor(private readonly db: Knex) {}
+
+  getWorkspace(id: string): Promise<WorkspaceBilling | undefined> {
+    return this.db('workspaces').where({ id }).first('id', 'plan', 'subscription_status', 'credit_balance_cents', 'concurrent_session_limit');
+  }
+
+  /**
+   * Issues a token unless a creation window is full. The issued tokens are what the windows count, and
+   * the count and the insert happen under one per-workspace lock, so a refused request uses up nothing
+   * and instances sharing the database share the limit.
+   * Hand-written rather than rate-limiter-flexible: two limiters (hour and day) cannot refuse together
+   * without one of them having consumed a point.
+   */
+  async issueToken(row: Omit<TokenRow, 'used_at'>, windows: CreationWindow[]): Promise<{ issued: true } | { issued: false; retryAfterMs: number }> {
+    return this.db.transaction(async (trx) => {
+      await lockWorkspace(trx, 'realtime-create', row.workspace_id);
+      let retryAfterMs = 0;
+      for (const w of windows) {
+        const since = new Date(row.created_at.getTime() - w.windowMs);
+        const recent = await trx('realtime_tokens')
+          .where('workspace_id', row.workspace_id)
+          .where('created_at', '>', since)
+          .orderBy('created_at', 'desc')
+          .offset(w.limit - 1)
+          .limit(1)
+          .first('created_at');
+        // The limit-th most recent creation must leave the window before another one fits.
+        if (recent) retryAfterMs = Math.max(retryAfterMs, (recent.created_at as Date).getTime() + w.windowMs - row.created_at.getTime());
+      }
+      if (retryAfterMs > 0) return { issued: false as const, retryAfterMs };
+      await trx('realtime_tokens').insert(row);
+      return { issued: true as const };
+    });
+  }
+
+  /** Marks the token used (first attempt wins, even a failing one) and returns it; undefined if unknown or used. */
+  async redeemToken(tokenHash: string, now: Date): Promise<TokenRow | undefined> {
+    const [row] = await this.db('realtime_tokens').where({ token_hash: tokenHash }).whereNull('used_at').update({ used_at: now }).returning('*');
+    return row;
+  }
+
+  /** Removes tokens older than the longest rate-limit window (they count for nothing any more). */
+  async pruneTokens(before: Date): Promise<void> {
+    await this.db('realtime_tokens').where('created_at', '<', before).delete();
+  }
+
+  /** Takes a slot if fewer than `limit` unexpired leases of the workspace exist (atomic across instances). */
+  async acquireLease(lease: { id: string; workspace_id: string; kind: string; instance_id: string }, limit: number, now: Date, expiresAt: Date): Promise<boolean> {
+    return this.db.transaction(async (trx) => {
+      await lockWorkspace(trx, 'session-lease', lease.workspace_id);
+      const [{ count }] = await trx('session_leases').where('workspace_id', lease.workspace_id).where('expires_at', '>', now).count<{ count: string }[]>('* as count');
+      if (Number(count) >= limit) return false;
+      await trx('session_leases').insert({ ...lease, expires_at: expiresAt, created_at: now });
+      return true;
+    });
+  }
+
+  async renewLeases(ids: string[], expiresAt: Date): Promise<void> {
+    if (ids.length) await this.db('session_leases').whereIn('id', ids).update({ expires_at: expiresAt });
+  }
+
+  async releaseLease(id: string): Promise<void> {
+    await this.db('session_leases').where({ id }).delete();
+  }
+
+  async deleteExpiredLeases(now: Date): Promise<void> {
+    await this.db('session_leases').where('expires_at', '<=', now).delete();
+  }
+
+  /** Whole seconds of web sessions the workspace finished since `since`. */
+  async sessionSecondsSince(workspaceId: string, since: Date): Promise<number> {
+    const [{ total }] = await this.db('realtime_conversations').where('workspace_id', workspaceId).where('started_at', '>=', since).sum<{ total: string | null }[]>('duration as total');
+    return Number(total ?? 0);
+  }
+
+  /** Stores the record and takes its cost off the workspace's credit, together. */
+  async saveConversation(row: ConversationRow): Promise<void> {
+    await this.db.transaction(async (trx) => {
+      await trx('realtime_conversations').insert({
+        ...row,
+        variables: JSON.stringify(row.variables),
+        transcript: JSON.stringify(row.transcript),
+        unanswered_questions: JSON.stringify(row.unanswered_questions),
+        tool_calls: row.tool_calls ? JSON.stringify(row.tool_calls) : null,
+      });
+      if (row.cost_cents > 0) {
+        await trx('workspaces').where({ id: row.workspace_id }).update({ credit_balance_cents: trx.raw('credit_balance_cents - ?', [row.cost_cents]), updated_at: trx.fn.now() });
+      }
+    });
+  }
+
+  getConversation(id: string): Promise<ConversationRow | undefined> {
+    return this.db('realtime_conversations').where({ id }).first();
+  }
+}

@@ -1,0 +1,179 @@
+/**
+ * The realtime WebSocket `/ws/{user_id}?token=...` on the HTTP server's `upgrade` event (ws in noServer
+ * mode). Before the upgrade: the per-IP attempt limit (HTTP 429 + Retry-After). After it: admission
+ * (RealtimeService.admit; a refusal closes at once with its code and reason, no message before), then a
+ * SessionBridge. Frames that arrive during admission are held and handled after `session_started`.
+ * Dead peers are found by ping/pong and terminated, which releases their slot.
+ */
+import type http from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import type { Logger } from 'pino';
+import type { Clock } from '../lib/clock.js';
+import { SessionBridge, type BridgeOptions, type SessionToolRunner } from './bridge.js';
+import type { ConversationFinaliser } from './conversation.js';
+import type { IpAttemptLimiter } from './rate-limits.js';
+import type { RealtimeService, Admission } from './service.js';
+
+const PATH = /^\/ws\/([^/]+)$/;
+/** Largest client frame (a JPEG frame as base64 JSON fits comfortably). */
+const MAX_FRAME_BYTES = 4 * 1024 * 1024;
+
+export interface GatewayOptions extends BridgeOptions {
+  pingIntervalMs: number;
+}
+
+function refuseUpgrade(socket: Duplex, status: string, headers: Record<string, string> = {}): void {
+  const lines = [`HTTP/1.1 ${status}`, 'Connection: close', 'Content-Length: 0', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
+  socket.end(`${lines.join('\r\n')}\r\n\r\n`);
+  socket.destroy();
+}
+
+export class RealtimeGateway {
+  private readonly wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false });
+  private readonly bridges = new Set<SessionBridge>();
+  private readonly alive = new WeakMap<WebSocket, boolean>();
+  private readonly inFlight = new Set<Promise<unknown>>();
+  private pingTimer: NodeJS.Timeout | undefined;
+  private closing = false;
+
+  constructor(
+    private readonly service: RealtimeService,
+    private readonly finaliser: ConversationFinaliser,
+    private readonly ipLimiter: IpAttemptLimiter,
+    private readonly clientAddress: (req: http.IncomingMessage) => string,
+    private readonly tools: SessionToolRunner | null,
+    private readonly clock: Clock,
+    private readonly opts: GatewayOptions,
+    private readonly log: Logger,
+  ) {}
+
+  attach(server: http.Server): void {
+    server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+      const url = new URL(req.url ?? '/', 'http://localhost');
+      const m = PATH.exec(url.pathname);
+      if (!m) return;
+      socket.on('error', () => socket.destroy());
+      this.track(this.upgrade(req, socket, head, m[1], url.searchParams.get('token')));
+    });
+    this.pingTimer = setInterval(() => this.pingAll(), this.opts.pingIntervalMs);
+    this.pingTimer.unref();
+  }
+
+  /** Live sessions on this instance. */
+  get size(): number {
+    return this.bridges.size;
+  }
+
+  private track(p: Promise<unknown>): void {
+    const tracked = p.catch((err) => this.log.error({ err }, 'realtime session error')).finally(() => this.inFlight.delete(tracked));
+    this.inFlight.add(tracked);
+  }
+
+  private async upgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer, rawUserId: string, token: string | null): Promise<void> {
+    if (this.closing) return refuseUpgrade(socket, '503 Service Unavailable');
+    const ip = this.clientAddress(req);
+    let waitSeconds: number | null;
+    try {
+      waitSeconds = await this.ipLimiter.attempt(ip);
+    } catch (err) {
+      this.log.error({ err }, 'connection-attempt limit unavailable');
+      return refuseUpgrade(socket, '503 Service Unavailable');
+    }
+    if (waitSeconds !== null) {
+      this.log.info({ ip }, 'realtime connection attempts over the per-IP limit');
+      return refuseUpgrade(socket, '429 Too Many Requests', { 'Retry-After': String(waitSeconds) });
+    }
+    let userId: string;
+    try {
+      userId = decodeURIComponent(rawUserId);
+    } catch {
+      userId = rawUserId;
+    }
+    const ws = await new Promise<WebSocket>((resolve) => this.wss.handleUpgrade(req, socket, head, resolve));
+    await this.connect(ws, userId, token);
+  }
+
+  private async connect(ws: WebSocket, userId: string, token: string | null): Promise<void> {
+    const held: Array<[Buffer, boolean, bigint]> = [];
+    const hold = (data: Buffer, isBinary: boolean) => held.push([data, isBinary, process.hrtime.bigint()]);
+    ws.on('message', hold);
+    ws.on('error', (err) => this.log.debug({ err }, 'realtime socket error'));
+    const result = await this.service.admit(token, userId).catch((err) => {
+      this.log.error({ err }, 'realtime admission failed');
+      return { code: 1011, reason: '' } as const;
+    });
+    if (!('sessionId' in result)) {
+      ws.close(result.code, result.reason);
+      return;
+    }
+    if (ws.readyState !== ws.OPEN || this.closing) {
+      // Gone (or shutting down) while admission ran: nothing started, give everything back.
+      await result.voice.close().catch(() => undefined);
+      await this.service.release(result.sessionId);
+      if (ws.readyState === ws.OPEN) ws.close(1001, 'Server shutting down');
+      return;
+    }
+    this.run(ws, result, held, hold);
+  }
+
+  private run(ws: WebSocket, a: Admission, held: Array<[Buffer, boolean, bigint]>, hold: (d: Buffer, b: boolean) => void): void {
+    const bridge = new SessionBridge(
+      ws,
+      a.voice,
+      {
+        id: a.sessionId,
+        workspaceId: a.token.workspace_id,
+        agentId: a.agent.id,
+        userId: a.token.user_id,
+        source: a.token.source,
+        startedAt: a.startedAt,
+        firstMessage: a.agent.firstMessage || null,
+        variables: a.variables,
+      },
+      this.tools,
+      this.clock,
+      this.opts,
+      this.log.child({ sessionId: a.sessionId }),
+    );
+    this.bridges.add(bridge);
+    this.alive.set(ws, true);
+    ws.on('pong', () => this.alive.set(ws, true));
+    bridge.start();
+    ws.off('message', hold);
+    for (const [data, isBinary, at] of held) bridge.handleFrame(data, isBinary, at);
+    ws.on('message', (data: Buffer, isBinary: boolean) => bridge.handleFrame(data, isBinary, process.hrtime.bigint()));
+    this.track(
+      bridge.done.then(async (outcome) => {
+        this.bridges.delete(bridge);
+        await this.service.release(a.sessionId);
+        await this.finaliser.finalise(bridge.info, a.instruction, outcome);
+      }),
+    );
+  }
+
+  private pingAll(): void {
+    for (const ws of this.wss.clients) {
+      if (this.alive.get(ws) === false) {
+        ws.terminate();
+        continue;
+      }
+      this.alive.set(ws, false);
+      ws.ping();
+    }
+  }
+
+  /** Shutdown: refuse new upgrades, close live sessions (1001), wait for their records and events. */
+  async drain(): Promise<void> {
+    this.closing = true;
+    clearInterval(this.pingTimer);
+    for (const bridge of this.bridges) bridge.close(1001, 'Server shutting down');
+    // A peer that does not answer the close handshake promptly is cut.
+    const cut = setTimeout(() => {
+      for (const ws of this.wss.clients) ws.terminate();
+    }, 1000);
+    while (this.inFlight.size) await Promise.allSettled([...this.inFlight]);
+    clearTimeout(cut);
+    this.wss.close();
+  }
+}

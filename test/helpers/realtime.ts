@@ -1,0 +1,185 @@
+/**
+ * Realtime test steps: agents and session tokens through the API, real `ws` clients bound to distinct
+ * 127.x.y.z source addresses (so the per-IP attempt limit stays out of the way), and a check of every
+ * server message against its AsyncAPI schema.
+ */
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import WebSocket from 'ws';
+import type { ValidateFunction } from 'ajv/dist/2020.js';
+import { generatedDir, makeAjv } from '../../src/http/contract.js';
+import type { TestService } from './service.js';
+import type { Tenant } from './fixtures.js';
+import { ADMIN_TOKEN } from './service.js';
+
+export const FIXTURES = '/work/shared/fixtures';
+export const fixture = (rel: string) => readFileSync(path.join(FIXTURES, rel));
+
+let addressCounter = Math.floor(Math.random() * 200) * 250;
+/** A fresh loopback source address per call: 127.<a>.<b>.<c>. */
+export function freshAddress(): string {
+  addressCounter += 1;
+  const n = addressCounter;
+  return `127.${(n >> 16) & 255 || 1}.${(n >> 8) & 255}.${(n & 255) || 1}`;
+}
+
+const serverMessages = (() => {
+  const doc = JSON.parse(readFileSync(path.join(generatedDir, 'asyncapi.json'), 'utf8')) as Record<string, unknown>;
+  const ajv = makeAjv();
+  ajv.addSchema(doc, 'asyncapi.json');
+  const names: Record<string, string> = {
+    session_started: 'realtimeSessionStarted',
+    audio: 'realtimeAudio',
+    transcript: 'realtimeTranscript',
+    text: 'realtimeText',
+    turn_complete: 'realtimeTurnComplete',
+    interrupted: 'realtimeInterrupted',
+    tool_call: 'realtimeToolCall',
+    session_ended: 'realtimeSessionEnded',
+    error: 'realtimeError',
+  };
+  const out = new Map<string, ValidateFunction>();
+  for (const [type, message] of Object.entries(names)) out.set(type, ajv.compile({ $ref: `asyncapi.json#/components/messages/${message}/payload` }));
+  return out;
+})();
+
+/** Throws unless the message is one of the AsyncAPI server messages and matches its schema. */
+export function assertServerMessage(msg: Record<string, unknown>): void {
+  const validate = serverMessages.get(String(msg.type));
+  assert.ok(validate, `unknown server message type ${JSON.stringify(msg.type)}`);
+  assert.ok(validate(msg), `server message does not match the AsyncAPI schema: ${JSON.stringify(validate.errors)} in ${JSON.stringify(msg).slice(0, 300)}`);
+}
+
+export const bearer = (key: string) => ({ Authorization: `Bearer ${key}` });
+export const operator = { Authorization: `Bearer ${ADMIN_TOKEN}` };
+
+export async function createAgent(t: TestService, tenant: Tenant, body: Record<string, unknown> = {}): Promise<string> {
+  const res = await t.http
+    .post('/api/v1/agents')
+    .set(bearer(tenant.apiKey))
+    .send({ name: 'Receptionist', instruction: 'You are the receptionist of Acme Dental.', first_message: 'Hello! How can I help you today?', ...body });
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  return res.body.agent_id as string;
+}
+
+export async function setWorkspace(t: TestService, workspaceId: string, patch: Record<string, unknown>): Promise<void> {
+  const res = await t.http.patch(`/admin/v1/workspaces/${workspaceId}`).set(operator).send(patch);
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+}
+
+export async function mintSession(t: TestService, tenant: Tenant, agentId: string, source = 'voice', userId = 'visitor-1'): Promise<{ session_token: string; ws_url: string }> {
+  const res = await t.http.post('/api/v1/realtime/sessions').set(bearer(tenant.apiKey)).send({ agent_id: agentId, user_id: userId, source });
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  return res.body;
+}
+
+export interface Client {
+  ws: WebSocket;
+  messages: Array<Record<string, unknown>>;
+  /** Resolves with the close code and reason. */
+  closed: Promise<{ code: number; reason: string }>;
+  /** The next message (after those already taken) matching the predicate. */
+  next(match?: string | ((m: Record<string, unknown>) => boolean), timeoutMs?: number): Promise<Record<string, unknown>>;
+  sendJson(value: unknown): void;
+  sendFrame(mimeType: string, data: Buffer | string): void;
+  close(): Promise<{ code: number; reason: string }>;
+}
+
+/** Opens `url` from a fresh loopback address; every message is checked against the AsyncAPI schemas. */
+export function connect(url: string, opts: { localAddress?: string; headers?: Record<string, string> } = {}): Client {
+  const ws = new WebSocket(url, { localAddress: opts.localAddress ?? freshAddress(), headers: opts.headers });
+  const messages: Array<Record<string, unknown>> = [];
+  const waiters: Array<() => void> = [];
+  let taken = 0;
+  ws.on('message', (data, isBinary) => {
+    assert.equal(isBinary, false, 'the server sends only text frames');
+    const msg = JSON.parse(data.toString()) as Record<string, unknown>;
+    assertServerMessage(msg);
+    messages.push(msg);
+    for (const w of waiters.splice(0)) w();
+  });
+  ws.on('error', () => undefined);
+  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.on('close', (code, reason) => {
+    resolve({ code, reason: reason.toString() });
+    for (const w of waiters.splice(0)) w();
+  }));
+  const client: Client = {
+    ws,
+    messages,
+    closed,
+    async next(match, timeoutMs = 5000) {
+      const pred = typeof match === 'string' ? (m: Record<string, unknown>) => m.type === match : (match ?? (() => true));
+      const deadline = Date.now() + timeoutMs;
+      for (;;) {
+        while (taken < messages.length) {
+          const m = messages[taken++];
+          if (pred(m)) return m;
+        }
+        if (ws.readyState === WebSocket.CLOSED) throw new Error(`socket closed while waiting; got ${JSON.stringify(messages).slice(0, 500)}`);
+        const left = deadline - Date.now();
+        if (left <= 0) throw new Error(`timed out waiting for a message; got ${JSON.stringify(messages).slice(0, 800)}`);
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, left);
+          waiters.push(() => {
+            clearTimeout(timer);
+            resolve();
+          });
+        });
+      }
+    },
+    sendJson(value) {
+      ws.send(typeof value === 'string' ? value : JSON.stringify(value));
+    },
+    sendFrame(mimeType, data) {
+      ws.send(JSON.stringify({ mime_type: mimeType, data: typeof data === 'string' ? data : data.toString('base64') }));
+    },
+    async close() {
+      if (ws.readyState === WebSocket.OPEN) ws.close(1000);
+      return closed;
+    },
+  };
+  return client;
+}
+
+/** Opens and expects an immediate close with no message before it. */
+export async function expectRefusal(url: string, code: number, reason: string, opts: { localAddress?: string } = {}): Promise<void> {
+  const c = connect(url, opts);
+  const closed = await c.closed;
+  assert.deepEqual(closed, { code, reason });
+  assert.deepEqual(c.messages, [], 'no message precedes a refusal');
+}
+
+/** The HTTP answer to an upgrade the server refuses before accepting (status and headers). */
+export function upgradeRefusal(url: string, localAddress: string): Promise<{ status: number; headers: Record<string, string | string[] | undefined> } | 'accepted'> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(url, { localAddress });
+    ws.on('unexpected-response', (_req, res) => {
+      resolve({ status: res.statusCode ?? 0, headers: res.headers });
+      res.resume();
+      ws.terminate();
+    });
+    ws.on('open', () => {
+      resolve('accepted');
+      ws.close();
+    });
+    ws.on('error', (err) => {
+      if (!/Unexpected server response/.test(String(err))) reject(err);
+    });
+  });
+}
+
+export async function waitFor<T>(fn: () => Promise<T | undefined | null | false>, timeoutMs = 5000, what = 'condition'): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+export async function tokenCount(t: TestService, workspaceId: string): Promise<number> {
+  const [{ count }] = await t.service.db.knex('realtime_tokens').where({ workspace_id: workspaceId }).count<{ count: string }[]>('* as count');
+  return Number(count);
+}

@@ -1,0 +1,344 @@
+/**
+ * The realtime WebSocket's close-code table and its check order (4001 -> 4402 -> 4028 -> 4003 -> 4029
+ * -> 1011), the token's states (issued, used, expired), the per-IP attempt limit before the upgrade,
+ * and concurrency slots (released on close, reclaimed from dead peers and dead instances, shared by
+ * two instances on one database). Real ws clients over real sockets, each from its own 127.x.y.z.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import type { Socket } from 'node:net';
+import { ADMIN_TOKEN, startTestService, type TestService } from '../helpers/service.js';
+import { tenant, type Tenant } from '../helpers/fixtures.js';
+import { bearer, connect, createAgent, expectRefusal, freshAddress, mintSession, setWorkspace, upgradeRefusal, waitFor } from '../helpers/realtime.js';
+import type { Clock } from '../../src/lib/clock.js';
+
+/** Set: the service clock stands still at this time (ms). */
+let frozenAt: number | null = null;
+const clock: Clock = { now: () => new Date(frozenAt ?? Date.now()) };
+const FAST = {
+  REALTIME_PING_INTERVAL_MS: '150',
+  REALTIME_LEASE_HEARTBEAT_MS: '100',
+  REALTIME_LEASE_EXPIRY_MS: '700',
+  REALTIME_PLAN_MINUTES: 'trial=600,starter=0',
+  VOICE_RETRY_MAX: '1',
+  VOICE_RETRY_BASE_MS: '20',
+  VOICE_CONNECT_TIMEOUT_MS: '1000',
+  VOICE_SANDBOX_SPEED: '50',
+  VOICE_SANDBOX_MS_PER_CHAR: '2',
+  VOICE_SANDBOX_END_OF_TURN_MS: '100',
+};
+
+let t: TestService;
+before(async () => {
+  t = await startTestService(FAST, { clock });
+});
+after(() => t.close());
+
+async function leases(s: TestService, workspaceId: string): Promise<number> {
+  const [{ count }] = await s.service.db.knex('session_leases').where({ workspace_id: workspaceId }).where('expires_at', '>', new Date()).count<{ count: string }[]>('* as count');
+  return Number(count);
+}
+
+const CLOSE = {
+  token: [4001, 'Invalid authentication token'],
+  billing: [4402, 'Service unavailable'],
+  plan: [4028, 'Plan limit'],
+  credit: [4028, 'Insufficient credits'],
+  camera: [4003, 'Camera is not enabled for this agent'],
+  screen: [4003, 'Screen sharing is not enabled for this agent'],
+  slots: [4029, 'Too many concurrent sessions for your plan'],
+  start: [1011, ''],
+} as const;
+
+describe('4001 Invalid authentication token', () => {
+  let a: Tenant;
+  let agentId: string;
+  before(async () => {
+    a = await tenant(t);
+    agentId = await createAgent(t, a);
+  });
+
+  it('token missing, malformed or wrong', async () => {
+    const base = `${t.url.replace(/^http/, 'ws')}/ws/visitor-1`;
+    await expectRefusal(base, ...CLOSE.token);
+    await expectRefusal(`${base}?token=`, ...CLOSE.token);
+    await expectRefusal(`${base}?token=nonsense`, ...CLOSE.token);
+    await expectRefusal(`${base}?token=rts_${randomBytes(32).toString('base64url')}`, ...CLOSE.token);
+  });
+
+  it('a token is single use: the first attempt uses it, even a failed one (user_id of another path)', async () => {
+    const s = await mintSession(t, a, agentId, 'text', 'visitor-1');
+    const wrongUser = s.ws_url.replace('/ws/visitor-1?', '/ws/visitor-2?');
+    await expectRefusal(wrongUser, ...CLOSE.token);
+    await expectRefusal(s.ws_url, ...CLOSE.token);
+    const used = await t.service.db.knex('realtime_tokens').where({ workspace_id: a.workspaceId, user_id: 'visitor-1' }).whereNotNull('used_at');
+    assert.equal(used.length, 1);
+  });
+
+  it('a token that connected once cannot connect again', async () => {
+    const s = await mintSession(t, a, agentId, 'text');
+    const c = connect(s.ws_url);
+    await c.next('session_started');
+    assert.deepEqual(await c.close(), { code: 1000, reason: '' });
+    await expectRefusal(s.ws_url, ...CLOSE.token);
+    assert.ok(!t.logs.join('').includes(s.session_token), 'the token is never logged');
+  });
+
+  it('expires 60 seconds after issue (the real value, on the service clock)', async () => {
+    const issuedAt = Date.now();
+    frozenAt = issuedAt;
+    try {
+      const early = await mintSession(t, a, agentId, 'text');
+      const late = await mintSession(t, a, agentId, 'text');
+      frozenAt = issuedAt + 59_999;
+      const c = connect(early.ws_url);
+      await c.next('session_started');
+      await c.close();
+      frozenAt = issuedAt + 60_000;
+      await expectRefusal(late.ws_url, ...CLOSE.token);
+    } finally {
+      frozenAt = null;
+    }
+  });
+
+  it('the agent was deleted or moved to another workspace after the token was issued', async () => {
+    const doomed = await createAgent(t, a);
+    const s = await mintSession(t, a, doomed, 'text');
+    assert.equal((await t.http.delete(`/api/v1/agents/${doomed}`).set(bearer(a.apiKey))).status, 200);
+    await expectRefusal(s.ws_url, ...CLOSE.token);
+
+    const moving = await createAgent(t, a);
+    const m = await mintSession(t, a, moving, 'text');
+    const other = await tenant(t);
+    await t.service.db.knex('agents').where({ id: moving }).update({ workspace_id: other.workspaceId });
+    await expectRefusal(m.ws_url, ...CLOSE.token);
+  });
+});
+
+describe('4402, 4028, 4003, 4029, 1011 and their order', () => {
+  it('4402 Service unavailable: subscription past_due or unpaid after the token was issued', async () => {
+    const a = await tenant(t);
+    const agentId = await createAgent(t, a);
+    for (const status of ['past_due', 'unpaid']) {
+      const s = await mintSession(t, a, agentId, 'text');
+      await setWorkspace(t, a.workspaceId, { subscription_status: status });
+      await expectRefusal(s.ws_url, ...CLOSE.billing);
+      await setWorkspace(t, a.workspaceId, { subscription_status: 'active' });
+      // The refused attempt used the token up.
+      await expectRefusal(s.ws_url, ...CLOSE.token);
+    }
+  });
+
+  it('4028 Insufficient credits for voice, camera and screen, never for text', async () => {
+    const a = await tenant(t);
+    const agentId = await createAgent(t, a);
+    const tokens = await Promise.all(['voice', 'camera', 'screen', 'text'].map((src) => mintSession(t, a, agentId, src)));
+    await setWorkspace(t, a.workspaceId, { credit_balance_cents: 0 });
+    for (const s of tokens.slice(0, 3)) await expectRefusal(s.ws_url, ...CLOSE.credit);
+    const c = connect(tokens[3].ws_url);
+    assert.equal((await c.next('session_started')).source, 'text');
+    await c.close();
+  });
+
+  it('4028 Plan limit: the plan has used its monthly web-session minutes (REALTIME_PLAN_MINUTES)', async () => {
+    const a = await tenant(t);
+    const agentId = await createAgent(t, a);
+    const s = await mintSession(t, a, agentId, 'text');
+    await setWorkspace(t, a.workspaceId, { plan: 'starter' });
+    await expectRefusal(s.ws_url, ...CLOSE.plan);
+  });
+
+  it('4003 when the source was turned off after the token was issued', async () => {
+    const a = await tenant(t);
+    const agentId = await createAgent(t, a);
+    const cam = await mintSession(t, a, agentId, 'camera');
+    const screen = await mintSession(t, a, agentId, 'screen');
+    const voice = await mintSession(t, a, agentId, 'voice');
+    assert.equal((await t.http.patch(`/api/v1/agents/${agentId}`).set(bearer(a.apiKey)).send({ realtime: { enable_webcam: false, enable_screen_share: false } })).status, 200);
+    await expectRefusal(cam.ws_url, ...CLOSE.camera);
+    await expectRefusal(screen.ws_url, ...CLOSE.screen);
+    const c = connect(voice.ws_url);
+    await c.next('session_started');
+    await c.close();
+  });
+
+  it('4029 at the concurrent_session_limit; every kind of session holds a slot, text included; released on close', async () => {
+    const a = await tenant(t);
+    const agentId = await createAgent(t, a);
+    await setWorkspace(t, a.workspaceId, { concurrent_session_limit: 1 });
+    const first = connect((await mintSession(t, a, agentId, 'text')).ws_url);
+    await first.next('session_started');
+    assert.equal(await leases(t, a.workspaceId), 1);
+    await expectRefusal((await mintSession(t, a, agentId, 'voice')).ws_url, ...CLOSE.slots);
+    await expectRefusal((await mintSession(t, a, agentId, 'text')).ws_url, ...CLOSE.slots);
+    await first.close();
+    await waitFor(async () => (await leases(t, a.workspaceId)) === 0, 3000, 'slot release');
+    const second = connect((await mintSession(t, a, agentId, 'voice')).ws_url);
+    await second.next('session_started');
+    await second.close();
+  });
+
+  it('1011 with an empty reason when the voice service session cannot start; the slot is given back', async () => {
+    const a = await tenant(t);
+    const agentId = await createAgent(t, a);
+    const s = await mintSession(t, a, agentId, 'voice');
+    t.service.voice.sandbox!.setUnavailable(true);
+    try {
+      await expectRefusal(s.ws_url, ...CLOSE.start);
+    } finally {
+      t.service.voice.sandbox!.setUnavailable(false);
+    }
+    assert.equal(await leases(t, a.workspaceId), 0);
+  });
+
+  it('checks run in the order 4001 -> 4402 -> 4028 -> 4003 -> 4029 -> 1011', async () => {
+    const a = await tenant(t);
+    const agentId = await createAgent(t, a);
+    const mint = () => mintSession(t, a, agentId, 'camera', 'visitor-9');
+    const tokens = await Promise.all([mint(), mint(), mint(), mint(), mint(), mint()]);
+    const patch = (body: object) => t.http.patch(`/api/v1/agents/${agentId}`).set(bearer(a.apiKey)).send(body);
+    // Everything wrong at once.
+    await setWorkspace(t, a.workspaceId, { subscription_status: 'past_due', credit_balance_cents: 0, concurrent_session_limit: 0 });
+    await patch({ realtime: { enable_webcam: false } });
+    t.service.voice.sandbox!.setUnavailable(true);
+    try {
+      await expectRefusal(tokens[0].ws_url.replace('/ws/visitor-9?', '/ws/visitor-8?'), ...CLOSE.token);
+      await expectRefusal(tokens[1].ws_url, ...CLOSE.billing);
+      await setWorkspace(t, a.workspaceId, { subscription_status: 'active' });
+      await expectRefusal(tokens[2].ws_url, ...CLOSE.credit);
+      await setWorkspace(t, a.workspaceId, { credit_balance_cents: 1000 });
+      await expectRefusal(tokens[3].ws_url, ...CLOSE.camera);
+      await patch({ realtime: { enable_webcam: true } });
+      await expectRefusal(tokens[4].ws_url, ...CLOSE.slots);
+      await setWorkspace(t, a.workspaceId, { concurrent_session_limit: 5 });
+      await expectRefusal(tokens[5].ws_url, ...CLOSE.start);
+    } finally {
+      t.service.voice.sandbox!.setUnavailable(false);
+    }
+    // Refusals leave nothing behind: no slot, no conversation record, no credit used.
+    assert.equal(await leases(t, a.workspaceId), 0);
+    assert.equal((await t.service.db.knex('realtime_conversations').where({ workspace_id: a.workspaceId })).length, 0);
+    assert.equal((await t.http.get(`/admin/v1/workspaces/${a.workspaceId}`).set({ Authorization: `Bearer ${ADMIN_TOKEN}` })).body.credit_balance_cents, 1000);
+  });
+});
+
+describe('the connected state', () => {
+  it('session_started first, with the conversation id; a slot is held while connected; frames sent early are handled after it', async () => {
+    const a = await tenant(t);
+    const agentId = await createAgent(t, a);
+    const s = await mintSession(t, a, agentId, 'voice', 'visitor-77');
+    const c = connect(s.ws_url);
+    c.ws.on('open', () => c.sendJson({ mime_type: 'audio/webm', data: 'AAAA' }));
+    const started = await c.next();
+    assert.equal(started.type, 'session_started');
+    assert.match(String(started.session_id), /^conv_[0-9A-Z]{26}$/);
+    assert.deepEqual([started.agent_id, started.user_id, started.source, started.audio_format], [agentId, 'visitor-77', 'voice', { encoding: 'pcm16le', sample_rate: 24000, channels: 1 }]);
+    const err = await c.next('error');
+    assert.equal(err.code, 'unsupported_mime_type');
+    assert.equal(await leases(t, a.workspaceId), 1);
+    const lease = await t.service.db.knex('session_leases').where({ id: started.session_id }).first();
+    assert.ok(lease, 'the lease is keyed by the session id');
+    assert.deepEqual(await c.close(), { code: 1000, reason: '' });
+    await waitFor(async () => (await leases(t, a.workspaceId)) === 0, 3000, 'slot release');
+  });
+});
+
+describe('per-IP connection attempts', () => {
+  it('at the real value: 20 attempts per 60 s per address; the 21st gets HTTP 429 + Retry-After before the upgrade; X-Forwarded-For is ignored by default', async () => {
+    const ip = freshAddress();
+    const url = `${t.url.replace(/^http/, 'ws')}/ws/visitor-1`;
+    for (let i = 0; i < 20; i++) {
+      const c = connect(url, { localAddress: ip, headers: { 'X-Forwarded-For': `198.51.100.${i}` } });
+      assert.equal((await c.closed).code, 4001);
+    }
+    const refused = await upgradeRefusal(url, ip);
+    assert.notEqual(refused, 'accepted');
+    if (refused !== 'accepted') {
+      assert.equal(refused.status, 429);
+      const wait = Number(refused.headers['retry-after']);
+      assert.ok(wait >= 1 && wait <= 60, `Retry-After ${refused.headers['retry-after']}`);
+    }
+    // Another address is unaffected.
+    await expectRefusal(url, ...CLOSE.token);
+  });
+});
+
+describe('a second instance on the same database, and instances or tabs that die', () => {
+  let t2: TestService;
+  before(async () => {
+    t2 = await startTestService({ ...FAST, DATABASE_URL: t.service.db.url }, { clock });
+  });
+  after(() => t2.close());
+
+  it('shares the concurrency slots', async () => {
+    const a = await tenant(t);
+    const agentId = await createAgent(t, a);
+    await setWorkspace(t, a.workspaceId, { concurrent_session_limit: 2 });
+    const c1 = connect((await mintSession(t, a, agentId, 'text')).ws_url);
+    await c1.next('session_started');
+    const c2 = connect((await mintSession(t2, a, agentId, 'text')).ws_url.replace(t.url.replace(/^http/, 'ws'), t2.url.replace(/^http/, 'ws')));
+    await c2.next('session_started');
+    // Full on both instances.
+    const on2 = (await mintSession(t, a, agentId, 'text')).ws_url.replace(t.url.replace(/^http/, 'ws'), t2.url.replace(/^http/, 'ws'));
+    await expectRefusal(on2, ...CLOSE.slots);
+    await expectRefusal((await mintSession(t2, a, agentId, 'voice')).ws_url, ...CLOSE.slots);
+    await c2.close();
+    await waitFor(async () => (await leases(t, a.workspaceId)) === 1, 3000, 'slot release');
+    const c3 = connect((await mintSession(t, a, agentId, 'voice')).ws_url);
+    await c3.next('session_started');
+    await Promise.all([c1.close(), c3.close()]);
+  });
+
+  it('reclaims the slot of a dead tab (no pong) and of an instance whose heartbeat stopped', async () => {
+    const a = await tenant(t);
+    const agentId = await createAgent(t, a);
+    await setWorkspace(t, a.workspaceId, { concurrent_session_limit: 1 });
+    // A tab that went away without closing: its socket stops reading, so pings go unanswered.
+    const tab = connect((await mintSession(t, a, agentId, 'text')).ws_url);
+    await tab.next('session_started');
+    (tab.ws as unknown as { _socket: Socket })._socket.pause();
+    await waitFor(async () => (await leases(t, a.workspaceId)) === 0, 3000, 'dead tab reclaimed');
+    // An instance that dies: its session's lease stops being renewed and expires (700 ms here, < 60 s).
+    const wsBase2 = t2.url.replace(/^http/, 'ws');
+    const onDying = connect((await mintSession(t, a, agentId, 'text')).ws_url.replace(t.url.replace(/^http/, 'ws'), wsBase2));
+    await onDying.next('session_started');
+    await expectRefusal((await mintSession(t, a, agentId, 'text')).ws_url, ...CLOSE.slots);
+    t2.service.realtime.leases.stop();
+    const later = await waitFor(
+      async () => {
+        const c = connect((await mintSession(t, a, agentId, 'text')).ws_url);
+        const first = await Promise.race([c.next('session_started').then(() => c), c.closed.then(() => null)]);
+        return first;
+      },
+      5000,
+      'the dead instance slot to expire',
+    );
+    await later.close();
+    await onDying.close();
+    tab.ws.terminate();
+  });
+});
+
+describe('trusted proxies', () => {
+  let tp: TestService;
+  before(async () => {
+    tp = await startTestService({ ...FAST, REALTIME_IP_ATTEMPTS: '2', TRUSTED_PROXIES: '127.0.0.0/8' });
+  });
+  after(() => tp.close());
+
+  it('believes X-Forwarded-For only from a configured proxy, so clients behind it are counted apart', async () => {
+    const proxy = freshAddress();
+    const url = `${tp.url.replace(/^http/, 'ws')}/ws/visitor-1`;
+    const from = (client: string) => connect(url, { localAddress: proxy, headers: { 'X-Forwarded-For': `${client}, ${proxy}` } });
+    assert.equal((await from('203.0.113.7').closed).code, 4001);
+    assert.equal((await from('203.0.113.7').closed).code, 4001);
+    const refused = await new Promise<number>((resolve) => {
+      const c = from('203.0.113.7');
+      c.ws.on('unexpected-response', (_req, res) => resolve(res.statusCode ?? 0));
+      c.closed.then(({ code }) => resolve(code));
+    });
+    assert.equal(refused, 429);
+    assert.equal((await from('203.0.113.8').closed).code, 4001, 'another client behind the same proxy');
+  });
+});

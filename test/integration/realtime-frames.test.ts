@@ -1,0 +1,191 @@
+/**
+ * Client frames of a live session: every in-session error code in its exact condition (the session
+ * stays open after each), the data URL prefix, the fixtures' audio and images reaching the voice
+ * service, no_audio_received (once, on image arrival, at the real 8 s on the service clock), and the
+ * text-session rules (audio and images ignored, only binary_frame_unsupported and missing_data, an
+ * apology for invalid JSON).
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { startTestService, type TestService } from '../helpers/service.js';
+import { tenant, type Tenant } from '../helpers/fixtures.js';
+import { connect, createAgent, fixture, mintSession, type Client } from '../helpers/realtime.js';
+import type { Clock } from '../../src/lib/clock.js';
+
+/** Set: the service clock stands still at this time (ms). */
+let frozenAt: number | null = null;
+const clock: Clock = { now: () => new Date(frozenAt ?? Date.now()) };
+
+let t: TestService;
+let a: Tenant;
+let agentId: string;
+before(async () => {
+  t = await startTestService({ VOICE_SANDBOX_SPEED: '50', VOICE_SANDBOX_MS_PER_CHAR: '2', VOICE_SANDBOX_END_OF_TURN_MS: '150' }, { clock });
+  a = await tenant(t);
+  agentId = await createAgent(t, a);
+});
+after(() => t.close());
+
+async function open(source: string): Promise<Client> {
+  const c = connect((await mintSession(t, a, agentId, source)).ws_url);
+  await c.next('session_started');
+  return c;
+}
+
+const settle = (ms = 150) => new Promise((r) => setTimeout(r, ms));
+const b64 = (s: string) => Buffer.from(s).toString('base64');
+
+/** Sends one raw frame and returns the next error message. */
+async function errorFor(c: Client, raw: string | Buffer, binary = false): Promise<Record<string, unknown>> {
+  c.ws.send(raw, { binary });
+  return c.next('error');
+}
+
+describe('in-session errors (voice, camera and screen sessions)', () => {
+  it('answers each unusable frame with its code and keeps the session open', async () => {
+    const c = await open('camera');
+    await c.next('turn_complete'); // the agent's first message
+    const cases: Array<[string | Buffer, string, boolean?]> = [
+      ['{"mime_type": "audio/pcm", "data": ', 'invalid_json'],
+      ['not json at all', 'invalid_json'],
+      ['[1, 2]', 'invalid_message'],
+      ['"a string"', 'invalid_message'],
+      ['42', 'invalid_message'],
+      ['null', 'invalid_message'],
+      [JSON.stringify({ data: 'AAAA' }), 'missing_mime_type'],
+      [JSON.stringify({ mime_type: 7, data: 'AAAA' }), 'invalid_mime_type'],
+      [JSON.stringify({ mime_type: null, data: 'AAAA' }), 'invalid_mime_type'],
+      [JSON.stringify({ mime_type: 'audio/webm', data: 'AAAA' }), 'unsupported_mime_type'],
+      [JSON.stringify({ mime_type: 'audio/pcm;rate=16000', data: 'AAAA' }), 'unsupported_mime_type'],
+      [JSON.stringify({ mime_type: 'IMAGE/JPEG', data: 'AAAA' }), 'unsupported_mime_type'],
+      [JSON.stringify({ mime_type: 'audio/pcm' }), 'missing_data'],
+      [JSON.stringify({ mime_type: 'audio/pcm', data: 1234 }), 'invalid_data'],
+      [JSON.stringify({ mime_type: 'audio/pcm', data: { bytes: 'AAAA' } }), 'invalid_data'],
+      [JSON.stringify({ mime_type: 'audio/pcm', data: '!!!not base64!!!' }), 'invalid_base64'],
+      [JSON.stringify({ mime_type: 'audio/pcm', data: 'A' }), 'invalid_base64'],
+      [JSON.stringify({ mime_type: 'image/jpeg', data: 'data:image/jpeg;base64' }), 'invalid_base64'],
+      [JSON.stringify({ mime_type: 'image/jpeg', data: 'data:image/jpeg,/9j/4AAQ' }), 'invalid_base64'],
+      [JSON.stringify({ mime_type: 'audio/pcm', data: '' }), 'empty_payload'],
+      [JSON.stringify({ mime_type: 'image/jpeg', data: 'data:image/jpeg;base64,' }), 'empty_payload'],
+      [Buffer.from([1, 2, 3, 4]), 'binary_frame_unsupported', true],
+    ];
+    for (const [raw, code, binary] of cases) {
+      const err = await errorFor(c, raw, binary);
+      assert.equal(err.code, code, `frame ${String(raw).slice(0, 60)}`);
+      assert.equal(typeof err.error, 'string');
+      assert.equal(c.ws.readyState, c.ws.OPEN);
+    }
+    // Still a working session: a typed turn is answered.
+    c.sendFrame('text/plain', b64('What did I say?'));
+    const reply = await c.next((m) => m.type === 'transcript' && m.role === 'model' && m.final === true);
+    assert.match(String(reply.text), /You said/);
+    await c.next('turn_complete');
+    assert.deepEqual(await c.close(), { code: 1000, reason: '' });
+  });
+
+  it('tolerates a complete data URL prefix; fixtures audio and images go through without error', async () => {
+    for (const source of ['camera', 'screen']) {
+      const c = await open(source);
+      const img = fixture(`images/${source === 'camera' ? 'camera' : 'screen'}-frame.jpg`);
+      c.sendFrame('image/jpeg', `data:image/jpeg;base64,${img.toString('base64')}`);
+      c.sendFrame('image/jpeg', img);
+      const speech = fixture('audio/caller-question.pcm16le-16k.raw');
+      for (let i = 0; i < speech.length; i += 640) c.sendFrame('audio/pcm', i === 0 ? `data:audio/pcm;base64,${speech.subarray(i, i + 640).toString('base64')}` : speech.subarray(i, i + 640));
+      const silence = fixture('audio/silence-1s.pcm16le-16k.raw');
+      for (let i = 0; i < silence.length; i += 640) c.sendFrame('audio/pcm', silence.subarray(i, i + 640));
+      // The spoken turn is transcribed, answered with audio, and the turn completes.
+      const heard = await c.next((m) => m.type === 'transcript' && m.role === 'user' && m.final === true);
+      assert.match(String(heard.text), /speech/);
+      await c.next('audio');
+      await c.next('turn_complete');
+      assert.equal(c.messages.filter((m) => m.type === 'error').length, 0, JSON.stringify(c.messages.filter((m) => m.type === 'error')));
+      await c.close();
+    }
+  });
+
+  it('a text/plain frame is a user turn in a voice session', async () => {
+    const c = await open('voice');
+    c.sendFrame('text/plain', b64('Hello there'));
+    const user = await c.next((m) => m.type === 'transcript' && m.role === 'user');
+    assert.deepEqual([user.text, user.final], ['Hello there', true]);
+    await c.next('audio');
+    const model = await c.next((m) => m.type === 'transcript' && m.role === 'model' && m.final === true);
+    assert.match(String(model.text), /Hello there/);
+    await c.next('turn_complete');
+    await c.close();
+  });
+
+  it('no_audio_received: once, only on an image >= 8 s (real value) after the first image, with no audio', async () => {
+    const img = fixture('images/camera-frame.jpg');
+    const t0 = Date.now();
+    try {
+      const c = await open('camera');
+      frozenAt = t0;
+      c.sendFrame('image/jpeg', img);
+      await settle(50);
+      frozenAt = t0 + 7_999;
+      c.sendFrame('image/jpeg', img);
+      await settle();
+      assert.equal(c.messages.filter((m) => m.type === 'error').length, 0, 'not before 8 s');
+      frozenAt = t0 + 20_000;
+      await settle();
+      assert.equal(c.messages.filter((m) => m.type === 'error').length, 0, 'checked on image arrival, not on a timer');
+      c.sendFrame('image/jpeg', img);
+      const err = await c.next('error');
+      assert.equal(err.code, 'no_audio_received');
+      frozenAt = t0 + 40_000;
+      c.sendFrame('image/jpeg', img);
+      c.sendFrame('image/jpeg', img);
+      await settle();
+      assert.equal(c.messages.filter((m) => m.type === 'error').length, 1, 'exactly once');
+      await c.close();
+
+      // With audio received, never.
+      frozenAt = null;
+      const d = await open('screen');
+      const t1 = Date.now();
+      frozenAt = t1;
+      d.sendFrame('image/jpeg', img);
+      d.sendFrame('audio/pcm', fixture('audio/silence-1s.pcm16le-16k.raw').subarray(0, 640));
+      await settle(50);
+      frozenAt = t1 + 9_000;
+      d.sendFrame('image/jpeg', img);
+      await settle();
+      assert.equal(d.messages.filter((m) => m.type === 'error').length, 0);
+      await d.close();
+    } finally {
+      frozenAt = null;
+    }
+  });
+});
+
+describe('text sessions', () => {
+  it('ignore audio and images; emit only binary_frame_unsupported and missing_data; apologise for invalid JSON', async () => {
+    const c = await open('text');
+    const started = c.messages[0];
+    assert.equal(started.audio_format, null);
+    await c.next('turn_complete'); // the agent's first message
+    const before = c.messages.length;
+    c.sendFrame('audio/pcm', fixture('audio/caller-hello.pcm16le-16k.raw'));
+    c.sendFrame('image/jpeg', fixture('images/camera-frame.jpg'));
+    for (const raw of ['[1]', JSON.stringify({ data: 'AAAA' }), JSON.stringify({ mime_type: 3, data: 'AAAA' }), JSON.stringify({ mime_type: 'video/mp4', data: 'AAAA' }), JSON.stringify({ mime_type: 'text/plain', data: 5 }), JSON.stringify({ mime_type: 'text/plain', data: '***' }), JSON.stringify({ mime_type: 'text/plain', data: '' })]) {
+      c.ws.send(raw);
+    }
+    await settle(300);
+    assert.deepEqual(c.messages.slice(before), [], 'dropped silently');
+    assert.equal((await errorFor(c, JSON.stringify({ mime_type: 'text/plain' }))).code, 'missing_data');
+    assert.equal((await errorFor(c, Buffer.from('hi'), true)).code, 'binary_frame_unsupported');
+    c.ws.send('{oops');
+    const apology = await c.next('text');
+    assert.match(String(apology.text), /Sorry/);
+    await c.next('turn_complete');
+    assert.equal(c.messages.filter((m) => m.type === 'error').length, 2);
+    // A typed turn gets a text reply (no audio, no transcript messages in a text session).
+    c.sendFrame('text/plain', `data:text/plain;base64,${b64('What are your opening hours?')}`);
+    const reply = await c.next('text');
+    assert.match(String(reply.text), /opening hours/);
+    await c.next('turn_complete');
+    assert.equal(c.messages.filter((m) => m.type === 'audio' || m.type === 'transcript').length, 0);
+    await c.close();
+  });
+});

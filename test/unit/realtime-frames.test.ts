@@ -1,0 +1,62 @@
+/** Pure parts of realtime: frame validation order, strict base64, the client address behind proxies. */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import type { IncomingMessage } from 'node:http';
+import { decodeBase64, parseFrame } from '../../src/realtime/frames.js';
+import { clientAddressResolver } from '../../src/realtime/rate-limits.js';
+import { sessionWsUrl } from '../../src/realtime/tokens.js';
+import { loadConfig, ConfigError } from '../../src/config.js';
+
+const code = (raw: string) => {
+  const f = parseFrame(raw, false);
+  return f.ok ? 'ok' : f.code;
+};
+
+describe('frame validation', () => {
+  it('checks in the order of the spec table: the first failing field decides', () => {
+    assert.equal(code(JSON.stringify({ mime_type: 5 })), 'invalid_mime_type', 'mime_type before data');
+    assert.equal(code(JSON.stringify({ mime_type: 'video/mp4', data: 5 })), 'unsupported_mime_type');
+    assert.equal(code(JSON.stringify({ mime_type: 'audio/pcm', data: 5 })), 'invalid_data');
+    assert.equal(code(JSON.stringify({ mime_type: 'audio/pcm', data: 'AAAA', extra: true })), 'ok', 'extra fields are ignored');
+  });
+
+  it('decodes base64 strictly, with or without padding, after a complete data URL prefix', () => {
+    assert.deepEqual(decodeBase64('AAEC'), Buffer.from([0, 1, 2]));
+    assert.deepEqual(decodeBase64('AAE'), Buffer.from([0, 1]));
+    assert.deepEqual(decodeBase64('AAE='), Buffer.from([0, 1]));
+    assert.deepEqual(decodeBase64('data:audio/pcm;base64,AAE='), Buffer.from([0, 1]));
+    for (const bad of ['A', 'AAE=A', 'AA==AA', 'AA E', 'AA-_', 'data:audio/pcm;base64', 'data:audio/pcm,AAEC', 'AAE==']) assert.equal(decodeBase64(bad), null, bad);
+  });
+});
+
+describe('client address', () => {
+  const req = (peer: string, xff?: string) => ({ socket: { remoteAddress: peer }, headers: xff ? { 'x-forwarded-for': xff } : {} }) as unknown as IncomingMessage;
+
+  it('is the socket peer by default, whatever X-Forwarded-For says', () => {
+    const resolve = clientAddressResolver([]);
+    assert.equal(resolve(req('127.0.0.5', '203.0.113.9')), '127.0.0.5');
+    assert.equal(resolve(req('::ffff:10.1.2.3')), '10.1.2.3');
+  });
+
+  it('behind a trusted proxy: the right-most forwarded address that is not a trusted proxy', () => {
+    const resolve = clientAddressResolver(['10.0.0.0/8', '192.0.2.1']);
+    assert.equal(resolve(req('10.0.0.2', '203.0.113.9, 10.0.0.7')), '203.0.113.9');
+    assert.equal(resolve(req('192.0.2.1', '198.51.100.1, 203.0.113.9')), '203.0.113.9', 'a spoofed left-most entry is not believed');
+    assert.equal(resolve(req('10.0.0.2')), '10.0.0.2');
+    assert.equal(resolve(req('10.0.0.2', 'garbage')), '10.0.0.2');
+    assert.equal(resolve(req('198.51.100.7', '203.0.113.9')), '198.51.100.7', 'an untrusted peer');
+  });
+
+  it('TRUSTED_PROXIES must hold addresses or CIDR ranges', () => {
+    assert.deepEqual(loadConfig({ TRUSTED_PROXIES: '10.0.0.0/8, ::1' }).TRUSTED_PROXIES, ['10.0.0.0/8', '::1']);
+    assert.throws(() => loadConfig({ TRUSTED_PROXIES: 'proxy.local' }), (e: Error) => e instanceof ConfigError && /TRUSTED_PROXIES/.test(e.message));
+  });
+});
+
+describe('ws_url', () => {
+  it('turns PUBLIC_BASE_URL into ws(s):// with the path and the token', () => {
+    assert.equal(sessionWsUrl('https://voice.example.com', 'u-1', 'rts_x'), 'wss://voice.example.com/ws/u-1?token=rts_x');
+    assert.equal(sessionWsUrl('http://localhost:3000/', 'u.2', 'rts_y'), 'ws://localhost:3000/ws/u.2?token=rts_y');
+    assert.equal(sessionWsUrl('https://example.com/base', 'u', 't'), 'wss://example.com/base/ws/u?token=t');
+  });
+});
