@@ -191,8 +191,9 @@ export interface TranscriptEntry {
  */
 export interface ToolCallRecord {
   /**
-   * The tool's name as the agent saw it: an HTTP tool's name, an MCP tool's name, or the name of a
-   * built-in tool (for example `end_call`, `transfer_call`, `search_knowledge`).
+   * The tool's name as the agent saw it: an HTTP tool's name, an MCP tool's as
+   * `<server name>__<tool name>` (server name reduced to `[A-Za-z0-9_-]`, at most 64 characters), or
+   * the name of a built-in tool (for example `end_call`, `transfer_call`, `search_knowledge`).
    *
    */
   name: string;

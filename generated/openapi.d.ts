@@ -686,8 +686,10 @@ export interface paths {
         head?: never;
         /**
          * Update an MCP server
-         * @description Only the fields present change. Changing `url`, `transport` or credentials reconnects and lists
-         *     the tools again (the answer carries the outcome in `status` and `error`, as on connect).
+         * @description Only the fields present change; an empty object changes nothing. Sending `url`, `transport`,
+         *     `auth_type`, `static_auth` or `oauth_config` reconnects and lists the tools again (the answer
+         *     carries the outcome in `status` and `error`, as on connect; on failure the last listed tools
+         *     are kept); a rename does not reconnect.
          *     `static_auth` replaces the stored credentials; `oauth_config` is merged field by field, and the
          *     tokens from the authorization flow are kept. `access_token`, `refresh_token` and `expires_at`
          *     are never accepted. Switching `auth_type` discards the old kind's credentials.
@@ -1013,14 +1015,17 @@ export interface paths {
          * @description Registers `url` for the event kinds in `events` (omitted: both). A registered webhook receives
          *     every matching event of the workspace until deleted.
          *
-         *     Registering a URL the workspace already has (compared after lower-casing scheme and host and
-         *     dropping a default port) creates nothing and answers 200 with the existing webhook: a given
-         *     `events` replaces its stored list, an omitted `events` keeps it. This also works when the
-         *     workspace is at its limit.
+         *     Registering a URL the workspace already has (compared after lower-casing scheme and host,
+         *     dropping a default port and writing an empty path as `/`) creates nothing and answers 200 with
+         *     the existing webhook (its `url` as first registered): a given `events` replaces its stored
+         *     list, an omitted `events` keeps it. This also works when the workspace is at its limit.
          *
          *     422 `webhook_limit_reached` when the workspace already has 20 webhooks; 422 `url_not_allowed`
-         *     when `url` is not an absolute `http`/`https` URL or its host resolves to a blocked (private,
-         *     loopback, link-local) address.
+         *     when `url` is not an absolute `http`/`https` URL, carries credentials, or its host resolves to
+         *     a blocked address (in production: loopback, private, link-local, metadata and other internal
+         *     ranges, unless the deployment's `OUTBOUND_ALLOW_LIST` names the host or address; elsewhere
+         *     loopback is allowed). A host name that does not resolve yet is accepted: every delivery checks
+         *     the address the name resolves to at that moment.
          *
          *     Deliveries are signed as described on `GET /api/v1/webhooks/secret`.
          */
@@ -1167,6 +1172,10 @@ export interface paths {
          *     is not a string, steps 3-4 are skipped and step 5 refuses it. A body that cannot be read at all
          *     (not JSON: 400; wrong `Content-Type`: 415; too large: 413) skips steps 3-4 and is refused at
          *     step 5, so authentication and billing are still answered first.
+         *
+         *     The rate limit counts issued tokens: sliding windows of one hour and one day over the
+         *     workspace's successful creations, shared by every instance of the service; `Retry-After` is the
+         *     time until the oldest creation that fills the window leaves it.
          */
         post: operations["createRealtimeSession"];
         delete?: never;
@@ -2092,7 +2101,9 @@ export interface components {
             /** @description Tells the model what the tool does and when to use it. */
             description: string;
             /** @description JSON Schema (2020-12) of the arguments object the model passes; top-level `type` is `object`. */
-            parameters: Record<string, never>;
+            parameters: {
+                [key: string]: unknown;
+            };
             /** Format: uri */
             url: string;
             /** @enum {string} */
@@ -2246,7 +2257,9 @@ export interface components {
             /** @description Empty when the server gives none. */
             description: string;
             /** @description The tool's JSON Schema for its arguments, as the server gave it. */
-            input_schema: Record<string, never>;
+            input_schema: {
+                [key: string]: unknown;
+            };
         };
         /**
          * McpServer
@@ -2520,15 +2533,16 @@ export interface components {
         };
         /**
          * McpStaticAuthInput
-         * @description Fixed credentials for `auth_type: static`: either a bearer token (sent as
+         * @description Fixed credentials for `auth_type: static`: exactly one of a bearer token (sent as
          *     `Authorization: Bearer <token>`) or a set of request headers. Write-only: responses show only
          *     `static_auth.has_credentials` and `static_auth.header_names`. On update the object replaces the
-         *     stored credentials as a whole.
+         *     stored credentials as a whole. Headers the MCP transport sets itself (`Host`, `Content-Type`,
+         *     `Content-Length`, `Accept`, `Connection`, `Transfer-Encoding`, `Mcp-Session-Id`,
+         *     `Mcp-Protocol-Version`, `Last-Event-ID`) are refused with 422 `reserved_header`.
          */
         McpStaticAuthInput: {
-            bearer_token: string;
-        } | {
-            headers: {
+            bearer_token?: string;
+            headers?: {
                 [key: string]: string;
             };
         };
@@ -2681,8 +2695,9 @@ export interface components {
          */
         ToolCallRecord: {
             /**
-             * @description The tool's name as the agent saw it: an HTTP tool's name, an MCP tool's name, or the name of a
-             *     built-in tool (for example `end_call`, `transfer_call`, `search_knowledge`).
+             * @description The tool's name as the agent saw it: an HTTP tool's name, an MCP tool's as
+             *     `<server name>__<tool name>` (server name reduced to `[A-Za-z0-9_-]`, at most 64 characters), or
+             *     the name of a built-in tool (for example `end_call`, `transfer_call`, `search_knowledge`).
              * @example lookup_appointment
              */
             name: string;
@@ -2919,10 +2934,14 @@ export interface components {
             /**
              * @description Why a delivery failed; null when it succeeded. `timeout`: no answer within 10 seconds;
              *     `redirect_not_followed`: the target answered 3xx; `blocked_address`: the host resolved to a
-             *     private, loopback or link-local address; `http_error`: any other non-2xx status.
+             *     private, loopback or link-local address, or the URL is not one the service calls;
+             *     `dns_failure`: the host did not resolve; `http_error`: any other non-2xx status;
+             *     `interrupted`: the instance making the attempt stopped before the outcome was known (the
+             *     receiver may or may not have received it; it is not retried, and `signed` reads false because
+             *     it is not known).
              * @enum {string|null}
              */
-            error: "timeout" | "redirect_not_followed" | "connection_refused" | "blocked_address" | "dns_failure" | "tls_error" | "http_error" | "network_error" | null;
+            error: "timeout" | "redirect_not_followed" | "connection_refused" | "blocked_address" | "dns_failure" | "tls_error" | "http_error" | "network_error" | "interrupted" | null;
             /** @description False in the rare case the workspace secret could not be loaded and the event was sent unsigned. */
             signed: boolean;
             /** @description Time from sending the request to the answer or the failure. */
@@ -3223,7 +3242,7 @@ export interface components {
             /**
              * @description An absolute `http` or `https` URL whose host does not resolve to a blocked (private, loopback,
              *     link-local) address; otherwise 422 `url_not_allowed`. Two URLs are the same when they are equal
-             *     after lower-casing the scheme and host and dropping a default port.
+             *     after lower-casing the scheme and host, dropping a default port and writing an empty path as `/`.
              */
             url: string;
             /**
@@ -4053,7 +4072,10 @@ export interface components {
          * @description Makes a retry safe. The first response to a key is stored for 24 hours; a retry with the same
          *     key and the same body gets that response again (with header `Idempotent-Replayed: true`); the
          *     same key with a different body is refused with 422 `idempotency_key_reused`. While the first
-         *     request is still running a retry gets 409 `idempotency_request_in_progress`.
+         *     request is still running a retry gets 409 `idempotency_request_in_progress`. Keys are scoped
+         *     by workspace and operation; bodies are compared as JSON (key order does not matter). Errors the
+         *     operation answers (4xx) are stored and replayed like successes; a request refused by validation
+         *     does not use up its key, and a 5xx is not stored, so the same key can be retried.
          */
         IdempotencyKey: string;
     };
@@ -4066,6 +4088,11 @@ export interface components {
         RequestId: string;
         /** @description Seconds to wait before trying again. */
         RetryAfter: string;
+        /**
+         * @description `true` when this response is the stored first response to the same `Idempotency-Key` (and body),
+         *     replayed; absent on a response produced now.
+         */
+        IdempotentReplayed: "true";
     };
     pathItems: never;
 }
@@ -4584,7 +4611,6 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -4693,7 +4719,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -4767,7 +4792,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -4825,7 +4849,6 @@ export interface operations {
             };
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -4918,7 +4941,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -5228,7 +5250,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -5289,7 +5310,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -5328,7 +5348,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -5388,7 +5407,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -5466,7 +5484,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -5508,7 +5525,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -5575,7 +5591,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -5661,7 +5676,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -5734,7 +5748,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -5773,7 +5786,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -5842,7 +5854,6 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -5949,7 +5960,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -6008,7 +6018,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -6045,7 +6054,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -6142,7 +6150,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -6187,7 +6194,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -6240,7 +6246,6 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -6366,7 +6371,6 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -6409,7 +6413,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -6446,7 +6449,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -6527,7 +6529,6 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -6539,7 +6540,10 @@ export interface operations {
                  * @description Makes a retry safe. The first response to a key is stored for 24 hours; a retry with the same
                  *     key and the same body gets that response again (with header `Idempotent-Replayed: true`); the
                  *     same key with a different body is refused with 422 `idempotency_key_reused`. While the first
-                 *     request is still running a retry gets 409 `idempotency_request_in_progress`.
+                 *     request is still running a retry gets 409 `idempotency_request_in_progress`. Keys are scoped
+                 *     by workspace and operation; bodies are compared as JSON (key order does not matter). Errors the
+                 *     operation answers (4xx) are stored and replayed like successes; a request refused by validation
+                 *     does not use up its key, and a 5xx is not stored, so the same key can be retried.
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
@@ -6556,6 +6560,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6590,12 +6595,15 @@ export interface operations {
             /**
              * @description The body is invalid. Besides the generic codes: `unsupported_transport` (e.g. `stdio`: local
              *     subprocess servers are not supported), `static_auth_required`, `oauth_config_required`,
-             *     `auth_config_mismatch`, `url_not_allowed`, and `idempotency_key_reused` (same key, different
-             *     body).
+             *     `auth_config_mismatch`, `reserved_header` (a static header the transport sets itself),
+             *     `url_not_allowed` (server, authorization or token URL), and `idempotency_key_reused` (same
+             *     key, different body). A URL whose host does not resolve is not refused: the server is
+             *     stored with `error.code: unreachable`.
              */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -6614,7 +6622,6 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -6674,7 +6681,6 @@ export interface operations {
             };
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             /** @description The provider's token endpoint refused or failed the code exchange (code `oauth_token_exchange_failed`). */
             502: {
                 headers: {
@@ -6772,7 +6778,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -6809,7 +6814,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -6901,7 +6905,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -6975,7 +6978,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -7033,7 +7035,6 @@ export interface operations {
             };
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -7145,7 +7146,10 @@ export interface operations {
                  * @description Makes a retry safe. The first response to a key is stored for 24 hours; a retry with the same
                  *     key and the same body gets that response again (with header `Idempotent-Replayed: true`); the
                  *     same key with a different body is refused with 422 `idempotency_key_reused`. While the first
-                 *     request is still running a retry gets 409 `idempotency_request_in_progress`.
+                 *     request is still running a retry gets 409 `idempotency_request_in_progress`. Keys are scoped
+                 *     by workspace and operation; bodies are compared as JSON (key order does not matter). Errors the
+                 *     operation answers (4xx) are stored and replayed like successes; a request refused by validation
+                 *     does not use up its key, and a 5xx is not stored, so the same key can be retried.
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
@@ -7175,6 +7179,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -7633,7 +7638,10 @@ export interface operations {
                  * @description Makes a retry safe. The first response to a key is stored for 24 hours; a retry with the same
                  *     key and the same body gets that response again (with header `Idempotent-Replayed: true`); the
                  *     same key with a different body is refused with 422 `idempotency_key_reused`. While the first
-                 *     request is still running a retry gets 409 `idempotency_request_in_progress`.
+                 *     request is still running a retry gets 409 `idempotency_request_in_progress`. Keys are scoped
+                 *     by workspace and operation; bodies are compared as JSON (key order does not matter). Errors the
+                 *     operation answers (4xx) are stored and replayed like successes; a request refused by validation
+                 *     does not use up its key, and a 5xx is not stored, so the same key can be retried.
                  */
                 "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
             };
@@ -7680,6 +7688,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8201,7 +8210,6 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -8287,7 +8295,6 @@ export interface operations {
                 };
             };
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -8317,7 +8324,6 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -8348,7 +8354,6 @@ export interface operations {
             };
             401: components["responses"]["Unauthorized"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -8385,7 +8390,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -8463,7 +8467,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -8545,7 +8548,6 @@ export interface operations {
             422: components["responses"]["UnprocessableEntity"];
             429: components["responses"]["TooManyRequests"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };

@@ -13,9 +13,12 @@ import { responseCheck } from './http/response-check.js';
 import { errorEnvelope } from './http/envelope.js';
 import { corsPolicy } from './http/cors.js';
 import { contractRouter } from './http/router.js';
+import { deferBodyErrors } from './http/deferred-body.js';
+import { documentUploadBody } from './knowledge/upload-body.js';
 import { securityHandlers, type Authenticators } from './http/security.js';
 import type { Contract } from './http/contract.js';
 import type { Handlers } from './http/handler-types.js';
+import type { Idempotency } from './http/idempotency.js';
 import type { Config } from './config.js';
 
 export interface AppParts {
@@ -26,11 +29,14 @@ export interface AppParts {
   handlers: Handlers;
   auth: Authenticators;
   metrics: Registry;
+  /** Idempotency-Key handling for the operations that declare the header. */
+  idempotency?: Idempotency;
 }
 
 export function createApp(parts: AppParts): Koa {
   const { config, log, contract } = parts;
   const app = new Koa({ proxy: false });
+  const deferBody = deferBodyErrors(contract);
   app.silent = true;
   app
     .use(requestId())
@@ -38,18 +44,23 @@ export function createApp(parts: AppParts): Koa {
     .use(responseCheck(contract, config.contractCheck, log, config.CONTRACT_COVERAGE_DIR))
     .use(errorEnvelope(contract, log, config.BODY_LIMIT_BYTES))
     .use(corsPolicy(config.CORS_ORIGINS))
+    // Document uploads get their own parser (multipart on, 10 MB); every other route this one.
     .use(
-      koaBody({
+      documentUploadBody(koaBody({
         jsonLimit: config.BODY_LIMIT_BYTES,
         formLimit: config.BODY_LIMIT_BYTES,
         textLimit: config.BODY_LIMIT_BYTES,
         includeUnparsed: true,
         jsonStrict: true,
-        onError: (err) => {
+        onError: (err, ctx) => {
+          if (deferBody(ctx)) {
+            ctx.state.bodyError = err;
+            return;
+          }
           throw err;
         },
-      }),
+      })),
     )
-    .use(contractRouter({ contract, api: parts.api, handlers: parts.handlers, security: securityHandlers(parts.auth), log, operatorEnabled: Boolean(config.ADMIN_TOKEN) }));
+    .use(contractRouter({ contract, api: parts.api, handlers: parts.handlers, security: securityHandlers(parts.auth), log, operatorEnabled: Boolean(config.ADMIN_TOKEN), idempotency: parts.idempotency }));
   return app;
 }

@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import path from 'node:path';
+import ipaddr from 'ipaddr.js';
 
 const durationMs = (def: number) => z.coerce.number().int().min(0).default(def);
 
@@ -51,6 +52,109 @@ const schema = z.object({
     .transform((s) => s.split(',').map((o) => o.trim()).filter(Boolean)),
   /** Signup/login attempts per IP per minute. */
   AUTH_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(30),
+  // MCP servers (src/mcp/).
+  /** One connection attempt to an MCP server (initialize + tools/list): the contract says 10 seconds. */
+  MCP_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(1).default(10_000),
+  /** Lifetime of an OAuth `state` minted by authorizeMcpServer (the contract says 10 minutes). */
+  MCP_OAUTH_STATE_TTL_MS: z.coerce.number().int().min(1).default(10 * 60 * 1000),
+  /** An OAuth access token is refreshed when it expires within this margin. */
+  MCP_TOKEN_REFRESH_MARGIN_MS: durationMs(60_000),
+  /** A connection kept for the tool calls of a conversation is closed after this long unused. */
+  MCP_SESSION_IDLE_MS: z.coerce.number().int().min(1).default(60_000),
+  /** Idempotency-Key: how long the first response is replayed (24 hours). */
+  IDEMPOTENCY_TTL_MS: z.coerce.number().int().min(1).default(24 * 60 * 60 * 1000),
+  /** A request still `in_progress` after this long is presumed lost (crashed instance); its key may run again. */
+  IDEMPOTENCY_LOCK_TIMEOUT_MS: z.coerce.number().int().min(1).default(5 * 60 * 1000),
+  // Voice service (src/voice/).
+  /**
+   * ws:// or wss:// URL of a server speaking the Gemini Live BidiGenerateContent protocol (a bare host gets
+   * the standard path). Unset: the sandbox voice service is started in-process.
+   */
+  VOICE_SERVICE_URL: z
+    .string()
+    .regex(/^wss?:\/\/[^\s]+$/, 'must be a ws:// or wss:// URL')
+    .refine((s) => URL.canParse(s), 'must be a valid URL')
+    .optional(),
+  /** Sent as the `key` query parameter when set; never logged. Not required for a local endpoint. */
+  GEMINI_API_KEY: z.string().min(1).optional(),
+  VOICE_MODEL: z.string().min(1).default('gemini-live-2.5-flash-preview'),
+  /** Model of the post-call analysis (generateContent on the voice service's host). */
+  VOICE_ANALYSIS_MODEL: z.string().min(1).default('gemini-2.5-flash'),
+  /** One connection attempt (socket open + setupComplete) must finish within this. */
+  VOICE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(1).default(10_000),
+  /** Reconnection attempts after a failed or lost connection, before `unavailable`. */
+  VOICE_RETRY_MAX: z.coerce.number().int().min(0).max(20).default(4),
+  /** Backoff before retry n: VOICE_RETRY_BASE_MS * 2^(n-1), at most VOICE_RETRY_MAX_DELAY_MS. */
+  VOICE_RETRY_BASE_MS: durationMs(250),
+  VOICE_RETRY_MAX_DELAY_MS: durationMs(4_000),
+  /** Sandbox voice service: silence that ends a spoken user turn. */
+  VOICE_SANDBOX_END_OF_TURN_MS: z.coerce.number().int().min(1).default(600),
+  /** Sandbox voice service: agent speech per reply character, and playout speed (2 = twice real time). */
+  VOICE_SANDBOX_MS_PER_CHAR: z.coerce.number().min(0).default(60),
+  VOICE_SANDBOX_SPEED: z.coerce.number().min(0.1).max(1000).default(1),
+  // Webhook delivery (src/webhooks/).
+  /** Time a receiver has to answer one delivery (the spec: 10 seconds). */
+  WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(1).default(10_000),
+  /** Deliveries in flight at once per service instance. */
+  WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(16),
+  /** How often the dispatcher looks for deliveries raised elsewhere (another instance, before a restart). */
+  WEBHOOK_POLL_INTERVAL_MS: z.coerce.number().int().min(10).default(1_000),
+  /** After a rotation, how long the previous secret keeps signing `webhook-signature`. */
+  WEBHOOK_SECRET_OVERLAP_MS: durationMs(24 * 60 * 60 * 1000),
+  /** How long delivery records are kept. */
+  WEBHOOK_DELIVERY_RETENTION_MS: durationMs(30 * 24 * 60 * 60 * 1000),
+  // Realtime web sessions (src/realtime/).
+  /** Lifetime of a realtime session token. */
+  REALTIME_TOKEN_TTL_MS: durationMs(60_000),
+  /** Session creations per workspace: REALTIME_SESSIONS_PER_HOUR per REALTIME_HOUR_WINDOW_MS, and per day. */
+  REALTIME_SESSIONS_PER_HOUR: z.coerce.number().int().min(1).default(60),
+  REALTIME_HOUR_WINDOW_MS: durationMs(60 * 60 * 1000),
+  REALTIME_SESSIONS_PER_DAY: z.coerce.number().int().min(1).default(500),
+  REALTIME_DAY_WINDOW_MS: durationMs(24 * 60 * 60 * 1000),
+  /** WebSocket connection attempts per client IP per REALTIME_IP_WINDOW_MS (HTTP 429 before the upgrade beyond). */
+  REALTIME_IP_ATTEMPTS: z.coerce.number().int().min(1).default(20),
+  REALTIME_IP_WINDOW_MS: durationMs(60_000),
+  /**
+   * Peers (IPs or CIDRs, comma-separated) whose X-Forwarded-For is believed for the client address of
+   * a WebSocket. Empty (default): the socket's own address is the client address.
+   */
+  TRUSTED_PROXIES: z
+    .string()
+    .default('')
+    .transform((s) => s.split(',').map((o) => o.trim()).filter(Boolean))
+    .pipe(z.array(z.string().refine((p) => (p.includes('/') ? ipaddr.isValidCIDR(p) : ipaddr.isValid(p)), 'each entry must be an IP address or a CIDR range'))),
+  /** Concurrency-slot leases: renewed every HEARTBEAT, counted until EXPIRY after the last renewal (< 60 s). */
+  REALTIME_LEASE_HEARTBEAT_MS: durationMs(10_000),
+  REALTIME_LEASE_EXPIRY_MS: z.coerce.number().int().min(1).max(59_999).default(30_000),
+  /** WebSocket ping interval; a peer that misses one pong is terminated. */
+  REALTIME_PING_INTERVAL_MS: durationMs(15_000),
+  /** `no_audio_received`: an image this long after the first image with no audio received. */
+  REALTIME_NO_AUDIO_AFTER_MS: durationMs(8_000),
+  /** Tool calls of a realtime session: time limit, and delay before the agent says a filler line. */
+  REALTIME_TOOL_TIMEOUT_MS: durationMs(10_000),
+  REALTIME_TOOL_FILLER_MS: durationMs(1_500),
+  /** Metering: cents per started minute of a voice/camera/screen session, and of a text session. */
+  REALTIME_CENTS_PER_MINUTE: z.coerce.number().int().min(0).default(10),
+  REALTIME_TEXT_CENTS_PER_MINUTE: z.coerce.number().int().min(0).default(0),
+  /**
+   * Plan usage limit (4028 "Plan limit"): web-session minutes per calendar month (UTC) per plan,
+   * `plan=minutes` comma-separated; a plan not listed is unlimited.
+   */
+  REALTIME_PLAN_MINUTES: z
+    .string()
+    .default('trial=600,starter=5000,growth=50000')
+    .transform((s, ctx) => {
+      const out: Record<string, number> = {};
+      for (const part of s.split(',').map((p) => p.trim()).filter(Boolean)) {
+        const m = /^([a-z_]+)=(\d+)$/.exec(part);
+        if (!m) {
+          ctx.addIssue({ code: 'custom', message: `'${part}' must look like plan=minutes` });
+          return z.NEVER;
+        }
+        out[m[1]] = Number(m[2]);
+      }
+      return out;
+    }),
 });
 
 export type Config = z.infer<typeof schema> & {
@@ -69,6 +173,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
   }
   const c = parsed.data;
+  if (c.VOICE_SERVICE_URL && !c.GEMINI_API_KEY && /(^|\.)googleapis\.com$/.test(new URL(c.VOICE_SERVICE_URL).hostname)) {
+    throw new ConfigError('Invalid configuration:\n  GEMINI_API_KEY: required when VOICE_SERVICE_URL is a googleapis.com endpoint');
+  }
   if (c.NODE_ENV === 'production') {
     if (!c.SECRETS_KEY) throw new ConfigError('Invalid configuration:\n  SECRETS_KEY: required when NODE_ENV=production');
     if (!c.PUBLIC_BASE_URL) throw new ConfigError('Invalid configuration:\n  PUBLIC_BASE_URL: required when NODE_ENV=production');

@@ -16,8 +16,30 @@ import { loadSecretBox, type SecretBox } from './crypto/secrets.js';
 import { WorkspaceStore } from './workspaces/store.js';
 import { WorkspaceService } from './workspaces/service.js';
 import { workspaceRoutes } from './workspaces/routes.js';
+import { AuthRateLimit } from './workspaces/auth-rate-limit.js';
 import { systemRoutes } from './system/routes.js';
 import type { OutboundPolicy } from './net/outbound-guard.js';
+import { AgentStore } from './agents/store.js';
+import { AgentService } from './agents/service.js';
+import { agentRoutes } from './agents/routes.js';
+import { ToolStore } from './tools/store.js';
+import { ToolService } from './tools/service.js';
+import { toolRoutes } from './tools/routes.js';
+import { ToolRunner } from './tools/runner.js';
+import { KnowledgeStore } from './knowledge/store.js';
+import { KnowledgeService } from './knowledge/service.js';
+import { knowledgeRoutes } from './knowledge/routes.js';
+import { WebhookStore } from './webhooks/store.js';
+import { WebhookService } from './webhooks/service.js';
+import { webhookRoutes } from './webhooks/routes.js';
+import { WebhookDispatcher } from './webhooks/delivery.js';
+import { EventPublisher } from './webhooks/events.js';
+import { McpStore } from './mcp/store.js';
+import { McpService } from './mcp/service.js';
+import { mcpRoutes } from './mcp/routes.js';
+import { Idempotency } from './http/idempotency.js';
+import { createVoiceService, type VoiceServiceHandle } from './voice/index.js';
+import { createRealtime, type Realtime } from './realtime/index.js';
 
 export interface RunningService {
   url: string;
@@ -25,14 +47,32 @@ export interface RunningService {
   db: Database;
   secrets: SecretBox;
   workspaces: WorkspaceService;
+  agents: AgentService;
+  tools: ToolService;
+  /** MCP servers; toolsForAgent/callTool serve the ToolRunner. */
+  mcp: McpService;
+  knowledge: KnowledgeService;
+  /** The tools an agent can call mid-call (HTTP, MCP, search_knowledge), for the call and session bridges. */
+  toolRunner: ToolRunner;
   outbound: OutboundPolicy;
+  webhooks: WebhookService;
+  /** Raises call.completed and batch.completed (recorded durably, delivered in the background). */
+  events: EventPublisher;
+  /** The voice service (Gemini Live adapter; the in-process sandbox when VOICE_SERVICE_URL is unset). */
+  voice: VoiceServiceHandle;
+  /** Realtime web sessions: POST /realtime/sessions and the /ws/{user_id} WebSocket. */
+  realtime: Realtime;
   /** operationIds that have a handler; the rest answer 501. */
   implemented: string[];
   /** Stop accepting, let in-flight requests finish (up to SHUTDOWN_GRACE_MS), close the database. */
   close(): Promise<void>;
 }
 
-export async function startService(config: Config, log: Logger, opts: { clock?: Clock } = {}): Promise<RunningService> {
+export async function startService(
+  config: Config,
+  log: Logger,
+  opts: { clock?: Clock; /** Benchmarks: realtime frame receipt-to-forward time. */ onFrameForwarded?: (ns: bigint) => void } = {},
+): Promise<RunningService> {
   const clock = opts.clock ?? systemClock;
   const contract = Contract.load();
   const api = await contract.backend();
@@ -47,14 +87,58 @@ export async function startService(config: Config, log: Logger, opts: { clock?: 
 
   // Domain services, each built from what it needs. Later domains add theirs below, in dependency order.
   const workspaces = new WorkspaceService(new WorkspaceStore(db.knex), clock, { sessionTtlMs: config.SESSION_TTL_MS, keyLastUsedResolutionMs: config.KEY_LAST_USED_RESOLUTION_MS }, log);
+  const agents = new AgentService(new AgentStore(db.knex), secrets);
+  const tools = new ToolService(new ToolStore(db.knex), agents, secrets, outbound);
+  const knowledge = new KnowledgeService(new KnowledgeStore(db.knex), agents);
+  const mcp = new McpService(
+    new McpStore(db.knex),
+    secrets,
+    outbound,
+    clock,
+    {
+      connectTimeoutMs: config.MCP_CONNECT_TIMEOUT_MS,
+      stateTtlMs: config.MCP_OAUTH_STATE_TTL_MS,
+      refreshMarginMs: config.MCP_TOKEN_REFRESH_MARGIN_MS,
+      sessionIdleMs: config.MCP_SESSION_IDLE_MS,
+      redirectUri: `${config.publicBaseUrl}/api/v1/mcp-servers/oauth/callback`,
+    },
+    log,
+  );
+  const toolRunner = new ToolRunner(tools, knowledge, mcp);
+  const webhookStore = new WebhookStore(db.knex);
+  const webhooks = new WebhookService(webhookStore, secrets, outbound, clock, { secretOverlapMs: config.WEBHOOK_SECRET_OVERLAP_MS }, log);
+  const webhookDispatcher = new WebhookDispatcher(
+    webhookStore,
+    (workspaceId, known) => webhooks.signingSecrets(workspaceId, known),
+    outbound,
+    clock,
+    { timeoutMs: config.WEBHOOK_TIMEOUT_MS, concurrency: config.WEBHOOK_CONCURRENCY, pollIntervalMs: config.WEBHOOK_POLL_INTERVAL_MS, retentionMs: config.WEBHOOK_DELIVERY_RETENTION_MS },
+    log,
+    db.url,
+  );
+  const events = new EventPublisher(webhookStore, () => webhookDispatcher.kick());
+  const voice = await createVoiceService(config, log);
+  const realtime = createRealtime({ config, knex: db.knex, clock, log, contract, agents, voice, tools: toolRunner, events, onForward: opts.onFrameForwarded });
 
   // Handlers by operationId; operations missing here answer 501.
   const handlers: Handlers = {
-    ...workspaceRoutes(workspaces),
+    ...workspaceRoutes(workspaces, new AuthRateLimit(db.knex, config.AUTH_RATE_LIMIT_PER_MINUTE)),
+    ...agentRoutes(agents),
+    ...toolRoutes(tools),
+    ...knowledgeRoutes(knowledge, contract),
+    ...webhookRoutes(webhooks),
+    ...mcpRoutes(mcp),
+    ...realtime.routes,
     ...systemRoutes({ db: db.knex, metrics, openapi: contract.document, isShuttingDown: () => shuttingDown }),
   };
   // Work to finish on shutdown after the HTTP server stops (background workers, open sessions), in order.
   const stopHooks: Array<() => Promise<void>> = [];
+  // Webhook deliveries in flight finish (each within WEBHOOK_TIMEOUT_MS); pending ones stay in the outbox.
+  await webhookDispatcher.start();
+  stopHooks.push(() => webhookDispatcher.stop());
+  // Connections kept open for MCP tool calls.
+  stopHooks.push(() => mcp.close());
+  stopHooks.push(() => voice.close());
   const app = createApp({
     config,
     log,
@@ -62,6 +146,7 @@ export async function startService(config: Config, log: Logger, opts: { clock?: 
     api,
     handlers,
     metrics,
+    idempotency: new Idempotency(db.knex, clock, contract, { ttlMs: config.IDEMPOTENCY_TTL_MS, lockTimeoutMs: config.IDEMPOTENCY_LOCK_TIMEOUT_MS }),
     auth: {
       apiKey: (t) => workspaces.authenticateApiKey(t),
       dashboardSession: (t) => workspaces.authenticateSession(t),
@@ -70,6 +155,7 @@ export async function startService(config: Config, log: Logger, opts: { clock?: 
   });
 
   const server = http.createServer(app.callback());
+  realtime.attach(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(config.PORT, config.HOST, () => resolve());
@@ -86,7 +172,16 @@ export async function startService(config: Config, log: Logger, opts: { clock?: 
     db,
     secrets,
     workspaces,
+    agents,
+    tools,
+    mcp,
+    knowledge,
+    toolRunner,
     outbound,
+    webhooks,
+    events,
+    voice,
+    realtime,
     implemented: Object.keys(handlers),
     close() {
       closing ??= (async () => {
@@ -94,6 +189,8 @@ export async function startService(config: Config, log: Logger, opts: { clock?: 
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         const grace = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_GRACE_MS);
+        // Upgraded sockets keep the server open: live sessions close (1001) and are finalised first.
+        await realtime.drain();
         await closed;
         clearTimeout(grace);
         for (const hook of stopHooks) await hook();

@@ -32,6 +32,8 @@ export interface OperationInfo {
   requestContentTypes: string[];
   requestBodyRequired: boolean;
   listShaped422: boolean;
+  /** The operation declares the `Idempotency-Key` header: the router applies src/http/idempotency.ts. */
+  idempotent: boolean;
   /** The handler validates the request itself, after checks the spec orders before validation. */
   validateInHandler: boolean;
   security: Array<Record<string, string[]>>;
@@ -82,6 +84,10 @@ export class Contract {
           requestContentTypes: Object.keys((requestBody?.content as Json) ?? {}),
           requestBodyRequired: Boolean(requestBody?.required),
           listShaped422: r422?.$ref === '#/components/responses/ValidationErrorList',
+          idempotent: [...((item.parameters as Json[] | undefined) ?? []), ...((op.parameters as Json[] | undefined) ?? [])].some((p) => {
+            const param = this.deref(p);
+            return param?.in === 'header' && String(param.name).toLowerCase() === 'idempotency-key';
+          }),
           validateInHandler: op['x-validate-in-handler'] === true,
           security: (op.security as OperationInfo['security']) ?? globalSecurity,
         });
@@ -158,7 +164,8 @@ export class Contract {
       definition: structuredClone(this.document) as unknown as Document,
       strict: true,
       validate: (c) => !this.operations.get(c.operation.operationId ?? '')?.validateInHandler,
-      ajvOpts: { allErrors: true, strict: false },
+      // verbose: errors carry their schema, so validation.ts can read `x-unsupported-values`.
+      ajvOpts: { allErrors: true, strict: false, verbose: true },
       customizeAjv: (_original, ajvOpts) => makeAjv(ajvOpts as AjvOptions) as never,
     });
     // The 3.0 meta-schema check of init() rejects valid 3.1 documents; the linters validate the contract.

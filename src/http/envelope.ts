@@ -15,7 +15,7 @@ interface HttpishError extends Error {
 }
 
 /** Maps errors thrown by Koa and koa-body (raw-body, co-body) onto the catalogue. */
-function fromHttpError(err: HttpishError, limitBytes: number): ApiError | null {
+export function fromHttpError(err: HttpishError, limitBytes: number): ApiError | null {
   const status = err.status ?? err.statusCode;
   if (err.type === 'entity.too.large' || status === 413) {
     return new ApiError(413, 'invalid_request_error', 'payload_too_large', `The request body exceeds the limit of ${limitBytes} bytes.`);

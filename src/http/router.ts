@@ -11,6 +11,7 @@ import { validationError } from './validation.js';
 import type { Contract } from './contract.js';
 import type { AnyHandler, Handlers, OperationId } from './handler-types.js';
 import type { Principal } from './principal.js';
+import type { Idempotency } from './idempotency.js';
 
 export interface RouterOptions {
   contract: Contract;
@@ -19,6 +20,8 @@ export interface RouterOptions {
   security: Record<string, (c: ApiContext) => Promise<Principal>>;
   log: Logger;
   operatorEnabled: boolean;
+  /** Applied to operations that declare the `Idempotency-Key` header. */
+  idempotency?: Idempotency;
 }
 
 function principalOf(c: ApiContext): Principal {
@@ -37,7 +40,7 @@ function allowedMethods(contract: Contract, api: OpenAPIBackend, path: string): 
 }
 
 /** 415 when a body arrives in a media type the operation does not take. */
-function checkContentType(ctx: Context, contract: Contract, operationId: string): void {
+export function checkContentType(ctx: Context, contract: Contract, operationId: string): void {
   const info = contract.operations.get(operationId);
   if (!info || info.requestContentTypes.length === 0) return;
   const hasBody = Number(ctx.get('Content-Length') || 0) > 0 || ctx.get('Transfer-Encoding') !== '';
@@ -88,21 +91,26 @@ export function contractRouter(opts: RouterOptions): Middleware {
     const handler = handlers[operationId as OperationId] as AnyHandler | undefined;
     api.register(operationId, async (c: ApiContext, ctx: Context) => {
       if (!handler) throw notImplemented(operationId);
-      checkContentType(ctx, contract, operationId);
+      // x-validate-in-handler operations check the media type with the rest of the body, at their own step.
+      if (!contract.operations.get(operationId)?.validateInHandler) checkContentType(ctx, contract, operationId);
       let log: Logger | undefined;
-      const reply = await handler({
+      const auth = principalOf(c);
+      const invoke = () => handler({
         operationId: operationId as OperationId,
         params: c.request.params as never,
         query: c.request.query as never,
         body: c.request.requestBody as never,
         headers: ctx.headers as Record<string, string | undefined>,
-        auth: principalOf(c),
+        auth,
         requestId: ctx.state.requestId as string,
         get log() {
           return (log ??= opts.log.child({ requestId: ctx.state.requestId, operationId }));
         },
         ctx,
       });
+      const key = contract.operations.get(operationId)?.idempotent ? ctx.get('Idempotency-Key') : '';
+      const scope = auth.kind === 'api_key' || auth.kind === 'dashboard' ? auth.workspaceId : null;
+      const reply = key && scope && opts.idempotency ? await opts.idempotency.run({ ctx, scope, operationId, key }, invoke) : await invoke();
       ctx.status = reply.status as number;
       for (const [name, value] of Object.entries(reply.headers ?? {})) ctx.set(name, value);
       if (reply.body !== undefined) ctx.body = reply.body;

@@ -47,8 +47,15 @@ function mapOne(e: ErrorObject, data: unknown): Mapped | null {
       const expected = Array.isArray(params.type) ? (params.type as string[]).join(' or ') : String(params.type);
       return { loc, msg: `${describe(field)} must be ${/^[aeiou]/.test(expected) ? 'an' : 'a'} ${expected}.`, type: `${String(params.type).split(',')[0]}_type`, code: 'invalid_type', param: field.join('.'), rank: 2, input: valueAt(data, e.instancePath) };
     }
-    case 'enum':
+    case 'enum': {
+      // A value the schema lists under `x-unsupported-values` (e.g. transport 'stdio') gets its own code and explanation.
+      const unsupported = (e.parentSchema as { 'x-unsupported-values'?: Record<string, string> } | undefined)?.['x-unsupported-values'];
+      const value = valueAt(data, e.instancePath);
+      if (unsupported && typeof value === 'string' && Object.hasOwn(unsupported, value) && field.length) {
+        return { loc, msg: unsupported[value], type: 'enum', code: `unsupported_${field[field.length - 1]}`, param: field.join('.'), rank: 3, input: value, ctx: { expected: params.allowedValues } };
+      }
       return { loc, msg: `${describe(field)} must be one of: ${(params.allowedValues as unknown[]).map(String).join(', ')}.`, type: 'enum', code: 'invalid_value', param: field.join('.'), rank: 3, input: valueAt(data, e.instancePath), ctx: { expected: params.allowedValues } };
+    }
     default:
       if (NOISE.has(e.keyword)) return null;
       return { loc, msg: `${describe(field)} ${e.message ?? 'is invalid'}.`, type: e.keyword, code: 'invalid_value', param: field.join('.'), rank: 3, input: valueAt(data, e.instancePath), ctx: params };
@@ -65,10 +72,22 @@ function valueAt(data: unknown, instancePath: string): unknown {
   return node;
 }
 
+/**
+ * `oneOf: [Schema, {type: 'null'}]` (a nullable object) reports "must be null" next to the real problem
+ * of the object branch; that noise goes when another error concerns the same field or one inside it.
+ */
+function dropNullBranchNoise(errors: ErrorObject[]): ErrorObject[] {
+  return errors.filter(
+    (e) =>
+      !(e.keyword === 'type' && (e.params as { type?: unknown }).type === 'null' &&
+        errors.some((o) => o !== e && o.keyword !== 'oneOf' && !(o.keyword === 'type' && (o.params as { type?: unknown }).type === 'null') && (o.instancePath === e.instancePath || o.instancePath.startsWith(`${e.instancePath}/`)))),
+  );
+}
+
 /** `data` is the object validated: {requestBody, query, path, header}. */
 export function validationError(errors: ErrorObject[], data?: unknown): ApiError {
   const seen = new Set<string>();
-  const mapped = errors
+  const mapped = dropNullBranchNoise(errors)
     .map((e) => mapOne(e, data))
     .filter((m): m is Mapped => m !== null)
     .filter((m) => {

@@ -2,6 +2,7 @@
 import type { Handlers, HandlerRequest, OperationId } from '../http/handler-types.js';
 import type { Principal } from '../http/principal.js';
 import type { WorkspaceService } from './service.js';
+import type { AuthRateLimit } from './auth-rate-limit.js';
 
 type Dashboard = Extract<Principal, { kind: 'dashboard' }>;
 
@@ -10,10 +11,16 @@ function dashboard<O extends OperationId>(req: HandlerRequest<O>): Dashboard {
   return req.auth;
 }
 
-export function workspaceRoutes(service: WorkspaceService): Handlers {
+export function workspaceRoutes(service: WorkspaceService, authLimit: AuthRateLimit): Handlers {
   return {
-    signup: async (req) => ({ status: 201, body: await service.signup(req.body) }),
-    login: async (req) => ({ status: 200, body: await service.login(req.body) }),
+    signup: async (req) => {
+      await authLimit.consume(req.ctx.ip);
+      return { status: 201, body: await service.signup(req.body) };
+    },
+    login: async (req) => {
+      await authLimit.consume(req.ctx.ip);
+      return { status: 200, body: await service.login(req.body) };
+    },
     logout: async (req) => {
       await service.logout(dashboard(req).sessionId);
       return { status: 204, body: undefined };

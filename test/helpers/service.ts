@@ -38,6 +38,7 @@ export async function startTestService(env: Record<string, string> = {}, opts: {
     CONTRACT_COVERAGE_DIR: process.env.CONTRACT_COVERAGE_DIR ?? '',
     ADMIN_TOKEN,
     SHUTDOWN_GRACE_MS: '2000',
+    AUTH_RATE_LIMIT_PER_MINUTE: '10000',
     ...env,
   });
   const logs: string[] = [];

@@ -131,3 +131,23 @@ describe('login and logout', () => {
     }
   });
 });
+
+describe('sign-up and login rate limit', () => {
+  it('answers 429 with Retry-After past AUTH_RATE_LIMIT_PER_MINUTE attempts from one address, creating nothing', async () => {
+    const limited = await startTestService({ AUTH_RATE_LIMIT_PER_MINUTE: '3' });
+    try {
+      const s = await signup(limited);
+      for (let i = 0; i < 2; i++) assert.equal((await limited.http.post('/api/v1/auth/login').send({ email: s.email, password: 'wrong-password' })).status, 401);
+      const [{ count: before }] = await limited.service.db.knex('users').count({ count: '*' });
+      const refused = await limited.http.post('/api/v1/auth/signup').send({ email: uniqueEmail(), password: 'long-enough-pw', workspace_name: 'X' });
+      assert.equal(refused.status, 429);
+      assert.equal(refused.body.error.code, 'rate_limited');
+      assert.ok(Number(refused.headers['retry-after']) >= 1 && Number(refused.headers['retry-after']) <= 60);
+      const [{ count: after }] = await limited.service.db.knex('users').count({ count: '*' });
+      assert.equal(after, before);
+      assert.equal((await limited.http.post('/api/v1/auth/login').send({ email: s.email, password: s.password })).status, 429, 'even the right password waits');
+    } finally {
+      await limited.close();
+    }
+  });
+});

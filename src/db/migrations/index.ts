@@ -4,13 +4,27 @@
  */
 import type { Knex } from 'knex';
 import * as m001 from './001_workspaces.js';
+import * as m002 from './002_agents.js';
+import * as m003 from './003_webhooks.js';
+import * as m004 from './004_mcp.js';
+import * as m005 from './005_idempotency.js';
+import * as m006 from './006_realtime.js';
+import * as m007 from './007_auth_attempts.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
   down(knex: Knex): Promise<void>;
 }
 
-const migrations: Array<[string, Migration]> = [['001_workspaces', m001]];
+const migrations: Array<[string, Migration]> = [
+  ['001_workspaces', m001],
+  ['002_agents', m002],
+  ['003_webhooks', m003],
+  ['004_mcp', m004],
+  ['005_idempotency', m005],
+  ['006_realtime', m006],
+  ['007_auth_attempts', m007],
+];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
   getMigrations: async () => migrations,
