@@ -87,6 +87,11 @@ const schema = z.object({
   /** Backoff before retry n: VOICE_RETRY_BASE_MS * 2^(n-1), at most VOICE_RETRY_MAX_DELAY_MS. */
   VOICE_RETRY_BASE_MS: durationMs(250),
   VOICE_RETRY_MAX_DELAY_MS: durationMs(4_000),
+  /**
+   * Messages a session holds while the voice service reconnects. Beyond it the oldest audio/image is
+   * dropped; a text or tool message that finds no audio/image to displace is refused (forward_failed).
+   */
+  VOICE_RECONNECT_QUEUE_LIMIT: z.coerce.number().int().min(1).default(500),
   /** Sandbox voice service: silence that ends a spoken user turn. */
   VOICE_SANDBOX_END_OF_TURN_MS: z.coerce.number().int().min(1).default(600),
   /** Sandbox voice service: agent speech per reply character, and playout speed (2 = twice real time). */

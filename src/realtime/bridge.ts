@@ -60,12 +60,15 @@ export interface SessionOutcome {
 export interface BridgeOptions {
   noAudioAfterMs: number;
   toolTimeoutMs: number;
+  /** A tool call still running after this long makes the agent say FILLER, once per round of calls. */
+  toolFillerMs: number;
   /** Called with the time from a frame's receipt to its hand-over to the voice session (benchmarks). */
   onForward?: (nanoseconds: bigint) => void;
 }
 
 const RESULT_LIMIT = 4096;
 const APOLOGY = "Sorry, I couldn't read that message. Could you send it again?";
+export const FILLER = 'One moment while I look that up.';
 
 /** ToolCallRecord.result: JSON longer than 4,096 bytes becomes its text cut at a UTF-8 boundary + marker. */
 export function boundedResult(result: unknown): unknown {
@@ -87,6 +90,7 @@ export class SessionBridge {
   private userUtteranceAt: number | null = null;
   private modelUtterance: { at: number; text: string } | null = null;
   /** When the user's last turn ended, until the agent's first audio/text of the reply. */
+  /** performance.now() when the user's turn ended: reply latency is a duration, measured below a millisecond. */
   private awaitingReplySince: number | null = null;
   private firstImageAt: number | null = null;
   private audioReceived = false;
@@ -186,7 +190,7 @@ export class SessionBridge {
 
   private replyStarted(): void {
     if (this.awaitingReplySince !== null) {
-      this.latenciesMs.push(Math.max(0, this.nowMs() - this.awaitingReplySince));
+      this.latenciesMs.push(Math.max(0, performance.now() - this.awaitingReplySince));
       this.awaitingReplySince = null;
     }
   }
@@ -221,7 +225,7 @@ export class SessionBridge {
         if (e.final) {
           if (e.text) this.transcript.push({ role: 'user', text: e.text, timestamp: at / 1000 });
           this.userUtteranceAt = null;
-          this.awaitingReplySince = this.nowMs();
+          this.awaitingReplySince = performance.now();
         }
         return;
       }
@@ -275,6 +279,16 @@ export class SessionBridge {
   }
 
   private async runTools(calls: ToolCallRequest[]): Promise<void> {
+    // A slow tool leaves the caller in silence: the agent says a filler line, as its own turn (say()
+    // leaves the pending tool call open, unlike a user text turn, which would cancel it).
+    const filler = setTimeout(() => {
+      if (this.finished || this.ended) return;
+      try {
+        this.voice.say(FILLER);
+      } catch (err) {
+        this.log.warn({ err, sessionId: this.info.id }, 'filler could not be sent');
+      }
+    }, this.opts.toolFillerMs);
     const responses = await Promise.all(
       calls.map(async (call) => {
         const startedAt = this.nowMs();
@@ -296,6 +310,7 @@ export class SessionBridge {
         return { id: call.id, name: call.name, response: outcome.ok ? { result: outcome.result ?? null } : { error: outcome.error ?? 'failed' } };
       }),
     );
+    clearTimeout(filler);
     const live = responses.filter((r) => !this.cancelledToolIds.has(r.id));
     if (live.length && !this.finished) {
       try {

@@ -80,7 +80,7 @@ export function createRealtime(d: RealtimeDeps): Realtime {
     clientAddressResolver(c.TRUSTED_PROXIES),
     d.tools,
     d.clock,
-    { pingIntervalMs: c.REALTIME_PING_INTERVAL_MS, noAudioAfterMs: c.REALTIME_NO_AUDIO_AFTER_MS, toolTimeoutMs: c.REALTIME_TOOL_TIMEOUT_MS, onForward: d.onForward },
+    { pingIntervalMs: c.REALTIME_PING_INTERVAL_MS, noAudioAfterMs: c.REALTIME_NO_AUDIO_AFTER_MS, toolTimeoutMs: c.REALTIME_TOOL_TIMEOUT_MS, toolFillerMs: c.REALTIME_TOOL_FILLER_MS, onForward: d.onForward },
     log,
   );
   let pruneTimer: NodeJS.Timeout | undefined;

@@ -10,7 +10,9 @@
  * Reconnection: on `goAway` (and on any unexpected close) the session reconnects with the latest
  * `sessionResumptionUpdate` handle, retrying with exponential backoff up to VOICE_RETRY_MAX times; after
  * that it emits one `unavailable` event, then `closed`. While reconnecting, outgoing messages wait in a
- * bounded queue (the oldest audio/images are dropped beyond it). Text and tool responses sent since the
+ * bounded queue: beyond it the oldest audio/image is dropped (stale media is worth least), and a message
+ * that finds none to displace is refused with VoiceForwardError, as is anything sent after the session
+ * ended; callers tell their client the message was not passed on (forward_failed). Text and tool responses sent since the
  * latest handle are sent again after resuming, since a cut connection may have swallowed them.
  *
  * Transcripts: the service sends transcription deltas; the adapter emits the whole utterance so far.
@@ -25,6 +27,9 @@ import type { ToolCallRequest, ToolCallResponse, VoiceEvent, VoiceService, Voice
 
 export const END_CONVERSATION_TOOL = 'end_conversation';
 
+/** A message the session could not take (ended, or the reconnect queue is full); safe to send again later. */
+export class VoiceForwardError extends Error {}
+
 export interface GeminiLiveOptions {
   /** ws:// or wss:// endpoint (a bare host gets the standard path). */
   url: string;
@@ -35,10 +40,12 @@ export interface GeminiLiveOptions {
   retryMax: number;
   retryBaseMs: number;
   retryMaxDelayMs: number;
+  /** Messages held while reconnecting (see send()). */
+  reconnectQueueLimit?: number;
   log: Logger;
 }
 
-/** Messages held while reconnecting; beyond this the oldest audio/image frames are dropped. */
+/** Default of GeminiLiveOptions.reconnectQueueLimit. */
 const OUTBOX_LIMIT = 500;
 /** Text and tool responses sent since the last resumption handle, replayed after a resumption. */
 const REPLAY_LIMIT = 50;
@@ -369,17 +376,26 @@ class LiveSession implements VoiceSession {
     if (this.replay.length > REPLAY_LIMIT) this.replay.shift();
   }
 
+  /** Throws VoiceForwardError when a message could not be taken now (see the module head). */
+  private admit(): void {
+    if (this.state === 'closed') throw new VoiceForwardError('The voice session has ended.');
+    const live = this.state === 'open' && this.ws?.readyState === WebSocket.OPEN;
+    if (!live && this.outbox.length >= (this.opts.reconnectQueueLimit ?? OUTBOX_LIMIT) && !this.outbox.some((m) => m.media)) {
+      throw new VoiceForwardError('The voice service is reconnecting and cannot hold more messages.');
+    }
+  }
+
   private send(json: string, media: boolean): void {
+    this.admit();
     if (this.state === 'open' && this.ws?.readyState === WebSocket.OPEN) {
       this.ws.send(json);
       if (!media) this.remember(json);
-    } else if (this.state === 'reconnecting' || this.state === 'open') {
-      this.outbox.push({ json, media });
-      if (this.outbox.length > OUTBOX_LIMIT) {
-        const i = this.outbox.findIndex((m) => m.media);
-        this.outbox.splice(i >= 0 ? i : 0, 1);
-      }
+      return;
     }
+    if (this.outbox.length >= (this.opts.reconnectQueueLimit ?? OUTBOX_LIMIT)) {
+      this.outbox.splice(this.outbox.findIndex((m) => m.media), 1);
+    }
+    this.outbox.push({ json, media });
   }
 
   sendAudio(pcm16k: Buffer): void {
@@ -391,7 +407,7 @@ class LiveSession implements VoiceSession {
   }
 
   sendText(text: string): void {
-    if (this.state === 'closed') return;
+    this.admit();
     queueMicrotask(() => {
       this.finishInput();
       this.emit({ type: 'input_transcript', text, final: true });

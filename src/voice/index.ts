@@ -20,6 +20,7 @@ type VoiceConfig = Pick<
   | 'VOICE_RETRY_MAX'
   | 'VOICE_RETRY_BASE_MS'
   | 'VOICE_RETRY_MAX_DELAY_MS'
+  | 'VOICE_RECONNECT_QUEUE_LIMIT'
   | 'VOICE_SANDBOX_END_OF_TURN_MS'
   | 'VOICE_SANDBOX_MS_PER_CHAR'
   | 'VOICE_SANDBOX_SPEED'
@@ -50,6 +51,7 @@ export async function createVoiceService(config: VoiceConfig, log: Logger): Prom
     retryMax: config.VOICE_RETRY_MAX,
     retryBaseMs: config.VOICE_RETRY_BASE_MS,
     retryMaxDelayMs: config.VOICE_RETRY_MAX_DELAY_MS,
+    reconnectQueueLimit: config.VOICE_RECONNECT_QUEUE_LIMIT,
     log: voiceLog,
   });
   return {

@@ -9,6 +9,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
+import { FILLER } from '../../src/realtime/bridge.js';
 import type { AddressInfo } from 'node:net';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
@@ -24,6 +25,7 @@ const FAST = {
   VOICE_RETRY_BASE_MS: '20',
   VOICE_CONNECT_TIMEOUT_MS: '1000',
   REALTIME_TOOL_TIMEOUT_MS: '400',
+  REALTIME_TOOL_FILLER_MS: '150',
 };
 
 let t: TestService;
@@ -201,6 +203,8 @@ describe('during a session', () => {
       await c.next('turn_complete');
       c.sendFrame('text/plain', b64('Now slow_lookup please'));
       assert.deepEqual(await c.next('tool_call'), { type: 'tool_call', name: 'slow_lookup', status: 'started' });
+      const filler = await c.next((m) => m.type === 'transcript' && m.role === 'model' && m.final === true, 3000);
+      assert.equal(filler.text, FILLER, 'a slow tool gets a spoken filler while it runs');
       assert.deepEqual(await c.next('tool_call', 3000), { type: 'tool_call', name: 'slow_lookup', status: 'failed' });
       await c.next('turn_complete');
       await c.close();
@@ -237,6 +241,42 @@ describe('during a session', () => {
     }
     const row = await waitFor(() => t.service.realtime.store.getConversation(sessionId), 5000, 'record');
     assert.equal(row.status, 'failed');
+  });
+});
+
+describe('forward_failed', () => {
+  it('a message the voice session cannot take while it reconnects gets forward_failed; the session stays open and a resend works', async () => {
+    // A queue of two messages, and retries slow enough that the session is still reconnecting.
+    const s = await startTestService({ ...FAST, VOICE_RECONNECT_QUEUE_LIMIT: '2', VOICE_RETRY_MAX: '6', VOICE_RETRY_BASE_MS: '150' });
+    try {
+      const tn = await tenant(s);
+      const agentId = await createAgent(s, tn);
+      const c = connect((await mintSession(s, tn, agentId, 'voice')).ws_url);
+      const sessionId = String((await c.next('session_started')).session_id);
+      await c.next('turn_complete');
+      const sandbox = s.service.voice.sandbox!;
+      sandbox.setUnavailable(true);
+      sandbox.dropConnections();
+      await new Promise((r) => setTimeout(r, 50));
+      c.sendFrame('text/plain', b64('first question'));
+      c.sendFrame('text/plain', b64('second question'));
+      c.sendFrame('text/plain', b64('third question'));
+      const err = await c.next('error');
+      assert.equal(err.code, 'forward_failed');
+      assert.match(String(err.error), /send it again/);
+      sandbox.setUnavailable(false);
+      // The queued turns reach the agent after the reconnection; the refused one can be sent again.
+      await c.next((m) => m.type === 'transcript' && m.role === 'model' && m.final === true, 5000);
+      c.sendFrame('text/plain', b64('third question'));
+      const heard = await c.next((m) => m.type === 'transcript' && m.role === 'user' && m.text === 'third question', 5000);
+      assert.equal(heard.final, true);
+      await c.close();
+      const row = await waitFor(() => s.service.realtime.store.getConversation(sessionId), 5000, 'record');
+      const said = (row.transcript as Array<{ role: string; text: string }>).filter((x) => x.role === 'user').map((x) => x.text);
+      assert.deepEqual(said, ['first question', 'second question', 'third question'], 'the refused message was not passed on; its resend was');
+    } finally {
+      await s.close();
+    }
   });
 });
 
