@@ -1,12 +1,13 @@
 /**
  * One request to an HTTP tool's endpoint, exactly as a call makes it: the URL checked by the outbound
  * guard right before the request and the resolved address checked at connect time, the tool's
- * headers, its timeout over the whole exchange, redirects not followed. Never throws: a failure is
- * part of the outcome. node:http is used rather than fetch because fetch cannot take a `lookup`.
+ * headers, its timeout over the whole exchange, redirects not followed, the body kept up to a cap.
+ * The request itself is `guardedRequest`; this module words its outcome for tools. Never throws: a
+ * failure is part of the outcome.
  */
-import http from 'node:http';
-import https from 'node:https';
-import { BlockedUrlError, checkUrl, guardedLookup, type OutboundPolicy } from '../net/outbound-guard.js';
+import type { IncomingMessage } from 'node:http';
+import { guardedRequest, OutboundRequestError, type GuardedResponse } from '../net/guarded-request.js';
+import type { OutboundPolicy } from '../net/outbound-guard.js';
 
 export type HttpMethod = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE';
 export type HttpCallErrorCode = 'timeout' | 'connection_failed' | 'tls_error' | 'url_not_allowed' | 'http_error';
@@ -29,8 +30,6 @@ export interface HttpCallOutcome {
   truncated: boolean;
   error: { code: HttpCallErrorCode; message: string } | null;
 }
-
-const TLS_CODES = /^(ERR_TLS_|ERR_SSL_|CERT_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_|ERR_OSSL_|HOSTNAME_MISMATCH)/;
 
 /** GET and DELETE carry the arguments in the query string (objects and arrays JSON-encoded). */
 export function buildUrl(raw: string, method: HttpMethod, args: Record<string, unknown>): URL {
@@ -64,71 +63,59 @@ export async function callHttpTool(policy: OutboundPolicy, req: HttpCallRequest)
   const done = (o: Omit<HttpCallOutcome, 'durationMs'>): HttpCallOutcome => ({ ...o, durationMs: Math.max(0, Math.round(performance.now() - started)) });
   const fail = (code: HttpCallErrorCode, message: string) => done({ ok: false, statusCode: null, body: null, truncated: false, error: { code, message } });
 
-  let url: URL;
+  let target: string | URL = req.url;
   try {
-    await checkUrl(policy, req.url);
-    url = buildUrl(req.url, req.method, req.args);
-  } catch (err) {
-    if (err instanceof BlockedUrlError) {
-      return err.reason === 'unresolvable' ? fail('connection_failed', err.message) : fail('url_not_allowed', err.message);
-    }
-    return fail('connection_failed', 'The tool URL is invalid.');
+    target = buildUrl(req.url, req.method, req.args);
+  } catch {
+    // not a URL: the guard refuses it below, in its own words
   }
-
   const hasBody = req.method === 'POST' || req.method === 'PUT' || req.method === 'PATCH';
   const payload = hasBody ? Buffer.from(JSON.stringify(req.args)) : null;
   const headers: Record<string, string> = { Accept: 'application/json, text/plain;q=0.9, */*;q=0.8', 'User-Agent': 'voice-agent-service-tools/1', ...req.headers };
-  if (payload) {
-    headers['Content-Type'] = 'application/json';
-    headers['Content-Length'] = String(payload.length);
-  }
+  if (payload) headers['Content-Type'] = 'application/json';
 
-  return new Promise<HttpCallOutcome>((resolve) => {
-    let settled = false;
-    const settle = (o: HttpCallOutcome) => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve(o);
-    };
-    const client = url.protocol === 'https:' ? https : http;
-    const request = client.request(url, { method: req.method, headers, lookup: guardedLookup(policy), agent: false }, (res) => {
-      const chunks: Buffer[] = [];
-      let size = 0;
-      let truncated = false;
-      res.on('data', (chunk: Buffer) => {
-        if (truncated) return;
-        if (size + chunk.length > req.maxBodyBytes) {
-          chunks.push(chunk.subarray(0, req.maxBodyBytes - size));
-          size = req.maxBodyBytes;
-          truncated = true;
-          const status = res.statusCode ?? 0;
-          settle(finish(status, Buffer.concat(chunks), res.headers['content-type'], true));
-          res.destroy();
-          return;
-        }
-        chunks.push(chunk);
-        size += chunk.length;
-      });
-      res.on('end', () => settle(finish(res.statusCode ?? 0, Buffer.concat(chunks), res.headers['content-type'], false)));
-      res.on('error', () => settle(fail('connection_failed', 'The connection broke while the response was arriving.')));
+  let res: GuardedResponse;
+  try {
+    res = await guardedRequest(policy, target, { method: req.method, headers, body: payload, timeoutMs: req.timeoutMs, maxResponseBytes: req.maxBodyBytes });
+  } catch (err) {
+    if (!(err instanceof OutboundRequestError)) throw err;
+    const { code, message } = requestFailure(err, req.timeoutMs);
+    return fail(code, message);
+  }
+  let received: { bytes: Buffer; truncated: boolean };
+  try {
+    received = await readBody(res.body, req.maxBodyBytes);
+  } catch (err) {
+    if (err instanceof OutboundRequestError && err.kind === 'timeout') return fail('timeout', `No response within ${req.timeoutMs} ms.`);
+    return fail('connection_failed', 'The connection broke while the response was arriving.');
+  }
+  const status = res.status;
+  const ok = status >= 200 && status < 300;
+  const redirect = status >= 300 && status < 400 ? ' (redirects are not followed)' : '';
+  const body = parseBody(received.bytes, res.headers['content-type'], received.truncated);
+  return done({ ok, statusCode: status, body, truncated: received.truncated, error: ok ? null : { code: 'http_error', message: `The endpoint answered ${status}${redirect}.` } });
+}
+
+/** The failure of a call that got no response, in the tools' words. */
+function requestFailure(err: OutboundRequestError, timeoutMs: number): { code: HttpCallErrorCode; message: string } {
+  if (err.stage === 'check') return { code: err.kind === 'dns_failure' ? 'connection_failed' : 'url_not_allowed', message: err.message };
+  if (err.kind === 'timeout') return { code: 'timeout', message: `No response within ${timeoutMs} ms.` };
+  if (err.kind === 'blocked_address') return { code: 'url_not_allowed', message: 'The tool URL resolves to an address this service does not call.' };
+  // EPROTO (https to a plain-HTTP port) has always been a connection failure for tools.
+  if (err.kind === 'tls_error' && err.code !== 'EPROTO') return { code: 'tls_error', message: `TLS failed: ${err.code}.` };
+  return { code: 'connection_failed', message: `Could not connect to the endpoint${err.code ? ` (${err.code})` : ''}.` };
+}
+
+/** The whole body, or its first `limit` bytes when the guard cut it for being larger. */
+function readBody(body: IncomingMessage, limit: number): Promise<{ bytes: Buffer; truncated: boolean }> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    body.on('data', (chunk: Buffer) => chunks.push(chunk));
+    body.on('end', () => resolve({ bytes: Buffer.concat(chunks), truncated: false }));
+    body.on('error', (err) => {
+      if (err instanceof OutboundRequestError && err.kind === 'too_large') resolve({ bytes: Buffer.concat(chunks).subarray(0, limit), truncated: true });
+      else reject(err);
     });
-    const finish = (status: number, buf: Buffer, contentType: string | undefined, truncated: boolean) => {
-      const body = parseBody(buf, contentType, truncated);
-      const ok = status >= 200 && status < 300;
-      const redirect = status >= 300 && status < 400 ? ' (redirects are not followed)' : '';
-      return done({ ok, statusCode: status, body, truncated, error: ok ? null : { code: 'http_error', message: `The endpoint answered ${status}${redirect}.` } });
-    };
-    const timer = setTimeout(() => {
-      settle(fail('timeout', `No response within ${req.timeoutMs} ms.`));
-      request.destroy();
-    }, req.timeoutMs);
-    request.on('error', (err: NodeJS.ErrnoException) => {
-      if (err instanceof BlockedUrlError || err.code === 'EBLOCKED') return settle(fail('url_not_allowed', 'The tool URL resolves to an address this service does not call.'));
-      if (err.code && TLS_CODES.test(err.code)) return settle(fail('tls_error', `TLS failed: ${err.code}.`));
-      settle(fail('connection_failed', `Could not connect to the endpoint${err.code ? ` (${err.code})` : ''}.`));
-    });
-    if (payload) request.end(payload);
-    else request.end();
+    body.resume();
   });
 }

@@ -13,7 +13,8 @@ import https from 'node:https';
 import pg from 'pg';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
-import { BlockedUrlError, checkUrl, guardedLookup, type OutboundPolicy } from '../net/outbound-guard.js';
+import { guardedRequest, OutboundRequestError } from '../net/guarded-request.js';
+import type { OutboundPolicy } from '../net/outbound-guard.js';
 import { deliveryHeaders } from './signing.js';
 import { NOTIFY_CHANNEL, type SecretRow, type ClaimedDelivery, type DeliveryError, type DeliveryOutcome, type WebhookStore } from './store.js';
 
@@ -33,16 +34,14 @@ interface SendResult {
   error: DeliveryError | null;
 }
 
-const TLS_ERRORS = /^(ERR_TLS_|ERR_SSL_|CERT_|DEPTH_ZERO_SELF_SIGNED_CERT|SELF_SIGNED_CERT_IN_CHAIN|UNABLE_TO_|EPROTO$|HOSTNAME_MISMATCH)/;
-
-function errorKind(err: unknown): DeliveryError {
-  if (err instanceof BlockedUrlError) return err.reason === 'unresolvable' ? 'dns_failure' : 'blocked_address';
-  const code = (err as { code?: string }).code ?? '';
-  if (code === 'EBLOCKED') return 'blocked_address';
-  if (code === 'ECONNREFUSED') return 'connection_refused';
-  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN' || code === 'EAI_NODATA' || code === 'EAI_FAIL') return 'dns_failure';
-  if (TLS_ERRORS.test(code)) return 'tls_error';
-  return 'network_error';
+/** A failed request, in the delivery log's words. */
+function deliveryError(err: OutboundRequestError): DeliveryError {
+  // Any URL the guard refuses is recorded as blocked_address, an invalid one too.
+  if (err.kind === 'invalid_url') return 'blocked_address';
+  // OpenSSL errors that are not the handshake's have always been network errors for deliveries.
+  if (err.kind === 'tls_error' && err.code.startsWith('ERR_OSSL_')) return 'network_error';
+  if (err.kind === 'too_large') return 'network_error';
+  return err.kind;
 }
 
 /** Targets are logged by host only: users put tokens in webhook paths and query strings. */
@@ -209,43 +208,19 @@ export class WebhookDispatcher {
     }
   }
 
-  /** One POST; resolves with the status or the kind of failure, never rejects. */
+  /** One POST; resolves with the status or the kind of failure. The body is sent as signed, byte for byte. */
   private async send(target: string, headers: Record<string, string>, body: string): Promise<SendResult> {
-    let url: URL;
     try {
-      url = await checkUrl(this.outbound, target);
+      const res = await guardedRequest(this.outbound, target, { method: 'POST', headers, body, timeoutMs: this.settings.timeoutMs, agents: this.agents });
+      res.body.resume();
+      const code = res.status;
+      if (code >= 200 && code < 300) return { statusCode: code, error: null };
+      if (code >= 300 && code < 400) return { statusCode: code, error: 'redirect_not_followed' };
+      return { statusCode: code, error: 'http_error' };
     } catch (err) {
-      return { statusCode: null, error: errorKind(err) };
+      if (err instanceof OutboundRequestError) return { statusCode: null, error: deliveryError(err) };
+      throw err;
     }
-    const isHttps = url.protocol === 'https:';
-    return new Promise<SendResult>((resolve) => {
-      let settled = false;
-      const finish = (r: SendResult) => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        resolve(r);
-      };
-      const req = (isHttps ? https : http).request(url, {
-        method: 'POST',
-        headers: { ...headers, 'Content-Length': String(Buffer.byteLength(body)) },
-        agent: isHttps ? this.agents.https : this.agents.http,
-        lookup: guardedLookup(this.outbound),
-      });
-      const timer = setTimeout(() => {
-        finish({ statusCode: null, error: 'timeout' });
-        req.destroy();
-      }, this.settings.timeoutMs);
-      req.on('response', (res) => {
-        res.resume();
-        const code = res.statusCode ?? 0;
-        if (code >= 200 && code < 300) finish({ statusCode: code, error: null });
-        else if (code >= 300 && code < 400) finish({ statusCode: code, error: 'redirect_not_followed' });
-        else finish({ statusCode: code, error: 'http_error' });
-      });
-      req.on('error', (err) => finish({ statusCode: null, error: errorKind(err) }));
-      req.end(body);
-    });
   }
 
   /** Stops claiming and waits for the deliveries in flight (each ends within the timeout). */
