@@ -18,7 +18,7 @@ import WebSocket from 'ws';
 import { benchDatabase, table } from './lib.js';
 
 const ADMIN = 'bench-operator-token-0123456789';
-const FIXTURES = path.resolve(import.meta.dirname, '../../../shared/fixtures/audio');
+const FIXTURES = path.resolve(import.meta.dirname, '../../test/fixtures/audio');
 const FRAME_BYTES = 640;
 
 interface Stats {

@@ -13,8 +13,8 @@ import type { TestService } from './service.js';
 import type { Tenant } from './fixtures.js';
 import { ADMIN_TOKEN } from './service.js';
 
-/** The shared test media (../shared/fixtures beside the repository). */
-export const FIXTURES = path.resolve(import.meta.dirname, '../../../shared/fixtures');
+/** The test media (test/fixtures). */
+export const FIXTURES = path.resolve(import.meta.dirname, '../fixtures');
 export const fixture = (rel: string) => readFileSync(path.join(FIXTURES, rel));
 
 let addressCounter = Math.floor(Math.random() * 200) * 250;

@@ -15,7 +15,7 @@ import { startSandboxVoiceService, type SandboxVoiceService } from '../../src/vo
 import { analyzeTranscript } from '../../src/voice/analysis.js';
 import type { VoiceEvent, VoiceSession, VoiceSessionConfig } from '../../src/voice/types.js';
 
-const FIXTURES = new URL('../../../shared/fixtures/audio/', import.meta.url);
+const FIXTURES = new URL('../fixtures/audio/', import.meta.url);
 const fixture = (name: string) => readFileSync(new URL(name, FIXTURES));
 const quietLog = createLogger('silent');
 

@@ -10,7 +10,7 @@ import {
   rms,
 } from '../../src/voice/audio.js';
 
-const FIXTURES = new URL('../../../shared/fixtures/audio/', import.meta.url);
+const FIXTURES = new URL('../fixtures/audio/', import.meta.url);
 const fixture = (name: string) => readFileSync(new URL(name, FIXTURES));
 
 function tone(freq: number, rate: number, seconds: number, amplitude = 10_000): Buffer {
