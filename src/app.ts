@@ -59,7 +59,7 @@ export function createApp(parts: AppParts): Koa {
           }
           throw err;
         },
-      })),
+      }), (token) => parts.auth.apiKey(token).then(Boolean)),
     )
     .use(contractRouter({ contract, api: parts.api, handlers: parts.handlers, security: securityHandlers(parts.auth), log, operatorEnabled: Boolean(config.ADMIN_TOKEN), idempotency: parts.idempotency }));
   return app;

@@ -21,12 +21,15 @@ export function isDocumentUpload(method: string, path: string): boolean {
   return method === 'POST' && path.replace(/\/+$/, '') === '/api/v1/documents';
 }
 
-/** Wraps the default body parser: uploads get their own, with multipart on. */
-export function documentUploadBody(defaultParser: Middleware): Middleware {
+/**
+ * Wraps the default body parser: uploads get their own, with multipart on. `isValidApiKey` runs first:
+ * without a valid key the router answers 401, and nothing (up to 10 MB) is taken in or written to disk.
+ */
+export function documentUploadBody(defaultParser: Middleware, isValidApiKey: (token: string) => Promise<boolean>): Middleware {
   return async (ctx, next) => {
     if (!isDocumentUpload(ctx.method, ctx.path)) return defaultParser(ctx, next);
-    // Without credentials the router answers 401; do not take in (and write to disk) up to 10 MB first.
-    if (!/^Bearer\s+\S/i.test(ctx.get('Authorization'))) return next();
+    const token = /^Bearer\s+(\S+)\s*$/i.exec(ctx.get('Authorization'))?.[1];
+    if (!token || !(await isValidApiKey(token))) return next();
     if (Number(ctx.get('Content-Length') || 0) > MAX_DOCUMENT_BYTES + 64 * 1024) throw tooLarge();
     const tempFiles: string[] = [];
     await fs.promises.mkdir(UPLOAD_TMP_DIR, { recursive: true });
