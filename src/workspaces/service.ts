@@ -105,7 +105,8 @@ export class WorkspaceService {
 
   /** Resolves a dashboard session token; null when unknown, expired or revoked. */
   async authenticateSession(token: string): Promise<Extract<Principal, { kind: 'dashboard' }> | null> {
-    const row = await this.store.findLiveSession(sha256Hex(token));
+    // Expiry is judged by the service clock, the same one that set expires_at.
+    const row = await this.store.findLiveSession(sha256Hex(token), this.clock.now());
     if (!row) return null;
     return { kind: 'dashboard', workspaceId: row.workspace_id, userId: row.user_id, role: row.role, sessionId: row.id, expiresAt: row.expires_at };
   }

@@ -92,12 +92,12 @@ export class WorkspaceStore {
     await this.db('dashboard_sessions').insert(s);
   }
 
-  findLiveSession(tokenHash: string): Promise<SessionRow | undefined> {
+  findLiveSession(tokenHash: string, now: Date): Promise<SessionRow | undefined> {
     return this.db('dashboard_sessions as s')
       .join('users as u', 'u.id', 's.user_id')
       .where('s.token_hash', tokenHash)
       .whereNull('s.revoked_at')
-      .where('s.expires_at', '>', this.db.fn.now())
+      .where('s.expires_at', '>', now)
       .first('s.id', 's.user_id', 's.workspace_id', 's.expires_at', 'u.role');
   }
 

@@ -118,16 +118,23 @@ describe('login and logout', () => {
     assert.equal(again.body.error.code, 'unauthorized');
   });
 
-  it('expires sessions after SESSION_TTL_MS', async () => {
-    const short = await startTestService({ SESSION_TTL_MS: '200' });
+  it('expires sessions after SESSION_TTL_MS (12 hours, on the service clock)', async () => {
+    let now = Date.now();
+    const clocked = await startTestService({}, { clock: { now: () => new Date(now) } });
     try {
-      const s = await signup(short);
-      assert.equal((await short.http.get('/api/v1/auth/session').auth(s.sessionToken, { type: 'bearer' })).status, 200);
-      await new Promise((r) => setTimeout(r, 300));
-      const res = await short.http.get('/api/v1/auth/session').auth(s.sessionToken, { type: 'bearer' });
+      const s = await signup(clocked);
+      const session = () => clocked.http.get('/api/v1/auth/session').auth(s.sessionToken, { type: 'bearer' });
+      const first = await session();
+      assert.equal(first.status, 200);
+      assert.equal(Date.parse(first.body.expires_at), now + 12 * 60 * 60 * 1000);
+      now += 12 * 60 * 60 * 1000 - 1;
+      assert.equal((await session()).status, 200, 'valid until the last millisecond');
+      now += 1;
+      const res = await session();
       assert.equal(res.status, 401);
+      assert.equal(res.body.error.code, 'unauthorized');
     } finally {
-      await short.close();
+      await clocked.close();
     }
   });
 });
