@@ -185,7 +185,7 @@ export class AgentService {
   async delete(workspaceId: string, agentId: string): Promise<{ status: 'deleted'; agent_id: string }> {
     await this.owned(workspaceId, agentId);
     for (const guard of this.deleteGuards) await guard(workspaceId, agentId);
-    await this.store.delete(agentId);
+    await this.store.delete(workspaceId, agentId);
     return { status: 'deleted', agent_id: agentId };
   }
 

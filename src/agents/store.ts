@@ -83,8 +83,8 @@ export class AgentStore {
     return row;
   }
 
-  async delete(id: string): Promise<void> {
-    await this.db('agents').where({ id }).delete();
+  async delete(workspaceId: string, id: string): Promise<void> {
+    await this.db('agents').where({ id, workspace_id: workspaceId }).delete();
   }
 
   list(workspaceId: string, params: PageParams) {

@@ -89,7 +89,7 @@ export class KnowledgeService {
 
   async delete(workspaceId: string, docId: string): Promise<{ status: 'deleted'; doc_id: string }> {
     await this.owned(workspaceId, docId);
-    await this.store.deleteDocument(docId);
+    await this.store.deleteDocument(workspaceId, docId);
     return { status: 'deleted', doc_id: docId };
   }
 

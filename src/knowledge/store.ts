@@ -55,8 +55,8 @@ export class KnowledgeStore {
   }
 
   /** Agent copies keep their own passages, so they outlive the workspace document (source_doc_id -> null). */
-  async deleteDocument(id: string): Promise<void> {
-    await this.db('documents').where({ id }).delete();
+  async deleteDocument(workspaceId: string, id: string): Promise<void> {
+    await this.db('documents').where({ id, workspace_id: workspaceId }).delete();
   }
 
   /** Copies the document and its passages into the agent's knowledge base, in one transaction. */

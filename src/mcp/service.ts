@@ -264,7 +264,7 @@ export class McpService {
 
   async delete(workspaceId: string, id: string): Promise<{ status: 'deleted'; mcp_server_id: string }> {
     const row = await this.load(workspaceId, id);
-    await this.store.delete(row.id);
+    await this.store.delete(workspaceId, row.id);
     this.sessions.forget(row.id);
     return { status: 'deleted', mcp_server_id: row.id };
   }

@@ -74,8 +74,8 @@ export class McpStore {
     return row;
   }
 
-  async delete(id: string): Promise<boolean> {
-    return (await this.db('mcp_servers').where({ id }).delete()) > 0;
+  async delete(workspaceId: string, id: string): Promise<boolean> {
+    return (await this.db('mcp_servers').where({ id, workspace_id: workspaceId }).delete()) > 0;
   }
 
   list(workspaceId: string, page: PageParams): Promise<Page<McpServerRow>> {

@@ -130,7 +130,7 @@ export class ToolService {
 
   async delete(workspaceId: string, toolId: string): Promise<{ status: 'deleted'; tool_id: string }> {
     await this.owned(workspaceId, toolId);
-    await this.store.delete(toolId);
+    await this.store.delete(workspaceId, toolId);
     return { status: 'deleted', tool_id: toolId };
   }
 

@@ -57,8 +57,8 @@ export class ToolStore {
     }
   }
 
-  async delete(id: string): Promise<void> {
-    await this.db('tools').where({ id }).delete();
+  async delete(workspaceId: string, id: string): Promise<void> {
+    await this.db('tools').where({ id, workspace_id: workspaceId }).delete();
   }
 
   list(workspaceId: string, params: PageParams) {
