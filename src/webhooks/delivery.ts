@@ -61,6 +61,7 @@ export class WebhookDispatcher {
   private stopped = true;
   private timer: NodeJS.Timeout | undefined;
   private listener: pg.Client | undefined;
+  private relistening: Promise<void> | undefined;
   private lastPurge = 0;
   private housekeepingRun: Promise<void> | undefined;
   private readonly outcomes: Array<{ id: string; outcome: DeliveryOutcome; stored: () => void }> = [];
@@ -92,8 +93,9 @@ export class WebhookDispatcher {
     if (!this.databaseUrl) return;
     const client = new pg.Client({ connectionString: this.databaseUrl });
     client.on('error', (err) => {
-      this.log.warn({ err: err.message }, 'webhook dispatcher lost its LISTEN connection; polling only');
-      this.listener = undefined;
+      this.log.warn({ err: err.message }, 'webhook dispatcher lost its LISTEN connection; polling until it is back');
+      if (this.listener === client) this.listener = undefined;
+      client.end().catch(() => undefined);
     });
     client.on('notification', () => this.kick());
     try {
@@ -108,6 +110,10 @@ export class WebhookDispatcher {
 
   private tick(): void {
     if (this.stopped) return;
+    // A lost LISTEN connection is re-opened on the next poll tick; the poll covers the gap.
+    if (this.databaseUrl && !this.listener && !this.relistening) {
+      this.relistening = this.listen().finally(() => (this.relistening = undefined));
+    }
     this.housekeepingRun ??= this.housekeeping().finally(() => (this.housekeepingRun = undefined));
     this.kick();
   }
@@ -229,6 +235,7 @@ export class WebhookDispatcher {
     clearInterval(this.timer);
     await this.pumping;
     await this.housekeepingRun;
+    await this.relistening;
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
     await this.listener?.end().catch(() => undefined);
     this.listener = undefined;

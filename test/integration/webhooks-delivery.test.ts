@@ -103,7 +103,7 @@ describe('webhook delivery', () => {
     await registerWebhook(tn, raw.url);
 
     const facts = callFacts();
-    const raised = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: facts.call_id, webhookUrl: null, payload: facts });
+    const raised = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: facts.conversation_id, webhookUrl: null, payload: facts });
     assert.equal(raised.targets, 2);
     const rows = await settledDeliveries(t.service.db.knex, raised.eventId);
     assert.deepEqual(rows.map((r) => r.status), ['succeeded', 'succeeded']);
@@ -136,7 +136,7 @@ describe('webhook delivery', () => {
     assert.equal(d.event, 'call.completed');
     assert.equal(d.event_id, raised.eventId);
     assert.equal(d.target_url, example.url);
-    assert.equal(d.call_id, facts.call_id);
+    assert.equal(d.call_id, facts.conversation_id);
     assert.equal(d.status, 'succeeded');
     assert.equal(d.status_code, 200);
     assert.equal(d.error, null);
@@ -165,14 +165,14 @@ describe('webhook delivery', () => {
     const url = `${/listening on (http:\/\/\S+)/.exec(out)![1]}/hook`;
     await registerWebhook(tn, url);
     const facts = callFacts();
-    const raised = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: facts.call_id, webhookUrl: null, payload: facts });
+    const raised = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: facts.conversation_id, webhookUrl: null, payload: facts });
     const [row] = await settledDeliveries(t.service.db.knex, raised.eventId);
     assert.equal(row.status, 'succeeded');
     while (!out.includes(raised.eventId)) {
       assert.ok(Date.now() < deadline + 5000, out);
       await new Promise((r) => setTimeout(r, 20));
     }
-    assert.match(out, new RegExp(`${raised.eventId} call.completed ${facts.call_id}`));
+    assert.match(out, new RegExp(`${raised.eventId} call.completed ${facts.conversation_id}`));
   });
 
   it('example receiver refuses a missing or wrong signature', async () => {
@@ -180,13 +180,29 @@ describe('webhook delivery', () => {
     const example = await exampleReceiver([await secretOf(tn)]);
     const missing = await fetch(example.url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"event":"call.completed"}' });
     assert.equal(missing.status, 401);
+    const now = String(Math.floor(Date.now() / 1000));
     const wrong = await fetch(example.url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-webhook-signature': createHmac('sha256', 'whsec_other').update('{}').digest('hex') },
+      headers: {
+        'content-type': 'application/json',
+        'x-webhook-signature': createHmac('sha256', 'whsec_other').update('{}').digest('hex'),
+        'webhook-id': 'evt_01JD5ZD7E8F9G0H1J2K3M4N5P6',
+        'webhook-timestamp': now,
+        'webhook-signature': 'v1,AAAA',
+      },
       body: '{}',
     });
     assert.equal(wrong.status, 401);
-    assert.deepEqual(example.rejected, ['missing_signature', 'bad_signature']);
+    // A replay that strips the Standard Webhooks headers (which carry the timestamp and event id) is refused
+    // even though its X-Webhook-Signature is genuine.
+    const body = '{"event":"call.completed"}';
+    const stripped = await fetch(example.url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-webhook-signature': createHmac('sha256', await secretOf(tn)).update(body).digest('hex') },
+      body,
+    });
+    assert.equal(stripped.status, 401);
+    assert.deepEqual(example.rejected, ['missing_signature', 'bad_signature', 'missing_signature']);
     assert.equal(example.events.length, 0);
   });
 
@@ -196,7 +212,7 @@ describe('webhook delivery', () => {
     const hook = await registerWebhook(tn, r.url);
     const facts = callFacts();
     // Same target written differently (host case, explicit default port does not apply to :port, so case only).
-    const raised = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: facts.call_id, webhookUrl: r.url.replace('http://', 'HTTP://'), payload: facts });
+    const raised = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: facts.conversation_id, webhookUrl: r.url.replace('http://', 'HTTP://'), payload: facts });
     assert.equal(raised.targets, 1);
     const rows = await settledDeliveries(t.service.db.knex, raised.eventId);
     assert.equal(rows.length, 1);
@@ -205,7 +221,7 @@ describe('webhook delivery', () => {
 
     // The per-call URL alone (not registered, another receiver) gets its own event; the registered one too.
     const own = await receiver();
-    const second = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: facts.call_id, webhookUrl: own.url, payload: callFacts() });
+    const second = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: facts.conversation_id, webhookUrl: own.url, payload: callFacts() });
     assert.equal(second.targets, 2);
     const rows2 = await settledDeliveries(t.service.db.knex, second.eventId);
     assert.deepEqual(rows2.map((x) => x.webhook_id).sort(), [hook.webhook_id, null].sort());
@@ -226,7 +242,7 @@ describe('webhook delivery', () => {
 
     const facts = batchFacts();
     const bat = await t.service.events.batchCompleted({ workspaceId: tn.workspaceId, batchId: facts.batch_id, webhookUrl: null, payload: facts });
-    const call = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: null, webhookUrl: null, payload: callFacts({ call_id: null, conversation_id: 'conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2', call_sid: null, to_number: null, provider: 'web' }) });
+    const call = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: null, webhookUrl: null, payload: callFacts({ conversation_id: 'conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2', call_sid: null, to_number: null, provider: 'web' }) });
     await settledDeliveries(t.service.db.knex, bat.eventId);
     await settledDeliveries(t.service.db.knex, call.eventId);
     assert.equal(batches.requests.length, 1);
@@ -250,16 +266,16 @@ describe('webhook delivery', () => {
     const withoutTools = callFacts({ tool_calls: [] });
     const batch = batchFacts({ status: 'canceled' });
     for (const raised of [
-      await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: withTools.call_id, webhookUrl: null, payload: withTools }),
-      await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: withoutTools.call_id, webhookUrl: null, payload: withoutTools }),
+      await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: withTools.conversation_id, webhookUrl: null, payload: withTools }),
+      await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: withoutTools.conversation_id, webhookUrl: null, payload: withoutTools }),
       await t.service.events.batchCompleted({ workspaceId: tn.workspaceId, batchId: batch.batch_id, webhookUrl: null, payload: batch }),
     ]) {
       await settledDeliveries(t.service.db.knex, raised.eventId);
     }
     // Deliveries run concurrently: find each body by its ids, not by arrival order.
     const bodies: Array<Record<string, any>> = r.requests.map((x) => JSON.parse(x.rawBody.toString()));
-    const a = bodies.find((x) => x.call_id === withTools.call_id)!;
-    const b = bodies.find((x) => x.call_id === withoutTools.call_id)!;
+    const a = bodies.find((x) => x.conversation_id === withTools.conversation_id)!;
+    const b = bodies.find((x) => x.conversation_id === withoutTools.conversation_id)!;
     const c = bodies.find((x) => x.batch_id === batch.batch_id)!;
     assert.ok(validCallEvent(a), JSON.stringify(validCallEvent.errors));
     assert.ok(validCallEvent(b), JSON.stringify(validCallEvent.errors));
@@ -269,7 +285,8 @@ describe('webhook delivery', () => {
     assert.ok(!('tool_calls' in b), 'absent when no tool was called');
     assert.equal(a.message_count, a.transcript.length);
     assert.equal(a.created_at, '2026-11-21T23:51:18.000Z');
-    assert.equal(a.call_id, withTools.call_id);
+    assert.equal(a.conversation_id, withTools.conversation_id);
+    assert.ok(!('call_id' in a), 'exactly the fields of the spec');
     assert.deepEqual(Object.keys(c), ['event', 'batch_id', 'agent_id', 'name', 'status', 'total', 'completed_count', 'failed_count', 'voicemail_count', 'created_at', 'completed_at']);
     assert.equal(c.status, 'canceled');
   });
@@ -297,7 +314,7 @@ describe('webhook delivery', () => {
     await registerWebhook(tn, hanging.url);
     const facts = callFacts();
     const started = performance.now();
-    const raised = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: facts.call_id, webhookUrl: null, payload: facts });
+    const raised = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: facts.conversation_id, webhookUrl: null, payload: facts });
     assert.ok(performance.now() - started < TIMEOUT_MS / 2, 'raising an event does not wait for its delivery');
     const [row] = await settledDeliveries(t.service.db.knex, raised.eventId, 5000);
     assert.equal(row.status, 'failed');
@@ -500,5 +517,21 @@ describe('webhook delivery across instances and restarts', () => {
     assert.equal(new Set(ids).size, 60, 'none twice');
     const rows = await t.service.db.knex('webhook_deliveries').whereIn('event_id', raised.map((e) => e.eventId));
     assert.ok(rows.every((x) => x.state === 'done' && x.status === 'succeeded'));
+  });
+
+  it('re-opens its LISTEN connection when the database drops it', async () => {
+    const dbName = new URL(t.service.db.url).pathname.slice(1);
+    const listeners = () =>
+      t.service.db.knex('pg_stat_activity').where({ datname: dbName }).whereILike('query', 'listen %').pluck('pid') as Promise<number[]>;
+    const [before] = await listeners();
+    assert.ok(before, 'the dispatcher listens');
+    await t.service.db.knex.raw('select pg_terminate_backend(?)', [before]);
+    let after: number[] = [];
+    for (let i = 0; i < 100 && !(after.length && !after.includes(before)); i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      after = await listeners();
+    }
+    assert.equal(after.length, 1, 'one new LISTEN connection');
+    assert.notEqual(after[0], before);
   });
 });
