@@ -13,11 +13,17 @@
  *     - `X-Webhook-Signature`: hex HMAC-SHA256 of the raw body keyed with the whole `whsec_...` string;
  *     - `webhook-signature` (Standard Webhooks): `v1,<base64 HMAC-SHA256>` of `{webhook-id}.{webhook-timestamp}.{body}`
  *       keyed with the base64-decoded part after `whsec_`; the timestamp must be within 5 minutes.
- *     A request with neither signature, or with no signature that matches a known secret, gets 401.
+ *     The service sends both on every delivery. This receiver requires the Standard Webhooks one: it
+ *     covers the timestamp and the event id, so a captured request cannot be replayed later, and during a
+ *     secret rotation it carries a signature for each live secret, so a receiver still on the previous
+ *     secret keeps working for the 24-hour overlap. `X-Webhook-Signature` (the spec's) is checked too and
+ *     reported in `verified.spec`, but it alone is not accepted: it covers only the body, so a request
+ *     stripped down to it could be a replay. Missing, wrong or stale signatures get 401.
  *  3. Answer 2xx at once (the service waits at most 10 seconds, never retries, does not follow redirects),
  *     then process.
  *  4. De-duplicate by `webhook-id`: it is the event id, the same for every target of one event.
- *  5. Fill gaps with `GET /api/v1/calls/{call_id}` or `GET /api/v1/batches/{batch_id}`.
+ *  5. Fill gaps with `GET /api/v1/calls/{conversation_id}` (phone calls), `GET /api/v1/realtime/conversations/{conversation_id}`
+ *     (web sessions) or `GET /api/v1/batches/{batch_id}`.
  */
 import http from 'node:http';
 import { createHmac, timingSafeEqual } from 'node:crypto';
@@ -76,8 +82,9 @@ export function createWebhookReceiver({ secrets, onEvent = () => {}, onRejected 
         spec: verifySpecSignature(rawBody, req.headers['x-webhook-signature'], secrets),
         standard: verifyStandardSignature(rawBody, req.headers, secrets),
       };
-      if (!verified.spec && !verified.standard) {
-        onRejected({ headers: req.headers, reason: req.headers['x-webhook-signature'] || req.headers['webhook-signature'] ? 'bad_signature' : 'missing_signature' });
+      if (!verified.standard) {
+        const missing = !req.headers['webhook-signature'];
+        onRejected({ headers: req.headers, reason: missing ? 'missing_signature' : 'bad_signature' });
         res.writeHead(401, { 'Content-Type': 'application/json' }).end('{"error":"invalid or missing signature"}');
         return;
       }
@@ -102,7 +109,7 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
   }
   const server = createWebhookReceiver({
     secrets,
-    onEvent: ({ id, event }) => console.log(`${id} ${event.event}`, event.call_id ?? event.batch_id ?? event.conversation_id),
+    onEvent: ({ id, event }) => console.log(`${id} ${event.event}`, event.conversation_id ?? event.batch_id),
     onRejected: ({ reason }) => console.warn(`rejected: ${reason}`),
   });
   server.listen(Number(process.env.PORT ?? 8080), process.env.HOST ?? '127.0.0.1', () => {

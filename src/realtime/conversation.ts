@@ -76,7 +76,6 @@ export class ConversationFinaliser {
       cost_cents: sessionCost(info.source, elapsedMs, this.metering),
     };
     const payload = callCompletedPayload({
-      call_id: null,
       conversation_id: row.id,
       call_sid: null,
       agent_id: row.agent_id,

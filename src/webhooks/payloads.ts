@@ -66,7 +66,6 @@ const iso = (t: Timestamp) => (t instanceof Date ? t.toISOString() : t);
 export function callCompletedPayload(input: CallCompletedInput): CallCompletedEvent {
   const payload: CallCompletedEvent = {
     event: 'call.completed',
-    call_id: input.call_id,
     conversation_id: input.conversation_id,
     call_sid: input.call_sid,
     agent_id: input.agent_id,

@@ -80,10 +80,8 @@ export async function settledDeliveries(knex: Knex, eventId: string, timeoutMs =
 }
 
 export function callFacts(overrides: Partial<CallCompletedInput> = {}): CallCompletedInput {
-  const callId = newId('call');
   return {
-    call_id: callId,
-    conversation_id: callId,
+    conversation_id: newId('call'),
     call_sid: 'CA5f2d0c1a9b8e7d6c5b4a39281706f5e4',
     agent_id: newId('agent'),
     to_number: '+14155550123',

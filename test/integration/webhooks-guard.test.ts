@@ -16,6 +16,7 @@ let r: Receiver;
 before(async () => {
   t = await startTestService({
     NODE_ENV: 'production',
+    VOICE_SERVICE_URL: 'ws://127.0.0.1:9',
     SECRETS_KEY: randomBytes(32).toString('base64'),
     PUBLIC_BASE_URL: 'https://voice.example.com',
     OUTBOUND_ALLOW_LIST: 'localhost',
@@ -65,7 +66,7 @@ describe('webhook targets in production', () => {
     const tn = await tenant(t);
     const before = r.requests.length;
     const facts = callFacts();
-    const raised = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: facts.call_id, webhookUrl: `http://127.0.0.1:${r.port}/own`, payload: facts });
+    const raised = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: facts.conversation_id, webhookUrl: `http://127.0.0.1:${r.port}/own`, payload: facts });
     const [row] = await settledDeliveries(t.service.db.knex, raised.eventId);
     assert.equal(row.status, 'failed');
     assert.equal(row.error, 'blocked_address');
