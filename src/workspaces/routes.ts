@@ -14,11 +14,11 @@ function dashboard<O extends OperationId>(req: HandlerRequest<O>): Dashboard {
 export function workspaceRoutes(service: WorkspaceService, authLimit: AuthRateLimit): Handlers {
   return {
     signup: async (req) => {
-      await authLimit.consume(req.ctx.ip);
+      await authLimit.consume(req.ctx.req);
       return { status: 201, body: await service.signup(req.body) };
     },
     login: async (req) => {
-      await authLimit.consume(req.ctx.ip);
+      await authLimit.consume(req.ctx.req);
       return { status: 200, body: await service.login(req.body) };
     },
     logout: async (req) => {
