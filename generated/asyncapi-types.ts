@@ -35,20 +35,16 @@ export interface AsyncApiMessagePayloads {
 /**
  * Body of the `call.completed` event, sent once when a phone call or a web realtime session ends,
  * after post-call analysis. Every field is always present except `tool_calls`, which is present only
- * when the agent called at least one tool. For a web session `call_id`, `call_sid` and `to_number` are
- * null, `provider` is `web`, and `conversation_id` (`conv_...`) identifies the session.
+ * when the agent called at least one tool. The fields are exactly the spec's table. For a phone call
+ * `conversation_id` is the call's id (`call_...`, for `GET /api/v1/calls/{call_id}`); for a web session
+ * `call_sid` and `to_number` are null, `provider` is `web`, and `conversation_id` (`conv_...`)
+ * identifies the session (`GET /api/v1/realtime/conversations/{conversation_id}`).
  *
  */
 export interface CallCompletedEvent {
   event: "call.completed";
   /**
-   * Our addition to the spec's payload: the id of the call record, for `GET /api/v1/calls/{call_id}`.
-   * Null for a web session (it has no call record).
-   *
-   */
-  call_id: string | null;
-  /**
-   * Identifies the conversation: for a phone call the call's id (equal to `call_id`); for a web
+   * Identifies the conversation: for a phone call the call's id (`call_...`); for a web
    * session the session id (`conv_...`, the `session_id` of the realtime `session_started` message).
    *
    */
@@ -455,12 +451,12 @@ export interface RealtimeSessionEnded {
  * | `empty_payload` | `data` decodes to zero bytes |
  * | `binary_frame_unsupported` | a binary frame was sent |
  * | `no_audio_received` | sent once per session, when an image arrives at least 8 seconds after the first image and no audio has been received; checked when an image arrives, not on a timer |
- * | `forward_failed` | a valid message could not be passed to the agent; safe to send again |
+ * | `forward_failed` | voice, camera and screen sessions: a valid message could not be passed to the agent (its session is reconnecting and its queue is full), or a message sent before `session_started` was dropped because the admission hold (250 messages / 8 MB by default) was full; one per message, safe to send again (a text session gets an apology `text` instead) |
  * | `upstream_unavailable` | voice, camera and screen sessions only: the voice service is unreachable after retries; the socket then closes with 1011 |
  *
  * Text sessions emit only `binary_frame_unsupported` and `missing_data`; they ignore audio and
- * images without error, and other unusable messages are dropped silently (invalid JSON gets an
- * apology from the agent).
+ * images without error, and other unusable messages are dropped silently (invalid JSON, and a message
+ * that could not be passed to the agent, get an apology `text` from the agent).
  *
  */
 export interface RealtimeError {

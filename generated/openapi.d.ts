@@ -1184,6 +1184,55 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/realtime/conversations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List finished web sessions
+         * @description The workspace's web-session records, newest first (a session appears once it has ended and been
+         *     finalised, just before its `call.completed` is sent). Use it to make up for missed
+         *     `call.completed` webhooks. The filters combine; a filter that matches nothing gives an empty
+         *     page, not an error.
+         */
+        get: operations["listRealtimeConversations"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/realtime/conversations/{conversation_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id (`conv_...`, the `conversation_id` of `call.completed`). Any id that matches no session of any workspace answers 404. */
+                conversation_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Retrieve a finished web session
+         * @description The record of one finished web session: the same values as its `call.completed` event, plus
+         *     `user_id`, `source` and `ended_at`, so it fills the gap left by a missed webhook. Another
+         *     workspace's session answers 403; an unknown id (or a session still live, not yet finalised)
+         *     answers 404 (`conversation_not_found`).
+         */
+        get: operations["getRealtimeConversation"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/telephony/provider_a/voice": {
         parameters: {
             query?: never;
@@ -3295,7 +3344,8 @@ export interface components {
             agent_id: string;
             /**
              * @description Your identifier for the end user, 1-128 URL-safe characters (letters, digits, `.`, `_`, `~`,
-             *     `-`). It becomes the last segment of the WebSocket path, and the token is bound to it.
+             *     `-`), not made only of dots (`.` and `..` would be read as path segments). It becomes the last
+             *     segment of the WebSocket path, and the token is bound to it.
              */
             user_id: string;
             /**
@@ -3320,6 +3370,135 @@ export interface components {
              *     Open it exactly as returned.
              */
             ws_url: string;
+        };
+        /**
+         * RealtimeConversation
+         * @description The record of one finished web realtime session. It carries every field of the session's
+         *     `call.completed` event with the same values (`tool_calls` likewise only when the agent called a
+         *     tool), so a missed webhook can be made up by reading it, plus `user_id`, `source` and `ended_at`.
+         *     A record exists once the session has ended and been finalised (just before `call.completed` is
+         *     sent); a live session has none yet.
+         * @example {
+         *       "conversation_id": "conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2",
+         *       "call_sid": null,
+         *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+         *       "to_number": null,
+         *       "provider": "web",
+         *       "first_message": "Hello! How can I help you today?",
+         *       "first_message_delivered": true,
+         *       "variables": {},
+         *       "duration": 41,
+         *       "status": "completed",
+         *       "message_count": 3,
+         *       "transcript": [
+         *         {
+         *           "role": "model",
+         *           "text": "Hello! How can I help you today?",
+         *           "timestamp": 1795305300.2
+         *         },
+         *         {
+         *           "role": "user",
+         *           "text": "What are your opening hours on Saturday?",
+         *           "timestamp": 1795305306.9
+         *         },
+         *         {
+         *           "role": "model",
+         *           "text": "I'm not sure about Saturday hours. Let me have someone get back to you.",
+         *           "timestamp": 1795305309.4
+         *         }
+         *       ],
+         *       "summary": "The visitor asked about Saturday opening hours, which the agent could not answer.",
+         *       "sentiment": "neutral",
+         *       "goal_met": false,
+         *       "needs_review": true,
+         *       "unanswered_questions": [
+         *         "What are your opening hours on Saturday?"
+         *       ],
+         *       "interruption_count": 1,
+         *       "latency_avg_ms": 690,
+         *       "created_at": "2026-11-21T23:55:00.000Z",
+         *       "user_id": "customer-4821",
+         *       "source": "voice",
+         *       "ended_at": "2026-11-21T23:55:41.000Z"
+         *     }
+         */
+        RealtimeConversation: {
+            /**
+             * @description The session id (the `session_id` of `session_started`, the `conversation_id` of `call.completed`).
+             * @example conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2
+             */
+            conversation_id: string;
+            /** @description Always null for a web session (as in `call.completed`). */
+            call_sid: null;
+            /** @example agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R */
+            agent_id: string;
+            /** @description Always null for a web session (as in `call.completed`). */
+            to_number: null;
+            /**
+             * @description Always `web` for a web session (as in `call.completed`).
+             * @constant
+             */
+            provider: "web";
+            /** @description The agent's opening line after variable substitution; null when it had none. */
+            first_message: string | null;
+            /** @description True when the agent finished speaking (or sending) `first_message`. */
+            first_message_delivered: boolean;
+            /** @description The values substituted into the agent's placeholders; an empty object when there were none. */
+            variables: {
+                [key: string]: string;
+            };
+            /** @description Length of the session in whole seconds (rounded), from `session_started` to the close. */
+            duration: number;
+            /**
+             * @description `completed`: the session ran and closed normally. `failed`: the agent session was lost (the
+             *     socket closed with 1011 after `upstream_unavailable`).
+             * @enum {string}
+             */
+            status: "completed" | "failed";
+            /** @description Number of entries in `transcript`. */
+            message_count: number;
+            /** @description Every final utterance (or typed message), oldest first; empty when nothing was said. */
+            transcript: components["schemas"]["TranscriptEntry"][];
+            /** @description A few sentences on what happened, from post-call analysis; empty when nothing was said. */
+            summary: string;
+            /** @enum {string} */
+            sentiment: "positive" | "neutral" | "negative";
+            goal_met: boolean;
+            needs_review: boolean;
+            unanswered_questions: string[];
+            interruption_count: number;
+            /** @description Average reply latency in milliseconds; 0 when no turn was measured. */
+            latency_avg_ms: number;
+            /**
+             * Format: date-time
+             * @description When the session started (as `created_at` of `call.completed`).
+             */
+            created_at: string;
+            /** @description The tool calls the agent made, in the order they started. Absent when there were none (as in `call.completed`). */
+            tool_calls?: components["schemas"]["ToolCallRecord"][];
+            /**
+             * @description The `user_id` the session was created for.
+             * @example customer-4821
+             */
+            user_id: string;
+            /**
+             * @description What the session carried.
+             * @enum {string}
+             */
+            source: "voice" | "camera" | "screen" | "text";
+            /**
+             * Format: date-time
+             * @description When the session closed.
+             */
+            ended_at: string;
+        };
+        /** RealtimeConversationList */
+        RealtimeConversationList: {
+            /** @constant */
+            object: "list";
+            data: components["schemas"]["RealtimeConversation"][];
+            has_more: boolean;
+            next_cursor: string | null;
         };
         /**
          * ProviderAVoiceRequest
@@ -3469,11 +3648,12 @@ export interface components {
          * CallCompletedEvent
          * @description Body of the `call.completed` event, sent once when a phone call or a web realtime session ends,
          *     after post-call analysis. Every field is always present except `tool_calls`, which is present only
-         *     when the agent called at least one tool. For a web session `call_id`, `call_sid` and `to_number` are
-         *     null, `provider` is `web`, and `conversation_id` (`conv_...`) identifies the session.
+         *     when the agent called at least one tool. The fields are exactly the spec's table. For a phone call
+         *     `conversation_id` is the call's id (`call_...`, for `GET /api/v1/calls/{call_id}`); for a web session
+         *     `call_sid` and `to_number` are null, `provider` is `web`, and `conversation_id` (`conv_...`)
+         *     identifies the session (`GET /api/v1/realtime/conversations/{conversation_id}`).
          * @example {
          *       "event": "call.completed",
-         *       "call_id": "call_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
          *       "conversation_id": "call_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
          *       "call_sid": "CA5f2d0c1a9b8e7d6c5b4a39281706f5e4",
          *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
@@ -3539,7 +3719,6 @@ export interface components {
          *     }
          * @example {
          *       "event": "call.completed",
-         *       "call_id": null,
          *       "conversation_id": "conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2",
          *       "call_sid": null,
          *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
@@ -3584,13 +3763,7 @@ export interface components {
             /** @constant */
             event: "call.completed";
             /**
-             * @description Our addition to the spec's payload: the id of the call record, for `GET /api/v1/calls/{call_id}`.
-             *     Null for a web session (it has no call record).
-             * @example call_01JD5Z7Q8Y1C2B3A4N5M6K7P8R
-             */
-            call_id: string | null;
-            /**
-             * @description Identifies the conversation: for a phone call the call's id (equal to `call_id`); for a web
+             * @description Identifies the conversation: for a phone call the call's id (`call_...`); for a web
              *     session the session id (`conv_...`, the `session_id` of the realtime `session_started` message).
              * @example call_01JD5Z7Q8Y1C2B3A4N5M6K7P8R
              */
@@ -8551,6 +8724,198 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    listRealtimeConversations: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100. */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Cursor for the next page: the `next_cursor` of the previous page (the id of its last item).
+                 *     Lists are ordered newest first.
+                 */
+                starting_after?: components["parameters"]["StartingAfter"];
+                /** @description Only sessions with this agent. */
+                agent_id?: string;
+                /** @description Only sessions created for this `user_id`. */
+                user_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of session records, newest first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "list",
+                     *       "data": [
+                     *         {
+                     *           "conversation_id": "conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2",
+                     *           "call_sid": null,
+                     *           "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                     *           "to_number": null,
+                     *           "provider": "web",
+                     *           "first_message": "Hello! How can I help you today?",
+                     *           "first_message_delivered": true,
+                     *           "variables": {},
+                     *           "duration": 41,
+                     *           "status": "completed",
+                     *           "message_count": 2,
+                     *           "transcript": [
+                     *             {
+                     *               "role": "model",
+                     *               "text": "Hello! How can I help you today?",
+                     *               "timestamp": 1795305300.2
+                     *             },
+                     *             {
+                     *               "role": "user",
+                     *               "text": "Just checking in, thanks.",
+                     *               "timestamp": 1795305306.9
+                     *             }
+                     *           ],
+                     *           "summary": "The visitor said hello and left.",
+                     *           "sentiment": "neutral",
+                     *           "goal_met": false,
+                     *           "needs_review": false,
+                     *           "unanswered_questions": [],
+                     *           "interruption_count": 0,
+                     *           "latency_avg_ms": 0,
+                     *           "created_at": "2026-11-21T23:55:00.000Z",
+                     *           "user_id": "customer-4821",
+                     *           "source": "text",
+                     *           "ended_at": "2026-11-21T23:55:41.000Z"
+                     *         }
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RealtimeConversationList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getRealtimeConversation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id (`conv_...`, the `conversation_id` of `call.completed`). Any id that matches no session of any workspace answers 404. */
+                conversation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session record. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "conversation_id": "conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2",
+                     *       "call_sid": null,
+                     *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                     *       "to_number": null,
+                     *       "provider": "web",
+                     *       "first_message": "Hello! How can I help you today?",
+                     *       "first_message_delivered": true,
+                     *       "variables": {},
+                     *       "duration": 41,
+                     *       "status": "completed",
+                     *       "message_count": 3,
+                     *       "transcript": [
+                     *         {
+                     *           "role": "model",
+                     *           "text": "Hello! How can I help you today?",
+                     *           "timestamp": 1795305300.2
+                     *         },
+                     *         {
+                     *           "role": "user",
+                     *           "text": "What are your opening hours on Saturday?",
+                     *           "timestamp": 1795305306.9
+                     *         },
+                     *         {
+                     *           "role": "model",
+                     *           "text": "I'm not sure about Saturday hours. Let me have someone get back to you.",
+                     *           "timestamp": 1795305309.4
+                     *         }
+                     *       ],
+                     *       "summary": "The visitor asked about Saturday opening hours, which the agent could not answer.",
+                     *       "sentiment": "neutral",
+                     *       "goal_met": false,
+                     *       "needs_review": true,
+                     *       "unanswered_questions": [
+                     *         "What are your opening hours on Saturday?"
+                     *       ],
+                     *       "interruption_count": 1,
+                     *       "latency_avg_ms": 690,
+                     *       "created_at": "2026-11-21T23:55:00.000Z",
+                     *       "tool_calls": [
+                     *         {
+                     *           "name": "lookup_hours",
+                     *           "source": "http",
+                     *           "arguments": {
+                     *             "day": "saturday"
+                     *           },
+                     *           "result": {
+                     *             "found": false
+                     *           },
+                     *           "ok": true,
+                     *           "error": null,
+                     *           "duration_ms": 212,
+                     *           "started_at": 1795305307.1
+                     *         }
+                     *       ],
+                     *       "user_id": "customer-4821",
+                     *       "source": "voice",
+                     *       "ended_at": "2026-11-21T23:55:41.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RealtimeConversation"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such session (`conversation_not_found`). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "not_found_error",
+                     *         "code": "conversation_not_found",
+                     *         "message": "No web session conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2.",
+                     *         "param": "conversation_id",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     providerAVoiceWebhook: {
         parameters: {
             query?: never;
@@ -9221,7 +9586,6 @@ export interface operations {
                 /**
                  * @example {
                  *       "event": "call.completed",
-                 *       "call_id": "call_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
                  *       "conversation_id": "call_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
                  *       "call_sid": "CA5f2d0c1a9b8e7d6c5b4a39281706f5e4",
                  *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",

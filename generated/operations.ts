@@ -497,6 +497,22 @@ export const operations = [
     ]
   },
   {
+    "operationId": "listRealtimeConversations",
+    "method": "GET",
+    "path": "/api/v1/realtime/conversations",
+    "tags": [
+      "Realtime"
+    ]
+  },
+  {
+    "operationId": "getRealtimeConversation",
+    "method": "GET",
+    "path": "/api/v1/realtime/conversations/{conversation_id}",
+    "tags": [
+      "Realtime"
+    ]
+  },
+  {
     "operationId": "providerAVoiceWebhook",
     "method": "POST",
     "path": "/telephony/provider_a/voice",

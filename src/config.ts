@@ -133,6 +133,13 @@ const schema = z.object({
   REALTIME_LEASE_EXPIRY_MS: z.coerce.number().int().min(1).max(59_999).default(30_000),
   /** WebSocket ping interval; a peer that misses one pong is terminated. */
   REALTIME_PING_INTERVAL_MS: durationMs(15_000),
+  /**
+   * Frames a client sends before `session_started` (while the connection checks and the voice session
+   * start run) are held up to this many frames and bytes; frames beyond are dropped and each answered
+   * with `forward_failed` once the session starts (an apology `text` in a text session).
+   */
+  REALTIME_ADMISSION_HOLD_FRAMES: z.coerce.number().int().min(0).default(250),
+  REALTIME_ADMISSION_HOLD_BYTES: z.coerce.number().int().min(0).default(8 * 1024 * 1024),
   /** `no_audio_received`: an image this long after the first image with no audio received. */
   REALTIME_NO_AUDIO_AFTER_MS: durationMs(8_000),
   /** Tool calls of a realtime session: time limit, and delay before the agent says a filler line. */
@@ -181,9 +188,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (c.VOICE_SERVICE_URL && !c.GEMINI_API_KEY && /(^|\.)googleapis\.com$/.test(new URL(c.VOICE_SERVICE_URL).hostname)) {
     throw new ConfigError('Invalid configuration:\n  GEMINI_API_KEY: required when VOICE_SERVICE_URL is a googleapis.com endpoint');
   }
+  if (c.REALTIME_LEASE_HEARTBEAT_MS >= c.REALTIME_LEASE_EXPIRY_MS) {
+    throw new ConfigError(
+      `Invalid configuration:\n  REALTIME_LEASE_HEARTBEAT_MS: must be less than REALTIME_LEASE_EXPIRY_MS (${c.REALTIME_LEASE_EXPIRY_MS}), or leases expire between renewals`,
+    );
+  }
   if (c.NODE_ENV === 'production') {
     if (!c.SECRETS_KEY) throw new ConfigError('Invalid configuration:\n  SECRETS_KEY: required when NODE_ENV=production');
     if (!c.PUBLIC_BASE_URL) throw new ConfigError('Invalid configuration:\n  PUBLIC_BASE_URL: required when NODE_ENV=production');
+    if (!c.VOICE_SERVICE_URL) throw new ConfigError('Invalid configuration:\n  VOICE_SERVICE_URL: required when NODE_ENV=production (the sandbox voice service is for development and tests)');
   }
   const host = c.HOST === '0.0.0.0' || c.HOST === '::' ? 'localhost' : c.HOST;
   return {

@@ -40,6 +40,7 @@ import { mcpRoutes } from './mcp/routes.js';
 import { Idempotency } from './http/idempotency.js';
 import { createVoiceService, type VoiceServiceHandle } from './voice/index.js';
 import { createRealtime, type Realtime } from './realtime/index.js';
+import { routeUpgrades } from './http/upgrades.js';
 
 export interface RunningService {
   url: string;
@@ -120,9 +121,10 @@ export async function startService(
   const voice = await createVoiceService(config, log);
   const realtime = createRealtime({ config, knex: db.knex, clock, log, contract, agents, voice, tools: toolRunner, events, onForward: opts.onFrameForwarded });
 
+  const authLimit = new AuthRateLimit(db.knex, { perMinute: config.AUTH_RATE_LIMIT_PER_MINUTE, trustedProxies: config.TRUSTED_PROXIES });
   // Handlers by operationId; operations missing here answer 501.
   const handlers: Handlers = {
-    ...workspaceRoutes(workspaces, new AuthRateLimit(db.knex, config.AUTH_RATE_LIMIT_PER_MINUTE)),
+    ...workspaceRoutes(workspaces, authLimit),
     ...agentRoutes(agents),
     ...toolRoutes(tools),
     ...knowledgeRoutes(knowledge, contract),
@@ -139,6 +141,7 @@ export async function startService(
   // Connections kept open for MCP tool calls.
   stopHooks.push(() => mcp.close());
   stopHooks.push(() => voice.close());
+  stopHooks.push(async () => authLimit.close());
   const app = createApp({
     config,
     log,
@@ -155,6 +158,9 @@ export async function startService(
   });
 
   const server = http.createServer(app.callback());
+  // Every WebSocket endpoint by path, in one place (telephony media streams join here); any other
+  // upgrade path is answered 404 and its socket destroyed.
+  routeUpgrades(server, [realtime.upgradeRoute]);
   realtime.attach(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

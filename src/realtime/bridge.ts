@@ -140,18 +140,42 @@ export class SessionBridge {
     });
   }
 
-  /** One client frame. `receivedAt` is process.hrtime.bigint() at receipt. */
+  /** The agent's apology for a message it could not take (text sessions carry no other error codes). */
+  private apologise(): void {
+    this.send({ type: 'text', text: APOLOGY });
+    this.send({ type: 'turn_complete' });
+  }
+
+  /**
+   * A message that could not be passed to the agent: `forward_failed` in a voice, camera or screen
+   * session; in a text session (whose only error codes are binary_frame_unsupported and missing_data)
+   * an apology `text` from the agent instead.
+   */
+  private notForwarded(): void {
+    if (this.isText) this.apologise();
+    else this.sendError('forward_failed', 'The message could not be passed to the agent; send it again.');
+  }
+
+  /** A frame dropped before the session started (the admission hold was full). */
+  frameDropped(): void {
+    if (!this.finished) this.notForwarded();
+  }
+
+  /**
+   * One client frame. `receivedAt` is process.hrtime.bigint() at receipt. After `session_ended` the
+   * session stays connected: unusable frames are still answered with their error, usable ones are not
+   * passed on (the agent has left the conversation).
+   */
   handleFrame(raw: Buffer | string, isBinary: boolean, receivedAt: bigint): void {
-    if (this.ended || this.finished) return;
+    if (this.finished) return;
     const frame = parseFrame(raw, isBinary);
     if (!frame.ok) {
       if (!this.isText) this.sendError(frame.code, frame.error);
-      else if (frame.code === 'invalid_json') {
-        this.send({ type: 'text', text: APOLOGY });
-        this.send({ type: 'turn_complete' });
-      } else if (TEXT_SESSION_CODES.has(frame.code)) this.sendError(frame.code, frame.error);
+      else if (frame.code === 'invalid_json') this.apologise();
+      else if (TEXT_SESSION_CODES.has(frame.code)) this.sendError(frame.code, frame.error);
       return;
     }
+    if (this.ended) return;
     if (this.isText && frame.mimeType !== 'text/plain') return;
     try {
       switch (frame.mimeType) {
@@ -171,7 +195,7 @@ export class SessionBridge {
       this.opts.onForward?.(process.hrtime.bigint() - receivedAt);
     } catch (err) {
       this.log.warn({ err, sessionId: this.info.id }, 'frame could not be forwarded');
-      this.sendError('forward_failed', 'The message could not be passed to the agent; send it again.');
+      this.notForwarded();
     }
   }
 

@@ -7,11 +7,13 @@ import type { Config } from '../config.js';
 import type { Clock } from '../lib/clock.js';
 import type { Contract } from '../http/contract.js';
 import type { Handlers } from '../http/handler-types.js';
+import type { UpgradeRoute } from '../http/upgrades.js';
 import type { VoiceService } from '../voice/types.js';
 import type { SessionToolRunner } from './bridge.js';
 import { ConversationFinaliser, type CallCompletedPublisher } from './conversation.js';
 import { LeaseKeeper } from './leases.js';
 import { clientAddressResolver, IpAttemptLimiter } from './rate-limits.js';
+import { ConversationRecords } from './records.js';
 import { realtimeRoutes } from './routes.js';
 import { RealtimeService, type RuntimeAgents } from './service.js';
 import { RealtimeStore } from './store.js';
@@ -36,7 +38,9 @@ export interface Realtime {
   store: RealtimeStore;
   gateway: RealtimeGateway;
   leases: LeaseKeeper;
-  /** Listens for /ws/ upgrades on the server and starts the lease heartbeat. */
+  /** The `/ws/{user_id}` WebSocket route, for src/http/upgrades.ts. */
+  upgradeRoute: UpgradeRoute;
+  /** Starts the ping sweep and the lease heartbeat (the server is used for its port when PUBLIC_BASE_URL is unset). */
   attach(server: http.Server): void;
   /** Shutdown: closes live sessions (1001) and waits for their records and events. */
   drain(): Promise<void>;
@@ -80,18 +84,28 @@ export function createRealtime(d: RealtimeDeps): Realtime {
     clientAddressResolver(c.TRUSTED_PROXIES),
     d.tools,
     d.clock,
-    { pingIntervalMs: c.REALTIME_PING_INTERVAL_MS, noAudioAfterMs: c.REALTIME_NO_AUDIO_AFTER_MS, toolTimeoutMs: c.REALTIME_TOOL_TIMEOUT_MS, toolFillerMs: c.REALTIME_TOOL_FILLER_MS, onForward: d.onForward },
+    {
+      pingIntervalMs: c.REALTIME_PING_INTERVAL_MS,
+      holdFrames: c.REALTIME_ADMISSION_HOLD_FRAMES,
+      holdBytes: c.REALTIME_ADMISSION_HOLD_BYTES,
+      shutdownGraceMs: c.SHUTDOWN_GRACE_MS,
+      noAudioAfterMs: c.REALTIME_NO_AUDIO_AFTER_MS,
+      toolTimeoutMs: c.REALTIME_TOOL_TIMEOUT_MS,
+      toolFillerMs: c.REALTIME_TOOL_FILLER_MS,
+      onForward: d.onForward,
+    },
     log,
   );
   let pruneTimer: NodeJS.Timeout | undefined;
   return {
-    routes: realtimeRoutes(service, d.contract, c.BODY_LIMIT_BYTES),
+    routes: realtimeRoutes(service, new ConversationRecords(store), d.contract, c.BODY_LIMIT_BYTES),
     store,
     gateway,
     leases,
+    upgradeRoute: gateway.route,
     attach(httpServer) {
       server = httpServer;
-      gateway.attach(httpServer);
+      gateway.attach();
       leases.start();
       pruneTimer = setInterval(() => void service.prune().catch((err) => log.warn({ err }, 'token pruning failed')), 60 * 60 * 1000);
       pruneTimer.unref();

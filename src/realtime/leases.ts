@@ -3,18 +3,33 @@
  * workspace's concurrent_session_limit and renewed by this instance's heartbeat. A lease whose
  * heartbeat stops (closed tab detected by ping/pong, crashed instance) expires and stops counting
  * within REALTIME_LEASE_EXPIRY_MS.
+ *
+ * Expiry is set and compared on the database clock (now()), so instances with skewed clocks agree.
+ *
+ * A lease can vanish under a live session: when this instance's heartbeat lags past the expiry,
+ * another instance deletes it as expired. The heartbeat notices (the renewal touches fewer rows than
+ * it holds) and takes the missing leases again, so the session counts again. If the workspace is at
+ * its limit by then (another session took the freed slot), the session is NOT cut: a user mid
+ * conversation keeps it, the limit is exceeded until one of them ends, and this is logged (warn,
+ * `session lease could not be re-acquired`); the heartbeat keeps trying to re-acquire it.
  */
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import type { RealtimeStore } from './store.js';
 
+interface HeldLease {
+  workspaceId: string;
+  kind: string;
+}
+
 export class LeaseKeeper {
-  private readonly held = new Set<string>();
+  private readonly held = new Map<string, HeldLease>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly store: RealtimeStore,
-    private readonly clock: Clock,
+    // Kept for the constructor's shape; lease times come from the database clock.
+    _clock: Clock,
     private readonly opts: { instanceId: string; heartbeatMs: number; expiryMs: number },
     private readonly log: Logger,
   ) {}
@@ -24,22 +39,35 @@ export class LeaseKeeper {
     this.timer.unref();
   }
 
-  private expiry(): Date {
-    return new Date(this.clock.now().getTime() + this.opts.expiryMs);
-  }
-
+  /** Renews every held lease, re-acquires those that disappeared, then deletes expired ones. */
   async heartbeat(): Promise<void> {
     try {
-      await this.store.renewLeases([...this.held], this.expiry());
-      await this.store.deleteExpiredLeases(this.clock.now());
+      const ids = [...this.held.keys()];
+      const renewed = new Set(await this.store.renewLeases(ids, this.opts.expiryMs));
+      for (const id of ids) {
+        if (renewed.has(id)) continue;
+        const lease = this.held.get(id);
+        if (lease) await this.reacquire(id, lease);
+      }
+      await this.store.deleteExpiredLeases();
     } catch (err) {
       this.log.warn({ err }, 'session lease heartbeat failed');
     }
   }
 
+  private async reacquire(id: string, lease: HeldLease): Promise<void> {
+    const limit = await this.store.sessionLimit(lease.workspaceId);
+    if (limit === undefined || !this.held.has(id)) return;
+    const ok = await this.store.acquireLease({ id, workspace_id: lease.workspaceId, kind: lease.kind, instance_id: this.opts.instanceId }, limit, this.opts.expiryMs);
+    // Released while we were re-acquiring: give it back.
+    if (ok && !this.held.has(id)) await this.store.releaseLease(id);
+    if (ok) this.log.warn({ leaseId: id, workspaceId: lease.workspaceId }, 'session lease had been deleted (heartbeat lag); re-acquired');
+    else this.log.warn({ leaseId: id, workspaceId: lease.workspaceId, limit }, 'session lease could not be re-acquired: the workspace is at its limit; the session continues');
+  }
+
   async acquire(id: string, workspaceId: string, limit: number, kind = 'realtime'): Promise<boolean> {
-    const ok = await this.store.acquireLease({ id, workspace_id: workspaceId, kind, instance_id: this.opts.instanceId }, limit, this.clock.now(), this.expiry());
-    if (ok) this.held.add(id);
+    const ok = await this.store.acquireLease({ id, workspace_id: workspaceId, kind, instance_id: this.opts.instanceId }, limit, this.opts.expiryMs);
+    if (ok) this.held.set(id, { workspaceId, kind });
     return ok;
   }
 

@@ -1,12 +1,16 @@
-/** Handler of createRealtimeSession. It validates its own body, at step 5 of the spec's check order. */
+/**
+ * Handlers of the Realtime operations: createRealtimeSession (it validates its own body, at step 5 of
+ * the spec's check order) and the reads of finished web sessions.
+ */
 import type { Handlers } from '../http/handler-types.js';
 import type { Contract } from '../http/contract.js';
 import { workspaceOf } from '../http/principal.js';
 import { checkContentType } from '../http/router.js';
 import { deferredBodyError } from '../http/deferred-body.js';
 import { RealtimeService } from './service.js';
+import type { ConversationRecords } from './records.js';
 
-export function realtimeRoutes(service: RealtimeService, contract: Contract, bodyLimitBytes: number): Handlers {
+export function realtimeRoutes(service: RealtimeService, records: ConversationRecords, contract: Contract, bodyLimitBytes: number): Handlers {
   const info = contract.operations.get('createRealtimeSession');
   if (!info) throw new Error('createRealtimeSession is missing from the contract');
   const validate = contract.validator(`${info.pointer}/requestBody/content/application~1json/schema`);
@@ -23,5 +27,7 @@ export function realtimeRoutes(service: RealtimeService, contract: Contract, bod
       });
       return { status: 201, body };
     },
+    listRealtimeConversations: async (req) => ({ status: 200, body: await records.list(workspaceOf(req.auth), req.query) }),
+    getRealtimeConversation: async (req) => ({ status: 200, body: await records.get(workspaceOf(req.auth), req.params.conversation_id) }),
   };
 }

@@ -1,5 +1,6 @@
 /** Realtime tokens, session-slot leases and conversation records in PostgreSQL. */
 import type { Knex } from 'knex';
+import { paginate, type Page, type PageParams } from '../lib/pagination.js';
 
 export type Source = 'voice' | 'camera' | 'screen' | 'text';
 
@@ -105,27 +106,52 @@ export class RealtimeStore {
     await this.db('realtime_tokens').where('created_at', '<', before).delete();
   }
 
-  /** Takes a slot if fewer than `limit` unexpired leases of the workspace exist (atomic across instances). */
-  async acquireLease(lease: { id: string; workspace_id: string; kind: string; instance_id: string }, limit: number, now: Date, expiresAt: Date): Promise<boolean> {
+  /**
+   * Takes a slot if fewer than `limit` unexpired leases of the workspace exist (atomic across
+   * instances). Expiry is set and compared on the database clock (now()), never an instance's, so
+   * instances whose clocks disagree still agree on which leases count.
+   */
+  async acquireLease(lease: { id: string; workspace_id: string; kind: string; instance_id: string }, limit: number, expiryMs: number): Promise<boolean> {
     return this.db.transaction(async (trx) => {
       await lockWorkspace(trx, 'session-lease', lease.workspace_id);
-      const [{ count }] = await trx('session_leases').where('workspace_id', lease.workspace_id).where('expires_at', '>', now).count<{ count: string }[]>('* as count');
+      const [{ count }] = await trx('session_leases')
+        .where('workspace_id', lease.workspace_id)
+        .where('expires_at', '>', trx.fn.now())
+        .whereNot('id', lease.id)
+        .count<{ count: string }[]>('* as count');
       if (Number(count) >= limit) return false;
-      await trx('session_leases').insert({ ...lease, expires_at: expiresAt, created_at: now });
+      // Re-acquiring a lease that expired but was not yet deleted replaces it.
+      await trx('session_leases')
+        .insert({ ...lease, expires_at: trx.raw(`now() + ? * interval '1 millisecond'`, [expiryMs]), created_at: trx.fn.now() })
+        .onConflict('id')
+        .merge(['expires_at', 'instance_id']);
       return true;
     });
   }
 
-  async renewLeases(ids: string[], expiresAt: Date): Promise<void> {
-    if (ids.length) await this.db('session_leases').whereIn('id', ids).update({ expires_at: expiresAt });
+  /** Extends the given leases to now() + expiryMs (database clock); returns the ids that still existed. */
+  async renewLeases(ids: string[], expiryMs: number): Promise<string[]> {
+    if (!ids.length) return [];
+    const rows: Array<{ id: string }> = await this.db('session_leases')
+      .whereIn('id', ids)
+      .update({ expires_at: this.db.raw(`now() + ? * interval '1 millisecond'`, [expiryMs]) })
+      .returning('id');
+    return rows.map((r) => r.id);
   }
 
   async releaseLease(id: string): Promise<void> {
     await this.db('session_leases').where({ id }).delete();
   }
 
-  async deleteExpiredLeases(now: Date): Promise<void> {
-    await this.db('session_leases').where('expires_at', '<=', now).delete();
+  /** Deletes leases expired on the database clock. */
+  async deleteExpiredLeases(): Promise<void> {
+    await this.db('session_leases').where('expires_at', '<=', this.db.fn.now()).delete();
+  }
+
+  /** The workspace's concurrent-session limit now (undefined when the workspace is gone). */
+  async sessionLimit(workspaceId: string): Promise<number | undefined> {
+    const row = await this.db('workspaces').where({ id: workspaceId }).first('concurrent_session_limit');
+    return row?.concurrent_session_limit as number | undefined;
   }
 
   /** Whole seconds of web sessions the workspace finished since `since`. */
@@ -152,5 +178,13 @@ export class RealtimeStore {
 
   getConversation(id: string): Promise<ConversationRow | undefined> {
     return this.db('realtime_conversations').where({ id }).first();
+  }
+
+  /** A page of the workspace's records, newest first (ids are time-ordered), optionally by agent and user. */
+  listConversations(workspaceId: string, params: PageParams & { agent_id?: string; user_id?: string }): Promise<Page<ConversationRow>> {
+    const query = this.db('realtime_conversations').where({ workspace_id: workspaceId }).select('*');
+    if (params.agent_id !== undefined) query.where('agent_id', params.agent_id);
+    if (params.user_id !== undefined) query.where('user_id', params.user_id);
+    return paginate<ConversationRow, ConversationRow>(query, params, (r) => r);
   }
 }

@@ -2,12 +2,16 @@
  * The realtime WebSocket `/ws/{user_id}?token=...` on the HTTP server's `upgrade` event (ws in noServer
  * mode). Before the upgrade: the per-IP attempt limit (HTTP 429 + Retry-After). After it: admission
  * (RealtimeService.admit; a refusal closes at once with its code and reason, no message before), then a
- * SessionBridge. Frames that arrive during admission are held and handled after `session_started`.
- * Dead peers are found by ping/pong and terminated, which releases their slot.
+ * SessionBridge. Frames that arrive during admission are held (up to holdFrames / holdBytes) and
+ * handled after `session_started`; frames beyond that are dropped and each answered then with
+ * `forward_failed` (an apology `text` in a text session). Dead peers are found by ping/pong (from the
+ * moment the socket is accepted, admission included) and terminated, which releases their slot.
+ * The upgrade itself is routed by src/http/upgrades.ts.
  */
 import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { answerUpgrade, type UpgradeRoute } from '../http/upgrades.js';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import { SessionBridge, type BridgeOptions, type SessionToolRunner } from './bridge.js';
@@ -15,18 +19,29 @@ import type { ConversationFinaliser } from './conversation.js';
 import type { IpAttemptLimiter } from './rate-limits.js';
 import type { RealtimeService, Admission } from './service.js';
 
-const PATH = /^\/ws\/([^/]+)$/;
+export const REALTIME_PATH = /^\/ws\/([^/]+)$/;
 /** Largest client frame (a JPEG frame as base64 JSON fits comfortably). */
 const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 
 export interface GatewayOptions extends BridgeOptions {
   pingIntervalMs: number;
+  /** Frames held while admission runs: at most this many, of at most this many bytes in all. */
+  holdFrames: number;
+  holdBytes: number;
+  /** drain() waits at most this long for sessions to finish (SHUTDOWN_GRACE_MS). */
+  shutdownGraceMs: number;
 }
 
 function refuseUpgrade(socket: Duplex, status: string, headers: Record<string, string> = {}): void {
-  const lines = [`HTTP/1.1 ${status}`, 'Connection: close', 'Content-Length: 0', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
-  socket.end(`${lines.join('\r\n')}\r\n\r\n`);
-  socket.destroy();
+  answerUpgrade(socket, status, { headers });
+}
+
+/** Frames received while admission runs. */
+interface Held {
+  frames: Array<[Buffer, boolean, bigint]>;
+  bytes: number;
+  /** Frames dropped beyond the cap (everything after the first one that did not fit). */
+  dropped: number;
 }
 
 export class RealtimeGateway {
@@ -48,14 +63,16 @@ export class RealtimeGateway {
     private readonly log: Logger,
   ) {}
 
-  attach(server: http.Server): void {
-    server.on('upgrade', (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
-      const url = new URL(req.url ?? '/', 'http://localhost');
-      const m = PATH.exec(url.pathname);
-      if (!m) return;
-      socket.on('error', () => socket.destroy());
-      this.track(this.upgrade(req, socket, head, m[1], url.searchParams.get('token')));
-    });
+  /** The `/ws/{user_id}` upgrade route (for routeUpgrades). */
+  get route(): UpgradeRoute {
+    return {
+      path: REALTIME_PATH,
+      handle: (req, socket, head, [rawUserId], url) => this.track(this.upgrade(req, socket, head, rawUserId, url.searchParams.get('token'))),
+    };
+  }
+
+  /** Starts the ping sweep (the upgrade is routed by the caller: see `route`). */
+  attach(): void {
     this.pingTimer = setInterval(() => this.pingAll(), this.opts.pingIntervalMs);
     this.pingTimer.unref();
   }
@@ -90,13 +107,30 @@ export class RealtimeGateway {
     } catch {
       userId = rawUserId;
     }
-    const ws = await new Promise<WebSocket>((resolve) => this.wss.handleUpgrade(req, socket, head, resolve));
+    // ws answers a malformed handshake (no Sec-WebSocket-Key, wrong version...) itself with 400 and
+    // never calls back: settle on the socket's close too, or drain() would wait for it forever.
+    if (socket.destroyed) return;
+    const ws = await new Promise<WebSocket | null>((resolve) => {
+      socket.once('close', () => resolve(null));
+      this.wss.handleUpgrade(req, socket, head, resolve);
+    });
+    if (!ws) return;
     await this.connect(ws, userId, token);
   }
 
   private async connect(ws: WebSocket, userId: string, token: string | null): Promise<void> {
-    const held: Array<[Buffer, boolean, bigint]> = [];
-    const hold = (data: Buffer, isBinary: boolean) => held.push([data, isBinary, process.hrtime.bigint()]);
+    // Answer pings from the start: admission can outlast two ping intervals (voice-service retries).
+    this.alive.set(ws, true);
+    ws.on('pong', () => this.alive.set(ws, true));
+    const held: Held = { frames: [], bytes: 0, dropped: 0 };
+    const hold = (data: Buffer, isBinary: boolean) => {
+      if (held.dropped === 0 && held.frames.length < this.opts.holdFrames && held.bytes + data.length <= this.opts.holdBytes) {
+        held.frames.push([data, isBinary, process.hrtime.bigint()]);
+        held.bytes += data.length;
+      } else {
+        held.dropped += 1;
+      }
+    };
     ws.on('message', hold);
     ws.on('error', (err) => this.log.debug({ err }, 'realtime socket error'));
     const result = await this.service.admit(token, userId).catch((err) => {
@@ -117,7 +151,7 @@ export class RealtimeGateway {
     this.run(ws, result, held, hold);
   }
 
-  private run(ws: WebSocket, a: Admission, held: Array<[Buffer, boolean, bigint]>, hold: (d: Buffer, b: boolean) => void): void {
+  private run(ws: WebSocket, a: Admission, held: Held, hold: (d: Buffer, b: boolean) => void): void {
     const bridge = new SessionBridge(
       ws,
       a.voice,
@@ -137,11 +171,11 @@ export class RealtimeGateway {
       this.log.child({ sessionId: a.sessionId }),
     );
     this.bridges.add(bridge);
-    this.alive.set(ws, true);
-    ws.on('pong', () => this.alive.set(ws, true));
     bridge.start();
     ws.off('message', hold);
-    for (const [data, isBinary, at] of held) bridge.handleFrame(data, isBinary, at);
+    for (const [data, isBinary, at] of held.frames) bridge.handleFrame(data, isBinary, at);
+    if (held.dropped) this.log.warn({ sessionId: a.sessionId, dropped: held.dropped, held: held.frames.length, heldBytes: held.bytes }, 'frames sent during admission beyond the hold limit were dropped');
+    for (let i = 0; i < held.dropped; i++) bridge.frameDropped();
     ws.on('message', (data: Buffer, isBinary: boolean) => bridge.handleFrame(data, isBinary, process.hrtime.bigint()));
     this.track(
       bridge.done.then(async (outcome) => {
@@ -163,7 +197,10 @@ export class RealtimeGateway {
     }
   }
 
-  /** Shutdown: refuse new upgrades, close live sessions (1001), wait for their records and events. */
+  /**
+   * Shutdown: refuse new upgrades, close live sessions (1001), wait for their records and events, at
+   * most shutdownGraceMs (then what is still running is abandoned and logged).
+   */
   async drain(): Promise<void> {
     this.closing = true;
     clearInterval(this.pingTimer);
@@ -171,9 +208,21 @@ export class RealtimeGateway {
     // A peer that does not answer the close handshake promptly is cut.
     const cut = setTimeout(() => {
       for (const ws of this.wss.clients) ws.terminate();
-    }, 1000);
-    while (this.inFlight.size) await Promise.allSettled([...this.inFlight]);
+    }, Math.min(1000, this.opts.shutdownGraceMs));
+    let timedOut = false;
+    const deadline = new Promise<void>((resolve) => {
+      const timer = setTimeout(() => {
+        timedOut = true;
+        resolve();
+      }, this.opts.shutdownGraceMs);
+      timer.unref();
+    });
+    while (this.inFlight.size && !timedOut) await Promise.race([Promise.allSettled([...this.inFlight]), deadline]);
     clearTimeout(cut);
+    if (timedOut && this.inFlight.size) {
+      this.log.warn({ pending: this.inFlight.size }, 'realtime sessions still finishing after SHUTDOWN_GRACE_MS; not waiting any longer');
+      for (const ws of this.wss.clients) ws.terminate();
+    }
     this.wss.close();
   }
 }

@@ -33,7 +33,8 @@ export async function startTestService(env: Record<string, string> = {}, opts: {
     DATA_DIR: dataDir,
     PORT: '0',
     HOST: '127.0.0.1',
-    LOG_LEVEL: 'info',
+    // debug, so the tests that scan logs for secrets also see what only debug logging would write.
+    LOG_LEVEL: 'debug',
     CONTRACT_CHECK: 'enforce',
     CONTRACT_COVERAGE_DIR: process.env.CONTRACT_COVERAGE_DIR ?? '',
     ADMIN_TOKEN,

@@ -7,7 +7,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import type { Socket } from 'node:net';
+import net, { type Socket } from 'node:net';
 import { ADMIN_TOKEN, startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer, connect, createAgent, expectRefusal, freshAddress, mintSession, setWorkspace, upgradeRefusal, waitFor } from '../helpers/realtime.js';
@@ -340,5 +340,203 @@ describe('trusted proxies', () => {
     });
     assert.equal(refused, 429);
     assert.equal((await from('203.0.113.8').closed).code, 4001, 'another client behind the same proxy');
+  });
+});
+
+/** Sends a raw HTTP request over a plain socket; resolves with everything the server wrote before it closed the connection. */
+function rawRequest(url: string, request: string, timeoutMs = 3000): Promise<{ response: string; closedByServer: boolean }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: hostname, port: Number(port), localAddress: freshAddress() }, () => socket.write(request));
+    const chunks: Buffer[] = [];
+    const timer = setTimeout(() => {
+      socket.destroy();
+      resolve({ response: Buffer.concat(chunks).toString(), closedByServer: false });
+    }, timeoutMs);
+    socket.on('data', (c) => chunks.push(c));
+    socket.on('error', reject);
+    socket.on('close', () => {
+      clearTimeout(timer);
+      resolve({ response: Buffer.concat(chunks).toString(), closedByServer: true });
+    });
+  });
+}
+
+const upgradeRequest = (path: string, headers: Record<string, string> = { 'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version': '13' }) =>
+  [`GET ${path} HTTP/1.1`, 'Host: 127.0.0.1', 'Upgrade: websocket', 'Connection: Upgrade', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`), '', ''].join('\r\n');
+
+describe('upgrade requests the realtime endpoint does not take', () => {
+  it('an upgrade to any other path gets 404 with the error envelope and Connection: close, and its socket is closed', async () => {
+    for (const path of ['/', '/ws', '/ws/a/b', '/api/v1/agents', '/telephony/provider_c/media?x=1']) {
+      const { response, closedByServer } = await rawRequest(t.url, upgradeRequest(path));
+      assert.ok(closedByServer, `${path}: the server closes the socket`);
+      const [head, body] = response.split('\r\n\r\n');
+      assert.match(head, /^HTTP\/1\.1 404 Not Found\r\n/, path);
+      assert.match(head, /\r\nConnection: close(\r\n|$)/i);
+      assert.match(head, /\r\nContent-Type: application\/json/i);
+      const parsed = JSON.parse(body);
+      assert.deepEqual(Object.keys(parsed.error).sort(), ['code', 'message', 'param', 'request_id', 'type']);
+      assert.deepEqual([parsed.error.type, parsed.error.code, parsed.error.param, parsed.error.request_id], ['not_found_error', 'route_not_found', null, null]);
+    }
+    // The service itself still answers.
+    assert.equal((await t.http.get('/healthz')).status, 200);
+  });
+
+  it('a malformed upgrade on /ws/... (no Sec-WebSocket-Key) gets 400 and does not keep the service from stopping', async () => {
+    const s = await startTestService({ ...FAST, SHUTDOWN_GRACE_MS: '2000' });
+    let stopped = false;
+    try {
+      const { response, closedByServer } = await rawRequest(s.url, upgradeRequest('/ws/visitor-1?token=x', { 'Sec-WebSocket-Version': '13' }));
+      assert.ok(closedByServer);
+      assert.match(response, /^HTTP\/1\.1 400 /);
+      const started = Date.now();
+      const outcome = await Promise.race([s.service.close().then(() => 'closed'), new Promise((r) => setTimeout(() => r('hung'), 6000))]);
+      assert.equal(outcome, 'closed', 'service close() finishes');
+      stopped = true;
+      assert.ok(Date.now() - started < 4000, `closed in ${Date.now() - started} ms`);
+    } finally {
+      // A hung close() would hang here too: then leave it (the test has failed already).
+      if (stopped) await s.close().catch(() => undefined);
+      else void s.close().catch(() => undefined);
+    }
+  });
+});
+
+describe('ping/pong while a session is being admitted', () => {
+  let sp: TestService;
+  before(async () => {
+    // Admission takes ~1.4 s of voice-service retries (200 + 400 + 800 ms), many ping intervals.
+    sp = await startTestService({ ...FAST, REALTIME_PING_INTERVAL_MS: '100', VOICE_RETRY_MAX: '3', VOICE_RETRY_BASE_MS: '200', VOICE_RETRY_MAX_DELAY_MS: '800' });
+  });
+  after(() => sp.close());
+
+  it('a client that answers pings is not cut while admission runs: a voice service that fails to start gives 1011, not 1006', async () => {
+    const a = await tenant(sp);
+    const agentId = await createAgent(sp, a);
+    const s = await mintSession(sp, a, agentId, 'voice');
+    sp.service.voice.sandbox!.setUnavailable(true);
+    const started = Date.now();
+    try {
+      await expectRefusal(s.ws_url, ...CLOSE.start);
+    } finally {
+      sp.service.voice.sandbox!.setUnavailable(false);
+    }
+    assert.ok(Date.now() - started >= 1000, 'admission outlasted several ping intervals');
+    assert.equal(await leases(sp, a.workspaceId), 0);
+  });
+
+  it('a slow voice service that does start: the session starts', async () => {
+    const a = await tenant(sp);
+    const agentId = await createAgent(sp, a);
+    const s = await mintSession(sp, a, agentId, 'voice');
+    sp.service.voice.sandbox!.setUnavailable(true);
+    const c = connect(s.ws_url);
+    setTimeout(() => sp.service.voice.sandbox!.setUnavailable(false), 500);
+    assert.equal((await c.next('session_started', 5000)).type, 'session_started');
+    await c.close();
+  });
+});
+
+describe('leases on the database clock, shared by two instances with skewed clocks', () => {
+  let ahead: TestService;
+  let normal: TestService;
+  const aheadClock: Clock = { now: () => new Date(Date.now() + 5 * 60_000) };
+  const dbLease = async (s: TestService, id: unknown) =>
+    s.service.db.knex('session_leases').where({ id: String(id) }).first<{ id: string; left_ms: number } | undefined>('id', s.service.db.knex.raw('extract(epoch from expires_at - now()) * 1000 as left_ms'));
+  before(async () => {
+    ahead = await startTestService(FAST, { clock: aheadClock });
+    normal = await startTestService({ ...FAST, DATABASE_URL: ahead.service.db.url });
+  });
+  after(async () => {
+    await normal.close();
+    await ahead.close();
+  });
+
+  it('an instance whose clock runs ahead neither deletes live leases of others nor keeps its own too long', async () => {
+    const a = await tenant(normal);
+    const agentId = await createAgent(normal, a);
+    await setWorkspace(normal, a.workspaceId, { concurrent_session_limit: 1 });
+    const c = connect((await mintSession(normal, a, agentId, 'text')).ws_url);
+    const sid = (await c.next('session_started')).session_id;
+    // Several heartbeats of the instance that is 5 minutes ahead.
+    await new Promise((r) => setTimeout(r, 600));
+    assert.ok(await dbLease(normal, sid), 'the lease of the live session survives');
+    await expectRefusal((await mintSession(ahead, a, agentId, 'text')).ws_url, ...CLOSE.slots);
+    await c.close();
+    await waitFor(async () => (await leases(normal, a.workspaceId)) === 0, 3000, 'slot release');
+    // Its own lease expires REALTIME_LEASE_EXPIRY_MS after renewal on the database clock, not 5 minutes later.
+    const d = connect((await mintSession(ahead, a, agentId, 'text')).ws_url);
+    const did = (await d.next('session_started')).session_id;
+    const lease = await dbLease(ahead, did);
+    assert.ok(lease && lease.left_ms > 0 && lease.left_ms <= 800, `expires in ${lease?.left_ms} ms`);
+    await d.close();
+  });
+
+  it('a lease deleted by another instance (heartbeat lag) is re-created by the next heartbeat, so the limit holds', async () => {
+    const a = await tenant(normal);
+    const agentId = await createAgent(normal, a);
+    await setWorkspace(normal, a.workspaceId, { concurrent_session_limit: 1 });
+    const c = connect((await mintSession(normal, a, agentId, 'text')).ws_url);
+    const sid = (await c.next('session_started')).session_id;
+    await normal.service.db.knex('session_leases').where({ id: String(sid) }).delete();
+    await waitFor(() => dbLease(normal, sid), 3000, 'the lease to be re-created');
+    await expectRefusal((await mintSession(ahead, a, agentId, 'text')).ws_url, ...CLOSE.slots);
+    await c.close();
+  });
+
+  it('when the slot was taken meanwhile, the session is kept and logged, and its lease comes back once a slot frees', async () => {
+    const a = await tenant(normal);
+    const agentId = await createAgent(normal, a);
+    await setWorkspace(normal, a.workspaceId, { concurrent_session_limit: 1 });
+    const c = connect((await mintSession(normal, a, agentId, 'text')).ws_url);
+    const sid = (await c.next('session_started')).session_id;
+    const keeper = normal.service.realtime.leases;
+    keeper.stop();
+    try {
+      await normal.service.db.knex('session_leases').where({ id: String(sid) }).delete();
+      const other = connect((await mintSession(ahead, a, agentId, 'text')).ws_url);
+      await other.next('session_started');
+      await keeper.heartbeat();
+      assert.equal(await dbLease(normal, sid), undefined, 'not re-acquired beyond the limit');
+      assert.ok(normal.logs.join('').includes('session lease could not be re-acquired'), 'logged');
+      assert.equal(c.ws.readyState, c.ws.OPEN, 'the session is kept');
+      await c.next('turn_complete'); // the agent's first message
+      c.sendFrame('text/plain', Buffer.from('still there?'));
+      await c.next('turn_complete');
+      await other.close();
+      await waitFor(async () => (await leases(normal, a.workspaceId)) === 0, 3000, 'the other slot released');
+      await keeper.heartbeat();
+      assert.ok(await dbLease(normal, sid), 're-acquired once a slot was free');
+    } finally {
+      keeper.start();
+    }
+    await c.close();
+    await waitFor(async () => (await leases(normal, a.workspaceId)) === 0, 3000, 'slot release');
+  });
+});
+
+describe('shutdown deadline', () => {
+  it('drain() waits for sessions at most SHUTDOWN_GRACE_MS, even for one stuck in admission', async () => {
+    const s = await startTestService({ ...FAST, SHUTDOWN_GRACE_MS: '800' });
+    const a = await tenant(s);
+    const agentId = await createAgent(s, a);
+    // Admission waits on the workspace's slot lock, held here until the drain has returned.
+    const trx = await s.service.db.knex.transaction();
+    await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`session-lease:${a.workspaceId}`]);
+    try {
+      const c = connect((await mintSession(s, a, agentId, 'text')).ws_url);
+      await new Promise<void>((resolve) => c.ws.once('open', () => resolve()));
+      await new Promise((r) => setTimeout(r, 200));
+      const started = Date.now();
+      const outcome = await Promise.race([s.service.realtime.drain().then(() => 'drained'), new Promise((r) => setTimeout(() => r('hung'), 5000))]);
+      assert.equal(outcome, 'drained');
+      const took = Date.now() - started;
+      assert.ok(took >= 700 && took < 3000, `drained after ${took} ms`);
+      assert.notEqual((await c.closed).code, 1000);
+      assert.ok(s.logs.join('').includes('still finishing after SHUTDOWN_GRACE_MS'));
+    } finally {
+      await trx.commit();
+    }
+    await s.close();
   });
 });

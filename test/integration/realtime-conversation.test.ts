@@ -82,7 +82,8 @@ describe('a finished session', () => {
     const { body: e, raw, headers } = await eventFor(sessionId);
     assert.equal(headers['x-webhook-signature'], createHmac('sha256', secret).update(raw).digest('hex'));
     assert.equal(e.event, 'call.completed');
-    assert.deepEqual([e.provider, e.call_id, e.call_sid, e.to_number, e.conversation_id, e.agent_id, e.status], ['web', null, null, null, sessionId, agentId, 'completed']);
+    assert.deepEqual([e.provider, e.call_sid, e.to_number, e.conversation_id, e.agent_id, e.status], ['web', null, null, sessionId, agentId, 'completed']);
+    assert.ok(!('call_id' in e), 'the payload has exactly the fields of the spec');
     assert.equal(e.first_message, 'Hi! Ask me anything.');
     assert.equal(e.first_message_delivered, true);
     assert.deepEqual(e.transcript.map((x: { role: string }) => x.role), ['model', 'user', 'model']);
@@ -130,7 +131,7 @@ describe('a finished session', () => {
 });
 
 describe('during a session', () => {
-  it('the agent ends the conversation: session_ended, the socket stays open, later frames are ignored; the client closes', async () => {
+  it('the agent ends the conversation: session_ended, the socket stays open, later frames are still checked but not passed on; the client closes', async () => {
     const tn = await tenant(t);
     const agentId = await createAgent(t, tn, { can_end_conversation: true });
     const { c, sessionId } = await open(tn, agentId, 'voice');
@@ -141,14 +142,27 @@ describe('during a session', () => {
     await new Promise((r) => setTimeout(r, 300));
     assert.equal(c.ws.readyState, c.ws.OPEN, 'the server does not close the socket');
     const count = c.messages.length;
+    // Still connected: an unusable message is answered with its error and dropped...
     c.ws.send('{not json');
+    assert.equal((await c.next('error')).code, 'invalid_json');
+    c.ws.send(Buffer.from('hi'), { binary: true });
+    assert.equal((await c.next('error')).code, 'binary_frame_unsupported');
+    c.sendJson({ mime_type: 'audio/webm', data: 'AAAA' });
+    assert.equal((await c.next('error')).code, 'unsupported_mime_type');
+    // ...and a valid one is not passed on (the agent has left): no answer at all.
     c.sendFrame('text/plain', b64('hello again'));
-    await new Promise((r) => setTimeout(r, 200));
-    assert.equal(c.messages.length, count, 'frames after session_ended are ignored');
+    c.sendFrame('audio/pcm', fixture('audio/caller-hello.pcm16le-16k.raw'));
+    await new Promise((r) => setTimeout(r, 300));
+    assert.deepEqual(
+      c.messages.slice(count).map((m) => m.code),
+      ['invalid_json', 'binary_frame_unsupported', 'unsupported_mime_type'],
+      'only the errors of the unusable frames',
+    );
     assert.deepEqual(await c.close(), { code: 1000, reason: '' });
     const row = await waitFor(() => t.service.realtime.store.getConversation(sessionId), 5000, 'record');
     assert.equal(row.status, 'completed');
     assert.match(row.transcript.at(-1)!.text, /Goodbye/);
+    assert.ok(!row.transcript.some((e) => e.text.includes('hello again')), 'not passed to the agent');
   });
 
   it('a text session is never ended by the agent', async () => {
@@ -277,6 +291,116 @@ describe('forward_failed', () => {
     } finally {
       await s.close();
     }
+  });
+});
+
+describe('forward_failed in a text session', () => {
+  it('a message the agent cannot take gets the agent apology (text + turn_complete), never an error code; a resend works', async () => {
+    const s = await startTestService({ ...FAST, VOICE_RECONNECT_QUEUE_LIMIT: '1', VOICE_RETRY_MAX: '6', VOICE_RETRY_BASE_MS: '150' });
+    try {
+      const tn = await tenant(s);
+      const agentId = await createAgent(s, tn);
+      const c = connect((await mintSession(s, tn, agentId, 'text')).ws_url);
+      await c.next('session_started');
+      await c.next('turn_complete');
+      const sandbox = s.service.voice.sandbox!;
+      sandbox.setUnavailable(true);
+      sandbox.dropConnections();
+      await new Promise((r) => setTimeout(r, 50));
+      const count = c.messages.length;
+      c.sendFrame('text/plain', b64('first question'));
+      c.sendFrame('text/plain', b64('second question'));
+      const apology = await c.next('text');
+      assert.equal(apology.text, "Sorry, I couldn't read that message. Could you send it again?");
+      assert.equal((await c.next()).type, 'turn_complete');
+      sandbox.setUnavailable(false);
+      c.sendFrame('text/plain', b64('second question'));
+      await waitFor(async () => c.messages.slice(count).filter((m) => m.type === 'turn_complete').length >= 3 || undefined, 5000, 'replies');
+      assert.equal(c.messages.filter((m) => m.type === 'error').length, 0, 'text sessions carry no forward_failed');
+      await c.close();
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe('reading finished sessions: getRealtimeConversation and listRealtimeConversations', () => {
+  it('the record carries every field of call.completed with the same values, plus user_id, source and ended_at', async () => {
+    const tn = await tenant(t);
+    await withWebhook(tn);
+    const agentId = await createAgent(t, tn);
+    const c = connect((await mintSession(t, tn, agentId, 'text', 'reader-1')).ws_url);
+    const sessionId = String((await c.next('session_started')).session_id);
+    await c.next('turn_complete');
+    c.sendFrame('text/plain', b64('What are your opening hours?'));
+    await c.next('turn_complete');
+    await c.close();
+    const { body: event } = await eventFor(sessionId);
+    const res = await t.http.get(`/api/v1/realtime/conversations/${sessionId}`).set(bearer(tn.apiKey));
+    assert.equal(res.status, 200, JSON.stringify(res.body));
+    assert.ok(res.headers['x-request-id']);
+    const { user_id, source, ended_at, ...rest } = res.body;
+    const { event: kind, ...eventFields } = event;
+    assert.equal(kind, 'call.completed');
+    assert.deepEqual(rest, eventFields);
+    assert.deepEqual([user_id, source], ['reader-1', 'text']);
+    assert.ok(Date.parse(ended_at) >= Date.parse(res.body.created_at));
+  });
+
+  it('404 conversation_not_found for unknown or malformed ids; 403 for another workspace; 401 without a key', async () => {
+    const tn = await tenant(t);
+    const other = await tenant(t);
+    const agentId = await createAgent(t, tn);
+    const { c, sessionId } = await open(tn, agentId, 'text');
+    await c.close();
+    await waitFor(() => t.service.realtime.store.getConversation(sessionId), 5000, 'record');
+    for (const id of ['conv_01JD5Z7Q8Y1C2B3A4N5M6K7P8R', 'nope', 'call_01JD5Z7Q8Y1C2B3A4N5M6K7P8R', `conv_${'Z'.repeat(80)}`, '%20', sessionId.toLowerCase()]) {
+      const res = await t.http.get(`/api/v1/realtime/conversations/${id}`).set(bearer(tn.apiKey));
+      assert.equal(res.status, 404, `${id}: ${JSON.stringify(res.body)}`);
+      assert.equal(res.body.error.code, 'conversation_not_found');
+      assert.equal(res.body.error.param, 'conversation_id');
+    }
+    const foreign = await t.http.get(`/api/v1/realtime/conversations/${sessionId}`).set(bearer(other.apiKey));
+    assert.equal(foreign.status, 403);
+    assert.equal(foreign.body.error.code, 'forbidden');
+    assert.equal((await t.http.get(`/api/v1/realtime/conversations/${sessionId}`)).status, 401);
+    assert.equal((await t.http.get('/api/v1/realtime/conversations')).status, 401);
+    // Another workspace's list does not show it.
+    assert.deepEqual((await t.http.get('/api/v1/realtime/conversations').set(bearer(other.apiKey))).body.data, []);
+  });
+
+  it('lists newest first with cursor pagination (limit, starting_after) and agent_id / user_id filters', async () => {
+    const tn = await tenant(t);
+    const agentA = await createAgent(t, tn);
+    const agentB = await createAgent(t, tn);
+    const ids: string[] = [];
+    for (const [agent, user] of [[agentA, 'u-1'], [agentA, 'u-2'], [agentB, 'u-1'], [agentA, 'u-1']]) {
+      const c = connect((await mintSession(t, tn, agent, 'text', user)).ws_url);
+      ids.push(String((await c.next('session_started')).session_id));
+      await c.close();
+      await waitFor(() => t.service.realtime.store.getConversation(ids.at(-1)!), 5000, 'record');
+    }
+    const list = (query: string) => t.http.get(`/api/v1/realtime/conversations${query}`).set(bearer(tn.apiKey));
+    const newest = [...ids].reverse();
+    const all = await list('');
+    assert.equal(all.status, 200);
+    assert.deepEqual(all.body.data.map((x: { conversation_id: string }) => x.conversation_id), newest);
+    assert.deepEqual([all.body.object, all.body.has_more, all.body.next_cursor], ['list', false, null]);
+    const p1 = await list('?limit=3');
+    assert.deepEqual(p1.body.data.map((x: { conversation_id: string }) => x.conversation_id), newest.slice(0, 3));
+    assert.deepEqual([p1.body.has_more, p1.body.next_cursor], [true, newest[2]]);
+    const p2 = await list(`?limit=3&starting_after=${p1.body.next_cursor}`);
+    assert.deepEqual(p2.body.data.map((x: { conversation_id: string }) => x.conversation_id), newest.slice(3));
+    assert.deepEqual([p2.body.has_more, p2.body.next_cursor], [false, null]);
+    const byAgent = await list(`?agent_id=${agentA}`);
+    assert.deepEqual(byAgent.body.data.map((x: { conversation_id: string }) => x.conversation_id), [ids[3], ids[1], ids[0]]);
+    const byUser = await list('?user_id=u-1');
+    assert.deepEqual(byUser.body.data.map((x: { conversation_id: string }) => x.conversation_id), [ids[3], ids[2], ids[0]]);
+    const both = await list(`?user_id=u-1&agent_id=${agentA}&limit=1`);
+    assert.deepEqual([both.body.data[0].conversation_id, both.body.has_more], [ids[3], true]);
+    assert.deepEqual((await list('?user_id=nobody')).body.data, []);
+    assert.equal((await list('?limit=0')).status, 422);
+    assert.equal((await list('?agent_id=not-an-agent')).status, 422);
   });
 });
 

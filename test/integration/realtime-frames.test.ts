@@ -189,3 +189,77 @@ describe('text sessions', () => {
     await c.close();
   });
 });
+
+describe('frames sent before session_started (the admission hold)', () => {
+  let th: TestService;
+  let tn: Tenant;
+  let agent: string;
+  before(async () => {
+    th = await startTestService({ VOICE_SANDBOX_SPEED: '50', VOICE_SANDBOX_MS_PER_CHAR: '2', VOICE_SANDBOX_END_OF_TURN_MS: '150', REALTIME_ADMISSION_HOLD_FRAMES: '3', REALTIME_ADMISSION_HOLD_BYTES: '65536' });
+    tn = await tenant(th);
+    agent = await createAgent(th, tn);
+  });
+  after(() => th.close());
+
+  /**
+   * Opens a session whose admission waits (the workspace's slot lock is held) until `send` has sent
+   * its frames and they have arrived; returns the client after session_started.
+   */
+  async function admittedAfter(source: string, send: (c: Client) => void): Promise<Client> {
+    const trx = await th.service.db.knex.transaction();
+    try {
+      await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`session-lease:${tn.workspaceId}`]);
+      const c = connect((await mintSession(th, tn, agent, source)).ws_url);
+      await new Promise<void>((resolve) => c.ws.once('open', () => resolve()));
+      send(c);
+      await settle(300);
+      assert.deepEqual(c.messages, [], 'still being admitted');
+      await trx.commit();
+      await c.next('session_started');
+      return c;
+    } catch (err) {
+      await trx.rollback().catch(() => undefined);
+      throw err;
+    }
+  }
+
+  const unsupported = JSON.stringify({ mime_type: 'audio/webm', data: 'AAAA' });
+
+  it('holds up to REALTIME_ADMISSION_HOLD_FRAMES frames and handles them in order; each one beyond gets forward_failed', async () => {
+    const c = await admittedAfter('voice', (cl) => {
+      for (let i = 0; i < 5; i++) cl.ws.send(unsupported);
+    });
+    const codes: string[] = [];
+    for (let i = 0; i < 5; i++) codes.push(String((await c.next('error')).code));
+    assert.deepEqual(codes, ['unsupported_mime_type', 'unsupported_mime_type', 'unsupported_mime_type', 'forward_failed', 'forward_failed']);
+    await settle(200);
+    assert.equal(c.messages.filter((m) => m.type === 'error').length, 5, 'one answer per frame');
+    // Once started, frames are handled as usual.
+    assert.equal((await errorFor(c, unsupported)).code, 'unsupported_mime_type');
+    await c.close();
+  });
+
+  it('holds at most REALTIME_ADMISSION_HOLD_BYTES; from the first frame that does not fit, every later one is dropped too', async () => {
+    const c = await admittedAfter('camera', (cl) => {
+      cl.ws.send(unsupported);
+      cl.sendFrame('audio/pcm', Buffer.alloc(70_000));
+      cl.ws.send(unsupported);
+    });
+    const codes: string[] = [];
+    for (let i = 0; i < 3; i++) codes.push(String((await c.next('error')).code));
+    assert.deepEqual(codes, ['unsupported_mime_type', 'forward_failed', 'forward_failed']);
+    await c.close();
+  });
+
+  it('in a text session a dropped frame gets the agent apology, never an error code', async () => {
+    const c = await admittedAfter('text', (cl) => {
+      for (let i = 0; i < 4; i++) cl.ws.send(unsupported);
+    });
+    const apology = await c.next((m) => m.type === 'text' && /Sorry/.test(String(m.text)));
+    assert.match(String(apology.text), /couldn't read that message/);
+    await settle(300);
+    assert.equal(c.messages.filter((m) => m.type === 'text' && /Sorry/.test(String(m.text))).length, 1, 'one apology for the one dropped frame');
+    assert.equal(c.messages.filter((m) => m.type === 'error').length, 0);
+    await c.close();
+  });
+});

@@ -144,10 +144,20 @@ describe('session-creation errors, each in the spec order, and nothing stored', 
       await expectError(await create(a.apiKey, { agent_id: agentId, user_id: 'u', source: 'video' }), 422, 'invalid_value', 'source');
       await expectError(await create(a.apiKey, { agent_id: agentId, user_id: 'has space', source: 'voice' }), 422, 'invalid_value', 'user_id');
       await expectError(await create(a.apiKey, { agent_id: agentId, user_id: 'x'.repeat(129), source: 'voice' }), 422, 'invalid_value', 'user_id');
+      // Only dots: `/ws/..` would collapse to `/` in the ws_url.
+      for (const dots of ['.', '..', '...']) await expectError(await create(a.apiKey, { agent_id: agentId, user_id: dots, source: 'voice' }), 422, 'invalid_value', 'user_id');
       await expectError(await create(a.apiKey, { agent_id: 42, user_id: 'u', source: 'voice' }), 422, 'invalid_type', 'agent_id');
       await expectError(await create(a.apiKey, [1, 2]), 422);
       await expectError(await create(a.apiKey, {}), 422, 'missing_field');
     });
+  });
+
+  it('user_ids with dots among other characters are accepted, and their ws_url keeps the segment', async () => {
+    for (const userId of ['.a', 'a..b', '..x', 'v.1~_-']) {
+      const res = await create(a.apiKey, { agent_id: agentId, user_id: userId, source: 'voice' });
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+      assert.equal(new URL(res.body.ws_url).pathname, `/ws/${userId}`);
+    }
   });
 
   it('an unreadable body is refused at step 5: 400 invalid_json, 415, 413 — after 401 and 402', async () => {

@@ -22,13 +22,22 @@ describe('configuration', () => {
     [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL'],
     [{ SECRETS_KEY: 'not-a-key' }, 'SECRETS_KEY'],
     [{ EMBEDDED_PG_PORT: '0' }, 'EMBEDDED_PG_PORT'],
+    [{ REALTIME_LEASE_HEARTBEAT_MS: '30000' }, 'REALTIME_LEASE_HEARTBEAT_MS'],
+    [{ REALTIME_LEASE_HEARTBEAT_MS: '5000', REALTIME_LEASE_EXPIRY_MS: '4000' }, 'REALTIME_LEASE_HEARTBEAT_MS'],
     [{ NODE_ENV: 'production' }, 'SECRETS_KEY'],
+    [{ NODE_ENV: 'production', SECRETS_KEY: '0'.repeat(64), PUBLIC_BASE_URL: 'https://voice.example.com' }, 'VOICE_SERVICE_URL'],
   ];
   for (const [env, name] of bad) {
     it(`names ${name} when ${JSON.stringify(env)} is wrong`, () => {
       assert.throws(() => loadConfig(env), (err: unknown) => err instanceof ConfigError && err.message.includes(name));
     });
   }
+
+  it('accepts a lease heartbeat shorter than the lease expiry; admission hold defaults to 250 frames / 8 MB', () => {
+    const c = loadConfig({ REALTIME_LEASE_HEARTBEAT_MS: '100', REALTIME_LEASE_EXPIRY_MS: '700' });
+    assert.equal(c.REALTIME_LEASE_HEARTBEAT_MS, 100);
+    assert.deepEqual([c.REALTIME_ADMISSION_HOLD_FRAMES, c.REALTIME_ADMISSION_HOLD_BYTES], [250, 8 * 1024 * 1024]);
+  });
 
   it('treats an empty variable as unset', () => {
     assert.equal(loadConfig({ ADMIN_TOKEN: '' }).ADMIN_TOKEN, undefined);

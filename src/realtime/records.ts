@@ -1,0 +1,63 @@
+/**
+ * Reads of finished web sessions (getRealtimeConversation, listRealtimeConversations): the stored
+ * conversation record as the RealtimeConversation schema, i.e. the fields of the session's
+ * `call.completed` with the same values, plus user_id, source and ended_at.
+ */
+import type { components } from '../../generated/openapi.js';
+import { notFound, otherWorkspace } from '../http/errors.js';
+import type { Page, PageParams } from '../lib/pagination.js';
+import type { ConversationRow, RealtimeStore } from './store.js';
+
+export type RealtimeConversation = components['schemas']['RealtimeConversation'];
+
+export function conversationNotFound(id: string) {
+  return notFound('conversation_not_found', `No web session ${id.slice(0, 64)}.`, 'conversation_id');
+}
+
+/** The record as the API shows it (field order and `tool_calls`-only-when-called as in call.completed). */
+export function toConversation(row: ConversationRow): RealtimeConversation {
+  const out: RealtimeConversation = {
+    conversation_id: row.id,
+    call_sid: null,
+    agent_id: row.agent_id,
+    to_number: null,
+    provider: 'web',
+    first_message: row.first_message,
+    first_message_delivered: row.first_message_delivered,
+    variables: row.variables,
+    duration: row.duration,
+    status: row.status,
+    message_count: row.message_count,
+    transcript: row.transcript,
+    summary: row.summary,
+    sentiment: row.sentiment,
+    goal_met: row.goal_met,
+    needs_review: row.needs_review,
+    unanswered_questions: row.unanswered_questions,
+    interruption_count: row.interruption_count,
+    latency_avg_ms: Number(row.latency_avg_ms),
+    created_at: new Date(row.started_at).toISOString(),
+    user_id: row.user_id,
+    source: row.source,
+    ended_at: new Date(row.ended_at).toISOString(),
+  };
+  if (row.tool_calls && row.tool_calls.length > 0) out.tool_calls = row.tool_calls as RealtimeConversation['tool_calls'];
+  return out;
+}
+
+export class ConversationRecords {
+  constructor(private readonly store: RealtimeStore) {}
+
+  async get(workspaceId: string, id: string): Promise<RealtimeConversation> {
+    const row = await this.store.getConversation(id);
+    if (!row) throw conversationNotFound(id);
+    if (row.workspace_id !== workspaceId) throw otherWorkspace('web session');
+    return toConversation(row);
+  }
+
+  async list(workspaceId: string, query: Record<string, unknown>): Promise<Page<RealtimeConversation>> {
+    const params = query as PageParams & { agent_id?: string; user_id?: string };
+    const page = await this.store.listConversations(workspaceId, params);
+    return { ...page, data: page.data.map(toConversation) };
+  }
+}
