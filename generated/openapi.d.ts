@@ -1233,6 +1233,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/realtime/conversations/{conversation_id}/webhook-deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id (`conv_...`). Any id that matches no session of any workspace answers 404. */
+                conversation_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * List the webhook deliveries of a web session's call.completed
+         * @description Every delivery of this session's `call.completed` event (one per target), newest first, kept for
+         *     30 days: find what a receiver missed, then read the session itself to fill the gap.
+         */
+        get: operations["listRealtimeConversationWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/telephony/provider_a/voice": {
         parameters: {
             query?: never;
@@ -2969,7 +2993,10 @@ export interface components {
             event_id: string;
             /** @description The URL posted to. */
             target_url: string;
-            /** @description The call of a `call.completed` event; null for batch events and web sessions. */
+            /**
+             * @description The `conversation_id` of a `call.completed` event: the call's id for a phone call, the session's
+             *     `conv_` id for a web session; null for batch events.
+             */
             call_id: string | null;
             /** @description The batch of a `batch.completed` event, or of the call's batch for `call.completed`; else null. */
             batch_id: string | null;
@@ -8912,6 +8939,68 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listRealtimeConversationWebhookDeliveries: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100. */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Cursor for the next page: the `next_cursor` of the previous page (the id of its last item).
+                 *     Lists are ordered newest first.
+                 */
+                starting_after?: components["parameters"]["StartingAfter"];
+            };
+            header?: never;
+            path: {
+                /** @description The session id (`conv_...`). Any id that matches no session of any workspace answers 404. */
+                conversation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of deliveries, newest first. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "list",
+                     *       "data": [
+                     *         {
+                     *           "delivery_id": "whd_01JD5ZG7H8J9K0M1N2P3Q4R5S6",
+                     *           "webhook_id": "whk_01JD5ZA1B2C3D4E5F6G7H8J9K0",
+                     *           "event": "call.completed",
+                     *           "event_id": "evt_01JD5ZG6F7G8H9J0K1M2N3P4Q5",
+                     *           "target_url": "https://example.com/hooks/voice",
+                     *           "call_id": "conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2",
+                     *           "batch_id": null,
+                     *           "status": "succeeded",
+                     *           "status_code": 200,
+                     *           "error": null,
+                     *           "signed": true,
+                     *           "duration_ms": 184,
+                     *           "created_at": "2026-11-22T00:22:41.000Z"
+                     *         }
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WebhookDeliveryList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

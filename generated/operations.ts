@@ -513,6 +513,14 @@ export const operations = [
     ]
   },
   {
+    "operationId": "listRealtimeConversationWebhookDeliveries",
+    "method": "GET",
+    "path": "/api/v1/realtime/conversations/{conversation_id}/webhook-deliveries",
+    "tags": [
+      "Realtime"
+    ]
+  },
+  {
     "operationId": "providerAVoiceWebhook",
     "method": "POST",
     "path": "/telephony/provider_a/voice",

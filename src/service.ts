@@ -119,7 +119,11 @@ export async function startService(
   );
   const events = new EventPublisher(webhookStore, () => webhookDispatcher.kick());
   const voice = await createVoiceService(config, log);
-  const realtime = createRealtime({ config, knex: db.knex, clock, log, contract, agents, voice, tools: toolRunner, events, onForward: opts.onFrameForwarded });
+  const realtime = createRealtime({
+    config, knex: db.knex, clock, log, contract, agents, voice, tools: toolRunner, events,
+    deliveries: (workspaceId, conversationId, params) => webhooks.callDeliveries(workspaceId, conversationId, params),
+    onForward: opts.onFrameForwarded,
+  });
 
   const authLimit = new AuthRateLimit(db.knex, { perMinute: config.AUTH_RATE_LIMIT_PER_MINUTE, trustedProxies: config.TRUSTED_PROXIES });
   // Handlers by operationId; operations missing here answer 501.

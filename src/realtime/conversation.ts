@@ -99,7 +99,8 @@ export class ConversationFinaliser {
     });
     await this.store.saveConversation(row);
     if (this.events) {
-      await this.events.callCompleted({ workspaceId: row.workspace_id, callId: null, webhookUrl: null, payload });
+      // The session id stands in the deliveries' call column, so its deliveries can be listed.
+      await this.events.callCompleted({ workspaceId: row.workspace_id, callId: row.id, webhookUrl: null, payload });
     } else {
       this.log.warn({ sessionId: row.id }, 'no event publisher configured; call.completed not sent');
     }

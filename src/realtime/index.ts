@@ -7,6 +7,8 @@ import type { Config } from '../config.js';
 import type { Clock } from '../lib/clock.js';
 import type { Contract } from '../http/contract.js';
 import type { Handlers } from '../http/handler-types.js';
+import type { Page, PageParams } from '../lib/pagination.js';
+import type { components } from '../../generated/openapi.js';
 import type { UpgradeRoute } from '../http/upgrades.js';
 import type { VoiceService } from '../voice/types.js';
 import type { SessionToolRunner } from './bridge.js';
@@ -19,6 +21,8 @@ import { RealtimeService, type RuntimeAgents } from './service.js';
 import { RealtimeStore } from './store.js';
 import { RealtimeGateway } from './ws-server.js';
 
+type WebhookDelivery = components['schemas']['WebhookDelivery'];
+
 export interface RealtimeDeps {
   config: Config;
   knex: Knex;
@@ -29,6 +33,8 @@ export interface RealtimeDeps {
   voice: VoiceService;
   tools: SessionToolRunner | null;
   events: CallCompletedPublisher | null;
+  /** The webhook deliveries of a call.completed, by the event's conversation id. */
+  deliveries: (workspaceId: string, conversationId: string, params: PageParams) => Promise<Page<WebhookDelivery>>;
   /** Benchmarks: time from a frame's receipt to its hand-over to the voice session. */
   onForward?: (nanoseconds: bigint) => void;
 }
@@ -98,7 +104,7 @@ export function createRealtime(d: RealtimeDeps): Realtime {
   );
   let pruneTimer: NodeJS.Timeout | undefined;
   return {
-    routes: realtimeRoutes(service, new ConversationRecords(store), d.contract, c.BODY_LIMIT_BYTES),
+    routes: realtimeRoutes(service, new ConversationRecords(store), d.contract, c.BODY_LIMIT_BYTES, d.deliveries),
     store,
     gateway,
     leases,

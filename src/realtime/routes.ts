@@ -9,8 +9,18 @@ import { checkContentType } from '../http/router.js';
 import { deferredBodyError } from '../http/deferred-body.js';
 import { RealtimeService } from './service.js';
 import type { ConversationRecords } from './records.js';
+import type { Page, PageParams } from '../lib/pagination.js';
+import type { components } from '../../generated/openapi.js';
 
-export function realtimeRoutes(service: RealtimeService, records: ConversationRecords, contract: Contract, bodyLimitBytes: number): Handlers {
+type WebhookDelivery = components['schemas']['WebhookDelivery'];
+
+export function realtimeRoutes(
+  service: RealtimeService,
+  records: ConversationRecords,
+  contract: Contract,
+  bodyLimitBytes: number,
+  deliveries: (workspaceId: string, conversationId: string, params: PageParams) => Promise<Page<WebhookDelivery>>,
+): Handlers {
   const info = contract.operations.get('createRealtimeSession');
   if (!info) throw new Error('createRealtimeSession is missing from the contract');
   const validate = contract.validator(`${info.pointer}/requestBody/content/application~1json/schema`);
@@ -29,5 +39,11 @@ export function realtimeRoutes(service: RealtimeService, records: ConversationRe
     },
     listRealtimeConversations: async (req) => ({ status: 200, body: await records.list(workspaceOf(req.auth), req.query) }),
     getRealtimeConversation: async (req) => ({ status: 200, body: await records.get(workspaceOf(req.auth), req.params.conversation_id) }),
+    listRealtimeConversationWebhookDeliveries: async (req) => {
+      const workspaceId = workspaceOf(req.auth);
+      // 404 / 403 for a session that does not exist or is another workspace's.
+      await records.get(workspaceId, req.params.conversation_id);
+      return { status: 200, body: await deliveries(workspaceId, req.params.conversation_id, req.query) };
+    },
   };
 }

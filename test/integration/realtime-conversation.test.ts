@@ -347,6 +347,28 @@ describe('reading finished sessions: getRealtimeConversation and listRealtimeCon
     assert.ok(Date.parse(ended_at) >= Date.parse(res.body.created_at));
   });
 
+  it('lists the webhook deliveries of a session; 403 for another workspace, 404 for none', async () => {
+    const tn = await tenant(t);
+    const other = await tenant(t);
+    await withWebhook(tn);
+    const agentId = await createAgent(t, tn);
+    const { c, sessionId } = await open(tn, agentId, 'text');
+    await c.next('turn_complete');
+    await c.close();
+    await eventFor(sessionId);
+    const path = `/api/v1/realtime/conversations/${sessionId}/webhook-deliveries`;
+    const res = await waitFor(async () => {
+      const r = await t.http.get(path).set(bearer(tn.apiKey));
+      return r.status === 200 && r.body.data.length === 1 && r.body.data[0].status !== undefined ? r : undefined;
+    }, 5000, 'delivery recorded');
+    const [d] = res.body.data;
+    assert.deepEqual([d.event, d.call_id, d.target_url, d.status, d.status_code, d.signed], ['call.completed', sessionId, receiver.url, 'succeeded', 200, true]);
+    assert.equal((await t.http.get(path).set(bearer(other.apiKey))).status, 403);
+    const none = await t.http.get('/api/v1/realtime/conversations/conv_01JD5Z7Q8Y1C2B3A4N5M6K7P8R/webhook-deliveries').set(bearer(tn.apiKey));
+    assert.equal(none.status, 404);
+    assert.equal(none.body.error.code, 'conversation_not_found');
+  });
+
   it('404 conversation_not_found for unknown or malformed ids; 403 for another workspace; 401 without a key', async () => {
     const tn = await tenant(t);
     const other = await tenant(t);
