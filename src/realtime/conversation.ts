@@ -4,9 +4,10 @@
  * (provider `web`, call_sid and to_number null, conversation_id the session's `conv_` id).
  */
 import type { Logger } from 'pino';
-import type { CallCompletedEvent, ToolCallRecord } from '../../generated/asyncapi-types.js';
+import type { CallCompletedEvent } from '../../generated/asyncapi-types.js';
 import type { ConversationAnalysis, VoiceService } from '../voice/types.js';
 import { callCompletedPayload } from '../webhooks/payloads.js';
+import { sessionCallFacts } from './records.js';
 import type { SessionInfo, SessionOutcome } from './bridge.js';
 import type { ConversationRow, RealtimeStore } from './store.js';
 
@@ -75,28 +76,7 @@ export class ConversationFinaliser {
       tool_calls: outcome.toolCalls.length ? outcome.toolCalls : null,
       cost_cents: sessionCost(info.source, elapsedMs, this.metering),
     };
-    const payload = callCompletedPayload({
-      conversation_id: row.id,
-      call_sid: null,
-      agent_id: row.agent_id,
-      to_number: null,
-      provider: 'web',
-      first_message: row.first_message,
-      first_message_delivered: row.first_message_delivered,
-      variables: row.variables,
-      duration: row.duration,
-      status: row.status,
-      transcript: row.transcript,
-      summary: row.summary,
-      sentiment: row.sentiment,
-      goal_met: row.goal_met,
-      needs_review: row.needs_review,
-      unanswered_questions: row.unanswered_questions,
-      interruption_count: row.interruption_count,
-      latency_avg_ms: row.latency_avg_ms,
-      created_at: row.started_at,
-      tool_calls: (row.tool_calls as ToolCallRecord[] | null) ?? null,
-    });
+    const payload = callCompletedPayload(sessionCallFacts(row));
     await this.store.saveConversation(row);
     if (this.events) {
       // The session id stands in the deliveries' call column, so its deliveries can be listed.

@@ -7,6 +7,8 @@ import type { components } from '../../generated/openapi.js';
 import { notFound, otherWorkspace } from '../http/errors.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { ConversationRow, RealtimeStore } from './store.js';
+import type { ToolCallRecord } from '../../generated/asyncapi-types.js';
+import { callCompletedPayload, type CallCompletedInput } from '../webhooks/payloads.js';
 
 export type RealtimeConversation = components['schemas']['RealtimeConversation'];
 
@@ -14,9 +16,9 @@ export function conversationNotFound(id: string) {
   return notFound('conversation_not_found', `No web session ${id.slice(0, 64)}.`, 'conversation_id');
 }
 
-/** The record as the API shows it (field order and `tool_calls`-only-when-called as in call.completed). */
-export function toConversation(row: ConversationRow): RealtimeConversation {
-  const out: RealtimeConversation = {
+/** The facts of a finished session as call.completed states them (one mapping for the event and the reads). */
+export function sessionCallFacts(row: ConversationRow): CallCompletedInput {
+  return {
     conversation_id: row.id,
     call_sid: null,
     agent_id: row.agent_id,
@@ -36,13 +38,15 @@ export function toConversation(row: ConversationRow): RealtimeConversation {
     unanswered_questions: row.unanswered_questions,
     interruption_count: row.interruption_count,
     latency_avg_ms: Number(row.latency_avg_ms),
-    created_at: new Date(row.started_at).toISOString(),
-    user_id: row.user_id,
-    source: row.source,
-    ended_at: new Date(row.ended_at).toISOString(),
+    created_at: new Date(row.started_at),
+    tool_calls: (row.tool_calls as ToolCallRecord[] | null) ?? null,
   };
-  if (row.tool_calls && row.tool_calls.length > 0) out.tool_calls = row.tool_calls as RealtimeConversation['tool_calls'];
-  return out;
+}
+
+/** The record as the API shows it: its call.completed fields with the same values, plus user_id, source and ended_at. */
+export function toConversation(row: ConversationRow): RealtimeConversation {
+  const { event: _event, ...fields } = callCompletedPayload(sessionCallFacts(row));
+  return { ...fields, user_id: row.user_id, source: row.source, ended_at: new Date(row.ended_at).toISOString() } as RealtimeConversation;
 }
 
 export class ConversationRecords {
