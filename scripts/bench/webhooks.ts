@@ -11,8 +11,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { benchDatabase, percentile, startBenchService, table } from './lib.js';
-import type { CallCompletedInput } from '../../src/webhooks/payloads.js';
-import { newId } from '../../src/lib/ids.js';
+import { callFacts as facts } from '../../test/helpers/webhooks.js';
 
 interface Receipt {
   eventId: string;
@@ -43,29 +42,6 @@ async function startReceivers(n: number, onReceipt: (r: Receipt) => void): Promi
   };
 }
 
-function facts(): CallCompletedInput {
-  return {
-    conversation_id: newId('call'),
-    call_sid: 'CA5f2d0c1a9b8e7d6c5b4a39281706f5e4',
-    agent_id: newId('agent'),
-    to_number: '+14155550123',
-    provider: 'provider_a',
-    first_message: 'Hi Ada, this is Sam from Acme Dental. I am calling to confirm your appointment tomorrow at 10 am.',
-    first_message_delivered: true,
-    variables: { patient_name: 'Ada' },
-    duration: 95,
-    status: 'completed',
-    transcript: Array.from({ length: 12 }, (_, i) => ({ role: i % 2 ? ('user' as const) : ('model' as const), text: 'A sentence of a typical length said during the call, give or take.', timestamp: 1795305100 + i * 5 })),
-    summary: 'The patient confirmed the appointment.',
-    sentiment: 'positive',
-    goal_met: true,
-    needs_review: false,
-    unanswered_questions: [],
-    interruption_count: 1,
-    latency_avg_ms: 812.5,
-    created_at: new Date(),
-  };
-}
 
 async function waitFor(cond: () => boolean, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
