@@ -1537,6 +1537,27 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/docs/asyncapi": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The reference of webhooks and WebSockets (HTML, served offline)
+         * @description The AsyncAPI document rendered: the realtime WebSocket (client frames, server messages, close
+         *     codes), the webhook events and the carrier media streams. Loads nothing from a CDN.
+         */
+        get: operations["getAsyncApiReference"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "call.completed": {
@@ -9617,6 +9638,28 @@ export interface operations {
         requestBody?: never;
         responses: {
             /** @description The rendered API reference. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example <!DOCTYPE html><html>...</html> */
+                    "text/html": string;
+                };
+            };
+        };
+    };
+    getAsyncApiReference: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rendered reference. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];

@@ -623,6 +623,14 @@ export const operations = [
     "tags": [
       "System"
     ]
+  },
+  {
+    "operationId": "getAsyncApiReference",
+    "method": "GET",
+    "path": "/docs/asyncapi",
+    "tags": [
+      "System"
+    ]
   }
 ] as const;
 

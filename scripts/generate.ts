@@ -5,7 +5,8 @@
  *  - operations.ts: every operation (id, method, path, tags) as a constant
  *  - asyncapi.json: the AsyncAPI bundle, served at /asyncapi.json
  *  - asyncapi-types.ts: types of the AsyncAPI message payloads
- *  - docs.html: the API reference, rendered offline (no CDN); git-ignored, rebuilt by prestart/test
+ *  - docs.html, docs-asyncapi.html: the references, rendered offline (no CDN); git-ignored, rebuilt by
+ *    prestart/test when older than their bundle
  * `npm run generate -- --check` regenerates into a temp dir and fails when generated/ differs.
  */
 import { execFileSync } from 'node:child_process';
@@ -93,7 +94,7 @@ async function main(): Promise<void> {
       const committed = path.join(root, 'generated', f);
       if (!fs.existsSync(committed) || !fs.readFileSync(committed).equals(fs.readFileSync(path.join(outDir, f)))) stale.push(f);
     }
-    for (const f of fs.readdirSync(path.join(root, 'generated'))) if (f !== 'docs.html' && !fs.existsSync(path.join(outDir, f))) stale.push(f);
+    for (const f of fs.readdirSync(path.join(root, 'generated'))) if (!f.startsWith('docs') && !fs.existsSync(path.join(outDir, f))) stale.push(f);
     fs.rmSync(outDir, { recursive: true });
     if (stale.length) {
       console.error(`generated/ is stale (${stale.join(', ')}): run \`npm run generate\` and commit the result.`);

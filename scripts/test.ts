@@ -11,6 +11,7 @@ import { createKnex, migrate } from '../src/db/database.js';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../src/db/embedded.js';
 import { createLogger } from '../src/log.js';
 import { printCoverage } from './contract-coverage.js';
+import { buildDocs } from './build-docs.js';
 
 const root = path.resolve(import.meta.dirname, '..');
 const coverageDir = path.join(root, '.contract-coverage');
@@ -50,9 +51,7 @@ async function main(): Promise<number> {
   await migrate(knex);
   await knex.destroy();
 
-  if (!fs.existsSync(path.join(root, 'generated/docs.html'))) {
-    await new Promise((resolve) => spawn(process.execPath, ['--import', 'tsx', 'scripts/build-docs.ts'], { cwd: root, stdio: 'inherit' }).on('exit', resolve));
-  }
+  buildDocs({ onlyStale: true });
   fs.rmSync(coverageDir, { recursive: true, force: true });
 
   const files = testFiles(process.argv.slice(2));

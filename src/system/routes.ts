@@ -17,6 +17,7 @@ export interface SystemDeps {
 export function systemRoutes(deps: SystemDeps): Handlers {
   const asyncapi = JSON.parse(readFileSync(path.join(generatedDir, 'asyncapi.json'), 'utf8')) as Record<string, unknown>;
   const docsHtml = readFileSync(path.join(generatedDir, 'docs.html'), 'utf8');
+  const asyncDocsHtml = readFileSync(path.join(generatedDir, 'docs-asyncapi.html'), 'utf8');
   return {
     getHealth: async () => ({ status: 200, body: { status: 'ok' } }),
     getReadiness: async () => {
@@ -34,5 +35,6 @@ export function systemRoutes(deps: SystemDeps): Handlers {
     getOpenApiDocument: async () => ({ status: 200, body: deps.openapi as never }),
     getAsyncApiDocument: async () => ({ status: 200, body: asyncapi as never }),
     getApiReference: async () => ({ status: 200, body: docsHtml, type: 'text/html; charset=utf-8' }),
+    getAsyncApiReference: async () => ({ status: 200, body: asyncDocsHtml, type: 'text/html; charset=utf-8' }),
   };
 }

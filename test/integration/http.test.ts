@@ -68,6 +68,12 @@ describe('system routes', () => {
     assert.match(docs.headers['content-type'], /text\/html/);
     assert.match(docs.text, /Voice Agent Calling Service API/);
     assert.doesNotMatch(docs.text, /<script[^>]+src="https?:\/\//, 'no script is loaded from a CDN');
+    const asyncDocs = await t.http.get('/docs/asyncapi');
+    assert.equal(asyncDocs.status, 200);
+    assert.match(asyncDocs.headers['content-type'], /text\/html/);
+    assert.match(asyncDocs.text, /webhooks and WebSockets/);
+    assert.match(asyncDocs.text, /Invalid authentication token/, 'the close codes are in the page');
+    assert.doesNotMatch(asyncDocs.text, /<script[^>]+src="https?:\/\//, 'no script is loaded from a CDN');
   });
 });
 
