@@ -9,7 +9,7 @@
  * the handling time above does not include it), CPU (% of one core) and RSS per session; then the largest
  * N whose handling p99 + loop-delay p99 < 10 ms.
  * BENCH_SECONDS (default 10) is the length of each measured phase; BENCH_REALTIME_LEVELS (default
- * 10,25,50,100,200) the values of N.
+ * 10,25,50,100,200,300,400) the values of N.
  */
 import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -145,7 +145,7 @@ async function level(child: Child, n: number, url: (i: number) => Promise<string
 
 export async function run(): Promise<void> {
   const seconds = Number(process.env.BENCH_SECONDS ?? 10);
-  const levels = (process.env.BENCH_REALTIME_LEVELS ?? '10,25,50,100,200').split(',').map(Number);
+  const levels = (process.env.BENCH_REALTIME_LEVELS ?? '10,25,50,100,200,300,400').split(',').map(Number);
   const frames = audioFrames();
   const db = await benchDatabase();
   const max = String(Math.max(...levels) * 4 + 100);
