@@ -1,6 +1,7 @@
 /**
- * Every operation that takes a body answers unreadable bodies the way its contract declares: malformed
- * JSON 400, an oversized body 413, a media type it does not take 415, all in the error envelope. The
+ * Every operation answers the requests the framework refuses the way its contract declares: no
+ * credentials 401; and for those that take a body, malformed JSON 400, an oversized body 413, a media
+ * type it does not take 415, an unknown field 422 naming it, all in the error envelope. The
  * service enforces the contract on every response, so an undeclared status would come back as a 500
  * `contract_violation`; this walks every such operation of the contract rather than a chosen few.
  */
@@ -61,6 +62,32 @@ describe(`unreadable bodies on the ${withJsonBody.length} operations that take J
       // An operation not implemented yet answers 501 before it looks at the body.
       if (res.status === 501) continue;
       assertEnvelope(o, res, 415, 'unsupported_media_type');
+    }
+  });
+});
+
+describe('requests refused before any handler runs', () => {
+  it('no credentials: 401 unauthorized on every secured operation', async () => {
+    const secured = operations.filter((o) => contract.operations.get(o.operationId)!.security.length > 0);
+    assert.ok(secured.length > 50);
+    for (const o of secured) {
+      const path = o.path.replace(/\{(\w+)\}/g, (_m, name: string) => (name === 'provider' ? 'provider_a' : `${name.split('_')[0]}_01JD5Z7Q8Y1C2B3A4N5M6K7P8R`));
+      const res = await t.http[o.method.toLowerCase() as 'get'](path);
+      assertEnvelope(o, res, 401, 'unauthorized');
+    }
+  });
+
+  it('an unknown field: 422 naming it (list-shaped where the contract says so)', async () => {
+    for (const o of withJsonBody.filter((x) => !contract.operations.get(x.operationId)!.validateInHandler)) {
+      const res = await request(o).send({ surely_not_a_field: 1 });
+      assert.notEqual(res.body.error?.code, 'contract_violation', `${o.operationId}: ${JSON.stringify(res.body)}`);
+      if (res.status === 501) continue;
+      assert.equal(res.status, 422, `${o.operationId}: ${JSON.stringify(res.body)}`);
+      const issues = res.body.detail ?? [];
+      const named = res.body.error.param === 'surely_not_a_field' || issues.some((d: { loc: string[] }) => d.loc.includes('surely_not_a_field'));
+      assert.ok(named, `${o.operationId}: ${JSON.stringify(res.body)}`);
+      assert.equal(res.body.error.code, 'unknown_field', o.operationId);
+      if (contract.usesListShaped422(o.operationId)) assert.ok(Array.isArray(res.body.detail), o.operationId);
     }
   });
 });
