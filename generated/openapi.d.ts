@@ -1919,8 +1919,11 @@ export interface components {
         };
         /** Health */
         Health: {
-            /** @enum {string} */
-            status: "ok" | "unavailable";
+            /**
+             * @description Not ready answers 503 in the error envelope instead.
+             * @constant
+             */
+            status: "ok";
             checks?: {
                 [key: string]: "ok" | "failing";
             };
@@ -4072,27 +4075,6 @@ export interface components {
                  *         "type": "not_found_error",
                  *         "code": "not_found",
                  *         "message": "No such resource.",
-                 *         "param": null,
-                 *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
-                 *       }
-                 *     }
-                 */
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description The request conflicts with the current state of the resource. */
-        Conflict: {
-            headers: {
-                "X-Request-Id": components["headers"]["RequestId"];
-                [name: string]: unknown;
-            };
-            content: {
-                /**
-                 * @example {
-                 *       "error": {
-                 *         "type": "conflict_error",
-                 *         "code": "conflict",
-                 *         "message": "The resource is not in a state that allows this.",
                  *         "param": null,
                  *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
                  *       }

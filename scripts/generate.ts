@@ -44,7 +44,7 @@ async function main(): Promise<void> {
 
   // OpenAPI bundle
   const bundleTmp = path.join(os.tmpdir(), `openapi-bundle-${process.pid}.json`);
-  run(['bundle', process.env.OPENAPI_ROOT ?? 'openapi/openapi.yaml', '--ext', 'json', '-o', bundleTmp]);
+  run(['bundle', 'openapi/openapi.yaml', '--ext', 'json', '-o', bundleTmp]);
   const openapi = JSON.parse(fs.readFileSync(bundleTmp, 'utf8')) as Record<string, any>;
   fs.rmSync(bundleTmp);
   writeJson('openapi.json', openapi);
@@ -68,7 +68,7 @@ async function main(): Promise<void> {
   );
 
   // AsyncAPI bundle and payload types
-  const asyncapi = (await $RefParser.bundle(process.env.ASYNCAPI_ROOT ?? path.join(root, 'asyncapi/asyncapi.yaml'))) as Record<string, any>;
+  const asyncapi = (await $RefParser.bundle(path.join(root, 'asyncapi/asyncapi.yaml'))) as Record<string, any>;
   writeJson('asyncapi.json', asyncapi);
   const deref = (await $RefParser.dereference(structuredClone(asyncapi))) as Record<string, any>;
   // One combined schema, so payload schemas shared between messages are declared once.

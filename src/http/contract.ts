@@ -165,16 +165,14 @@ export class Contract {
       strict: true,
       // quick: validators are compiled on an operation's first request instead of all at start (which
       // took seconds for ~75 operations, including response validators we never use: our own
-      // response check in response-check.ts does that job), and the 3.0 definition check is skipped.
+      // response check in response-check.ts does that job), and its 3.0 meta-schema check of the
+      // definition, which rejects valid 3.1 documents, is skipped (the linters validate the contract).
       quick: true,
       validate: (c) => !this.operations.get(c.operation.operationId ?? '')?.validateInHandler,
       // verbose: errors carry their schema, so validation.ts can read `x-unsupported-values`.
       ajvOpts: { allErrors: true, strict: false, verbose: true },
       customizeAjv: (_original, ajvOpts) => makeAjv(ajvOpts as AjvOptions) as never,
     });
-    // The 3.0 meta-schema check rejects valid 3.1 documents (quick mode skips it; this keeps it off if
-    // anything calls it); the linters validate the contract.
-    api.validateDefinition = () => api.document;
     await api.init();
     precompileRouting(api);
     return api;

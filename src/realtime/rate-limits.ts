@@ -33,4 +33,3 @@ export class IpAttemptLimiter {
   }
 }
 
-export { clientAddressResolver } from '../net/client-address.js';

@@ -3,7 +3,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import type { IncomingMessage } from 'node:http';
 import { decodeBase64, parseFrame } from '../../src/realtime/frames.js';
-import { clientAddressResolver } from '../../src/realtime/rate-limits.js';
+import { clientAddressResolver } from '../../src/net/client-address.js';
 import { sessionWsUrl } from '../../src/realtime/tokens.js';
 import { loadConfig, ConfigError } from '../../src/config.js';
 
