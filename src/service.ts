@@ -3,6 +3,7 @@
  * main.ts runs it as a process; tests start it in-process on a random port.
  */
 import http from 'node:http';
+import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
@@ -17,6 +18,9 @@ import { WorkspaceStore } from './workspaces/store.js';
 import { WorkspaceService } from './workspaces/service.js';
 import { workspaceRoutes } from './workspaces/routes.js';
 import { AuthRateLimit } from './workspaces/auth-rate-limit.js';
+import { AdmissionStore } from './workspaces/admission-store.js';
+import { WorkspaceAdmission } from './workspaces/admission.js';
+import { SlotKeeper } from './workspaces/slots.js';
 import { systemRoutes } from './system/routes.js';
 import type { OutboundPolicy } from './net/outbound-guard.js';
 import { AgentStore } from './agents/store.js';
@@ -25,7 +29,7 @@ import { agentRoutes } from './agents/routes.js';
 import { ToolStore } from './tools/store.js';
 import { ToolService } from './tools/service.js';
 import { toolRoutes } from './tools/routes.js';
-import { ToolRunner } from './tools/runner.js';
+import { ToolRunner } from './conversation/tool-runner.js';
 import { KnowledgeStore } from './knowledge/store.js';
 import { KnowledgeService } from './knowledge/service.js';
 import { knowledgeRoutes } from './knowledge/routes.js';
@@ -48,6 +52,8 @@ export interface RunningService {
   db: Database;
   secrets: SecretBox;
   workspaces: WorkspaceService;
+  /** Billing checks, metering and the concurrency slots web sessions and phone calls share. */
+  admission: WorkspaceAdmission;
   agents: AgentService;
   tools: ToolService;
   /** MCP servers; toolsForAgent/callTool serve the ToolRunner. */
@@ -88,6 +94,9 @@ export async function startService(
 
   // Domain services, each built from what it needs. Later domains add theirs below, in dependency order.
   const workspaces = new WorkspaceService(new WorkspaceStore(db.knex), clock, { sessionTtlMs: config.SESSION_TTL_MS, keyLastUsedResolutionMs: config.KEY_LAST_USED_RESOLUTION_MS }, log);
+  const admissionStore = new AdmissionStore(db.knex);
+  const slots = new SlotKeeper(admissionStore, { instanceId: `inst_${randomBytes(6).toString('hex')}`, heartbeatMs: config.REALTIME_LEASE_HEARTBEAT_MS, expiryMs: config.REALTIME_LEASE_EXPIRY_MS }, log);
+  const admission = new WorkspaceAdmission(admissionStore, slots, clock, { planMinutes: config.REALTIME_PLAN_MINUTES });
   const agents = new AgentService(new AgentStore(db.knex), secrets);
   const tools = new ToolService(new ToolStore(db.knex), agents, secrets, outbound);
   const knowledge = new KnowledgeService(new KnowledgeStore(db.knex), agents);
@@ -120,7 +129,7 @@ export async function startService(
   const events = new EventPublisher(webhookStore, () => webhookDispatcher.kick());
   const voice = await createVoiceService(config, log);
   const realtime = createRealtime({
-    config, knex: db.knex, clock, log, contract, agents, voice, tools: toolRunner, events,
+    config, knex: db.knex, clock, log, contract, agents, voice, admission, tools: toolRunner, events,
     deliveries: (workspaceId, conversationId, params) => webhooks.callDeliveries(workspaceId, conversationId, params),
     onForward: opts.onFrameForwarded,
   });
@@ -139,6 +148,9 @@ export async function startService(
   };
   // Work to finish on shutdown after the HTTP server stops (background workers, open sessions), in order.
   const stopHooks: Array<() => Promise<void>> = [];
+  // Slot leases are renewed until every live session has been drained.
+  slots.start();
+  stopHooks.push(async () => slots.stop());
   // Webhook deliveries in flight finish (each within WEBHOOK_TIMEOUT_MS); pending ones stay in the outbox.
   await webhookDispatcher.start();
   stopHooks.push(() => webhookDispatcher.stop());
@@ -182,6 +194,7 @@ export async function startService(
     db,
     secrets,
     workspaces,
+    admission,
     agents,
     tools,
     mcp,

@@ -1,39 +1,19 @@
 /**
- * One live session: client frames -> the voice-service session, its events -> server messages
- * (asyncapi/schemas/Realtime*.yaml), tool calls through the ToolRunner, and what the conversation
- * record needs (transcript, interruptions, reply latency, tool calls).
+ * One live web session: the framing of the realtime WebSocket around a Conversation
+ * (src/conversation/engine.ts). Client frames are checked (frames.ts) and passed to the conversation;
+ * what the conversation reports becomes server messages (asyncapi/schemas/Realtime*.yaml). The
+ * WebSocket's own rules live here: `session_started`, the in-session error codes, the text-session
+ * apology, `no_audio_received`, `session_ended`, and 1011 when the voice service is lost.
  */
 import type { WebSocket } from 'ws';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
-import type { ToolCallRequest, ToolDeclaration, TranscriptTurn, VoiceEvent, VoiceSession } from '../voice/types.js';
+import type { VoiceSession } from '../voice/types.js';
+import { Conversation, type ConversationOptions, type ConversationOutcome, type ConversationTools } from '../conversation/engine.js';
 import { parseFrame, TEXT_SESSION_CODES, type ServerErrorCode } from './frames.js';
 import type { Source } from './store.js';
 
-export interface ToolCallOutcome {
-  ok: boolean;
-  result: unknown;
-  error: string | null;
-  durationMs: number;
-  source: 'http' | 'mcp' | 'knowledge' | 'builtin';
-}
-
-/** The ToolRunner of src/tools/runner.ts as a session uses it. */
-export interface SessionToolRunner {
-  declarations(workspaceId: string, agentId: string): Promise<ToolDeclaration[]>;
-  call(workspaceId: string, agentId: string, name: string, args: Record<string, unknown>, opts: { timeoutMs: number }): Promise<ToolCallOutcome>;
-}
-
-export interface ToolCallRecord {
-  name: string;
-  source: ToolCallOutcome['source'];
-  arguments: Record<string, unknown>;
-  result: unknown;
-  ok: boolean;
-  error: string | null;
-  duration_ms: number;
-  started_at: number;
-}
+export { FILLER } from '../conversation/engine.js';
 
 export interface SessionInfo {
   id: string;
@@ -46,79 +26,58 @@ export interface SessionInfo {
   variables: Record<string, string>;
 }
 
-/** What a finished session hands to the conversation record. */
-export interface SessionOutcome {
-  status: 'completed' | 'failed';
-  endedAt: Date;
-  transcript: TranscriptTurn[];
-  interruptionCount: number;
-  latenciesMs: number[];
-  toolCalls: ToolCallRecord[];
-  firstMessageDelivered: boolean;
-}
+export type SessionOutcome = ConversationOutcome;
 
-export interface BridgeOptions {
+export interface BridgeOptions extends ConversationOptions {
   noAudioAfterMs: number;
-  toolTimeoutMs: number;
-  /** A tool call still running after this long makes the agent say FILLER, once per round of calls. */
-  toolFillerMs: number;
   /** Called with the time from a frame's receipt to its hand-over to the voice session (benchmarks). */
   onForward?: (nanoseconds: bigint) => void;
 }
 
-const RESULT_LIMIT = 4096;
 const APOLOGY = "Sorry, I couldn't read that message. Could you send it again?";
-export const FILLER = 'One moment while I look that up.';
-
-/** ToolCallRecord.result: JSON longer than 4,096 bytes becomes its text cut at a UTF-8 boundary + marker. */
-export function boundedResult(result: unknown): unknown {
-  const json = JSON.stringify(result ?? null);
-  if (Buffer.byteLength(json) <= RESULT_LIMIT) return result ?? null;
-  let cut = Buffer.from(json).subarray(0, RESULT_LIMIT).toString('utf8');
-  if (cut.endsWith('\uFFFD')) cut = cut.slice(0, -1);
-  return `${cut}…[truncated]`;
-}
 
 export class SessionBridge {
   private readonly isText: boolean;
-  private readonly transcript: TranscriptTurn[] = [];
-  private readonly latenciesMs: number[] = [];
-  private readonly toolCalls: ToolCallRecord[] = [];
-  private interruptionCount = 0;
-  private firstMessageDelivered = false;
-  private firstTurnDone = false;
-  private userUtteranceAt: number | null = null;
-  private modelUtterance: { at: number; text: string } | null = null;
-  /** When the user's last turn ended, until the agent's first audio/text of the reply. */
-  /** performance.now() when the user's turn ended: reply latency is a duration, measured below a millisecond. */
-  private awaitingReplySince: number | null = null;
+  private readonly conversation: Conversation;
   private firstImageAt: number | null = null;
   private audioReceived = false;
   private noAudioSent = false;
-  private ended = false;
   private finished = false;
-  private failed = false;
-  private readonly cancelledToolIds = new Set<string>();
   private resolveDone!: (o: SessionOutcome) => void;
   /** Resolves once when the socket has closed, with what the conversation record needs. */
   readonly done = new Promise<SessionOutcome>((r) => (this.resolveDone = r));
 
   constructor(
     private readonly ws: WebSocket,
-    private readonly voice: VoiceSession,
+    voice: VoiceSession,
     readonly info: SessionInfo,
-    private readonly tools: SessionToolRunner | null,
+    tools: ConversationTools | null,
     private readonly clock: Clock,
     private readonly opts: BridgeOptions,
     private readonly log: Logger,
   ) {
     this.isText = info.source === 'text';
-    voice.onEvent((e) => this.onVoiceEvent(e));
+    this.conversation = new Conversation(
+      voice,
+      { id: info.id, workspaceId: info.workspaceId, agentId: info.agentId, firstMessage: info.firstMessage, textMode: this.isText },
+      tools,
+      clock,
+      opts,
+      {
+        agentAudio: (pcm) => this.send({ type: 'audio', mime_type: 'audio/pcm;rate=24000', data: pcm.toString('base64') }),
+        agentText: (text) => this.send({ type: 'text', text }),
+        transcript: (u) => {
+          if (!this.isText) this.send({ type: 'transcript', role: u.role, text: u.text, final: u.final, timestamp: u.timestamp });
+        },
+        turnComplete: () => this.send({ type: 'turn_complete' }),
+        interrupted: () => this.send({ type: 'interrupted' }),
+        toolCall: (name, status) => this.send({ type: 'tool_call', name, status }),
+        agentEnded: () => this.send({ type: 'session_ended', reason: 'agent_ended' }),
+        upstreamLost: (message) => this.upstreamLost(message),
+      },
+      log,
+    );
     ws.on('close', () => void this.finish());
-  }
-
-  private nowMs(): number {
-    return this.clock.now().getTime();
   }
 
   private send(message: Record<string, unknown>): void {
@@ -175,21 +134,20 @@ export class SessionBridge {
       else if (TEXT_SESSION_CODES.has(frame.code)) this.sendError(frame.code, frame.error);
       return;
     }
-    if (this.ended) return;
+    if (this.conversation.ended) return;
     if (this.isText && frame.mimeType !== 'text/plain') return;
     try {
       switch (frame.mimeType) {
         case 'audio/pcm':
           this.audioReceived = true;
-          this.voice.sendAudio(frame.bytes);
+          this.conversation.sendAudio(frame.bytes);
           break;
         case 'image/jpeg':
           this.checkAudioPresence();
-          this.voice.sendImage(frame.bytes);
+          this.conversation.sendImage(frame.bytes);
           break;
         case 'text/plain':
-          // The voice session reports the typed turn back as the user's final input_transcript.
-          this.voice.sendText(frame.bytes.toString('utf8'));
+          this.conversation.sendText(frame.bytes.toString('utf8'));
           break;
       }
       this.opts.onForward?.(process.hrtime.bigint() - receivedAt);
@@ -201,7 +159,7 @@ export class SessionBridge {
 
   /** `no_audio_received`: once, on an image at least noAudioAfterMs after the first image, with no audio yet. */
   private checkAudioPresence(): void {
-    const now = this.nowMs();
+    const now = this.clock.now().getTime();
     if (this.firstImageAt === null) {
       this.firstImageAt = now;
       return;
@@ -212,137 +170,13 @@ export class SessionBridge {
     }
   }
 
-  private replyStarted(): void {
-    if (this.awaitingReplySince !== null) {
-      this.latenciesMs.push(Math.max(0, performance.now() - this.awaitingReplySince));
-      this.awaitingReplySince = null;
-    }
-  }
-
-  private closeModelUtterance(): void {
-    const u = this.modelUtterance;
-    this.modelUtterance = null;
-    if (!u || !u.text) return;
-    this.transcript.push({ role: 'model', text: u.text, timestamp: u.at / 1000 });
-    if (!this.isText) this.send({ type: 'transcript', role: 'model', text: u.text, final: true, timestamp: u.at / 1000 });
-  }
-
-  private onVoiceEvent(e: VoiceEvent): void {
-    if (this.finished) return;
-    switch (e.type) {
-      case 'audio':
-        if (this.isText) return;
-        this.replyStarted();
-        this.modelUtterance ??= { at: this.nowMs(), text: '' };
-        this.send({ type: 'audio', mime_type: 'audio/pcm;rate=24000', data: e.pcm.toString('base64') });
-        return;
-      case 'output_transcript':
-        if (this.isText) return;
-        this.modelUtterance ??= { at: this.nowMs(), text: '' };
-        this.modelUtterance.text = e.text;
-        this.send({ type: 'transcript', role: 'model', text: e.text, final: false, timestamp: this.modelUtterance.at / 1000 });
-        return;
-      case 'input_transcript': {
-        this.userUtteranceAt ??= this.nowMs();
-        const at = this.userUtteranceAt;
-        if (!this.isText) this.send({ type: 'transcript', role: 'user', text: e.text, final: e.final, timestamp: at / 1000 });
-        if (e.final) {
-          if (e.text) this.transcript.push({ role: 'user', text: e.text, timestamp: at / 1000 });
-          this.userUtteranceAt = null;
-          this.awaitingReplySince = performance.now();
-        }
-        return;
-      }
-      case 'text':
-        if (!this.isText) return;
-        this.replyStarted();
-        this.modelUtterance ??= { at: this.nowMs(), text: '' };
-        this.modelUtterance.text += e.text;
-        this.send({ type: 'text', text: e.text });
-        return;
-      case 'turn_complete':
-        this.closeModelUtterance();
-        if (!this.firstTurnDone) {
-          this.firstTurnDone = true;
-          this.firstMessageDelivered = Boolean(this.info.firstMessage);
-        }
-        this.send({ type: 'turn_complete' });
-        return;
-      case 'interrupted':
-        this.interruptionCount += 1;
-        this.closeModelUtterance();
-        this.firstTurnDone = true;
-        this.send({ type: 'interrupted' });
-        return;
-      case 'tool_call':
-        void this.runTools(e.calls);
-        return;
-      case 'tool_call_cancellation':
-        for (const id of e.ids) this.cancelledToolIds.add(id);
-        return;
-      case 'end_conversation':
-        if (this.isText || this.ended) return;
-        this.closeModelUtterance();
-        this.ended = true;
-        this.send({ type: 'session_ended', reason: 'agent_ended' });
-        return;
-      case 'unavailable':
-      case 'closed':
-        this.upstreamLost(e.type === 'unavailable' ? e.message : 'voice session closed');
-        return;
-    }
-  }
-
   private upstreamLost(message: string): void {
     if (this.finished || this.ws.readyState !== this.ws.OPEN) return;
     this.log.warn({ sessionId: this.info.id, message }, 'voice service unavailable; closing session with 1011');
-    this.failed = true;
+    this.conversation.markFailed();
     // Text sessions emit no error codes but binary_frame_unsupported and missing_data: they just close.
     if (!this.isText) this.sendError('upstream_unavailable', 'The voice service is unavailable; the session ends.');
     this.ws.close(1011);
-  }
-
-  private async runTools(calls: ToolCallRequest[]): Promise<void> {
-    // A slow tool leaves the caller in silence: the agent says a filler line, as its own turn (say()
-    // leaves the pending tool call open, unlike a user text turn, which would cancel it).
-    const filler = setTimeout(() => {
-      if (this.finished || this.ended) return;
-      try {
-        this.voice.say(FILLER);
-      } catch (err) {
-        this.log.warn({ err, sessionId: this.info.id }, 'filler could not be sent');
-      }
-    }, this.opts.toolFillerMs);
-    const responses = await Promise.all(
-      calls.map(async (call) => {
-        const startedAt = this.nowMs();
-        this.send({ type: 'tool_call', name: call.name, status: 'started' });
-        const outcome: ToolCallOutcome = this.tools
-          ? await this.tools.call(this.info.workspaceId, this.info.agentId, call.name, call.args ?? {}, { timeoutMs: this.opts.toolTimeoutMs })
-          : { ok: false, result: null, error: `Unknown tool '${call.name}'.`, durationMs: 0, source: 'builtin' };
-        this.toolCalls.push({
-          name: call.name,
-          source: outcome.source,
-          arguments: call.args ?? {},
-          result: boundedResult(outcome.result),
-          ok: outcome.ok,
-          error: outcome.ok ? null : (outcome.error ?? 'failed'),
-          duration_ms: Math.max(0, Math.round(outcome.durationMs)),
-          started_at: startedAt / 1000,
-        });
-        this.send({ type: 'tool_call', name: call.name, status: outcome.ok ? 'completed' : 'failed' });
-        return { id: call.id, name: call.name, response: outcome.ok ? { result: outcome.result ?? null } : { error: outcome.error ?? 'failed' } };
-      }),
-    );
-    clearTimeout(filler);
-    const live = responses.filter((r) => !this.cancelledToolIds.has(r.id));
-    if (live.length && !this.finished) {
-      try {
-        this.voice.sendToolResponses(live);
-      } catch (err) {
-        this.log.warn({ err, sessionId: this.info.id }, 'tool responses could not be sent');
-      }
-    }
   }
 
   /** Closes the client socket from the server side (shutdown), which then finishes the session. */
@@ -354,17 +188,6 @@ export class SessionBridge {
   private async finish(): Promise<void> {
     if (this.finished) return;
     this.finished = true;
-    this.closeModelUtterance();
-    const endedAt = this.clock.now();
-    await this.voice.close().catch((err) => this.log.warn({ err, sessionId: this.info.id }, 'voice session close failed'));
-    this.resolveDone({
-      status: this.failed ? 'failed' : 'completed',
-      endedAt,
-      transcript: [...this.transcript].sort((a, b) => a.timestamp - b.timestamp),
-      interruptionCount: this.interruptionCount,
-      latenciesMs: this.latenciesMs,
-      toolCalls: this.toolCalls,
-      firstMessageDelivered: this.firstMessageDelivered,
-    });
+    this.resolveDone(await this.conversation.finish());
   }
 }

@@ -1,5 +1,4 @@
 /** Assembles the realtime domain: session creation, the /ws/{user_id} gateway, slots and finalisation. */
-import { randomBytes } from 'node:crypto';
 import type http from 'node:http';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
@@ -11,9 +10,10 @@ import type { Page, PageParams } from '../lib/pagination.js';
 import type { components } from '../../generated/openapi.js';
 import type { UpgradeRoute } from '../http/upgrades.js';
 import type { VoiceService } from '../voice/types.js';
-import type { SessionToolRunner } from './bridge.js';
+import type { ConversationTools } from '../conversation/engine.js';
+import type { WorkspaceAdmission } from '../workspaces/admission.js';
+import type { SlotKeeper } from '../workspaces/slots.js';
 import { ConversationFinaliser, type CallCompletedPublisher } from './conversation.js';
-import { LeaseKeeper } from './leases.js';
 import { clientAddressResolver } from '../net/client-address.js';
 import { IpAttemptLimiter } from './rate-limits.js';
 import { ConversationRecords } from './records.js';
@@ -32,7 +32,9 @@ export interface RealtimeDeps {
   contract: Contract;
   agents: RuntimeAgents;
   voice: VoiceService;
-  tools: SessionToolRunner | null;
+  /** Billing checks, metering and the concurrency slots shared with phone calls. */
+  admission: WorkspaceAdmission;
+  tools: ConversationTools | null;
   events: CallCompletedPublisher | null;
   /** The webhook deliveries of a call.completed, by the event's conversation id. */
   deliveries: (workspaceId: string, conversationId: string, params: PageParams) => Promise<Page<WebhookDelivery>>;
@@ -44,10 +46,11 @@ export interface Realtime {
   routes: Handlers;
   store: RealtimeStore;
   gateway: RealtimeGateway;
-  leases: LeaseKeeper;
+  /** The workspace slot keeper (shared with phone calls; owned by src/workspaces). */
+  leases: SlotKeeper;
   /** The `/ws/{user_id}` WebSocket route, for src/http/upgrades.ts. */
   upgradeRoute: UpgradeRoute;
-  /** Starts the ping sweep and the lease heartbeat (the server is used for its port when PUBLIC_BASE_URL is unset). */
+  /** Starts the ping sweep (the server is used for its port when PUBLIC_BASE_URL is unset). */
   attach(server: http.Server): void;
   /** Shutdown: closes live sessions (1001) and waits for their records and events. */
   drain(): Promise<void>;
@@ -63,13 +66,12 @@ export function createRealtime(d: RealtimeDeps): Realtime {
     if (c.PUBLIC_BASE_URL || !address || typeof address === 'string') return c.publicBaseUrl;
     return c.publicBaseUrl.replace(/:\d+$/, `:${address.port}`);
   };
-  const leases = new LeaseKeeper(store, d.clock, { instanceId: `inst_${randomBytes(6).toString('hex')}`, heartbeatMs: c.REALTIME_LEASE_HEARTBEAT_MS, expiryMs: c.REALTIME_LEASE_EXPIRY_MS }, log);
   const service = new RealtimeService(
     store,
     d.agents,
     d.voice,
     d.tools,
-    leases,
+    d.admission,
     d.clock,
     {
       publicBaseUrl,
@@ -79,11 +81,10 @@ export function createRealtime(d: RealtimeDeps): Realtime {
         { limit: c.REALTIME_SESSIONS_PER_DAY, windowMs: c.REALTIME_DAY_WINDOW_MS },
       ],
       centsPerMinute: c.REALTIME_CENTS_PER_MINUTE,
-      planMinutes: c.REALTIME_PLAN_MINUTES,
     },
     log,
   );
-  const finaliser = new ConversationFinaliser(store, d.voice, d.events, { centsPerMinute: c.REALTIME_CENTS_PER_MINUTE, textCentsPerMinute: c.REALTIME_TEXT_CENTS_PER_MINUTE }, log);
+  const finaliser = new ConversationFinaliser(store, d.voice, d.admission, d.events, { centsPerMinute: c.REALTIME_CENTS_PER_MINUTE, textCentsPerMinute: c.REALTIME_TEXT_CENTS_PER_MINUTE }, log);
   const gateway = new RealtimeGateway(
     service,
     finaliser,
@@ -108,19 +109,17 @@ export function createRealtime(d: RealtimeDeps): Realtime {
     routes: realtimeRoutes(service, new ConversationRecords(store), d.contract, c.BODY_LIMIT_BYTES, d.deliveries),
     store,
     gateway,
-    leases,
+    leases: d.admission.slots,
     upgradeRoute: gateway.route,
     attach(httpServer) {
       server = httpServer;
       gateway.attach();
-      leases.start();
       pruneTimer = setInterval(() => void service.prune().catch((err) => log.warn({ err }, 'token pruning failed')), 60 * 60 * 1000);
       pruneTimer.unref();
     },
     async drain() {
       clearInterval(pruneTimer);
       await gateway.drain();
-      leases.stop();
     },
   };
 }

@@ -10,10 +10,11 @@ import { newId } from '../lib/ids.js';
 import type { RuntimeAgent } from '../agents/service.js';
 import type { VoiceService, VoiceSession } from '../voice/types.js';
 import { validationError } from '../http/validation.js';
-import type { LeaseKeeper } from './leases.js';
+import type { WorkspaceAdmission } from '../workspaces/admission.js';
+import type { ConversationTools } from '../conversation/engine.js';
+import { fillPlaceholders } from '../conversation/placeholders.js';
 import type { CreationWindow, RealtimeStore, Source, TokenRow } from './store.js';
 import { hashSessionToken, newSessionToken, sessionWsUrl, TOKEN_PATTERN } from './tokens.js';
-import type { SessionToolRunner } from './bridge.js';
 
 /** AgentService as realtime uses it (throws 404 agent_not_found / 403 for another workspace's agent). */
 export interface RuntimeAgents {
@@ -25,9 +26,8 @@ export interface RealtimeOptions {
   publicBaseUrl: () => string;
   tokenTtlMs: number;
   windows: CreationWindow[];
+  /** Credit a voice, camera or screen session needs to start (a minute's worth). */
   centsPerMinute: number;
-  /** Web-session minutes per calendar month by plan; a plan not listed is unlimited. */
-  planMinutes: Record<string, number>;
 }
 
 export const CLOSE = {
@@ -51,17 +51,8 @@ export interface Admission {
   startedAt: Date;
   variables: Record<string, string>;
   instruction: string;
-}
-
-const BLOCKED = new Set(['past_due', 'unpaid']);
-
-/** `{{name}}` placeholders of the instruction and first message, filled from the agent's defaults. */
-export function fillPlaceholders(text: string, values: Record<string, string>): string {
-  return text.replace(/\{\{\s*([A-Za-z0-9_.-]+)\s*\}\}/g, (whole, name: string) => values[name] ?? whole);
-}
-
-export function monthStart(now: Date): Date {
-  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+  /** The first message as the agent says it (placeholders filled); null when there is none. */
+  firstMessage: string | null;
 }
 
 export class RealtimeService {
@@ -69,8 +60,8 @@ export class RealtimeService {
     private readonly store: RealtimeStore,
     private readonly agents: RuntimeAgents,
     private readonly voice: VoiceService,
-    private readonly tools: SessionToolRunner | null,
-    private readonly leases: LeaseKeeper,
+    private readonly tools: ConversationTools | null,
+    private readonly admission: WorkspaceAdmission,
     private readonly clock: Clock,
     private readonly opts: RealtimeOptions,
     private readonly log: Logger,
@@ -82,9 +73,9 @@ export class RealtimeService {
    */
   async createSession(workspaceId: string, body: unknown, validateBody: (body: unknown) => void): Promise<{ session_token: string; ws_url: string }> {
     // 2. Billing.
-    const workspace = await this.store.getWorkspace(workspaceId);
+    const workspace = await this.admission.workspace(workspaceId);
     if (!workspace) throw new ApiError(401, 'authentication_error', 'unauthorized', 'The workspace of this API key no longer exists.');
-    if (BLOCKED.has(workspace.subscription_status)) {
+    if (this.admission.isBlocked(workspace)) {
       throw paymentRequired('subscription_inactive', `The workspace subscription is ${workspace.subscription_status}; update billing to start sessions.`);
     }
     // 3-4. Source enabled for the agent, agent exists here; read from the body before it is validated.
@@ -154,49 +145,45 @@ export class RealtimeService {
       if (err instanceof ApiError) return CLOSE.invalidToken;
       throw err;
     }
-    const workspace = await this.store.getWorkspace(row.workspace_id);
+    const workspace = await this.admission.workspace(row.workspace_id);
     if (!workspace) return CLOSE.invalidToken;
-    // 4402
-    if (BLOCKED.has(workspace.subscription_status)) return CLOSE.serviceUnavailable;
-    // 4028
-    const minutes = this.opts.planMinutes[workspace.plan];
-    if (minutes !== undefined) {
-      const used = await this.store.sessionSecondsSince(workspace.id, monthStart(now));
-      if (used >= minutes * 60) return CLOSE.planLimit;
-    }
-    if (row.source !== 'text' && workspace.credit_balance_cents < Math.max(1, this.opts.centsPerMinute)) return CLOSE.insufficientCredits;
+    // 4402, then 4028 (plan minutes, then credit; text sessions need no credit)
+    const refusal = await this.admission.refusal(workspace, row.source === 'text' ? 0 : Math.max(1, this.opts.centsPerMinute));
+    if (refusal === 'subscription_inactive') return CLOSE.serviceUnavailable;
+    if (refusal === 'plan_limit') return CLOSE.planLimit;
+    if (refusal === 'insufficient_credit') return CLOSE.insufficientCredits;
     // 4003
     if (row.source === 'camera' && !agent.realtime.enableWebcam) return CLOSE.cameraDisabled;
     if (row.source === 'screen' && !agent.realtime.enableScreenShare) return CLOSE.screenDisabled;
     // 4029
     const sessionId = newId('conversation');
-    if (!(await this.leases.acquire(sessionId, workspace.id, workspace.concurrent_session_limit))) return CLOSE.tooManySessions;
+    if (!(await this.admission.slots.acquire(sessionId, workspace.id, workspace.concurrent_session_limit))) return CLOSE.tooManySessions;
     // 1011
     const variables = agent.variablePlaceholders ?? {};
     const instruction = fillPlaceholders(agent.instruction, variables);
+    const firstMessage = agent.firstMessage ? fillPlaceholders(agent.firstMessage, variables) : null;
     try {
       const tools = this.tools ? await this.tools.declarations(workspace.id, agent.id) : [];
       const voice = await this.voice.open({
         instruction,
-        firstMessage: agent.firstMessage ? fillPlaceholders(agent.firstMessage, variables) : null,
+        firstMessage,
         voiceId: agent.voiceId,
         language: agent.language,
         languageCode: agent.languageCode,
-        variables,
         tools,
         canEndConversation: agent.canEndConversation && row.source !== 'text',
         source: row.source,
       });
-      return { sessionId, token: row, agent, voice, startedAt: this.clock.now(), variables, instruction };
+      return { sessionId, token: row, agent, voice, startedAt: this.clock.now(), variables, instruction, firstMessage };
     } catch (err) {
       this.log.warn({ err, sessionId, workspaceId: workspace.id }, 'voice session could not start');
-      await this.leases.release(sessionId);
+      await this.admission.slots.release(sessionId);
       return CLOSE.startFailed;
     }
   }
 
   async release(sessionId: string): Promise<void> {
-    await this.leases.release(sessionId);
+    await this.admission.slots.release(sessionId);
   }
 
   /** Tokens older than every creation window count for nothing. */

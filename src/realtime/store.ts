@@ -1,4 +1,4 @@
-/** Realtime tokens, session-slot leases and conversation records in PostgreSQL. */
+/** Realtime tokens and the conversation records of web sessions in PostgreSQL. */
 import type { Knex } from 'knex';
 import { paginate, type Page, type PageParams } from '../lib/pagination.js';
 
@@ -13,14 +13,6 @@ export interface TokenRow {
   expires_at: Date;
   used_at: Date | null;
   created_at: Date;
-}
-
-export interface WorkspaceBilling {
-  id: string;
-  plan: string;
-  subscription_status: 'active' | 'past_due' | 'unpaid';
-  credit_balance_cents: number;
-  concurrent_session_limit: number;
 }
 
 export interface CreationWindow {
@@ -62,10 +54,6 @@ function lockWorkspace(trx: Knex.Transaction, purpose: string, workspaceId: stri
 export class RealtimeStore {
   constructor(private readonly db: Knex) {}
 
-  getWorkspace(id: string): Promise<WorkspaceBilling | undefined> {
-    return this.db('workspaces').where({ id }).first('id', 'plan', 'subscription_status', 'credit_balance_cents', 'concurrent_session_limit');
-  }
-
   /**
    * Issues a token unless a creation window is full. The issued tokens are what the windows count, and
    * the count and the insert happen under one per-workspace lock, so a refused request uses up nothing
@@ -106,62 +94,8 @@ export class RealtimeStore {
     await this.db('realtime_tokens').where('created_at', '<', before).delete();
   }
 
-  /**
-   * Takes a slot if fewer than `limit` unexpired leases of the workspace exist (atomic across
-   * instances). Expiry is set and compared on the database clock (now()), never an instance's, so
-   * instances whose clocks disagree still agree on which leases count.
-   */
-  async acquireLease(lease: { id: string; workspace_id: string; kind: string; instance_id: string }, limit: number, expiryMs: number): Promise<boolean> {
-    return this.db.transaction(async (trx) => {
-      await lockWorkspace(trx, 'session-lease', lease.workspace_id);
-      const [{ count }] = await trx('session_leases')
-        .where('workspace_id', lease.workspace_id)
-        .where('expires_at', '>', trx.fn.now())
-        .whereNot('id', lease.id)
-        .count<{ count: string }[]>('* as count');
-      if (Number(count) >= limit) return false;
-      // Re-acquiring a lease that expired but was not yet deleted replaces it.
-      await trx('session_leases')
-        .insert({ ...lease, expires_at: trx.raw(`now() + ? * interval '1 millisecond'`, [expiryMs]), created_at: trx.fn.now() })
-        .onConflict('id')
-        .merge(['expires_at', 'instance_id']);
-      return true;
-    });
-  }
-
-  /** Extends the given leases to now() + expiryMs (database clock); returns the ids that still existed. */
-  async renewLeases(ids: string[], expiryMs: number): Promise<string[]> {
-    if (!ids.length) return [];
-    const rows: Array<{ id: string }> = await this.db('session_leases')
-      .whereIn('id', ids)
-      .update({ expires_at: this.db.raw(`now() + ? * interval '1 millisecond'`, [expiryMs]) })
-      .returning('id');
-    return rows.map((r) => r.id);
-  }
-
-  async releaseLease(id: string): Promise<void> {
-    await this.db('session_leases').where({ id }).delete();
-  }
-
-  /** Deletes leases expired on the database clock. */
-  async deleteExpiredLeases(): Promise<void> {
-    await this.db('session_leases').where('expires_at', '<=', this.db.fn.now()).delete();
-  }
-
-  /** The workspace's concurrent-session limit now (undefined when the workspace is gone). */
-  async sessionLimit(workspaceId: string): Promise<number | undefined> {
-    const row = await this.db('workspaces').where({ id: workspaceId }).first('concurrent_session_limit');
-    return row?.concurrent_session_limit as number | undefined;
-  }
-
-  /** Whole seconds of web sessions the workspace finished since `since`. */
-  async sessionSecondsSince(workspaceId: string, since: Date): Promise<number> {
-    const [{ total }] = await this.db('realtime_conversations').where('workspace_id', workspaceId).where('started_at', '>=', since).sum<{ total: string | null }[]>('duration as total');
-    return Number(total ?? 0);
-  }
-
-  /** Stores the record and takes its cost off the workspace's credit, together. */
-  async saveConversation(row: ConversationRow): Promise<void> {
+  /** Stores the record; `alongside` runs in the same transaction (the usage charge commits with it). */
+  async saveConversation(row: ConversationRow, alongside: (trx: Knex.Transaction) => Promise<unknown>): Promise<void> {
     await this.db.transaction(async (trx) => {
       await trx('realtime_conversations').insert({
         ...row,
@@ -170,9 +104,7 @@ export class RealtimeStore {
         unanswered_questions: JSON.stringify(row.unanswered_questions),
         tool_calls: row.tool_calls ? JSON.stringify(row.tool_calls) : null,
       });
-      if (row.cost_cents > 0) {
-        await trx('workspaces').where({ id: row.workspace_id }).update({ credit_balance_cents: trx.raw('credit_balance_cents - ?', [row.cost_cents]), updated_at: trx.fn.now() });
-      }
+      await alongside(trx);
     });
   }
 

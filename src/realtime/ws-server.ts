@@ -14,7 +14,8 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { answerUpgrade, type UpgradeRoute } from '../http/upgrades.js';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
-import { SessionBridge, type BridgeOptions, type SessionToolRunner } from './bridge.js';
+import { SessionBridge, type BridgeOptions } from './bridge.js';
+import type { ConversationTools } from '../conversation/engine.js';
 import type { ConversationFinaliser } from './conversation.js';
 import type { IpAttemptLimiter } from './rate-limits.js';
 import type { RealtimeService, Admission } from './service.js';
@@ -57,7 +58,7 @@ export class RealtimeGateway {
     private readonly finaliser: ConversationFinaliser,
     private readonly ipLimiter: IpAttemptLimiter,
     private readonly clientAddress: (req: http.IncomingMessage) => string,
-    private readonly tools: SessionToolRunner | null,
+    private readonly tools: ConversationTools | null,
     private readonly clock: Clock,
     private readonly opts: GatewayOptions,
     private readonly log: Logger,

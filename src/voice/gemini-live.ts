@@ -52,12 +52,9 @@ const REPLAY_LIMIT = 50;
 /** More than VOICE_RETRY_MAX + 1 reconnections within this window count as unavailable. */
 const FLAP_WINDOW_MS = 60_000;
 
-const substitute = (text: string, variables: Record<string, string>) =>
-  text.replace(/\{\{\s*([\w.-]+)\s*\}\}/g, (m, name: string) => (name in variables ? variables[name] : m));
-
 export function buildSetup(config: VoiceSessionConfig, model: string, handle: string | null): LiveClientMessage {
   const textOnly = config.source === 'text';
-  const lines = [substitute(config.instruction, config.variables)];
+  const lines = [config.instruction];
   if (config.language) lines.push(`Speak ${config.language}.`);
   const functionDeclarations = config.tools.map((t) => ({
     name: t.name,
@@ -97,7 +94,7 @@ export function buildSetup(config: VoiceSessionConfig, model: string, handle: st
 /** The user turn that makes the model open the conversation (first connection only). */
 export function openingTurn(config: VoiceSessionConfig): LiveClientMessage {
   const text = config.firstMessage
-    ? `(The conversation has started.) Open it now: say exactly: ${JSON.stringify(substitute(config.firstMessage, config.variables))}`
+    ? `(The conversation has started.) Open it now: say exactly: ${JSON.stringify(config.firstMessage)}`
     : '(The conversation has started.) Greet the user.';
   return { clientContent: { turns: [{ role: 'user', parts: [{ text }] }], turnComplete: true } };
 }

@@ -14,14 +14,13 @@ export interface ToolDeclaration {
 }
 
 export interface VoiceSessionConfig {
-  /** System instruction of the agent, with variables already substituted. */
+  /** System instruction of the agent, placeholders already filled (src/conversation/placeholders.ts). */
   instruction: string;
-  /** What the agent says first; null lets the model open. */
+  /** What the agent says first, placeholders already filled; null lets the model open. */
   firstMessage: string | null;
   voiceId: string | null;
   language: string | null;
   languageCode: string | null;
-  variables: Record<string, string>;
   tools: ToolDeclaration[];
   /** The agent may end the conversation (the model gets an `end_conversation` tool). */
   canEndConversation: boolean;

@@ -15,6 +15,9 @@ export interface RaisedEvent {
   targets: number;
 }
 
+/** What a conversation domain needs of the publisher to report a finished call or session. */
+export type CallCompletedPublisher = Pick<EventPublisher, 'callCompleted'>;
+
 export class EventPublisher {
   constructor(
     private readonly store: WebhookStore,

@@ -8,7 +8,7 @@ import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { startHttpPeer, type HttpPeer } from '../helpers/http-peer.js';
 import { startMcpPeer, type McpPeer } from '../helpers/mcp-peers.js';
-import { mcpToolName } from '../../src/tools/runner.js';
+import { mcpToolName } from '../../src/conversation/tool-runner.js';
 
 let t: TestService;
 let tn: Tenant;

@@ -30,12 +30,11 @@ const FAST_ENV = {
 
 function agent(overrides: Partial<VoiceSessionConfig> = {}): VoiceSessionConfig {
   return {
-    instruction: 'You are a friendly receptionist for Acme Dental. Book appointments for {{clinic}}.',
+    instruction: 'You are a friendly receptionist for Acme Dental. Book appointments for the Main Street clinic.',
     firstMessage: 'Hello, thanks for calling Acme Dental!',
     voiceId: null,
     language: null,
     languageCode: null,
-    variables: { clinic: 'the Main Street clinic' },
     tools: [],
     canEndConversation: false,
     source: 'voice',

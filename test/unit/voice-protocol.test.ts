@@ -6,12 +6,11 @@ import { decide, deriveArguments, roleOf } from '../../src/voice/sandbox/model.j
 import type { VoiceSessionConfig } from '../../src/voice/types.js';
 
 const config: VoiceSessionConfig = {
-  instruction: 'You are the booking assistant of {{clinic}}.',
-  firstMessage: 'Welcome to {{clinic}}!',
+  instruction: 'You are the booking assistant of Acme.',
+  firstMessage: 'Welcome to Acme!',
   voiceId: 'Puck',
   language: 'English',
   languageCode: 'en-GB',
-  variables: { clinic: 'Acme' },
   tools: [{ name: 'book', description: 'Books a slot', parameters: { type: 'object', properties: { day: { type: 'string' } } } }],
   canEndConversation: true,
   source: 'voice',

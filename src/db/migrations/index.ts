@@ -10,6 +10,7 @@ import * as m004 from './004_mcp.js';
 import * as m005 from './005_idempotency.js';
 import * as m006 from './006_realtime.js';
 import * as m007 from './007_auth_attempts.js';
+import * as m008 from './008_usage.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -24,6 +25,7 @@ const migrations: Array<[string, Migration]> = [
   ['005_idempotency', m005],
   ['006_realtime', m006],
   ['007_auth_attempts', m007],
+  ['008_usage', m008],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {

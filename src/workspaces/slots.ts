@@ -1,8 +1,12 @@
 /**
- * Concurrency slots: one lease row per live session in PostgreSQL, taken atomically against the
- * workspace's concurrent_session_limit and renewed by this instance's heartbeat. A lease whose
- * heartbeat stops (closed tab detected by ping/pong, crashed instance) expires and stops counting
- * within REALTIME_LEASE_EXPIRY_MS.
+ * Concurrency slots: one lease row per live web session or phone call in PostgreSQL, taken atomically
+ * against the workspace's concurrent_session_limit, so sessions and calls share one count.
+ *
+ * A web session's lease is renewed by this instance's heartbeat; when the heartbeat stops (closed tab
+ * detected by ping/pong, crashed instance) it expires and stops counting within REALTIME_LEASE_EXPIRY_MS.
+ * A phone call's lease is fixed-term (`takeFixed`): a call moves between instances (callbacks and its
+ * media stream may land anywhere), so no one instance renews it; it lasts until the call's own deadline
+ * and is released by whichever instance finalises the call.
  *
  * Expiry is set and compared on the database clock (now()), so instances with skewed clocks agree.
  *
@@ -14,22 +18,19 @@
  * `session lease could not be re-acquired`); the heartbeat keeps trying to re-acquire it.
  */
 import type { Logger } from 'pino';
-import type { Clock } from '../lib/clock.js';
-import type { RealtimeStore } from './store.js';
+import type { AdmissionStore } from './admission-store.js';
 
 interface HeldLease {
   workspaceId: string;
   kind: string;
 }
 
-export class LeaseKeeper {
+export class SlotKeeper {
   private readonly held = new Map<string, HeldLease>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
-    private readonly store: RealtimeStore,
-    // Kept for the constructor's shape; lease times come from the database clock.
-    _clock: Clock,
+    private readonly store: AdmissionStore,
     private readonly opts: { instanceId: string; heartbeatMs: number; expiryMs: number },
     private readonly log: Logger,
   ) {}
@@ -74,6 +75,16 @@ export class LeaseKeeper {
   async release(id: string): Promise<void> {
     if (!this.held.delete(id)) return;
     await this.store.releaseLease(id).catch((err) => this.log.warn({ err, leaseId: id }, 'could not release session lease'));
+  }
+
+  /** A slot held for `ttlMs` with no heartbeat (phone calls); false when the workspace is at its limit. */
+  takeFixed(id: string, workspaceId: string, limit: number, ttlMs: number, kind: string): Promise<boolean> {
+    return this.store.acquireLease({ id, workspace_id: workspaceId, kind, instance_id: this.opts.instanceId }, limit, ttlMs);
+  }
+
+  /** Gives back a fixed-term slot (from any instance); releasing one already gone is a no-op. */
+  async releaseFixed(id: string): Promise<void> {
+    await this.store.releaseLease(id);
   }
 
   stop(): void {

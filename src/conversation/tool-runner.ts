@@ -12,8 +12,8 @@ import type { ToolDeclaration } from '../voice/types.js';
 import { ApiError } from '../http/errors.js';
 import type { KnowledgeService } from '../knowledge/service.js';
 import type { McpService } from '../mcp/service.js';
-import type { ToolService } from './service.js';
-import type { ToolRow } from './store.js';
+import type { ToolService } from '../tools/service.js';
+import type { ToolRow } from '../tools/store.js';
 
 export const SEARCH_KNOWLEDGE = 'search_knowledge';
 /** Most bytes of an HTTP tool's response passed to the model. */

@@ -1,0 +1,344 @@
+/**
+ * One live conversation with the voice service, whatever carries it (a browser WebSocket or a phone
+ * call's media stream): the voice-event loop, tool runs with the spoken filler, the transcript,
+ * interruptions, reply latency and first-message delivery. The transport feeds it user input and
+ * renders what it reports through ConversationEvents in its own framing; `finish()` gives what the
+ * record and `call.completed` need.
+ */
+import type { Logger } from 'pino';
+import type { Clock } from '../lib/clock.js';
+import type { ToolCallRequest, ToolDeclaration, TranscriptTurn, VoiceEvent, VoiceSession } from '../voice/types.js';
+import type { ToolCallOutcome, ToolSource } from './tool-runner.js';
+
+export type { ToolCallOutcome } from './tool-runner.js';
+
+/** The ToolRunner (tool-runner.ts) as a conversation uses it. */
+export interface ConversationTools {
+  declarations(workspaceId: string, agentId: string): Promise<ToolDeclaration[]>;
+  call(workspaceId: string, agentId: string, name: string, args: Record<string, unknown>, opts: { timeoutMs: number }): Promise<ToolCallOutcome>;
+}
+
+/** A tool the transport itself provides (a phone call's transfer), run instead of the ToolRunner. */
+export interface BuiltinTool {
+  declaration: ToolDeclaration;
+  run(args: Record<string, unknown>): Promise<{ ok: boolean; result: unknown; error: string | null }>;
+}
+
+export interface ToolCallRecord {
+  name: string;
+  source: ToolSource;
+  arguments: Record<string, unknown>;
+  result: unknown;
+  ok: boolean;
+  error: string | null;
+  duration_ms: number;
+  started_at: number;
+}
+
+export interface ConversationInfo {
+  id: string;
+  workspaceId: string;
+  agentId: string;
+  /** What the agent says first (placeholders filled); null when the model opens freely. */
+  firstMessage: string | null;
+  /** Text sessions: replies are text, audio and end_conversation are ignored. */
+  textMode: boolean;
+}
+
+/** What a finished conversation hands to its record. */
+export interface ConversationOutcome {
+  status: 'completed' | 'failed';
+  endedAt: Date;
+  transcript: TranscriptTurn[];
+  interruptionCount: number;
+  latenciesMs: number[];
+  toolCalls: ToolCallRecord[];
+  firstMessageDelivered: boolean;
+}
+
+export interface TranscriptUpdate {
+  role: 'model' | 'user';
+  text: string;
+  final: boolean;
+  /** Unix seconds when the utterance began. */
+  timestamp: number;
+}
+
+/** What the conversation reports; the transport renders each in its own framing. All optional. */
+export interface ConversationEvents {
+  /** Agent speech, PCM16 LE mono 24 kHz (not in text mode). */
+  agentAudio?(pcm24k: Buffer): void;
+  /** Agent reply text (text mode only). */
+  agentText?(text: string): void;
+  /** A transcript update; `final` model entries are the ones the transcript keeps. */
+  transcript?(update: TranscriptUpdate): void;
+  /** An entry was added to the transcript (for transports that persist as they go). */
+  committed?(turn: TranscriptTurn): void;
+  turnComplete?(): void;
+  /** The person spoke over the agent: queued agent audio must be dropped. */
+  interrupted?(): void;
+  toolCall?(name: string, status: 'started' | 'completed' | 'failed'): void;
+  /** The agent ended the conversation (end_conversation; not in text mode). */
+  agentEnded?(): void;
+  /** The voice service was lost for good (after its own retries). */
+  upstreamLost?(message: string): void;
+}
+
+export interface ConversationOptions {
+  toolTimeoutMs: number;
+  /** A tool call still running after this long makes the agent say FILLER, once per round of calls. */
+  toolFillerMs: number;
+}
+
+const RESULT_LIMIT = 4096;
+export const FILLER = 'One moment while I look that up.';
+
+/** ToolCallRecord.result: JSON longer than 4,096 bytes becomes its text cut at a UTF-8 boundary + marker. */
+export function boundedResult(result: unknown): unknown {
+  const json = JSON.stringify(result ?? null);
+  if (Buffer.byteLength(json) <= RESULT_LIMIT) return result ?? null;
+  let cut = Buffer.from(json).subarray(0, RESULT_LIMIT).toString('utf8');
+  if (cut.endsWith('\uFFFD')) cut = cut.slice(0, -1);
+  return `${cut}…[truncated]`;
+}
+
+export class Conversation {
+  private readonly transcript: TranscriptTurn[] = [];
+  private readonly latenciesMs: number[] = [];
+  private readonly toolCalls: ToolCallRecord[] = [];
+  private readonly builtins = new Map<string, BuiltinTool>();
+  private interruptionCount = 0;
+  private firstMessageDelivered = false;
+  private firstTurnDone = false;
+  private userUtteranceAt: number | null = null;
+  private modelUtterance: { at: number; text: string } | null = null;
+  /** performance.now() when the user's turn ended: reply latency is a duration, measured below a millisecond. */
+  private awaitingReplySince: number | null = null;
+  private agentEnded = false;
+  private finished = false;
+  private failed = false;
+  private readonly cancelledToolIds = new Set<string>();
+  private finishing: Promise<ConversationOutcome> | undefined;
+
+  constructor(
+    private readonly voice: VoiceSession,
+    readonly info: ConversationInfo,
+    private readonly tools: ConversationTools | null,
+    private readonly clock: Clock,
+    private readonly opts: ConversationOptions,
+    private readonly events: ConversationEvents,
+    private readonly log: Logger,
+  ) {
+    voice.onEvent((e) => this.onVoiceEvent(e));
+  }
+
+  /** Tools of the transport (declared to the voice service by whoever opened it). */
+  addBuiltin(tool: BuiltinTool): void {
+    this.builtins.set(tool.declaration.name, tool);
+  }
+
+  /** True once the agent ended the conversation: user input is no longer passed on. */
+  get ended(): boolean {
+    return this.agentEnded;
+  }
+
+  get isFinished(): boolean {
+    return this.finished;
+  }
+
+  /** The transport gave up on the conversation (its outcome is `failed`). */
+  markFailed(): void {
+    this.failed = true;
+  }
+
+  private nowMs(): number {
+    return this.clock.now().getTime();
+  }
+
+  // User input; each throws when the voice session cannot take it (the transport says forward_failed).
+  sendAudio(pcm16k: Buffer): void {
+    this.voice.sendAudio(pcm16k);
+  }
+
+  sendImage(jpeg: Buffer): void {
+    this.voice.sendImage(jpeg);
+  }
+
+  /** A typed user turn; the voice session reports it back as the user's final input transcript. */
+  sendText(text: string): void {
+    this.voice.sendText(text);
+  }
+
+  /** Has the agent say a line as its own turn (a filler, a voicemail message). */
+  say(text: string): void {
+    this.voice.say(text);
+  }
+
+  private replyStarted(): void {
+    if (this.awaitingReplySince !== null) {
+      this.latenciesMs.push(Math.max(0, performance.now() - this.awaitingReplySince));
+      this.awaitingReplySince = null;
+    }
+  }
+
+  private commit(turn: TranscriptTurn): void {
+    this.transcript.push(turn);
+    this.events.committed?.(turn);
+  }
+
+  private closeModelUtterance(): void {
+    const u = this.modelUtterance;
+    this.modelUtterance = null;
+    if (!u || !u.text) return;
+    const timestamp = u.at / 1000;
+    this.commit({ role: 'model', text: u.text, timestamp });
+    this.events.transcript?.({ role: 'model', text: u.text, final: true, timestamp });
+  }
+
+  private onVoiceEvent(e: VoiceEvent): void {
+    if (this.finished) return;
+    const textMode = this.info.textMode;
+    switch (e.type) {
+      case 'audio':
+        if (textMode) return;
+        this.replyStarted();
+        this.modelUtterance ??= { at: this.nowMs(), text: '' };
+        this.events.agentAudio?.(e.pcm);
+        return;
+      case 'output_transcript':
+        if (textMode) return;
+        this.modelUtterance ??= { at: this.nowMs(), text: '' };
+        this.modelUtterance.text = e.text;
+        this.events.transcript?.({ role: 'model', text: e.text, final: false, timestamp: this.modelUtterance.at / 1000 });
+        return;
+      case 'input_transcript': {
+        this.userUtteranceAt ??= this.nowMs();
+        const timestamp = this.userUtteranceAt / 1000;
+        this.events.transcript?.({ role: 'user', text: e.text, final: e.final, timestamp });
+        if (e.final) {
+          if (e.text) this.commit({ role: 'user', text: e.text, timestamp });
+          this.userUtteranceAt = null;
+          this.awaitingReplySince = performance.now();
+        }
+        return;
+      }
+      case 'text':
+        if (!textMode) return;
+        this.replyStarted();
+        this.modelUtterance ??= { at: this.nowMs(), text: '' };
+        this.modelUtterance.text += e.text;
+        this.events.agentText?.(e.text);
+        return;
+      case 'turn_complete':
+        this.closeModelUtterance();
+        if (!this.firstTurnDone) {
+          this.firstTurnDone = true;
+          this.firstMessageDelivered = Boolean(this.info.firstMessage);
+        }
+        this.events.turnComplete?.();
+        return;
+      case 'interrupted':
+        this.interruptionCount += 1;
+        this.closeModelUtterance();
+        this.firstTurnDone = true;
+        this.events.interrupted?.();
+        return;
+      case 'tool_call':
+        void this.runTools(e.calls);
+        return;
+      case 'tool_call_cancellation':
+        for (const id of e.ids) this.cancelledToolIds.add(id);
+        return;
+      case 'end_conversation':
+        if (textMode || this.agentEnded) return;
+        this.closeModelUtterance();
+        this.agentEnded = true;
+        this.events.agentEnded?.();
+        return;
+      case 'unavailable':
+      case 'closed':
+        this.events.upstreamLost?.(e.type === 'unavailable' ? e.message : 'voice session closed');
+        return;
+    }
+  }
+
+  private async runOne(call: ToolCallRequest): Promise<ToolCallOutcome> {
+    const builtin = this.builtins.get(call.name);
+    if (builtin) {
+      const started = performance.now();
+      try {
+        const r = await builtin.run(call.args ?? {});
+        return { ...r, durationMs: performance.now() - started, source: 'builtin' };
+      } catch (err) {
+        this.log.warn({ err, tool: call.name }, 'built-in tool failed');
+        return { ok: false, result: null, error: `The tool '${call.name}' failed.`, durationMs: performance.now() - started, source: 'builtin' };
+      }
+    }
+    if (!this.tools) return { ok: false, result: null, error: `Unknown tool '${call.name}'.`, durationMs: 0, source: 'builtin' };
+    return this.tools.call(this.info.workspaceId, this.info.agentId, call.name, call.args ?? {}, { timeoutMs: this.opts.toolTimeoutMs });
+  }
+
+  private async runTools(calls: ToolCallRequest[]): Promise<void> {
+    // A slow tool leaves the person in silence: the agent says a filler line, as its own turn (say()
+    // leaves the pending tool call open, unlike a user text turn, which would cancel it).
+    const filler = setTimeout(() => {
+      if (this.finished || this.agentEnded) return;
+      try {
+        this.voice.say(FILLER);
+      } catch (err) {
+        this.log.warn({ err, conversationId: this.info.id }, 'filler could not be sent');
+      }
+    }, this.opts.toolFillerMs);
+    const responses = await Promise.all(
+      calls.map(async (call) => {
+        const startedAt = this.nowMs();
+        this.events.toolCall?.(call.name, 'started');
+        const outcome = await this.runOne(call);
+        this.toolCalls.push({
+          name: call.name,
+          source: outcome.source,
+          arguments: call.args ?? {},
+          result: boundedResult(outcome.result),
+          ok: outcome.ok,
+          error: outcome.ok ? null : (outcome.error ?? 'failed'),
+          duration_ms: Math.max(0, Math.round(outcome.durationMs)),
+          started_at: startedAt / 1000,
+        });
+        this.events.toolCall?.(call.name, outcome.ok ? 'completed' : 'failed');
+        return { id: call.id, name: call.name, response: outcome.ok ? { result: outcome.result ?? null } : { error: outcome.error ?? 'failed' } };
+      }),
+    );
+    clearTimeout(filler);
+    const live = responses.filter((r) => !this.cancelledToolIds.has(r.id));
+    if (live.length && !this.finished) {
+      try {
+        this.voice.sendToolResponses(live);
+      } catch (err) {
+        this.log.warn({ err, conversationId: this.info.id }, 'tool responses could not be sent');
+      }
+    }
+  }
+
+  /** What the conversation has gathered so far (for transports that persist a live conversation). */
+  snapshot(): Omit<ConversationOutcome, 'endedAt' | 'status'> {
+    return {
+      transcript: [...this.transcript].sort((a, b) => a.timestamp - b.timestamp),
+      interruptionCount: this.interruptionCount,
+      latenciesMs: [...this.latenciesMs],
+      toolCalls: [...this.toolCalls],
+      firstMessageDelivered: this.firstMessageDelivered,
+    };
+  }
+
+  /** Ends the conversation (closes the voice session) once; later calls give the same outcome. */
+  finish(): Promise<ConversationOutcome> {
+    this.finishing ??= (async () => {
+      this.finished = true;
+      this.closeModelUtterance();
+      const endedAt = this.clock.now();
+      await this.voice.close().catch((err) => this.log.warn({ err, conversationId: this.info.id }, 'voice session close failed'));
+      return { status: this.failed ? ('failed' as const) : ('completed' as const), endedAt, ...this.snapshot() };
+    })();
+    return this.finishing;
+  }
+}
