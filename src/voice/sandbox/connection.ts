@@ -2,6 +2,11 @@
  * One BidiGenerateContent connection of the sandbox voice service: reads `setup`, `realtimeInput`,
  * `clientContent` and `toolResponse`, detects spoken turns by energy, and answers through the rules of
  * model.ts with streamed audio, transcripts, tool calls, interruptions and resumption handles.
+ * A spoken turn's audio (from a little before its onset, at most 60 s) is kept; at the end of the turn
+ * it goes through decodeSpokenText (spoken-text.ts). Audio made from a text by encodeSpokenText (the
+ * sandbox carrier's simulated caller) is a text turn: its input transcription is that text and the rules
+ * apply to it as to typed text. Any other audio (real speech, or a turn longer than 60 s) is speech: the
+ * transcription is the placeholder `[speech n.ns]`. Barge-in does not wait for the decoding.
  * The conversation state lives in a Conversation, kept under its resumption handle so a new connection
  * can take it over.
  */
@@ -11,6 +16,12 @@ import { rms } from '../audio.js';
 import { INPUT_BYTES_PER_MS, OUTPUT_AUDIO_MIME, type LiveClientMessage } from '../live-protocol.js';
 import { END_CONVERSATION, decide, sayExactly, speechPlaceholder, toolResultSentence, type DeclaredFunction, type UserTurn } from './model.js';
 import { FRAMES_B64, FRAME_MS } from './speech.js';
+import { decodeSpokenText } from './spoken-text.js';
+
+/** Audio of one spoken turn kept for decodeSpokenText; a longer turn is plain speech. */
+const MAX_TURN_AUDIO_BYTES = 60_000 * INPUT_BYTES_PER_MS;
+/** Quiet audio kept before a turn: the onset of an encoded text may lie in a frame too quiet to start it. */
+const PRE_ROLL_BYTES = 100 * INPUT_BYTES_PER_MS;
 
 export interface SandboxTiming {
   /** Silence (audio time, or wall time when audio stops) that ends a spoken turn. */
@@ -88,6 +99,11 @@ export class SandboxConnection {
   private speechMs = 0;
   private silenceMs = 0;
   private bargedIn = false;
+  /** The current spoken turn's audio (copies), or the quiet audio before one. */
+  private turnAudio: Buffer[] = [];
+  private turnBytes = 0;
+  /** The turn outgrew MAX_TURN_AUDIO_BYTES: its audio is dropped and it is plain speech. */
+  private turnOverflow = false;
   private endOfTurnTimer: NodeJS.Timeout | null = null;
   private stream: Stream | null = null;
   private streamTimer: NodeJS.Timeout | null = null;
@@ -210,7 +226,9 @@ export class SandboxConnection {
         this.speechMs = 0;
         this.silenceMs = 0;
         this.bargedIn = false;
+        this.turnOverflow = false;
       }
+      this.keepTurnAudio(frame);
       this.speechMs += this.silenceMs + ms;
       this.silenceMs = 0;
       if (!this.bargedIn && this.speechMs >= this.timing.minSpeechMs) {
@@ -219,10 +237,31 @@ export class SandboxConnection {
       }
       this.armEndOfTurn();
     } else if (this.inSpeech) {
+      this.keepTurnAudio(frame);
       this.silenceMs += ms;
       if (this.silenceMs >= this.timing.endOfTurnMs) this.endSpeechTurn();
       else this.armEndOfTurn();
+    } else {
+      this.keepPreRoll(frame);
     }
+  }
+
+  private keepTurnAudio(frame: Buffer): void {
+    if (this.turnOverflow) return;
+    if (this.turnBytes + frame.length > MAX_TURN_AUDIO_BYTES) {
+      this.turnOverflow = true;
+      this.turnAudio = [];
+      this.turnBytes = 0;
+      return;
+    }
+    this.turnAudio.push(Buffer.from(frame));
+    this.turnBytes += frame.length;
+  }
+
+  private keepPreRoll(frame: Buffer): void {
+    this.turnAudio.push(Buffer.from(frame));
+    this.turnBytes += frame.length;
+    while (this.turnBytes - this.turnAudio[0].length >= PRE_ROLL_BYTES) this.turnBytes -= this.turnAudio.shift()!.length;
   }
 
   private armEndOfTurn(): void {
@@ -235,7 +274,13 @@ export class SandboxConnection {
     this.endOfTurnTimer = null;
     if (!this.inSpeech) return;
     this.inSpeech = false;
-    if (this.speechMs >= this.timing.minSpeechMs) this.onUserTurn({ kind: 'speech', seconds: this.speechMs / 1000 });
+    const audio = this.turnOverflow ? null : Buffer.concat(this.turnAudio, this.turnBytes);
+    this.turnAudio = [];
+    this.turnBytes = 0;
+    if (this.speechMs < this.timing.minSpeechMs) return;
+    const text = audio ? decodeSpokenText(audio, 16_000) : null;
+    if (text !== null) this.onUserTurn({ kind: 'text', text }, text);
+    else this.onUserTurn({ kind: 'speech', seconds: this.speechMs / 1000 }, speechPlaceholder(this.speechMs / 1000));
   }
 
   /** Barge-in: the reply being spoken stops, a pending function call is cancelled. */
@@ -251,11 +296,12 @@ export class SandboxConnection {
     }
   }
 
-  private onUserTurn(turn: UserTurn): void {
+  /** `transcript`: what the service heard of a spoken turn (a typed turn has none). */
+  private onUserTurn(turn: UserTurn, transcript: string | null = null): void {
     const c = this.conversation!;
     this.interrupt();
-    if (turn.kind === 'speech' && c.transcribeInput) {
-      this.sendJson({ serverContent: { inputTranscription: { text: speechPlaceholder(turn.seconds), finished: true } } });
+    if (transcript !== null && c.transcribeInput) {
+      this.sendJson({ serverContent: { inputTranscription: { text: transcript, finished: true } } });
     }
     const previousUserText = c.lastUserText;
     c.lastUserText = turn.kind === 'text' ? turn.text.trim() : speechPlaceholder(turn.seconds);

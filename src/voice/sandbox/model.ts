@@ -11,6 +11,10 @@
  *     response: `<name> returned: <result>`.
  *  5. "what did I say" -> `You said: "<previous user turn>".`
  *  6. otherwise -> `As <role>, I heard: "<turn>".` (text) or `As <role>, I heard <n.n> seconds of speech.` (audio)
+ * A spoken turn whose audio carries a text made by encodeSpokenText (spoken-text.ts: how the sandbox
+ * carrier's simulated caller speaks) is a text turn: every rule above applies to that text, and it is the
+ * turn's input transcription. Any other audio is a speech turn (only rule 6 applies, and its transcription
+ * is the placeholder `[speech n.ns]`).
  * A `say exactly` turn sent as clientContent while a function call is pending is an aside (a filler): it is
  * spoken as its own turn and the call stays pending. Any other user turn (or speech) cancels the call.
  * <role> is what follows "You are" in the instruction (up to the end of that sentence), else its first
