@@ -41,14 +41,27 @@ export function pcmDurationMs(bytes: number, rate: number): number {
   return ((bytes >> 1) / rate) * 1000;
 }
 
+// G.711 by lookup: 256 decoded samples and one code per 16-bit sample, computed once from alawmulaw's
+// encoder and decoder (so the results are exactly its), since a call transcodes 50 frames a second each way.
+const MULAW_DECODE = alawmulaw.mulaw.decode(Uint8Array.from({ length: 256 }, (_, i) => i));
+const MULAW_ENCODE = (() => {
+  const samples = new Int16Array(65536);
+  for (let i = 0; i < 65536; i++) samples[i] = i - 32768;
+  return alawmulaw.mulaw.encode(samples);
+})();
+
 export function mulawToPcm16(ulaw: Buffer): Buffer {
-  const pcm = alawmulaw.mulaw.decode(ulaw);
-  return Buffer.from(pcm.buffer, pcm.byteOffset, pcm.byteLength);
+  const out = Buffer.allocUnsafe(ulaw.length * 2);
+  const view = new Int16Array(out.buffer, out.byteOffset, ulaw.length);
+  for (let i = 0; i < ulaw.length; i++) view[i] = MULAW_DECODE[ulaw[i]];
+  return out;
 }
 
 export function pcm16ToMulaw(pcm: Buffer): Buffer {
-  const ulaw = alawmulaw.mulaw.encode(int16View(pcm));
-  return Buffer.from(ulaw.buffer, ulaw.byteOffset, ulaw.byteLength);
+  const samples = int16View(pcm);
+  const out = Buffer.allocUnsafe(samples.length);
+  for (let i = 0; i < samples.length; i++) out[i] = MULAW_ENCODE[samples[i] + 32768];
+  return out;
 }
 
 /**
@@ -59,14 +72,16 @@ export class Upsampler8kTo16k {
   private last = 0;
 
   process(pcm8k: Buffer): Buffer {
-    const n = pcm8k.length >> 1;
+    const x = int16View(pcm8k);
+    const n = x.length;
     const out = Buffer.allocUnsafe(n * 4);
+    const y = new Int16Array(out.buffer, out.byteOffset, n * 2);
     let prev = this.last;
     for (let i = 0; i < n; i++) {
-      const x = pcm8k.readInt16LE(i * 2);
-      out.writeInt16LE((prev + x) >> 1, i * 4);
-      out.writeInt16LE(x, i * 4 + 2);
-      prev = x;
+      const v = x[i];
+      y[2 * i] = (prev + v) >> 1;
+      y[2 * i + 1] = v;
+      prev = v;
     }
     this.last = prev;
     return out;
@@ -110,9 +125,11 @@ export class Downsampler24kTo8k {
     if (this.scratch.length < keep + n) this.scratch = new Float64Array(keep + n);
     const x = this.scratch;
     x.set(this.history, 0);
-    for (let i = 0; i < n; i++) x[keep + i] = pcm24k.readInt16LE(i * 2);
+    const input = int16View(pcm24k);
+    for (let i = 0; i < n; i++) x[keep + i] = input[i];
     const outCount = n > this.phase ? Math.ceil((n - this.phase) / DOWN_FACTOR) : 0;
     const out = Buffer.allocUnsafe(outCount * 2);
+    const y = new Int16Array(out.buffer, out.byteOffset, outCount);
     let o = 0;
     let i = this.phase;
     for (; i < n; i += DOWN_FACTOR) {
@@ -120,8 +137,7 @@ export class Downsampler24kTo8k {
       let acc = 0;
       for (let k = 0; k < DOWN_TAPS; k++) acc += DOWN_FILTER[k] * x[end - k];
       const v = Math.round(acc);
-      out.writeInt16LE(v > 32767 ? 32767 : v < -32768 ? -32768 : v, o * 2);
-      o++;
+      y[o++] = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
     }
     this.phase = i - n;
     this.history.set(x.subarray(n, n + keep));
