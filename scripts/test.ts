@@ -48,7 +48,7 @@ async function main(): Promise<number> {
   await query(server, `drop database if exists "${TEMPLATE}" with (force)`);
   await query(server, `create database "${TEMPLATE}"`);
   const knex = createKnex(templateUrl.toString());
-  await migrate(knex);
+  await migrate(knex, templateUrl.toString());
   await knex.destroy();
 
   buildDocs({ onlyStale: true });

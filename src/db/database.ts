@@ -7,6 +7,7 @@ import pg from 'pg';
 import type { Logger } from 'pino';
 import { startEmbeddedPostgres } from './embedded.js';
 import { migrationSource } from './migrations/index.js';
+import { migrateJobQueue } from '../jobs/queue.js';
 
 // BIGINT and NUMERIC columns come back as JS numbers: our amounts (cents, counts) stay far below 2^53.
 pg.types.setTypeParser(pg.types.builtins.INT8, (v) => Number(v));
@@ -24,8 +25,10 @@ export function createKnex(url: string, pool = { min: 0, max: 10 }): Knex {
   return knexFactory({ client: 'pg', connection: url, pool, acquireConnectionTimeout: 10_000 });
 }
 
-export async function migrate(knex: Knex): Promise<void> {
+/** The service's tables (knex migrations), then the job queue's schema (graphile-worker's own migrations). */
+export async function migrate(knex: Knex, url: string): Promise<void> {
   await knex.migrate.latest({ migrationSource });
+  await migrateJobQueue(url);
 }
 
 async function ensureDatabase(serverUrl: string, name: string): Promise<string> {
@@ -57,7 +60,7 @@ export async function openDatabase(opts: {
   }
   const knex = createKnex(url);
   try {
-    await migrate(knex);
+    await migrate(knex, url);
   } catch (err) {
     await knex.destroy();
     await stopEmbedded?.();

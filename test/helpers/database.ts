@@ -37,7 +37,7 @@ export async function createTestDatabase(): Promise<{ url: string; drop(): Promi
   const url = databaseUrl(name);
   if (!template) {
     const knex = createKnex(url);
-    await migrate(knex);
+    await migrate(knex, url);
     await knex.destroy();
   }
   return {
