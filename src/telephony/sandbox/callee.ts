@@ -1,0 +1,138 @@
+/**
+ * The far end of a simulated call once answered: a person following a script, or an answering machine.
+ * Both live on the call's frame clock (see line.ts), so every wait is in simulated time and agent audio
+ * is heard exactly as the carrier plays it.
+ */
+import { FRAME_MS } from './clock.js';
+import { BEEP, VOICEMAIL_GREETING, spokenText } from './audio.js';
+
+export type CalleeStep =
+  /** Speaks the text (encoded so the sandbox voice service reads it back); done when it has been said. */
+  | { say: string }
+  /**
+   * Until the agent finished a turn: agent audio played since the step began and the playback queue
+   * has been empty for 400 ms. Gives up when no agent audio starts within `startWithinMs` (default
+   * 5000) or after `maxMs` (default 30000).
+   */
+  | { waitForAgent: true; startWithinMs?: number; maxMs?: number }
+  | { pause: number }
+  | { hangup: true }
+  /** Barge-in: waits (up to `startWithinMs`, default 5000) for agent audio to play, then talks over it. */
+  | { sayWhileAgentSpeaks: string; startWithinMs?: number }
+  /** Waits (up to `startWithinMs`) for agent audio to play, then hangs up 200 ms into it. */
+  | { hangupWhileAgentSpeaks: true; startWithinMs?: number }
+  /** Presses keys one after another (dtmf frames, 200 ms apart). */
+  | { pressDigits: string };
+
+export type CalleeScript = CalleeStep[];
+
+/** The person who answers by default (outbound) and who calls by default (inbound `ring()`). */
+export const DEFAULT_PERSON: CalleeScript = [
+  { waitForAgent: true },
+  { say: 'Hello, this is Sam.' },
+  { waitForAgent: true },
+  { say: 'Can you tell me about my appointment?' },
+  { waitForAgent: true },
+  { say: 'Thanks, goodbye.' },
+  { waitForAgent: true, startWithinMs: 2000 },
+  { hangup: true },
+];
+
+/** The agent's turn is over once playback has been idle this long. */
+export const TURN_END_MS = 400;
+const DEFAULT_START_WITHIN_MS = 5000;
+const DEFAULT_WAIT_MAX_MS = 30_000;
+const BARGE_IN_DELAY_MS = 100;
+const HANGUP_INTO_SPEECH_MS = 200;
+const DTMF_GAP_MS = 200;
+/** The machine stops recording this long after the agent's audio stopped, or after RECORD_MAX_MS. */
+const RECORD_TAIL_MS = 1500;
+const RECORD_MAX_MS = 30_000;
+
+/** Thrown out of a wait when the call is over; ends the script. */
+export class CallOver extends Error {}
+
+/** What a callee can do and observe on its line. */
+export interface CalleeLine {
+  /** Frames since the line opened. */
+  readonly frame: number;
+  /** Agent audio bytes played in the current frame. */
+  readonly agentPlayedNow: number;
+  /** The last frame in which agent audio played (-1: none yet). */
+  readonly lastAgentFrame: number;
+  /** Agent audio is queued for playback. */
+  readonly agentPending: boolean;
+  /** Resolves once the audio has gone out (20 ms per frame). */
+  talk(ulaw: Buffer): Promise<void>;
+  said(text: string): void;
+  dtmf(digit: string): void;
+  /** Resolves true when `pred` holds at a frame, false after `maxFrames`; throws CallOver when the call ends. */
+  until(pred: () => boolean, maxFrames: number): Promise<boolean>;
+  hangup(): void;
+}
+
+export const frames = (ms: number) => Math.max(1, Math.ceil(ms / FRAME_MS));
+
+const pause = (line: CalleeLine, ms: number) => line.until(() => false, frames(ms));
+const agentPlaying = (line: CalleeLine, startWithinMs = DEFAULT_START_WITHIN_MS) =>
+  line.until(() => line.agentPlayedNow > 0, frames(startWithinMs));
+
+async function say(line: CalleeLine, text: string): Promise<void> {
+  line.said(text);
+  await line.talk(spokenText(text));
+}
+
+async function waitForAgent(line: CalleeLine, startWithinMs: number, maxMs: number): Promise<void> {
+  const start = line.frame;
+  const turnEnd = frames(TURN_END_MS);
+  const startBound = frames(startWithinMs);
+  await line.until(() => {
+    const heard = line.lastAgentFrame > start;
+    if (!heard) return line.frame - start >= startBound;
+    return !line.agentPending && line.frame - line.lastAgentFrame >= turnEnd;
+  }, frames(maxMs));
+}
+
+/** Runs a person's script; returns when it is done (hung up, or out of steps: the person stays on the line). */
+export async function runPerson(line: CalleeLine, script: CalleeScript): Promise<void> {
+  for (const step of script) {
+    if ('say' in step) await say(line, step.say);
+    else if ('waitForAgent' in step) await waitForAgent(line, step.startWithinMs ?? DEFAULT_START_WITHIN_MS, step.maxMs ?? DEFAULT_WAIT_MAX_MS);
+    else if ('pause' in step) await pause(line, step.pause);
+    else if ('hangup' in step) return line.hangup();
+    else if ('sayWhileAgentSpeaks' in step) {
+      if (await agentPlaying(line, step.startWithinMs)) await pause(line, BARGE_IN_DELAY_MS);
+      await say(line, step.sayWhileAgentSpeaks);
+    } else if ('hangupWhileAgentSpeaks' in step) {
+      if (await agentPlaying(line, step.startWithinMs)) await pause(line, HANGUP_INTO_SPEECH_MS);
+      return line.hangup();
+    } else if ('pressDigits' in step) {
+      for (const digit of step.pressDigits) {
+        line.dtmf(digit);
+        await pause(line, DTMF_GAP_MS);
+      }
+    }
+  }
+}
+
+/**
+ * An answering machine: greeting, beep, then it records what plays until the agent has been quiet for
+ * 1.5 s after saying something (or 30 s), and hangs up. `onBeep` fires when the beep has played;
+ * `onRecorded` gets the agent audio (bytes) each frame after it.
+ */
+export async function runVoicemail(line: CalleeLine, onBeep: () => void, onRecorded: (bytes: number) => void): Promise<void> {
+  await line.talk(VOICEMAIL_GREETING);
+  await line.talk(BEEP);
+  onBeep();
+  let recorded = 0;
+  const tail = frames(RECORD_TAIL_MS);
+  await line.until(() => {
+    if (line.agentPlayedNow > 0) {
+      recorded += line.agentPlayedNow;
+      onRecorded(line.agentPlayedNow);
+    }
+    return recorded > 0 && !line.agentPending && line.frame - line.lastAgentFrame >= tail;
+  }, frames(RECORD_MAX_MS));
+  line.hangup();
+}
+

@@ -1,0 +1,119 @@
+/**
+ * The callee's end of an answered call, driven by the frame clock: every 20 ms (simulated) one frame of
+ * agent audio plays from the current media stream's playout and one frame of the callee's voice
+ * (silence when it is not talking) goes to the service, then the callee's waits are checked.
+ */
+import type { Clock } from './clock.js';
+import { CallOver, type CalleeLine } from './callee.js';
+import { FRAME_BYTES, SILENCE_FRAME } from './audio.js';
+import type { MediaStream } from './media.js';
+
+interface Wait {
+  pred: () => boolean;
+  deadline: number;
+  resolve: (ok: boolean) => void;
+  reject: (err: Error) => void;
+}
+
+export interface LineHooks {
+  said(text: string): void;
+  dtmf(digit: string): void;
+  hangup(): void;
+}
+
+export class Line implements CalleeLine {
+  frame = 0;
+  agentPlayedNow = 0;
+  lastAgentFrame = -1;
+  /** The media stream playing now, if any (the call swaps it as streams open and close). */
+  stream: MediaStream | null = null;
+  private voice: Buffer[] = [];
+  private voiceBytes = 0;
+  private waits = new Set<Wait>();
+  private stopClock: (() => void) | null = null;
+  private over = false;
+
+  constructor(
+    clock: Clock,
+    private readonly hooks: LineHooks,
+  ) {
+    this.stopClock = clock.onFrame(() => this.tick());
+  }
+
+  get agentPending(): boolean {
+    return this.stream?.playout.pendingAudio ?? false;
+  }
+
+  talk(ulaw: Buffer): Promise<void> {
+    if (ulaw.length) {
+      this.voice.push(ulaw);
+      this.voiceBytes += ulaw.length;
+    }
+    return this.until(() => this.voiceBytes === 0, Infinity).then(() => undefined);
+  }
+
+  said(text: string): void {
+    this.hooks.said(text);
+  }
+
+  dtmf(digit: string): void {
+    this.hooks.dtmf(digit);
+  }
+
+  hangup(): void {
+    this.hooks.hangup();
+  }
+
+  until(pred: () => boolean, maxFrames: number): Promise<boolean> {
+    if (this.over) return Promise.reject(new CallOver());
+    return new Promise((resolve, reject) => this.waits.add({ pred, deadline: this.frame + maxFrames, resolve, reject }));
+  }
+
+  /** The line goes dead: frames stop and every wait throws CallOver. */
+  close(): void {
+    if (this.over) return;
+    this.over = true;
+    this.stopClock?.();
+    this.stopClock = null;
+    const waits = [...this.waits];
+    this.waits.clear();
+    for (const w of waits) w.reject(new CallOver());
+  }
+
+  private tick(): void {
+    this.frame++;
+    const played = this.stream?.live ? this.stream.playout.step() : null;
+    this.agentPlayedNow = played?.length ?? 0;
+    if (this.agentPlayedNow > 0) this.lastAgentFrame = this.frame;
+    this.stream?.sendMedia(this.nextVoiceFrame());
+    for (const w of [...this.waits]) {
+      let ok: boolean;
+      try {
+        ok = w.pred();
+      } catch (err) {
+        this.waits.delete(w);
+        w.reject(err as Error);
+        continue;
+      }
+      if (ok || this.frame >= w.deadline) {
+        this.waits.delete(w);
+        w.resolve(ok);
+      }
+    }
+  }
+
+  private nextVoiceFrame(): Buffer {
+    if (this.voiceBytes === 0) return SILENCE_FRAME;
+    const out = Buffer.alloc(FRAME_BYTES, SILENCE_FRAME[0]);
+    let at = 0;
+    while (at < FRAME_BYTES && this.voice.length) {
+      const head = this.voice[0];
+      const n = head.copy(out, at, 0, Math.min(head.length, FRAME_BYTES - at));
+      at += n;
+      this.voiceBytes -= n;
+      if (n === head.length) this.voice.shift();
+      else this.voice[0] = head.subarray(n);
+    }
+    return out;
+  }
+}
