@@ -766,16 +766,23 @@ export interface paths {
         put?: never;
         /**
          * Place an outbound call
-         * @description Creates the call as `queued` and answers at once; dialing happens in the background (status
-         *     changes, then `call.completed`, arrive by webhook or `GET /api/v1/calls/{call_id}`). The call
-         *     waits in `queued` while the workspace is at its concurrency limit.
+         * @description Creates the call as `queued` and answers at once with its `call_id`; dialing starts in the
+         *     background at once (status changes, then `call.completed`, arrive by webhook or
+         *     `GET /api/v1/calls/{call_id}`). The call holds one of the workspace's concurrency slots (shared
+         *     with web sessions) from creation until it ends. With an `Idempotency-Key`, a retry returns the
+         *     first answer and never dials again.
          *
-         *     The calling number is the agent's `phone_number` for the chosen `provider`. Refusals: 402 when
-         *     the workspace's subscription is inactive (`subscription_inactive`) or its credit is used up
-         *     (`insufficient_credit`); 403 when the agent belongs to another workspace; 404 `agent_not_found`;
-         *     422 for an invalid body, `provider_required` (agent has both providers, none given),
-         *     `provider_not_configured`, `from_number_missing` (the provider config has no `phone_number`) and
-         *     `url_not_allowed` (`webhook_url`).
+         *     The calling number is `from_number`, else the agent's `phone_number` for the chosen `provider`.
+         *     Every outbound call runs answering-machine detection: on a machine the agent leaves its
+         *     `voicemail_config.message` after the beep when voicemail is enabled, otherwise it hangs up;
+         *     `answered_by` records the result. Nothing is dialed when the request is refused:
+         *     402 when the workspace's subscription is inactive (`subscription_inactive`), its plan's minutes
+         *     for the month are used up (`plan_limit_reached`) or its credit is used up (`insufficient_credit`);
+         *     403 when the agent belongs to another workspace; 404 `agent_not_found`; 422 for an invalid body,
+         *     `provider_required` (agent has both providers, none given), `provider_not_configured`,
+         *     `from_number_missing` (no `from_number` and the provider config has no `phone_number`) and
+         *     `url_not_allowed` (`webhook_url`); 429 `concurrency_limit_reached` when every concurrency slot of
+         *     the workspace is taken (retry after `Retry-After` seconds, or when a call or session ends).
          */
         post: operations["createCall"];
         delete?: never;
@@ -1257,6 +1264,37 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/sandbox/inbound-calls": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Ring an agent's inbound number in the sandbox
+         * @description A test helper: the sandbox carrier places a call to `to_number` as a person would, so inbound
+         *     calls can be tried with no real carrier. The number must be an agent's `phone_number` at
+         *     `provider` with inbound enabled (`POST /api/v1/agents/{agent_id}/telephony/{provider}/inbound`);
+         *     the carrier then calls the service's voice webhook exactly as the real one does, the agent
+         *     answers, and a simulated caller talks with it for a few turns, says goodbye and hangs up. The
+         *     answer is the new inbound call; follow it with `GET /api/v1/calls/{call_id}` or `call.completed`.
+         *
+         *     Available only while `provider` runs on the sandbox carrier (the default outside production:
+         *     `PROVIDER_A_API_URL` / `PROVIDER_B_API_URL` unset); otherwise 409 `sandbox_not_enabled`. 404
+         *     `no_agent_for_number` when no agent of this workspace takes inbound calls on `to_number` at the
+         *     provider; 409 `inbound_call_rejected` when the service refused the call (subscription inactive,
+         *     plan minutes or concurrency slots used up: the carrier was told busy).
+         */
+        post: operations["createSandboxInboundCall"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/telephony/provider_a/voice": {
         parameters: {
             query?: never;
@@ -1277,7 +1315,9 @@ export interface paths {
          *
          *     An inbound call is matched to the agent whose provider_a `phone_number` is `To` and that has
          *     inbound enabled (404 when none); it creates a call record (`direction: inbound`, status
-         *     `ringing`). An outbound call is matched by `CallSid`. The answer is TwiML that connects the
+         *     `ringing`). An outbound call is matched by the `call_id` the service put in the URL when dialing
+         *     (then by `CallSid`); for a call already over the answer is `<Response><Hangup/></Response>`. The
+         *     answer is TwiML that connects the
          *     call to our media stream; the stream URL carries no query string, and `<Parameter>`s pass the
          *     `call_id` and a single-use `stream_token` (bound to the call, checked on the stream's `start`
          *     message). When the workspace's subscription is inactive or it is at its concurrency limit the
@@ -1352,7 +1392,8 @@ export interface paths {
          * @description Called by provider_b for every call event. Not authenticated by API key: the Ed25519 signature
          *     in `telnyx-signature-ed25519` over the UTF-8 string `{telnyx-timestamp}|{raw body}` is verified
          *     with the `public_key` of the provider_b config the call belongs to (found from
-         *     `client_state`'s `call_id` for calls we placed, from `connection_id` and `to` for inbound ones).
+         *     `client_state`'s `call_id` for calls we placed, from `connection_id` and `to` for inbound ones;
+         *     with the sandbox carriers, the sandbox's own key, since it cannot sign with yours).
          *     403 when no configured key verifies it (`invalid_signature`) or `telnyx-timestamp` is more than
          *     300 seconds from now (`signature_expired`).
          *
@@ -2835,10 +2876,10 @@ export interface components {
          *
          *     | From | To | When |
          *     |---|---|---|
-         *     | (new, outbound) | `queued` | created by `POST /api/v1/calls` or by a batch; waits for a slot under the workspace's concurrency limit |
+         *     | (new, outbound) | `queued` | created by `POST /api/v1/calls` or by a batch, holding one of the workspace's concurrency slots; dialing starts at once |
          *     | (new, inbound) | `ringing` | the carrier announced a call to an agent's inbound number |
          *     | `queued` | `initiated` | the carrier accepted the dial request; `call_sid` is set |
-         *     | `queued` | `failed` | the carrier refused the dial request, or the agent, its provider config or the workspace's billing no longer allows the call |
+         *     | `queued` | `failed` | the carrier refused the dial request (`carrier_error`), or the agent or its provider config was removed before dialing (`not_allowed`) |
          *     | `queued` | `canceled` | `POST /calls/{call_id}/hangup`, or the batch was canceled, before dialing |
          *     | `initiated` | `ringing` | the far end rings |
          *     | `initiated`, `ringing` | `in_progress` | answered (by a person or a machine); `answered_at` is set |
@@ -2849,6 +2890,7 @@ export interface components {
          *     | `in_progress` | `completed` | the conversation ended and `answered_by` is not `machine` |
          *     | `in_progress` | `voicemail` | the conversation ended and answering-machine detection said `machine` (the agent's voicemail message, if configured, was left) |
          *     | `in_progress` | `failed` | the media stream or the voice service failed and the call was ended (`end_reason: service_error`) |
+         *     | any live state | its terminal state | the call's deadline passed with no word from the carrier or from the instance running the call (a crash): the call is ended at the carrier if it can be, and finalised with what was recorded (`in_progress` -> `failed` with `service_error` when its media stream never ended normally, else `completed`/`voicemail`; earlier states -> `failed` with `carrier_error`) |
          *
          *     Carrier statuses map as: provider_a `queued`/`initiated` -> `initiated`, `ringing` -> `ringing`,
          *     `in-progress` -> `in_progress`, `busy` -> `busy`, `no-answer` -> `no_answer`, `failed` -> `failed`,
@@ -2934,12 +2976,14 @@ export interface components {
              * @description Why the call ended; null until terminal. `remote_hangup`: the other party hung up; `agent_hangup`:
              *     the agent ended the conversation; `api_hangup`: `POST /calls/{call_id}/hangup` on a live call;
              *     `transferred`: handed to the agent's transfer number; `time_limit`: maximum call length reached;
-             *     `insufficient_credit`: the workspace ran out of credit mid-call; `not_answered`: status `busy` or
-             *     `no_answer`; `canceled`: status `canceled`; `carrier_error`: the carrier failed the call;
-             *     `service_error`: the media stream or voice service failed.
+             *     `insufficient_credit`: the workspace ran out of credit mid-call; `silence_timeout`: neither side
+             *     spoke for the configured silence timeout; `not_answered`: status `busy` or `no_answer`;
+             *     `canceled`: status `canceled`; `carrier_error`: the carrier failed the call (or never reported
+             *     its outcome); `service_error`: the media stream or voice service failed; `not_allowed`: the
+             *     agent or its provider configuration was removed before the call was dialed.
              * @enum {string|null}
              */
-            end_reason: "remote_hangup" | "agent_hangup" | "api_hangup" | "transferred" | "time_limit" | "insufficient_credit" | "not_answered" | "canceled" | "carrier_error" | "service_error" | null;
+            end_reason: "remote_hangup" | "agent_hangup" | "api_hangup" | "transferred" | "time_limit" | "insufficient_credit" | "silence_timeout" | "not_answered" | "canceled" | "carrier_error" | "service_error" | "not_allowed" | null;
             /** @description The per-call webhook target given at creation (outbound calls only); null when none. */
             webhook_url: string | null;
             /** Format: date-time */
@@ -2962,8 +3006,8 @@ export interface components {
         };
         /**
          * CallCreateRequest
-         * @description Places an outbound call. The calling number is the agent's `phone_number` for the chosen provider;
-         *     it cannot be given here.
+         * @description Places an outbound call. The calling number is `from_number` when given, else the agent's
+         *     `phone_number` for the chosen provider.
          */
         CallCreateRequest: {
             agent_id: string;
@@ -2976,6 +3020,12 @@ export interface components {
              * @enum {string}
              */
             provider?: "provider_a" | "provider_b";
+            /**
+             * @description The calling number, E.164. Omitted: the agent's `phone_number` for `provider`. It must be a number
+             *     of the provider account (a verified caller id or a number of the account): the carrier refuses
+             *     any other, and the call then ends `failed` with `end_reason: carrier_error`.
+             */
+            from_number?: string;
             /** @description Values for the agent's placeholders (`{{name}}`); they override the agent's `variable_placeholders` defaults. */
             variables?: {
                 [key: string]: string;
@@ -3550,6 +3600,24 @@ export interface components {
             data: components["schemas"]["RealtimeConversation"][];
             has_more: boolean;
             next_cursor: string | null;
+        };
+        /**
+         * SandboxInboundCallRequest
+         * @description Who the sandbox carrier calls, and from where.
+         */
+        SandboxInboundCallRequest: {
+            /** @description The agent's number to ring, E.164. */
+            to_number: string;
+            /**
+             * @description The simulated caller's number, E.164.
+             * @default +15555550100
+             */
+            from_number: string;
+            /**
+             * @description The carrier to ring through. Omitted: the one at which the number takes inbound calls (required when both do).
+             * @enum {string}
+             */
+            provider?: "provider_a" | "provider_b";
         };
         /**
          * ProviderAVoiceRequest
@@ -5238,7 +5306,6 @@ export interface operations {
             };
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             /**
              * @description The carrier refused or failed the request; nothing changed. Codes: `carrier_auth_failed`
              *     (credentials rejected), `carrier_number_not_found` (the number is not on the account),
@@ -5355,7 +5422,6 @@ export interface operations {
             };
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             /**
              * @description The carrier refused or failed the request; nothing changed. Codes: `carrier_auth_failed`,
              *     `carrier_number_not_found`, `carrier_error`.
@@ -7257,6 +7323,12 @@ export interface operations {
                 batch_id?: string;
                 /** @description Only calls in this status. */
                 status?: components["schemas"]["CallStatus"];
+                /** @description Only outbound or only inbound calls. */
+                direction?: "outbound" | "inbound";
+                /** @description Only calls created at or after this time (ISO 8601). */
+                created_after?: string;
+                /** @description Only calls created before this time (ISO 8601). */
+                created_before?: string;
             };
             header?: never;
             path?: never;
@@ -7337,7 +7409,6 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -7366,6 +7437,7 @@ export interface operations {
                  *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
                  *       "to_number": "+14155550123",
                  *       "provider": "provider_a",
+                 *       "from_number": "+14155550100",
                  *       "variables": {
                  *         "customer_name": "Grace",
                  *         "appointment_time": "Tuesday 3 pm"
@@ -7428,7 +7500,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description The workspace's subscription is inactive (`subscription_inactive`) or its credit is used up (`insufficient_credit`). */
+            /** @description The workspace's subscription is inactive (`subscription_inactive`), its plan's minutes for the month are used up (`plan_limit_reached`), or its credit is used up (`insufficient_credit`). */
             402: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -7518,8 +7590,29 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description Every concurrency slot of the workspace is taken by a live call or web session (`concurrency_limit_reached`); nothing was dialed. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "rate_limit_error",
+                     *         "code": "concurrency_limit_reached",
+                     *         "message": "All 5 concurrency slots of the workspace are in use; retry when a call or session ends.",
+                     *         "param": null,
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -7610,7 +7703,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -7699,7 +7791,6 @@ export interface operations {
             };
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             502: components["responses"]["BadGateway"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -7763,7 +7854,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -9008,12 +9098,151 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
-    providerAVoiceWebhook: {
+    createSandboxInboundCall: {
         parameters: {
             query?: never;
-            header: {
-                /** @description provider_a's request signature (base64 HMAC-SHA1). */
-                "X-Twilio-Signature": string;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "to_number": "+14155550100",
+                 *       "from_number": "+14155550199",
+                 *       "provider": "provider_a"
+                 *     }
+                 */
+                "application/json": components["schemas"]["SandboxInboundCallRequest"];
+            };
+        };
+        responses: {
+            /** @description The inbound call the sandbox placed, as the service recorded it. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "call_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
+                     *       "conversation_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
+                     *       "call_sid": "CA5f0e2b8d4c6a1e3f7b9d2c4e6a8b0d1f",
+                     *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *       "batch_id": null,
+                     *       "direction": "inbound",
+                     *       "provider": "provider_a",
+                     *       "from_number": "+14155550199",
+                     *       "to_number": "+14155550100",
+                     *       "status": "ringing",
+                     *       "first_message": "Hello, thanks for calling Acme Dental!",
+                     *       "first_message_delivered": false,
+                     *       "variables": {},
+                     *       "duration": 0,
+                     *       "message_count": 0,
+                     *       "transcript": [],
+                     *       "summary": null,
+                     *       "sentiment": null,
+                     *       "goal_met": null,
+                     *       "needs_review": null,
+                     *       "unanswered_questions": [],
+                     *       "interruption_count": 0,
+                     *       "latency_avg_ms": null,
+                     *       "tool_calls": [],
+                     *       "answered_by": null,
+                     *       "end_reason": null,
+                     *       "webhook_url": null,
+                     *       "created_at": "2026-11-21T23:51:18.000Z",
+                     *       "answered_at": null,
+                     *       "ended_at": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Call"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description No agent of this workspace takes inbound calls on `to_number` at the provider (`no_agent_for_number`). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "not_found_error",
+                     *         "code": "no_agent_for_number",
+                     *         "message": "No agent of this workspace takes inbound calls on +14155550100 at provider_a.",
+                     *         "param": "to_number",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The provider runs on a real carrier (`sandbox_not_enabled`), or the service refused the call (`inbound_call_rejected`). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "conflict_error",
+                     *         "code": "sandbox_not_enabled",
+                     *         "message": "provider_a runs on a real carrier here; ring the number from a phone instead.",
+                     *         "param": "provider",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description Invalid body, or `provider_required` (the number takes inbound calls at both providers and none was given). `param` names the field. */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "invalid_value",
+                     *         "message": "'to_number' must be an E.164 number.",
+                     *         "param": "to_number",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            502: components["responses"]["BadGateway"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    providerAVoiceWebhook: {
+        parameters: {
+            query?: {
+                /** @description The call this callback is about; the service adds it to the URLs it gives the carrier when dialing. */
+                call_id?: string;
+            };
+            header?: {
+                /** @description provider_a's request signature (base64 HMAC-SHA1); always sent by the carrier. Missing or wrong gives 403 `invalid_signature`. */
+                "X-Twilio-Signature"?: string;
             };
             path?: never;
             cookie?: never;
@@ -9094,16 +9323,18 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
     providerAStatusCallback: {
         parameters: {
-            query?: never;
-            header: {
-                /** @description provider_a's request signature (base64 HMAC-SHA1). */
-                "X-Twilio-Signature": string;
+            query?: {
+                /** @description The call this callback is about; the service adds it to the URLs it gives the carrier when dialing. */
+                call_id?: string;
+            };
+            header?: {
+                /** @description provider_a's request signature (base64 HMAC-SHA1); always sent by the carrier. Missing or wrong gives 403 `invalid_signature`. */
+                "X-Twilio-Signature"?: string;
             };
             path?: never;
             cookie?: never;
@@ -9161,16 +9392,18 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
     providerAAmdCallback: {
         parameters: {
-            query?: never;
-            header: {
-                /** @description provider_a's request signature (base64 HMAC-SHA1). */
-                "X-Twilio-Signature": string;
+            query?: {
+                /** @description The call this callback is about; the service adds it to the URLs it gives the carrier when dialing. */
+                call_id?: string;
+            };
+            header?: {
+                /** @description provider_a's request signature (base64 HMAC-SHA1); always sent by the carrier. Missing or wrong gives 403 `invalid_signature`. */
+                "X-Twilio-Signature"?: string;
             };
             path?: never;
             cookie?: never;
@@ -9221,18 +9454,17 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
     providerBEvent: {
         parameters: {
             query?: never;
-            header: {
-                /** @description Base64 Ed25519 signature of `{telnyx-timestamp}|{raw body}`. */
-                "telnyx-signature-ed25519": string;
+            header?: {
+                /** @description Base64 Ed25519 signature of `{telnyx-timestamp}|{raw body}`; always sent by the carrier. Missing or wrong gives 403 `invalid_signature`. */
+                "telnyx-signature-ed25519"?: string;
                 /** @description Unix seconds when the carrier signed the request. */
-                "telnyx-timestamp": string;
+                "telnyx-timestamp"?: string;
             };
             path?: never;
             cookie?: never;
@@ -9302,7 +9534,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };

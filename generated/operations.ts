@@ -521,6 +521,14 @@ export const operations = [
     ]
   },
   {
+    "operationId": "createSandboxInboundCall",
+    "method": "POST",
+    "path": "/api/v1/sandbox/inbound-calls",
+    "tags": [
+      "Sandbox"
+    ]
+  },
+  {
     "operationId": "providerAVoiceWebhook",
     "method": "POST",
     "path": "/telephony/provider_a/voice",

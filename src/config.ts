@@ -148,6 +148,42 @@ const schema = z.object({
   /** Metering: cents per started minute of a voice/camera/screen session, and of a text session. */
   REALTIME_CENTS_PER_MINUTE: z.coerce.number().int().min(0).default(10),
   REALTIME_TEXT_CENTS_PER_MINUTE: z.coerce.number().int().min(0).default(0),
+  // Phone calls (src/calls/, src/telephony/).
+  /**
+   * Base URL of provider_a's REST API (`https://api.twilio.com`) and of provider_b's (`https://api.telnyx.com/v2`).
+   * Unset: the sandbox carrier of that provider, started in-process (not allowed in production).
+   */
+  PROVIDER_A_API_URL: z.string().url('must be an absolute http(s) URL').regex(/^https?:\/\//, 'must start with http:// or https://').optional(),
+  PROVIDER_B_API_URL: z.string().url('must be an absolute http(s) URL').regex(/^https?:\/\//, 'must start with http:// or https://').optional(),
+  /** Sandbox carriers: port (0 = any free one), time scale (2 = twice real time) and ringing time before an answer. */
+  SANDBOX_CARRIERS_PORT: z.coerce.number().int().min(0).max(65535).default(0),
+  SANDBOX_CARRIERS_SPEED: z.coerce.number().min(0.1).max(1000).default(1),
+  SANDBOX_CARRIERS_RING_MS: durationMs(1_000),
+  /** Seconds a call may ring before it is `no_answer` (the carrier's Timeout). */
+  CALL_RING_TIMEOUT_S: z.coerce.number().int().min(5).max(600).default(60),
+  /** Longest call in seconds (the carrier's TimeLimit; the bridge hangs up with `time_limit`). */
+  CALL_MAX_DURATION_S: z.coerce.number().int().min(1).max(4 * 60 * 60).default(60 * 60),
+  /** Neither side spoke for this long: the agent hangs up (`silence_timeout`). */
+  CALL_SILENCE_TIMEOUT_MS: durationMs(30_000),
+  /** Metering: cents per started minute of a phone call (from answer to hang-up). */
+  CALL_CENTS_PER_MINUTE: z.coerce.number().int().min(0).default(10),
+  /** How long the carrier has to accept a dial request before the call counts as lost (added to its deadline). */
+  CALL_DIAL_GRACE_MS: durationMs(30_000),
+  /**
+   * A live call is renewed every CALL_HEARTBEAT_MS by the instance running its media; one not renewed for
+   * CALL_ORPHAN_AFTER_MS (that instance died) is ended and finalised by any instance.
+   */
+  CALL_HEARTBEAT_MS: durationMs(10_000),
+  CALL_ORPHAN_AFTER_MS: z.coerce.number().int().min(1).default(45_000),
+  /** After the carrier reports the end while the media stream is still open, the bridge has this long to finish. */
+  CALL_STATUS_GRACE_MS: durationMs(15_000),
+  /** A carrier's media WebSocket must send its `start` message within this. */
+  CALL_STREAM_START_TIMEOUT_MS: z.coerce.number().int().min(1).default(10_000),
+  /** One REST request to a carrier. */
+  CARRIER_TIMEOUT_MS: z.coerce.number().int().min(1).default(10_000),
+  /** Background jobs (dialing, call deadlines) run at once per instance, and how often the queue is polled besides LISTEN/NOTIFY. */
+  JOBS_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(8),
+  JOBS_POLL_INTERVAL_MS: z.coerce.number().int().min(50).default(2_000),
   /**
    * Plan usage limit (4028 "Plan limit"): web-session minutes per calendar month (UTC) per plan,
    * `plan=minutes` comma-separated; a plan not listed is unlimited.
@@ -188,6 +224,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (c.VOICE_SERVICE_URL && !c.GEMINI_API_KEY && /(^|\.)googleapis\.com$/.test(new URL(c.VOICE_SERVICE_URL).hostname)) {
     throw new ConfigError('Invalid configuration:\n  GEMINI_API_KEY: required when VOICE_SERVICE_URL is a googleapis.com endpoint');
   }
+  if (c.CALL_HEARTBEAT_MS >= c.CALL_ORPHAN_AFTER_MS) {
+    throw new ConfigError(`Invalid configuration:\n  CALL_HEARTBEAT_MS: must be less than CALL_ORPHAN_AFTER_MS (${c.CALL_ORPHAN_AFTER_MS}), or live calls look orphaned between renewals`);
+  }
   if (c.REALTIME_LEASE_HEARTBEAT_MS >= c.REALTIME_LEASE_EXPIRY_MS) {
     throw new ConfigError(
       `Invalid configuration:\n  REALTIME_LEASE_HEARTBEAT_MS: must be less than REALTIME_LEASE_EXPIRY_MS (${c.REALTIME_LEASE_EXPIRY_MS}), or leases expire between renewals`,
@@ -197,6 +236,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     if (!c.SECRETS_KEY) throw new ConfigError('Invalid configuration:\n  SECRETS_KEY: required when NODE_ENV=production');
     if (!c.PUBLIC_BASE_URL) throw new ConfigError('Invalid configuration:\n  PUBLIC_BASE_URL: required when NODE_ENV=production');
     if (!c.VOICE_SERVICE_URL) throw new ConfigError('Invalid configuration:\n  VOICE_SERVICE_URL: required when NODE_ENV=production (the sandbox voice service is for development and tests)');
+    for (const name of ['PROVIDER_A_API_URL', 'PROVIDER_B_API_URL'] as const) {
+      if (!c[name]) throw new ConfigError(`Invalid configuration:\n  ${name}: required when NODE_ENV=production (the sandbox carriers are for development and tests)`);
+    }
   }
   const host = c.HOST === '0.0.0.0' || c.HOST === '::' ? 'localhost' : c.HOST;
   return {

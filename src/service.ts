@@ -45,6 +45,19 @@ import { Idempotency } from './http/idempotency.js';
 import { createVoiceService, type VoiceServiceHandle } from './voice/index.js';
 import { createRealtime, type Realtime } from './realtime/index.js';
 import { routeUpgrades } from './http/upgrades.js';
+import { JobQueue } from './jobs/queue.js';
+import { callbackUrls } from './telephony/carrier.js';
+import { createCarriers, type Carriers } from './telephony/index.js';
+import { CallSignals } from './telephony/signals.js';
+import { CarrierCallbacks } from './telephony/callbacks.js';
+import { InboundNumbers } from './telephony/inbound.js';
+import { MediaServer } from './telephony/media-server.js';
+import { telephonyRoutes } from './telephony/routes.js';
+import { CallStore } from './calls/store.js';
+import { CallFinaliser } from './calls/finaliser.js';
+import { CallService } from './calls/service.js';
+import { CallJobs } from './calls/jobs.js';
+import { callRoutes } from './calls/routes.js';
 
 export interface RunningService {
   url: string;
@@ -69,6 +82,12 @@ export interface RunningService {
   voice: VoiceServiceHandle;
   /** Realtime web sessions: POST /realtime/sessions and the /ws/{user_id} WebSocket. */
   realtime: Realtime;
+  /** Phone calls: the API's rules, their store and finalisation. */
+  calls: { service: CallService; store: CallStore; finaliser: CallFinaliser; jobs: CallJobs };
+  /** The carrier adapters, the sandbox carriers when in use, and the media stream endpoints. */
+  telephony: { carriers: Carriers; media: MediaServer; signals: CallSignals };
+  /** The PostgreSQL job queue (dialing, call deadlines). */
+  jobs: JobQueue;
   /** operationIds that have a handler; the rest answer 501. */
   implemented: string[];
   /** Stop accepting, let in-flight requests finish (up to SHUTDOWN_GRACE_MS), close the database. */
@@ -78,7 +97,13 @@ export interface RunningService {
 export async function startService(
   config: Config,
   log: Logger,
-  opts: { clock?: Clock; /** Benchmarks: realtime frame receipt-to-forward time. */ onFrameForwarded?: (ns: bigint) => void } = {},
+  opts: {
+    clock?: Clock;
+    /** Benchmarks: realtime frame receipt-to-forward time. */
+    onFrameForwarded?: (ns: bigint) => void;
+    /** Benchmarks: phone call caller-frame receipt-to-forward time. */
+    onCallFrameForwarded?: (ns: bigint) => void;
+  } = {},
 ): Promise<RunningService> {
   const clock = opts.clock ?? systemClock;
   const contract = Contract.load();
@@ -134,6 +159,49 @@ export async function startService(
     onForward: opts.onFrameForwarded,
   });
 
+  // Phone calls. The URLs the carriers call follow the port the server really listens on when
+  // PUBLIC_BASE_URL is unset (PORT=0 in tests).
+  let listening: http.Server | undefined;
+  const publicBaseUrl = () => {
+    const address = listening?.address();
+    if (config.PUBLIC_BASE_URL || !address || typeof address === 'string') return config.publicBaseUrl;
+    return config.publicBaseUrl.replace(/:\d+$/, `:${address.port}`);
+  };
+  const urls = callbackUrls(publicBaseUrl);
+  const jobs = new JobQueue(db.knex, { connectionString: db.url, concurrency: config.JOBS_CONCURRENCY, pollIntervalMs: config.JOBS_POLL_INTERVAL_MS }, log);
+  const carriers = await createCarriers(config, urls, log);
+  const timing = { ringTimeoutS: config.CALL_RING_TIMEOUT_S, maxDurationS: config.CALL_MAX_DURATION_S, dialGraceMs: config.CALL_DIAL_GRACE_MS, orphanAfterMs: config.CALL_ORPHAN_AFTER_MS };
+  const callStore = new CallStore(db.knex);
+  const callLog = log.child({ component: 'calls' });
+  const finaliser = new CallFinaliser(callStore, voice, admission, events, jobs, clock, { centsPerMinute: config.CALL_CENTS_PER_MINUTE }, callLog);
+  const callService = new CallService(callStore, agents, admission, jobs, carriers.byProvider, finaliser, outbound, clock, timing, { centsPerMinute: config.CALL_CENTS_PER_MINUTE }, callLog);
+  const callJobs = new CallJobs(callStore, agents, carriers.byProvider, callService, finaliser, jobs, clock, { ...timing, machineDetectionTimeoutS: 30 }, callLog);
+  callJobs.register();
+  const signals = new CallSignals(db.url, callLog);
+  const callbacks = new CarrierCallbacks(
+    callStore, agents, callService, finaliser, signals, carriers.providerB, urls, clock,
+    { orphanAfterMs: config.CALL_ORPHAN_AFTER_MS, statusGraceMs: config.CALL_STATUS_GRACE_MS, providerBKeyOverride: carriers.providerBKeyOverride },
+    callLog,
+  );
+  const inbound = new InboundNumbers(agents, carriers.byProvider, callStore, carriers.sandbox, callLog);
+  const media = new MediaServer(
+    { store: callStore, voice, tools: toolRunner, finaliser, clock, carriers: carriers.byProvider, agents, admission, signals },
+    {
+      toolTimeoutMs: config.REALTIME_TOOL_TIMEOUT_MS,
+      toolFillerMs: config.REALTIME_TOOL_FILLER_MS,
+      silenceTimeoutMs: config.CALL_SILENCE_TIMEOUT_MS,
+      maxDurationMs: config.CALL_MAX_DURATION_S * 1000,
+      centsPerMinute: config.CALL_CENTS_PER_MINUTE,
+      onForward: opts.onCallFrameForwarded,
+      startTimeoutMs: config.CALL_STREAM_START_TIMEOUT_MS,
+      instanceId: `inst_${randomBytes(6).toString('hex')}`,
+      heartbeatMs: config.CALL_HEARTBEAT_MS,
+      orphanAfterMs: config.CALL_ORPHAN_AFTER_MS,
+      shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
+    },
+    callLog,
+  );
+
   const authLimit = new AuthRateLimit(db.knex, { perMinute: config.AUTH_RATE_LIMIT_PER_MINUTE, trustedProxies: config.TRUSTED_PROXIES });
   // Handlers by operationId; operations missing here answer 501.
   const handlers: Handlers = {
@@ -144,20 +212,29 @@ export async function startService(
     ...webhookRoutes(webhooks),
     ...mcpRoutes(mcp),
     ...realtime.routes,
+    ...callRoutes(callService, (workspaceId, callId, params) => webhooks.callDeliveries(workspaceId, callId, params)),
+    ...telephonyRoutes(callbacks, inbound),
     ...systemRoutes({ db: db.knex, metrics, openapi: contract.document, isShuttingDown: () => shuttingDown }),
   };
   // Work to finish on shutdown after the HTTP server stops (background workers, open sessions), in order.
-  const stopHooks: Array<() => Promise<void>> = [];
+  const stopHooks: Array<[string, () => Promise<void>]> = [];
   // Slot leases are renewed until every live session has been drained.
   slots.start();
-  stopHooks.push(async () => slots.stop());
+  stopHooks.push(['slot heartbeat', async () => slots.stop()]);
   // Webhook deliveries in flight finish (each within WEBHOOK_TIMEOUT_MS); pending ones stay in the outbox.
   await webhookDispatcher.start();
-  stopHooks.push(() => webhookDispatcher.stop());
+  stopHooks.push(['webhook dispatcher', () => webhookDispatcher.stop()]);
+  // Calls: cross-instance signals to bridges, then the job queue (dialing, deadlines) once handlers exist.
+  await signals.start();
+  stopHooks.push(['call signals', () => signals.stop()]);
+  await jobs.start();
+  stopHooks.push(['job queue', () => jobs.stop()]);
+  media.start();
+  stopHooks.push(['sandbox carriers', () => carriers.close()]);
   // Connections kept open for MCP tool calls.
-  stopHooks.push(() => mcp.close());
-  stopHooks.push(() => voice.close());
-  stopHooks.push(async () => authLimit.close());
+  stopHooks.push(['MCP connections', () => mcp.close()]);
+  stopHooks.push(['voice service', () => voice.close()]);
+  stopHooks.push(['auth limiter', async () => authLimit.close()]);
   const app = createApp({
     config,
     log,
@@ -176,7 +253,8 @@ export async function startService(
   const server = http.createServer(app.callback());
   // Every WebSocket endpoint by path, in one place (telephony media streams join here); any other
   // upgrade path is answered 404 and its socket destroyed.
-  routeUpgrades(server, [realtime.upgradeRoute]);
+  routeUpgrades(server, [realtime.upgradeRoute, ...media.routes]);
+  listening = server;
   realtime.attach(server);
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -205,6 +283,9 @@ export async function startService(
     events,
     voice,
     realtime,
+    calls: { service: callService, store: callStore, finaliser, jobs: callJobs },
+    telephony: { carriers, media, signals },
+    jobs,
     implemented: Object.keys(handlers),
     close() {
       closing ??= (async () => {
@@ -213,10 +294,13 @@ export async function startService(
         server.closeIdleConnections();
         const grace = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_GRACE_MS);
         // Upgraded sockets keep the server open: live sessions close (1001) and are finalised first.
-        await realtime.drain();
+        await Promise.all([realtime.drain(), media.drain()]);
         await closed;
         clearTimeout(grace);
-        for (const hook of stopHooks) await hook();
+        for (const [step, hook] of stopHooks) {
+          const slow = setTimeout(() => log.warn({ step }, 'a shutdown step is taking longer than SHUTDOWN_GRACE_MS'), config.SHUTDOWN_GRACE_MS);
+          await hook().finally(() => clearTimeout(slow));
+        }
         await db.close();
         log.info('service stopped');
       })();

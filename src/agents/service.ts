@@ -10,7 +10,8 @@
  */
 import type { components } from '../../generated/openapi.js';
 import type { SecretBox } from '../crypto/secrets.js';
-import { notFound, otherWorkspace, unprocessable } from '../http/errors.js';
+import { conflict, notFound, otherWorkspace, unprocessable } from '../http/errors.js';
+import { isUniqueViolation } from '../lib/db-errors.js';
 import { newId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { AgentRow, AgentStore, AgentValues, ProviderAStored, ProviderBStored, VoicemailStored } from './store.js';
@@ -190,7 +191,29 @@ export class AgentService {
   }
 
   async loadForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent> {
-    const row = await this.owned(workspaceId, agentId);
+    return this.runtime(await this.owned(workspaceId, agentId));
+  }
+
+  /** The agent that answers inbound calls to `phoneNumber` at `provider`, decrypted; null when none. */
+  async inboundAgent(provider: 'provider_a' | 'provider_b', phoneNumber: string): Promise<RuntimeAgent | null> {
+    const row = await this.store.findInbound(provider, phoneNumber);
+    return row ? this.runtime(row) : null;
+  }
+
+  /** Turns inbound on or off for the agent's current number at `provider` (the number may not change meanwhile). */
+  async setInbound(workspaceId: string, agentId: string, provider: 'provider_a' | 'provider_b', phoneNumber: string, enabled: boolean): Promise<Agent> {
+    let row: AgentRow | undefined;
+    try {
+      row = await this.store.setInbound(workspaceId, agentId, provider, phoneNumber, enabled);
+    } catch (err) {
+      if (isUniqueViolation(err)) throw conflict('phone_number_in_use', `Another agent already answers inbound calls on ${phoneNumber} at ${provider}.`, 'provider');
+      throw err;
+    }
+    if (!row) throw conflict('provider_not_configured', `The agent's ${provider} phone_number changed meanwhile; try again.`, 'provider');
+    return this.toAgent(row);
+  }
+
+  private runtime(row: AgentRow): RuntimeAgent {
     const open = (v: string | undefined) => (v ? this.secrets.open(v) : null);
     const a = row.provider_a_config;
     const b = row.provider_b_config;

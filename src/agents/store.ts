@@ -91,6 +91,20 @@ export class AgentStore {
     return paginate<AgentRow, AgentRow>(this.db('agents').where({ workspace_id: workspaceId }).select('*'), params, (r) => r);
   }
 
+  /** The agent answering inbound calls to `phoneNumber` at `provider`, if any (at most one: a unique index). */
+  findInbound(provider: 'provider_a' | 'provider_b', phoneNumber: string): Promise<AgentRow | undefined> {
+    return this.db('agents').where({ [`${provider}_phone_number`]: phoneNumber, [`${provider}_inbound_enabled`]: true }).first();
+  }
+
+  /** Sets inbound on or off when the number is still `phoneNumber`; a unique violation means another agent answers it. */
+  async setInbound(workspaceId: string, id: string, provider: 'provider_a' | 'provider_b', phoneNumber: string, enabled: boolean): Promise<AgentRow | undefined> {
+    const [row] = await this.db('agents')
+      .where({ id, workspace_id: workspaceId, [`${provider}_phone_number`]: phoneNumber })
+      .update({ [`${provider}_inbound_enabled`]: enabled, updated_at: this.db.fn.now() })
+      .returning('*');
+    return row;
+  }
+
   transaction<T>(fn: (trx: Knex.Transaction) => Promise<T>): Promise<T> {
     return this.db.transaction(fn);
   }

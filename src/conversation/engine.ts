@@ -43,6 +43,11 @@ export interface ConversationInfo {
   firstMessage: string | null;
   /** Text sessions: replies are text, audio and end_conversation are ignored. */
   textMode: boolean;
+  /**
+   * The transport measures reply latency itself (recordLatency), from the audio it carries, instead of
+   * from the end of the user's transcript (a phone call knows when the caller stopped speaking).
+   */
+  externalLatency?: boolean;
 }
 
 /** What a finished conversation hands to its record. */
@@ -174,7 +179,13 @@ export class Conversation {
     this.voice.say(text);
   }
 
+  /** A reply latency measured by the transport (with `externalLatency`). */
+  recordLatency(ms: number): void {
+    if (!this.finished) this.latenciesMs.push(Math.max(0, ms));
+  }
+
   private replyStarted(): void {
+    if (this.info.externalLatency) return;
     if (this.awaitingReplySince !== null) {
       this.latenciesMs.push(Math.max(0, performance.now() - this.awaitingReplySince));
       this.awaitingReplySince = null;

@@ -4,6 +4,7 @@
  * transaction, wakes the dispatcher and returns: it never waits for a delivery. Once it returns, the
  * event survives a crash (the dispatcher of this or another instance sends it).
  */
+import type { Knex } from 'knex';
 import { newId } from '../lib/ids.js';
 import { batchCompletedPayload, callCompletedPayload, type BatchCompletedInput, type CallCompletedInput, type EventKind } from './payloads.js';
 import type { WebhookStore } from './store.js';
@@ -28,9 +29,12 @@ export class EventPublisher {
    * A phone call or web session ended. `webhookUrl` is the call's own `webhook_url` (null for web
    * sessions and for calls placed by a batch); `batchId` the batch that placed the call, if any.
    */
-  async callCompleted(input: { workspaceId: string; callId: string | null; webhookUrl: string | null; payload: CallCompletedInput; batchId?: string | null }): Promise<RaisedEvent> {
+  async callCompleted(
+    input: { workspaceId: string; callId: string | null; webhookUrl: string | null; payload: CallCompletedInput; batchId?: string | null },
+    trx?: Knex.Transaction,
+  ): Promise<RaisedEvent> {
     const payload = callCompletedPayload(input.payload);
-    return this.raise('call.completed', input.workspaceId, input.callId, input.batchId ?? null, input.webhookUrl, JSON.stringify(payload));
+    return this.raise('call.completed', input.workspaceId, input.callId, input.batchId ?? null, input.webhookUrl, JSON.stringify(payload), trx);
   }
 
   /** A batch reached a terminal state. `webhookUrl` is the batch's own `webhook_url`. */
@@ -39,11 +43,13 @@ export class EventPublisher {
     return this.raise('batch.completed', input.workspaceId, null, input.batchId, input.webhookUrl, JSON.stringify(payload));
   }
 
-  private async raise(kind: EventKind, workspaceId: string, callId: string | null, batchId: string | null, webhookUrl: string | null, body: string): Promise<RaisedEvent> {
+  /** With `trx`, the event commits with the caller's transaction (NOTIFY wakes the dispatchers then). */
+  private async raise(kind: EventKind, workspaceId: string, callId: string | null, batchId: string | null, webhookUrl: string | null, body: string, trx?: Knex.Transaction): Promise<RaisedEvent> {
     const eventId = newId('event');
     const targets = await this.store.recordEvent(
       { id: eventId, workspaceId, kind, callId, batchId, body, ownTarget: webhookUrl ? { url: webhookUrl, urlKey: urlKey(webhookUrl) } : null },
       () => newId('webhookDelivery'),
+      trx,
     );
     if (targets > 0) this.wake();
     return { eventId, targets };

@@ -156,8 +156,9 @@ export class WebhookStore {
    * subscribed to the event plus the event's own target, one row per URL key (a registered webhook
    * wins, so the delivery is attributed to it). Wakes dispatchers listening on NOTIFY_CHANNEL on commit.
    */
-  recordEvent(event: NewEvent, newDeliveryId: () => string): Promise<number> {
-    return this.db.transaction(async (trx) => {
+  /** Records the event and its outbox rows, in `outer` when given (they commit with the caller's own writes). */
+  recordEvent(event: NewEvent, newDeliveryId: () => string, outer?: Knex.Transaction): Promise<number> {
+    const run = async (trx: Knex.Transaction) => {
       const subscribed: WebhookRow[] = await trx('webhooks')
         .where({ workspace_id: event.workspaceId })
         .whereRaw('? = any(events)', [event.kind])
@@ -182,7 +183,8 @@ export class WebhookStore {
       );
       await trx.raw('select pg_notify(?, ?)', [NOTIFY_CHANNEL, event.id]);
       return targets.size;
-    });
+    };
+    return outer ? run(outer) : this.db.transaction(run);
   }
 
   /**

@@ -105,8 +105,8 @@ export class AdmissionStore {
     return rows.map((r) => r.id);
   }
 
-  async releaseLease(id: string): Promise<void> {
-    await this.db('session_leases').where({ id }).delete();
+  async releaseLease(id: string, trx?: Knex.Transaction): Promise<void> {
+    await (trx ?? this.db)('session_leases').where({ id }).delete();
   }
 
   /** Deletes leases expired on the database clock. */

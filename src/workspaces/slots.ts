@@ -17,6 +17,7 @@
  * conversation keeps it, the limit is exceeded until one of them ends, and this is logged (warn,
  * `session lease could not be re-acquired`); the heartbeat keeps trying to re-acquire it.
  */
+import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { AdmissionStore } from './admission-store.js';
 
@@ -82,9 +83,9 @@ export class SlotKeeper {
     return this.store.acquireLease({ id, workspace_id: workspaceId, kind, instance_id: this.opts.instanceId }, limit, ttlMs);
   }
 
-  /** Gives back a fixed-term slot (from any instance); releasing one already gone is a no-op. */
-  async releaseFixed(id: string): Promise<void> {
-    await this.store.releaseLease(id);
+  /** Gives back a fixed-term slot (from any instance, in `trx` when given); one already gone is a no-op. */
+  async releaseFixed(id: string, trx?: Knex.Transaction): Promise<void> {
+    await this.store.releaseLease(id, trx);
   }
 
   stop(): void {

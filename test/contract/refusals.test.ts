@@ -78,7 +78,9 @@ describe('requests refused before any handler runs', () => {
   });
 
   it('an unknown field: 422 naming it (list-shaped where the contract says so)', async () => {
-    for (const o of withJsonBody.filter((x) => !contract.operations.get(x.operationId)!.validateInHandler)) {
+    // Carrier callbacks take the carriers' open payloads (carriers add fields); every body of ours is closed.
+    const ours = (x: { operationId: string }) => !contract.operations.get(x.operationId)!.tags.includes('Carrier Callbacks');
+    for (const o of withJsonBody.filter((x) => !contract.operations.get(x.operationId)!.validateInHandler && ours(x))) {
       const res = await request(o).send({ surely_not_a_field: 1 });
       assert.notEqual(res.body.error?.code, 'contract_violation', `${o.operationId}: ${JSON.stringify(res.body)}`);
       if (res.status === 501) continue;

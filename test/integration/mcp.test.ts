@@ -207,7 +207,7 @@ describe('connect an MCP server', () => {
 describe('MCP server URLs in production', () => {
   let prod: TestService;
   before(async () => {
-    prod = await startTestService({ NODE_ENV: 'production', VOICE_SERVICE_URL: 'ws://127.0.0.1:9', SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'), PUBLIC_BASE_URL: 'https://voice.example.com', OUTBOUND_ALLOW_LIST: 'localhost', MCP_CONNECT_TIMEOUT_MS: '1500' });
+    prod = await startTestService({ NODE_ENV: 'production', VOICE_SERVICE_URL: 'ws://127.0.0.1:9', PROVIDER_A_API_URL: 'http://127.0.0.1:9', PROVIDER_B_API_URL: 'http://127.0.0.1:9/v2', SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'), PUBLIC_BASE_URL: 'https://voice.example.com', OUTBOUND_ALLOW_LIST: 'localhost', MCP_CONNECT_TIMEOUT_MS: '1500' });
   });
   after(() => prod.close());
 

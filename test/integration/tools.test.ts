@@ -351,7 +351,7 @@ describe('tools: test runs against a real endpoint', () => {
 
 describe('tools: the outbound guard in production', () => {
   it('refuses loopback tool URLs unless allowed, at write and at call time', async () => {
-    const prodEnv = { NODE_ENV: 'production', SECRETS_KEY: '0'.repeat(64), PUBLIC_BASE_URL: 'https://voice.example.com', VOICE_SERVICE_URL: 'ws://127.0.0.1:9' };
+    const prodEnv = { NODE_ENV: 'production', SECRETS_KEY: '0'.repeat(64), PUBLIC_BASE_URL: 'https://voice.example.com', VOICE_SERVICE_URL: 'ws://127.0.0.1:9', PROVIDER_A_API_URL: 'http://127.0.0.1:9', PROVIDER_B_API_URL: 'http://127.0.0.1:9/v2' };
     const prod = await startTestService(prodEnv);
     try {
       const owner = await tenant(prod);

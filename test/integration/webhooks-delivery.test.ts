@@ -522,7 +522,7 @@ describe('webhook delivery across instances and restarts', () => {
   it('re-opens its LISTEN connection when the database drops it', async () => {
     const dbName = new URL(t.service.db.url).pathname.slice(1);
     const listeners = () =>
-      t.service.db.knex('pg_stat_activity').where({ datname: dbName }).whereILike('query', 'listen %').pluck('pid') as Promise<number[]>;
+      t.service.db.knex('pg_stat_activity').where({ datname: dbName }).whereILike('query', 'listen webhook_deliveries%').pluck('pid') as Promise<number[]>;
     const [before] = await listeners();
     assert.ok(before, 'the dispatcher listens');
     await t.service.db.knex.raw('select pg_terminate_backend(?)', [before]);

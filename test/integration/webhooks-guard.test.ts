@@ -17,6 +17,8 @@ before(async () => {
   t = await startTestService({
     NODE_ENV: 'production',
     VOICE_SERVICE_URL: 'ws://127.0.0.1:9',
+    PROVIDER_A_API_URL: 'http://127.0.0.1:9',
+    PROVIDER_B_API_URL: 'http://127.0.0.1:9/v2',
     SECRETS_KEY: randomBytes(32).toString('base64'),
     PUBLIC_BASE_URL: 'https://voice.example.com',
     OUTBOUND_ALLOW_LIST: 'localhost',

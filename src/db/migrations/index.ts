@@ -11,6 +11,7 @@ import * as m005 from './005_idempotency.js';
 import * as m006 from './006_realtime.js';
 import * as m007 from './007_auth_attempts.js';
 import * as m008 from './008_usage.js';
+import * as m009 from './009_calls.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -26,6 +27,7 @@ const migrations: Array<[string, Migration]> = [
   ['006_realtime', m006],
   ['007_auth_attempts', m007],
   ['008_usage', m008],
+  ['009_calls', m009],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {

@@ -1,0 +1,94 @@
+/**
+ * The end of a call, exactly once: whoever learns that a call is over (the bridge when its media stream
+ * ends, a carrier callback, the deadline job, an API cancel) calls `finalise`. One claimant runs the
+ * post-call analysis; then, in one transaction, the call becomes terminal (guarded by its live status),
+ * its usage is metered, `call.completed` is recorded for delivery, its concurrency slot is released and
+ * its deadline job removed. A claimant that dies mid-analysis leaves a stale claim that the deadline
+ * job takes over, so no call stays live and none is reported twice.
+ */
+import type { Logger } from 'pino';
+import type { Clock } from '../lib/clock.js';
+import type { VoiceService } from '../voice/types.js';
+import { analyseConversation, writeUp } from '../conversation/write-up.js';
+import { costOf, type WorkspaceAdmission } from '../workspaces/admission.js';
+import type { CallCompletedPublisher } from '../webhooks/events.js';
+import type { JobQueue } from '../jobs/queue.js';
+import { finalState } from './lifecycle.js';
+import { callCompletedFacts } from './records.js';
+import { LIVE_STATUSES, type CallRow, type CallStore, type EndReason } from './store.js';
+
+export const DEADLINE_JOB = 'call_deadline';
+export const deadlineJobKey = (callId: string) => `call_deadline:${callId}`;
+
+/** A claim older than this is presumed dead (analysis is bounded well below it). */
+const STALE_CLAIM_MS = 2 * 60 * 1000;
+
+export interface FinaliseOptions {
+  /** The deadline passed with no word from the carrier or the instance running the call. */
+  forced?: boolean;
+  /** Facts the caller knows better than the row (the bridge's end time). */
+  endedAt?: Date;
+  endReason?: EndReason;
+}
+
+export class CallFinaliser {
+  constructor(
+    private readonly store: CallStore,
+    private readonly voice: Pick<VoiceService, 'analyze'>,
+    private readonly admission: WorkspaceAdmission,
+    private readonly events: CallCompletedPublisher,
+    private readonly jobs: JobQueue,
+    private readonly clock: Clock,
+    private readonly opts: { centsPerMinute: number },
+    private readonly log: Logger,
+  ) {}
+
+  /** Finalises the call if it is live and nobody else is finalising it; returns the terminal row when this call did it. */
+  async finalise(callId: string, o: FinaliseOptions = {}): Promise<CallRow | undefined> {
+    const claimed = await this.store.claimFinalise(callId, STALE_CLAIM_MS);
+    if (!claimed) return undefined;
+    const row: CallRow = { ...claimed, end_reason_hint: o.endReason ?? claimed.end_reason_hint };
+    const { status, endReason } = finalState(row, o.forced ?? false);
+    const endedAt = row.ended_at ?? o.endedAt ?? row.media_ended_at ?? this.clock.now();
+    const talkMs = row.answered_at ? Math.max(0, endedAt.getTime() - new Date(row.answered_at).getTime()) : 0;
+    const log = this.log.child({ callId });
+    const analysis = await analyseConversation(this.voice, row.instruction, row.transcript, log);
+    const w = writeUp(
+      { transcript: row.transcript, interruptionCount: row.interruption_count, latenciesMs: row.latencies_ms, toolCalls: row.tool_calls, firstMessageDelivered: row.first_message_delivered },
+      talkMs,
+      analysis,
+    );
+    const cost = row.answered_at ? costOf(talkMs, this.opts.centsPerMinute) : 0;
+    const final = await this.store.knex.transaction(async (trx) => {
+      const done = await this.store.update(
+        callId,
+        {
+          status,
+          end_reason: endReason,
+          ended_at: endedAt,
+          duration: w.duration,
+          first_message_delivered: w.first_message_delivered,
+          summary: w.summary,
+          sentiment: w.sentiment,
+          goal_met: w.goal_met,
+          needs_review: w.needs_review,
+          unanswered_questions: w.unanswered_questions,
+          latency_avg_ms: w.latency_avg_ms,
+          cost_cents: cost,
+          bridge_instance: null,
+          stream_token_hash: null,
+        },
+        LIVE_STATUSES,
+        trx,
+      );
+      if (!done) return undefined;
+      await this.admission.meter({ workspaceId: done.workspace_id, kind: 'phone_call', refId: done.id, seconds: done.duration, cents: cost, startedAt: new Date(done.created_at) }, trx);
+      await this.events.callCompleted({ workspaceId: done.workspace_id, callId: done.id, webhookUrl: done.webhook_url, batchId: done.batch_id, payload: callCompletedFacts(done) }, trx);
+      await this.admission.slots.releaseFixed(done.id, trx);
+      await this.jobs.remove(deadlineJobKey(done.id), trx);
+      return done;
+    });
+    if (final) log.info({ status: final.status, endReason: final.end_reason, duration: final.duration, forced: o.forced ?? false }, 'call finalised');
+    return final;
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * The background work of calls, as job-queue tasks (src/jobs/queue.ts):
+ * - `call_dial`: hands a queued call to its carrier, at most once (the claim is written before the
+ *   request, so a crash mid-dial never dials twice; a lost dial is ended by the deadline);
+ * - `call_deadline`: ends a call nothing else ended in time (a carrier that never called back, an
+ *   instance that died mid-call). A deadline that moved later (a live call's bridge renews it) is
+ *   rescheduled instead.
+ */
+import type { Logger } from 'pino';
+import { ApiError } from '../http/errors.js';
+import { sha256Hex } from '../lib/tokens.js';
+import type { Clock } from '../lib/clock.js';
+import type { JobQueue } from '../jobs/queue.js';
+import { CarrierError, type Carrier, type Provider } from '../telephony/carrier.js';
+import { credentialsOf, MissingCredentialsError } from '../telephony/credentials.js';
+import { DEADLINE_JOB, deadlineJobKey, type CallFinaliser } from './finaliser.js';
+import { DIAL_JOB, newStreamToken, type CallAgents, type CallService, type CallTiming } from './service.js';
+import { isTerminal, type CallStore } from './store.js';
+
+/** The carrier's own time limit is this much later than the bridge's, so the bridge's comes first. */
+const CARRIER_TIME_LIMIT_MARGIN_S = 10;
+
+const callIdOf = (payload: Record<string, unknown>) => (typeof payload.call_id === 'string' ? payload.call_id : null);
+
+export class CallJobs {
+  constructor(
+    private readonly store: CallStore,
+    private readonly agents: CallAgents,
+    private readonly carriers: Record<Provider, Carrier>,
+    private readonly calls: CallService,
+    private readonly finaliser: CallFinaliser,
+    private readonly jobs: JobQueue,
+    private readonly clock: Clock,
+    private readonly timing: CallTiming & { machineDetectionTimeoutS: number },
+    private readonly log: Logger,
+  ) {}
+
+  register(): void {
+    this.jobs.register(DIAL_JOB, (p) => this.dial(callIdOf(p)));
+    this.jobs.register(DEADLINE_JOB, (p) => this.deadline(callIdOf(p)));
+  }
+
+  async dial(callId: string | null): Promise<void> {
+    if (!callId) return;
+    const call = await this.store.claimDial(callId);
+    if (!call) return;
+    const log = this.log.child({ callId });
+    let agent;
+    try {
+      agent = await this.agents.loadForRuntime(call.workspace_id, call.agent_id);
+    } catch (err) {
+      if (!(err instanceof ApiError)) throw err;
+      log.warn('agent gone before dialing; the call fails');
+      await this.finaliser.finalise(callId, { endReason: 'not_allowed' });
+      return;
+    }
+    let credentials;
+    try {
+      credentials = credentialsOf(agent, call.provider);
+    } catch (err) {
+      if (!(err instanceof MissingCredentialsError)) throw err;
+      await this.finaliser.finalise(callId, { endReason: 'not_allowed' });
+      return;
+    }
+    const streamToken = newStreamToken();
+    await this.store.update(callId, { stream_token_hash: sha256Hex(streamToken) }, ['queued']);
+    const voicemail = agent.voicemailConfig;
+    try {
+      const { callSid } = await this.carriers[call.provider].dial(credentials, {
+        callId,
+        from: call.from_number,
+        to: call.to_number,
+        streamToken,
+        ringTimeoutS: this.timing.ringTimeoutS,
+        // The bridge ends a call at its maximum length (end_reason time_limit); the carrier's limit is the backstop.
+        timeLimitS: this.timing.maxDurationS + CARRIER_TIME_LIMIT_MARGIN_S,
+        machineDetection: { timeoutS: voicemail?.detection_timeout_seconds ?? this.timing.machineDetectionTimeoutS },
+      });
+      // A callback may already have moved the call on; the sid is recorded whatever its state.
+      const moved = await this.store.update(callId, { call_sid: callSid, status: 'initiated' }, ['queued']);
+      const row = moved ?? (await this.store.update(callId, { call_sid: callSid }, ['initiated', 'ringing', 'in_progress']));
+      log.info({ provider: call.provider }, 'call dialed');
+      if (row?.hangup_requested_at) await this.calls.hangupAtCarrier(row).catch((err) => log.warn({ err }, 'hang-up after dial failed'));
+    } catch (err) {
+      if (!(err instanceof CarrierError)) throw err;
+      log.warn({ kind: err.kind, detail: err.detail, message: err.message }, 'carrier refused the dial request');
+      await this.store.update(callId, { carrier_outcome: 'failed' }, ['queued']);
+      await this.finaliser.finalise(callId, { endReason: 'carrier_error' });
+    }
+  }
+
+  async deadline(callId: string | null): Promise<void> {
+    if (!callId) return;
+    const call = await this.store.get(callId);
+    if (!call || isTerminal(call.status)) return;
+    const now = this.clock.now().getTime();
+    const deadline = new Date(call.deadline_at).getTime();
+    if (deadline > now + 250) {
+      await this.jobs.add(DEADLINE_JOB, { call_id: callId }, { runAt: new Date(deadline), jobKey: deadlineJobKey(callId) });
+      return;
+    }
+    this.log.warn({ callId, status: call.status }, 'call deadline passed; ending it');
+    if (call.call_sid) {
+      try {
+        const agent = await this.agents.loadForRuntime(call.workspace_id, call.agent_id);
+        await this.carriers[call.provider].hangup(credentialsOf(agent, call.provider), call.call_sid, { answered: Boolean(call.answered_at) });
+      } catch (err) {
+        this.log.warn({ callId, err: (err as Error).message }, 'could not hang the overdue call up at the carrier');
+      }
+    }
+    const done = await this.finaliser.finalise(callId, { forced: true });
+    if (!done) {
+      // Someone holds a claim on its finalisation: look again shortly (a dead claimant's claim goes stale).
+      const again = await this.store.get(callId);
+      if (again && !isTerminal(again.status)) {
+        await this.jobs.add(DEADLINE_JOB, { call_id: callId }, { runAt: new Date(now + 30_000), jobKey: deadlineJobKey(callId) });
+      }
+    }
+  }
+}

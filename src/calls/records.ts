@@ -1,0 +1,76 @@
+/**
+ * A call as the API shows it (the `Call` schema) and as `call.completed` states it: one mapping from
+ * the stored row, so `GET /api/v1/calls/{call_id}` of a terminal call carries exactly the values of
+ * its event.
+ */
+import type { components } from '../../generated/openapi.js';
+import type { ToolCallRecord as EventToolCallRecord } from '../../generated/asyncapi-types.js';
+import type { CallCompletedInput } from '../webhooks/payloads.js';
+import { isTerminal, type CallRow } from './store.js';
+
+export type Call = components['schemas']['Call'];
+
+const iso = (d: Date | string | null) => (d === null ? null : new Date(d).toISOString());
+
+export function toCall(row: CallRow): Call {
+  const terminal = isTerminal(row.status);
+  return {
+    call_id: row.id,
+    conversation_id: row.id,
+    call_sid: row.call_sid,
+    agent_id: row.agent_id,
+    batch_id: row.batch_id,
+    direction: row.direction,
+    provider: row.provider,
+    from_number: row.from_number,
+    to_number: row.to_number,
+    status: row.status,
+    first_message: row.first_message,
+    first_message_delivered: row.first_message_delivered,
+    variables: row.variables,
+    duration: row.duration,
+    message_count: row.transcript.length,
+    transcript: row.transcript,
+    summary: terminal ? row.summary : null,
+    sentiment: terminal ? row.sentiment : null,
+    goal_met: terminal ? row.goal_met : null,
+    needs_review: terminal ? row.needs_review : null,
+    unanswered_questions: row.unanswered_questions,
+    interruption_count: row.interruption_count,
+    latency_avg_ms: terminal ? row.latency_avg_ms : null,
+    tool_calls: row.tool_calls as Call['tool_calls'],
+    answered_by: row.answered_by,
+    end_reason: row.end_reason,
+    webhook_url: row.webhook_url,
+    created_at: iso(row.created_at) as string,
+    answered_at: iso(row.answered_at),
+    ended_at: terminal ? iso(row.ended_at) : null,
+  };
+}
+
+/** The facts of a terminal call as its `call.completed` states them. */
+export function callCompletedFacts(row: CallRow): CallCompletedInput {
+  return {
+    conversation_id: row.id,
+    call_sid: row.call_sid,
+    agent_id: row.agent_id,
+    to_number: row.to_number,
+    provider: row.provider,
+    first_message: row.first_message,
+    first_message_delivered: row.first_message_delivered,
+    variables: row.variables,
+    duration: row.duration,
+    status: row.status as CallCompletedInput['status'],
+    message_count: row.transcript.length,
+    transcript: row.transcript,
+    summary: row.summary ?? '',
+    sentiment: row.sentiment ?? 'neutral',
+    goal_met: row.goal_met ?? false,
+    needs_review: row.needs_review ?? false,
+    unanswered_questions: row.unanswered_questions,
+    interruption_count: row.interruption_count,
+    latency_avg_ms: Number(row.latency_avg_ms ?? 0),
+    created_at: new Date(row.created_at),
+    tool_calls: row.tool_calls as EventToolCallRecord[],
+  };
+}

@@ -1,0 +1,287 @@
+/**
+ * The rules of phone calls, without Koa: placing an outbound call (agent, provider, numbers, webhook
+ * target, billing and a concurrency slot, all checked before anything is dialed; the call row, its
+ * dial job and its deadline job written in one transaction), reading and listing calls, hanging up,
+ * and the inbound call record a carrier callback creates.
+ */
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { components } from '../../generated/openapi.js';
+import { ApiError, conflict, notFound, otherWorkspace, paymentRequired, unprocessable, badGateway } from '../http/errors.js';
+import type { Clock } from '../lib/clock.js';
+import { newId } from '../lib/ids.js';
+import { sha256Hex } from '../lib/tokens.js';
+import type { Page, PageParams } from '../lib/pagination.js';
+import { BlockedUrlError, checkUrl, type OutboundPolicy } from '../net/outbound-guard.js';
+import type { RuntimeAgent } from '../agents/service.js';
+import type { WorkspaceAdmission, BillingRefusal } from '../workspaces/admission.js';
+import { conversationVariables, fillPlaceholders } from '../conversation/placeholders.js';
+import type { JobQueue } from '../jobs/queue.js';
+import { CarrierError, type Carrier, type CarrierCredentials, type Provider } from '../telephony/carrier.js';
+import { credentialsOf } from '../telephony/credentials.js';
+import { DEADLINE_JOB, deadlineJobKey, type CallFinaliser } from './finaliser.js';
+import { toCall, type Call } from './records.js';
+import { isTerminal, type CallFilters, type CallRow, type CallStore } from './store.js';
+
+type CreateRequest = components['schemas']['CallCreateRequest'];
+
+export const DIAL_JOB = 'call_dial';
+
+export interface CallTiming {
+  ringTimeoutS: number;
+  maxDurationS: number;
+  dialGraceMs: number;
+  orphanAfterMs: number;
+}
+
+/** AgentService as calls use it (404 agent_not_found / 403 for another workspace's agent). */
+export interface CallAgents {
+  loadForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent>;
+}
+
+export function callNotFound(callId: string) {
+  return notFound('call_not_found', `No call ${callId.slice(0, 64)}.`, 'call_id');
+}
+
+/** A single-use secret the carrier's media stream presents (`mst_` + 43 base64url characters). */
+export function newStreamToken(): string {
+  return `mst_${randomBytes(32).toString('base64url')}`;
+}
+
+const BILLING_REFUSALS: Record<BillingRefusal, { code: string; message: string }> = {
+  subscription_inactive: { code: 'subscription_inactive', message: 'The workspace subscription is not active; update billing to place calls.' },
+  plan_limit: { code: 'plan_limit_reached', message: "The workspace's plan has used its conversation minutes for this month." },
+  insufficient_credit: { code: 'insufficient_credit', message: 'The workspace has no credit left; add credit to place calls.' },
+};
+
+/** Whether the agent has the credentials to place calls through `provider` (its number may come with the call). */
+function canDial(agent: RuntimeAgent, provider: Provider): boolean {
+  return provider === 'provider_a' ? Boolean(agent.providerA?.accountSid && agent.providerA.authToken) : Boolean(agent.providerB?.apiKey && agent.providerB.connectionId);
+}
+
+/** Which provider a call uses: the one asked for, else the agent's only configured one. */
+export function chooseProvider(agent: RuntimeAgent, asked: Provider | undefined): Provider {
+  const configured = (['provider_a', 'provider_b'] as const).filter((p) => canDial(agent, p));
+  if (asked) {
+    if (!configured.includes(asked)) throw unprocessable('provider_not_configured', `The agent has no complete ${asked} configuration.`, 'provider');
+    return asked;
+  }
+  if (configured.length === 0) throw unprocessable('provider_not_configured', 'The agent has no telephony provider configured; set provider_a_config or provider_b_config first.', 'provider');
+  if (configured.length > 1) throw unprocessable('provider_required', 'The agent has both providers configured; say which one places the call.', 'provider');
+  return configured[0];
+}
+
+export class CallService {
+  constructor(
+    private readonly store: CallStore,
+    private readonly agents: CallAgents,
+    private readonly admission: WorkspaceAdmission,
+    private readonly jobs: JobQueue,
+    private readonly carriers: Record<Provider, Carrier>,
+    private readonly finaliser: CallFinaliser,
+    private readonly outbound: OutboundPolicy,
+    private readonly clock: Clock,
+    private readonly timing: CallTiming,
+    private readonly opts: { centsPerMinute: number },
+    private readonly log: Logger,
+  ) {}
+
+  /** How long a new call may take at most before its deadline job ends it. */
+  private firstDeadline(): Date {
+    const t = this.timing;
+    return new Date(this.clock.now().getTime() + t.dialGraceMs + t.ringTimeoutS * 1000 + t.orphanAfterMs);
+  }
+
+  /** The slot lease of a call lasts as long as the longest call could (it is released when the call ends). */
+  private slotTtlMs(): number {
+    const t = this.timing;
+    return t.dialGraceMs + t.ringTimeoutS * 1000 + t.maxDurationS * 1000 + 2 * t.orphanAfterMs;
+  }
+
+  /** 402 when billing refuses a conversation now. */
+  async checkBilling(workspaceId: string): Promise<void> {
+    const workspace = await this.admission.workspace(workspaceId);
+    if (!workspace) throw new ApiError(401, 'authentication_error', 'unauthorized', 'The workspace of this API key no longer exists.');
+    const refusal = await this.admission.refusal(workspace, Math.max(1, this.opts.centsPerMinute));
+    if (refusal) throw paymentRequired(BILLING_REFUSALS[refusal].code, BILLING_REFUSALS[refusal].message);
+  }
+
+  /** POST /api/v1/calls (and batches): every check first; nothing is dialed when one refuses. */
+  async create(workspaceId: string, body: CreateRequest, opts: { batchId?: string | null } = {}): Promise<Call> {
+    let agent: RuntimeAgent;
+    try {
+      agent = await this.agents.loadForRuntime(workspaceId, body.agent_id);
+    } catch (err) {
+      if (err instanceof ApiError) throw new ApiError(err.status, err.type, err.code, err.message, { param: 'agent_id' });
+      throw err;
+    }
+    const provider = chooseProvider(agent, body.provider);
+    const config = provider === 'provider_a' ? agent.providerA : agent.providerB;
+    const from = body.from_number ?? config?.phoneNumber ?? null;
+    if (!from) throw unprocessable('from_number_missing', `The agent's ${provider} configuration has no phone_number; set it or send from_number.`, 'from_number');
+    if (body.webhook_url !== undefined) {
+      try {
+        await checkUrl(this.outbound, body.webhook_url);
+      } catch (err) {
+        if (err instanceof BlockedUrlError) throw unprocessable('url_not_allowed', err.message, 'webhook_url');
+        throw err;
+      }
+    }
+    await this.checkBilling(workspaceId);
+    const workspace = await this.admission.workspace(workspaceId);
+    const callId = newId('call');
+    if (!workspace || !(await this.admission.slots.takeFixed(callId, workspaceId, workspace.concurrent_session_limit, this.slotTtlMs(), 'call'))) {
+      throw new ApiError(429, 'rate_limit_error', 'concurrency_limit_reached', `All ${workspace?.concurrent_session_limit ?? 0} concurrency slots of the workspace are in use; retry when a call or session ends.`, {
+        headers: { 'Retry-After': '5' },
+      });
+    }
+    const variables = conversationVariables(agent.variablePlaceholders, body.variables);
+    const firstMessage = body.first_message ?? agent.firstMessage;
+    try {
+      const row = await this.store.knex.transaction(async (trx) => {
+        const deadline = this.firstDeadline();
+        const created = await this.store.insert(
+          {
+            id: callId,
+            workspace_id: workspaceId,
+            agent_id: agent.id,
+            batch_id: opts.batchId ?? null,
+            direction: 'outbound',
+            provider,
+            from_number: from,
+            to_number: body.to_number,
+            status: 'queued',
+            call_sid: null,
+            first_message: firstMessage ? fillPlaceholders(firstMessage, variables) : null,
+            variables: body.variables ?? {},
+            webhook_url: body.webhook_url ?? null,
+            instruction: fillPlaceholders(agent.instruction, variables),
+            stream_token_hash: null,
+            deadline_at: deadline,
+          },
+          trx,
+        );
+        await this.jobs.add(DIAL_JOB, { call_id: callId }, { jobKey: `call_dial:${callId}` }, trx);
+        await this.jobs.add(DEADLINE_JOB, { call_id: callId }, { runAt: deadline, jobKey: deadlineJobKey(callId) }, trx);
+        return created;
+      });
+      this.log.info({ callId, workspaceId, agentId: agent.id, provider }, 'call queued');
+      return toCall(row);
+    } catch (err) {
+      await this.admission.slots.releaseFixed(callId).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** The call row of this workspace: 404 when there is none, 403 when it is another workspace's. */
+  async owned(workspaceId: string, callId: string): Promise<CallRow> {
+    const row = await this.store.get(callId);
+    if (!row) throw callNotFound(callId);
+    if (row.workspace_id !== workspaceId) throw otherWorkspace('call');
+    return row;
+  }
+
+  async get(workspaceId: string, callId: string): Promise<Call> {
+    return toCall(await this.owned(workspaceId, callId));
+  }
+
+  async list(workspaceId: string, query: CallFilters & PageParams): Promise<Page<Call>> {
+    const page = await this.store.list(workspaceId, query, query);
+    return { ...page, data: page.data.map(toCall) };
+  }
+
+  /**
+   * POST /calls/{call_id}/hangup. A queued call not yet handed to the carrier is canceled here; a
+   * call at the carrier is hung up there (its end then arrives as usual); a terminal one is 409.
+   */
+  async hangup(workspaceId: string, callId: string): Promise<Call> {
+    const row = await this.owned(workspaceId, callId);
+    if (isTerminal(row.status)) throw conflict('call_already_ended', `The call has already ended (status '${row.status}').`);
+    const marked = await this.store.update(callId, { hangup_requested_at: this.clock.now(), end_reason_hint: row.answered_at ? 'api_hangup' : 'canceled' });
+    if (!marked) return this.get(workspaceId, callId);
+    if (marked.status === 'queued' && !marked.call_sid) {
+      // Not dialed yet (or the dial is in flight: the dial job sees the request and hangs up at once).
+      if (!marked.dial_attempted_at) {
+        const done = await this.finaliser.finalise(callId, { endReason: 'canceled' });
+        if (done) return toCall(done);
+      }
+      return this.get(workspaceId, callId);
+    }
+    await this.hangupAtCarrier(marked);
+    return this.get(workspaceId, callId);
+  }
+
+  /** Tells the carrier to end the call; a carrier failure is 502 (the call is left as it is). */
+  async hangupAtCarrier(row: CallRow): Promise<void> {
+    if (!row.call_sid) return;
+    let credentials: CarrierCredentials;
+    try {
+      credentials = credentialsOf(await this.agents.loadForRuntime(row.workspace_id, row.agent_id), row.provider);
+    } catch {
+      throw badGateway('carrier_error', 'The call cannot be hung up: its agent or provider configuration is gone.');
+    }
+    try {
+      await this.carriers[row.provider].hangup(credentials, row.call_sid, { answered: Boolean(row.answered_at) });
+    } catch (err) {
+      if (err instanceof CarrierError) {
+        this.log.warn({ callId: row.id, kind: err.kind, detail: err.detail }, 'carrier refused the hang-up');
+        throw badGateway(err.kind === 'auth' ? 'carrier_auth_failed' : 'carrier_error', `The carrier did not hang up the call: ${err.message}`);
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * An inbound call the carrier announced to an agent's number: checks billing and a slot (false: the
+   * carrier is to reject it as busy), then records it `ringing` with a stream token.
+   */
+  async createInbound(agent: RuntimeAgent, input: { provider: Provider; callSid: string; from: string; to: string }): Promise<{ row: CallRow; streamToken: string } | null> {
+    const workspace = await this.admission.workspace(agent.workspaceId);
+    if (!workspace) return null;
+    const refusal = await this.admission.refusal(workspace, Math.max(1, this.opts.centsPerMinute));
+    if (refusal) {
+      this.log.info({ agentId: agent.id, refusal }, 'inbound call refused by billing');
+      return null;
+    }
+    const callId = newId('call');
+    if (!(await this.admission.slots.takeFixed(callId, workspace.id, workspace.concurrent_session_limit, this.slotTtlMs(), 'call'))) {
+      this.log.info({ agentId: agent.id }, 'inbound call refused: no concurrency slot');
+      return null;
+    }
+    const streamToken = newStreamToken();
+    const variables = conversationVariables(agent.variablePlaceholders, {});
+    try {
+      const row = await this.store.knex.transaction(async (trx) => {
+        const deadline = new Date(this.clock.now().getTime() + this.timing.orphanAfterMs);
+        const created = await this.store.insert(
+          {
+            id: callId,
+            workspace_id: workspace.id,
+            agent_id: agent.id,
+            batch_id: null,
+            direction: 'inbound',
+            provider: input.provider,
+            from_number: input.from,
+            to_number: input.to,
+            status: 'ringing',
+            call_sid: input.callSid,
+            first_message: agent.firstMessage ? fillPlaceholders(agent.firstMessage, variables) : null,
+            variables: {},
+            webhook_url: null,
+            instruction: fillPlaceholders(agent.instruction, variables),
+            stream_token_hash: sha256Hex(streamToken),
+            deadline_at: deadline,
+          },
+          trx,
+        );
+        await this.jobs.add(DEADLINE_JOB, { call_id: callId }, { runAt: deadline, jobKey: deadlineJobKey(callId) }, trx);
+        return created;
+      });
+      this.log.info({ callId, agentId: agent.id, provider: input.provider }, 'inbound call answered');
+      return { row, streamToken };
+    } catch (err) {
+      await this.admission.slots.releaseFixed(callId).catch(() => undefined);
+      throw err;
+    }
+  }
+}

@@ -1,0 +1,227 @@
+/**
+ * Phone calls in PostgreSQL. Every write that moves a call is guarded by the state it expects (so two
+ * instances, or a callback racing the media stream, cannot both move it), and every read by id is
+ * followed by a workspace check in the service.
+ */
+import type { Knex } from 'knex';
+import { paginate, type Page, type PageParams } from '../lib/pagination.js';
+import type { ToolCallRecord } from '../conversation/engine.js';
+import type { TranscriptTurn } from '../voice/types.js';
+
+export type CallStatus = 'queued' | 'initiated' | 'ringing' | 'in_progress' | 'completed' | 'busy' | 'no_answer' | 'failed' | 'canceled' | 'voicemail';
+export type LiveStatus = 'queued' | 'initiated' | 'ringing' | 'in_progress';
+export type EndReason =
+  | 'remote_hangup'
+  | 'agent_hangup'
+  | 'api_hangup'
+  | 'transferred'
+  | 'time_limit'
+  | 'insufficient_credit'
+  | 'silence_timeout'
+  | 'not_answered'
+  | 'canceled'
+  | 'carrier_error'
+  | 'service_error'
+  | 'not_allowed';
+/** What the carrier said became of the call, in our words. */
+export type CarrierOutcome = 'completed' | 'busy' | 'no_answer' | 'failed' | 'canceled' | 'time_limit';
+export type AnsweredBy = 'human' | 'machine' | 'unknown';
+
+export const LIVE_STATUSES: readonly LiveStatus[] = ['queued', 'initiated', 'ringing', 'in_progress'];
+export const TERMINAL_STATUSES: readonly CallStatus[] = ['completed', 'busy', 'no_answer', 'failed', 'canceled', 'voicemail'];
+
+export function isTerminal(status: CallStatus): boolean {
+  return TERMINAL_STATUSES.includes(status);
+}
+
+export interface CallRow {
+  id: string;
+  workspace_id: string;
+  agent_id: string;
+  batch_id: string | null;
+  direction: 'outbound' | 'inbound';
+  provider: 'provider_a' | 'provider_b';
+  from_number: string;
+  to_number: string;
+  status: CallStatus;
+  call_sid: string | null;
+  first_message: string | null;
+  first_message_delivered: boolean;
+  variables: Record<string, string>;
+  webhook_url: string | null;
+  instruction: string;
+  transcript: TranscriptTurn[];
+  interruption_count: number;
+  latencies_ms: number[];
+  tool_calls: ToolCallRecord[];
+  summary: string | null;
+  sentiment: 'positive' | 'neutral' | 'negative' | null;
+  goal_met: boolean | null;
+  needs_review: boolean | null;
+  unanswered_questions: string[];
+  latency_avg_ms: number | null;
+  duration: number;
+  answered_by: AnsweredBy | null;
+  end_reason: EndReason | null;
+  end_reason_hint: EndReason | null;
+  carrier_outcome: CarrierOutcome | null;
+  carrier_seq: number | null;
+  stream_token_hash: string | null;
+  bridge_instance: string | null;
+  cost_cents: number;
+  created_at: Date;
+  dial_attempted_at: Date | null;
+  answered_at: Date | null;
+  media_started_at: Date | null;
+  media_ended_at: Date | null;
+  hangup_requested_at: Date | null;
+  ended_at: Date | null;
+  deadline_at: Date;
+  finalising_at: Date | null;
+  updated_at: Date;
+}
+
+export type NewCall = Pick<
+  CallRow,
+  | 'id'
+  | 'workspace_id'
+  | 'agent_id'
+  | 'batch_id'
+  | 'direction'
+  | 'provider'
+  | 'from_number'
+  | 'to_number'
+  | 'status'
+  | 'call_sid'
+  | 'first_message'
+  | 'variables'
+  | 'webhook_url'
+  | 'instruction'
+  | 'stream_token_hash'
+  | 'deadline_at'
+>;
+
+/** The live facts of a conversation as the bridge saves them. */
+export interface CallProgress {
+  transcript: TranscriptTurn[];
+  interruption_count: number;
+  latencies_ms: number[];
+  tool_calls: ToolCallRecord[];
+  first_message_delivered: boolean;
+}
+
+export interface CallFilters {
+  agent_id?: string;
+  batch_id?: string;
+  status?: CallStatus;
+  direction?: 'outbound' | 'inbound';
+  created_after?: string;
+  created_before?: string;
+}
+
+const JSON_COLUMNS = ['variables', 'transcript', 'latencies_ms', 'tool_calls', 'unanswered_questions'] as const;
+
+/** jsonb columns get JSON text (pg would send a JS array as a PostgreSQL array). */
+function encode<T extends Record<string, unknown>>(values: T): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...values };
+  for (const c of JSON_COLUMNS) if (c in out && out[c] !== undefined) out[c] = JSON.stringify(out[c]);
+  return out;
+}
+
+export class CallStore {
+  constructor(private readonly db: Knex) {}
+
+  get knex(): Knex {
+    return this.db;
+  }
+
+  async insert(call: NewCall, trx?: Knex.Transaction): Promise<CallRow> {
+    const [row] = await (trx ?? this.db)('calls').insert(encode(call)).returning('*');
+    return row;
+  }
+
+  /** By id alone, so callers can tell "another workspace's" (403) from "none" (404). */
+  get(id: string, trx?: Knex.Transaction): Promise<CallRow | undefined> {
+    return (trx ?? this.db)('calls').where({ id }).first();
+  }
+
+  getForUpdate(trx: Knex.Transaction, id: string): Promise<CallRow | undefined> {
+    return trx('calls').where({ id }).forUpdate().first();
+  }
+
+  findByCallSid(provider: CallRow['provider'], callSid: string): Promise<CallRow | undefined> {
+    return this.db('calls').where({ provider, call_sid: callSid }).first();
+  }
+
+  list(workspaceId: string, filters: CallFilters, params: PageParams): Promise<Page<CallRow>> {
+    const q = this.db('calls').where({ workspace_id: workspaceId }).select('*');
+    for (const key of ['agent_id', 'batch_id', 'status', 'direction'] as const) if (filters[key] !== undefined) q.where(key, filters[key]);
+    if (filters.created_after) q.where('created_at', '>=', new Date(filters.created_after));
+    if (filters.created_before) q.where('created_at', '<', new Date(filters.created_before));
+    return paginate<CallRow, CallRow>(q, params, (r) => r);
+  }
+
+  /**
+   * Updates the call if it is in one of `from` (any live state when omitted) and returns it, else
+   * undefined: the guard that keeps a terminal call unchanged and makes racing writers take turns.
+   */
+  async update(id: string, values: Partial<CallRow>, from: readonly CallStatus[] = LIVE_STATUSES, trx?: Knex.Transaction): Promise<CallRow | undefined> {
+    const [row] = await (trx ?? this.db)('calls')
+      .where({ id })
+      .whereIn('status', from as CallStatus[])
+      .update({ ...encode(values), updated_at: this.db.fn.now() })
+      .returning('*');
+    return row;
+  }
+
+  /** The dial job's claim: only a queued call never attempted before is dialed (at most once). */
+  async claimDial(id: string): Promise<CallRow | undefined> {
+    const [row] = await this.db('calls')
+      .where({ id, status: 'queued' })
+      .whereNull('dial_attempted_at')
+      .update({ dial_attempted_at: this.db.fn.now(), updated_at: this.db.fn.now() })
+      .returning('*');
+    return row;
+  }
+
+  /**
+   * Claims the finalisation of a live call: one claimant at a time; a claim older than `staleMs` (its
+   * instance died during analysis) may be taken over.
+   */
+  async claimFinalise(id: string, staleMs: number): Promise<CallRow | undefined> {
+    const [row] = await this.db('calls')
+      .where({ id })
+      .whereIn('status', LIVE_STATUSES as CallStatus[])
+      .where((q) => q.whereNull('finalising_at').orWhere('finalising_at', '<', this.db.raw(`now() - ? * interval '1 millisecond'`, [staleMs])))
+      .update({ finalising_at: this.db.fn.now() })
+      .returning('*');
+    return row;
+  }
+
+  /** Writes the conversation so far (the bridge, as it goes). */
+  async saveProgress(id: string, progress: CallProgress): Promise<void> {
+    await this.db('calls')
+      .where({ id })
+      .whereIn('status', LIVE_STATUSES as CallStatus[])
+      .update({ ...encode(progress as unknown as Record<string, unknown>), updated_at: this.db.fn.now() });
+  }
+
+  /** Moves the deadline of live calls this instance runs to now() + `ms` (database clock). */
+  async renewDeadlines(ids: string[], ms: number): Promise<void> {
+    if (!ids.length) return;
+    await this.db('calls')
+      .whereIn('id', ids)
+      .whereIn('status', LIVE_STATUSES as CallStatus[])
+      .update({ deadline_at: this.db.raw(`now() + ? * interval '1 millisecond'`, [ms]) });
+  }
+
+  /** Records a carrier webhook id; false when it was seen before (a redelivery). */
+  async firstSighting(provider: string, eventId: string): Promise<boolean> {
+    const rows = await this.db('carrier_events').insert({ provider, event_id: eventId }).onConflict(['provider', 'event_id']).ignore().returning('event_id');
+    return rows.length > 0;
+  }
+
+  async pruneCarrierEvents(before: Date): Promise<void> {
+    await this.db('carrier_events').where('received_at', '<', before).delete();
+  }
+}

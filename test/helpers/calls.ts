@@ -1,0 +1,72 @@
+/**
+ * Phone call test steps: agents with well-formed sandbox credentials for either provider, placing
+ * calls through the API, and waiting for a call to reach a state (every answer is checked against
+ * the contract by the service's response check).
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import type { TestService } from './service.js';
+import type { Tenant } from './fixtures.js';
+import { bearer, waitFor } from './realtime.js';
+
+export type Provider = 'provider_a' | 'provider_b';
+
+/** Timings that make a sandbox call last a second or two instead of ten. */
+export const FAST_CALLS: Record<string, string> = {
+  SANDBOX_CARRIERS_SPEED: '4',
+  SANDBOX_CARRIERS_RING_MS: '40',
+  VOICE_SANDBOX_SPEED: '4',
+  VOICE_SANDBOX_MS_PER_CHAR: '30',
+  VOICE_SANDBOX_END_OF_TURN_MS: '500',
+  CALL_RING_TIMEOUT_S: '5',
+  JOBS_POLL_INTERVAL_MS: '200',
+};
+
+const hex = (n: number) => randomBytes(n).toString('hex');
+
+/** A number of the sandbox whose last four digits pick its outcome (see src/telephony/sandbox/server.ts). */
+export function sandboxNumber(suffix = `${Math.floor(Math.random() * 8000) + 1000}`): string {
+  return `+1415${String(Math.floor(Math.random() * 900) + 100)}${suffix}`;
+}
+
+export function providerConfig(provider: Provider, phoneNumber = sandboxNumber('5000')): Record<string, unknown> {
+  return provider === 'provider_a'
+    ? { provider_a_config: { account_sid: `AC${hex(16)}`, auth_token: hex(16), phone_number: phoneNumber } }
+    : { provider_b_config: { api_key: `KEY${hex(12)}`, connection_id: String(Math.floor(Math.random() * 1e12)), phone_number: phoneNumber, public_key: randomBytes(32).toString('base64') } };
+}
+
+export async function createPhoneAgent(t: TestService, tenant: Tenant, provider: Provider, body: Record<string, unknown> = {}): Promise<string> {
+  const res = await t.http
+    .post('/api/v1/agents')
+    .set(bearer(tenant.apiKey))
+    .send({
+      name: 'Receptionist',
+      instruction: 'You are the receptionist of Acme Dental.',
+      first_message: 'Hello! This is Acme Dental.',
+      can_end_conversation: true,
+      ...providerConfig(provider),
+      ...body,
+    });
+  assert.equal(res.status, 201, JSON.stringify(res.body));
+  return res.body.agent_id as string;
+}
+
+export async function placeCall(t: TestService, tenant: Tenant, body: Record<string, unknown>, headers: Record<string, string> = {}) {
+  return t.http.post('/api/v1/calls').set(bearer(tenant.apiKey)).set(headers).send(body);
+}
+
+export async function getCall(t: TestService, tenant: Tenant, callId: string) {
+  const res = await t.http.get(`/api/v1/calls/${callId}`).set(bearer(tenant.apiKey));
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return res.body as Record<string, any>;
+}
+
+const TERMINAL = new Set(['completed', 'busy', 'no_answer', 'failed', 'canceled', 'voicemail']);
+
+/** Polls the call until it is terminal (or `pred` holds); returns it. */
+export async function waitForCall(t: TestService, tenant: Tenant, callId: string, pred: (c: Record<string, any>) => boolean = (c) => TERMINAL.has(c.status), timeoutMs = 20_000) {
+  return waitFor(async () => {
+    const c = await getCall(t, tenant, callId);
+    return pred(c) ? c : null;
+  }, timeoutMs, `call ${callId}`);
+}

@@ -1,0 +1,143 @@
+/**
+ * What happens during a call, through both carriers and their sandboxes: barge-in (the carrier's
+ * buffer cleared, the interruption counted), the caller hanging up mid-sentence, a tool called
+ * mid-call, a transfer through the carrier, hanging up through the API, and the silence timeout and
+ * maximum call length from configuration.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { startTestService, type TestService } from '../helpers/service.js';
+import { tenant, type Tenant } from '../helpers/fixtures.js';
+import { startHttpPeer, type HttpPeer } from '../helpers/http-peer.js';
+import { bearer } from '../helpers/realtime.js';
+import { FAST_CALLS, createPhoneAgent, placeCall, sandboxNumber, waitForCall, type Provider } from '../helpers/calls.js';
+import type { SandboxCarriers } from '../../src/telephony/sandbox/server.js';
+
+let t: TestService;
+let short: TestService;
+let tn: Tenant;
+let peer: HttpPeer;
+const sandboxOf = (s: TestService): SandboxCarriers => s.service.telephony.carriers.sandbox!.carriers;
+
+before(async () => {
+  [t, short] = await Promise.all([
+    startTestService(FAST_CALLS),
+    startTestService({ ...FAST_CALLS, CALL_SILENCE_TIMEOUT_MS: '1500', CALL_MAX_DURATION_S: '3' }),
+  ]);
+  tn = await tenant(t);
+  peer = await startHttpPeer((req, res) => {
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify({ order: 'A-42', status: 'shipped yesterday' }));
+  });
+});
+
+after(async () => {
+  await Promise.all([t.close(), short.close(), peer.close()]);
+});
+
+const LONG_GREETING = 'Hello! This is Acme Dental, calling about your appointment next week with doctor Smith at our Main Street clinic.';
+
+for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
+  describe(`${provider}: during the call`, () => {
+    it('barge-in: the caller talks over the agent, the carrier buffer is cleared and the interruption counted', async () => {
+      const agentId = await createPhoneAgent(t, tn, provider, { first_message: LONG_GREETING });
+      const to = sandboxNumber('6001');
+      sandboxOf(t).setScript(to, [{ sayWhileAgentSpeaks: 'Sorry to interrupt, when do you open?' }, { waitForAgent: true }, { say: 'Thanks, goodbye.' }, { waitForAgent: true }, { hangup: true }]);
+      const res = await placeCall(t, tn, { agent_id: agentId, to_number: to });
+      const call = await waitForCall(t, tn, res.body.call_id);
+      assert.equal(call.status, 'completed');
+      assert.ok(call.interruption_count >= 1, `interruptions: ${call.interruption_count}`);
+      assert.equal(call.first_message_delivered, false, 'the first message was cut off');
+      const sim = sandboxOf(t).calls().find((c) => c.callSid === call.call_sid)!;
+      assert.ok(sim.clears >= 1, 'the service told the carrier to drop the queued audio');
+      assert.ok(call.transcript.some((e: { role: string; text: string }) => e.role === 'user' && e.text === 'Sorry to interrupt, when do you open?'));
+    });
+
+    it('the caller hangs up mid-sentence: the call completes as a remote hang-up', async () => {
+      const agentId = await createPhoneAgent(t, tn, provider);
+      const to = sandboxNumber('6002');
+      sandboxOf(t).setScript(to, [{ waitForAgent: true }, { say: 'Tell me everything about your clinic.' }, { hangupWhileAgentSpeaks: true }]);
+      const res = await placeCall(t, tn, { agent_id: agentId, to_number: to });
+      const call = await waitForCall(t, tn, res.body.call_id);
+      assert.equal(call.status, 'completed');
+      assert.equal(call.end_reason, 'remote_hangup');
+      assert.ok(call.transcript.some((e: { role: string; text: string }) => e.text === 'Tell me everything about your clinic.'));
+    });
+
+    it('a tool called mid-call: the HTTP tool runs, the agent answers from it, the call records it', async () => {
+      const tool = await t.http
+        .post('/api/v1/tools')
+        .set(bearer(tn.apiKey))
+        .send({ name: `check_order_${provider}`, description: 'Looks an order up.', url: `${peer.url}/orders`, parameters: { type: 'object', properties: { order_id: { type: 'string' } } } });
+      assert.equal(tool.status, 201, JSON.stringify(tool.body));
+      const agentId = await createPhoneAgent(t, tn, provider);
+      assert.equal((await t.http.put(`/api/v1/agents/${agentId}/tools/${tool.body.tool_id}`).set(bearer(tn.apiKey))).status, 200);
+      const to = sandboxNumber('6003');
+      sandboxOf(t).setScript(to, [{ waitForAgent: true }, { say: `Please run check_order_${provider} for A-42.` }, { waitForAgent: true }, { say: 'Great, goodbye.' }, { waitForAgent: true }, { hangup: true }]);
+      const before = peer.requests.length;
+      const res = await placeCall(t, tn, { agent_id: agentId, to_number: to });
+      const call = await waitForCall(t, tn, res.body.call_id);
+      assert.equal(call.status, 'completed');
+      assert.equal(call.tool_calls.length, 1, JSON.stringify(call.tool_calls));
+      assert.equal(call.tool_calls[0].name, `check_order_${provider}`);
+      assert.equal(call.tool_calls[0].ok, true);
+      assert.deepEqual(call.tool_calls[0].result, { order: 'A-42', status: 'shipped yesterday' });
+      assert.equal(peer.requests.length, before + 1, 'the tool endpoint was called once');
+      assert.ok(call.transcript.some((e: { role: string; text: string }) => e.role === 'model' && e.text.includes('shipped yesterday')), 'the agent answered from the result');
+    });
+
+    it('transfer: the agent hands the call to its transfer number through the carrier', async () => {
+      const agentId = await createPhoneAgent(t, tn, provider, { transfer_phone_number: '+14155550199', transfer_criteria: 'The caller asks for a person.' });
+      const to = sandboxNumber('6004');
+      sandboxOf(t).setScript(to, [{ waitForAgent: true }, { say: 'Please transfer call to a person.' }, { pause: 5000 }]);
+      const res = await placeCall(t, tn, { agent_id: agentId, to_number: to });
+      const call = await waitForCall(t, tn, res.body.call_id);
+      assert.equal(call.status, 'completed');
+      assert.equal(call.end_reason, 'transferred');
+      assert.equal(call.tool_calls[0]?.name, 'transfer_call');
+      const sim = sandboxOf(t).calls().find((c) => c.callSid === call.call_sid)!;
+      assert.equal(sim.transferredTo, '+14155550199');
+    });
+
+    it('hang up through the API: a live call ends with api_hangup; asking again after the end is 409', async () => {
+      const agentId = await createPhoneAgent(t, tn, provider);
+      const to = sandboxNumber('6005');
+      sandboxOf(t).setScript(to, [{ waitForAgent: true }, { say: 'Hold on a second.' }, { pause: 20_000 }]);
+      const res = await placeCall(t, tn, { agent_id: agentId, to_number: to });
+      await waitForCall(t, tn, res.body.call_id, (c) => c.status === 'in_progress' && c.transcript.length >= 2);
+      const hung = await t.http.post(`/api/v1/calls/${res.body.call_id}/hangup`).set(bearer(tn.apiKey));
+      assert.equal(hung.status, 200, JSON.stringify(hung.body));
+      const call = await waitForCall(t, tn, res.body.call_id);
+      assert.equal(call.status, 'completed');
+      assert.equal(call.end_reason, 'api_hangup');
+      const again = await t.http.post(`/api/v1/calls/${res.body.call_id}/hangup`).set(bearer(tn.apiKey));
+      assert.equal(again.status, 409);
+      assert.equal(again.body.error.code, 'call_already_ended');
+    });
+  });
+}
+
+describe('limits from configuration', () => {
+  it('silence: nobody speaks for CALL_SILENCE_TIMEOUT_MS, the agent hangs up', async () => {
+    const s = await tenant(short);
+    const agentId = await createPhoneAgent(short, s, 'provider_a');
+    const to = sandboxNumber('6006');
+    sandboxOf(short).setScript(to, [{ waitForAgent: true }, { pause: 30_000 }]);
+    const res = await placeCall(short, s, { agent_id: agentId, to_number: to });
+    const call = await waitForCall(short, s, res.body.call_id);
+    assert.equal(call.status, 'completed');
+    assert.equal(call.end_reason, 'silence_timeout');
+  });
+
+  it('length: a call reaching CALL_MAX_DURATION_S is hung up with time_limit', async () => {
+    const s = await tenant(short);
+    const agentId = await createPhoneAgent(short, s, 'provider_b');
+    const to = sandboxNumber('6007');
+    // Keeps talking so the silence timeout does not end it first.
+    sandboxOf(short).setScript(to, [{ waitForAgent: true }, { say: 'One.' }, { waitForAgent: true }, { say: 'Two.' }, { waitForAgent: true }, { say: 'Three.' }, { waitForAgent: true }, { say: 'Four.' }, { waitForAgent: true }, { say: 'Five.' }, { pause: 30_000 }]);
+    const res = await placeCall(short, s, { agent_id: agentId, to_number: to });
+    const call = await waitForCall(short, s, res.body.call_id);
+    assert.equal(call.end_reason, 'time_limit');
+    assert.ok(call.duration <= 4, `duration ${call.duration}`);
+  });
+});
