@@ -163,7 +163,7 @@ export class RealtimeGateway {
         userId: a.token.user_id,
         source: a.token.source,
         startedAt: a.startedAt,
-        firstMessage: a.agent.firstMessage || null,
+        firstMessage: a.firstMessage,
         variables: a.variables,
       },
       this.tools,
