@@ -18,6 +18,8 @@ const schema = z.object({
     .optional(),
   DATA_DIR: z.string().min(1).default('./.data'),
   EMBEDDED_PG_PORT: z.coerce.number().int().min(1).max(65535).default(54329),
+  /** Connections the service's pool keeps to PostgreSQL at most (the job queue has its own few). */
+  DATABASE_POOL_MAX: z.coerce.number().int().min(2).max(500).default(20),
   PUBLIC_BASE_URL: z.string().url('must be an absolute http(s) URL').regex(/^https?:\/\//, 'must start with http:// or https://').optional(),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   CORS_ORIGINS: z

@@ -14,7 +14,7 @@ import { sha256Hex } from '../lib/tokens.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import { BlockedUrlError, checkUrl, type OutboundPolicy } from '../net/outbound-guard.js';
 import type { RuntimeAgent } from '../agents/service.js';
-import type { WorkspaceAdmission, BillingRefusal } from '../workspaces/admission.js';
+import type { WorkspaceAdmission, BillingRefusal, WorkspaceBilling } from '../workspaces/admission.js';
 import { conversationVariables, fillPlaceholders } from '../conversation/placeholders.js';
 import type { JobQueue } from '../jobs/queue.js';
 import { CarrierError, type Carrier, type CarrierCredentials, type Provider } from '../telephony/carrier.js';
@@ -98,12 +98,13 @@ export class CallService {
     return t.dialGraceMs + t.ringTimeoutS * 1000 + t.maxDurationS * 1000 + 2 * t.orphanAfterMs;
   }
 
-  /** 402 when billing refuses a conversation now. */
-  async checkBilling(workspaceId: string): Promise<void> {
+  /** The workspace's billing fields; 402 when billing refuses a conversation now. */
+  async checkBilling(workspaceId: string): Promise<WorkspaceBilling> {
     const workspace = await this.admission.workspace(workspaceId);
     if (!workspace) throw new ApiError(401, 'authentication_error', 'unauthorized', 'The workspace of this API key no longer exists.');
     const refusal = await this.admission.refusal(workspace, Math.max(1, this.opts.centsPerMinute));
     if (refusal) throw paymentRequired(BILLING_REFUSALS[refusal].code, BILLING_REFUSALS[refusal].message);
+    return workspace;
   }
 
   /** POST /api/v1/calls (and batches): every check first; nothing is dialed when one refuses. */
@@ -127,11 +128,10 @@ export class CallService {
         throw err;
       }
     }
-    await this.checkBilling(workspaceId);
-    const workspace = await this.admission.workspace(workspaceId);
+    const workspace = await this.checkBilling(workspaceId);
     const callId = newId('call');
-    if (!workspace || !(await this.admission.slots.takeFixed(callId, workspaceId, workspace.concurrent_session_limit, this.slotTtlMs(), 'call'))) {
-      throw new ApiError(429, 'rate_limit_error', 'concurrency_limit_reached', `All ${workspace?.concurrent_session_limit ?? 0} concurrency slots of the workspace are in use; retry when a call or session ends.`, {
+    if (!(await this.admission.slots.takeFixed(callId, workspaceId, workspace.concurrent_session_limit, this.slotTtlMs(), 'call'))) {
+      throw new ApiError(429, 'rate_limit_error', 'concurrency_limit_reached', `All ${workspace.concurrent_session_limit} concurrency slots of the workspace are in use; retry when a call or session ends.`, {
         headers: { 'Retry-After': '5' },
       });
     }

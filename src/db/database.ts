@@ -49,6 +49,7 @@ export async function openDatabase(opts: {
   databaseUrl?: string;
   dataDir: string;
   embeddedPort: number;
+  poolMax?: number;
   log: Logger;
 }): Promise<Database> {
   let url = opts.databaseUrl;
@@ -58,7 +59,7 @@ export async function openDatabase(opts: {
     stopEmbedded = embedded.stop;
     url = await ensureDatabase(embedded.serverUrl, EMBEDDED_DB_NAME);
   }
-  const knex = createKnex(url);
+  const knex = createKnex(url, { min: 0, max: opts.poolMax ?? 10 });
   try {
     await migrate(knex, url);
   } catch (err) {

@@ -62,7 +62,8 @@ const OPEN_HOLD_FRAMES = 50;
 const PLAYBACK_WAIT_MS = 8000;
 /** After we hang up, how long the carrier has to close the stream before we close it. */
 const STREAM_CLOSE_WAIT_MS = 3000;
-const PROGRESS_DEBOUNCE_MS = 250;
+/** The conversation so far is written at most once per this interval (a crash loses at most this much). */
+const PROGRESS_DEBOUNCE_MS = 1000;
 
 export class CallBridge {
   private readonly transcoder = new CallTranscoder();
@@ -189,15 +190,17 @@ export class CallBridge {
   }
 
   private startTimers(): void {
-    const every = Math.max(50, Math.min(1000, Math.floor(this.opts.silenceTimeoutMs / 4)));
-    this.timers.push(
-      setInterval(() => {
-        if (this.opts.silenceTimeoutMs > 0 && this.now() - this.lastActivity >= this.opts.silenceTimeoutMs && !this.hangingUp) {
-          this.log.info('silence timeout');
-          void this.endCall('silence_timeout');
-        }
-      }, every),
-    );
+    if (this.opts.silenceTimeoutMs > 0) {
+      const every = Math.max(50, Math.min(1000, Math.floor(this.opts.silenceTimeoutMs / 4)));
+      this.timers.push(
+        setInterval(() => {
+          if (this.now() - this.lastActivity >= this.opts.silenceTimeoutMs && !this.hangingUp) {
+            this.log.info('silence timeout');
+            void this.endCall('silence_timeout');
+          }
+        }, every),
+      );
+    }
     const answeredAt = this.call.answered_at ? new Date(this.call.answered_at).getTime() : this.now();
     const left = Math.max(0, answeredAt + this.opts.maxDurationMs - this.now());
     this.timers.push(setTimeout(() => void this.endCall('time_limit'), left));

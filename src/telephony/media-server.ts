@@ -59,7 +59,13 @@ export class MediaServer {
           socket.destroy();
           return;
         }
-        this.wss.handleUpgrade(req, socket, head, (ws) => void this.accept(ws, provider));
+        this.wss.handleUpgrade(req, socket, head, (ws) => {
+          this.accept(ws, provider).catch((err) => {
+            // The call is not lost: its deadline ends it if the stream cannot be taken now.
+            this.log.error({ err, provider }, 'media stream could not be accepted');
+            if (ws.readyState === ws.OPEN) ws.close(1011);
+          });
+        });
       },
     }));
   }
@@ -129,6 +135,9 @@ export class MediaServer {
     const workspace = await this.deps.admission.workspace(call.workspace_id);
     if (workspace) bridge.limitByCredit(workspace.credit_balance_cents);
     await bridge.start();
+    // An answering-machine result that arrived before this bridge took its signals is on the row.
+    const now = await this.deps.store.get(call.id);
+    if (now?.answered_by === 'machine') bridge.onSignal({ callId: call.id, kind: 'amd', answeredBy: 'machine', greetingEnded: provider === 'provider_a' });
   }
 
   /**

@@ -40,6 +40,9 @@ export async function startTestService(env: Record<string, string> = {}, opts: {
     ADMIN_TOKEN,
     SHUTDOWN_GRACE_MS: '2000',
     AUTH_RATE_LIMIT_PER_MINUTE: '10000',
+    // Many services share the test server's connections (max_connections is 100 by default).
+    DATABASE_POOL_MAX: '10',
+    JOBS_CONCURRENCY: '4',
     ...env,
   });
   const logs: string[] = [];

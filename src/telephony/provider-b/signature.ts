@@ -19,10 +19,19 @@ export function isPublicKeyShape(value: string): boolean {
   return B64.test(value) && Buffer.from(value, 'base64').length === 32;
 }
 
+// Imported keys by their base64 (every event of a call is verified with the same key); bounded.
+const KEY_CACHE_LIMIT = 1000;
+const keyCache = new Map<string, KeyObject>();
+
 export function publicKeyFromBase64(value: string): KeyObject | null {
   if (!isPublicKeyShape(value)) return null;
+  const cached = keyCache.get(value);
+  if (cached) return cached;
   try {
-    return createPublicKey({ key: Buffer.concat([SPKI_PREFIX, Buffer.from(value, 'base64')]), format: 'der', type: 'spki' });
+    const key = createPublicKey({ key: Buffer.concat([SPKI_PREFIX, Buffer.from(value, 'base64')]), format: 'der', type: 'spki' });
+    if (keyCache.size >= KEY_CACHE_LIMIT) keyCache.delete(keyCache.keys().next().value!);
+    keyCache.set(value, key);
+    return key;
   } catch {
     return null;
   }
