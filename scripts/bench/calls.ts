@@ -5,22 +5,23 @@
  *    and agent PCM16 24 kHz -> mu-law 8 kHz frames, through the call's CallTranscoder (G.711 by lookup
  *    table), against a baseline of the same path with alawmulaw's own per-call encoder and decoder.
  * 2. N concurrent sandbox calls end to end. The sandbox carriers run in their own process
- *    (scripts/sandbox-carriers.ts), the service in another (scripts/bench/calls/child.ts, with the
- *    in-process sandbox voice service); every call streams 20 ms frames both ways while a simulated
- *    caller talks. In the same run the same carrier streams the same calls' frames to a bare `ws`
- *    relay (parse, decode, forward). Figures per N: frames/s, added latency p50/p99 per caller frame
+ *    (scripts/sandbox-carriers.ts), the service in another, its voice service (the sandbox) in a third,
+ *    as the real ones are peers (scripts/bench/calls/child.ts); every call streams 20 ms frames both
+ *    ways while a simulated caller talks. In the same run the same carrier streams the same calls'
+ *    frames to a bare `ws` relay that passes them to and from the same voice service process (parse,
+ *    decode, forward; no transcoding, no conversation). Figures per N: frames/s, added latency p50/p99 per caller frame
  *    (receipt on the media socket to hand-over), event-loop delay p99, CPU (% of one core) and RSS per
  *    call; then the largest N whose p99 + loop-delay p99 stays under 10 ms, for both, and their ratio
  *    (goal: the service at least 80% of the relay's N).
- * BENCH_SECONDS (default 10) is each measured phase; BENCH_CALLS_LEVELS (default 10,25,50,100,150,200)
+ * BENCH_SECONDS (default 10) is each measured phase; BENCH_CALLS_LEVELS (default 50,100,200,250,300,350,400)
  * the values of N.
  */
-import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import alawmulaw from 'alawmulaw';
-import { benchDatabase, table } from './lib.js';
+import { benchDatabase, forkChild, table, type BenchChild } from './lib.js';
+import type { ChildStats } from './child-stats.js';
 import { CallTranscoder } from '../../src/telephony/transcode.js';
 import { Downsampler24kTo8k, Upsampler8kTo16k } from '../../src/voice/audio.js';
 import { FRAMES_B64 } from '../../src/voice/sandbox/speech.js';
@@ -31,7 +32,7 @@ const root = path.resolve(import.meta.dirname, '../..');
 // 1. Transcoding
 
 function nsPerFrame(frames: Buffer[], rounds: number, fn: (f: Buffer) => unknown): number {
-  for (let i = 0; i < frames.length; i++) fn(frames[i]); // warm-up
+  for (let r = 0; r < rounds / 4; r++) for (let i = 0; i < frames.length; i++) fn(frames[i]); // warm-up (JIT)
   const t0 = process.hrtime.bigint();
   for (let r = 0; r < rounds; r++) for (let i = 0; i < frames.length; i++) fn(frames[i]);
   return Number(process.hrtime.bigint() - t0) / (rounds * frames.length);
@@ -67,45 +68,11 @@ function transcoding(): void {
 
 // 2. Concurrent calls
 
-interface Stats {
-  count: number;
-  p50Ms: number;
-  p99Ms: number;
-  loopDelayP99Ms: number;
-  cpuUs: number;
-  wallMs: number;
-  rss: number;
-  live: number;
-}
+type Stats = ChildStats;
+type Child = BenchChild;
 
-interface Child {
-  proc: ChildProcess;
-  info: Record<string, string>;
-  ask<T>(msg: Record<string, unknown>, key: string): Promise<T>;
-}
-
-async function startChild(file: string, args: string[], env: Record<string, string>): Promise<Child> {
-  const proc = fork(file, args, { execArgv: ['--import', 'tsx'], env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
-  const info = await new Promise<Record<string, string>>((resolve, reject) => {
-    proc.once('exit', (code) => reject(new Error(`${path.basename(file)} exited with ${code}`)));
-    proc.on('message', (m: Record<string, string> & { ready?: boolean }) => m.ready && resolve(m));
-  });
-  return {
-    proc,
-    info,
-    ask: <T>(msg: Record<string, unknown>, key: string) =>
-      new Promise<T>((resolve) => {
-        const on = (m: Record<string, unknown>) => {
-          if (key in m) {
-            proc.off('message', on);
-            resolve(m[key] as T);
-          }
-        };
-        proc.on('message', on);
-        proc.send(msg);
-      }),
-  };
-}
+/** BENCH_CPU_PROF_DIR: a V8 CPU profile of the service process, written there when it exits. */
+const profile = () => (process.env.BENCH_CPU_PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF_DIR}`] : []);
 
 async function api(base: string, method: string, p: string, token: string | null, body?: unknown, headers: Record<string, string> = {}): Promise<Record<string, any>> {
   const res = await fetch(`${base}${p}`, { method, headers: { 'Content-Type': 'application/json', ...(token ? { Authorization: `Bearer ${token}` } : {}), ...headers }, body: body === undefined ? undefined : JSON.stringify(body) });
@@ -158,23 +125,29 @@ async function measure(child: Child, n: number, seconds: number, before: Stats) 
 export async function run(): Promise<void> {
   transcoding();
   const seconds = Number(process.env.BENCH_SECONDS ?? 10);
-  const levels = (process.env.BENCH_CALLS_LEVELS ?? '10,25,50,100,150,200').split(',').map(Number);
+  const levels = (process.env.BENCH_CALLS_LEVELS ?? '50,100,200,250,300,350,400').split(',').map(Number);
   const db = await benchDatabase();
-  const carrier = await startChild(path.join(root, 'scripts/sandbox-carriers.ts'), [], { PORT: '0', SPEED: '1', RING_MS: '50', LOG_LEVEL: 'silent' });
+  const carrier = await forkChild(path.join(root, 'scripts/sandbox-carriers.ts'), [], { PORT: '0', SPEED: '1', RING_MS: '50', LOG_LEVEL: 'silent' });
   const c = carrier.info;
-  const service = await startChild(path.join(import.meta.dirname, 'calls/child.ts'), ['service'], {
+  const child = path.join(import.meta.dirname, 'calls/child.ts');
+  const voice = await forkChild(child, ['voice'], {});
+  const service = await forkChild(child, ['service'], {
+    VOICE_SERVICE_URL: voice.info.url,
     DATABASE_URL: db.url,
     ADMIN_TOKEN: ADMIN,
     PROVIDER_A_API_URL: c.providerAUrl,
     PROVIDER_B_API_URL: c.providerBUrl,
     CALL_SILENCE_TIMEOUT_MS: '0',
-    JOBS_CONCURRENCY: '20',
-    JOBS_POLL_INTERVAL_MS: '200',
-  });
-  const relay = await startChild(path.join(import.meta.dirname, 'calls/child.ts'), ['relay'], {});
+    DATABASE_POOL_MAX: '40',
+  }, profile());
+  const relay = await forkChild(child, ['relay'], { VOICE_URL: voice.info.url });
   const apiKey = `KEY${randomBytes(12).toString('hex')}`;
   let serial = 0;
-  const number = () => `+1415${String(1_000_000 + (serial++ % 8_999_999)).padStart(7, '0')}`;
+  // A person answers every one (the last four digits 0001-0004 would pick another outcome).
+  const number = () => {
+    const n = serial++;
+    return `+1415${100 + Math.floor(n / 5000)}${5000 + (n % 5000)}`;
+  };
   try {
     const s = service.info.url;
     const signup = await api(s, 'POST', '/api/v1/auth/signup', null, { email: `bench-${Date.now()}@example.com`, password: 'correct-horse-battery', workspace_name: 'Bench' });
@@ -256,9 +229,9 @@ export async function run(): Promise<void> {
     const ratio = bestRelay ? ((bestService / bestRelay) * 100).toFixed(0) : 'n/a';
     console.log(`Largest N with added p99 + loop-delay p99 < 10 ms: service ${bestService || 'none'}, relay ${bestRelay || 'none'} (${ratio}% of the relay; of ${levels.join(', ')}; ${seconds} s per phase).`);
   } finally {
-    for (const child of [service, relay]) {
-      child.proc.send({ cmd: 'exit' });
-      await new Promise((r) => child.proc.once('exit', r));
+    for (const p of [service, relay, voice]) {
+      p.proc.send({ cmd: 'exit' });
+      await new Promise((r) => p.proc.once('exit', r));
     }
     carrier.proc.kill('SIGTERM');
     await new Promise((r) => carrier.proc.once('exit', r));

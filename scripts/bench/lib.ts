@@ -2,7 +2,7 @@
  * Shared pieces of the benchmarks: a database of their own, the real service on a random port, and an
  * HTTP load generator (autocannon) in a separate process so it does not share the server's event loop.
  */
-import { execFile } from 'node:child_process';
+import { execFile, fork, type ChildProcess } from 'node:child_process';
 import os from 'node:os';
 import path from 'node:path';
 import fs from 'node:fs';
@@ -83,4 +83,35 @@ export function machine(): string {
 
 export function table(rows: Array<Record<string, string | number>>): void {
   console.table(rows);
+}
+
+/** A benchmark process forked with IPC: its `{ready: true, ...}` message, and request/answer over IPC. */
+export interface BenchChild {
+  proc: ChildProcess;
+  info: Record<string, string>;
+  /** Sends `msg` and resolves with the value under `key` of the first answer carrying it. */
+  ask<T>(msg: Record<string, unknown>, key: string): Promise<T>;
+}
+
+export async function forkChild(file: string, args: string[], env: Record<string, string>, execArgv: string[] = []): Promise<BenchChild> {
+  const proc = fork(file, args, { execArgv: ['--import', 'tsx', ...execArgv], env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  const info = await new Promise<Record<string, string>>((resolve, reject) => {
+    proc.once('exit', (code) => reject(new Error(`${path.basename(file)} ${args.join(' ')} exited with ${code}`)));
+    proc.on('message', (m: Record<string, string> & { ready?: boolean }) => m.ready && resolve(m));
+  });
+  return {
+    proc,
+    info,
+    ask: <T>(msg: Record<string, unknown>, key: string) =>
+      new Promise<T>((resolve) => {
+        const on = (m: Record<string, unknown>) => {
+          if (key in m) {
+            proc.off('message', on);
+            resolve(m[key] as T);
+          }
+        };
+        proc.on('message', on);
+        proc.send(msg);
+      }),
+  };
 }

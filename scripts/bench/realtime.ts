@@ -11,54 +11,17 @@
  * BENCH_SECONDS (default 10) is the length of each measured phase; BENCH_REALTIME_LEVELS (default
  * 10,25,50,100,200,300,400) the values of N.
  */
-import { fork, type ChildProcess } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import WebSocket from 'ws';
-import { benchDatabase, table } from './lib.js';
+import { benchDatabase, forkChild, table, type BenchChild } from './lib.js';
+import type { ChildStats } from './child-stats.js';
 
 const ADMIN = 'bench-operator-token-0123456789';
 const FIXTURES = path.resolve(import.meta.dirname, '../../test/fixtures/audio');
 const FRAME_BYTES = 640;
 
-interface Stats {
-  count: number;
-  p50Ms: number;
-  p99Ms: number;
-  loopDelayP99Ms: number;
-  cpuUs: number;
-  wallMs: number;
-  rss: number;
-}
-
-interface Child {
-  proc: ChildProcess;
-  url: string;
-  ask<T>(cmd: string, key: string): Promise<T>;
-}
-
-async function startChild(mode: 'service' | 'relay', env: Record<string, string>): Promise<Child> {
-  const proc = fork(path.join(import.meta.dirname, 'realtime/child.ts'), [mode], { execArgv: ['--import', 'tsx'], env: { ...process.env, ...env }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-  const url = await new Promise<string>((resolve, reject) => {
-    proc.once('exit', (code) => reject(new Error(`${mode} child exited with ${code}`)));
-    proc.on('message', (m: { ready?: boolean; url?: string }) => m.ready && resolve(m.url!));
-  });
-  return {
-    proc,
-    url,
-    ask: <T>(cmd: string, key: string) =>
-      new Promise<T>((resolve) => {
-        const on = (m: Record<string, unknown>) => {
-          if (key in m) {
-            proc.off('message', on);
-            resolve(m[key] as T);
-          }
-        };
-        proc.on('message', on);
-        proc.send({ cmd });
-      }),
-  };
-}
+type Stats = ChildStats;
 
 function audioFrames(): string[] {
   const clip = Buffer.concat(['caller-question', 'silence-1s', 'caller-hello', 'silence-1s'].map((f) => readFileSync(path.join(FIXTURES, `${f}.pcm16le-16k.raw`))));
@@ -123,14 +86,14 @@ async function stream(sockets: WebSocket[], frames: string[], ms: number): Promi
   return sent;
 }
 
-async function level(child: Child, n: number, url: (i: number) => Promise<string>, frames: string[], seconds: number) {
-  const before = await child.ask<Stats>('stats', 'stats');
+async function level(child: BenchChild, n: number, url: (i: number) => Promise<string>, frames: string[], seconds: number) {
+  const before = await child.ask<Stats>({ cmd: 'stats' }, 'stats');
   const sockets = await openSockets(n, url);
   await stream(sockets, frames, 1000); // warm-up
-  await child.ask('reset', 'reset');
+  await child.ask({ cmd: 'reset' }, 'reset');
   const sent = await stream(sockets, frames, seconds * 1000);
   await new Promise((r) => setTimeout(r, 200));
-  const s = await child.ask<Stats>('stats', 'stats');
+  const s = await child.ask<Stats>({ cmd: 'stats' }, 'stats');
   await Promise.all(sockets.map((ws) => new Promise<void>((r) => (ws.readyState === ws.CLOSED ? r() : (ws.once('close', () => r()), ws.close(1000))))));
   return {
     framesPerSec: Math.round(s.count / seconds),
@@ -149,22 +112,23 @@ export async function run(): Promise<void> {
   const frames = audioFrames();
   const db = await benchDatabase();
   const max = String(Math.max(...levels) * 4 + 100);
-  const service = await startChild('service', {
+  const childFile = path.join(import.meta.dirname, 'realtime/child.ts');
+  const service = await forkChild(childFile, ['service'], {
     DATABASE_URL: db.url,
     ADMIN_TOKEN: ADMIN,
     REALTIME_SESSIONS_PER_HOUR: max,
     REALTIME_SESSIONS_PER_DAY: max,
     REALTIME_IP_ATTEMPTS: max,
   });
-  const relay = await startChild('relay', {});
+  const relay = await forkChild(childFile, ['relay'], {});
   try {
-    const s = service.url;
+    const s = service.info.url;
     const signup = await api(s, 'POST', '/api/v1/auth/signup', null, { email: `bench-${Date.now()}@example.com`, password: 'correct-horse-battery', workspace_name: 'Bench' });
     const key = (await api(s, 'POST', '/api/v1/keys', signup.session_token, { name: 'bench' })).key as string;
     await api(s, 'PATCH', `/admin/v1/workspaces/${signup.workspace.id}`, ADMIN, { concurrent_session_limit: 100_000, credit_balance_cents: 1_000_000_000 });
     const agent = await api(s, 'POST', '/api/v1/agents', key, { name: 'Bench', instruction: 'You are the receptionist of Acme Dental.', first_message: 'Hello! How can I help you today?' });
     const sessionUrl = async (i: number) => (await api(s, 'POST', '/api/v1/realtime/sessions', key, { agent_id: agent.agent_id, user_id: `bench-${i}`, source: 'voice' })).ws_url as string;
-    const relayUrl = async () => relay.url.replace(/^http/, 'ws') + '/relay';
+    const relayUrl = async () => relay.info.url.replace(/^http/, 'ws') + '/relay';
 
     const rows: Array<Record<string, string | number>> = [];
     let best = 0;

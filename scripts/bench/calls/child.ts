@@ -1,10 +1,13 @@
 /**
- * The process under load in the calls benchmark (scripts/bench/calls.ts). Two modes:
- * - `service`: the real service (in-process sandbox voice service; carriers at the URLs given in the
- *   environment, i.e. the sandbox carriers in their own process), timing each caller frame from its
- *   receipt on the media WebSocket to its hand-over to the voice session (decode, upsample, send);
- * - `relay`: a bare `ws` relay of the same frames: a provider_b media stream server that parses each
- *   JSON frame, decodes the base64 payload and sends it on to an upstream WebSocket (a sink here).
+ * The processes of the calls benchmark (scripts/bench/calls.ts), one mode each:
+ * - `service`: the real service (carriers and voice service at the URLs in the environment, each in a
+ *   process of its own, as in production), timing each caller frame from its receipt on the media
+ *   WebSocket to its hand-over to the voice session (decode, upsample, send);
+ * - `relay`: a bare `ws` relay of the same frames both ways, with no transcoding and no conversation:
+ *   a provider_b media stream server that opens a session on the same voice service (VOICE_URL) per
+ *   call, passes each caller frame's payload on as `realtimeInput` audio, and each audio part the
+ *   voice service sends back on to the carrier as a `media` frame;
+ * - `voice`: the sandbox voice service alone (the upstream of both).
  * Reports over IPC: {ready, url}; {cmd: 'reset'} clears the figures; {cmd: 'stats'} answers
  * {count, p50Ms, p99Ms, loopDelayP99Ms, cpuUs, wallMs, rss, live}.
  */
@@ -13,86 +16,65 @@ import fs from 'node:fs';
 import path from 'node:path';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { WebSocketServer, WebSocket } from 'ws';
 import { loadConfig } from '../../../src/config.js';
 import { createLogger } from '../../../src/log.js';
 import { startService, type RunningService } from '../../../src/service.js';
-
-let samples: number[] = [];
-let cpu = process.cpuUsage();
-let wall = performance.now();
-let liveStreams = () => 0;
-const record = (ns: bigint) => samples.push(Number(ns) / 1e6);
-const loopDelay = monitorEventLoopDelay({ resolution: 1 });
-loopDelay.enable();
-
-function stats() {
-  const sorted = samples.slice().sort((a, b) => a - b);
-  const at = (p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] : NaN);
-  const used = process.cpuUsage(cpu);
-  return {
-    count: sorted.length,
-    p50Ms: at(0.5),
-    p99Ms: at(0.99),
-    loopDelayP99Ms: loopDelay.percentile(99) / 1e6,
-    cpuUs: used.user + used.system,
-    wallMs: performance.now() - wall,
-    rss: process.memoryUsage().rss,
-    live: liveStreams(),
-  };
-}
-
-process.on('message', (m: { cmd: string }) => {
-  if (m.cmd === 'reset') {
-    samples = [];
-    cpu = process.cpuUsage();
-    wall = performance.now();
-    loopDelay.reset();
-    process.send!({ reset: true });
-  } else if (m.cmd === 'stats') {
-    process.send!({ stats: stats() });
-  } else if (m.cmd === 'exit') {
-    void (running?.close() ?? Promise.resolve()).finally(() => process.exit(0));
-  }
-});
+import { startSandboxVoiceService } from '../../../src/voice/sandbox/server.js';
+import { bidiUrl } from '../../../src/voice/live-protocol.js';
+import { childStats } from '../child-stats.js';
 
 let running: RunningService | undefined;
+const stats = childStats({ onExit: () => running?.close() ?? Promise.resolve() });
+
 
 async function service(): Promise<string> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-bench-calls-'));
-  const config = loadConfig({ ...process.env, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', CONTRACT_CHECK: 'off' });
-  running = await startService(config, createLogger('silent'), { onCallFrameForwarded: record });
+  const config = loadConfig({ ...process.env, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', CONTRACT_CHECK: 'off' });
+  // Warnings and errors go to stderr (the benchmark's output), so a failure under load shows its cause.
+  running = await startService(config, createLogger('warn', process.stderr), { onCallFrameForwarded: stats.record });
   const s = running;
-  liveStreams = () => s.telephony.media.size;
+  stats.setLive(() => s.telephony.media.size);
   return s.url;
 }
 
+async function voice(): Promise<string> {
+  const v = await startSandboxVoiceService({});
+  return v.url;
+}
+
 async function relay(): Promise<string> {
-  const sink = new WebSocketServer({ port: 0, host: '127.0.0.1' });
-  await new Promise<void>((r) => sink.once('listening', () => r()));
-  sink.on('connection', (ws) => ws.on('message', () => undefined));
-  const sinkUrl = `ws://127.0.0.1:${(sink.address() as AddressInfo).port}`;
+  const upstreamUrl = bidiUrl(process.env.VOICE_URL!, undefined).toString();
+  const setup = JSON.stringify({ setup: { model: 'models/bench', generationConfig: { responseModalities: ['AUDIO'] } } });
   const server = http.createServer((_req, res) => res.writeHead(200).end());
   const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false });
   server.on('upgrade', (req, socket, head) => {
     wss.handleUpgrade(req, socket, head, (ws) => {
-      const upstream = new WebSocket(sinkUrl);
+      const upstream = new WebSocket(upstreamUrl, { perMessageDeflate: false });
+      upstream.on('open', () => upstream.send(setup));
+      upstream.on('message', (data: Buffer) => {
+        const msg = JSON.parse(data.toString()) as { serverContent?: { modelTurn?: { parts?: Array<{ inlineData?: { data?: string } }> } } };
+        for (const part of msg.serverContent?.modelTurn?.parts ?? []) {
+          if (part.inlineData?.data) ws.send(`{"event":"media","media":{"payload":"${part.inlineData.data}"}}`);
+        }
+      });
+      upstream.on('error', () => undefined);
       ws.on('message', (data: Buffer) => {
         const t0 = process.hrtime.bigint();
         const msg = JSON.parse(data.toString()) as { event: string; media?: { payload?: string } };
         if (msg.event !== 'media' || !msg.media?.payload) return;
         const ulaw = Buffer.from(msg.media.payload, 'base64');
-        if (upstream.readyState === upstream.OPEN) upstream.send(ulaw);
-        record(process.hrtime.bigint() - t0);
+        if (upstream.readyState === upstream.OPEN) upstream.send(`{"realtimeInput":{"audio":{"mimeType":"audio/pcm;rate=16000","data":"${ulaw.toString('base64')}"}}}`);
+        stats.record(process.hrtime.bigint() - t0);
       });
       ws.on('close', () => upstream.close());
     });
   });
-  liveStreams = () => wss.clients.size;
+  stats.setLive(() => wss.clients.size);
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
   return `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 }
 
-const url = process.argv[2] === 'relay' ? await relay() : await service();
+const modes: Record<string, () => Promise<string>> = { service, relay, voice };
+const url = await modes[process.argv[2] ?? 'service']();
 process.send!({ ready: true, url });

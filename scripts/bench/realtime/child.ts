@@ -13,53 +13,18 @@ import fs from 'node:fs';
 import path from 'node:path';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { WebSocketServer, WebSocket } from 'ws';
 import { loadConfig } from '../../../src/config.js';
 import { createLogger } from '../../../src/log.js';
 import { startService } from '../../../src/service.js';
+import { childStats } from '../child-stats.js';
 
-let samples: number[] = [];
-let cpu = process.cpuUsage();
-let wall = performance.now();
-const record = (ns: bigint) => samples.push(Number(ns) / 1e6);
-// How long a frame that has arrived may wait before its handler runs.
-const loopDelay = monitorEventLoopDelay({ resolution: 1 });
-loopDelay.enable();
-
-function stats() {
-  const sorted = samples.slice().sort((a, b) => a - b);
-  const at = (p: number) => (sorted.length ? sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] : NaN);
-  const used = process.cpuUsage(cpu);
-  return {
-    count: sorted.length,
-    p50Ms: at(0.5),
-    p99Ms: at(0.99),
-    loopDelayP99Ms: loopDelay.percentile(99) / 1e6,
-    cpuUs: used.user + used.system,
-    wallMs: performance.now() - wall,
-    rss: process.memoryUsage().rss,
-  };
-}
-
-process.on('message', (m: { cmd: string }) => {
-  if (m.cmd === 'reset') {
-    samples = [];
-    cpu = process.cpuUsage();
-    wall = performance.now();
-    loopDelay.reset();
-    process.send!({ reset: true });
-  } else if (m.cmd === 'stats') {
-    process.send!({ stats: stats() });
-  } else if (m.cmd === 'exit') {
-    process.exit(0);
-  }
-});
+const stats = childStats();
 
 async function service(): Promise<string> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-bench-rt-'));
   const config = loadConfig({ ...process.env, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', CONTRACT_CHECK: 'off' });
-  const s = await startService(config, createLogger('silent'), { onFrameForwarded: record });
+  const s = await startService(config, createLogger('silent'), { onFrameForwarded: stats.record });
   return s.url;
 }
 
@@ -79,7 +44,7 @@ async function relay(): Promise<string> {
         const msg = JSON.parse(data.toString()) as { mime_type: string; data: string };
         const pcm = Buffer.from(msg.data, 'base64');
         upstream.send(`{"realtimeInput":{"audio":{"mimeType":"audio/pcm;rate=16000","data":"${pcm.toString('base64')}"}}}`);
-        record(process.hrtime.bigint() - t0);
+        stats.record(process.hrtime.bigint() - t0);
       });
       ws.on('close', () => upstream.close());
     });
