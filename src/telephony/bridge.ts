@@ -251,6 +251,12 @@ export class CallBridge {
       return;
     }
     if (seq < this.nextSeq) return;
+    if (seq === this.nextSeq && this.reorder.size === 0) {
+      // In order (nearly always): no buffering.
+      this.nextSeq += 1;
+      this.toModel(payload, receivedAt);
+      return;
+    }
     this.reorder.set(seq, payload);
     while (this.reorder.has(this.nextSeq) || this.reorder.size > REORDER_WINDOW) {
       if (!this.reorder.has(this.nextSeq)) this.nextSeq = Math.min(...this.reorder.keys());
