@@ -8,8 +8,8 @@
  *    (scripts/sandbox-carriers.ts), the service in another, its voice service (the sandbox) in a third,
  *    as the real ones are peers (scripts/bench/calls/child.ts); every call streams 20 ms frames both
  *    ways while a simulated caller talks. In the same run the same carrier streams the same calls'
- *    frames to a bare `ws` relay that passes them to and from the same voice service process (parse,
- *    decode, forward; no transcoding, no conversation). Figures per N: frames/s, added latency p50/p99 per caller frame
+ *    frames to a bare `ws` relay that passes them to and from the same voice service process with the
+ *    same transcoding (so the voice service's load is the same) and nothing else. Figures per N: frames/s, added latency p50/p99 per caller frame
  *    (receipt on the media socket to hand-over), event-loop delay p99, CPU (% of one core) and RSS per
  *    call; then the largest N whose p99 + loop-delay p99 stays under 10 ms, for both, and their ratio
  *    (goal: the service at least 80% of the relay's N).
