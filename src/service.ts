@@ -175,7 +175,7 @@ export async function startService(
   const callLog = log.child({ component: 'calls' });
   const finaliser = new CallFinaliser(callStore, voice, admission, events, jobs, clock, { centsPerMinute: config.CALL_CENTS_PER_MINUTE }, callLog);
   const callService = new CallService(callStore, agents, admission, jobs, carriers.byProvider, finaliser, outbound, clock, timing, { centsPerMinute: config.CALL_CENTS_PER_MINUTE }, callLog);
-  const callJobs = new CallJobs(callStore, agents, carriers.byProvider, callService, finaliser, jobs, clock, { ...timing, machineDetectionTimeoutS: 30 }, callLog);
+  const callJobs = new CallJobs(callStore, agents, carriers.byProvider, finaliser, jobs, clock, { ...timing, machineDetectionTimeoutS: 30 }, callLog);
   callJobs.register();
   const signals = new CallSignals(db.url, callLog);
   const callbacks = new CarrierCallbacks(

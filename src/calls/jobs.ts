@@ -14,7 +14,7 @@ import type { JobQueue } from '../jobs/queue.js';
 import { CarrierError, type Carrier, type Provider } from '../telephony/carrier.js';
 import { credentialsOf, MissingCredentialsError } from '../telephony/credentials.js';
 import { DEADLINE_JOB, deadlineJobKey, type CallFinaliser } from './finaliser.js';
-import { DIAL_JOB, newStreamToken, type CallAgents, type CallService, type CallTiming } from './service.js';
+import { DIAL_JOB, newStreamToken, type CallAgents, type CallTiming } from './service.js';
 import { isTerminal, type CallStore } from './store.js';
 
 /** The carrier's own time limit is this much later than the bridge's, so the bridge's comes first. */
@@ -27,7 +27,6 @@ export class CallJobs {
     private readonly store: CallStore,
     private readonly agents: CallAgents,
     private readonly carriers: Record<Provider, Carrier>,
-    private readonly calls: CallService,
     private readonly finaliser: CallFinaliser,
     private readonly jobs: JobQueue,
     private readonly clock: Clock,
@@ -80,7 +79,10 @@ export class CallJobs {
       const moved = await this.store.update(callId, { call_sid: callSid, status: 'initiated' }, ['queued']);
       const row = moved ?? (await this.store.update(callId, { call_sid: callSid }, ['initiated', 'ringing', 'in_progress']));
       log.info({ provider: call.provider }, 'call dialed');
-      if (row?.hangup_requested_at) await this.calls.hangupAtCarrier(row).catch((err) => log.warn({ err }, 'hang-up after dial failed'));
+      // Asked to hang up meanwhile, or already ended (its deadline ran): the carrier's call goes too.
+      if (!row || row.hangup_requested_at) {
+        await this.carriers[call.provider].hangup(credentials, callSid, { answered: false }).catch((err) => log.warn({ err: (err as Error).message }, 'hang-up after dial failed'));
+      }
     } catch (err) {
       if (!(err instanceof CarrierError)) throw err;
       log.warn({ kind: err.kind, detail: err.detail, message: err.message }, 'carrier refused the dial request');

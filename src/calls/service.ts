@@ -60,7 +60,7 @@ function canDial(agent: RuntimeAgent, provider: Provider): boolean {
 }
 
 /** Which provider a call uses: the one asked for, else the agent's only configured one. */
-export function chooseProvider(agent: RuntimeAgent, asked: Provider | undefined): Provider {
+function chooseProvider(agent: RuntimeAgent, asked: Provider | undefined): Provider {
   const configured = (['provider_a', 'provider_b'] as const).filter((p) => canDial(agent, p));
   if (asked) {
     if (!configured.includes(asked)) throw unprocessable('provider_not_configured', `The agent has no complete ${asked} configuration.`, 'provider');

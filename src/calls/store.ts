@@ -149,6 +149,29 @@ export class CallStore {
     return trx('calls').where({ id }).forUpdate().first();
   }
 
+  /**
+   * A media stream's claim: takes the call's single-use stream token (a live call of `provider` whose
+   * carrier id, if known, is `callSid`) and marks the call answered with its media on `instanceId`.
+   */
+  async claimStream(input: { callId: string; provider: CallRow['provider']; tokenHash: string; callSid: string; instanceId: string; now: Date; deadlineMs: number }): Promise<CallRow | undefined> {
+    const [row] = await this.db('calls')
+      .where({ id: input.callId, provider: input.provider, stream_token_hash: input.tokenHash })
+      .whereIn('status', ['initiated', 'ringing', 'in_progress'])
+      .where((q) => q.whereNull('call_sid').orWhere('call_sid', input.callSid))
+      .update({
+        stream_token_hash: null,
+        call_sid: input.callSid,
+        status: 'in_progress',
+        answered_at: this.db.raw('coalesce(answered_at, ?)', [input.now]),
+        media_started_at: input.now,
+        bridge_instance: input.instanceId,
+        deadline_at: this.db.raw(`now() + ? * interval '1 millisecond'`, [input.deadlineMs]),
+        updated_at: this.db.fn.now(),
+      })
+      .returning('*');
+    return row;
+  }
+
   findByCallSid(provider: CallRow['provider'], callSid: string): Promise<CallRow | undefined> {
     return this.db('calls').where({ provider, call_sid: callSid }).first();
   }
@@ -174,11 +197,15 @@ export class CallStore {
     return row;
   }
 
-  /** The dial job's claim: only a queued call never attempted before is dialed (at most once). */
+  /**
+   * The dial job's claim: only a queued call never attempted before, and not asked to hang up, is dialed
+   * (at most once). One atomic update, so a hang-up either lands first (no dial) or sees the claim.
+   */
   async claimDial(id: string): Promise<CallRow | undefined> {
     const [row] = await this.db('calls')
       .where({ id, status: 'queued' })
       .whereNull('dial_attempted_at')
+      .whereNull('hangup_requested_at')
       .update({ dial_attempted_at: this.db.fn.now(), updated_at: this.db.fn.now() })
       .returning('*');
     return row;

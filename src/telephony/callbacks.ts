@@ -13,7 +13,7 @@
 import type { Context } from 'koa';
 import type { KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
-import { forbidden, notFound, ApiError } from '../http/errors.js';
+import { forbidden, notFound } from '../http/errors.js';
 import type { Clock } from '../lib/clock.js';
 import { sha256Hex } from '../lib/tokens.js';
 import type { RuntimeAgent } from '../agents/service.js';
@@ -279,7 +279,6 @@ export class CarrierCallbacks {
         await this.store.update(created.row.id, { carrier_outcome: 'failed' });
         await this.finaliser.finalise(created.row.id);
       }
-      if (err instanceof ApiError) throw err;
     }
   }
 }

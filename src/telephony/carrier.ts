@@ -6,7 +6,6 @@
  * (`sandbox/`): only the base URL differs.
  */
 export type Provider = 'provider_a' | 'provider_b';
-export const PROVIDERS: readonly Provider[] = ['provider_a', 'provider_b'];
 
 /** An agent's provider_a account (from its stored config; the token never leaves the process otherwise). */
 export interface ProviderACredentials {

@@ -12,7 +12,6 @@ import type { UpgradeRoute } from '../http/upgrades.js';
 import { sha256Hex } from '../lib/tokens.js';
 import type { RuntimeAgent } from '../agents/service.js';
 import type { WorkspaceAdmission } from '../workspaces/admission.js';
-import type { CallRow } from '../calls/store.js';
 import { CallBridge, type CallBridgeDeps, type CallBridgeOptions } from './bridge.js';
 import type { Carrier, Provider } from './carrier.js';
 import type { MediaDialect } from './media.js';
@@ -140,28 +139,16 @@ export class MediaServer {
     if (now?.answered_by === 'machine') bridge.onSignal({ callId: call.id, kind: 'amd', answeredBy: 'machine', greetingEnded: provider === 'provider_a' });
   }
 
-  /**
-   * Takes the stream token (single use) of a live call of `provider` and marks the call answered with its
-   * media attached to this instance; undefined when nothing matches.
-   */
-  private async claim(provider: Provider, callId: string, streamToken: string, callSid: string) {
-    const now = this.deps.clock.now();
-    const rows = await this.deps.store.knex('calls')
-      .where({ id: callId, provider, stream_token_hash: sha256Hex(streamToken) })
-      .whereIn('status', ['initiated', 'ringing', 'in_progress'])
-      .where((q) => q.whereNull('call_sid').orWhere('call_sid', callSid))
-      .update({
-        stream_token_hash: null,
-        call_sid: callSid,
-        status: 'in_progress',
-        answered_at: this.deps.store.knex.raw('coalesce(answered_at, ?)', [now]),
-        media_started_at: now,
-        bridge_instance: this.opts.instanceId,
-        deadline_at: this.deps.store.knex.raw(`now() + ? * interval '1 millisecond'`, [this.opts.orphanAfterMs]),
-        updated_at: this.deps.store.knex.fn.now(),
-      })
-      .returning('*');
-    return rows[0] as CallRow | undefined;
+  private claim(provider: Provider, callId: string, streamToken: string, callSid: string) {
+    return this.deps.store.claimStream({
+      callId,
+      provider,
+      tokenHash: sha256Hex(streamToken),
+      callSid,
+      instanceId: this.opts.instanceId,
+      now: this.deps.clock.now(),
+      deadlineMs: this.opts.orphanAfterMs,
+    });
   }
 
   /**
