@@ -6,6 +6,7 @@
  * its deadline job removed. A claimant that dies mid-analysis leaves a stale claim that the deadline
  * job takes over, so no call stays live and none is reported twice.
  */
+import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import type { VoiceService } from '../voice/types.js';
@@ -31,7 +32,12 @@ export interface FinaliseOptions {
   endReason?: EndReason;
 }
 
+/** Runs in the transaction that makes a call terminal (the batch engine records its recipient's outcome). */
+export type FinalisedHook = (call: CallRow, trx: Knex.Transaction) => Promise<void>;
+
 export class CallFinaliser {
+  private readonly hooks: FinalisedHook[] = [];
+
   constructor(
     private readonly store: CallStore,
     private readonly voice: Pick<VoiceService, 'analyze'>,
@@ -42,6 +48,11 @@ export class CallFinaliser {
     private readonly opts: { centsPerMinute: number },
     private readonly log: Logger,
   ) {}
+
+  /** Adds a step to every call's terminal transaction. */
+  onFinalised(hook: FinalisedHook): void {
+    this.hooks.push(hook);
+  }
 
   /** Finalises the call if it is live and nobody else is finalising it; returns the terminal row when this call did it. */
   async finalise(callId: string, o: FinaliseOptions = {}): Promise<CallRow | undefined> {
@@ -85,6 +96,7 @@ export class CallFinaliser {
       await this.admission.meter({ workspaceId: done.workspace_id, kind: 'phone_call', refId: done.id, seconds: done.duration, cents: cost, startedAt: new Date(done.created_at) }, trx);
       await this.events.callCompleted({ workspaceId: done.workspace_id, callId: done.id, webhookUrl: done.webhook_url, batchId: done.batch_id, payload: callCompletedFacts(done) }, trx);
       await this.admission.slots.releaseFixed(done.id, trx);
+      for (const hook of this.hooks) await hook(done, trx);
       await this.jobs.remove(deadlineJobKey(done.id), trx);
       return done;
     });

@@ -5,6 +5,7 @@
  * and the inbound call record a carrier callback creates.
  */
 import { randomBytes } from 'node:crypto';
+import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { components } from '../../generated/openapi.js';
 import { ApiError, conflict, notFound, otherWorkspace, paymentRequired, unprocessable, badGateway } from '../http/errors.js';
@@ -26,6 +27,24 @@ import { isTerminal, type CallFilters, type CallRow, type CallStore } from './st
 type CreateRequest = components['schemas']['CallCreateRequest'];
 
 export const DIAL_JOB = 'call_dial';
+
+/** Who places an outbound call and from which number, resolved once for any number of calls. */
+export interface OutboundPlan {
+  workspaceId: string;
+  agent: RuntimeAgent;
+  provider: Provider;
+  from: string;
+}
+
+/** One outbound call to write (its concurrency slot is already held under `callId`). */
+export interface QueuedCall {
+  callId: string;
+  to: string;
+  variables?: Record<string, string>;
+  firstMessage?: string | null;
+  webhookUrl?: string | null;
+  batchId?: string | null;
+}
 
 export interface CallTiming {
   ringTimeoutS: number;
@@ -92,12 +111,6 @@ export class CallService {
     return new Date(this.clock.now().getTime() + t.dialGraceMs + t.ringTimeoutS * 1000 + t.orphanAfterMs);
   }
 
-  /** The slot lease of a call lasts as long as the longest call could (it is released when the call ends). */
-  private slotTtlMs(): number {
-    const t = this.timing;
-    return t.dialGraceMs + t.ringTimeoutS * 1000 + t.maxDurationS * 1000 + 2 * t.orphanAfterMs;
-  }
-
   /** The workspace's billing fields; 402 when billing refuses a conversation now. */
   async checkBilling(workspaceId: string): Promise<WorkspaceBilling> {
     const workspace = await this.admission.workspace(workspaceId);
@@ -107,8 +120,11 @@ export class CallService {
     return workspace;
   }
 
-  /** POST /api/v1/calls (and batches): every check first; nothing is dialed when one refuses. */
-  async create(workspaceId: string, body: CreateRequest, opts: { batchId?: string | null } = {}): Promise<Call> {
+  /**
+   * The agent, provider and caller number of an outbound call (404/403 for the agent, 422 for the
+   * provider and number). A batch plans once per dispatch round.
+   */
+  async plan(workspaceId: string, body: { agent_id: string; provider?: Provider; from_number?: string }): Promise<OutboundPlan> {
     let agent: RuntimeAgent;
     try {
       agent = await this.agents.loadForRuntime(workspaceId, body.agent_id);
@@ -120,53 +136,84 @@ export class CallService {
     const config = provider === 'provider_a' ? agent.providerA : agent.providerB;
     const from = body.from_number ?? config?.phoneNumber ?? null;
     if (!from) throw unprocessable('from_number_missing', `The agent's ${provider} configuration has no phone_number; set it or send from_number.`, 'from_number');
-    if (body.webhook_url !== undefined) {
-      try {
-        await checkUrl(this.outbound, body.webhook_url);
-      } catch (err) {
-        if (err instanceof BlockedUrlError) throw unprocessable('url_not_allowed', err.message, 'webhook_url');
-        throw err;
-      }
+    return { workspaceId, agent, provider, from };
+  }
+
+  /** 422 `url_not_allowed` unless the webhook target passes the outbound guard. */
+  async checkWebhookUrl(url: string | undefined, param = 'webhook_url'): Promise<void> {
+    if (url === undefined) return;
+    try {
+      await checkUrl(this.outbound, url);
+    } catch (err) {
+      if (err instanceof BlockedUrlError) throw unprocessable('url_not_allowed', err.message, param);
+      throw err;
     }
+  }
+
+  /** The slot lease of a call lasts as long as the longest call could (it is released when the call ends). */
+  get slotTtlMs(): number {
+    const t = this.timing;
+    return t.dialGraceMs + t.ringTimeoutS * 1000 + t.maxDurationS * 1000 + 2 * t.orphanAfterMs;
+  }
+
+  /**
+   * Writes queued outbound calls with their dial and deadline jobs, in `trx` (the caller holds their
+   * concurrency slots, ids as call ids). Nothing is dialed unless the transaction commits.
+   */
+  async insertQueued(plan: OutboundPlan, calls: QueuedCall[], trx: Knex.Transaction): Promise<void> {
+    const deadline = this.firstDeadline();
+    const { agent } = plan;
+    await this.store.insertMany(
+      calls.map((c) => {
+        const variables = conversationVariables(agent.variablePlaceholders, c.variables);
+        const firstMessage = c.firstMessage ?? agent.firstMessage;
+        return {
+          id: c.callId,
+          workspace_id: plan.workspaceId,
+          agent_id: agent.id,
+          batch_id: c.batchId ?? null,
+          direction: 'outbound' as const,
+          provider: plan.provider,
+          from_number: plan.from,
+          to_number: c.to,
+          status: 'queued' as const,
+          call_sid: null,
+          first_message: firstMessage ? fillPlaceholders(firstMessage, variables) : null,
+          variables: c.variables ?? {},
+          webhook_url: c.webhookUrl ?? null,
+          instruction: fillPlaceholders(agent.instruction, variables),
+          stream_token_hash: null,
+          deadline_at: deadline,
+        };
+      }),
+      trx,
+    );
+    await this.jobs.addMany(
+      calls.flatMap((c) => [
+        { name: DIAL_JOB, payload: { call_id: c.callId }, jobKey: `call_dial:${c.callId}` },
+        { name: DEADLINE_JOB, payload: { call_id: c.callId }, runAt: deadline, jobKey: deadlineJobKey(c.callId) },
+      ]),
+      trx,
+    );
+  }
+
+  /** POST /api/v1/calls: every check first; nothing is dialed when one refuses. */
+  async create(workspaceId: string, body: CreateRequest): Promise<Call> {
+    const plan = await this.plan(workspaceId, body);
+    await this.checkWebhookUrl(body.webhook_url);
     const workspace = await this.checkBilling(workspaceId);
     const callId = newId('call');
-    if (!(await this.admission.slots.takeFixed(callId, workspaceId, workspace.concurrent_session_limit, this.slotTtlMs(), 'call'))) {
+    if (!(await this.admission.slots.takeFixed(callId, workspaceId, workspace.concurrent_session_limit, this.slotTtlMs, 'call'))) {
       throw new ApiError(429, 'rate_limit_error', 'concurrency_limit_reached', `All ${workspace.concurrent_session_limit} concurrency slots of the workspace are in use; retry when a call or session ends.`, {
         headers: { 'Retry-After': '5' },
       });
     }
-    const variables = conversationVariables(agent.variablePlaceholders, body.variables);
-    const firstMessage = body.first_message ?? agent.firstMessage;
     try {
-      const row = await this.store.knex.transaction(async (trx) => {
-        const deadline = this.firstDeadline();
-        const created = await this.store.insert(
-          {
-            id: callId,
-            workspace_id: workspaceId,
-            agent_id: agent.id,
-            batch_id: opts.batchId ?? null,
-            direction: 'outbound',
-            provider,
-            from_number: from,
-            to_number: body.to_number,
-            status: 'queued',
-            call_sid: null,
-            first_message: firstMessage ? fillPlaceholders(firstMessage, variables) : null,
-            variables: body.variables ?? {},
-            webhook_url: body.webhook_url ?? null,
-            instruction: fillPlaceholders(agent.instruction, variables),
-            stream_token_hash: null,
-            deadline_at: deadline,
-          },
-          trx,
-        );
-        await this.jobs.add(DIAL_JOB, { call_id: callId }, { jobKey: `call_dial:${callId}` }, trx);
-        await this.jobs.add(DEADLINE_JOB, { call_id: callId }, { runAt: deadline, jobKey: deadlineJobKey(callId) }, trx);
-        return created;
-      });
-      this.log.info({ callId, workspaceId, agentId: agent.id, provider }, 'call queued');
-      return toCall(row);
+      await this.store.knex.transaction((trx) =>
+        this.insertQueued(plan, [{ callId, to: body.to_number, variables: body.variables, firstMessage: body.first_message, webhookUrl: body.webhook_url }], trx),
+      );
+      this.log.info({ callId, workspaceId, agentId: plan.agent.id, provider: plan.provider }, 'call queued');
+      return this.get(workspaceId, callId);
     } catch (err) {
       await this.admission.slots.releaseFixed(callId).catch(() => undefined);
       throw err;
@@ -244,7 +291,7 @@ export class CallService {
       return null;
     }
     const callId = newId('call');
-    if (!(await this.admission.slots.takeFixed(callId, workspace.id, workspace.concurrent_session_limit, this.slotTtlMs(), 'call'))) {
+    if (!(await this.admission.slots.takeFixed(callId, workspace.id, workspace.concurrent_session_limit, this.slotTtlMs, 'call'))) {
       this.log.info({ agentId: agent.id }, 'inbound call refused: no concurrency slot');
       return null;
     }

@@ -140,6 +140,11 @@ export class CallStore {
     return row;
   }
 
+  /** Several calls in one statement (a batch's dispatch round). */
+  async insertMany(calls: NewCall[], trx: Knex.Transaction): Promise<void> {
+    if (calls.length) await trx('calls').insert(calls.map(encode));
+  }
+
   /** By id alone, so callers can tell "another workspace's" (403) from "none" (404). */
   get(id: string, trx?: Knex.Transaction): Promise<CallRow | undefined> {
     return (trx ?? this.db)('calls').where({ id }).first();

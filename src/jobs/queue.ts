@@ -90,6 +90,25 @@ export class JobQueue {
     );
   }
 
+  /** Enqueues several jobs in one statement (graphile-worker's add_jobs; keyed ones replace pending ones). */
+  async addMany(jobs: Array<JobOptions & { name: string; payload: Record<string, unknown> }>, trx?: Knex.Transaction): Promise<void> {
+    if (!jobs.length) return;
+    const specs = jobs.map((j) => ({
+      identifier: j.name,
+      payload: j.payload,
+      run_at: (j.runAt ?? new Date()).toISOString(),
+      max_attempts: j.maxAttempts ?? 5,
+      job_key: j.jobKey ?? null,
+    }));
+    await (trx ?? this.knex).raw(
+      `select count(*) from graphile_worker.add_jobs(array(
+         select (s.identifier, s.payload, null, s.run_at, s.max_attempts, s.job_key, null, null)::graphile_worker.job_spec
+         from json_to_recordset(?::json) as s(identifier text, payload json, run_at timestamptz, max_attempts smallint, job_key text)
+       ))`,
+      [JSON.stringify(specs)],
+    );
+  }
+
   /** Removes the pending job with this key, if any. */
   async remove(jobKey: string, trx?: Knex.Transaction): Promise<void> {
     await (trx ?? this.knex).raw('select graphile_worker.remove_job(?)', [jobKey]);

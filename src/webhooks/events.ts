@@ -18,6 +18,8 @@ export interface RaisedEvent {
 
 /** What a conversation domain needs of the publisher to report a finished call or session. */
 export type CallCompletedPublisher = Pick<EventPublisher, 'callCompleted'>;
+/** What the batch engine needs of the publisher. */
+export type BatchCompletedPublisher = Pick<EventPublisher, 'batchCompleted'>;
 
 export class EventPublisher {
   constructor(
@@ -38,9 +40,9 @@ export class EventPublisher {
   }
 
   /** A batch reached a terminal state. `webhookUrl` is the batch's own `webhook_url`. */
-  async batchCompleted(input: { workspaceId: string; batchId: string; webhookUrl: string | null; payload: BatchCompletedInput }): Promise<RaisedEvent> {
+  async batchCompleted(input: { workspaceId: string; batchId: string; webhookUrl: string | null; payload: BatchCompletedInput }, trx?: Knex.Transaction): Promise<RaisedEvent> {
     const payload = batchCompletedPayload(input.payload);
-    return this.raise('batch.completed', input.workspaceId, null, input.batchId, input.webhookUrl, JSON.stringify(payload));
+    return this.raise('batch.completed', input.workspaceId, null, input.batchId, input.webhookUrl, JSON.stringify(payload), trx);
   }
 
   /** With `trx`, the event commits with the caller's transaction (NOTIFY wakes the dispatchers then). */

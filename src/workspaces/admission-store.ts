@@ -95,6 +95,21 @@ export class AdmissionStore {
     });
   }
 
+  /**
+   * Takes as many of `leases` (all of one workspace, in order) as the workspace has free slots, in
+   * the caller's transaction, so the leases commit with what they are for; returns how many.
+   */
+  async acquireLeasesIn(trx: Knex.Transaction, workspaceId: string, leases: Lease[], limit: number, expiryMs: number): Promise<number> {
+    if (!leases.length) return 0;
+    await lockWorkspace(trx, SLOT_LOCK, workspaceId);
+    const [{ count }] = await trx('session_leases').where('workspace_id', workspaceId).where('expires_at', '>', trx.fn.now()).count<{ count: string }[]>('* as count');
+    const taking = leases.slice(0, Math.max(0, limit - Number(count)));
+    if (taking.length) {
+      await trx('session_leases').insert(taking.map((l) => ({ ...l, expires_at: trx.raw(`now() + ? * interval '1 millisecond'`, [expiryMs]), created_at: trx.fn.now() })));
+    }
+    return taking.length;
+  }
+
   /** Extends the given leases to now() + expiryMs (database clock); returns the ids that still existed. */
   async renewLeases(ids: string[], expiryMs: number): Promise<string[]> {
     if (!ids.length) return [];

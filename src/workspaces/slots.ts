@@ -83,6 +83,11 @@ export class SlotKeeper {
     return this.store.acquireLease({ id, workspace_id: workspaceId, kind, instance_id: this.opts.instanceId }, limit, ttlMs);
   }
 
+  /** Fixed-term slots for several calls of one workspace, in `trx`: takes the first ones that fit and returns how many. */
+  takeFixedIn(trx: Knex.Transaction, ids: string[], workspaceId: string, limit: number, ttlMs: number, kind: string): Promise<number> {
+    return this.store.acquireLeasesIn(trx, workspaceId, ids.map((id) => ({ id, workspace_id: workspaceId, kind, instance_id: this.opts.instanceId })), limit, ttlMs);
+  }
+
   /** Gives back a fixed-term slot (from any instance, in `trx` when given); one already gone is a no-op. */
   async releaseFixed(id: string, trx?: Knex.Transaction): Promise<void> {
     await this.store.releaseLease(id, trx);
