@@ -883,15 +883,22 @@ export interface paths {
         put?: never;
         /**
          * Create a batch of outbound calls
-         * @description Creates an outbound campaign: dialing starts at once, or at `scheduled_at`. Recipients that are
-         *     invalid, duplicates or on the do-not-call list are skipped and reported in `skipped`; the rest
-         *     are called as described on `BatchDetail`. When `webhook_url` is given it receives one
-         *     `batch.completed` POST each time the batch reaches a terminal state.
+         * @description Creates an outbound campaign and answers 201 with it: dialing starts at once (`queued`), or at
+         *     `scheduled_at` (`scheduled`). Required: `agent_id`, `name` and `recipients` (1 to 10,000);
+         *     `provider` is `provider_a` or `provider_b`. Invalid and duplicate numbers are skipped and
+         *     reported in `skipped`; the rest are called as described on `BatchDetail` (concurrency, retry
+         *     policy, calling window). When `webhook_url` is given it receives one `batch.completed` POST each
+         *     time the batch reaches a terminal state. The body may be up to 8 MB. The dashboard's CSV path is
+         *     `POST /api/v1/batches/csv`, on the same engine.
          *
-         *     Refusals: 402 when the workspace's subscription is inactive (`subscription_inactive`) or its
-         *     credit is used up (`insufficient_credit`); 403 when the agent belongs to another workspace; 404
-         *     `agent_not_found`; 422 (list-shaped body, every problem at once) for an invalid body and for the
-         *     rules `provider_required`, `provider_not_configured`, `from_number_missing`, `url_not_allowed`,
+         *     Send an `Idempotency-Key` to make a retry safe: the same key and body answer the first
+         *     response again (one batch, one set of calls).
+         *
+         *     Refusals: 402 when the workspace's subscription is inactive (`subscription_inactive`), its
+         *     credit is used up (`insufficient_credit`) or its plan minutes are (`plan_limit_reached`); 403
+         *     when the agent belongs to another workspace; 404 `agent_not_found`; 422 (list-shaped body, every
+         *     problem at once) for an invalid body and for the rules `provider_required`,
+         *     `provider_not_configured`, `from_number_missing`, `url_not_allowed`, `invalid_timezone`,
          *     `scheduled_too_far` (more than 30 days ahead), `no_valid_recipients` and
          *     `idempotency_key_reused`, each as a `detail[].type`.
          */
@@ -925,6 +932,41 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/batches/csv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a batch from a CSV file
+         * @description The dashboard's path to `createBatch`, on the same engine and with the same answer (201, the
+         *     Batch) and rules. Send `multipart/form-data` with the file in the part `file` (UTF-8 CSV,
+         *     comma-separated, RFC 4180 quoting, a header row, at most 10,000 data rows and 8 MB) and the
+         *     batch's settings as form fields.
+         *
+         *     **Columns.** `to_number` (required) is the number to call; `first_message` (optional) overrides
+         *     the agent's first message for that row; every other column is a variable of the row (its header
+         *     is the placeholder name, `^[A-Za-z_][A-Za-z0-9_]{0,63}$`). Empty cells leave the variable to the
+         *     agent's default. Header names are trimmed; `to_number` and `first_message` match in any case.
+         *
+         *     **Bad rows** do not fail the upload: a row with the wrong number of fields, an empty or invalid
+         *     `to_number`, a value over 2,000 characters or a duplicate number is skipped and reported in
+         *     `skipped` with its `row` (the file line it starts on; the header is line 1), `column` and a
+         *     message. A file with no valid row creates nothing: 422 `no_valid_recipients`, with one
+         *     `detail` item per bad row (`loc: ["file", "<row>", "<column>"]`). A file that cannot be read as
+         *     a whole (bad header, unclosed quote, not UTF-8, too many rows) is 422 too, `loc: ["file"]`.
+         */
+        post: operations["createBatchFromCsv"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/batches/{batch_id}/cancel": {
         parameters: {
             query?: never;
@@ -939,12 +981,65 @@ export interface paths {
         put?: never;
         /**
          * Cancel a batch
-         * @description Stops the batch: it becomes `canceled` at once, no further call is placed, and `scheduled` and
-         *     `pending` recipients become `canceled`. Calls already dialing or in progress are not hung up:
+         * @description Stops the batch (also a paused one): it becomes `canceled` at once, no further call is placed,
+         *     and `scheduled` and `pending` recipients become `canceled`. Calls already dialing or in progress are not hung up:
          *     they run to their end, their recipients get their outcome (no automatic retry), and
          *     `batch.completed` is sent when the last of them ends (at once when none is live). No request body.
          */
         post: operations["cancelBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/batches/{batch_id}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The batch's `batch_id` (`bat_...`); anything else is refused with 422. */
+                batch_id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a batch
+         * @description Holds the batch: it becomes `paused` at once and no further call is placed (retries that fall
+         *     due wait too); calls already dialing or in progress run to their end and their recipients get
+         *     their outcome. If every recipient becomes terminal while paused, the batch completes. Pausing
+         *     a paused batch changes nothing (200). 409 `batch_already_terminal` for a terminal batch. No
+         *     request body.
+         */
+        post: operations["pauseBatch"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/batches/{batch_id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The batch's `batch_id` (`bat_...`); anything else is refused with 422. */
+                batch_id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a paused batch
+         * @description Lets a paused batch dial again, at once: it goes back to `scheduled` (while `scheduled_at` is
+         *     still ahead), `in_progress` (a call was placed before) or `queued`. Resuming a batch that is not
+         *     paused changes nothing (200). 409 `batch_already_terminal` for a terminal batch. No request
+         *     body.
+         */
+        post: operations["resumeBatch"];
         delete?: never;
         options?: never;
         head?: never;
@@ -966,12 +1061,14 @@ export interface paths {
         /**
          * Retry the unreached recipients of a finished batch
          * @description For a terminal batch (`completed`, `canceled` or `failed`): recipients whose status is `failed`,
-         *     `no_answer`, `busy` or `voicemail` go back to `pending` with a fresh round of automatic retries,
+         *     `no_answer`, `busy` or `voicemail` go back to `pending` with a fresh round of `retry_policy`,
          *     the batch goes back to `queued` (`completed_at` null), dialing starts at once, and
          *     `batch.completed` is sent again when the run ends. `completed` and `canceled` recipients are
-         *     left as they are. Refused (409) while the batch is not terminal (`batch_not_terminal`) or when no
-         *     recipient qualifies (`nothing_to_retry`); 402 when the workspace's subscription is inactive or
-         *     its credit is used up. No request body.
+         *     left as they are (a canceled batch's never-dialed recipients stay `canceled`). The batch's
+         *     calling window still applies. Refused (409) while the batch is not terminal
+         *     (`batch_not_terminal`), while a call of its previous run is still live (`batch_not_terminal`),
+         *     or when no recipient qualifies (`nothing_to_retry`); 402 when the workspace's subscription is
+         *     inactive or its credit is used up. No request body.
          */
         post: operations["retryBatch"];
         delete?: never;
@@ -3113,22 +3210,33 @@ export interface components {
         /**
          * BatchStatus
          * @description Where a batch is in its life. Terminal: `completed`, `canceled`, `failed`; `batch.completed` is sent
-         *     each time a batch enters a terminal state. The transitions are listed on `BatchDetail`.
+         *     each time a batch enters a terminal state. `paused` is not terminal: no call is placed until the
+         *     batch is resumed. The transitions are listed on `BatchDetail`.
          * @enum {string}
          */
-        BatchStatus: "scheduled" | "queued" | "in_progress" | "completed" | "canceled" | "failed";
-        /** BatchSkippedRecipient */
+        BatchStatus: "scheduled" | "queued" | "in_progress" | "paused" | "completed" | "canceled" | "failed";
+        /**
+         * BatchSkippedRecipient
+         * @description One recipient of the request (or row of the CSV file) that will not be called, and why.
+         */
         BatchSkippedRecipient: {
-            /** @description Position of the recipient in the request's `recipients` (zero-based). */
+            /** @description Position of the recipient among the request's `recipients`, or among the CSV file's data rows (zero-based). */
             index: number;
-            /** @description The number as sent. */
-            to_number: string;
+            /** @description For a CSV upload, the line of the file where the row starts (the header is line 1); null for JSON. */
+            row: number | null;
+            /** @description The field or CSV column at fault (`to_number`, or a variable's column); null when the whole row is. */
+            column: string | null;
+            /** @description The number as sent; null when the row has none. */
+            to_number: string | null;
             /**
              * @description `invalid_number`: not E.164 after normalization; `duplicate`: the same number appears earlier in
-             *     the list; `do_not_call`: the number is on the workspace's do-not-call list.
+             *     the list (the first one is kept); `invalid_row` (CSV): the row has a different number of fields
+             *     than the header; `invalid_value` (CSV): a cell is empty where a value is required, or too long.
              * @enum {string}
              */
-            reason: "invalid_number" | "duplicate" | "do_not_call";
+            reason: "invalid_number" | "duplicate" | "invalid_row" | "invalid_value";
+            /** @description The problem in words, naming the row and column. */
+            message: string;
         };
         /**
          * BatchSkipped
@@ -3138,6 +3246,51 @@ export interface components {
         BatchSkipped: {
             count: number;
             items: components["schemas"]["BatchSkippedRecipient"][];
+        };
+        /**
+         * BatchRetryPolicy
+         * @description When a recipient is called again. A call that ends with a status listed in `retry_on` (or
+         *     `voicemail`, when the agent's `voicemail_config.retry_on_voicemail` is true) is placed again after
+         *     `delay_seconds`, until the recipient has had `max_attempts` calls in this round; only the last
+         *     outcome counts. `completed` is never retried, and a canceled
+         *     batch places no further call.
+         */
+        BatchRetryPolicy: {
+            /** @description Calls per recipient per round at most, the first one included (`retryBatch` starts a new round). */
+            max_attempts: number;
+            /** @description Wait between the end of one attempt and the next one (at most 7 days). */
+            delay_seconds: number;
+            /**
+             * @description Call outcomes that are retried. Empty (the default): busy, unanswered and failed calls are final
+             *     at once; only voicemail is retried, and only when the agent asks for it.
+             */
+            retry_on: ("busy" | "no_answer" | "failed")[];
+        };
+        /**
+         * BatchCallingWindow
+         * @description The local hours in which recipients may be called, so nobody is called at night. A recipient is
+         *     dialed only when, in its time zone (the recipient's `timezone`, else this `timezone`), the time is
+         *     at or after `start` and before `end` on one of `days`. Outside it the recipient waits (status
+         *     `scheduled`) until the window next opens; a call already in progress is never cut at `end`.
+         */
+        BatchCallingWindow: {
+            /**
+             * @description Opening time, `HH:MM` (24-hour).
+             * @example 09:00
+             */
+            start: string;
+            /**
+             * @description Closing time, `HH:MM` (24-hour), later than `start` (windows do not span midnight).
+             * @example 20:00
+             */
+            end: string;
+            /**
+             * @description IANA time zone used for recipients without their own, e.g. `America/New_York` or `UTC`.
+             * @example America/New_York
+             */
+            timezone: string;
+            /** @description Weekdays on which calls are placed; omitted means every day. */
+            days?: ("mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun")[];
         };
         /**
          * BatchSummary
@@ -3154,15 +3307,23 @@ export interface components {
             skipped: components["schemas"]["BatchSkipped"];
             /** Format: date-time */
             created_at: string;
-            /** @enum {string} */
+            /**
+             * @description The carrier used, as resolved at creation.
+             * @enum {string}
+             */
             provider: "provider_a" | "provider_b";
             /**
              * Format: date-time
-             * @description When dialing starts; null when the batch was sent immediately.
+             * @description When dialing starts (or started); the creation time for a batch sent immediately.
              */
-            scheduled_at: string | null;
+            scheduled_at: string;
             /** @description The batch's `batch.completed` target given at creation; null when none. */
             webhook_url: string | null;
+            /** @description How many of the batch's calls may be live at once. */
+            concurrency: number;
+            retry_policy: components["schemas"]["BatchRetryPolicy"];
+            /** @description The local hours in which recipients are called; null when any time is allowed. */
+            calling_window: components["schemas"]["BatchCallingWindow"] | null;
             /** @description Recipients whose status is `completed`. */
             completed_count: number;
             /** @description Recipients whose status is `failed`, `no_answer` or `busy`. */
@@ -3201,15 +3362,46 @@ export interface components {
             };
             /** @description Overrides the agent's `first_message` for this recipient's call. */
             first_message?: string;
+            /**
+             * @description The recipient's IANA time zone (e.g. `Europe/Paris`), used by the batch's `calling_window`
+             *     instead of the window's own `timezone`. An unknown zone is refused (422).
+             */
+            timezone?: string;
+        };
+        /**
+         * BatchRetryPolicyInput
+         * @description When a recipient is called again. A call that ends with a status listed in `retry_on` (or
+         *     `voicemail`, when the agent's `voicemail_config.retry_on_voicemail` is true) is placed again after
+         *     `delay_seconds`, until the recipient has had `max_attempts` calls in this round; only the last
+         *     outcome counts. `completed` is never retried, and a canceled
+         *     batch places no further call. On input every field is optional and takes its default.
+         */
+        BatchRetryPolicyInput: {
+            /**
+             * @description Calls per recipient per round at most, the first one included (`retryBatch` starts a new round).
+             * @default 3
+             */
+            max_attempts: number;
+            /**
+             * @description Wait between the end of one attempt and the next one (at most 7 days).
+             * @default 900
+             */
+            delay_seconds: number;
+            /**
+             * @description Call outcomes that are retried. Empty (the default): busy, unanswered and failed calls are final
+             *     at once; only voicemail is retried, and only when the agent asks for it.
+             * @default []
+             */
+            retry_on: ("busy" | "no_answer" | "failed")[];
         };
         /** BatchCreateRequest */
         BatchCreateRequest: {
             agent_id: string;
             name: string;
             /**
-             * @description The people to call, dialed in this order. Invalid, duplicate (same number after normalization;
-             *     the first one is kept) and do-not-call numbers are skipped and reported in the response's
-             *     `skipped`. When every recipient is skipped the batch is refused (422, type `no_valid_recipients`).
+             * @description The people to call, dialed in this order. Invalid and duplicate numbers (the same number after
+             *     normalization; the first one is kept) are skipped and reported in the response's `skipped`.
+             *     When every recipient is skipped the batch is refused (422, type `no_valid_recipients`).
              */
             recipients: components["schemas"]["BatchRecipientInput"][];
             /**
@@ -3221,8 +3413,9 @@ export interface components {
             provider?: "provider_a" | "provider_b";
             /**
              * Format: date-time
-             * @description When to start dialing. Omitted, or not in the future: dialing starts at once. At most 30 days
-             *     ahead (422 otherwise).
+             * @description When to start dialing, with a time zone offset (`Z` or `+02:00`). Omitted, or not in the
+             *     future: dialing starts at once (the batch then reports its creation time). At most 30 days
+             *     ahead (422 `scheduled_too_far`).
              */
             scheduled_at?: string;
             /**
@@ -3231,6 +3424,15 @@ export interface components {
              *     resolve to a blocked address; otherwise 422 `url_not_allowed`.
              */
             webhook_url?: string;
+            /**
+             * @description How many of this batch's calls may be live at once. The workspace's own concurrency limit
+             *     (shared by all its calls, batches and web sessions) applies on top: when the workspace has no
+             *     free slot the batch waits for one; its recipients are never failed for it.
+             * @default 10
+             */
+            concurrency: number;
+            retry_policy?: components["schemas"]["BatchRetryPolicyInput"];
+            calling_window?: components["schemas"]["BatchCallingWindow"];
         };
         /**
          * Batch
@@ -3255,9 +3457,16 @@ export interface components {
             provider: "provider_a" | "provider_b";
             /**
              * Format: date-time
-             * @description When dialing starts; null when the batch was sent immediately.
+             * @description When dialing starts (or started); the creation time for a batch sent immediately.
              */
-            scheduled_at: string | null;
+            scheduled_at: string;
+            /** @description The batch's `batch.completed` target given at creation; null when none. */
+            webhook_url: string | null;
+            /** @description How many of the batch's calls may be live at once. */
+            concurrency: number;
+            retry_policy: components["schemas"]["BatchRetryPolicy"];
+            /** @description The local hours in which recipients are called; null when any time is allowed. */
+            calling_window: components["schemas"]["BatchCallingWindow"] | null;
         };
         /**
          * BatchRecipientStatus
@@ -3268,14 +3477,16 @@ export interface components {
          *     | From | To | When |
          *     |---|---|---|
          *     | (created) | `scheduled` | the batch has a future `scheduled_at` |
-         *     | (created), `scheduled` | `pending` | due; waits for a dial slot |
+         *     | (created), `scheduled` | `pending` | due (and inside the calling window); waits for a free slot |
+         *     | `pending` | `scheduled` | outside the batch's calling window: waits for it to open |
          *     | `pending` | `dialing` | its call is created (`call_id` set, `attempts` + 1) |
          *     | `dialing` | `in_progress` | the call is answered |
          *     | `dialing` | `no_answer`, `busy`, `failed`, `canceled` | the call ended unanswered (call status of the same name) |
          *     | `in_progress` | `completed`, `voicemail`, `failed` | the call ended with that status |
-         *     | `dialing`, `in_progress` | `scheduled` | the call ended `no_answer`, `busy`, `failed` (or `voicemail`, when retried) and an automatic retry is left (see `BatchDetail`); `last_error` says why |
+         *     | `dialing`, `in_progress` | `scheduled` | the call ended with an outcome the batch's `retry_policy` retries and an attempt is left; `last_error` says why |
          *     | `scheduled`, `pending` | `canceled` | the batch was canceled (live calls run to their end) |
          *     | `scheduled`, `pending` | `failed` | the batch failed (see `BatchDetail`) |
+         *     | `scheduled`, `pending` | (unchanged) | the batch was paused: they wait for `resume` |
          *     | `failed`, `no_answer`, `busy`, `voicemail` | `pending` | `POST /batches/{batch_id}/retry` |
          * @enum {string}
          */
@@ -3291,13 +3502,27 @@ export interface components {
             };
             /** @description The recipient's own first message; null when the agent's is used. */
             first_message: string | null;
+            /** @description The recipient's own time zone for the calling window; null when the window's is used. */
+            timezone: string | null;
             status: components["schemas"]["BatchRecipientStatus"];
             /** @description Calls placed for this recipient so far (automatic retries and `retryBatch` included). */
             attempts: number;
-            /** @description The latest call placed for this recipient; null before the first. Earlier attempts are found with `GET /api/v1/calls?batch_id=`. */
+            /** @description The latest call placed for this recipient; null before the first. */
             call_id: string | null;
+            /** @description Every call placed for this recipient, oldest first (each is `GET /api/v1/calls/{call_id}`). */
+            call_ids: string[];
+            /**
+             * @description The final status of the latest call that ended; null before one has.
+             * @enum {string|null}
+             */
+            outcome: "completed" | "voicemail" | "busy" | "no_answer" | "failed" | "canceled" | null;
             /** @description Why the latest attempt did not reach `completed` (for example `busy`, `carrier_error`, `agent_deleted`); null otherwise. */
             last_error: string | null;
+            /**
+             * Format: date-time
+             * @description For a `scheduled` or `pending` recipient, the earliest time it is dialed (a retry's delay, the calling window, the batch's `scheduled_at`); null otherwise.
+             */
+            next_attempt_at: string | null;
             /** Format: date-time */
             updated_at: string;
         };
@@ -3315,20 +3540,32 @@ export interface components {
          *     | (created) | `queued` | sent immediately |
          *     | `scheduled` | `queued` | `scheduled_at` is reached |
          *     | `queued` | `in_progress` | the first call is created |
-         *     | `in_progress` | `completed` | every recipient is terminal (whatever the calls' outcomes) |
-         *     | `scheduled`, `queued`, `in_progress` | `canceled` | `POST /batches/{batch_id}/cancel` |
-         *     | `scheduled`, `queued`, `in_progress` | `failed` | the batch cannot go on: its agent was deleted, the agent's config for `provider` was removed, or the workspace's subscription became inactive; recipients not yet dialed become `failed` with `last_error` |
+         *     | `scheduled`, `queued`, `in_progress` | `paused` | `POST /batches/{batch_id}/pause`: no further call is placed; live calls run to their end |
+         *     | `paused` | `scheduled`, `queued`, `in_progress` | `POST /batches/{batch_id}/resume` (back to where it was: `scheduled` while `scheduled_at` is ahead, `in_progress` once a call was placed) |
+         *     | `queued`, `in_progress`, `paused` | `completed` | every recipient is terminal (whatever the calls' outcomes) |
+         *     | `scheduled`, `queued`, `in_progress`, `paused` | `canceled` | `POST /batches/{batch_id}/cancel` |
+         *     | `queued`, `in_progress` | `failed` | the batch cannot go on: the agent's config for `provider` was removed, or the workspace's subscription became inactive or its credit or plan minutes ran out; recipients not yet dialed become `failed` with `last_error` set to the reason (`provider_not_configured`, `from_number_missing`, `subscription_inactive`, `insufficient_credit`, `plan_limit_reached`) |
          *     | `completed`, `canceled`, `failed` | `queued` | `POST /batches/{batch_id}/retry` re-queued at least one recipient |
          *
          *     `batch.completed` is sent (to registered webhooks and `webhook_url`) each time the batch enters a
-         *     terminal state, so once more after every retry run. For `canceled` it is sent when the batch's last
-         *     live call has ended (at once when none is live).
+         *     terminal state, so once more after every retry run. For `canceled` and `failed` it is sent when the
+         *     batch's last live call has ended (at once when none is live). An agent cannot be deleted while it
+         *     has a batch that is not terminal (409 `agent_has_active_batches`).
          *
-         *     **Dispatch.** Recipients are dialed in request order, as many at a time as the workspace's
-         *     concurrency limit leaves room for. **Automatic retries:** a recipient whose call ends `no_answer`,
-         *     `busy` or `failed` is called again up to 2 more times (3 attempts per round), 15 minutes apart
-         *     (status `scheduled` in between); `voicemail` is retried the same way only when the agent's
-         *     `voicemail_config.retry_on_voicemail` is true. Only the final outcome of a round counts.
+         *     **Dispatch.** Recipients are dialed in request order, at most `concurrency` of the batch's calls at
+         *     a time, within the workspace's free concurrency slots (shared with its other calls and web
+         *     sessions); a batch waits for a free slot rather than failing a recipient. Outside its
+         *     `calling_window` (in each recipient's time zone) a recipient waits, status `scheduled`, until the
+         *     window opens. Dialing starts at `scheduled_at`, never before, also across a restart.
+         *
+         *     **Automatic retries** follow `retry_policy`: a call that ends with a status in `retry_on`, or
+         *     `voicemail` when the agent's `voicemail_config.retry_on_voicemail` is true, is placed again
+         *     `delay_seconds` later (status `scheduled` in between) until the recipient has had `max_attempts`
+         *     calls in the round. Only the final outcome of a round counts.
+         *
+         *     **Exactly once.** A recipient's call is created in the same transaction that marks it `dialing`,
+         *     and the carrier is asked to dial each call at most once, so a crash or a second instance never
+         *     calls a recipient twice for one attempt and never loses one.
          */
         BatchDetail: {
             /** @example bat_01JD5ZC3D4E5F6G7H8J9K0M1N2 */
@@ -3341,15 +3578,23 @@ export interface components {
             skipped: components["schemas"]["BatchSkipped"];
             /** Format: date-time */
             created_at: string;
-            /** @enum {string} */
+            /**
+             * @description The carrier used, as resolved at creation.
+             * @enum {string}
+             */
             provider: "provider_a" | "provider_b";
             /**
              * Format: date-time
-             * @description When dialing starts; null when the batch was sent immediately.
+             * @description When dialing starts (or started); the creation time for a batch sent immediately.
              */
-            scheduled_at: string | null;
+            scheduled_at: string;
             /** @description The batch's `batch.completed` target given at creation; null when none. */
             webhook_url: string | null;
+            /** @description How many of the batch's calls may be live at once. */
+            concurrency: number;
+            retry_policy: components["schemas"]["BatchRetryPolicy"];
+            /** @description The local hours in which recipients are called; null when any time is allowed. */
+            calling_window: components["schemas"]["BatchCallingWindow"] | null;
             /** @description Recipients whose status is `completed`. */
             completed_count: number;
             /** @description Recipients whose status is `failed`, `no_answer` or `busy`. */
@@ -3364,6 +3609,49 @@ export interface components {
             completed_at: string | null;
             /** @description Every recipient that is called (skipped ones are not), in request order. */
             recipients: components["schemas"]["BatchRecipient"][];
+        };
+        /**
+         * BatchCsvUploadForm
+         * @description A batch given as a CSV file and form fields (`multipart/form-data`). The fields mean what they mean
+         *     in `BatchCreateRequest`; the retry policy and calling window are flattened into fields of their own
+         *     (form fields carry text only). Unknown fields are refused (422).
+         */
+        BatchCsvUploadForm: {
+            /**
+             * Format: binary
+             * @description The CSV file (UTF-8, header row with a `to_number` column), at most 8 MB and 10,000 data rows.
+             */
+            file: string;
+            agent_id: string;
+            name: string;
+            /**
+             * @description As in `BatchCreateRequest.provider`.
+             * @enum {string}
+             */
+            provider?: "provider_a" | "provider_b";
+            /**
+             * Format: date-time
+             * @description As in `BatchCreateRequest.scheduled_at`.
+             */
+            scheduled_at?: string;
+            /** @description As in `BatchCreateRequest.webhook_url`. */
+            webhook_url?: string;
+            /** @description As in `BatchCreateRequest.concurrency` (default 10). */
+            concurrency?: number;
+            /** @description `retry_policy.max_attempts` (default 3). */
+            retry_max_attempts?: number;
+            /** @description `retry_policy.delay_seconds` (default 900). */
+            retry_delay_seconds?: number;
+            /** @description `retry_policy.retry_on` as a comma-separated list of `busy`, `no_answer`, `failed` (default: none). */
+            retry_on?: string;
+            /** @description `calling_window.start`; the three `calling_window_` fields `start`, `end` and `timezone` come together or not at all. */
+            calling_window_start?: string;
+            /** @description `calling_window.end`. */
+            calling_window_end?: string;
+            /** @description `calling_window.timezone`. */
+            calling_window_timezone?: string;
+            /** @description `calling_window.days` as a comma-separated list of `mon` ... `sun` (default: every day). */
+            calling_window_days?: string;
         };
         /**
          * Webhook
@@ -4259,27 +4547,6 @@ export interface components {
                  *         "type": "api_error",
                  *         "code": "internal_error",
                  *         "message": "An unexpected error occurred. Quote the request id when contacting support.",
-                 *         "param": null,
-                 *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
-                 *       }
-                 *     }
-                 */
-                "application/json": components["schemas"]["Error"];
-            };
-        };
-        /** @description This operation is part of the contract but not implemented by this deployment yet. */
-        NotImplemented: {
-            headers: {
-                "X-Request-Id": components["headers"]["RequestId"];
-                [name: string]: unknown;
-            };
-            content: {
-                /**
-                 * @example {
-                 *       "error": {
-                 *         "type": "api_error",
-                 *         "code": "not_implemented",
-                 *         "message": "This operation is not implemented yet.",
                  *         "param": null,
                  *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
                  *       }
@@ -7871,6 +8138,10 @@ export interface operations {
                 agent_id?: string;
                 /** @description Only batches in this status. */
                 status?: components["schemas"]["BatchStatus"];
+                /** @description Only batches created at or after this time (ISO 8601). */
+                created_after?: string;
+                /** @description Only batches created before this time (ISO 8601). */
+                created_before?: string;
             };
             header?: never;
             path?: never;
@@ -7901,8 +8172,17 @@ export interface operations {
                      *           },
                      *           "created_at": "2026-11-21T23:51:18.000Z",
                      *           "provider": "provider_a",
-                     *           "scheduled_at": null,
+                     *           "scheduled_at": "2026-11-21T23:51:18.000Z",
                      *           "webhook_url": "https://example.com/hooks/batches",
+                     *           "concurrency": 10,
+                     *           "retry_policy": {
+                     *             "max_attempts": 3,
+                     *             "delay_seconds": 900,
+                     *             "retry_on": [
+                     *               "no_answer"
+                     *             ]
+                     *           },
+                     *           "calling_window": null,
                      *           "completed_count": 1,
                      *           "failed_count": 0,
                      *           "voicemail_count": 0,
@@ -7919,7 +8199,6 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -7970,7 +8249,28 @@ export interface operations {
                  *       ],
                  *       "provider": "provider_a",
                  *       "scheduled_at": "2026-11-23T16:00:00.000Z",
-                 *       "webhook_url": "https://example.com/hooks/batches"
+                 *       "webhook_url": "https://example.com/hooks/batches",
+                 *       "concurrency": 20,
+                 *       "retry_policy": {
+                 *         "max_attempts": 3,
+                 *         "delay_seconds": 1800,
+                 *         "retry_on": [
+                 *           "busy",
+                 *           "no_answer"
+                 *         ]
+                 *       },
+                 *       "calling_window": {
+                 *         "start": "09:00",
+                 *         "end": "20:00",
+                 *         "timezone": "America/Los_Angeles",
+                 *         "days": [
+                 *           "mon",
+                 *           "tue",
+                 *           "wed",
+                 *           "thu",
+                 *           "fri"
+                 *         ]
+                 *       }
                  *     }
                  */
                 "application/json": components["schemas"]["BatchCreateRequest"];
@@ -7997,19 +8297,47 @@ export interface operations {
                      *         "items": [
                      *           {
                      *             "index": 2,
+                     *             "row": null,
+                     *             "column": "to_number",
                      *             "to_number": "+14155550123",
-                     *             "reason": "duplicate"
+                     *             "reason": "duplicate",
+                     *             "message": "Recipient 2: +14155550123 appears earlier in the list."
                      *           },
                      *           {
                      *             "index": 3,
+                     *             "row": null,
+                     *             "column": "to_number",
                      *             "to_number": "555-CALL-NOW",
-                     *             "reason": "invalid_number"
+                     *             "reason": "invalid_number",
+                     *             "message": "Recipient 3: '555-CALL-NOW' is not an E.164 number."
                      *           }
                      *         ]
                      *       },
                      *       "created_at": "2026-11-21T23:51:18.000Z",
                      *       "provider": "provider_a",
-                     *       "scheduled_at": "2026-11-23T16:00:00.000Z"
+                     *       "scheduled_at": "2026-11-23T16:00:00.000Z",
+                     *       "webhook_url": "https://example.com/hooks/batches",
+                     *       "concurrency": 20,
+                     *       "retry_policy": {
+                     *         "max_attempts": 3,
+                     *         "delay_seconds": 1800,
+                     *         "retry_on": [
+                     *           "busy",
+                     *           "no_answer"
+                     *         ]
+                     *       },
+                     *       "calling_window": {
+                     *         "start": "09:00",
+                     *         "end": "20:00",
+                     *         "timezone": "America/Los_Angeles",
+                     *         "days": [
+                     *           "mon",
+                     *           "tue",
+                     *           "wed",
+                     *           "thu",
+                     *           "fri"
+                     *         ]
+                     *       }
                      *     }
                      */
                     "application/json": components["schemas"]["Batch"];
@@ -8017,7 +8345,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description The workspace's subscription is inactive (`subscription_inactive`) or its credit is used up (`insufficient_credit`). */
+            /** @description The workspace's subscription is inactive (`subscription_inactive`), its credit is used up (`insufficient_credit`) or its plan minutes are (`plan_limit_reached`). */
             402: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -8085,7 +8413,6 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["ValidationErrorList"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -8121,8 +8448,17 @@ export interface operations {
                      *       },
                      *       "created_at": "2026-11-21T23:51:18.000Z",
                      *       "provider": "provider_a",
-                     *       "scheduled_at": null,
+                     *       "scheduled_at": "2026-11-21T23:51:18.000Z",
                      *       "webhook_url": "https://example.com/hooks/batches",
+                     *       "concurrency": 10,
+                     *       "retry_policy": {
+                     *         "max_attempts": 3,
+                     *         "delay_seconds": 900,
+                     *         "retry_on": [
+                     *           "no_answer"
+                     *         ]
+                     *       },
+                     *       "calling_window": null,
                      *       "completed_count": 1,
                      *       "failed_count": 1,
                      *       "voicemail_count": 0,
@@ -8135,10 +8471,16 @@ export interface operations {
                      *             "customer_name": "Grace"
                      *           },
                      *           "first_message": null,
+                     *           "timezone": null,
                      *           "status": "completed",
                      *           "attempts": 1,
                      *           "call_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
+                     *           "call_ids": [
+                     *             "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W"
+                     *           ],
+                     *           "outcome": "completed",
                      *           "last_error": null,
+                     *           "next_attempt_at": null,
                      *           "updated_at": "2026-11-21T23:52:06.000Z"
                      *         },
                      *         {
@@ -8148,10 +8490,18 @@ export interface operations {
                      *             "customer_name": "Alan"
                      *           },
                      *           "first_message": "Hi Alan, Acme Dental here with a quick reminder.",
+                     *           "timezone": null,
                      *           "status": "no_answer",
                      *           "attempts": 3,
                      *           "call_id": "call_01JD5ZF6G7H8J9K0M1N2P3Q4R5",
+                     *           "call_ids": [
+                     *             "call_01JD5ZD9E0F1G2H3J4K5M6N7P8",
+                     *             "call_01JD5ZE1F2G3H4J5K6M7N8P9Q0",
+                     *             "call_01JD5ZF6G7H8J9K0M1N2P3Q4R5"
+                     *           ],
+                     *           "outcome": "no_answer",
                      *           "last_error": "no_answer",
+                     *           "next_attempt_at": null,
                      *           "updated_at": "2026-11-22T00:22:40.000Z"
                      *         }
                      *       ]
@@ -8165,7 +8515,162 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createBatchFromCsv: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe. The first response to a key is stored for 24 hours; a retry with the same
+                 *     key and the same body gets that response again (with header `Idempotent-Replayed: true`); the
+                 *     same key with a different body is refused with 422 `idempotency_key_reused`. While the first
+                 *     request is still running a retry gets 409 `idempotency_request_in_progress`. Keys are scoped
+                 *     by workspace and operation; bodies are compared as JSON (key order does not matter). Errors the
+                 *     operation answers (4xx) are stored and replayed like successes; a request refused by validation
+                 *     does not use up its key, and a 5xx is not stored, so the same key can be retried.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                 *       "name": "November appointment reminders",
+                 *       "file": "to_number,customer_name,first_message\n+14155550123,Grace,\n+14155550124,Alan,Hi Alan!\n",
+                 *       "provider": "provider_a",
+                 *       "concurrency": 20,
+                 *       "retry_max_attempts": 3,
+                 *       "retry_delay_seconds": 1800,
+                 *       "retry_on": "busy,no_answer"
+                 *     }
+                 */
+                "multipart/form-data": components["schemas"]["BatchCsvUploadForm"];
+            };
+        };
+        responses: {
+            /** @description The batch, `scheduled` or `queued`. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "batch_id": "bat_01JD5ZC3D4E5F6G7H8J9K0M1N2",
+                     *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *       "name": "November appointment reminders",
+                     *       "status": "queued",
+                     *       "total": 2,
+                     *       "skipped": {
+                     *         "count": 1,
+                     *         "items": [
+                     *           {
+                     *             "index": 2,
+                     *             "row": 4,
+                     *             "column": null,
+                     *             "to_number": "+14155550125",
+                     *             "reason": "invalid_row",
+                     *             "message": "Row 4 has 2 fields; the header has 3."
+                     *           }
+                     *         ]
+                     *       },
+                     *       "created_at": "2026-11-21T23:51:18.000Z",
+                     *       "provider": "provider_a",
+                     *       "scheduled_at": "2026-11-21T23:51:18.000Z",
+                     *       "webhook_url": null,
+                     *       "concurrency": 20,
+                     *       "retry_policy": {
+                     *         "max_attempts": 3,
+                     *         "delay_seconds": 1800,
+                     *         "retry_on": [
+                     *           "busy",
+                     *           "no_answer"
+                     *         ]
+                     *       },
+                     *       "calling_window": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Batch"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            /** @description The workspace's subscription is inactive (`subscription_inactive`), its credit is used up (`insufficient_credit`) or its plan minutes are (`plan_limit_reached`). */
+            402: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "billing_error",
+                     *         "code": "subscription_inactive",
+                     *         "message": "The workspace subscription is past_due; update billing to continue.",
+                     *         "param": null,
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            403: components["responses"]["Forbidden"];
+            /** @description No such agent (`agent_not_found`). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "not_found_error",
+                     *         "code": "agent_not_found",
+                     *         "message": "No agent with id 'agt_01JD5Z8A1B2C3D4E5F6G7H8J9K'.",
+                     *         "param": "agent_id",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A request with the same `Idempotency-Key` is still running (`idempotency_request_in_progress`). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "idempotency_error",
+                     *         "code": "idempotency_request_in_progress",
+                     *         "message": "A request with this Idempotency-Key is still being processed.",
+                     *         "param": null,
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["ValidationErrorList"];
+            500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -8201,8 +8706,17 @@ export interface operations {
                      *       },
                      *       "created_at": "2026-11-21T23:51:18.000Z",
                      *       "provider": "provider_a",
-                     *       "scheduled_at": null,
+                     *       "scheduled_at": "2026-11-21T23:51:18.000Z",
                      *       "webhook_url": "https://example.com/hooks/batches",
+                     *       "concurrency": 10,
+                     *       "retry_policy": {
+                     *         "max_attempts": 3,
+                     *         "delay_seconds": 900,
+                     *         "retry_on": [
+                     *           "no_answer"
+                     *         ]
+                     *       },
+                     *       "calling_window": null,
                      *       "completed_count": 0,
                      *       "failed_count": 0,
                      *       "voicemail_count": 0,
@@ -8215,10 +8729,16 @@ export interface operations {
                      *             "customer_name": "Grace"
                      *           },
                      *           "first_message": null,
+                     *           "timezone": null,
                      *           "status": "in_progress",
                      *           "attempts": 1,
                      *           "call_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
+                     *           "call_ids": [
+                     *             "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W"
+                     *           ],
+                     *           "outcome": null,
                      *           "last_error": null,
+                     *           "next_attempt_at": null,
                      *           "updated_at": "2026-11-21T23:51:24.000Z"
                      *         },
                      *         {
@@ -8228,10 +8748,14 @@ export interface operations {
                      *             "customer_name": "Alan"
                      *           },
                      *           "first_message": "Hi Alan, Acme Dental here with a quick reminder.",
+                     *           "timezone": null,
                      *           "status": "canceled",
                      *           "attempts": 0,
                      *           "call_id": null,
+                     *           "call_ids": [],
+                     *           "outcome": null,
                      *           "last_error": null,
+                     *           "next_attempt_at": null,
                      *           "updated_at": "2026-11-21T23:51:30.000Z"
                      *         }
                      *       ]
@@ -8266,7 +8790,202 @@ export interface operations {
             };
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    pauseBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The batch's `batch_id` (`bat_...`); anything else is refused with 422. */
+                batch_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The batch after the change. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "batch_id": "bat_01JD5ZC3D4E5F6G7H8J9K0M1N2",
+                     *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *       "name": "November appointment reminders",
+                     *       "status": "paused",
+                     *       "total": 1,
+                     *       "skipped": {
+                     *         "count": 0,
+                     *         "items": []
+                     *       },
+                     *       "created_at": "2026-11-21T23:51:18.000Z",
+                     *       "provider": "provider_a",
+                     *       "scheduled_at": "2026-11-21T23:51:18.000Z",
+                     *       "webhook_url": null,
+                     *       "concurrency": 10,
+                     *       "retry_policy": {
+                     *         "max_attempts": 3,
+                     *         "delay_seconds": 900,
+                     *         "retry_on": []
+                     *       },
+                     *       "calling_window": null,
+                     *       "completed_count": 0,
+                     *       "failed_count": 0,
+                     *       "voicemail_count": 0,
+                     *       "completed_at": null,
+                     *       "recipients": [
+                     *         {
+                     *           "recipient_id": "brcp_01JD5ZD4E5F6G7H8J9K0M1N2P3",
+                     *           "to_number": "+14155550123",
+                     *           "variables": {
+                     *             "customer_name": "Grace"
+                     *           },
+                     *           "first_message": null,
+                     *           "timezone": null,
+                     *           "status": "pending",
+                     *           "attempts": 0,
+                     *           "call_id": null,
+                     *           "call_ids": [],
+                     *           "outcome": null,
+                     *           "last_error": null,
+                     *           "next_attempt_at": "2026-11-21T23:51:18.000Z",
+                     *           "updated_at": "2026-11-21T23:51:18.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["BatchDetail"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The batch is already terminal (`batch_already_terminal`). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "conflict_error",
+                     *         "code": "batch_already_terminal",
+                     *         "message": "The batch is already completed.",
+                     *         "param": null,
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    resumeBatch: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The batch's `batch_id` (`bat_...`); anything else is refused with 422. */
+                batch_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The batch after the change. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "batch_id": "bat_01JD5ZC3D4E5F6G7H8J9K0M1N2",
+                     *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *       "name": "November appointment reminders",
+                     *       "status": "queued",
+                     *       "total": 1,
+                     *       "skipped": {
+                     *         "count": 0,
+                     *         "items": []
+                     *       },
+                     *       "created_at": "2026-11-21T23:51:18.000Z",
+                     *       "provider": "provider_a",
+                     *       "scheduled_at": "2026-11-21T23:51:18.000Z",
+                     *       "webhook_url": null,
+                     *       "concurrency": 10,
+                     *       "retry_policy": {
+                     *         "max_attempts": 3,
+                     *         "delay_seconds": 900,
+                     *         "retry_on": []
+                     *       },
+                     *       "calling_window": null,
+                     *       "completed_count": 0,
+                     *       "failed_count": 0,
+                     *       "voicemail_count": 0,
+                     *       "completed_at": null,
+                     *       "recipients": [
+                     *         {
+                     *           "recipient_id": "brcp_01JD5ZD4E5F6G7H8J9K0M1N2P3",
+                     *           "to_number": "+14155550123",
+                     *           "variables": {
+                     *             "customer_name": "Grace"
+                     *           },
+                     *           "first_message": null,
+                     *           "timezone": null,
+                     *           "status": "pending",
+                     *           "attempts": 0,
+                     *           "call_id": null,
+                     *           "call_ids": [],
+                     *           "outcome": null,
+                     *           "last_error": null,
+                     *           "next_attempt_at": "2026-11-21T23:51:18.000Z",
+                     *           "updated_at": "2026-11-21T23:51:18.000Z"
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["BatchDetail"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The batch is already terminal (`batch_already_terminal`). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "conflict_error",
+                     *         "code": "batch_already_terminal",
+                     *         "message": "The batch is already canceled.",
+                     *         "param": null,
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -8302,8 +9021,17 @@ export interface operations {
                      *       },
                      *       "created_at": "2026-11-21T23:51:18.000Z",
                      *       "provider": "provider_a",
-                     *       "scheduled_at": null,
+                     *       "scheduled_at": "2026-11-21T23:51:18.000Z",
                      *       "webhook_url": "https://example.com/hooks/batches",
+                     *       "concurrency": 10,
+                     *       "retry_policy": {
+                     *         "max_attempts": 3,
+                     *         "delay_seconds": 900,
+                     *         "retry_on": [
+                     *           "no_answer"
+                     *         ]
+                     *       },
+                     *       "calling_window": null,
                      *       "completed_count": 1,
                      *       "failed_count": 0,
                      *       "voicemail_count": 0,
@@ -8316,10 +9044,16 @@ export interface operations {
                      *             "customer_name": "Grace"
                      *           },
                      *           "first_message": null,
+                     *           "timezone": null,
                      *           "status": "completed",
                      *           "attempts": 1,
                      *           "call_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
+                     *           "call_ids": [
+                     *             "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W"
+                     *           ],
+                     *           "outcome": "completed",
                      *           "last_error": null,
+                     *           "next_attempt_at": null,
                      *           "updated_at": "2026-11-21T23:52:06.000Z"
                      *         },
                      *         {
@@ -8329,10 +9063,18 @@ export interface operations {
                      *             "customer_name": "Alan"
                      *           },
                      *           "first_message": "Hi Alan, Acme Dental here with a quick reminder.",
+                     *           "timezone": null,
                      *           "status": "pending",
                      *           "attempts": 3,
                      *           "call_id": "call_01JD5ZF6G7H8J9K0M1N2P3Q4R5",
+                     *           "call_ids": [
+                     *             "call_01JD5ZD9E0F1G2H3J4K5M6N7P8",
+                     *             "call_01JD5ZE1F2G3H4J5K6M7N8P9Q0",
+                     *             "call_01JD5ZF6G7H8J9K0M1N2P3Q4R5"
+                     *           ],
+                     *           "outcome": "no_answer",
                      *           "last_error": "no_answer",
+                     *           "next_attempt_at": null,
                      *           "updated_at": "2026-11-22T09:00:00.000Z"
                      *         }
                      *       ]
@@ -8342,7 +9084,7 @@ export interface operations {
                 };
             };
             401: components["responses"]["Unauthorized"];
-            /** @description The workspace's subscription is inactive (`subscription_inactive`) or its credit is used up (`insufficient_credit`). */
+            /** @description The workspace's subscription is inactive (`subscription_inactive`), its credit is used up (`insufficient_credit`) or its plan minutes are (`plan_limit_reached`). */
             402: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -8388,7 +9130,6 @@ export interface operations {
             };
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -8451,7 +9192,6 @@ export interface operations {
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
-            501: components["responses"]["NotImplemented"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };

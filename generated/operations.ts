@@ -417,9 +417,33 @@ export const operations = [
     ]
   },
   {
+    "operationId": "createBatchFromCsv",
+    "method": "POST",
+    "path": "/api/v1/batches/csv",
+    "tags": [
+      "Batches"
+    ]
+  },
+  {
     "operationId": "cancelBatch",
     "method": "POST",
     "path": "/api/v1/batches/{batch_id}/cancel",
+    "tags": [
+      "Batches"
+    ]
+  },
+  {
+    "operationId": "pauseBatch",
+    "method": "POST",
+    "path": "/api/v1/batches/{batch_id}/pause",
+    "tags": [
+      "Batches"
+    ]
+  },
+  {
+    "operationId": "resumeBatch",
+    "method": "POST",
+    "path": "/api/v1/batches/{batch_id}/resume",
     "tags": [
       "Batches"
     ]

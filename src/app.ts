@@ -14,7 +14,7 @@ import { errorEnvelope } from './http/envelope.js';
 import { corsPolicy } from './http/cors.js';
 import { contractRouter } from './http/router.js';
 import { deferBodyErrors } from './http/deferred-body.js';
-import { documentUploadBody } from './knowledge/upload-body.js';
+import { largeBodies } from './http/upload-body.js';
 import { securityHandlers, type Authenticators } from './http/security.js';
 import type { Contract } from './http/contract.js';
 import type { Handlers } from './http/handler-types.js';
@@ -44,9 +44,9 @@ export function createApp(parts: AppParts): Koa {
     .use(responseCheck(contract, config.contractCheck, log, config.CONTRACT_COVERAGE_DIR))
     .use(errorEnvelope(contract, log, config.BODY_LIMIT_BYTES))
     .use(corsPolicy(config.CORS_ORIGINS))
-    // Document uploads get their own parser (multipart on, 10 MB); every other route this one.
+    // Documents and batches get their own parsers (larger limits, multipart); every other route this one.
     .use(
-      documentUploadBody(koaBody({
+      largeBodies(koaBody({
         jsonLimit: config.BODY_LIMIT_BYTES,
         formLimit: config.BODY_LIMIT_BYTES,
         textLimit: config.BODY_LIMIT_BYTES,

@@ -185,7 +185,11 @@ const schema = z.object({
   CARRIER_TIMEOUT_MS: z.coerce.number().int().min(1).default(10_000),
   /** Background jobs (dialing, call deadlines) run at once per instance, and how often the queue is polled besides LISTEN/NOTIFY. */
   JOBS_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(8),
-  JOBS_POLL_INTERVAL_MS: z.coerce.number().int().min(50).default(2_000),
+  JOBS_POLL_INTERVAL_MS: z.coerce.number().int().min(50).default(500),
+  /** Calls a batch writes per dispatch transaction (a larger concurrency is filled by consecutive rounds). */
+  BATCH_DISPATCH_CHUNK: z.coerce.number().int().min(1).max(1000).default(100),
+  /** How soon a batch looks again for a free slot when its workspace had none. */
+  BATCH_CAPACITY_RETRY_MS: z.coerce.number().int().min(10).default(1_000),
   /**
    * Plan usage limit (4028 "Plan limit"): web-session minutes per calendar month (UTC) per plan,
    * `plan=minutes` comma-separated; a plan not listed is unlimited.

@@ -58,6 +58,10 @@ import { CallFinaliser } from './calls/finaliser.js';
 import { CallService } from './calls/service.js';
 import { CallJobs } from './calls/jobs.js';
 import { callRoutes } from './calls/routes.js';
+import { BatchStore } from './batches/store.js';
+import { BatchEngine } from './batches/engine.js';
+import { BatchService } from './batches/service.js';
+import { batchRoutes } from './batches/routes.js';
 
 export interface RunningService {
   url: string;
@@ -84,6 +88,8 @@ export interface RunningService {
   realtime: Realtime;
   /** Phone calls: the API's rules, their store and finalisation. */
   calls: { service: CallService; store: CallStore; finaliser: CallFinaliser; jobs: CallJobs };
+  /** Batches: the API's rules, their store and the dispatch engine. */
+  batches: { service: BatchService; store: BatchStore; engine: BatchEngine };
   /** The carrier adapters, the sandbox carriers when in use, and the media stream endpoints. */
   telephony: { carriers: Carriers; media: MediaServer; signals: CallSignals };
   /** The PostgreSQL job queue (dialing, call deadlines). */
@@ -177,6 +183,13 @@ export async function startService(
   const callService = new CallService(callStore, agents, admission, jobs, carriers.byProvider, finaliser, outbound, clock, timing, { centsPerMinute: config.CALL_CENTS_PER_MINUTE }, callLog);
   const callJobs = new CallJobs(callStore, agents, carriers.byProvider, finaliser, jobs, clock, { ...timing, machineDetectionTimeoutS: 30 }, callLog);
   callJobs.register();
+  const batchStore = new BatchStore(db.knex);
+  const batchLog = log.child({ component: 'batches' });
+  const batchEngine = new BatchEngine(batchStore, callService, admission, jobs, events, clock, { chunk: config.BATCH_DISPATCH_CHUNK, capacityRetryMs: config.BATCH_CAPACITY_RETRY_MS }, batchLog);
+  batchEngine.register();
+  finaliser.onFinalised((call, trx) => batchEngine.callEnded(call, trx));
+  const batchService = new BatchService(batchStore, callService, batchEngine, clock, batchLog);
+  agents.addDeleteGuard((workspaceId, agentId) => batchService.guardAgentDelete(workspaceId, agentId));
   const signals = new CallSignals(db.url, callLog);
   const callbacks = new CarrierCallbacks(
     callStore, agents, callService, finaliser, signals, carriers.providerB, urls, clock,
@@ -213,6 +226,7 @@ export async function startService(
     ...mcpRoutes(mcp),
     ...realtime.routes,
     ...callRoutes(callService, (workspaceId, callId, params) => webhooks.callDeliveries(workspaceId, callId, params)),
+    ...batchRoutes(batchService, contract, (workspaceId, batchId, params) => webhooks.batchDeliveries(workspaceId, batchId, params)),
     ...telephonyRoutes(callbacks, inbound),
     ...systemRoutes({ db: db.knex, metrics, openapi: contract.document, isShuttingDown: () => shuttingDown }),
   };
@@ -284,6 +298,7 @@ export async function startService(
     voice,
     realtime,
     calls: { service: callService, store: callStore, finaliser, jobs: callJobs },
+    batches: { service: batchService, store: batchStore, engine: batchEngine },
     telephony: { carriers, media, signals },
     jobs,
     implemented: Object.keys(handlers),

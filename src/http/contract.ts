@@ -61,6 +61,9 @@ export class Contract {
   readonly operations = new Map<string, OperationInfo>();
   private readonly ajv = makeAjv({ allErrors: false });
   private readonly validators = new Map<string, ValidateFunction>();
+  /** Request bodies a handler validates itself are reported with every problem at once. */
+  private requestAjv: Ajv2020 | undefined;
+  private readonly requestValidators = new Map<string, ValidateFunction>();
 
   constructor(document: Json) {
     this.document = document;
@@ -154,6 +157,20 @@ export class Contract {
     if (!v) {
       v = this.ajv.compile({ $ref: `openapi.json${schemaPointer}` });
       this.validators.set(schemaPointer, v);
+    }
+    return v;
+  }
+
+  /** A validator reporting every problem, for request bodies a handler validates itself (compiled once). */
+  requestValidator(schemaPointer: string): ValidateFunction {
+    let v = this.requestValidators.get(schemaPointer);
+    if (!v) {
+      if (!this.requestAjv) {
+        this.requestAjv = makeAjv({ allErrors: true });
+        this.requestAjv.addSchema(this.document, 'openapi.json');
+      }
+      v = this.requestAjv.compile({ $ref: `openapi.json${schemaPointer}` });
+      this.requestValidators.set(schemaPointer, v);
     }
     return v;
   }

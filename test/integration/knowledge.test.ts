@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import { PDFDocument, StandardFonts } from 'pdf-lib';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
-import { UPLOAD_TMP_DIR } from '../../src/knowledge/upload-body.js';
+import { UPLOAD_TMP_DIR } from '../../src/http/upload-body.js';
 
 let t: TestService;
 let tn: Tenant;

@@ -12,6 +12,7 @@ import * as m006 from './006_realtime.js';
 import * as m007 from './007_auth_attempts.js';
 import * as m008 from './008_usage.js';
 import * as m009 from './009_calls.js';
+import * as m010 from './010_batches.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -28,6 +29,7 @@ const migrations: Array<[string, Migration]> = [
   ['007_auth_attempts', m007],
   ['008_usage', m008],
   ['009_calls', m009],
+  ['010_batches', m010],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {

@@ -1,0 +1,332 @@
+/**
+ * Parses an uploaded CSV of batch recipients: a header row naming the columns (to_number required,
+ * first_message optional, every other column a template variable), then one recipient per row.
+ * Problems with the file as a whole refuse it; problems with single rows are reported next to the
+ * recipients that parsed. Row numbers are file lines as a spreadsheet shows them (header = row 1).
+ */
+import { isUtf8 } from 'node:buffer';
+import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
+import { CsvError, parse } from 'csv-parse';
+
+export interface CsvRecipient {
+  row: number;
+  to_number: string;
+  variables: Record<string, string>;
+  first_message?: string;
+}
+
+export interface CsvRowProblem {
+  row: number;
+  column: string | null;
+  reason: 'invalid_row' | 'invalid_value';
+  message: string;
+  to_number: string | null;
+}
+
+export interface CsvFileProblem {
+  type: string;
+  message: string;
+  column: string | null;
+}
+
+export type CsvParseResult =
+  | { ok: true; recipients: CsvRecipient[]; problems: CsvRowProblem[] }
+  | { ok: false; problems: CsvFileProblem[] };
+
+export interface CsvLimits {
+  maxRows?: number;
+  maxVariables?: number;
+  maxValueLength?: number;
+}
+
+const DEFAULT_MAX_ROWS = 10_000;
+const DEFAULT_MAX_VARIABLES = 100;
+const DEFAULT_MAX_VALUE_LENGTH = 2000;
+const CHUNK_BYTES = 64 * 1024;
+const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
+const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
+const CR = 0x0d;
+const LF = 0x0a;
+
+type Column = { kind: 'to_number' } | { kind: 'first_message' } | { kind: 'variable'; name: string };
+
+interface Header {
+  names: string[];
+  columns: Column[];
+  toNumberIndex: number;
+}
+
+export async function parseRecipientsCsv(data: Buffer, limits: CsvLimits = {}): Promise<CsvParseResult> {
+  const maxRows = limits.maxRows ?? DEFAULT_MAX_ROWS;
+  const maxVariables = limits.maxVariables ?? DEFAULT_MAX_VARIABLES;
+  const maxValueLength = limits.maxValueLength ?? DEFAULT_MAX_VALUE_LENGTH;
+
+  if (!isUtf8(data)) {
+    return refuse('csv_invalid_encoding', 'the file is not valid UTF-8 text; save it as "CSV UTF-8" and upload it again');
+  }
+
+  const lines = new LineCounter(data);
+  // Row numbers are taken as csv-parse produces each record, so that after a parse error they
+  // are current even for records it had produced but this loop had not reached.
+  const rowNumbers: number[] = [];
+  let nextRowNumber = 0;
+  const parser = parse({
+    bom: true,
+    delimiter: ',',
+    relax_column_count: true,
+    skip_empty_lines: true,
+    trim: true,
+    on_record: (record: string[], context) => {
+      rowNumbers.push(lines.recordStartLine(context.bytes, record));
+      return record;
+    },
+  });
+  // A failure while feeding surfaces through the parser, and so through the loop below.
+  const feeding = feed(parser, chunks(data)).catch((err: unknown) => {
+    parser.destroy(err instanceof Error ? err : new Error(String(err)));
+  });
+
+  let header: Header | undefined;
+  let dataRows = 0;
+  const recipients: CsvRecipient[] = [];
+  const problems: CsvRowProblem[] = [];
+  try {
+    for await (const record of parser as AsyncIterable<string[]>) {
+      const row = rowNumbers[nextRowNumber++];
+      if (nextRowNumber === rowNumbers.length) {
+        rowNumbers.length = 0;
+        nextRowNumber = 0;
+      }
+      if (record.every((cell) => cell.trim() === '')) continue;
+      if (!header) {
+        const read = readHeader(record, maxVariables);
+        if (!read.ok) return { ok: false, problems: read.problems };
+        header = read.header;
+        continue;
+      }
+      dataRows += 1;
+      if (dataRows > maxRows) {
+        return refuse('csv_too_many_rows', `the file has more than ${maxRows} recipient rows; split it into several batches`);
+      }
+      const result = readRow(record, row, header, maxValueLength);
+      if ('reason' in result) problems.push(result);
+      else recipients.push(result);
+    }
+  } catch (err) {
+    if (err instanceof CsvError) {
+      return refuse('csv_malformed', malformedMessage(err, lines.nextRecordLine()));
+    }
+    throw err;
+  } finally {
+    parser.destroy();
+    await feeding;
+  }
+
+  if (!header) {
+    return refuse('csv_empty', 'the file is empty; the first row must be a header naming the columns, including to_number');
+  }
+  return { ok: true, recipients, problems };
+}
+
+function refuse(type: string, message: string): CsvParseResult {
+  return { ok: false, problems: [{ type, message, column: null }] };
+}
+
+/** Hands the buffer to the parser in slices, yielding to the event loop between them. */
+async function* chunks(data: Buffer): AsyncGenerator<Buffer, void, undefined> {
+  for (let offset = 0; offset < data.length; offset += CHUNK_BYTES) {
+    yield data.subarray(offset, offset + CHUNK_BYTES);
+    await yieldToEventLoop();
+  }
+}
+
+async function feed(parser: ReturnType<typeof parse>, source: AsyncGenerator<Buffer, void, undefined>): Promise<void> {
+  for await (const chunk of source) {
+    if (parser.destroyed) return;
+    if (!parser.write(chunk)) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          parser.off('drain', done);
+          parser.off('close', done);
+          resolve();
+        };
+        parser.on('drain', done);
+        parser.on('close', done);
+      });
+    }
+  }
+  if (!parser.destroyed) parser.end();
+}
+
+function readHeader(record: string[], maxVariables: number): { ok: true; header: Header } | { ok: false; problems: CsvFileProblem[] } {
+  const problems: CsvFileProblem[] = [];
+  const names = record.map((cell) => cell.trim());
+  const columns: Column[] = [];
+  const seen = new Set<string>();
+  const reportedDuplicates = new Set<string>();
+  let variables = 0;
+
+  names.forEach((name, index) => {
+    const lower = name.toLowerCase();
+    let column: Column;
+    if (lower === 'to_number' || lower === 'first_message') {
+      column = { kind: lower };
+    } else {
+      column = { kind: 'variable', name };
+      variables += 1;
+      if (name === '') {
+        problems.push({ type: 'csv_invalid_column', message: `column ${index + 1} of the header has no name`, column: name });
+      } else if (!VARIABLE_NAME.test(name)) {
+        problems.push({
+          type: 'csv_invalid_column',
+          message: `column "${name}" is not a valid variable name: use letters, digits and underscores, not starting with a digit, at most 64 characters`,
+          column: name,
+        });
+      }
+    }
+    columns.push(column);
+
+    const key = column.kind === 'variable' ? `var:${name}` : column.kind;
+    if (name !== '' && seen.has(key) && !reportedDuplicates.has(key)) {
+      reportedDuplicates.add(key);
+      problems.push({ type: 'csv_duplicate_column', message: `column "${name}" appears more than once in the header`, column: name });
+    }
+    seen.add(key);
+  });
+
+  const toNumberIndex = columns.findIndex((c) => c.kind === 'to_number');
+  if (toNumberIndex === -1) {
+    problems.push({ type: 'csv_missing_column', message: 'the header has no to_number column', column: 'to_number' });
+  }
+  if (variables > maxVariables) {
+    problems.push({
+      type: 'csv_too_many_columns',
+      message: `the header has ${variables} variable columns; at most ${maxVariables} are allowed`,
+      column: null,
+    });
+  }
+  if (problems.length > 0) return { ok: false, problems };
+  return { ok: true, header: { names, columns, toNumberIndex } };
+}
+
+function readRow(record: string[], row: number, header: Header, maxValueLength: number): CsvRecipient | CsvRowProblem {
+  const toNumber = (record[header.toNumberIndex] ?? '').trim();
+  const toNumberOrNull = toNumber === '' ? null : toNumber;
+
+  if (record.length !== header.columns.length) {
+    return {
+      row,
+      column: null,
+      reason: 'invalid_row',
+      message: `row ${row} has ${record.length} fields; the header has ${header.columns.length}`,
+      to_number: toNumberOrNull,
+    };
+  }
+
+  const recipient: CsvRecipient = { row, to_number: toNumber, variables: {} };
+  for (let i = 0; i < record.length; i++) {
+    const value = record[i].trim();
+    const column = header.columns[i];
+    const name = header.names[i];
+    if (column.kind === 'to_number' && value === '') {
+      return { row, column: name, reason: 'invalid_value', message: `row ${row} has no to_number`, to_number: null };
+    }
+    if (exceedsLength(value, maxValueLength)) {
+      return {
+        row,
+        column: name,
+        reason: 'invalid_value',
+        message: `row ${row}: the value of ${name} is longer than ${maxValueLength} characters`,
+        to_number: toNumberOrNull,
+      };
+    }
+    if (value === '') continue;
+    if (column.kind === 'first_message') recipient.first_message = value;
+    else if (column.kind === 'variable') recipient.variables[column.name] = value;
+  }
+  return recipient;
+}
+
+/** Length in Unicode characters (code points), counted only when the UTF-16 length says it may matter. */
+function exceedsLength(value: string, max: number): boolean {
+  if (value.length <= max) return false;
+  let count = 0;
+  for (const _ of value) {
+    if (++count > max) return true;
+  }
+  return false;
+}
+
+function malformedMessage(err: CsvError, line: number): string {
+  switch (err.code) {
+    case 'CSV_QUOTE_NOT_CLOSED':
+      return `the CSV is malformed: a quoted field in the row starting on line ${line} is never closed`;
+    case 'INVALID_OPENING_QUOTE':
+      return `the CSV is malformed in the row starting on line ${line}: a quote appears inside an unquoted field; wrap the field in double quotes and double every quote inside it`;
+    case 'CSV_INVALID_CLOSING_QUOTE':
+    case 'CSV_NON_TRIMABLE_CHAR_AFTER_CLOSING_QUOTE':
+      return `the CSV is malformed in the row starting on line ${line}: a closing quote is followed by other characters; double every quote inside a quoted field`;
+    default:
+      return `the CSV is malformed in the row starting on line ${line}: ${err.message}`;
+  }
+}
+
+/**
+ * Tracks file line numbers from byte offsets. csv-parse's own `info.lines` counts a CRLF inside a
+ * quoted field as two lines, so lines are counted here: CRLF, LF and a lone CR each end one line.
+ */
+class LineCounter {
+  private offset: number;
+  private line = 1;
+
+  constructor(private readonly data: Buffer) {
+    this.offset = data.subarray(0, BOM.length).equals(BOM) ? BOM.length : 0;
+  }
+
+  /** `end` is csv-parse's `info.bytes` for the record: the offset just past its record delimiter. */
+  recordStartLine(end: number, record: string[]): number {
+    let contentEnd = end;
+    if (contentEnd > this.offset && this.data[contentEnd - 1] === LF) contentEnd--;
+    if (contentEnd > this.offset && this.data[contentEnd - 1] === CR) contentEnd--;
+    const lastLine = this.line + this.breaks(this.offset, contentEnd);
+    this.line = lastLine + this.breaks(contentEnd, end);
+    this.offset = end;
+    let inside = 0;
+    for (const field of record) inside += stringBreaks(field);
+    return lastLine - inside;
+  }
+
+  /** The line of the first non-blank byte after the last record: where a failing record starts. */
+  nextRecordLine(): number {
+    let line = this.line;
+    for (let i = this.offset; i < this.data.length; i++) {
+      const byte = this.data[i];
+      if (byte === LF) {
+        if (this.data[i - 1] !== CR) line++;
+      } else if (byte === CR) {
+        line++;
+      } else if (byte !== 0x20 && byte !== 0x09) {
+        break;
+      }
+    }
+    return line;
+  }
+
+  private breaks(from: number, to: number): number {
+    let count = 0;
+    for (let i = from; i < to; i++) {
+      const byte = this.data[i];
+      if (byte === CR || (byte === LF && this.data[i - 1] !== CR)) count++;
+    }
+    return count;
+  }
+}
+
+function stringBreaks(value: string): number {
+  let count = 0;
+  for (let i = 0; i < value.length; i++) {
+    const code = value.charCodeAt(i);
+    if (code === CR || (code === LF && value.charCodeAt(i - 1) !== CR)) count++;
+  }
+  return count;
+}

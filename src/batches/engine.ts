@@ -1,0 +1,228 @@
+/**
+ * The batch engine, on the job queue. One `batch_dispatch` job runs a dispatch round for a batch: in
+ * one transaction holding the batch row it claims due recipients (FOR UPDATE SKIP LOCKED), takes
+ * their concurrency slots, writes their calls with the calls' dial and deadline jobs, and marks them
+ * `dialing`. Either all of that commits or none of it, so a crash never loses or doubles a call, and
+ * two instances never dial one recipient twice (the carrier is asked at most once per call by the
+ * call's own dial job).
+ *
+ * Rounds are woken by the job queue: at once after an API action or when one of the batch's calls
+ * ends (the call's terminal transaction records the recipient's outcome and adds the wake-up), and at
+ * a time the last round chose (the batch's start, a retry's delay, the calling window, or a short
+ * wait for a free workspace slot). The two use separate job keys, because a pending keyed job is
+ * replaced by a later add: only the round itself, holding the batch row, sets the timed one.
+ */
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import { ApiError } from '../http/errors.js';
+import type { Clock } from '../lib/clock.js';
+import { newId } from '../lib/ids.js';
+import type { JobQueue } from '../jobs/queue.js';
+import type { CallService, OutboundPlan } from '../calls/service.js';
+import type { CallRow } from '../calls/store.js';
+import type { WorkspaceAdmission } from '../workspaces/admission.js';
+import type { BatchCompletedPublisher } from '../webhooks/events.js';
+import { nextOpening } from './calling-window.js';
+import { TERMINAL_BATCH, type BatchRow, type BatchStore, type RecipientRow, type RecipientStatus } from './store.js';
+
+export const DISPATCH_JOB = 'batch_dispatch';
+const wakeKey = (batchId: string) => `batch_dispatch:${batchId}`;
+const timerKey = (batchId: string) => `batch_timer:${batchId}`;
+
+/** Claim passes per round when recipients outside the calling window are set aside. */
+const MAX_CLAIM_PASSES = 20;
+
+export interface EngineOptions {
+  /** Calls written per dispatch transaction (a larger room is filled by consecutive rounds). */
+  chunk: number;
+  /** How soon a batch looks again when the workspace had no free slot. */
+  capacityRetryMs: number;
+}
+
+type Readiness = { plan: OutboundPlan; limit: number } | { refusal: string };
+
+export class BatchEngine {
+  constructor(
+    private readonly store: BatchStore,
+    private readonly calls: CallService,
+    private readonly admission: WorkspaceAdmission,
+    private readonly jobs: JobQueue,
+    private readonly events: BatchCompletedPublisher,
+    private readonly clock: Clock,
+    private readonly opts: EngineOptions,
+    private readonly log: Logger,
+  ) {}
+
+  register(): void {
+    this.jobs.register(DISPATCH_JOB, (payload) => this.dispatch(String(payload.batch_id)));
+  }
+
+  /** Asks for a dispatch round as soon as possible (with `trx`, once it commits). */
+  wake(batchId: string, trx?: Knex.Transaction): Promise<void> {
+    return this.jobs.add(DISPATCH_JOB, { batch_id: batchId }, { jobKey: wakeKey(batchId), maxAttempts: 10 }, trx);
+  }
+
+  private setTimer(trx: Knex.Transaction, batchId: string, at: Date): Promise<void> {
+    return this.jobs.add(DISPATCH_JOB, { batch_id: batchId }, { jobKey: timerKey(batchId), runAt: at, maxAttempts: 10 }, trx);
+  }
+
+  /** Whether the batch's calls can be placed now: its agent and provider, and the workspace's billing. */
+  private async readiness(batch: BatchRow): Promise<Readiness> {
+    try {
+      const plan = await this.calls.plan(batch.workspace_id, { agent_id: batch.agent_id, provider: batch.provider });
+      const workspace = await this.calls.checkBilling(batch.workspace_id);
+      return { plan, limit: workspace.concurrent_session_limit };
+    } catch (err) {
+      if (err instanceof ApiError && err.status < 500 && err.status !== 429) return { refusal: err.code };
+      throw err;
+    }
+  }
+
+  /** One dispatch round (the job's handler). */
+  async dispatch(batchId: string): Promise<void> {
+    const peek = await this.store.get(batchId);
+    if (!peek) return;
+    const dialing = peek.status === 'queued' || peek.status === 'in_progress' || peek.status === 'scheduled';
+    const ready = dialing && peek.scheduled_at <= this.clock.now() ? await this.readiness(peek) : undefined;
+    const more = await this.store.knex.transaction(async (trx) => {
+      let batch = await this.store.lock(trx, batchId);
+      if (!batch) return false;
+      const now = this.clock.now();
+      if (batch.status === 'scheduled') {
+        if (batch.scheduled_at > now) {
+          await this.setTimer(trx, batchId, batch.scheduled_at);
+          return false;
+        }
+        batch = await this.store.update(trx, batchId, { status: 'queued' });
+      }
+      if (batch.status !== 'queued' && batch.status !== 'in_progress') {
+        await this.settle(trx, batch);
+        return false;
+      }
+      if (!ready) return true; // it became dialable since the peek: look again
+      if ('refusal' in ready) {
+        await this.fail(trx, batch, ready.refusal);
+        return false;
+      }
+      await this.store.markDue(trx, batchId, now);
+      const { live } = await this.store.progress(trx, batchId);
+      const room = Math.min(batch.concurrency - live, this.opts.chunk);
+      let started = 0;
+      let short = false;
+      if (room > 0) {
+        const claimed = await this.claimInWindow(trx, batch, now, room);
+        const callIds = claimed.map(() => newId('call'));
+        started = await this.admission.slots.takeFixedIn(trx, callIds, batch.workspace_id, ready.limit, this.calls.slotTtlMs, 'call');
+        short = started < claimed.length;
+        const taken = claimed.slice(0, started).map((r, i) => ({ recipient: r, callId: callIds[i] }));
+        await this.calls.insertQueued(
+          ready.plan,
+          taken.map(({ recipient: r, callId }) => ({ callId, to: r.to_number, variables: r.variables, firstMessage: r.first_message, batchId })),
+          trx,
+        );
+        await this.store.markDialing(trx, taken.map(({ recipient, callId }) => ({ id: recipient.id, call_id: callId })));
+        if (started > 0 && batch.status === 'queued') batch = await this.store.update(trx, batchId, { status: 'in_progress' });
+        if (started > 0) this.log.info({ batchId, started }, 'batch calls queued');
+      }
+      if (await this.settle(trx, batch)) return false;
+      if (short) {
+        await this.setTimer(trx, batchId, new Date(now.getTime() + this.opts.capacityRetryMs));
+        return false;
+      }
+      // The chunk filled and the batch has room left: another round at once.
+      if (started === this.opts.chunk && batch.concurrency - live > started) return true;
+      const next = await this.store.nextDue(trx, batchId, now);
+      if (next) await this.setTimer(trx, batchId, next);
+      return false;
+    });
+    if (more) await this.wake(batchId);
+  }
+
+  /** Up to `room` due recipients that may be called now; those outside the calling window wait for it. */
+  private async claimInWindow(trx: Knex.Transaction, batch: BatchRow, now: Date, room: number): Promise<RecipientRow[]> {
+    const window = batch.calling_window;
+    if (!window) return this.store.claimDue(trx, batch.id, now, room);
+    const inside: RecipientRow[] = [];
+    for (let pass = 0; pass < MAX_CLAIM_PASSES && inside.length < room; pass++) {
+      const rows = await this.store.claimDue(trx, batch.id, now, room - inside.length);
+      if (!rows.length) break;
+      const later: Array<{ id: string; at: Date }> = [];
+      for (const r of rows) {
+        const opens = nextOpening(window, now, r.timezone ?? undefined);
+        if (opens.getTime() > now.getTime()) later.push({ id: r.id, at: opens });
+        else inside.push(r);
+      }
+      await this.store.postpone(trx, later);
+    }
+    return inside;
+  }
+
+  /** The batch cannot go on: waiting recipients fail with the reason; live calls run to their end. */
+  private async fail(trx: Knex.Transaction, batch: BatchRow, reason: string): Promise<void> {
+    this.log.warn({ batchId: batch.id, reason }, 'batch failed');
+    await this.store.closeWaiting(trx, batch.id, 'failed', reason);
+    const failed = await this.store.update(trx, batch.id, { status: 'failed', failure_reason: reason });
+    await this.settle(trx, failed);
+  }
+
+  /**
+   * Ends the batch when nothing is left to do: a running or paused batch whose recipients are all
+   * terminal completes; a canceled or failed one reports once its last live call has ended. Returns
+   * whether `batch.completed` was raised now.
+   */
+  async settle(trx: Knex.Transaction, batch: BatchRow): Promise<boolean> {
+    if (batch.completed_at) return false;
+    const { live, open } = await this.store.progress(trx, batch.id);
+    const terminal = TERMINAL_BATCH.includes(batch.status);
+    if (terminal ? live > 0 : open > 0 || batch.status === 'scheduled') return false;
+    const done = await this.store.update(trx, batch.id, { status: terminal ? batch.status : 'completed', completed_at: this.clock.now() });
+    const counts = (await this.store.counts([batch.id], trx)).get(batch.id)!;
+    await this.events.batchCompleted(
+      {
+        workspaceId: done.workspace_id,
+        batchId: done.id,
+        webhookUrl: done.webhook_url,
+        payload: {
+          batch_id: done.id,
+          agent_id: done.agent_id,
+          name: done.name,
+          status: done.status as 'completed' | 'canceled' | 'failed',
+          total: done.total,
+          ...counts,
+          created_at: done.created_at,
+          completed_at: done.completed_at!,
+        },
+      },
+      trx,
+    );
+    this.log.info({ batchId: done.id, status: done.status, ...counts }, 'batch completed');
+    return true;
+  }
+
+  /**
+   * In the transaction that makes one of the batch's calls terminal: the recipient takes the call's
+   * outcome, or waits for another attempt when the retry policy asks; then a round is woken.
+   */
+  async callEnded(call: CallRow, trx: Knex.Transaction): Promise<void> {
+    if (!call.batch_id) return;
+    const batch = await trx('batches').where({ id: call.batch_id }).forShare().first<BatchRow | undefined>();
+    const recipient = await this.store.recipientOfCall(trx, call.id);
+    if (!batch || !recipient || recipient.status !== 'dialing') return;
+    const outcome = call.status as RecipientStatus;
+    const lastError = outcome === 'completed' ? null : outcome === 'failed' || outcome === 'canceled' ? (call.end_reason ?? outcome) : outcome;
+    const stillRunning = !TERMINAL_BATCH.includes(batch.status);
+    const retried =
+      stillRunning &&
+      recipient.round_attempts < batch.retry_max_attempts &&
+      ((batch.retry_on as string[]).includes(outcome) || (outcome === 'voicemail' && (await this.store.agentRetriesVoicemail(trx, batch.agent_id))));
+    const endedAt = call.ended_at ? new Date(call.ended_at) : this.clock.now();
+    await this.store.updateRecipient(
+      trx,
+      recipient.id,
+      retried
+        ? { status: 'scheduled', outcome, last_error: lastError, next_attempt_at: new Date(endedAt.getTime() + batch.retry_delay_s * 1000) }
+        : { status: outcome, outcome, last_error: lastError, next_attempt_at: null },
+    );
+    await this.wake(batch.id, trx);
+  }
+}

@@ -1,0 +1,64 @@
+/**
+ * Screening a batch's recipients before anything is stored: numbers are normalized to E.164, and a
+ * recipient whose number is invalid or already listed is skipped with a reason instead of failing
+ * the batch. CSV rows that could not be read arrive here as problems and are skipped the same way.
+ */
+import type { SkippedItem } from './store.js';
+
+export interface RecipientInput {
+  to_number: string;
+  variables?: Record<string, string>;
+  first_message?: string;
+  timezone?: string;
+  /** The CSV line the row starts on. */
+  row?: number;
+}
+
+export interface AcceptedRecipient extends RecipientInput {
+  number: string;
+}
+
+/** A CSV row that could not become a recipient. */
+export interface RowProblem {
+  index: number;
+  row: number;
+  column: string | null;
+  reason: 'invalid_row' | 'invalid_value';
+  message: string;
+  to_number: string | null;
+}
+
+const E164 = /^\+[1-9][0-9]{1,14}$/;
+const SEPARATORS = /[\s().-]/g;
+
+/** The E.164 form of a number as people write it (`+1 (415) 555-0123`), or null. */
+export function normalizeNumber(raw: string): string | null {
+  const n = raw.replace(SEPARATORS, '');
+  return E164.test(n) ? n : null;
+}
+
+const where = (i: number, row: number | undefined) => (row === undefined ? `Recipient ${i}` : `Row ${row}`);
+
+/**
+ * Keeps recipients in order; `index` of a skipped item is its position among `inputs` merged with
+ * `problems` (the request's recipients, or the file's data rows).
+ */
+export function screenRecipients(inputs: Array<RecipientInput & { index: number }>, problems: RowProblem[] = []): { accepted: AcceptedRecipient[]; skipped: SkippedItem[] } {
+  const accepted: AcceptedRecipient[] = [];
+  const skipped: SkippedItem[] = problems.map((p) => ({ index: p.index, row: p.row, column: p.column, to_number: p.to_number, reason: p.reason, message: p.message }));
+  const seen = new Set<string>();
+  for (const r of inputs) {
+    const number = normalizeNumber(r.to_number);
+    const base = { index: r.index, row: r.row ?? null, column: 'to_number', to_number: r.to_number };
+    if (!number) {
+      skipped.push({ ...base, reason: 'invalid_number', message: `${where(r.index, r.row)}: '${r.to_number.slice(0, 64)}' is not an E.164 number.` });
+    } else if (seen.has(number)) {
+      skipped.push({ ...base, reason: 'duplicate', message: `${where(r.index, r.row)}: ${number} appears earlier in the list.` });
+    } else {
+      seen.add(number);
+      accepted.push({ ...r, number });
+    }
+  }
+  skipped.sort((a, b) => a.index - b.index);
+  return { accepted, skipped };
+}

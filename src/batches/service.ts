@@ -1,0 +1,222 @@
+/**
+ * The rules of batches, without Koa: creating one from JSON or from a CSV file (every check before
+ * anything is stored; the batch, its recipients and its first wake-up written in one transaction),
+ * reading and listing, and the actions on a running batch (cancel, pause, resume, retry), each under
+ * the batch row's lock so it cannot interleave with a dispatch round.
+ */
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import { ApiError, conflict, notFound, otherWorkspace, type ValidationIssue } from '../http/errors.js';
+import type { Clock } from '../lib/clock.js';
+import { newId } from '../lib/ids.js';
+import type { Page, PageParams } from '../lib/pagination.js';
+import type { CallService } from '../calls/service.js';
+import type { Provider } from '../telephony/carrier.js';
+import { isValidTimeZone, windowProblems, type CallingWindow } from './calling-window.js';
+import { screenRecipients, type RecipientInput, type RowProblem } from './recipients.js';
+import { toBatch, toDetail, toSummary, type Batch, type BatchDetail, type BatchSummary } from './records.js';
+import type { BatchEngine } from './engine.js';
+import { TERMINAL_BATCH, type BatchFilters, type BatchRow, type BatchStore, type NewRecipient, type RetryOutcome } from './store.js';
+
+export const DEFAULT_CONCURRENCY = 10;
+export const DEFAULT_RETRY = { max_attempts: 3, delay_seconds: 900, retry_on: [] as RetryOutcome[] };
+export const MAX_SCHEDULE_AHEAD_MS = 30 * 24 * 3600 * 1000;
+
+/** A batch to create, from either path (the CSV path's rows already read). */
+export interface BatchInput {
+  agent_id: string;
+  name: string;
+  recipients: Array<RecipientInput & { index: number }>;
+  provider?: Provider;
+  scheduled_at?: string;
+  webhook_url?: string;
+  concurrency?: number;
+  retry_policy?: { max_attempts?: number; delay_seconds?: number; retry_on?: RetryOutcome[] };
+  calling_window?: CallingWindow;
+}
+
+export function batchNotFound(batchId: string) {
+  return notFound('batch_not_found', `No batch ${batchId.slice(0, 64)}.`, 'batch_id');
+}
+
+const issue = (loc: string[], msg: string, type: string, input?: unknown): ValidationIssue => ({ loc, msg, type, ...(input !== undefined ? { input } : {}) });
+
+function refuse(issues: ValidationIssue[]): ApiError {
+  const first = issues[0];
+  return new ApiError(422, 'invalid_request_error', first.type, first.msg, { param: first.loc.slice(1).join('.') || null, issues });
+}
+
+export class BatchService {
+  constructor(
+    private readonly store: BatchStore,
+    private readonly calls: CallService,
+    private readonly engine: BatchEngine,
+    private readonly clock: Clock,
+    private readonly log: Logger,
+  ) {}
+
+  /** The rules a schema cannot say: the schedule's horizon, the calling window, recipients' time zones. */
+  private settingIssues(input: BatchInput, now: Date): ValidationIssue[] {
+    const issues: ValidationIssue[] = [];
+    if (input.scheduled_at !== undefined && new Date(input.scheduled_at).getTime() - now.getTime() > MAX_SCHEDULE_AHEAD_MS) {
+      issues.push(issue(['body', 'scheduled_at'], 'scheduled_at may be at most 30 days ahead.', 'scheduled_too_far', input.scheduled_at));
+    }
+    if (input.calling_window) {
+      for (const p of windowProblems(input.calling_window)) {
+        issues.push(issue(['body', 'calling_window', p.field], p.message, p.field === 'timezone' ? 'invalid_timezone' : 'invalid_calling_window'));
+      }
+    }
+    for (const r of input.recipients) {
+      if (r.timezone !== undefined && !isValidTimeZone(r.timezone)) {
+        issues.push(issue(['body', 'recipients', String(r.index), 'timezone'], `Recipient ${r.index}: '${r.timezone.slice(0, 64)}' is not an IANA time zone.`, 'invalid_timezone', r.timezone));
+      }
+    }
+    return issues;
+  }
+
+  /** POST /api/v1/batches and /batches/csv: 201 with the batch, or a refusal with nothing stored. */
+  async create(workspaceId: string, input: BatchInput, rowProblems: RowProblem[] = []): Promise<Batch> {
+    const now = this.clock.now();
+    const issues = this.settingIssues(input, now);
+    if (issues.length) throw refuse(issues);
+    const plan = await this.calls.plan(workspaceId, { agent_id: input.agent_id, provider: input.provider });
+    await this.calls.checkWebhookUrl(input.webhook_url);
+    await this.calls.checkBilling(workspaceId);
+    const { accepted, skipped } = screenRecipients(input.recipients, rowProblems);
+    if (!accepted.length) {
+      const detail = skipped.map((s) => issue(s.row === null ? ['body', 'recipients', String(s.index), 'to_number'] : ['file', String(s.row), s.column ?? 'row'], s.message, s.reason, s.to_number ?? undefined));
+      throw new ApiError(422, 'invalid_request_error', 'no_valid_recipients', 'No recipient can be called: every one was skipped (see detail).', {
+        param: 'recipients',
+        issues: [issue(['body', 'recipients'], 'No recipient can be called: every one was skipped.', 'no_valid_recipients'), ...detail],
+      });
+    }
+    const scheduledAt = input.scheduled_at !== undefined && new Date(input.scheduled_at) > now ? new Date(input.scheduled_at) : now;
+    const later = scheduledAt > now;
+    const batchId = newId('batch');
+    const recipients: NewRecipient[] = accepted.map((r, position) => ({
+      id: newId('batchRecipient'),
+      position,
+      to_number: r.number,
+      variables: r.variables ?? {},
+      first_message: r.first_message ?? null,
+      timezone: r.timezone ?? null,
+      status: later ? 'scheduled' : 'pending',
+      next_attempt_at: scheduledAt,
+    }));
+    const retry = { ...DEFAULT_RETRY, ...input.retry_policy };
+    const row = await this.store.knex.transaction(async (trx) => {
+      const created = await this.store.insert(
+        {
+          id: batchId,
+          workspace_id: workspaceId,
+          agent_id: plan.agent.id,
+          name: input.name,
+          provider: plan.provider,
+          status: later ? 'scheduled' : 'queued',
+          total: recipients.length,
+          skipped,
+          webhook_url: input.webhook_url ?? null,
+          concurrency: input.concurrency ?? DEFAULT_CONCURRENCY,
+          retry_max_attempts: retry.max_attempts,
+          retry_delay_s: retry.delay_seconds,
+          retry_on: [...new Set(retry.retry_on)],
+          calling_window: input.calling_window ?? null,
+          scheduled_at: scheduledAt,
+          created_at: now,
+        },
+        recipients,
+        trx,
+      );
+      await this.engine.wake(batchId, trx);
+      return created;
+    });
+    this.log.info({ batchId, workspaceId, total: row.total, skipped: skipped.length, scheduledAt }, 'batch created');
+    return toBatch(row);
+  }
+
+  /** The batch row of this workspace: 404 when there is none, 403 when it is another workspace's. */
+  async owned(workspaceId: string, batchId: string): Promise<BatchRow> {
+    const row = await this.store.get(batchId);
+    if (!row) throw batchNotFound(batchId);
+    if (row.workspace_id !== workspaceId) throw otherWorkspace('batch');
+    return row;
+  }
+
+  async get(workspaceId: string, batchId: string): Promise<BatchDetail> {
+    const row = await this.owned(workspaceId, batchId);
+    const [counts, recipients] = await Promise.all([this.store.counts([row.id]), this.store.recipients(row.id)]);
+    return toDetail(row, counts.get(row.id)!, recipients);
+  }
+
+  async list(workspaceId: string, query: BatchFilters & PageParams): Promise<Page<BatchSummary>> {
+    const page = await this.store.list(workspaceId, query, query);
+    const counts = await this.store.counts(page.data.map((r) => r.id));
+    return { ...page, data: page.data.map((r) => toSummary(r, counts.get(r.id)!)) };
+  }
+
+  /** Runs `change` on the locked batch of this workspace, then answers the detail. */
+  private async act(workspaceId: string, batchId: string, change: (trx: Knex.Transaction, batch: BatchRow) => Promise<void>): Promise<BatchDetail> {
+    await this.owned(workspaceId, batchId);
+    await this.store.knex.transaction(async (trx) => {
+      const batch = await this.store.lock(trx, batchId);
+      if (!batch) throw batchNotFound(batchId);
+      await change(trx, batch);
+    });
+    return this.get(workspaceId, batchId);
+  }
+
+  private static alreadyTerminal(batch: BatchRow): ApiError {
+    return conflict('batch_already_terminal', `The batch is already ${batch.status}.`);
+  }
+
+  cancel(workspaceId: string, batchId: string): Promise<BatchDetail> {
+    return this.act(workspaceId, batchId, async (trx, batch) => {
+      if (TERMINAL_BATCH.includes(batch.status)) throw BatchService.alreadyTerminal(batch);
+      await this.store.closeWaiting(trx, batchId, 'canceled', null);
+      const canceled = await this.store.update(trx, batchId, { status: 'canceled' });
+      await this.engine.settle(trx, canceled);
+      this.log.info({ batchId }, 'batch canceled');
+    });
+  }
+
+  pause(workspaceId: string, batchId: string): Promise<BatchDetail> {
+    return this.act(workspaceId, batchId, async (trx, batch) => {
+      if (TERMINAL_BATCH.includes(batch.status)) throw BatchService.alreadyTerminal(batch);
+      if (batch.status !== 'paused') await this.store.update(trx, batchId, { status: 'paused' });
+    });
+  }
+
+  resume(workspaceId: string, batchId: string): Promise<BatchDetail> {
+    return this.act(workspaceId, batchId, async (trx, batch) => {
+      if (TERMINAL_BATCH.includes(batch.status)) throw BatchService.alreadyTerminal(batch);
+      if (batch.status !== 'paused') return;
+      const { attempted } = await this.store.progress(trx, batchId);
+      const status = batch.scheduled_at > this.clock.now() ? 'scheduled' : attempted ? 'in_progress' : 'queued';
+      await this.store.update(trx, batchId, { status });
+      await this.engine.wake(batchId, trx);
+    });
+  }
+
+  async retry(workspaceId: string, batchId: string): Promise<BatchDetail> {
+    await this.owned(workspaceId, batchId);
+    await this.calls.checkBilling(workspaceId);
+    return this.act(workspaceId, batchId, async (trx, batch) => {
+      if (!TERMINAL_BATCH.includes(batch.status) || !batch.completed_at) {
+        throw conflict('batch_not_terminal', batch.completed_at ? `The batch is ${batch.status}; only a finished batch can be retried.` : 'A call of the batch is still live; retry once it has ended.');
+      }
+      const reopened = await this.store.reopen(trx, batchId, this.clock.now());
+      if (!reopened) throw conflict('nothing_to_retry', 'No recipient of this batch is failed, no_answer, busy or voicemail.');
+      await this.store.update(trx, batchId, { status: 'queued', completed_at: null, failure_reason: null, scheduled_at: batch.scheduled_at });
+      await this.engine.wake(batchId, trx);
+      this.log.info({ batchId, reopened }, 'batch retried');
+    });
+  }
+
+  /** Agents with a batch that is not over cannot be deleted (AgentService delete guard). */
+  async guardAgentDelete(workspaceId: string, agentId: string): Promise<void> {
+    if (await this.store.hasActive(workspaceId, agentId)) {
+      throw conflict('agent_has_active_batches', 'The agent has a scheduled or running batch; cancel it before deleting the agent.');
+    }
+  }
+}
+

@@ -1,0 +1,271 @@
+/**
+ * Batches and their recipients in PostgreSQL. The engine's writes run inside a transaction that
+ * holds the batch row (`lock`), so one dispatch round, cancel, pause or retry acts on a batch at a
+ * time across instances; recipients are claimed with FOR UPDATE SKIP LOCKED on top of that.
+ */
+import type { Knex } from 'knex';
+import { paginate, type Page, type PageParams } from '../lib/pagination.js';
+import type { CallingWindow } from './calling-window.js';
+
+export type BatchStatus = 'scheduled' | 'queued' | 'in_progress' | 'paused' | 'completed' | 'canceled' | 'failed';
+export type RecipientStatus = 'pending' | 'scheduled' | 'dialing' | 'in_progress' | 'completed' | 'failed' | 'voicemail' | 'no_answer' | 'busy' | 'canceled';
+export type RetryOutcome = 'busy' | 'no_answer' | 'failed';
+
+export const TERMINAL_BATCH: readonly BatchStatus[] = ['completed', 'canceled', 'failed'];
+/** Waiting to be dialed. */
+export const WAITING: readonly RecipientStatus[] = ['pending', 'scheduled'];
+/** A call of theirs is live (`in_progress` is shown from the call; stored recipients stay `dialing`). */
+export const LIVE: readonly RecipientStatus[] = ['dialing', 'in_progress'];
+/** Where `retryBatch` picks recipients up again. */
+export const RETRYABLE: readonly RecipientStatus[] = ['failed', 'no_answer', 'busy', 'voicemail'];
+
+export interface SkippedItem {
+  index: number;
+  row: number | null;
+  column: string | null;
+  to_number: string | null;
+  reason: 'invalid_number' | 'duplicate' | 'invalid_row' | 'invalid_value';
+  message: string;
+}
+
+export interface BatchRow {
+  id: string;
+  workspace_id: string;
+  agent_id: string;
+  name: string;
+  provider: 'provider_a' | 'provider_b';
+  status: BatchStatus;
+  total: number;
+  skipped: SkippedItem[];
+  webhook_url: string | null;
+  concurrency: number;
+  retry_max_attempts: number;
+  retry_delay_s: number;
+  retry_on: RetryOutcome[];
+  calling_window: CallingWindow | null;
+  failure_reason: string | null;
+  scheduled_at: Date;
+  created_at: Date;
+  completed_at: Date | null;
+  updated_at: Date;
+}
+
+export interface RecipientRow {
+  id: string;
+  batch_id: string;
+  position: number;
+  to_number: string;
+  variables: Record<string, string>;
+  first_message: string | null;
+  timezone: string | null;
+  status: RecipientStatus;
+  attempts: number;
+  round_attempts: number;
+  call_id: string | null;
+  call_ids: string[];
+  outcome: string | null;
+  last_error: string | null;
+  next_attempt_at: Date | null;
+  updated_at: Date;
+}
+
+export type NewBatch = Omit<BatchRow, 'completed_at' | 'updated_at' | 'failure_reason'>;
+export type NewRecipient = Pick<RecipientRow, 'id' | 'position' | 'to_number' | 'variables' | 'first_message' | 'timezone' | 'status' | 'next_attempt_at'>;
+
+export interface Counts {
+  completed_count: number;
+  failed_count: number;
+  voicemail_count: number;
+}
+
+export interface BatchFilters {
+  agent_id?: string;
+  status?: BatchStatus;
+  created_after?: string;
+  created_before?: string;
+}
+
+/** Rows per INSERT statement: PostgreSQL takes at most 65,535 bind parameters per statement. */
+const INSERT_CHUNK = 2000;
+
+function encodeBatch(b: Partial<BatchRow>): Record<string, unknown> {
+  const out: Record<string, unknown> = { ...b };
+  for (const c of ['skipped', 'retry_on', 'calling_window'] as const) if (c in out && out[c] !== undefined) out[c] = out[c] === null ? null : JSON.stringify(out[c]);
+  return out;
+}
+
+export class BatchStore {
+  constructor(private readonly db: Knex) {}
+
+  get knex(): Knex {
+    return this.db;
+  }
+
+  async insert(batch: NewBatch, recipients: NewRecipient[], trx: Knex.Transaction): Promise<BatchRow> {
+    const [row] = await trx('batches').insert(encodeBatch(batch)).returning('*');
+    for (let i = 0; i < recipients.length; i += INSERT_CHUNK) {
+      await trx('batch_recipients').insert(recipients.slice(i, i + INSERT_CHUNK).map((r) => ({ ...r, batch_id: batch.id, variables: JSON.stringify(r.variables) })));
+    }
+    return row;
+  }
+
+  get(id: string, trx?: Knex.Transaction): Promise<BatchRow | undefined> {
+    return (trx ?? this.db)('batches').where({ id }).first();
+  }
+
+  /** The batch row, locked until `trx` ends. */
+  lock(trx: Knex.Transaction, id: string): Promise<BatchRow | undefined> {
+    return trx('batches').where({ id }).forUpdate().first();
+  }
+
+  async update(trx: Knex.Transaction, id: string, values: Partial<BatchRow>): Promise<BatchRow> {
+    const [row] = await trx('batches')
+      .where({ id })
+      .update({ ...encodeBatch(values), updated_at: trx.fn.now() })
+      .returning('*');
+    return row;
+  }
+
+  list(workspaceId: string, filters: BatchFilters, params: PageParams): Promise<Page<BatchRow>> {
+    const q = this.db('batches').where({ workspace_id: workspaceId }).select('*');
+    if (filters.agent_id !== undefined) q.where('agent_id', filters.agent_id);
+    if (filters.status !== undefined) q.where('status', filters.status);
+    if (filters.created_after) q.where('created_at', '>=', new Date(filters.created_after));
+    if (filters.created_before) q.where('created_at', '<', new Date(filters.created_before));
+    return paginate<BatchRow, BatchRow>(q, params, (r) => r);
+  }
+
+  /** Recipients in request order; a `dialing` one whose call was answered reads `in_progress`. */
+  recipients(batchId: string): Promise<RecipientRow[]> {
+    return this.db('batch_recipients as r')
+      .leftJoin('calls as c', 'c.id', 'r.call_id')
+      .where('r.batch_id', batchId)
+      .orderBy('r.position')
+      .select('r.*', this.db.raw(`case when r.status = 'dialing' and c.status = 'in_progress' then 'in_progress' else r.status end as status`));
+  }
+
+  /** Outcome counts per batch. */
+  async counts(batchIds: string[], trx?: Knex.Transaction): Promise<Map<string, Counts>> {
+    const out = new Map<string, Counts>(batchIds.map((id) => [id, { completed_count: 0, failed_count: 0, voicemail_count: 0 }]));
+    if (!batchIds.length) return out;
+    const rows: Array<{ batch_id: string; completed: string; failed: string; voicemail: string }> = await (trx ?? this.db)('batch_recipients')
+      .whereIn('batch_id', batchIds)
+      .groupBy('batch_id')
+      .select(
+        'batch_id',
+        (trx ?? this.db).raw(`count(*) filter (where status = 'completed') as completed`),
+        (trx ?? this.db).raw(`count(*) filter (where status in ('failed', 'no_answer', 'busy')) as failed`),
+        (trx ?? this.db).raw(`count(*) filter (where status = 'voicemail') as voicemail`),
+      );
+    for (const r of rows) out.set(r.batch_id, { completed_count: Number(r.completed), failed_count: Number(r.failed), voicemail_count: Number(r.voicemail) });
+    return out;
+  }
+
+  /** How many recipients are live, and how many are not yet terminal. */
+  async progress(trx: Knex.Transaction, batchId: string): Promise<{ live: number; open: number; attempted: boolean }> {
+    const [row] = await trx('batch_recipients')
+      .where({ batch_id: batchId })
+      .select(
+        trx.raw(`count(*) filter (where status in ('dialing', 'in_progress')) as live`),
+        trx.raw(`count(*) filter (where status in ('pending', 'scheduled', 'dialing', 'in_progress')) as open`),
+        trx.raw(`coalesce(max(attempts), 0) > 0 as attempted`),
+      );
+    return { live: Number(row.live), open: Number(row.open), attempted: Boolean(row.attempted) };
+  }
+
+  /** Scheduled recipients whose time has come become pending (they wait for a slot). */
+  async markDue(trx: Knex.Transaction, batchId: string, now: Date): Promise<void> {
+    await trx('batch_recipients')
+      .where({ batch_id: batchId, status: 'scheduled' })
+      .where('next_attempt_at', '<=', now)
+      .update({ status: 'pending', updated_at: trx.fn.now() });
+  }
+
+  /** Due recipients in request order, claimed (skipping rows another transaction holds). */
+  claimDue(trx: Knex.Transaction, batchId: string, now: Date, limit: number): Promise<RecipientRow[]> {
+    return trx('batch_recipients')
+      .where({ batch_id: batchId })
+      .whereIn('status', WAITING as RecipientStatus[])
+      .where('next_attempt_at', '<=', now)
+      .orderBy('next_attempt_at')
+      .orderBy('position')
+      .limit(limit)
+      .forUpdate()
+      .skipLocked()
+      .select('*');
+  }
+
+  /** The earliest time a waiting recipient falls due after `now`, if any. */
+  async nextDue(trx: Knex.Transaction, batchId: string, now: Date): Promise<Date | null> {
+    const row = await trx('batch_recipients')
+      .where({ batch_id: batchId })
+      .whereIn('status', WAITING as RecipientStatus[])
+      .where('next_attempt_at', '>', now)
+      .min<{ at: Date | null }>('next_attempt_at as at')
+      .first();
+    return row?.at ?? null;
+  }
+
+  /** Recipients outside the calling window wait for its opening. */
+  async postpone(trx: Knex.Transaction, until: Array<{ id: string; at: Date }>): Promise<void> {
+    if (!until.length) return;
+    await trx.raw(
+      `update batch_recipients r set status = 'scheduled', next_attempt_at = u.at, updated_at = now()
+       from json_to_recordset(?::json) as u(id text, at timestamptz) where r.id = u.id`,
+      [JSON.stringify(until)],
+    );
+  }
+
+  /** The claimed recipients' calls were written: they are dialing. */
+  async markDialing(trx: Knex.Transaction, dialed: Array<{ id: string; call_id: string }>): Promise<void> {
+    if (!dialed.length) return;
+    await trx.raw(
+      `update batch_recipients r set status = 'dialing', call_id = d.call_id, call_ids = array_append(r.call_ids, d.call_id),
+         attempts = r.attempts + 1, round_attempts = r.round_attempts + 1, next_attempt_at = null, updated_at = now()
+       from json_to_recordset(?::json) as d(id text, call_id text) where r.id = d.id`,
+      [JSON.stringify(dialed)],
+    );
+  }
+
+  /** The recipient whose live call this is, locked. */
+  recipientOfCall(trx: Knex.Transaction, callId: string): Promise<RecipientRow | undefined> {
+    return trx('batch_recipients').where({ call_id: callId }).forUpdate().first();
+  }
+
+  async updateRecipient(trx: Knex.Transaction, id: string, values: Partial<RecipientRow>): Promise<void> {
+    await trx('batch_recipients')
+      .where({ id })
+      .update({ ...values, updated_at: trx.fn.now() });
+  }
+
+  /** Every waiting recipient of the batch becomes `status` (cancel, failure). */
+  async closeWaiting(trx: Knex.Transaction, batchId: string, status: 'canceled' | 'failed', lastError: string | null): Promise<void> {
+    await trx('batch_recipients')
+      .where({ batch_id: batchId })
+      .whereIn('status', WAITING as RecipientStatus[])
+      .update({ status, last_error: lastError, next_attempt_at: null, updated_at: trx.fn.now() });
+  }
+
+  /** `retryBatch`: unreached recipients start a new round now; returns how many. */
+  reopen(trx: Knex.Transaction, batchId: string, now: Date): Promise<number> {
+    return trx('batch_recipients')
+      .where({ batch_id: batchId })
+      .whereIn('status', RETRYABLE as RecipientStatus[])
+      .update({ status: 'pending', round_attempts: 0, next_attempt_at: now, updated_at: trx.fn.now() });
+  }
+
+  /** Whether the agent asks for voicemail to be retried (its `voicemail_config.retry_on_voicemail`). */
+  async agentRetriesVoicemail(trx: Knex.Transaction, agentId: string): Promise<boolean> {
+    const row: { voicemail_config: { retry_on_voicemail?: boolean } | null } | undefined = await trx('agents').where({ id: agentId }).first('voicemail_config');
+    return row?.voicemail_config?.retry_on_voicemail ?? true;
+  }
+
+  /** Whether the agent has a batch that is not terminal. */
+  async hasActive(workspaceId: string, agentId: string): Promise<boolean> {
+    const row = await this.db('batches')
+      .where({ workspace_id: workspaceId, agent_id: agentId })
+      .where((q) => q.whereNotIn('status', TERMINAL_BATCH as BatchStatus[]).orWhereNull('completed_at'))
+      .first('id');
+    return Boolean(row);
+  }
+}

@@ -1,0 +1,259 @@
+/**
+ * The Batches API's answers and refusals: what a batch reports at creation (queued and skipped
+ * recipients, resolved settings, `scheduled_at` always a time), every refusal in the list-shaped 422
+ * with nothing stored, the CSV upload with its row and file problems, idempotent re-POSTs, the agent
+ * delete guard, and another workspace's batches.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { startTestService, type TestService } from '../helpers/service.js';
+import { tenant, type Tenant } from '../helpers/fixtures.js';
+import { bearer, setWorkspace } from '../helpers/realtime.js';
+import { FAST_CALLS, createPhoneAgent, providerConfig } from '../helpers/calls.js';
+import { batchCalls, createBatch, getBatch, sandboxNumbers, waitForBatch } from '../helpers/batches.js';
+
+let t: TestService;
+let tn: Tenant;
+let other: Tenant;
+let agentId: string;
+
+before(async () => {
+  t = await startTestService(FAST_CALLS);
+  tn = await tenant(t);
+  other = await tenant(t, 'Other Co');
+  agentId = await createPhoneAgent(t, tn, 'provider_a');
+});
+
+after(async () => {
+  await t.close();
+});
+
+/** The workspace's stored batches and recipients, to show a refusal stored nothing. */
+async function stored(workspaceId: string): Promise<{ batches: number; recipients: number }> {
+  const [{ count: batches }] = await t.service.db.knex('batches').where({ workspace_id: workspaceId }).count<{ count: string }[]>('* as count');
+  const [{ count: recipients }] = await t.service.db.knex('batch_recipients as r').join('batches as b', 'b.id', 'r.batch_id').where('b.workspace_id', workspaceId).count<{ count: string }[]>('* as count');
+  return { batches: Number(batches), recipients: Number(recipients) };
+}
+
+function csvUpload(tenantKey: string, csv: string, fields: Record<string, string>) {
+  const req = t.http.post('/api/v1/batches/csv').set(bearer(tenantKey));
+  for (const [k, v] of Object.entries(fields)) req.field(k, v);
+  return req.attach('file', Buffer.from(csv), { filename: 'recipients.csv', contentType: 'text/csv' });
+}
+
+describe('createBatch', () => {
+  it('queues the valid recipients, explains each skipped one, and reports its settings', async () => {
+    const [a, b] = sandboxNumbers('0002', 2, 300);
+    const res = await createBatch(t, tn, {
+      agent_id: agentId,
+      name: 'November reminders',
+      recipients: [
+        { to_number: a, variables: { name: 'Grace' } },
+        { to_number: `${a.slice(0, 2)} (${a.slice(2, 5)}) ${a.slice(5, 8)}-${a.slice(8)}` },
+        { to_number: '555-CALL-NOW' },
+        { to_number: b, first_message: 'Hi {{name}}!', timezone: 'Europe/Paris' },
+      ],
+      concurrency: 3,
+      retry_policy: { retry_on: ['busy'] },
+    });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    const batch = res.body;
+    assert.match(batch.batch_id, /^bat_[0-9A-Z]{26}$/);
+    assert.equal(batch.status, 'queued');
+    assert.equal(batch.total, 2);
+    assert.equal(batch.provider, 'provider_a', "the agent's only provider");
+    assert.equal(batch.scheduled_at, batch.created_at, 'an immediate batch reports its creation time');
+    assert.equal(batch.concurrency, 3);
+    assert.deepEqual(batch.retry_policy, { max_attempts: 3, delay_seconds: 900, retry_on: ['busy'] }, 'defaults fill what was not sent');
+    assert.equal(batch.calling_window, null);
+    assert.deepEqual(
+      batch.skipped.items.map((s: Record<string, unknown>) => [s.index, s.reason, s.column, s.row]),
+      [
+        [1, 'duplicate', 'to_number', null],
+        [2, 'invalid_number', 'to_number', null],
+      ],
+    );
+    assert.equal(batch.skipped.count, 2);
+    const detail = await getBatch(t, tn, batch.batch_id);
+    assert.deepEqual(detail.recipients.map((r: Record<string, unknown>) => [r.to_number, r.first_message, r.timezone]), [
+      [a, null, null],
+      [b, 'Hi {{name}}!', 'Europe/Paris'],
+    ]);
+    await t.http.post(`/api/v1/batches/${batch.batch_id}/cancel`).set(bearer(tn.apiKey));
+  });
+
+  it('refuses an invalid body with every problem listed, and stores nothing', async () => {
+    const before = await stored(tn.workspaceId);
+    const res = await createBatch(t, tn, { agent_id: agentId, recipients: [{ to_number: 42 }], concurrency: 0, colour: 'red' });
+    assert.equal(res.status, 422, JSON.stringify(res.body));
+    assert.ok(Array.isArray(res.body.detail) && res.body.detail.length >= 3, JSON.stringify(res.body));
+    const locs = res.body.detail.map((d: { loc: string[] }) => d.loc.join('.'));
+    assert.ok(locs.some((l: string) => l.includes('name')), `missing name: ${locs}`);
+    assert.ok(locs.some((l: string) => l.includes('concurrency')), `concurrency: ${locs}`);
+    assert.ok(res.body.error.request_id, 'the envelope rides along');
+    assert.deepEqual(await stored(tn.workspaceId), before);
+  });
+
+  it('refuses the rules a schema cannot say, each as a detail type, and stores nothing', async () => {
+    const before = await stored(tn.workspaceId);
+    const base = { agent_id: agentId, name: 'x', recipients: [{ to_number: '+14155550100' }] };
+    const cases: Array<[Record<string, unknown>, string, number]> = [
+      [{ ...base, recipients: [{ to_number: 'nope' }, { to_number: '12' }] }, 'no_valid_recipients', 422],
+      [{ ...base, scheduled_at: new Date(Date.now() + 31 * 86400_000).toISOString() }, 'scheduled_too_far', 422],
+      [{ ...base, calling_window: { start: '18:00', end: '09:00', timezone: 'Mars/Olympus' } }, 'invalid_calling_window', 422],
+      [{ ...base, recipients: [{ to_number: '+14155550100', timezone: 'Nowhere/Land' }] }, 'invalid_timezone', 422],
+      [{ ...base, webhook_url: 'ftp://example.com/hook' }, 'url_not_allowed', 422],
+      [{ ...base, provider: 'provider_b' }, 'provider_not_configured', 422],
+      [{ ...base, agent_id: 'agt_00000000000000000000000000' }, 'agent_not_found', 404],
+    ];
+    for (const [body, type, status] of cases) {
+      const res = await createBatch(t, tn, body);
+      assert.equal(res.status, status, `${type}: ${JSON.stringify(res.body)}`);
+      if (status === 422) assert.ok(res.body.detail.some((d: { type: string }) => d.type === type), `${type}: ${JSON.stringify(res.body.detail)}`);
+      else assert.equal(res.body.error.code, type);
+    }
+    const window = await createBatch(t, tn, { ...base, calling_window: { start: '18:00', end: '09:00', timezone: 'Mars/Olympus' } });
+    assert.deepEqual(window.body.detail.map((d: { loc: string[] }) => d.loc.at(-1)).sort(), ['end', 'timezone']);
+    const none = await createBatch(t, tn, { ...base, recipients: [{ to_number: 'nope' }, { to_number: 'nope' }] });
+    assert.equal(none.body.detail.length, 3, 'the refusal, then each skipped recipient');
+    assert.deepEqual(await stored(tn.workspaceId), before);
+  });
+
+  it('needs a provider when the agent has both, and is 402 while billing refuses', async () => {
+    const both = await createPhoneAgent(t, tn, 'provider_a', providerConfig('provider_b'));
+    const res = await createBatch(t, tn, { agent_id: both, name: 'x', recipients: [{ to_number: '+14155550100' }] });
+    assert.equal(res.status, 422);
+    assert.equal(res.body.detail[0].type, 'provider_required');
+    const ws = await tenant(t, 'Billing');
+    const agent = await createPhoneAgent(t, ws, 'provider_a');
+    await setWorkspace(t, ws.workspaceId, { subscription_status: 'past_due' });
+    const refused = await createBatch(t, ws, { agent_id: agent, name: 'x', recipients: [{ to_number: '+14155550100' }] });
+    assert.equal(refused.status, 402);
+    assert.equal(refused.body.error.code, 'subscription_inactive');
+    assert.deepEqual(await stored(ws.workspaceId), { batches: 0, recipients: 0 });
+  });
+
+  it('a scheduled batch reports its time and waits; the same Idempotency-Key gives one batch', async () => {
+    const at = new Date(Date.now() + 3600_000).toISOString();
+    const body = { agent_id: agentId, name: 'Later', recipients: sandboxNumbers('5000', 3, 400).map((to_number) => ({ to_number })), scheduled_at: at };
+    const key = { 'Idempotency-Key': `batch-${Date.now()}` };
+    const first = await createBatch(t, tn, body, key);
+    assert.equal(first.status, 201, JSON.stringify(first.body));
+    assert.equal(first.body.status, 'scheduled');
+    assert.equal(first.body.scheduled_at, at);
+    const again = await createBatch(t, tn, body, key);
+    assert.equal(again.status, 201);
+    assert.equal(again.headers['idempotent-replayed'], 'true');
+    assert.equal(again.body.batch_id, first.body.batch_id);
+    const list = await t.http.get('/api/v1/batches').query({ status: 'scheduled' }).set(bearer(tn.apiKey));
+    assert.equal(list.body.data.filter((b: { name: string }) => b.name === 'Later').length, 1, 'one batch');
+    const detail = await getBatch(t, tn, first.body.batch_id);
+    assert.ok(detail.recipients.every((r: Record<string, unknown>) => r.status === 'scheduled' && r.next_attempt_at === at));
+    assert.deepEqual(await batchCalls(t, tn, first.body.batch_id), [], 'nobody is called early');
+    const reused = await createBatch(t, tn, { ...body, name: 'Other' }, key);
+    assert.equal(reused.status, 422);
+    assert.equal(reused.body.detail[0].type, 'idempotency_key_reused');
+
+    // The agent cannot be deleted while its batch is scheduled; canceled, it can.
+    const del = await t.http.delete(`/api/v1/agents/${agentId}`).set(bearer(tn.apiKey));
+    assert.equal(del.status, 409);
+    assert.equal(del.body.error.code, 'agent_has_active_batches');
+    const canceled = await t.http.post(`/api/v1/batches/${first.body.batch_id}/cancel`).set(bearer(tn.apiKey));
+    assert.equal(canceled.status, 200);
+    assert.equal(canceled.body.status, 'canceled');
+    assert.ok(canceled.body.recipients.every((r: Record<string, unknown>) => r.status === 'canceled'));
+    const done = await waitForBatch(t, tn, first.body.batch_id);
+    assert.ok(done.completed_at, 'reported at once: nothing was live');
+    const twice = await t.http.post(`/api/v1/batches/${first.body.batch_id}/cancel`).set(bearer(tn.apiKey));
+    assert.equal(twice.status, 409);
+    assert.equal(twice.body.error.code, 'batch_already_terminal');
+  });
+});
+
+describe('createBatchFromCsv', () => {
+  it('reads the columns, skips bad rows naming row and column, and runs on the same engine', async () => {
+    const [a, b, c] = sandboxNumbers('0002', 3, 500);
+    const csv = [
+      'To_Number,name,first_message',
+      `${a},Grace,`,
+      `"${b}","Alan, Jr.","Hi Alan,\nit's Acme."`,
+      `${c},only two`,
+      ',Nobody,',
+      'not-a-number,Bad,',
+      `${a},Again,`,
+      `${c},Charles,${'x'.repeat(2001)}`,
+    ].join('\r\n');
+    const res = await csvUpload(tn.apiKey, csv, { agent_id: agentId, name: 'From CSV', concurrency: '2', retry_on: 'busy', retry_max_attempts: '1' });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.body.total, 2);
+    assert.deepEqual(res.body.retry_policy, { max_attempts: 1, delay_seconds: 900, retry_on: ['busy'] });
+    assert.deepEqual(
+      res.body.skipped.items.map((s: Record<string, unknown>) => [s.index, s.row, s.column, s.reason]),
+      [
+        [2, 5, null, 'invalid_row'],
+        [3, 6, 'to_number', 'invalid_value'],
+        [4, 7, 'to_number', 'invalid_number'],
+        [5, 8, 'to_number', 'duplicate'],
+        [6, 9, 'first_message', 'invalid_value'],
+      ],
+    );
+    const detail = await getBatch(t, tn, res.body.batch_id);
+    assert.deepEqual(detail.recipients.map((r: Record<string, unknown>) => [r.to_number, r.variables, r.first_message]), [
+      [a, { name: 'Grace' }, null],
+      [b, { name: 'Alan, Jr.' }, "Hi Alan,\nit's Acme."],
+    ]);
+    const done = await waitForBatch(t, tn, res.body.batch_id);
+    assert.equal(done.status, 'completed');
+    assert.equal(done.failed_count, 2, 'both busy, no retry left');
+  });
+
+  it('refuses a file with no valid row or an unreadable header, naming them, and stores nothing', async () => {
+    const before = await stored(tn.workspaceId);
+    const noValid = await csvUpload(tn.apiKey, 'to_number,name\nnope,A\n,B\n', { agent_id: agentId, name: 'x' });
+    assert.equal(noValid.status, 422, JSON.stringify(noValid.body));
+    assert.equal(noValid.body.detail[0].type, 'no_valid_recipients');
+    assert.deepEqual(noValid.body.detail.slice(1).map((d: { loc: string[] }) => d.loc), [
+      ['file', '2', 'to_number'],
+      ['file', '3', 'to_number'],
+    ]);
+    const header = await csvUpload(tn.apiKey, 'phone,bad-name\n+14155550100,x\n', { agent_id: agentId, name: 'x' });
+    assert.equal(header.status, 422);
+    assert.deepEqual(header.body.detail.map((d: { type: string }) => d.type).sort(), ['csv_invalid_column', 'csv_missing_column']);
+    const field = await csvUpload(tn.apiKey, 'to_number\n+14155550100\n', { agent_id: agentId, name: 'x', concurrency: 'lots', colour: 'red' });
+    assert.equal(field.status, 422);
+    assert.deepEqual(field.body.detail.map((d: { loc: string[] }) => d.loc.at(-1)).sort(), ['colour', 'concurrency']);
+    const window = await csvUpload(tn.apiKey, 'to_number\n+14155550100\n', { agent_id: agentId, name: 'x', calling_window_start: '09:00' });
+    assert.equal(window.status, 422);
+    const noFile = await t.http.post('/api/v1/batches/csv').set(bearer(tn.apiKey)).field('agent_id', agentId).field('name', 'x');
+    assert.equal(noFile.status, 422);
+    assert.equal(noFile.body.detail[0].loc.at(-1), 'file');
+    assert.deepEqual(await stored(tn.workspaceId), before);
+  });
+});
+
+describe("another workspace's batch", () => {
+  it('is 403 on every batch operation and absent from the list; its agent is 403 to create with', async () => {
+    const res = await createBatch(t, tn, { agent_id: agentId, name: 'Mine', recipients: [{ to_number: '+14155550199' }], scheduled_at: new Date(Date.now() + 3600_000).toISOString() });
+    const id = res.body.batch_id as string;
+    for (const [method, path] of [
+      ['get', `/api/v1/batches/${id}`],
+      ['post', `/api/v1/batches/${id}/cancel`],
+      ['post', `/api/v1/batches/${id}/pause`],
+      ['post', `/api/v1/batches/${id}/resume`],
+      ['post', `/api/v1/batches/${id}/retry`],
+      ['get', `/api/v1/batches/${id}/webhook-deliveries`],
+    ] as const) {
+      const r = await t.http[method](path).set(bearer(other.apiKey));
+      assert.equal(r.status, 403, `${method} ${path}: ${JSON.stringify(r.body)}`);
+    }
+    const list = await t.http.get('/api/v1/batches').set(bearer(other.apiKey));
+    assert.deepEqual(list.body.data, []);
+    const theirs = await createBatch(t, other, { agent_id: agentId, name: 'x', recipients: [{ to_number: '+14155550100' }] });
+    assert.equal(theirs.status, 403);
+    const missing = await t.http.get('/api/v1/batches/bat_00000000000000000000000000').set(bearer(tn.apiKey));
+    assert.equal(missing.status, 404);
+    assert.equal(missing.body.error.code, 'batch_not_found');
+    assert.equal((await getBatch(t, tn, id)).status, 'scheduled', 'unchanged');
+    await t.http.post(`/api/v1/batches/${id}/cancel`).set(bearer(tn.apiKey));
+  });
+});
