@@ -206,7 +206,7 @@ export class BatchService {
       }
       const reopened = await this.store.reopen(trx, batchId, this.clock.now());
       if (!reopened) throw conflict('nothing_to_retry', 'No recipient of this batch is failed, no_answer, busy or voicemail.');
-      await this.store.update(trx, batchId, { status: 'queued', completed_at: null, failure_reason: null, scheduled_at: batch.scheduled_at });
+      await this.store.update(trx, batchId, { status: 'queued', completed_at: null, failure_reason: null });
       await this.engine.wake(batchId, trx);
       this.log.info({ batchId, reopened }, 'batch retried');
     });

@@ -1,0 +1,88 @@
+/**
+ * A scheduled batch across a restart: created, then the service stops and starts again before its
+ * time. The schedule lives in the job queue (PostgreSQL), so the new process starts the batch at
+ * `scheduled_at`: not before, and about on time.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import supertest from 'supertest';
+import { freePort, startProcess, type ServiceProcess } from '../helpers/process.js';
+import { createTestDatabase } from '../helpers/database.js';
+import { uniqueEmail } from '../helpers/fixtures.js';
+import { providerConfig } from '../helpers/calls.js';
+import { sandboxNumbers } from '../helpers/batches.js';
+import { waitFor } from '../helpers/realtime.js';
+import { startSandboxCarriers, type SandboxCarriers } from '../../src/telephony/sandbox/server.js';
+
+let carriers: SandboxCarriers;
+let db: { url: string; drop(): Promise<void> };
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-schedule-'));
+
+before(async () => {
+  carriers = await startSandboxCarriers({ speed: 2, ringMs: 50 });
+  db = await createTestDatabase();
+});
+
+after(async () => {
+  await carriers.close();
+  await db.drop();
+  fs.rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe('a scheduled batch and a restart', () => {
+  it('starts at scheduled_at in the new process, not before', async () => {
+    const port = await freePort();
+    const env = {
+      DATABASE_URL: db.url,
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
+      PROVIDER_A_API_URL: carriers.providerAUrl,
+      PROVIDER_B_API_URL: carriers.providerBUrl,
+      CALL_RING_TIMEOUT_S: '5',
+      JOBS_POLL_INTERVAL_MS: '200',
+    };
+    let service: ServiceProcess = await startProcess(env);
+    let http = supertest(service.url);
+    const signup = await http.post('/api/v1/auth/signup').send({ email: uniqueEmail(), password: 'long-enough-pw', workspace_name: 'Schedule' });
+    const key = (await http.post('/api/v1/keys').set('Authorization', `Bearer ${signup.body.session_token}`).send({ name: 'k' })).body.key as string;
+    const auth = { Authorization: `Bearer ${key}` };
+    const agent = await http.post('/api/v1/agents').set(auth).send({ name: 'Reminder', instruction: 'Remind people.', ...providerConfig('provider_a') });
+    const numbers = sandboxNumbers('0002', 3, 100);
+    const at = new Date(Date.now() + 8000);
+    const created = await http
+      .post('/api/v1/batches')
+      .set(auth)
+      .send({ agent_id: agent.body.agent_id, name: 'Across a restart', recipients: numbers.map((to_number) => ({ to_number })), scheduled_at: at.toISOString() });
+    assert.equal(created.status, 201, JSON.stringify(created.body));
+    assert.equal(created.body.status, 'scheduled');
+    const batchId = created.body.batch_id as string;
+
+    assert.equal(await service.stop('SIGTERM'), 0, service.output().slice(-2000));
+    service = await startProcess(env);
+    http = supertest(service.url);
+    try {
+      const dialedEarly = () => carriers.calls().filter((c) => numbers.includes(c.to) && Date.now() < at.getTime()).length;
+      while (Date.now() < at.getTime() - 300) {
+        assert.equal(dialedEarly(), 0, 'nobody is called before scheduled_at');
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      const batch = await waitFor(async () => {
+        const b = (await http.get(`/api/v1/batches/${batchId}`).set(auth)).body;
+        return b.completed_at ? b : null;
+      }, 30_000, 'the batch to finish');
+      assert.equal(batch.status, 'completed');
+      assert.equal(batch.failed_count, 3, 'every recipient busy, called once');
+      const calls = (await http.get('/api/v1/calls').query({ batch_id: batchId }).set(auth)).body.data as Array<{ created_at: string }>;
+      assert.equal(calls.length, 3);
+      const first = Math.min(...calls.map((c) => new Date(c.created_at).getTime()));
+      assert.ok(first >= at.getTime(), `not early (${first - at.getTime()} ms)`);
+      assert.ok(first - at.getTime() < 3000, `on time after the restart (${first - at.getTime()} ms late)`);
+    } finally {
+      assert.equal(await service.stop('SIGTERM'), 0, service.output().slice(-2000));
+    }
+  });
+});
