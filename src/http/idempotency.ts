@@ -71,7 +71,9 @@ export class Idempotency {
   ) {}
 
   fingerprint(ctx: Context): string {
-    const request = { method: ctx.method, path: ctx.path, query: ctx.query, body: (ctx.request as { body?: unknown }).body ?? null };
+    // Uploaded files are not in the parsed body: their digests (set by the upload parser) stand in for them.
+    const files = (ctx.state.fileDigests as Record<string, string[]> | undefined) ?? null;
+    const request = { method: ctx.method, path: ctx.path, query: ctx.query, body: (ctx.request as { body?: unknown }).body ?? null, files };
     return createHash('sha256').update(canonical(request)).digest('hex');
   }
 

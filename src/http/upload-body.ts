@@ -8,7 +8,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import type { Middleware } from 'koa';
+import type { Context, Middleware } from 'koa';
+import type { File } from 'formidable';
 import { koaBody } from 'koa-body';
 import { ApiError } from './errors.js';
 
@@ -36,6 +37,13 @@ const tooLarge = (route: LargeBodyRoute) => new ApiError(413, 'invalid_request_e
 
 /** formidable's temporary files go here (one directory per process, so leftovers are easy to see). */
 export const UPLOAD_TMP_DIR = path.join(os.tmpdir(), `vas-uploads-${process.pid}`);
+
+/** The SHA-256 of each uploaded file by part name (an idempotent request's files are part of its fingerprint). */
+function fileDigests(ctx: Context): Record<string, string[]> | undefined {
+  const files = (ctx.request as { files?: Record<string, File | File[]> }).files;
+  if (!files) return undefined;
+  return Object.fromEntries(Object.entries(files).map(([name, f]) => [name, (Array.isArray(f) ? f : [f]).map((x) => String(x.hash ?? ''))]));
+}
 
 function largeBodyRoute(method: string, path: string): LargeBodyRoute | undefined {
   const p = path.replace(/\/+$/, '');
@@ -68,6 +76,7 @@ export function largeBodies(defaultParser: Middleware, isValidApiKey: (token: st
         maxFileSize: route.maxBytes,
         maxTotalFileSize: route.maxBytes,
         maxFields: route.maxFields,
+        hashAlgorithm: 'sha256',
         maxFieldsSize: 64 * 1024,
         allowEmptyFiles: true,
         minFileSize: 0,
@@ -86,7 +95,10 @@ export function largeBodies(defaultParser: Middleware, isValidApiKey: (token: st
       },
     });
     try {
-      await parser(ctx, next);
+      await parser(ctx, async () => {
+        ctx.state.fileDigests = fileDigests(ctx);
+        await next();
+      });
     } finally {
       await Promise.all(tempFiles.map((f) => fs.promises.rm(f, { force: true })));
     }

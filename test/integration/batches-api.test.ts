@@ -35,8 +35,8 @@ async function stored(workspaceId: string): Promise<{ batches: number; recipient
   return { batches: Number(batches), recipients: Number(recipients) };
 }
 
-function csvUpload(tenantKey: string, csv: string, fields: Record<string, string>) {
-  const req = t.http.post('/api/v1/batches/csv').set(bearer(tenantKey));
+function csvUpload(tenantKey: string, csv: string, fields: Record<string, string>, headers: Record<string, string> = {}) {
+  const req = t.http.post('/api/v1/batches/csv').set(bearer(tenantKey)).set(headers);
   for (const [k, v] of Object.entries(fields)) req.field(k, v);
   return req.attach('file', Buffer.from(csv), { filename: 'recipients.csv', contentType: 'text/csv' });
 }
@@ -228,6 +228,21 @@ describe('createBatchFromCsv', () => {
     assert.equal(noFile.status, 422);
     assert.equal(noFile.body.detail[0].loc.at(-1), 'file');
     assert.deepEqual(await stored(tn.workspaceId), before);
+  });
+  it('honours Idempotency-Key with the file part of the request: the same file replays, another file is refused', async () => {
+    const later = new Date(Date.now() + 3600_000).toISOString();
+    const key = { 'Idempotency-Key': `csv-${Date.now()}` };
+    const fields = { agent_id: agentId, name: 'Idempotent CSV', scheduled_at: later };
+    const first = await csvUpload(tn.apiKey, 'to_number\n+14155550171\n', fields, key);
+    assert.equal(first.status, 201, JSON.stringify(first.body));
+    const again = await csvUpload(tn.apiKey, 'to_number\n+14155550171\n', fields, key);
+    assert.equal(again.status, 201);
+    assert.equal(again.headers['idempotent-replayed'], 'true');
+    assert.equal(again.body.batch_id, first.body.batch_id);
+    const other = await csvUpload(tn.apiKey, 'to_number\n+14155550172\n', fields, key);
+    assert.equal(other.status, 422, JSON.stringify(other.body));
+    assert.equal(other.body.detail[0].type, 'idempotency_key_reused');
+    await t.http.post(`/api/v1/batches/${first.body.batch_id}/cancel`).set(bearer(tn.apiKey));
   });
 });
 

@@ -246,3 +246,26 @@ describe('retries', () => {
     assert.deepEqual([batch.recipients[0].status, batch.recipients[0].attempts, batch.voicemail_count], ['voicemail', 2, 1]);
   });
 });
+
+describe('a batch that cannot go on', () => {
+  it('fails when its provider configuration is removed: waiting recipients fail with the reason, one batch.completed', async () => {
+    const agentId = await createPhoneAgent(t, tn, 'provider_a');
+    const res = await createBatch(t, tn, {
+      agent_id: agentId,
+      name: 'Orphaned',
+      recipients: sandboxNumbers('0002', 3, 970).map((to_number) => ({ to_number })),
+      scheduled_at: new Date(Date.now() + 1000).toISOString(),
+      webhook_url: own.url,
+    });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    const patched = await t.http.patch(`/api/v1/agents/${agentId}`).set(bearer(tn.apiKey)).send({ provider_a_config: null });
+    assert.equal(patched.status, 200, JSON.stringify(patched.body));
+    const batch = await waitForBatch(t, tn, res.body.batch_id);
+    assert.equal(batch.status, 'failed');
+    assert.ok(batch.recipients.every((r: Record<string, unknown>) => r.status === 'failed' && r.last_error === 'provider_not_configured' && r.attempts === 0));
+    assert.equal(batch.failed_count, 3);
+    await waitFor(async () => eventsOf(own, res.body.batch_id).length === 1, 10_000, 'batch.completed');
+    assert.equal(eventsOf(own, res.body.batch_id)[0].status, 'failed');
+  });
+});
+
