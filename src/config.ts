@@ -186,6 +186,9 @@ const schema = z.object({
   /** Background jobs (dialing, call deadlines) run at once per instance, and how often the queue is polled besides LISTEN/NOTIFY. */
   JOBS_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(8),
   JOBS_POLL_INTERVAL_MS: z.coerce.number().int().min(50).default(500),
+  /** Document text extraction runs in this many worker threads, each file within this time (else 422). */
+  KNOWLEDGE_EXTRACT_THREADS: z.coerce.number().int().min(1).max(16).default(1),
+  KNOWLEDGE_EXTRACT_TIMEOUT_MS: z.coerce.number().int().min(100).default(20_000),
   /** Calls a batch writes per dispatch transaction (a larger concurrency is filled by consecutive rounds). */
   BATCH_DISPATCH_CHUNK: z.coerce.number().int().min(1).max(1000).default(100),
   /** How soon a batch looks again for a free slot when its workspace had none. */

@@ -31,6 +31,7 @@ import { ToolService } from './tools/service.js';
 import { toolRoutes } from './tools/routes.js';
 import { ToolRunner } from './conversation/tool-runner.js';
 import { KnowledgeStore } from './knowledge/store.js';
+import { TextExtractor } from './knowledge/extractor.js';
 import { KnowledgeService } from './knowledge/service.js';
 import { knowledgeRoutes } from './knowledge/routes.js';
 import { WebhookStore } from './webhooks/store.js';
@@ -130,7 +131,8 @@ export async function startService(
   const admission = new WorkspaceAdmission(admissionStore, slots, clock, { planMinutes: config.REALTIME_PLAN_MINUTES });
   const agents = new AgentService(new AgentStore(db.knex), secrets);
   const tools = new ToolService(new ToolStore(db.knex), agents, secrets, outbound);
-  const knowledge = new KnowledgeService(new KnowledgeStore(db.knex), agents);
+  const extractor = new TextExtractor({ threads: config.KNOWLEDGE_EXTRACT_THREADS, timeoutMs: config.KNOWLEDGE_EXTRACT_TIMEOUT_MS });
+  const knowledge = new KnowledgeService(new KnowledgeStore(db.knex), agents, extractor);
   const mcp = new McpService(
     new McpStore(db.knex),
     secrets,
@@ -247,6 +249,7 @@ export async function startService(
   stopHooks.push(['sandbox carriers', () => carriers.close()]);
   // Connections kept open for MCP tool calls.
   stopHooks.push(['MCP connections', () => mcp.close()]);
+  stopHooks.push(['extraction pool', () => extractor.close()]);
   stopHooks.push(['voice service', () => voice.close()]);
   stopHooks.push(['auth limiter', async () => authLimit.close()]);
   const app = createApp({

@@ -2,6 +2,7 @@
  * Text extraction at upload: UTF-8 text and Markdown as they are, HTML's visible text, PDF's text layer
  * (unpdf, the maintained serverless build of Mozilla's pdf.js). Any failure is 422 `document_unreadable`.
  */
+import { Parser } from 'htmlparser2';
 import { extractText, getDocumentProxy } from 'unpdf';
 import { unprocessable } from '../http/errors.js';
 
@@ -17,36 +18,38 @@ export function decodeUtf8(bytes: Uint8Array): string {
   }
 }
 
-const NAMED_ENTITIES: Record<string, string> = { amp: '&', lt: '<', gt: '>', quot: '"', apos: "'", nbsp: ' ', ndash: '–', mdash: '—', hellip: '…', copy: '©', reg: '®', trade: '™', lsquo: '‘', rsquo: '’', ldquo: '“', rdquo: '”', euro: '€', pound: '£' };
-
-function decodeEntities(s: string): string {
-  return s.replace(/&(#x[0-9a-f]+|#[0-9]+|[a-z]+);/gi, (m, e: string) => {
-    if (e[0] === '#') {
-      const code = e[1] === 'x' || e[1] === 'X' ? parseInt(e.slice(2), 16) : parseInt(e.slice(1), 10);
-      return code > 0 && code <= 0x10ffff ? String.fromCodePoint(code) : m;
-    }
-    return NAMED_ENTITIES[e.toLowerCase()] ?? m;
-  });
-}
-
-const BLOCK = 'address|article|aside|blockquote|br|dd|div|dl|dt|fieldset|figcaption|figure|footer|form|h[1-6]|header|hr|li|main|nav|ol|p|pre|section|table|tbody|td|tfoot|th|thead|tr|ul';
+/** Elements whose content is never shown. */
+const HIDDEN = new Set(['head', 'script', 'style', 'template', 'noscript', 'svg', 'iframe', 'object']);
+const BLOCK = new Set('address article aside blockquote br dd div dl dt fieldset figcaption figure footer form h1 h2 h3 h4 h5 h6 header hr li main nav ol p pre section table tbody td tfoot th thead tr ul'.split(' '));
 
 /**
- * The visible text of an HTML document. Hand-written because no HTML parser is among the installed
- * packages: it drops comments, <head>, and the content of script/style/template/noscript/svg, turns
- * block elements into line breaks, removes the remaining tags and decodes character references. It is
- * for indexing text, never for rendering, so an odd document costs at most a stray word in the index.
+ * The visible text of an HTML document, by htmlparser2's streaming tokenizer (linear in the input,
+ * whatever the markup: unclosed tags and comments included). Hidden elements' content is dropped,
+ * block elements become line breaks, character references are decoded. For indexing, never rendering.
  */
 export function htmlToText(html: string): string {
-  return decodeEntities(
-    html
-      .replace(/<!--[\s\S]*?(-->|$)/g, ' ')
-      .replace(/<!doctype[^>]*>/gi, ' ')
-      .replace(/<head\b[\s\S]*?(<\/head\s*>|$)/gi, ' ')
-      .replace(/<(script|style|template|noscript|svg)\b[\s\S]*?(<\/\1\s*>|$)/gi, ' ')
-      .replace(new RegExp(`</?(?:${BLOCK})\\b[^>]*>`, 'gi'), '\n')
-      .replace(/<\/?[a-z][^>]*>/gi, ' '),
+  const out: string[] = [];
+  let hidden = 0;
+  const parser = new Parser(
+    {
+      onopentagname(name) {
+        // A <head> left open ends where the body starts.
+        if (name === 'body') hidden = 0;
+        else if (HIDDEN.has(name)) hidden++;
+        else if (!hidden) out.push(BLOCK.has(name) ? '\n' : ' ');
+      },
+      onclosetag(name, implied) {
+        if (HIDDEN.has(name)) hidden = Math.max(0, hidden - 1);
+        else if (!hidden && !(implied && name === 'br')) out.push(BLOCK.has(name) ? '\n' : ' ');
+      },
+      ontext(text) {
+        if (!hidden) out.push(text);
+      },
+    },
+    { decodeEntities: true, lowerCaseTags: true, recognizeSelfClosing: true },
   );
+  parser.end(html);
+  return out.join('');
 }
 
 async function pdfText(bytes: Uint8Array): Promise<string> {

@@ -9,7 +9,8 @@ import { newId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { AgentService } from '../agents/service.js';
 import { chunkText, DEFAULT_CHUNKING, type ChunkOptions } from './chunk.js';
-import { extract, normalise, type DocumentContentType } from './extract.js';
+import { normalise, type DocumentContentType } from './extract.js';
+import type { TextExtractor } from './extractor.js';
 import type { AgentDocumentRow, DocumentRow, KnowledgeStore } from './store.js';
 
 export type Document = components['schemas']['Document'];
@@ -32,6 +33,7 @@ export class KnowledgeService {
   constructor(
     private readonly store: KnowledgeStore,
     private readonly agents: AgentService,
+    private readonly extractor: Pick<TextExtractor, 'extract'>,
     private readonly chunking: ChunkOptions = DEFAULT_CHUNKING,
   ) {}
 
@@ -60,7 +62,7 @@ export class KnowledgeService {
   }
 
   async upload(workspaceId: string, input: UploadInput): Promise<Document> {
-    const text = input.kind === 'file' ? await extract(input.contentType, input.bytes) : normalise(input.text);
+    const text = input.kind === 'file' ? await this.extractor.extract(input.contentType, input.bytes) : normalise(input.text);
     if (!text) throw unprocessable('document_empty', 'The document has no text once whitespace is removed.', input.kind === 'file' ? 'file' : 'text');
     const chunks = chunkText(text, this.chunking);
     const row = await this.store.insertDocument(
