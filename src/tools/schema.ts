@@ -1,12 +1,29 @@
 /**
  * A tool's `parameters`: a JSON Schema (2020-12) checked on write against the meta-schema and compiled,
  * and used to validate arguments before a test run.
+ *
+ * The schema is a tenant's: its `pattern`, `patternProperties` and `propertyNames` regexes run on RE2
+ * (re2js, linear time) instead of JavaScript's backtracking engine, so `^(a+)+$` cannot hold the event
+ * loop. A pattern RE2 does not support (look-around, back-references) is refused when the tool is written.
  */
 import type { ErrorObject, ValidateFunction } from 'ajv';
+import { RE2JS } from 're2js';
 import { makeAjv } from '../http/contract.js';
 import { unprocessable } from '../http/errors.js';
 
-const ajv = makeAjv({ allErrors: false });
+/**
+ * Ajv's `code.regExp`: an RE2 matcher with RegExp's `test` (Ajv passes the `u` flag only). Ajv keys
+ * compiled patterns by `toString()`, so it must name the pattern as a RegExp would.
+ */
+const linearRegExp = Object.assign(
+  (pattern: string, flags: string) => {
+    const re = RE2JS.compile(pattern);
+    return { test: (s: string) => re.matcher(s).find(), toString: () => `/${pattern}/${flags}` };
+  },
+  { code: 're2js' },
+);
+
+const ajv = makeAjv({ allErrors: false, code: { regExp: linearRegExp } });
 
 function pointerToParam(prefix: string, pointer: string): string {
   const parts = pointer.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
