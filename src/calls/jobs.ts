@@ -1,10 +1,13 @@
 /**
  * The background work of calls, as job-queue tasks (src/jobs/queue.ts):
- * - `call_dial`: hands a queued call to its carrier, at most once (the claim is written before the
- *   request, so a crash mid-dial never dials twice; a lost dial is ended by the deadline);
- * - `call_deadline`: ends a call nothing else ended in time (a carrier that never called back, an
- *   instance that died mid-call). A deadline that moved later (a live call's bridge renews it) is
- *   rescheduled instead.
+ * - `call_dial`: hands a queued call to its carrier, at most once: everything the request needs is
+ *   read first, then one atomic claim (with the stream token) is written right before the request, so
+ *   a crash never dials twice and only a crash during the carrier's answer leaves a dial unknown;
+ * - `call_deadline`: first runs when the dial grace is over. A call whose dial job never claimed it
+ *   (the instance holding the job died; graphile-worker keeps a dead worker's jobs locked for hours)
+ *   is dialed from there (the same atomic claim, so once); otherwise it ends a call nothing else ended
+ *   in time (a carrier that never called back, an instance that died mid-call). A deadline that moved
+ *   later (a live call's bridge renews it) is rescheduled instead.
  */
 import type { Logger } from 'pino';
 import { ApiError } from '../http/errors.js';
@@ -41,12 +44,12 @@ export class CallJobs {
 
   async dial(callId: string | null): Promise<void> {
     if (!callId) return;
-    const call = await this.store.claimDial(callId);
-    if (!call) return;
+    const queued = await this.store.get(callId);
+    if (!queued || queued.status !== 'queued' || queued.dial_attempted_at || queued.hangup_requested_at) return;
     const log = this.log.child({ callId });
     let agent;
     try {
-      agent = await this.agents.loadForRuntime(call.workspace_id, call.agent_id);
+      agent = await this.agents.loadForRuntime(queued.workspace_id, queued.agent_id);
     } catch (err) {
       if (!(err instanceof ApiError)) throw err;
       log.warn('agent gone before dialing; the call fails');
@@ -55,14 +58,15 @@ export class CallJobs {
     }
     let credentials;
     try {
-      credentials = credentialsOf(agent, call.provider);
+      credentials = credentialsOf(agent, queued.provider);
     } catch (err) {
       if (!(err instanceof MissingCredentialsError)) throw err;
       await this.finaliser.finalise(callId, { endReason: 'not_allowed' });
       return;
     }
     const streamToken = newStreamToken();
-    await this.store.update(callId, { stream_token_hash: sha256Hex(streamToken) }, ['queued']);
+    const call = await this.store.claimDial(callId, sha256Hex(streamToken));
+    if (!call) return;
     const voicemail = agent.voicemailConfig;
     try {
       const { callSid } = await this.carriers[call.provider].dial(credentials, {
@@ -95,6 +99,12 @@ export class CallJobs {
     if (!callId) return;
     const call = await this.store.get(callId);
     if (!call || isTerminal(call.status)) return;
+    if (call.status === 'queued' && !call.dial_attempted_at && !call.hangup_requested_at) {
+      this.log.warn({ callId }, 'call not dialed within the dial grace (its dial job was lost or is late); dialing it now');
+      await this.jobs.add(DEADLINE_JOB, { call_id: callId }, { runAt: new Date(call.deadline_at), jobKey: deadlineJobKey(callId) });
+      await this.dial(callId);
+      return;
+    }
     const now = this.clock.now().getTime();
     const deadline = new Date(call.deadline_at).getTime();
     if (deadline > now + 250) {

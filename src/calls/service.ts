@@ -191,7 +191,8 @@ export class CallService {
     await this.jobs.addMany(
       calls.flatMap((c) => [
         { name: DIAL_JOB, payload: { call_id: c.callId }, jobKey: `call_dial:${c.callId}` },
-        { name: DEADLINE_JOB, payload: { call_id: c.callId }, runAt: deadline, jobKey: deadlineJobKey(c.callId) },
+        // First at the end of the dial grace (a dial job lost with its instance is taken over), then at the deadline.
+        { name: DEADLINE_JOB, payload: { call_id: c.callId }, runAt: new Date(this.clock.now().getTime() + this.timing.dialGraceMs), jobKey: deadlineJobKey(c.callId) },
       ]),
       trx,
     );

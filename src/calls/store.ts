@@ -206,12 +206,12 @@ export class CallStore {
    * The dial job's claim: only a queued call never attempted before, and not asked to hang up, is dialed
    * (at most once). One atomic update, so a hang-up either lands first (no dial) or sees the claim.
    */
-  async claimDial(id: string): Promise<CallRow | undefined> {
+  async claimDial(id: string, streamTokenHash: string): Promise<CallRow | undefined> {
     const [row] = await this.db('calls')
       .where({ id, status: 'queued' })
       .whereNull('dial_attempted_at')
       .whereNull('hangup_requested_at')
-      .update({ dial_attempted_at: this.db.fn.now(), updated_at: this.db.fn.now() })
+      .update({ dial_attempted_at: this.db.fn.now(), stream_token_hash: streamTokenHash, updated_at: this.db.fn.now() })
       .returning('*');
     return row;
   }
