@@ -190,6 +190,8 @@ export class CallBridge {
   }
 
   private startTimers(): void {
+    // The stream may have ended while the conversation was being set up: no timers outlive the bridge.
+    if (this.finished) return;
     if (this.opts.silenceTimeoutMs > 0) {
       const every = Math.max(50, Math.min(1000, Math.floor(this.opts.silenceTimeoutMs / 4)));
       this.timers.push(
@@ -210,7 +212,7 @@ export class CallBridge {
   limitByCredit(creditCents: number): void {
     if (this.opts.centsPerMinute <= 0) return;
     const ms = Math.floor(creditCents / this.opts.centsPerMinute) * 60_000;
-    if (ms < this.opts.maxDurationMs) this.timers.push(setTimeout(() => void this.endCall('insufficient_credit'), Math.max(0, ms)));
+    if (ms < this.opts.maxDurationMs && !this.finished) this.timers.push(setTimeout(() => void this.endCall('insufficient_credit'), Math.max(0, ms)));
   }
 
   // Carrier -> model

@@ -120,6 +120,12 @@ export class MediaServer {
       ws.close(1008, 'Agent unavailable');
       return;
     }
+    // The socket closed (or shutdown began) while the call was being looked up: no bridge is started
+    // for it; the call's deadline ends it.
+    if (this.closing || ws.readyState !== ws.OPEN) {
+      if (ws.readyState === ws.OPEN) ws.close(1001, 'Shutting down');
+      return;
+    }
     const bridge = new CallBridge(ws, dialect, start.streamId, call, agent, { ...this.deps, carrier: this.deps.carriers[provider], log }, this.opts, log.child({ callId: call.id }));
     // Frames go to the bridge from now on (it holds caller audio until the voice session is open).
     ws.on('message', (data: Buffer, isBinary: boolean) => {
