@@ -191,6 +191,8 @@ const schema = z.object({
   KNOWLEDGE_EXTRACT_TIMEOUT_MS: z.coerce.number().int().min(100).default(20_000),
   /** Calls a batch writes per dispatch transaction (a larger concurrency is filled by consecutive rounds). */
   BATCH_DISPATCH_CHUNK: z.coerce.number().int().min(1).max(1000).default(100),
+  /** A batch's dispatch round runs this long after a call of it ends; calls ending meanwhile share the round. */
+  BATCH_WAKE_DELAY_MS: z.coerce.number().int().min(0).max(5_000).default(50),
   /** How soon a batch looks again for a free slot when its workspace had none. */
   BATCH_CAPACITY_RETRY_MS: z.coerce.number().int().min(10).default(1_000),
   /**

@@ -187,7 +187,7 @@ export async function startService(
   callJobs.register();
   const batchStore = new BatchStore(db.knex);
   const batchLog = log.child({ component: 'batches' });
-  const batchEngine = new BatchEngine(batchStore, callService, admission, jobs, events, clock, { chunk: config.BATCH_DISPATCH_CHUNK, capacityRetryMs: config.BATCH_CAPACITY_RETRY_MS }, batchLog);
+  const batchEngine = new BatchEngine(batchStore, callService, admission, jobs, events, clock, { chunk: config.BATCH_DISPATCH_CHUNK, capacityRetryMs: config.BATCH_CAPACITY_RETRY_MS, wakeDelayMs: config.BATCH_WAKE_DELAY_MS }, batchLog);
   batchEngine.register();
   finaliser.onFinalised((call, trx) => batchEngine.callEnded(call, trx));
   const batchService = new BatchService(batchStore, callService, batchEngine, clock, batchLog);

@@ -33,6 +33,11 @@ const timerKey = (batchId: string) => `batch_timer:${batchId}`;
 const MAX_CLAIM_PASSES = 20;
 
 export interface EngineOptions {
+  /**
+   * A wake-up runs this long after the first ask; the asks meanwhile join it (calls ending close
+   * together make one dispatch round, not one each).
+   */
+  wakeDelayMs: number;
   /** Calls written per dispatch transaction (a larger room is filled by consecutive rounds). */
   chunk: number;
   /** How soon a batch looks again when the workspace had no free slot. */
@@ -57,9 +62,10 @@ export class BatchEngine {
     this.jobs.register(DISPATCH_JOB, (payload) => this.dispatch(String(payload.batch_id)));
   }
 
-  /** Asks for a dispatch round as soon as possible (with `trx`, once it commits). */
+  /** Asks for a dispatch round (with `trx`, once it commits); asks while one is pending join it. */
   wake(batchId: string, trx?: Knex.Transaction): Promise<void> {
-    return this.jobs.add(DISPATCH_JOB, { batch_id: batchId }, { jobKey: wakeKey(batchId), maxAttempts: 10 }, trx);
+    const runAt = new Date(Date.now() + this.opts.wakeDelayMs);
+    return this.jobs.add(DISPATCH_JOB, { batch_id: batchId }, { jobKey: wakeKey(batchId), runAt, keyMode: 'preserve_run_at', maxAttempts: 10 }, trx);
   }
 
   private setTimer(trx: Knex.Transaction, batchId: string, at: Date): Promise<void> {

@@ -190,7 +190,7 @@ export class BatchService {
     return this.act(workspaceId, batchId, async (trx, batch) => {
       if (TERMINAL_BATCH.includes(batch.status)) throw BatchService.alreadyTerminal(batch);
       if (batch.status !== 'paused') return;
-      const { attempted } = await this.store.progress(trx, batchId);
+      const attempted = await this.store.attempted(trx, batchId);
       const status = batch.scheduled_at > this.clock.now() ? 'scheduled' : attempted ? 'in_progress' : 'queued';
       await this.store.update(trx, batchId, { status });
       await this.engine.wake(batchId, trx);

@@ -161,16 +161,20 @@ export class BatchStore {
     return out;
   }
 
-  /** How many recipients are live, and how many are not yet terminal. */
-  async progress(trx: Knex.Transaction, batchId: string): Promise<{ live: number; open: number; attempted: boolean }> {
-    const [row] = await trx('batch_recipients')
-      .where({ batch_id: batchId })
-      .select(
-        trx.raw(`count(*) filter (where status in ('dialing', 'in_progress')) as live`),
-        trx.raw(`count(*) filter (where status in ('pending', 'scheduled', 'dialing', 'in_progress')) as open`),
-        trx.raw(`coalesce(max(attempts), 0) > 0 as attempted`),
-      );
-    return { live: Number(row.live), open: Number(row.open), attempted: Boolean(row.attempted) };
+  /** How many recipients are live, and how many are not yet terminal (both counted on partial indexes). */
+  async progress(trx: Knex.Transaction, batchId: string): Promise<{ live: number; open: number }> {
+    const { rows } = await trx.raw(
+      `select (select count(*) from batch_recipients where batch_id = :id and status in ('dialing', 'in_progress')) as live,
+              (select count(*) from batch_recipients where batch_id = :id and status in ('pending', 'scheduled')) as waiting`,
+      { id: batchId },
+    );
+    const live = Number(rows[0].live);
+    return { live, open: live + Number(rows[0].waiting) };
+  }
+
+  /** Whether any recipient of the batch was ever called. */
+  async attempted(trx: Knex.Transaction, batchId: string): Promise<boolean> {
+    return Boolean(await trx('batch_recipients').where({ batch_id: batchId }).where('attempts', '>', 0).first('id'));
   }
 
   /** Scheduled recipients whose time has come become pending (they wait for a slot). */

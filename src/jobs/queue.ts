@@ -19,6 +19,12 @@ export interface JobOptions {
   jobKey?: string;
   /** Attempts before the job is given up (default 5; handlers are idempotent). */
   maxAttempts?: number;
+  /**
+   * With `jobKey`: `replace` (default) moves a pending job of the key to this job's time;
+   * `preserve_run_at` keeps the pending job's time (a wake-up that is already due stays due, so a
+   * stream of adds cannot keep pushing it later).
+   */
+  keyMode?: 'replace' | 'preserve_run_at';
 }
 
 export type JobHandler = (payload: Record<string, unknown>) => Promise<void>;
@@ -85,8 +91,8 @@ export class JobQueue {
   /** Enqueues a job, in `trx` when given (it then exists only if the transaction commits). */
   async add(name: string, payload: Record<string, unknown>, options: JobOptions = {}, trx?: Knex.Transaction): Promise<void> {
     await (trx ?? this.knex).raw(
-      `select graphile_worker.add_job(identifier => ?, payload => ?::json, run_at => ?::timestamptz, max_attempts => ?, job_key => ?, job_key_mode => 'replace')`,
-      [name, JSON.stringify(payload), (options.runAt ?? new Date()).toISOString(), options.maxAttempts ?? 5, options.jobKey ?? null],
+      `select graphile_worker.add_job(identifier => ?, payload => ?::json, run_at => ?::timestamptz, max_attempts => ?, job_key => ?, job_key_mode => ?)`,
+      [name, JSON.stringify(payload), (options.runAt ?? new Date()).toISOString(), options.maxAttempts ?? 5, options.jobKey ?? null, options.keyMode ?? 'replace'],
     );
   }
 
