@@ -28,6 +28,16 @@ export const REDACT_PATHS = [
   '*.webhook_secret',
 ];
 
+/** Fields of errors that can carry a request or response body (body parsers attach the raw body). */
+const BODY_FIELDS = ['body', 'raw', 'rawBody', 'request', 'response', 'config'];
+
+/** pino's error serializer, minus any body an error carries: request bodies are never logged. */
+function errorWithoutBody(err: Error): Record<string, unknown> {
+  const out = pino.stdSerializers.err(err) as unknown as Record<string, unknown>;
+  for (const f of BODY_FIELDS) delete out[f];
+  return out;
+}
+
 export function createLogger(level: string, destination?: DestinationStream): Logger {
-  return pino({ level, base: { service: 'voice-agent-service' }, redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, destination);
+  return pino({ level, base: { service: 'voice-agent-service' }, serializers: { err: errorWithoutBody }, redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, destination);
 }
