@@ -449,12 +449,13 @@ export interface RealtimeSessionEnded {
  * | `invalid_data` | `data` is not a string |
  * | `invalid_base64` | `data` is not valid base64 |
  * | `empty_payload` | `data` decodes to zero bytes |
+ * | `text_too_long` | a `text/plain` message decodes to more than 16 KiB (16,384 bytes) of UTF-8; it is not passed on (every session type, text sessions included) |
  * | `binary_frame_unsupported` | a binary frame was sent |
  * | `no_audio_received` | sent once per session, when an image arrives at least 8 seconds after the first image and no audio has been received; checked when an image arrives, not on a timer |
  * | `forward_failed` | voice, camera and screen sessions: a valid message could not be passed to the agent (its session is reconnecting and its queue is full), or a message sent before `session_started` was dropped because the admission hold (250 messages / 8 MB by default) was full; one per message, safe to send again (a text session gets an apology `text` instead) |
  * | `upstream_unavailable` | voice, camera and screen sessions only: the voice service is unreachable after retries; the socket then closes with 1011 |
  *
- * Text sessions emit only `binary_frame_unsupported` and `missing_data`; they ignore audio and
+ * Text sessions emit only `binary_frame_unsupported`, `missing_data` and `text_too_long`; they ignore audio and
  * images without error, and other unusable messages are dropped silently (invalid JSON, and a message
  * that could not be passed to the agent, get an apology `text` from the agent).
  *
@@ -471,6 +472,7 @@ export interface RealtimeError {
     | "invalid_data"
     | "invalid_base64"
     | "empty_payload"
+    | "text_too_long"
     | "binary_frame_unsupported"
     | "no_audio_received"
     | "forward_failed"

@@ -12,7 +12,11 @@ export type FrameErrorCode =
   | 'invalid_data'
   | 'invalid_base64'
   | 'empty_payload'
+  | 'text_too_long'
   | 'binary_frame_unsupported';
+
+/** A typed message (`text/plain`) may be at most this many bytes of UTF-8: it becomes one transcript turn. */
+export const MAX_TEXT_MESSAGE_BYTES = 16 * 1024;
 
 export type ServerErrorCode = FrameErrorCode | 'no_audio_received' | 'forward_failed' | 'upstream_unavailable';
 
@@ -61,8 +65,11 @@ export function parseFrame(raw: string | Buffer, isBinary: boolean): Frame {
   const bytes = decodeBase64(m.data);
   if (!bytes) return fail('invalid_base64', "'data' is not valid base64 (a complete 'data:...;base64,' prefix is allowed).");
   if (bytes.length === 0) return fail('empty_payload', "'data' decodes to zero bytes.");
+  if (m.mime_type === 'text/plain' && bytes.length > MAX_TEXT_MESSAGE_BYTES) {
+    return fail('text_too_long', `A text message may be at most ${MAX_TEXT_MESSAGE_BYTES} bytes (16 KiB) of UTF-8; this one is ${bytes.length}.`);
+  }
   return { ok: true, mimeType: m.mime_type as MimeType, bytes };
 }
 
 /** In a text session only these codes are sent; other unusable frames are dropped silently. */
-export const TEXT_SESSION_CODES: ReadonlySet<FrameErrorCode> = new Set(['binary_frame_unsupported', 'missing_data']);
+export const TEXT_SESSION_CODES: ReadonlySet<FrameErrorCode> = new Set(['binary_frame_unsupported', 'missing_data', 'text_too_long']);

@@ -67,6 +67,7 @@ describe('in-session errors (voice, camera and screen sessions)', () => {
       [JSON.stringify({ mime_type: 'image/jpeg', data: 'data:image/jpeg,/9j/4AAQ' }), 'invalid_base64'],
       [JSON.stringify({ mime_type: 'audio/pcm', data: '' }), 'empty_payload'],
       [JSON.stringify({ mime_type: 'image/jpeg', data: 'data:image/jpeg;base64,' }), 'empty_payload'],
+      [JSON.stringify({ mime_type: 'text/plain', data: Buffer.from('é'.repeat(8193)).toString('base64') }), 'text_too_long'],
       [Buffer.from([1, 2, 3, 4]), 'binary_frame_unsupported', true],
     ];
     for (const [raw, code, binary] of cases) {
@@ -160,7 +161,7 @@ describe('in-session errors (voice, camera and screen sessions)', () => {
 });
 
 describe('text sessions', () => {
-  it('ignore audio and images; emit only binary_frame_unsupported and missing_data; apologise for invalid JSON', async () => {
+  it('ignore audio and images; emit only binary_frame_unsupported, missing_data and text_too_long; apologise for invalid JSON', async () => {
     const c = await open('text');
     const started = c.messages[0];
     assert.equal(started.audio_format, null);
@@ -175,11 +176,12 @@ describe('text sessions', () => {
     assert.deepEqual(c.messages.slice(before), [], 'dropped silently');
     assert.equal((await errorFor(c, JSON.stringify({ mime_type: 'text/plain' }))).code, 'missing_data');
     assert.equal((await errorFor(c, Buffer.from('hi'), true)).code, 'binary_frame_unsupported');
+    assert.equal((await errorFor(c, JSON.stringify({ mime_type: 'text/plain', data: b64('x'.repeat(16 * 1024 + 1)) }))).code, 'text_too_long');
     c.ws.send('{oops');
     const apology = await c.next('text');
     assert.match(String(apology.text), /Sorry/);
     await c.next('turn_complete');
-    assert.equal(c.messages.filter((m) => m.type === 'error').length, 2);
+    assert.equal(c.messages.filter((m) => m.type === 'error').length, 3);
     // A typed turn gets a text reply (no audio, no transcript messages in a text session).
     c.sendFrame('text/plain', `data:text/plain;base64,${b64('What are your opening hours?')}`);
     const reply = await c.next('text');
