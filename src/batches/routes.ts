@@ -14,6 +14,7 @@ import type { Handlers } from '../http/handler-types.js';
 import { workspaceOf } from '../http/principal.js';
 import { checkContentType } from '../http/router.js';
 import { validationError } from '../http/validation.js';
+import { findNul, refuseNul } from '../http/nul.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import { parseRecipientsCsv } from './csv.js';
 import type { RowProblem } from './recipients.js';
@@ -108,6 +109,7 @@ export function batchRoutes(batches: BatchService, contract: Contract, deliverie
       checkContentType(req.ctx, contract, 'createBatchFromCsv');
       if (!req.ctx.is('multipart/form-data')) throw unprocessable('missing_body', 'Send multipart/form-data with the CSV in the part `file`.', 'file');
       const fields = formFields(req.ctx);
+      refuseNul({ body: fields });
       // The file part is checked below; a stand-in lets the schema check the text fields.
       if (!validateForm({ ...fields, file: '' })) {
         const errors = (validateForm.errors ?? []).map((e: ErrorObject) => ({ ...e, instancePath: `/requestBody${e.instancePath}` }));
@@ -124,8 +126,18 @@ export function batchRoutes(batches: BatchService, contract: Contract, deliverie
       const recipients: BatchInput['recipients'] = [];
       const problems: RowProblem[] = [];
       rows.forEach((x, index) => {
-        if ('r' in x) recipients.push({ index, row: x.r.row, to_number: x.r.to_number, variables: x.r.variables, ...(x.r.first_message ? { first_message: x.r.first_message } : {}) });
-        else problems.push({ index, ...x.p, column: canonicalColumn(x.p.column) });
+        if (!('r' in x)) {
+          problems.push({ index, ...x.p, column: canonicalColumn(x.p.column) });
+          return;
+        }
+        const { r } = x;
+        const nul = findNul({ to_number: r.to_number, first_message: r.first_message, ...r.variables }, 'row');
+        if (nul !== null) {
+          const column = nul.slice('row.'.length);
+          problems.push({ index, row: r.row, column, reason: 'invalid_value', message: `Row ${r.row}: '${column}' contains a NUL character (U+0000).`, to_number: r.to_number.includes('\0') ? null : r.to_number });
+          return;
+        }
+        recipients.push({ index, row: r.row, to_number: r.to_number, variables: r.variables, ...(r.first_message ? { first_message: r.first_message } : {}) });
       });
       const form = fields as unknown as Omit<CsvForm, 'file'>;
       return { status: 201, body: await batches.create(workspaceOf(req.auth), fromForm(form, recipients), problems) };

@@ -6,6 +6,7 @@
 import type { Context, Middleware } from 'koa';
 import type { Logger } from 'pino';
 import type { OpenAPIBackend, Context as ApiContext } from 'openapi-backend';
+import { refuseNul } from './nul.js';
 import { ApiError, notFound, notImplemented, unauthorized } from './errors.js';
 import { validationError } from './validation.js';
 import type { Contract } from './contract.js';
@@ -92,7 +93,10 @@ export function contractRouter(opts: RouterOptions): Middleware {
     api.register(operationId, async (c: ApiContext, ctx: Context) => {
       if (!handler) throw notImplemented(operationId);
       // x-validate-in-handler operations check the media type with the rest of the body, at their own step.
-      if (!contract.operations.get(operationId)?.validateInHandler) checkContentType(ctx, contract, operationId);
+      if (!contract.operations.get(operationId)?.validateInHandler) {
+        checkContentType(ctx, contract, operationId);
+        refuseNul({ body: c.request.requestBody, query: c.request.query, path: c.request.params });
+      }
       let log: Logger | undefined;
       const auth = principalOf(c);
       const invoke = () => handler({

@@ -68,9 +68,10 @@ async function pdfText(bytes: Uint8Array): Promise<string> {
   return text;
 }
 
-/** Normalises whitespace: lines trimmed, runs of spaces and of blank lines collapsed. */
+/** Normalises whitespace: NUL characters dropped (they cannot be stored), lines trimmed, runs of spaces and of blank lines collapsed. */
 export function normalise(text: string): string {
   return text
+    .replaceAll('\0', '')
     .replace(/\r\n?/g, '\n')
     .replace(/[\t\f\v\u00A0 ]+/g, ' ')
     .split('\n')

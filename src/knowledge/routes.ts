@@ -12,6 +12,7 @@ import { ApiError, unprocessable } from '../http/errors.js';
 import type { Handlers } from '../http/handler-types.js';
 import { workspaceOf } from '../http/principal.js';
 import { validationError } from '../http/validation.js';
+import { refuseNul } from '../http/nul.js';
 import { checkContentType } from '../http/router.js';
 import { detectType } from './extract.js';
 import type { KnowledgeService, UploadInput } from './service.js';
@@ -34,6 +35,7 @@ async function fromMultipart(ctx: Context): Promise<UploadInput> {
   for (const key of Object.keys(files)) if (!FORM_FILES.has(key)) throw unprocessable('unknown_field', `Unknown file part '${key}'.`, key);
   const file = single(files.file, 'file');
   if (!file) throw unprocessable('missing_field', "Field 'file' is required: send the document as the multipart part 'file'.", 'file');
+  refuseNul({ body: fields });
   const givenName = single(fields.name, 'name');
   if (givenName !== undefined && (givenName.length < 1 || givenName.length > 200)) throw unprocessable('invalid_value', "'name' must be 1 to 200 characters.", 'name');
   const contentType = detectType(file.mimetype, file.originalFilename);
@@ -41,7 +43,7 @@ async function fromMultipart(ctx: Context): Promise<UploadInput> {
     const shown = file.mimetype && file.mimetype !== 'application/octet-stream' ? `'${file.mimetype}'` : `of the file '${file.originalFilename ?? ''}'`;
     throw new ApiError(415, 'invalid_request_error', 'unsupported_file_type', `Unsupported file type ${shown}; upload text, Markdown, HTML or PDF.`, { param: 'file' });
   }
-  const name = givenName ?? (file.originalFilename?.trim() || 'Untitled document').slice(0, 200);
+  const name = givenName ?? (file.originalFilename?.replaceAll('\0', '').trim() || 'Untitled document').slice(0, 200);
   return { kind: 'file', name, contentType, bytes: await fs.promises.readFile(file.filepath) };
 }
 
@@ -53,6 +55,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService, contract: Contract)
       const errors = (validateJson.errors ?? []).map((e: ErrorObject) => ({ ...e, instancePath: `/requestBody${e.instancePath}` }));
       throw validationError(errors, { requestBody: body });
     }
+    refuseNul({ body });
     const { name, text } = body as { name: string; text: string };
     return { kind: 'text', name, text };
   };
