@@ -516,6 +516,9 @@ export interface paths {
          * @description Only the fields present change; the change applies to every agent the tool is attached to, from
          *     their next call on (calls already running keep the version they started with). `headers` is
          *     merged by name: a string sets or rotates a header, `null` removes it. Same checks as on create.
+         *     **Headers are bound to the tool's origin:** a `url` with another scheme, host or port keeps only
+         *     the headers sent in the same request; the stored ones are dropped, so no secret reaches a
+         *     destination it was not given for.
          */
         patch: operations["updateTool"];
         trace?: never;
@@ -693,6 +696,10 @@ export interface paths {
          *     `static_auth` replaces the stored credentials; `oauth_config` is merged field by field, and the
          *     tokens from the authorization flow are kept. `access_token`, `refresh_token` and `expires_at`
          *     are never accepted. Switching `auth_type` discards the old kind's credentials.
+         *     **Credentials are bound to their origin:** moving `url` to another scheme, host or port needs
+         *     `static_auth` again with `auth_type: static` (422 `static_auth_required` otherwise), and with
+         *     `oauth2` drops the tokens (status `consent_required`); moving `oauth_config.token_url` to another
+         *     origin also drops the stored `client_secret` unless the same request sends it.
          */
         patch: operations["updateMcpServer"];
         trace?: never;

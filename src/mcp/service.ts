@@ -6,6 +6,7 @@
  * last successful tool listing is kept. Credentials (static headers, client secret, tokens) are sealed
  * at rest and never leave this module except as request headers to the server they belong to.
  */
+import { sameOrigin } from '../net/same-origin.js';
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
@@ -217,6 +218,11 @@ export class McpService {
     if (authType === 'oauth2' && row.auth_type !== 'oauth2' && !input.oauth_config) {
       throw unprocessable('oauth_config_required', "Switching to auth_type 'oauth2' needs 'oauth_config' with client_id, authorization_url and token_url.", 'oauth_config');
     }
+    // Credentials are bound to the origin they were given for (src/net/same-origin.ts).
+    const urlMoved = input.url !== undefined && !sameOrigin(input.url, row.url);
+    if (urlMoved && authType === 'static' && !input.static_auth) {
+      throw unprocessable('static_auth_required', "Moving the server to another origin needs 'static_auth' again: stored credentials are never sent to a new host.", 'static_auth');
+    }
     const staticHeaders = input.static_auth ? this.sealStaticAuth(input.static_auth) : null;
     let oauth: ReturnType<McpService['completeOAuthSettings']> | null = null;
     if (authType === 'oauth2' && input.oauth_config) {
@@ -249,8 +255,14 @@ export class McpService {
       // A consent started with the old client settings must not complete with the new ones.
       dropStates = true;
     }
-    // Keep the sealed secret when the update leaves it out.
-    if (oauth && input.oauth_config && !('client_secret' in input.oauth_config) && row.auth_type === 'oauth2') patch.oauth_client_secret = row.oauth_client_secret;
+    const tokenUrlMoved = Boolean(oauth && row.auth_type === 'oauth2' && row.oauth_token_url && !sameOrigin(oauth.token_url, row.oauth_token_url));
+    // Keep the sealed secret when the update leaves it out, unless the token endpoint moved to another origin.
+    if (oauth && input.oauth_config && !('client_secret' in input.oauth_config) && row.auth_type === 'oauth2') patch.oauth_client_secret = tokenUrlMoved ? null : row.oauth_client_secret;
+    // Tokens issued for the old server or by the old token endpoint are not sent to a new one: consent again.
+    if (authType === 'oauth2' && row.auth_type === 'oauth2' && (urlMoved || tokenUrlMoved)) {
+      Object.assign(patch, { oauth_access_token: null, oauth_refresh_token: null, oauth_expires_at: null, oauth_status: 'consent_required' });
+      dropStates = true;
+    }
 
     const reconnect = (['url', 'transport', 'auth_type', 'static_auth', 'oauth_config'] as const).some((k) => k in input);
     const next = { ...row, ...patch };

@@ -2,6 +2,7 @@
  * HTTP tools: workspace resources attached to agents (one tool can serve many agents). Header values
  * are secrets: sealed before storage, returned only as `header_names`, opened only to make a request.
  */
+import { sameOrigin } from '../net/same-origin.js';
 import type { components } from '../../generated/openapi.js';
 import type { SecretBox } from '../crypto/secrets.js';
 import { notFound, otherWorkspace, unprocessable } from '../http/errors.js';
@@ -115,7 +116,11 @@ export class ToolService {
       checkParametersSchema(body.parameters as Record<string, unknown>);
       changes.parameters = body.parameters as Record<string, unknown>;
     }
-    if (has(body, 'headers')) changes.headers = this.mergeHeaders(current.headers, (body.headers ?? null) as Record<string, string | null> | null);
+    // Stored headers are bound to the tool's origin: a new scheme, host or port keeps only the headers
+    // sent in the same request, so no secret goes to a destination it was not given for.
+    const moved = body.url !== undefined && !sameOrigin(body.url, current.url);
+    if (moved) changes.headers = this.mergeHeaders({}, (body.headers ?? {}) as Record<string, string | null>);
+    else if (has(body, 'headers')) changes.headers = this.mergeHeaders(current.headers, (body.headers ?? null) as Record<string, string | null> | null);
     if (body.url !== undefined) {
       await this.checkToolUrl(body.url);
       changes.url = body.url;

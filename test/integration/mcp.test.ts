@@ -296,7 +296,8 @@ describe('update, refresh, delete', () => {
     assert.equal(rotated.body.name, 'Order lookup');
 
     const port = await closedPort();
-    const moved = await t.http.patch(`/api/v1/mcp-servers/${s.mcp_server_id}`).set(auth(tn)).send({ url: `http://127.0.0.1:${port}/mcp` });
+    // Another origin: the credentials must come along (they are never moved to a new host on their own).
+    const moved = await t.http.patch(`/api/v1/mcp-servers/${s.mcp_server_id}`).set(auth(tn)).send({ url: `http://127.0.0.1:${port}/mcp`, static_auth: { bearer_token: BEARER } });
     assert.equal(moved.status, 200);
     assert.equal(moved.body.status, 'error');
     assert.equal(moved.body.error.code, 'unreachable');
