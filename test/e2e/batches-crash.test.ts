@@ -24,9 +24,8 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import supertest from 'supertest';
-import { freePort, startProcess, type ServiceProcess } from '../helpers/process.js';
+import { processEnv, signupWithKey, startProcess, type ServiceProcess } from '../helpers/process.js';
 import { createTestDatabase } from '../helpers/database.js';
-import { uniqueEmail } from '../helpers/fixtures.js';
 import { startReceiver, type Receiver } from '../helpers/webhooks.js';
 import { providerConfig } from '../helpers/calls.js';
 import { sandboxNumbers } from '../helpers/batches.js';
@@ -58,16 +57,9 @@ after(async () => {
 
 /** One instance's settings; instances of one deployment share the database and the secrets key. */
 async function instanceEnv(dbUrl: string, secretsKey: string): Promise<Record<string, string>> {
-  const port = await freePort();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-batch-crash-'));
   dataDirs.push(dataDir);
-  return {
-    DATABASE_URL: dbUrl,
-    DATA_DIR: dataDir,
-    PORT: String(port),
-    PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
-    PROVIDER_A_API_URL: carriers.providerAUrl,
-    PROVIDER_B_API_URL: carriers.providerBUrl,
+  return processEnv(dbUrl, dataDir, carriers, {
     ADMIN_TOKEN,
     SECRETS_KEY: secretsKey,
     CALL_RING_TIMEOUT_S: '5',
@@ -82,19 +74,15 @@ async function instanceEnv(dbUrl: string, secretsKey: string): Promise<Record<st
     // The test server's connections are shared (max_connections is 100 by default).
     DATABASE_POOL_MAX: '6',
     JOBS_CONCURRENCY: '4',
-  };
+  });
 }
 
 /** A workspace with an API key, the receiver registered for every event, room for `limit` calls, and a phone agent. */
 async function setUp(http: Http, receiver: Receiver, limit: number): Promise<{ auth: Auth; agentId: string }> {
-  const signup = await http.post('/api/v1/auth/signup').send({ email: uniqueEmail(), password: 'long-enough-pw', workspace_name: 'Batches' });
-  assert.equal(signup.status, 201, JSON.stringify(signup.body));
-  const key = await http.post('/api/v1/keys').set('Authorization', `Bearer ${signup.body.session_token}`).send({ name: 'k' });
-  assert.equal(key.status, 201, JSON.stringify(key.body));
-  const auth = { Authorization: `Bearer ${key.body.key}` };
+  const { auth, workspaceId } = await signupWithKey(http, 'Batches');
   const hook = await http.post('/api/v1/webhooks').set(auth).send({ url: receiver.url });
   assert.equal(hook.status, 201, JSON.stringify(hook.body));
-  const ws = await http.patch(`/admin/v1/workspaces/${signup.body.workspace.id}`).set(operator).send({ concurrent_session_limit: limit, credit_balance_cents: 1_000_000 });
+  const ws = await http.patch(`/admin/v1/workspaces/${workspaceId}`).set(operator).send({ concurrent_session_limit: limit, credit_balance_cents: 1_000_000 });
   assert.equal(ws.status, 200, JSON.stringify(ws.body));
   const agent = await http
     .post('/api/v1/agents')

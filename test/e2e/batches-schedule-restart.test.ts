@@ -9,9 +9,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import supertest from 'supertest';
-import { freePort, startProcess, type ServiceProcess } from '../helpers/process.js';
+import { processEnv, signupWithKey, startProcess, type ServiceProcess } from '../helpers/process.js';
 import { createTestDatabase } from '../helpers/database.js';
-import { uniqueEmail } from '../helpers/fixtures.js';
 import { providerConfig } from '../helpers/calls.js';
 import { sandboxNumbers } from '../helpers/batches.js';
 import { waitFor } from '../helpers/realtime.js';
@@ -34,22 +33,10 @@ after(async () => {
 
 describe('a scheduled batch and a restart', () => {
   it('starts at scheduled_at in the new process, not before', async () => {
-    const port = await freePort();
-    const env = {
-      DATABASE_URL: db.url,
-      DATA_DIR: dataDir,
-      PORT: String(port),
-      PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
-      PROVIDER_A_API_URL: carriers.providerAUrl,
-      PROVIDER_B_API_URL: carriers.providerBUrl,
-      CALL_RING_TIMEOUT_S: '5',
-      JOBS_POLL_INTERVAL_MS: '200',
-    };
+    const env = await processEnv(db.url, dataDir, carriers, { CALL_RING_TIMEOUT_S: '5', JOBS_POLL_INTERVAL_MS: '200' });
     let service: ServiceProcess = await startProcess(env);
     let http = supertest(service.url);
-    const signup = await http.post('/api/v1/auth/signup').send({ email: uniqueEmail(), password: 'long-enough-pw', workspace_name: 'Schedule' });
-    const key = (await http.post('/api/v1/keys').set('Authorization', `Bearer ${signup.body.session_token}`).send({ name: 'k' })).body.key as string;
-    const auth = { Authorization: `Bearer ${key}` };
+    const { auth } = await signupWithKey(http, 'Schedule');
     const agent = await http.post('/api/v1/agents').set(auth).send({ name: 'Reminder', instruction: 'Remind people.', ...providerConfig('provider_a') });
     const numbers = sandboxNumbers('0002', 3, 100);
     const at = new Date(Date.now() + 8000);

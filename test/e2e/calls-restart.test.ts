@@ -11,9 +11,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import supertest from 'supertest';
-import { freePort, startProcess, type ServiceProcess } from '../helpers/process.js';
+import { processEnv, signupWithKey, startProcess, type ServiceProcess } from '../helpers/process.js';
 import { createTestDatabase } from '../helpers/database.js';
-import { uniqueEmail } from '../helpers/fixtures.js';
 import { startReceiver, type Receiver } from '../helpers/webhooks.js';
 import { providerConfig, sandboxNumber } from '../helpers/calls.js';
 import { waitFor } from '../helpers/realtime.js';
@@ -39,14 +38,7 @@ after(async () => {
 
 describe('restart mid-call', () => {
   it('the call ends after a SIGKILL and a restart, once, with what was said before the crash', async () => {
-    const port = await freePort();
-    const env = {
-      DATABASE_URL: db.url,
-      DATA_DIR: dataDir,
-      PORT: String(port),
-      PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
-      PROVIDER_A_API_URL: carriers.providerAUrl,
-      PROVIDER_B_API_URL: carriers.providerBUrl,
+    const env = await processEnv(db.url, dataDir, carriers, {
       CALL_RING_TIMEOUT_S: '5',
       CALL_DIAL_GRACE_MS: '500',
       CALL_ORPHAN_AFTER_MS: '2000',
@@ -54,12 +46,10 @@ describe('restart mid-call', () => {
       JOBS_POLL_INTERVAL_MS: '200',
       VOICE_SANDBOX_SPEED: '2',
       VOICE_SANDBOX_MS_PER_CHAR: '30',
-    };
+    });
     let service: ServiceProcess = await startProcess(env);
     let http = supertest(service.url);
-    const signup = await http.post('/api/v1/auth/signup').send({ email: uniqueEmail(), password: 'long-enough-pw', workspace_name: 'Restart' });
-    const key = (await http.post('/api/v1/keys').set('Authorization', `Bearer ${signup.body.session_token}`).send({ name: 'k' })).body.key as string;
-    const auth = { Authorization: `Bearer ${key}` };
+    const { auth } = await signupWithKey(http, 'Restart');
     assert.equal((await http.post('/api/v1/webhooks').set(auth).send({ url: receiver.url })).status, 201);
     const agent = await http.post('/api/v1/agents').set(auth).send({ name: 'Receptionist', instruction: 'You are the receptionist of Acme Dental.', first_message: 'Hello! This is Acme Dental.', ...providerConfig('provider_a') });
     const to = sandboxNumber('8001');

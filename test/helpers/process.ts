@@ -57,3 +57,33 @@ export function startProcess(env: Record<string, string>): Promise<ServiceProces
     child.once('exit', (code) => reject(new Error(`service exited with ${code} before listening:\n${out}`)));
   });
 }
+
+/**
+ * The environment of a service process on `databaseUrl` and its own port, talking to carriers at the
+ * given base URLs (sandbox carriers living in the test's process), plus `extra`.
+ */
+export async function processEnv(databaseUrl: string, dataDir: string, carriers: { providerAUrl: string; providerBUrl: string }, extra: Record<string, string> = {}): Promise<Record<string, string>> {
+  const port = await freePort();
+  return {
+    DATABASE_URL: databaseUrl,
+    DATA_DIR: dataDir,
+    PORT: String(port),
+    PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
+    PROVIDER_A_API_URL: carriers.providerAUrl,
+    PROVIDER_B_API_URL: carriers.providerBUrl,
+    ...extra,
+  };
+}
+
+/** Signs up over HTTP and creates an API key: the workspace, its dashboard session and the key's auth header. */
+export async function signupWithKey(
+  http: { post(path: string): { send(body: object): PromiseLike<{ status: number; body: any }>; set(name: string, value: string): { send(body: object): PromiseLike<{ status: number; body: any }> } } },
+  workspaceName: string,
+): Promise<{ workspaceId: string; sessionToken: string; key: string; auth: { Authorization: string } }> {
+  const signup = await http.post('/api/v1/auth/signup').send({ email: `${workspaceName.toLowerCase().replace(/\W+/g, '-')}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}@example.com`, password: 'long-enough-pw', workspace_name: workspaceName });
+  if (signup.status !== 201) throw new Error(`signup: ${signup.status} ${JSON.stringify(signup.body)}`);
+  const created = await http.post('/api/v1/keys').set('Authorization', `Bearer ${signup.body.session_token}`).send({ name: 'k' });
+  if (created.status !== 201) throw new Error(`key: ${created.status} ${JSON.stringify(created.body)}`);
+  const key = created.body.key as string;
+  return { workspaceId: signup.body.workspace.id as string, sessionToken: signup.body.session_token as string, key, auth: { Authorization: `Bearer ${key}` } };
+}
