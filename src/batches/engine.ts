@@ -64,7 +64,7 @@ export class BatchEngine {
 
   /** Asks for a dispatch round (with `trx`, once it commits); asks while one is pending join it. */
   wake(batchId: string, trx?: Knex.Transaction): Promise<void> {
-    const runAt = new Date(Date.now() + this.opts.wakeDelayMs);
+    const runAt = new Date(this.clock.now().getTime() + this.opts.wakeDelayMs);
     return this.jobs.add(DISPATCH_JOB, { batch_id: batchId }, { jobKey: wakeKey(batchId), runAt, keyMode: 'preserve_run_at', maxAttempts: 10 }, trx);
   }
 
@@ -211,7 +211,7 @@ export class BatchEngine {
    */
   async callEnded(call: CallRow, trx: Knex.Transaction): Promise<void> {
     if (!call.batch_id) return;
-    const batch = await trx('batches').where({ id: call.batch_id }).forShare().first<BatchRow | undefined>();
+    const batch = await this.store.lockShared(trx, call.batch_id);
     const recipient = await this.store.recipientOfCall(trx, call.id);
     if (!batch || !recipient || recipient.status !== 'dialing') return;
     const outcome = call.status as RecipientStatus;

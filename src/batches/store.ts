@@ -118,6 +118,11 @@ export class BatchStore {
     return trx('batches').where({ id }).forUpdate().first();
   }
 
+  /** The batch row, held against a concurrent round, cancel or pause (FOR SHARE) until `trx` ends. */
+  lockShared(trx: Knex.Transaction, id: string): Promise<BatchRow | undefined> {
+    return trx('batches').where({ id }).forShare().first();
+  }
+
   async update(trx: Knex.Transaction, id: string, values: Partial<BatchRow>): Promise<BatchRow> {
     const [row] = await trx('batches')
       .where({ id })
@@ -264,12 +269,12 @@ export class BatchStore {
     return row?.voicemail_config?.retry_on_voicemail ?? true;
   }
 
-  /** Whether the agent has a batch that is not terminal. */
+  /**
+   * Whether the agent has a batch that is not over: not terminal, or canceled/failed with calls still
+   * live (`completed_at` is set exactly when a batch is terminal and reported).
+   */
   async hasActive(workspaceId: string, agentId: string): Promise<boolean> {
-    const row = await this.db('batches')
-      .where({ workspace_id: workspaceId, agent_id: agentId })
-      .where((q) => q.whereNotIn('status', TERMINAL_BATCH as BatchStatus[]).orWhereNull('completed_at'))
-      .first('id');
+    const row = await this.db('batches').where({ workspace_id: workspaceId, agent_id: agentId }).whereNull('completed_at').first('id');
     return Boolean(row);
   }
 }
