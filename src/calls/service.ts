@@ -160,10 +160,10 @@ export class CallService {
    * Writes queued outbound calls with their dial and deadline jobs, in `trx` (the caller holds their
    * concurrency slots, ids as call ids). Nothing is dialed unless the transaction commits.
    */
-  async insertQueued(plan: OutboundPlan, calls: QueuedCall[], trx: Knex.Transaction): Promise<void> {
+  async insertQueued(plan: OutboundPlan, calls: QueuedCall[], trx: Knex.Transaction): Promise<CallRow[]> {
     const deadline = this.firstDeadline();
     const { agent } = plan;
-    await this.store.insertMany(
+    const rows = await this.store.insertMany(
       calls.map((c) => {
         const variables = conversationVariables(agent.variablePlaceholders, c.variables);
         const firstMessage = c.firstMessage ?? agent.firstMessage;
@@ -196,6 +196,7 @@ export class CallService {
       ]),
       trx,
     );
+    return rows;
   }
 
   /** POST /api/v1/calls: every check first; nothing is dialed when one refuses. */
@@ -210,11 +211,11 @@ export class CallService {
       });
     }
     try {
-      await this.store.knex.transaction((trx) =>
+      const [row] = await this.store.knex.transaction((trx) =>
         this.insertQueued(plan, [{ callId, to: body.to_number, variables: body.variables, firstMessage: body.first_message, webhookUrl: body.webhook_url }], trx),
       );
       this.log.info({ callId, workspaceId, agentId: plan.agent.id, provider: plan.provider }, 'call queued');
-      return this.get(workspaceId, callId);
+      return toCall(row);
     } catch (err) {
       await this.admission.slots.releaseFixed(callId).catch(() => undefined);
       throw err;

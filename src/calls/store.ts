@@ -141,8 +141,9 @@ export class CallStore {
   }
 
   /** Several calls in one statement (a batch's dispatch round). */
-  async insertMany(calls: NewCall[], trx: Knex.Transaction): Promise<void> {
-    if (calls.length) await trx('calls').insert(calls.map(encode));
+  async insertMany(calls: NewCall[], trx: Knex.Transaction): Promise<CallRow[]> {
+    if (!calls.length) return [];
+    return trx('calls').insert(calls.map(encode)).returning('*');
   }
 
   /** By id alone, so callers can tell "another workspace's" (403) from "none" (404). */
