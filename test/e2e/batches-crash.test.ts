@@ -24,7 +24,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
 import supertest from 'supertest';
-import { processEnv, signupWithKey, startProcess, type ServiceProcess } from '../helpers/process.js';
+import { CRASH_TIMINGS, processEnv, signupWithKey, startProcess, type ServiceProcess } from '../helpers/process.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { startReceiver, type Receiver } from '../helpers/webhooks.js';
 import { providerConfig } from '../helpers/calls.js';
@@ -62,13 +62,7 @@ async function instanceEnv(dbUrl: string, secretsKey: string): Promise<Record<st
   return processEnv(dbUrl, dataDir, carriers, {
     ADMIN_TOKEN,
     SECRETS_KEY: secretsKey,
-    CALL_RING_TIMEOUT_S: '5',
-    CALL_DIAL_GRACE_MS: '500',
-    CALL_ORPHAN_AFTER_MS: '2000',
-    CALL_HEARTBEAT_MS: '300',
-    JOBS_POLL_INTERVAL_MS: '200',
-    VOICE_SANDBOX_SPEED: '2',
-    VOICE_SANDBOX_MS_PER_CHAR: '30',
+    ...CRASH_TIMINGS,
     BATCH_CAPACITY_RETRY_MS: '200',
     SHUTDOWN_GRACE_MS: '2000',
     // The test server's connections are shared (max_connections is 100 by default).

@@ -11,7 +11,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import supertest from 'supertest';
-import { processEnv, signupWithKey, startProcess, type ServiceProcess } from '../helpers/process.js';
+import { CRASH_TIMINGS, processEnv, signupWithKey, startProcess, type ServiceProcess } from '../helpers/process.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { startReceiver, type Receiver } from '../helpers/webhooks.js';
 import { providerConfig, sandboxNumber } from '../helpers/calls.js';
@@ -38,15 +38,7 @@ after(async () => {
 
 describe('restart mid-call', () => {
   it('the call ends after a SIGKILL and a restart, once, with what was said before the crash', async () => {
-    const env = await processEnv(db.url, dataDir, carriers, {
-      CALL_RING_TIMEOUT_S: '5',
-      CALL_DIAL_GRACE_MS: '500',
-      CALL_ORPHAN_AFTER_MS: '2000',
-      CALL_HEARTBEAT_MS: '300',
-      JOBS_POLL_INTERVAL_MS: '200',
-      VOICE_SANDBOX_SPEED: '2',
-      VOICE_SANDBOX_MS_PER_CHAR: '30',
-    });
+    const env = await processEnv(db.url, dataDir, carriers, CRASH_TIMINGS);
     let service: ServiceProcess = await startProcess(env);
     let http = supertest(service.url);
     const { auth } = await signupWithKey(http, 'Restart');

@@ -58,6 +58,17 @@ export function startProcess(env: Record<string, string>): Promise<ServiceProces
   });
 }
 
+/** Timings for crash tests: calls ring briefly, a dead instance's calls count as orphaned after 2 s, jobs poll fast. */
+export const CRASH_TIMINGS: Record<string, string> = {
+  CALL_RING_TIMEOUT_S: '5',
+  CALL_DIAL_GRACE_MS: '500',
+  CALL_ORPHAN_AFTER_MS: '2000',
+  CALL_HEARTBEAT_MS: '300',
+  JOBS_POLL_INTERVAL_MS: '200',
+  VOICE_SANDBOX_SPEED: '2',
+  VOICE_SANDBOX_MS_PER_CHAR: '30',
+};
+
 /**
  * The environment of a service process on `databaseUrl` and its own port, talking to carriers at the
  * given base URLs (sandbox carriers living in the test's process), plus `extra`.
