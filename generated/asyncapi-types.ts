@@ -119,6 +119,14 @@ export interface CallCompletedEvent {
    */
   transcript: TranscriptEntry[];
   /**
+   * True when the conversation reached the size limit of its record (`CONVERSATION_RECORD_MAX_BYTES`,
+   * 512 KiB of transcript entries and tool-call records by default): what came after is not in
+   * `transcript` or `tool_calls`, while the call or session itself went on, was billed and reported
+   * in full. `message_count` counts the entries kept.
+   *
+   */
+  transcript_truncated: boolean;
+  /**
    * A few sentences on what happened, from post-call analysis; empty when nothing was said.
    */
   summary: string;

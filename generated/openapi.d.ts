@@ -1703,6 +1703,39 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sdk/voice-agent-client.js": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The browser client library (one ES module)
+         * @description `createSession({tokenUrl | getToken, agentId, userId, source})` and the session it returns:
+         *     token minting through your own server, the realtime WebSocket, the microphone as PCM16 16 kHz,
+         *     the agent's audio played back, camera or screen frames as JPEG. Import it from any origin:
+         *
+         *     ```html
+         *     <script type="module">
+         *       import { createSession } from 'https://voice.example.com/sdk/voice-agent-client.js';
+         *     </script>
+         *     ```
+         *
+         *     Any site may load it (`Access-Control-Allow-Origin: *`, `Cross-Origin-Resource-Policy:
+         *     cross-origin`). Cached for 5 minutes, then revalidated with its `ETag`: a request whose
+         *     `If-None-Match` names the current version gets 304 without a body. The package
+         *     `@voice-agent/client` (`packages/client`) is the same code with its TypeScript declarations.
+         */
+        get: operations["getClientLibrary"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "call.completed": {
@@ -3047,6 +3080,13 @@ export interface components {
             /** @description In spoken order. Complete once the call is terminal; empty or partial before. */
             transcript: components["schemas"]["TranscriptEntry"][];
             /**
+             * @description True when the conversation reached the size limit of its record (`CONVERSATION_RECORD_MAX_BYTES`,
+             *     512 KiB of transcript entries and tool-call records by default): what came after is not in
+             *     `transcript` or `tool_calls`, while the call or session itself went on, was billed and reported
+             *     in full. `message_count` counts the entries kept.
+             */
+            transcript_truncated: boolean;
+            /**
              * @description Post-call analysis: a few sentences on what happened. The analysis fields (`summary`,
              *     `sentiment`, `goal_met`, `needs_review`, `latency_avg_ms`) are null until the call is terminal,
              *     then hold exactly what `call.completed` carried (`summary` empty when nothing was said).
@@ -3786,6 +3826,7 @@ export interface components {
          *       "duration": 41,
          *       "status": "completed",
          *       "message_count": 3,
+         *       "transcript_truncated": false,
          *       "transcript": [
          *         {
          *           "role": "model",
@@ -3815,6 +3856,7 @@ export interface components {
          *       "created_at": "2026-11-21T23:55:00.000Z",
          *       "user_id": "customer-4821",
          *       "source": "voice",
+         *       "end_reason": "client_closed",
          *       "ended_at": "2026-11-21T23:55:41.000Z"
          *     }
          */
@@ -3847,7 +3889,8 @@ export interface components {
             duration: number;
             /**
              * @description `completed`: the session ran and closed normally. `failed`: the agent session was lost (the
-             *     socket closed with 1011 after `upstream_unavailable`).
+             *     socket closed with 1011 after `upstream_unavailable`), or the service instance carrying the
+             *     session stopped without closing it (`end_reason: instance_lost`).
              * @enum {string}
              */
             status: "completed" | "failed";
@@ -3855,6 +3898,13 @@ export interface components {
             message_count: number;
             /** @description Every final utterance (or typed message), oldest first; empty when nothing was said. */
             transcript: components["schemas"]["TranscriptEntry"][];
+            /**
+             * @description True when the conversation reached the size limit of its record (`CONVERSATION_RECORD_MAX_BYTES`,
+             *     512 KiB of transcript entries and tool-call records by default): what came after is not in
+             *     `transcript` or `tool_calls`, while the call or session itself went on, was billed and reported
+             *     in full. `message_count` counts the entries kept.
+             */
+            transcript_truncated: boolean;
             /** @description A few sentences on what happened, from post-call analysis; empty when nothing was said. */
             summary: string;
             /** @enum {string} */
@@ -3882,6 +3932,17 @@ export interface components {
              * @enum {string}
              */
             source: "voice" | "camera" | "screen" | "text";
+            /**
+             * @description Why the session ended. `client_closed`: the client closed the socket. `agent_ended`: the agent
+             *     ended the conversation (`session_ended`), then the socket closed. `service_error`: the voice
+             *     service was lost (1011). `shutdown`: the service closed the session while shutting down (1001).
+             *     `instance_lost`: the instance carrying the session stopped (a crash) without closing it; the
+             *     record was finalised by another instance once the session's lease expired, from what had been
+             *     saved as the session went (`ended_at` is the last moment the instance was known alive, and the
+             *     session is billed up to it).
+             * @enum {string}
+             */
+            end_reason: "client_closed" | "agent_ended" | "service_error" | "shutdown" | "instance_lost";
             /**
              * Format: date-time
              * @description When the session closed.
@@ -4081,6 +4142,7 @@ export interface components {
          *       "duration": 95,
          *       "status": "completed",
          *       "message_count": 4,
+         *       "transcript_truncated": false,
          *       "transcript": [
          *         {
          *           "role": "model",
@@ -4144,6 +4206,7 @@ export interface components {
          *       "duration": 41,
          *       "status": "completed",
          *       "message_count": 3,
+         *       "transcript_truncated": false,
          *       "transcript": [
          *         {
          *           "role": "model",
@@ -4245,6 +4308,13 @@ export interface components {
             message_count: number;
             /** @description Every final utterance, oldest first; empty when nothing was said. */
             transcript: components["schemas"]["TranscriptEntry"][];
+            /**
+             * @description True when the conversation reached the size limit of its record (`CONVERSATION_RECORD_MAX_BYTES`,
+             *     512 KiB of transcript entries and tool-call records by default): what came after is not in
+             *     `transcript` or `tool_calls`, while the call or session itself went on, was billed and reported
+             *     in full. `message_count` counts the entries kept.
+             */
+            transcript_truncated: boolean;
             /** @description A few sentences on what happened, from post-call analysis; empty when nothing was said. */
             summary: string;
             /**
@@ -4638,6 +4708,12 @@ export interface components {
          *     replayed; absent on a response produced now.
          */
         IdempotentReplayed: "true";
+        /** @description The version of the resource (a strong validator); send it back in `If-None-Match`. */
+        ETag: string;
+        /** @description Cached for 5 minutes, then revalidated with `If-None-Match`. */
+        SdkCacheControl: "public, max-age=300";
+        /** @description Any origin may load the resource. */
+        AllowAnyOrigin: "*";
     };
     pathItems: never;
 }
@@ -7640,6 +7716,7 @@ export interface operations {
                      *           },
                      *           "duration": 42,
                      *           "message_count": 3,
+                     *           "transcript_truncated": false,
                      *           "transcript": [
                      *             {
                      *               "role": "model",
@@ -7752,6 +7829,7 @@ export interface operations {
                      *       },
                      *       "duration": 0,
                      *       "message_count": 0,
+                     *       "transcript_truncated": false,
                      *       "transcript": [],
                      *       "summary": null,
                      *       "sentiment": null,
@@ -7929,6 +8007,7 @@ export interface operations {
                      *       },
                      *       "duration": 42,
                      *       "message_count": 4,
+                     *       "transcript_truncated": false,
                      *       "transcript": [
                      *         {
                      *           "role": "model",
@@ -8019,6 +8098,7 @@ export interface operations {
                      *       },
                      *       "duration": 0,
                      *       "message_count": 0,
+                     *       "transcript_truncated": false,
                      *       "transcript": [],
                      *       "summary": "",
                      *       "sentiment": "neutral",
@@ -9635,6 +9715,7 @@ export interface operations {
                      *           "duration": 41,
                      *           "status": "completed",
                      *           "message_count": 2,
+                     *           "transcript_truncated": false,
                      *           "transcript": [
                      *             {
                      *               "role": "model",
@@ -9657,6 +9738,7 @@ export interface operations {
                      *           "created_at": "2026-11-21T23:55:00.000Z",
                      *           "user_id": "customer-4821",
                      *           "source": "text",
+                     *           "end_reason": "client_closed",
                      *           "ended_at": "2026-11-21T23:55:41.000Z"
                      *         }
                      *       ],
@@ -9705,6 +9787,7 @@ export interface operations {
                      *       "duration": 41,
                      *       "status": "completed",
                      *       "message_count": 3,
+                     *       "transcript_truncated": false,
                      *       "transcript": [
                      *         {
                      *           "role": "model",
@@ -9750,6 +9833,7 @@ export interface operations {
                      *       ],
                      *       "user_id": "customer-4821",
                      *       "source": "voice",
+                     *       "end_reason": "client_closed",
                      *       "ended_at": "2026-11-21T23:55:41.000Z"
                      *     }
                      */
@@ -9889,6 +9973,7 @@ export interface operations {
                      *       "variables": {},
                      *       "duration": 0,
                      *       "message_count": 0,
+                     *       "transcript_truncated": false,
                      *       "transcript": [],
                      *       "summary": null,
                      *       "sentiment": null,
@@ -10632,6 +10717,48 @@ export interface operations {
             };
         };
     };
+    getClientLibrary: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description An `ETag` received earlier; 304 when the library has not changed since.
+                 * @example "3f1c2a9b7d6e5f40a1b2c3d4e5f60718"
+                 */
+                "If-None-Match"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The library. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    ETag: components["headers"]["ETag"];
+                    "Cache-Control": components["headers"]["SdkCacheControl"];
+                    "Access-Control-Allow-Origin": components["headers"]["AllowAnyOrigin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example var e=class extends Error{...};export{e as VoiceAgentError,...}; */
+                    "text/javascript": string;
+                };
+            };
+            /** @description Not modified since the version named by `If-None-Match`; no body. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    ETag: components["headers"]["ETag"];
+                    "Cache-Control": components["headers"]["SdkCacheControl"];
+                    "Access-Control-Allow-Origin": components["headers"]["AllowAnyOrigin"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
     callCompletedWebhook: {
         parameters: {
             query?: never;
@@ -10691,6 +10818,7 @@ export interface operations {
                  *       "duration": 95,
                  *       "status": "completed",
                  *       "message_count": 4,
+                 *       "transcript_truncated": false,
                  *       "transcript": [
                  *         {
                  *           "role": "model",

@@ -663,6 +663,14 @@ export const operations = [
     "tags": [
       "System"
     ]
+  },
+  {
+    "operationId": "getClientLibrary",
+    "method": "GET",
+    "path": "/sdk/voice-agent-client.js",
+    "tags": [
+      "Browser SDK"
+    ]
   }
 ] as const;
 

@@ -147,6 +147,11 @@ const schema = z.object({
   /** Tool calls of a realtime session: time limit, and delay before the agent says a filler line. */
   REALTIME_TOOL_TIMEOUT_MS: durationMs(10_000),
   REALTIME_TOOL_FILLER_MS: durationMs(1_500),
+  /**
+   * Size of a conversation record's transcript and tool-call records together (JSON bytes); what comes
+   * after is not kept and the record says `transcript_truncated`, so a record always saves.
+   */
+  CONVERSATION_RECORD_MAX_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(512 * 1024),
   /** Metering: cents per started minute of a voice/camera/screen session, and of a text session. */
   REALTIME_CENTS_PER_MINUTE: z.coerce.number().int().min(0).default(10),
   REALTIME_TEXT_CENTS_PER_MINUTE: z.coerce.number().int().min(0).default(0),

@@ -204,6 +204,7 @@ export async function startService(
     {
       toolTimeoutMs: config.REALTIME_TOOL_TIMEOUT_MS,
       toolFillerMs: config.REALTIME_TOOL_FILLER_MS,
+      recordMaxBytes: config.CONVERSATION_RECORD_MAX_BYTES,
       silenceTimeoutMs: config.CALL_SILENCE_TIMEOUT_MS,
       maxDurationMs: config.CALL_MAX_DURATION_S * 1000,
       centsPerMinute: config.CALL_CENTS_PER_MINUTE,

@@ -65,7 +65,7 @@ export class CallFinaliser {
     const log = this.log.child({ callId });
     const analysis = await analyseConversation(this.voice, row.instruction, row.transcript, log);
     const w = writeUp(
-      { transcript: row.transcript, interruptionCount: row.interruption_count, latenciesMs: row.latencies_ms, toolCalls: row.tool_calls, firstMessageDelivered: row.first_message_delivered },
+      { transcript: row.transcript, transcriptTruncated: row.transcript_truncated, interruptionCount: row.interruption_count, latenciesMs: row.latencies_ms, toolCalls: row.tool_calls, firstMessageDelivered: row.first_message_delivered },
       talkMs,
       analysis,
     );

@@ -51,6 +51,7 @@ export interface CallRow {
   webhook_url: string | null;
   instruction: string;
   transcript: TranscriptTurn[];
+  transcript_truncated: boolean;
   interruption_count: number;
   latencies_ms: number[];
   tool_calls: ToolCallRecord[];
@@ -104,6 +105,7 @@ export type NewCall = Pick<
 /** The live facts of a conversation as the bridge saves them. */
 export interface CallProgress {
   transcript: TranscriptTurn[];
+  transcript_truncated: boolean;
   interruption_count: number;
   latencies_ms: number[];
   tool_calls: ToolCallRecord[];

@@ -59,6 +59,8 @@ export interface ConversationOutcome {
   latenciesMs: number[];
   toolCalls: ToolCallRecord[];
   firstMessageDelivered: boolean;
+  /** The record's size limit was reached: later transcript entries and tool-call records were not kept. */
+  transcriptTruncated: boolean;
 }
 
 export interface TranscriptUpdate {
@@ -93,6 +95,8 @@ export interface ConversationOptions {
   toolTimeoutMs: number;
   /** A tool call still running after this long makes the agent say FILLER, once per round of calls. */
   toolFillerMs: number;
+  /** JSON bytes of transcript entries and tool-call records the record keeps (CONVERSATION_RECORD_MAX_BYTES). */
+  recordMaxBytes: number;
 }
 
 const RESULT_LIMIT = 4096;
@@ -113,6 +117,8 @@ export class Conversation {
   private readonly toolCalls: ToolCallRecord[] = [];
   private readonly builtins = new Map<string, BuiltinTool>();
   private interruptionCount = 0;
+  private recordBytes = 0;
+  private truncated = false;
   private firstMessageDelivered = false;
   private firstTurnDone = false;
   private userUtteranceAt: number | null = null;
@@ -192,7 +198,21 @@ export class Conversation {
     }
   }
 
+  /** Takes `entry`'s size from the record's budget; false (and the record marked truncated) once it is spent. */
+  private fits(entry: unknown): boolean {
+    if (this.truncated) return false;
+    const bytes = Buffer.byteLength(JSON.stringify(entry));
+    if (this.recordBytes + bytes > this.opts.recordMaxBytes) {
+      this.truncated = true;
+      this.log.warn({ conversationId: this.info.id, limit: this.opts.recordMaxBytes }, 'conversation record reached its size limit; later entries are not kept');
+      return false;
+    }
+    this.recordBytes += bytes;
+    return true;
+  }
+
   private commit(turn: TranscriptTurn): void {
+    if (!this.fits(turn)) return;
     this.transcript.push(turn);
     this.events.committed?.(turn);
   }
@@ -305,7 +325,7 @@ export class Conversation {
         const startedAt = this.nowMs();
         this.events.toolCall?.(call.name, 'started');
         const outcome = await this.runOne(call);
-        this.toolCalls.push({
+        const record: ToolCallRecord = {
           name: call.name,
           source: outcome.source,
           arguments: call.args ?? {},
@@ -314,7 +334,8 @@ export class Conversation {
           error: outcome.ok ? null : (outcome.error ?? 'failed'),
           duration_ms: Math.max(0, Math.round(outcome.durationMs)),
           started_at: startedAt / 1000,
-        });
+        };
+        if (this.fits(record)) this.toolCalls.push(record);
         this.events.toolCall?.(call.name, outcome.ok ? 'completed' : 'failed');
         return { id: call.id, name: call.name, response: outcome.ok ? { result: outcome.result ?? null } : { error: outcome.error ?? 'failed' } };
       }),
@@ -338,6 +359,7 @@ export class Conversation {
       latenciesMs: [...this.latenciesMs],
       toolCalls: [...this.toolCalls],
       firstMessageDelivered: this.firstMessageDelivered,
+      transcriptTruncated: this.truncated,
     };
   }
 

@@ -24,6 +24,7 @@ export async function analyseConversation(voice: Pick<VoiceService, 'analyze'>, 
 export interface ConversationWriteUp {
   duration: number;
   transcript: TranscriptTurn[];
+  transcript_truncated: boolean;
   message_count: number;
   interruption_count: number;
   latency_avg_ms: number;
@@ -51,6 +52,7 @@ export function writeUp(outcome: Omit<ConversationOutcome, 'status' | 'endedAt'>
   return {
     duration: Math.max(0, Math.round(talkMs / 1000)),
     transcript: outcome.transcript,
+    transcript_truncated: outcome.transcriptTruncated,
     message_count: outcome.transcript.length,
     interruption_count: outcome.interruptionCount,
     latency_avg_ms: meanLatency(outcome.latenciesMs),

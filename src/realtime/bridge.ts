@@ -11,7 +11,7 @@ import type { Clock } from '../lib/clock.js';
 import type { VoiceSession } from '../voice/types.js';
 import { Conversation, type ConversationOptions, type ConversationOutcome, type ConversationTools } from '../conversation/engine.js';
 import { parseFrame, TEXT_SESSION_CODES, type ServerErrorCode } from './frames.js';
-import type { Source } from './store.js';
+import type { EndReason, Source } from './store.js';
 
 export { FILLER } from '../conversation/engine.js';
 
@@ -26,7 +26,7 @@ export interface SessionInfo {
   variables: Record<string, string>;
 }
 
-export type SessionOutcome = ConversationOutcome;
+export type SessionOutcome = ConversationOutcome & { endReason: EndReason };
 
 export interface BridgeOptions extends ConversationOptions {
   noAudioAfterMs: number;
@@ -43,6 +43,8 @@ export class SessionBridge {
   private audioReceived = false;
   private noAudioSent = false;
   private finished = false;
+  private closedByServer = false;
+  private onProgress: (() => void) | undefined;
   private resolveDone!: (o: SessionOutcome) => void;
   /** Resolves once when the socket has closed, with what the conversation record needs. */
   readonly done = new Promise<SessionOutcome>((r) => (this.resolveDone = r));
@@ -69,15 +71,28 @@ export class SessionBridge {
         transcript: (u) => {
           if (!this.isText) this.send({ type: 'transcript', role: u.role, text: u.text, final: u.final, timestamp: u.timestamp });
         },
+        committed: () => this.onProgress?.(),
         turnComplete: () => this.send({ type: 'turn_complete' }),
-        interrupted: () => this.send({ type: 'interrupted' }),
-        toolCall: (name, status) => this.send({ type: 'tool_call', name, status }),
+        interrupted: () => {
+          this.send({ type: 'interrupted' });
+          this.onProgress?.();
+        },
+        toolCall: (name, status) => {
+          this.send({ type: 'tool_call', name, status });
+          if (status !== 'started') this.onProgress?.();
+        },
         agentEnded: () => this.send({ type: 'session_ended', reason: 'agent_ended' }),
         upstreamLost: (message) => this.upstreamLost(message),
       },
       log,
     );
     ws.on('close', () => void this.finish());
+  }
+
+  /** `onChange` is called whenever the conversation gathered more to keep; the returned function reads it. */
+  watchProgress(onChange: () => void): () => Omit<ConversationOutcome, 'status' | 'endedAt'> {
+    this.onProgress = onChange;
+    return () => this.conversation.snapshot();
   }
 
   private send(message: Record<string, unknown>): void {
@@ -181,6 +196,7 @@ export class SessionBridge {
 
   /** Closes the client socket from the server side (shutdown), which then finishes the session. */
   close(code: number, reason: string): void {
+    this.closedByServer = true;
     if (this.ws.readyState === this.ws.OPEN || this.ws.readyState === this.ws.CONNECTING) this.ws.close(code, reason);
     else void this.finish();
   }
@@ -188,6 +204,9 @@ export class SessionBridge {
   private async finish(): Promise<void> {
     if (this.finished) return;
     this.finished = true;
-    this.resolveDone(await this.conversation.finish());
+    const outcome = await this.conversation.finish();
+    const endReason: EndReason =
+      outcome.status === 'failed' ? 'service_error' : this.closedByServer ? 'shutdown' : this.conversation.ended ? 'agent_ended' : 'client_closed';
+    this.resolveDone({ ...outcome, endReason });
   }
 }

@@ -1,9 +1,11 @@
 /**
- * Finalisation of a web session: the conversation record (the shared write-up of
- * src/conversation/write-up.ts plus user_id and source), its usage metered by workspace admission in
- * the same transaction, then `call.completed` (provider `web`, call_sid and to_number null,
- * conversation_id the session's `conv_` id).
+ * Finalisation of a web session, exactly once: the conversation record (the shared write-up of
+ * src/conversation/write-up.ts plus user_id, source and end_reason), its usage metered by workspace
+ * admission and its `call.completed` (provider `web`, call_sid and to_number null, conversation_id the
+ * session's `conv_` id) in one transaction, which also removes the session's live row. Whoever inserts
+ * the record first (the instance that ran the session, or one finalising it as an orphan) does the rest.
  */
+import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { VoiceService } from '../voice/types.js';
 import { costOf, type WorkspaceAdmission } from '../workspaces/admission.js';
@@ -12,7 +14,8 @@ import type { CallCompletedPublisher } from '../webhooks/events.js';
 import { callCompletedPayload } from '../webhooks/payloads.js';
 import { sessionCallFacts } from './records.js';
 import type { SessionInfo, SessionOutcome } from './bridge.js';
-import type { ConversationRow, RealtimeStore } from './store.js';
+import type { ConversationRow, EndReason, RealtimeStore } from './store.js';
+import type { LiveSessionRow, LiveSessions, Progress } from './live-sessions.js';
 
 export type { CallCompletedPublisher } from '../webhooks/events.js';
 
@@ -29,6 +32,7 @@ export function sessionCost(source: SessionInfo['source'], elapsedMs: number, m:
 export class ConversationFinaliser {
   constructor(
     private readonly store: RealtimeStore,
+    private readonly live: LiveSessions,
     private readonly voice: VoiceService,
     private readonly admission: WorkspaceAdmission,
     private readonly events: CallCompletedPublisher | null,
@@ -36,8 +40,62 @@ export class ConversationFinaliser {
     private readonly log: Logger,
   ) {}
 
-  async finalise(info: SessionInfo, instruction: string, outcome: SessionOutcome): Promise<ConversationRow> {
+  /** A session started: it is durable from now on, its conversation saved as it grows. */
+  track(info: SessionInfo, instruction: string, progress: (onChange: () => void) => () => Progress): void {
+    this.live.open({
+      id: info.id,
+      workspace_id: info.workspaceId,
+      agent_id: info.agentId,
+      user_id: info.userId,
+      source: info.source,
+      instruction,
+      first_message: info.firstMessage,
+      variables: info.variables,
+      started_at: info.startedAt,
+    });
+    const read = progress(() => this.live.changed(info.id, read));
+  }
+
+  /** The session ended here: its record, usage and `call.completed`; undefined when another instance had finalised it. */
+  async finalise(info: SessionInfo, instruction: string, outcome: SessionOutcome): Promise<ConversationRow | undefined> {
+    await this.live.settle(info.id);
     const elapsedMs = outcome.endedAt.getTime() - info.startedAt.getTime();
+    return this.record(info, instruction, outcome, outcome.endReason, elapsedMs);
+  }
+
+  /**
+   * A session whose instance died (its row not renewed for the lease expiry), in the transaction that
+   * holds the row: recorded as `failed`/`instance_lost` from what was saved, ended and billed at the
+   * last moment the instance was known alive.
+   */
+  async finaliseOrphan(row: LiveSessionRow, trx: Knex.Transaction): Promise<void> {
+    const info: SessionInfo = {
+      id: row.id,
+      workspaceId: row.workspace_id,
+      agentId: row.agent_id,
+      userId: row.user_id,
+      source: row.source,
+      startedAt: new Date(row.started_at),
+      firstMessage: row.first_message,
+      variables: row.variables,
+    };
+    const endedAt = new Date(row.alive_at);
+    const outcome: SessionOutcome = {
+      status: 'failed',
+      endReason: 'instance_lost',
+      endedAt,
+      transcript: row.transcript,
+      transcriptTruncated: row.transcript_truncated,
+      interruptionCount: row.interruption_count,
+      latenciesMs: row.latencies_ms,
+      toolCalls: row.tool_calls,
+      firstMessageDelivered: row.first_message_delivered,
+    };
+    await this.record(info, row.instruction, outcome, 'instance_lost', Math.max(0, endedAt.getTime() - info.startedAt.getTime()), trx);
+    await this.admission.slots.releaseFixed(row.id, trx);
+  }
+
+  private async record(info: SessionInfo, instruction: string, outcome: SessionOutcome, endReason: EndReason, elapsedMs: number, outer?: Knex.Transaction): Promise<ConversationRow | undefined> {
     const analysis = await analyseConversation(this.voice, instruction, outcome.transcript, this.log.child({ sessionId: info.id }));
     const w = writeUp(outcome, elapsedMs, analysis);
     const row: ConversationRow = {
@@ -47,6 +105,7 @@ export class ConversationFinaliser {
       user_id: info.userId,
       source: info.source,
       status: outcome.status,
+      end_reason: endReason,
       first_message: info.firstMessage,
       first_message_delivered: w.first_message_delivered,
       variables: info.variables,
@@ -54,6 +113,7 @@ export class ConversationFinaliser {
       ended_at: outcome.endedAt,
       duration: w.duration,
       transcript: w.transcript,
+      transcript_truncated: w.transcript_truncated,
       message_count: w.message_count,
       interruption_count: w.interruption_count,
       latency_avg_ms: w.latency_avg_ms,
@@ -66,16 +126,22 @@ export class ConversationFinaliser {
       cost_cents: sessionCost(info.source, elapsedMs, this.metering),
     };
     const payload = callCompletedPayload(sessionCallFacts(row));
-    await this.store.saveConversation(row, (trx) =>
-      this.admission.meter({ workspaceId: row.workspace_id, kind: 'web_session', refId: row.id, seconds: row.duration, cents: row.cost_cents, startedAt: row.started_at }, trx),
+    const saved = await this.store.saveConversation(
+      row,
+      async (trx) => {
+        await this.live.remove(row.id, trx);
+        await this.admission.meter({ workspaceId: row.workspace_id, kind: 'web_session', refId: row.id, seconds: row.duration, cents: row.cost_cents, startedAt: row.started_at }, trx);
+        // The session id stands in the deliveries' call column, so its deliveries can be listed.
+        if (this.events) await this.events.callCompleted({ workspaceId: row.workspace_id, callId: row.id, webhookUrl: null, payload }, trx);
+        else this.log.warn({ sessionId: row.id }, 'no event publisher configured; call.completed not sent');
+      },
+      outer,
     );
-    if (this.events) {
-      // The session id stands in the deliveries' call column, so its deliveries can be listed.
-      await this.events.callCompleted({ workspaceId: row.workspace_id, callId: row.id, webhookUrl: null, payload });
-    } else {
-      this.log.warn({ sessionId: row.id }, 'no event publisher configured; call.completed not sent');
+    if (!saved) {
+      this.log.info({ sessionId: row.id }, 'realtime session had already been finalised by another instance');
+      return undefined;
     }
-    this.log.info({ sessionId: row.id, workspaceId: row.workspace_id, status: row.status, duration: row.duration, costCents: row.cost_cents }, 'realtime session finalised');
+    this.log.info({ sessionId: row.id, workspaceId: row.workspace_id, status: row.status, endReason, duration: row.duration, costCents: row.cost_cents }, 'realtime session finalised');
     return row;
   }
 }

@@ -16,6 +16,7 @@ import type { SlotKeeper } from '../workspaces/slots.js';
 import { ConversationFinaliser, type CallCompletedPublisher } from './conversation.js';
 import { clientAddressResolver } from '../net/client-address.js';
 import { IpAttemptLimiter } from './rate-limits.js';
+import { LiveSessions } from './live-sessions.js';
 import { ConversationRecords } from './records.js';
 import { realtimeRoutes } from './routes.js';
 import { RealtimeService, type RuntimeAgents } from './service.js';
@@ -23,6 +24,8 @@ import { RealtimeStore } from './store.js';
 import { RealtimeGateway } from './ws-server.js';
 
 type WebhookDelivery = components['schemas']['WebhookDelivery'];
+
+const ORPHANS_PER_BEAT = 10;
 
 export interface RealtimeDeps {
   config: Config;
@@ -84,7 +87,8 @@ export function createRealtime(d: RealtimeDeps): Realtime {
     },
     log,
   );
-  const finaliser = new ConversationFinaliser(store, d.voice, d.admission, d.events, { centsPerMinute: c.REALTIME_CENTS_PER_MINUTE, textCentsPerMinute: c.REALTIME_TEXT_CENTS_PER_MINUTE }, log);
+  const live = new LiveSessions(d.knex, log);
+  const finaliser = new ConversationFinaliser(store, live, d.voice, d.admission, d.events, { centsPerMinute: c.REALTIME_CENTS_PER_MINUTE, textCentsPerMinute: c.REALTIME_TEXT_CENTS_PER_MINUTE }, log);
   const gateway = new RealtimeGateway(
     service,
     finaliser,
@@ -100,11 +104,29 @@ export function createRealtime(d: RealtimeDeps): Realtime {
       noAudioAfterMs: c.REALTIME_NO_AUDIO_AFTER_MS,
       toolTimeoutMs: c.REALTIME_TOOL_TIMEOUT_MS,
       toolFillerMs: c.REALTIME_TOOL_FILLER_MS,
+      recordMaxBytes: c.CONVERSATION_RECORD_MAX_BYTES,
       onForward: d.onForward,
     },
     log,
   );
   let pruneTimer: NodeJS.Timeout | undefined;
+  let liveTimer: NodeJS.Timeout | undefined;
+  let sweeping = false;
+  /** This instance's sessions are alive; sessions of dead instances are finalised (a few per beat). */
+  const liveBeat = async () => {
+    if (sweeping) return;
+    sweeping = true;
+    try {
+      await live.renew();
+      for (let i = 0; i < ORPHANS_PER_BEAT; i++) {
+        if (!(await live.claimOrphan(c.REALTIME_LEASE_EXPIRY_MS, (row, trx) => finaliser.finaliseOrphan(row, trx)))) break;
+      }
+    } catch (err) {
+      log.warn({ err }, 'live session heartbeat failed');
+    } finally {
+      sweeping = false;
+    }
+  };
   return {
     routes: realtimeRoutes(service, new ConversationRecords(store), d.contract, c.BODY_LIMIT_BYTES, d.deliveries),
     store,
@@ -116,9 +138,13 @@ export function createRealtime(d: RealtimeDeps): Realtime {
       gateway.attach();
       pruneTimer = setInterval(() => void service.prune().catch((err) => log.warn({ err }, 'token pruning failed')), 60 * 60 * 1000);
       pruneTimer.unref();
+      liveTimer = setInterval(() => void liveBeat(), c.REALTIME_LEASE_HEARTBEAT_MS);
+      liveTimer.unref();
+      void liveBeat();
     },
     async drain() {
       clearInterval(pruneTimer);
+      clearInterval(liveTimer);
       await gateway.drain();
     },
   };

@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import { paginate, type Page, type PageParams } from '../lib/pagination.js';
 
 export type Source = 'voice' | 'camera' | 'screen' | 'text';
+export type EndReason = 'client_closed' | 'agent_ended' | 'service_error' | 'shutdown' | 'instance_lost';
 
 export interface TokenRow {
   token_hash: string;
@@ -27,6 +28,7 @@ export interface ConversationRow {
   user_id: string;
   source: Source;
   status: 'completed' | 'failed';
+  end_reason: EndReason;
   first_message: string | null;
   first_message_delivered: boolean;
   variables: Record<string, string>;
@@ -34,6 +36,7 @@ export interface ConversationRow {
   ended_at: Date;
   duration: number;
   transcript: Array<{ role: 'model' | 'user'; text: string; timestamp: number }>;
+  transcript_truncated: boolean;
   message_count: number;
   interruption_count: number;
   latency_avg_ms: number;
@@ -94,18 +97,28 @@ export class RealtimeStore {
     await this.db('realtime_tokens').where('created_at', '<', before).delete();
   }
 
-  /** Stores the record; `alongside` runs in the same transaction (the usage charge commits with it). */
-  async saveConversation(row: ConversationRow, alongside: (trx: Knex.Transaction) => Promise<unknown>): Promise<void> {
-    await this.db.transaction(async (trx) => {
-      await trx('realtime_conversations').insert({
-        ...row,
-        variables: JSON.stringify(row.variables),
-        transcript: JSON.stringify(row.transcript),
-        unanswered_questions: JSON.stringify(row.unanswered_questions),
-        tool_calls: row.tool_calls ? JSON.stringify(row.tool_calls) : null,
-      });
+  /**
+   * Stores the record unless one exists (false then); `alongside` runs in the same transaction (the
+   * usage charge and the event commit with it). In `outer` when given.
+   */
+  async saveConversation(row: ConversationRow, alongside: (trx: Knex.Transaction) => Promise<unknown>, outer?: Knex.Transaction): Promise<boolean> {
+    const run = async (trx: Knex.Transaction) => {
+      const inserted = await trx('realtime_conversations')
+        .insert({
+          ...row,
+          variables: JSON.stringify(row.variables),
+          transcript: JSON.stringify(row.transcript),
+          unanswered_questions: JSON.stringify(row.unanswered_questions),
+          tool_calls: row.tool_calls ? JSON.stringify(row.tool_calls) : null,
+        })
+        .onConflict('id')
+        .ignore()
+        .returning('id');
+      if (!inserted.length) return false;
       await alongside(trx);
-    });
+      return true;
+    };
+    return outer ? run(outer) : this.db.transaction(run);
   }
 
   getConversation(id: string): Promise<ConversationRow | undefined> {

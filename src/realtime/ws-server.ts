@@ -172,6 +172,7 @@ export class RealtimeGateway {
       this.log.child({ sessionId: a.sessionId }),
     );
     this.bridges.add(bridge);
+    this.finaliser.track(bridge.info, a.instruction, (onChange) => bridge.watchProgress(onChange));
     bridge.start();
     ws.off('message', hold);
     for (const [data, isBinary, at] of held.frames) bridge.handleFrame(data, isBinary, at);

@@ -37,6 +37,7 @@ export const TRANSFER_TOOL = 'transfer_call';
 export interface CallBridgeOptions {
   toolTimeoutMs: number;
   toolFillerMs: number;
+  recordMaxBytes: number;
   silenceTimeoutMs: number;
   maxDurationMs: number;
   centsPerMinute: number;
@@ -465,6 +466,7 @@ export class CallBridge {
     const s = c.snapshot();
     await this.deps.store.saveProgress(this.call.id, {
       transcript: s.transcript,
+      transcript_truncated: s.transcriptTruncated,
       interruption_count: s.interruptionCount,
       latencies_ms: s.latenciesMs,
       tool_calls: s.toolCalls,
@@ -492,6 +494,7 @@ export class CallBridge {
         ...(outcome
           ? {
               transcript: outcome.transcript,
+              transcript_truncated: outcome.transcriptTruncated,
               interruption_count: outcome.interruptionCount,
               latencies_ms: outcome.latenciesMs,
               tool_calls: outcome.toolCalls,

@@ -78,6 +78,7 @@ export function callCompletedPayload(input: CallCompletedInput): CallCompletedEv
     status: input.status,
     message_count: input.message_count ?? input.transcript.length,
     transcript: input.transcript,
+    transcript_truncated: input.transcript_truncated,
     summary: input.summary,
     sentiment: input.sentiment,
     goal_met: input.goal_met,

@@ -95,6 +95,7 @@ export function callFacts(overrides: Partial<CallCompletedInput> = {}): CallComp
       { role: 'model', text: 'Hi Ada, this is Sam from Acme Dental.', timestamp: 1795305100.84 },
       { role: 'user', text: 'Yes, that works. Thanks, bye.', timestamp: 1795305112.3 },
     ],
+    transcript_truncated: false,
     summary: 'The patient confirmed the appointment.',
     sentiment: 'positive',
     goal_met: true,

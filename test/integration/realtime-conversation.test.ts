@@ -161,6 +161,7 @@ describe('during a session', () => {
     assert.deepEqual(await c.close(), { code: 1000, reason: '' });
     const row = await waitFor(() => t.service.realtime.store.getConversation(sessionId), 5000, 'record');
     assert.equal(row.status, 'completed');
+    assert.equal(row.end_reason, 'agent_ended');
     assert.match(row.transcript.at(-1)!.text, /Goodbye/);
     assert.ok(!row.transcript.some((e) => e.text.includes('hello again')), 'not passed to the agent');
   });
@@ -255,6 +256,7 @@ describe('during a session', () => {
     }
     const row = await waitFor(() => t.service.realtime.store.getConversation(sessionId), 5000, 'record');
     assert.equal(row.status, 'failed');
+    assert.equal(row.end_reason, 'service_error');
   });
 });
 
@@ -325,7 +327,7 @@ describe('forward_failed in a text session', () => {
 });
 
 describe('reading finished sessions: getRealtimeConversation and listRealtimeConversations', () => {
-  it('the record carries every field of call.completed with the same values, plus user_id, source and ended_at', async () => {
+  it('the record carries every field of call.completed with the same values, plus user_id, source, end_reason and ended_at', async () => {
     const tn = await tenant(t);
     await withWebhook(tn);
     const agentId = await createAgent(t, tn);
@@ -339,11 +341,11 @@ describe('reading finished sessions: getRealtimeConversation and listRealtimeCon
     const res = await t.http.get(`/api/v1/realtime/conversations/${sessionId}`).set(bearer(tn.apiKey));
     assert.equal(res.status, 200, JSON.stringify(res.body));
     assert.ok(res.headers['x-request-id']);
-    const { user_id, source, ended_at, ...rest } = res.body;
+    const { user_id, source, end_reason, ended_at, ...rest } = res.body;
     const { event: kind, ...eventFields } = event;
     assert.equal(kind, 'call.completed');
     assert.deepEqual(rest, eventFields);
-    assert.deepEqual([user_id, source], ['reader-1', 'text']);
+    assert.deepEqual([user_id, source, end_reason, rest.transcript_truncated], ['reader-1', 'text', 'client_closed', false]);
     assert.ok(Date.parse(ended_at) >= Date.parse(res.body.created_at));
   });
 
@@ -443,6 +445,8 @@ describe('shutdown', () => {
     try {
       const row = await knex('realtime_conversations').where({ id: started.session_id }).first();
       assert.equal(row?.status, 'completed');
+      assert.equal(row?.end_reason, 'shutdown');
+      assert.equal(await knex('realtime_live_sessions').where({ id: started.session_id }).first(), undefined, 'no live row left behind');
       assert.equal(await knex('session_leases').where({ id: started.session_id }).first(), undefined);
     } finally {
       await knex.destroy();

@@ -13,6 +13,7 @@ import * as m007 from './007_auth_attempts.js';
 import * as m008 from './008_usage.js';
 import * as m009 from './009_calls.js';
 import * as m010 from './010_batches.js';
+import * as m011 from './011_durable_sessions.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -30,6 +31,7 @@ const migrations: Array<[string, Migration]> = [
   ['008_usage', m008],
   ['009_calls', m009],
   ['010_batches', m010],
+  ['011_durable_sessions', m011],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
