@@ -102,8 +102,8 @@ const schema = z.object({
   // Webhook delivery (src/webhooks/).
   /** Time a receiver has to answer one delivery (the spec: 10 seconds). */
   WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(1).default(10_000),
-  /** Deliveries in flight at once per service instance. */
-  WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(16),
+  /** Deliveries in flight at once per service instance (a quarter kept for workspaces with nothing in flight). */
+  WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(20),
   /** How often the dispatcher looks for deliveries raised elsewhere (another instance, before a restart). */
   WEBHOOK_POLL_INTERVAL_MS: z.coerce.number().int().min(10).default(1_000),
   /** After a rotation, how long the previous secret keeps signing `webhook-signature`. */

@@ -2,11 +2,13 @@
  * Webhook delivery:
  * - fan-out: one `call.completed` to 20 registered receivers (repeated, so the percentiles cover
  *   several hundred deliveries);
- * - burst: 1,000 events raised at once to one receiver.
+ * - burst: 1,000 events raised at once to one receiver;
+ * - neighbour: another workspace's events (10, one every 100 ms) alone, then while the first
+ *   workspace has 60 deliveries to a receiver that takes 3 s to answer (its own baseline in the run).
  * Figures: deliveries per second and latency from the moment the event is raised (EventPublisher
  * call) to the moment the receiver has read the whole request. Receivers are node:http servers on
  * 127.0.0.1 in this process (one clock for both ends); they answer 200 at once. The dispatcher runs
- * with its defaults (WEBHOOK_CONCURRENCY 16, signing with both schemes).
+ * with its defaults (WEBHOOK_CONCURRENCY 20: 15 shared, 5 kept for other workspaces; signing with both schemes).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -42,6 +44,22 @@ async function startReceivers(n: number, onReceipt: (r: Receipt) => void): Promi
   };
 }
 
+
+/** A receiver that answers after `delayMs`. */
+async function slowReceiver(delayMs: number): Promise<{ url: string; close(): Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => setTimeout(() => res.writeHead(200).end(), delayMs));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/slow`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
 
 async function waitFor(cond: () => boolean, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -109,6 +127,34 @@ export async function run(): Promise<void> {
     const burstLatencies = receipts.map((r) => r.at - raisedAt.get(r.eventId)!).sort((a, b) => a - b);
     const duplicates = receipts.length - new Set(receipts.map((r) => r.eventId)).size;
 
+    // Neighbour: workspace B's deliveries alone, then beside workspace A's 60 slow ones.
+    const slowMs = Number(process.env.BENCH_WEBHOOK_SLOW_MS ?? 3000);
+    const slow = await slowReceiver(slowMs);
+    const other = (await fetch(`${service.url}/api/v1/auth/signup`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ email: 'bench-webhooks-b@example.com', password: 'long-enough-pw', workspace_name: 'Neighbour' }),
+    }).then((r) => r.json())) as { workspace: { id: string } };
+    await service.webhooks.register(other.workspace.id, { url: burstUrl });
+    const neighbour = async (): Promise<number[]> => {
+      receipts.length = 0;
+      const sent = new Map<string, number>();
+      for (let i = 0; i < 10; i++) {
+        const t0 = performance.now();
+        const { eventId } = await service.events.callCompleted({ workspaceId: other.workspace.id, callId: null, webhookUrl: null, payload: facts() });
+        sent.set(eventId, t0);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await waitFor(() => [...sent.keys()].every((id) => receipts.some((r) => r.eventId === id)), 120_000);
+      return receipts.filter((r) => sent.has(r.eventId)).map((r) => r.at - sent.get(r.eventId)!).sort((a, b) => a - b);
+    };
+    const alone = await neighbour();
+    for (const w of (await service.webhooks.list(workspaceId, { limit: 100 })).data) await service.webhooks.remove(workspaceId, w.webhook_id);
+    await service.webhooks.register(workspaceId, { url: slow.url });
+    for (let i = 0; i < 60; i++) await service.events.callCompleted({ workspaceId, callId: null, webhookUrl: null, payload: facts() });
+    const beside = await neighbour();
+    await slow.close();
+
     table([
       {
         scenario: `fan-out: 1 event -> 20 receivers (x${rounds})`,
@@ -122,6 +168,20 @@ export async function run(): Promise<void> {
         'deliveries/s': Math.round(burst / ((end - start) / 1000)),
         'p50 ms': ms(percentile(burstLatencies, 50)),
         'p99 ms': ms(percentile(burstLatencies, 99)),
+        'all 20 received, p50 ms': '-',
+      },
+      {
+        scenario: 'neighbour: 10 events of workspace B, alone',
+        'deliveries/s': '-',
+        'p50 ms': ms(percentile(alone, 50)),
+        'p99 ms': ms(percentile(alone, 99)),
+        'all 20 received, p50 ms': '-',
+      },
+      {
+        scenario: `neighbour: the same beside 60 of A to a ${slowMs / 1000} s receiver`,
+        'deliveries/s': '-',
+        'p50 ms': ms(percentile(beside, 50)),
+        'p99 ms': ms(percentile(beside, 99)),
         'all 20 received, p50 ms': '-',
       },
     ]);

@@ -1,6 +1,8 @@
 /**
  * The webhook dispatcher: claims pending deliveries (the outbox rows written with each event), sends
- * each one once, and records the outcome. In-process, at most `concurrency` requests in flight.
+ * each one once, and records the outcome. In-process, at most `concurrency` requests in flight, shared
+ * fairly between workspaces (WebhookStore.claim): a quarter of the slots is kept for workspaces with
+ * nothing in flight, so one workspace's slow receivers cannot hold every slot.
  * It wakes when this process raises an event (`kick`), on NOTIFY from other instances, and on a short
  * poll as a fallback (missed notifications, rows left by a restart).
  *
@@ -19,6 +21,9 @@ import { deliveryHeaders } from './signing.js';
 import { NOTIFY_CHANNEL, type SecretRow, type ClaimedDelivery, type DeliveryError, type DeliveryOutcome, type WebhookStore } from './store.js';
 
 export const USER_AGENT = 'VoiceAgentService-Webhooks/1.0';
+
+/** Workspaces with pending deliveries looked at per claim; more are served in turns. */
+const CLAIM_SCAN_WORKSPACES = 500;
 
 export interface DispatcherSettings {
   timeoutMs: number;
@@ -55,6 +60,9 @@ function hostOf(target: string): string {
 
 export class WebhookDispatcher {
   private readonly inFlight = new Set<Promise<void>>();
+  private readonly inFlightByWorkspace = new Map<string, number>();
+  /** Where the next claim starts its walk over workspaces (WebhookStore.claim). */
+  private scanAfter = '';
   private readonly agents: { http: http.Agent; https: https.Agent };
   private pumping: Promise<void> | undefined;
   private again = false;
@@ -151,12 +159,32 @@ export class WebhookDispatcher {
 
   private async pump(): Promise<void> {
     try {
-      while (!this.stopped && this.inFlight.size < this.settings.concurrency) {
-        const claimed = await this.store.claim(this.settings.concurrency - this.inFlight.size);
-        if (claimed.length === 0) return;
-        for (const d of claimed) {
+      const { concurrency } = this.settings;
+      const reserve = Math.max(1, Math.floor(concurrency / 4));
+      while (!this.stopped && this.inFlight.size < concurrency) {
+        const after = this.scanAfter;
+        const { deliveries, scanEnd } = await this.store.claim({
+          free: concurrency - this.inFlight.size,
+          reserve,
+          pool: Math.max(0, concurrency - reserve),
+          inFlight: this.inFlightByWorkspace,
+          after,
+          scan: CLAIM_SCAN_WORKSPACES,
+        });
+        this.scanAfter = scanEnd ?? '';
+        if (deliveries.length === 0) {
+          // The walk started mid-list and found nothing to take: start over from the first workspace.
+          if (after !== '') continue;
+          return;
+        }
+        for (const d of deliveries) {
+          const ws = d.workspace_id;
+          this.inFlightByWorkspace.set(ws, (this.inFlightByWorkspace.get(ws) ?? 0) + 1);
           const p: Promise<void> = this.deliver(d).finally(() => {
             this.inFlight.delete(p);
+            const left = (this.inFlightByWorkspace.get(ws) ?? 1) - 1;
+            if (left > 0) this.inFlightByWorkspace.set(ws, left);
+            else this.inFlightByWorkspace.delete(ws);
             this.kick();
           });
           this.inFlight.add(p);

@@ -78,6 +78,22 @@ export interface NewEvent {
 
 export const NOTIFY_CHANNEL = 'webhook_deliveries';
 
+/** What the dispatcher can take in one claim (see WebhookStore.claim). */
+export interface ClaimShares {
+  /** Slots free in this dispatcher. */
+  free: number;
+  /** Slots kept for workspaces with nothing in flight. */
+  reserve: number;
+  /** Slots shared by workspaces already sending (concurrency minus reserve). */
+  pool: number;
+  /** Deliveries in flight here, by workspace. */
+  inFlight: Map<string, number>;
+  /** Workspaces are walked from the one after this id ('' for the first). */
+  after: string;
+  /** Workspaces looked at per claim at most. */
+  scan: number;
+}
+
 export class WebhookStore {
   constructor(readonly db: Knex) {}
 
@@ -188,27 +204,28 @@ export class WebhookStore {
   }
 
   /**
-   * Claims up to `limit` pending deliveries, oldest first. SKIP LOCKED lets several dispatchers (in
-   * this process or other instances) claim at once without ever taking the same row.
+   * Claims up to `shares.free` pending deliveries, fairly across workspaces, so one workspace's slow
+   * receivers delay only its own deliveries (the rules are those of `claim_webhook_deliveries`,
+   * migration 012). SKIP LOCKED lets several dispatchers (in this process or other instances) claim
+   * at once without ever taking the same row. The walk over workspaces covers `scan` of them from
+   * `after` on; `scanEnd` is where the next claim should go on from (null: from the first).
    */
-  async claim(limit: number): Promise<ClaimedDelivery[]> {
+  async claim(shares: ClaimShares): Promise<{ deliveries: ClaimedDelivery[]; scanEnd: string | null }> {
     const result = await this.db.raw(
-      `update webhook_deliveries d
-          set state = 'sending', claimed_at = now()
-         from (select p.id, e.body, s.secret_sealed, s.previous_secret_sealed, s.previous_expires_at
-                 from (select id, event_id from webhook_deliveries where state = 'pending' order by id limit ? for update skip locked) p
-                 join webhook_events e on e.id = p.event_id
-                 left join webhook_secrets s on s.workspace_id = e.workspace_id) c
-        where d.id = c.id
-    returning d.*, c.body, c.secret_sealed, c.previous_secret_sealed, c.previous_expires_at`,
-      [limit],
+      `select d.*, e.body, s.secret_sealed, s.previous_secret_sealed, s.previous_expires_at, c.scan_end
+         from claim_webhook_deliveries(?, ?, ?::jsonb, ?, ?, ?) c
+         join webhook_deliveries d on d.id = c.id
+         join webhook_events e on e.id = d.event_id
+         left join webhook_secrets s on s.workspace_id = e.workspace_id
+        order by d.id`,
+      [shares.after, shares.scan, JSON.stringify(Object.fromEntries(shares.inFlight)), shares.pool, shares.free, shares.reserve],
     );
-    return (result.rows as Array<DeliveryRow & { body: string } & Omit<SecretRow, 'workspace_id'>>)
-      .sort((a, b) => (a.id < b.id ? -1 : 1))
-      .map((r) => {
-        const { secret_sealed, previous_secret_sealed, previous_expires_at, ...rest } = r;
-        return { ...rest, secret: secret_sealed === null ? undefined : { workspace_id: r.workspace_id, secret_sealed, previous_secret_sealed, previous_expires_at } };
-      });
+    const rows = result.rows as Array<DeliveryRow & { body: string; scan_end: string | null } & Omit<SecretRow, 'workspace_id'>>;
+    const deliveries = rows.map((r) => {
+      const { secret_sealed, previous_secret_sealed, previous_expires_at, scan_end: _scanEnd, ...rest } = r;
+      return { ...rest, secret: secret_sealed === null ? undefined : { workspace_id: r.workspace_id, secret_sealed, previous_secret_sealed, previous_expires_at } };
+    });
+    return { deliveries, scanEnd: rows[0]?.scan_end ?? null };
   }
 
   /** Records the outcomes of several deliveries in one statement. */

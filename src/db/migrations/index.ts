@@ -14,6 +14,7 @@ import * as m008 from './008_usage.js';
 import * as m009 from './009_calls.js';
 import * as m010 from './010_batches.js';
 import * as m011 from './011_durable_sessions.js';
+import * as m012 from './012_webhook_fair_claims.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -32,6 +33,7 @@ const migrations: Array<[string, Migration]> = [
   ['009_calls', m009],
   ['010_batches', m010],
   ['011_durable_sessions', m011],
+  ['012_webhook_fair_claims', m012],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
