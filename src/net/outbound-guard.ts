@@ -1,9 +1,9 @@
 /**
  * The outbound-request guard (server-side request forgery): every URL the service calls on a user's
- * behalf (webhooks, HTTP tools, MCP servers) must be absolute http(s) and, in production, must not
- * resolve to loopback, private, link-local, metadata or other internal addresses unless the address
- * or host is in OUTBOUND_ALLOW_LIST. Outside production loopback is allowed so the sandbox works on
- * one machine. The check runs at registration (`checkUrl`) and again at connect time on the address
+ * behalf (webhooks, HTTP tools, MCP servers) must be absolute http(s) and must resolve only to public
+ * unicast addresses (never loopback, private, link-local, metadata, or any other special-purpose
+ * range) unless the address or host is in OUTBOUND_ALLOW_LIST. Outside production loopback is allowed
+ * so the sandbox works on one machine. The check runs at registration (`checkUrl`) and again at connect time on the address
  * actually resolved (`guardedLookup`), so DNS cannot be used to get around it. Node skips `lookup`
  * for a literal IP host, so callers run `checkUrl` again right before each request.
  */
@@ -26,8 +26,8 @@ export class BlockedUrlError extends Error {
   }
 }
 
-const ALWAYS_BLOCKED = new Set(['unspecified', 'broadcast', 'multicast', 'reserved']);
-const BLOCKED_IN_PRODUCTION = new Set(['loopback', 'private', 'linkLocal', 'uniqueLocal', 'carrierGradeNat', 'rfc6598', 'ipv4Mapped', 'rfc6145', 'rfc6052', '6to4', 'teredo', 'benchmarking', 'amt', 'as112', 'deprecated', 'orchid2', 'droneRemoteIdProtocolEntityTags']);
+/** Global unicast IPv6 (2000::/3); IPv4-compatible (::/96), site-local, discard and the rest lie outside it. */
+const GLOBAL_UNICAST_V6 = ipaddr.parseCIDR('2000::/3');
 
 function inAllowList(policy: OutboundPolicy, host: string, address?: string): boolean {
   for (const entry of policy.allowList) {
@@ -48,14 +48,20 @@ function inAllowList(policy: OutboundPolicy, host: string, address?: string): bo
   return false;
 }
 
-/** Why an address may not be called, or null when it may. */
+/**
+ * Why an address may not be called, or null when it may. Only public unicast addresses may: those the
+ * IP library classes as plain `unicast` (every special-purpose range it knows is something else),
+ * and for IPv6 only inside global unicast 2000::/3. Listing what is allowed rather than what is not
+ * keeps ranges nobody thought of (IPv4-compatible IPv6 such as ::7f00:1, fec0::/10, 5f00::/16) out.
+ * IPv4-mapped IPv6 is judged as the IPv4 address it carries. Outside production loopback is allowed.
+ */
 export function blockedReason(policy: OutboundPolicy, host: string, address: string): string | null {
   if (inAllowList(policy, host, address)) return null;
   const addr = ipaddr.process(address);
   const range = addr.range();
-  if (ALWAYS_BLOCKED.has(range)) return range;
-  if (policy.production && BLOCKED_IN_PRODUCTION.has(range)) return range;
-  if (!policy.production && range !== 'loopback' && BLOCKED_IN_PRODUCTION.has(range)) return range;
+  if (range === 'loopback') return policy.production ? range : null;
+  if (range !== 'unicast') return range;
+  if (addr.kind() === 'ipv6' && !addr.match(GLOBAL_UNICAST_V6 as never)) return 'non-global IPv6';
   return null;
 }
 

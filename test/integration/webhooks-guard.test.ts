@@ -54,6 +54,30 @@ describe('webhook targets in production', () => {
     assert.deepEqual(await t.service.db.knex('webhooks').where({ workspace_id: tn.workspaceId }), []);
   });
 
+  it('refuses every address that is not public unicast: IPv4-compatible IPv6, site-local, discard, segment routing, NAT64, documentation', async () => {
+    const tn = await tenant(t);
+    for (const url of [
+      'http://[::7f00:1]/hooks',
+      'http://[::a9fe:a9fe]/latest/meta-data/',
+      'http://[::a00:5]/hooks',
+      'http://[fec0::1]/hooks',
+      'http://[5f00::1]/hooks',
+      'http://[100::1]/hooks',
+      'http://[64:ff9b::a9fe:a9fe]/hooks',
+      'http://[2001:db8::1]/hooks',
+      'http://[2002:7f00:1::1]/hooks',
+      'http://0.1.2.3/hooks',
+      'http://192.0.0.8/hooks',
+      'http://198.18.0.1/hooks',
+      'http://240.0.0.1/hooks',
+    ]) {
+      const res = await t.http.post('/api/v1/webhooks').set(bearer(tn.apiKey)).send({ url });
+      assert.equal(res.status, 422, `${url}: ${JSON.stringify(res.body)}`);
+      assert.equal(res.body.error.code, 'url_not_allowed', url);
+    }
+    assert.deepEqual(await t.service.db.knex('webhooks').where({ workspace_id: tn.workspaceId }), []);
+  });
+
   it('accepts a host named in OUTBOUND_ALLOW_LIST and delivers to it', async () => {
     const tn = await tenant(t);
     const url = `http://localhost:${r.port}/allowed`;
