@@ -1714,12 +1714,11 @@ export interface paths {
          * The browser client library (one ES module)
          * @description `createSession({tokenUrl | getToken, agentId, userId, source})` and the session it returns:
          *     token minting through your own server, the realtime WebSocket, the microphone as PCM16 16 kHz,
-         *     the agent's audio played back, camera or screen frames as JPEG. Import it from any origin:
+         *     the agent's audio played back, camera or screen frames as JPEG. Import it from a module script
+         *     of any origin:
          *
-         *     ```html
-         *     <script type="module">
-         *       import { createSession } from 'https://voice.example.com/sdk/voice-agent-client.js';
-         *     </script>
+         *     ```js
+         *     import { createSession } from 'https://voice.example.com/sdk/voice-agent-client.js';
          *     ```
          *
          *     Any site may load it (`Access-Control-Allow-Origin: *`, `Cross-Origin-Resource-Policy:

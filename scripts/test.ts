@@ -1,7 +1,7 @@
 /**
  * `npm test`: prepares PostgreSQL (DATABASE_URL's server, or an embedded one when it is unset), a
- * migrated template database, the API reference, then runs every test file with node's test runner
- * and prints the contract coverage report.
+ * migrated template database, the API reference and the browser SDK (each rebuilt when missing or
+ * stale), then runs every test file with node's test runner and prints the contract coverage report.
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -12,6 +12,7 @@ import { startEmbeddedPostgres, type EmbeddedDatabase } from '../src/db/embedded
 import { createLogger } from '../src/log.js';
 import { printCoverage } from './contract-coverage.js';
 import { buildDocs } from './build-docs.js';
+import { buildSdk } from './build-sdk.js';
 
 const root = path.resolve(import.meta.dirname, '..');
 const coverageDir = path.join(root, '.contract-coverage');
@@ -52,6 +53,7 @@ async function main(): Promise<number> {
   await knex.destroy();
 
   buildDocs({ onlyStale: true });
+  await buildSdk({ onlyStale: true });
   fs.rmSync(coverageDir, { recursive: true, force: true });
 
   const files = testFiles(process.argv.slice(2));

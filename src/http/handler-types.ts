@@ -20,7 +20,9 @@ type FirstContent<C> = C extends { 'application/json': infer B }
       ? B
       : C extends { 'text/xml': infer B }
         ? B
-        : undefined;
+        : C extends { 'text/javascript': infer B }
+          ? B
+          : undefined;
 
 export type RequestBody<O extends OperationId> = Op<O> extends { requestBody: infer R }
   ? FirstContent<ContentOf<R>>

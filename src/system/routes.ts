@@ -1,5 +1,6 @@
-/** Health, readiness, metrics and the contract documents. */
-import { readFileSync } from 'node:fs';
+/** Health, readiness, metrics, the contract documents and the browser client library. */
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Knex } from 'knex';
 import type { Registry } from 'prom-client';
@@ -14,10 +15,36 @@ export interface SystemDeps {
   isShuttingDown(): boolean;
 }
 
+/** Built by `npm run build:sdk` (and by npm start and npm test when missing or stale). */
+const CLIENT_LIBRARY = path.resolve(generatedDir, '../packages/client/dist/voice-agent-client.js');
+
+function loadBundle(file: string): { source: string; etag: string } {
+  if (!existsSync(file)) throw new Error(`${file} is missing: run npm run build:sdk`);
+  const source = readFileSync(file, 'utf8');
+  return { source, etag: `"${createHash('sha256').update(source).digest('hex').slice(0, 32)}"` };
+}
+
+/** Whether an If-None-Match header names this ETag (weak comparison, as for GET). */
+function notModified(ifNoneMatch: string | undefined, etag: string): boolean {
+  if (!ifNoneMatch) return false;
+  return ifNoneMatch.split(',').some((tag) => {
+    const t = tag.trim();
+    return t === '*' || t.replace(/^W\//, '') === etag;
+  });
+}
+
 export function systemRoutes(deps: SystemDeps): Handlers {
   const asyncapi = JSON.parse(readFileSync(path.join(generatedDir, 'asyncapi.json'), 'utf8')) as Record<string, unknown>;
   const docsHtml = readFileSync(path.join(generatedDir, 'docs.html'), 'utf8');
   const asyncDocsHtml = readFileSync(path.join(generatedDir, 'docs-asyncapi.html'), 'utf8');
+  const client = loadBundle(CLIENT_LIBRARY);
+  const clientHeaders = {
+    ETag: client.etag,
+    'Cache-Control': 'public, max-age=300',
+    'Access-Control-Allow-Origin': '*',
+    'Cross-Origin-Resource-Policy': 'cross-origin',
+    'X-Content-Type-Options': 'nosniff',
+  };
   return {
     getHealth: async () => ({ status: 200, body: { status: 'ok' } }),
     getReadiness: async () => {
@@ -36,5 +63,9 @@ export function systemRoutes(deps: SystemDeps): Handlers {
     getAsyncApiDocument: async () => ({ status: 200, body: asyncapi as never }),
     getApiReference: async () => ({ status: 200, body: docsHtml, type: 'text/html; charset=utf-8' }),
     getAsyncApiReference: async () => ({ status: 200, body: asyncDocsHtml, type: 'text/html; charset=utf-8' }),
+    getClientLibrary: async (req) =>
+      notModified(req.headers['if-none-match'], client.etag)
+        ? { status: 304, body: undefined, headers: clientHeaders }
+        : { status: 200, body: client.source, type: 'text/javascript; charset=utf-8', headers: clientHeaders },
   };
 }

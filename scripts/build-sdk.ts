@@ -1,0 +1,58 @@
+/**
+ * Builds the browser packages into the single ES modules the service serves under /sdk/ (esbuild,
+ * minified) and their type declarations (tsc), and prints each bundle's size.
+ * `--if-missing` rebuilds only a bundle older than its sources (npm start's prestart, npm test).
+ */
+import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { gzipSync } from 'node:zlib';
+import { build } from 'esbuild';
+
+const root = path.resolve(import.meta.dirname, '..');
+
+export const SDK_BUNDLES = [
+  { dir: 'packages/client', entry: 'src/index.ts', out: 'dist/voice-agent-client.js', types: 'dist/types/index.d.ts', gzipBudget: 15 * 1024 },
+] as const;
+
+function newestSource(dir: string): number {
+  const files = [
+    path.join(root, 'scripts/build-sdk.ts'),
+    path.join(dir, 'package.json'),
+    path.join(dir, 'tsconfig.json'),
+    ...(fs.readdirSync(path.join(dir, 'src'), { recursive: true }) as string[]).map((f) => path.join(dir, 'src', f)),
+  ];
+  return Math.max(...files.map((f) => fs.statSync(f).mtimeMs));
+}
+
+const kB = (n: number) => `${(n / 1024).toFixed(1)} kB`;
+
+export async function buildSdk(opts: { onlyStale?: boolean; quiet?: boolean } = {}): Promise<void> {
+  for (const b of SDK_BUNDLES) {
+    const dir = path.join(root, b.dir);
+    const out = path.join(dir, b.out);
+    const types = path.join(dir, b.types);
+    const built = [out, types].every((f) => fs.existsSync(f)) ? Math.min(fs.statSync(out).mtimeMs, fs.statSync(types).mtimeMs) : 0;
+    if (opts.onlyStale && built >= newestSource(dir)) continue;
+    await build({
+      entryPoints: [path.join(dir, b.entry)],
+      outfile: out,
+      bundle: true,
+      format: 'esm',
+      platform: 'browser',
+      target: ['es2020'],
+      minify: true,
+      legalComments: 'none',
+      logLevel: 'warning',
+    });
+    execFileSync(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', dir], { cwd: root, stdio: 'inherit' });
+    const code = fs.readFileSync(out);
+    const gz = gzipSync(code, { level: 9 }).length;
+    const over = gz > b.gzipBudget ? ` (over the ${kB(b.gzipBudget)} goal)` : '';
+    if (!opts.quiet) console.log(`${path.relative(root, out)}: ${kB(code.length)}, ${kB(gz)} gzipped${over}`);
+  }
+}
+
+if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(import.meta.filename)) {
+  await buildSdk({ onlyStale: process.argv.includes('--if-missing') });
+}
