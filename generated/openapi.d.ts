@@ -1611,7 +1611,9 @@ export interface paths {
         };
         /**
          * Prometheus metrics
-         * @description Request counts and durations by operationId, plus Node.js process metrics.
+         * @description Request counts and durations by operationId, plus Node.js process metrics. For the deployment's
+         *     metrics scraper: it takes `Authorization: Bearer <METRICS_TOKEN>` (or the `ADMIN_TOKEN`), and
+         *     exists only when one of them is set (404 otherwise).
          */
         get: operations["getMetrics"];
         put?: never;
@@ -10609,6 +10611,8 @@ export interface operations {
                     "text/plain": string;
                 };
             };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
         };
     };
     getOpenApiDocument: {

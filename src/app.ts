@@ -61,6 +61,16 @@ export function createApp(parts: AppParts): Koa {
         },
       }), (token) => parts.auth.apiKey(token).then(Boolean)),
     )
-    .use(contractRouter({ contract, api: parts.api, handlers: parts.handlers, security: securityHandlers(parts.auth), log, operatorEnabled: Boolean(config.ADMIN_TOKEN), idempotency: parts.idempotency }));
+    .use(contractRouter({ contract, api: parts.api, handlers: parts.handlers, security: securityHandlers(parts.auth), log, disabled: disabledOperations(contract, config), idempotency: parts.idempotency }));
   return app;
+}
+
+/** Operator routes need ADMIN_TOKEN; metrics need METRICS_TOKEN or ADMIN_TOKEN. */
+function disabledOperations(contract: Contract, config: Config): Set<string> {
+  const disabled = new Set<string>();
+  for (const [operationId, info] of contract.operations) {
+    if (!config.ADMIN_TOKEN && info.tags.includes('Operator')) disabled.add(operationId);
+  }
+  if (!config.ADMIN_TOKEN && !config.METRICS_TOKEN) disabled.add('getMetrics');
+  return disabled;
 }

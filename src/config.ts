@@ -22,6 +22,8 @@ const schema = z.object({
   DATABASE_POOL_MAX: z.coerce.number().int().min(2).max(500).default(20),
   PUBLIC_BASE_URL: z.string().url('must be an absolute http(s) URL').regex(/^https?:\/\//, 'must start with http:// or https://').optional(),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
+  /** Bearer token a metrics scraper sends to GET /metrics (ADMIN_TOKEN works too); neither set: /metrics answers 404. */
+  METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   CORS_ORIGINS: z
     .string()
     .default('http://localhost:3000,http://127.0.0.1:3000,http://localhost:5173')

@@ -265,6 +265,7 @@ export async function startService(
       apiKey: (t) => workspaces.authenticateApiKey(t),
       dashboardSession: (t) => workspaces.authenticateSession(t),
       adminToken: config.ADMIN_TOKEN,
+      metricsToken: config.METRICS_TOKEN,
     },
   });
 

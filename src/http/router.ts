@@ -20,7 +20,8 @@ export interface RouterOptions {
   handlers: Handlers;
   security: Record<string, (c: ApiContext) => Promise<Principal>>;
   log: Logger;
-  operatorEnabled: boolean;
+  /** Operations this deployment does not offer (operator routes without ADMIN_TOKEN, ...): they answer 404. */
+  disabled: ReadonlySet<string>;
   /** Applied to operations that declare the `Idempotency-Key` header. */
   idempotency?: Idempotency;
 }
@@ -64,7 +65,7 @@ export function contractRouter(opts: RouterOptions): Middleware {
       if (!c.operation) return;
       const operationId = c.operation.operationId as string;
       ctx.state.operationId = operationId;
-      if (!opts.operatorEnabled && contract.operations.get(operationId)?.tags.includes('Operator')) {
+      if (opts.disabled.has(operationId)) {
         throw notFound('route_not_found', `No route ${ctx.method} ${ctx.path}.`);
       }
     },
@@ -84,9 +85,7 @@ export function contractRouter(opts: RouterOptions): Middleware {
       throw validationError(c.validation.errors ?? [], { requestBody: c.request.requestBody, query: c.request.query, path: c.request.params });
     },
   });
-  api.registerSecurityHandler('ApiKey', opts.security.ApiKey);
-  api.registerSecurityHandler('DashboardSession', opts.security.DashboardSession);
-  api.registerSecurityHandler('OperatorToken', opts.security.OperatorToken);
+  for (const [scheme, handler] of Object.entries(opts.security)) api.registerSecurityHandler(scheme, handler);
 
   for (const operationId of contract.operations.keys()) {
     const handler = handlers[operationId as OperationId] as AnyHandler | undefined;

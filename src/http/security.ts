@@ -11,6 +11,7 @@ export interface Authenticators {
   apiKey(token: string): Promise<Principal | null>;
   dashboardSession(token: string): Promise<Principal | null>;
   adminToken?: string;
+  metricsToken?: string;
 }
 
 function bearer(c: ApiContext): string | null {
@@ -40,6 +41,12 @@ export function securityHandlers(auth: Authenticators) {
     OperatorToken: async (c: ApiContext): Promise<Principal> => {
       const token = bearer(c);
       if (!token || !auth.adminToken || !safeEqual(token, auth.adminToken)) throw unauthorized('A valid operator token is required.');
+      return { kind: 'operator' };
+    },
+    MetricsToken: async (c: ApiContext): Promise<Principal> => {
+      const token = bearer(c);
+      const valid = [auth.metricsToken, auth.adminToken].some((expected) => token && expected && safeEqual(token, expected));
+      if (!valid) throw unauthorized('Metrics take a bearer token: METRICS_TOKEN (or ADMIN_TOKEN).');
       return { kind: 'operator' };
     },
   };

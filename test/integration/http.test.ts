@@ -1,6 +1,6 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTestService, type TestService } from '../helpers/service.js';
+import { ADMIN_TOKEN, startTestService, type TestService } from '../helpers/service.js';
 
 let t: TestService;
 before(async () => {
@@ -50,7 +50,7 @@ describe('system routes', () => {
     const ready = await t.http.get('/readyz');
     assert.equal(ready.status, 200);
     assert.deepEqual(ready.body, { status: 'ok', checks: { database: 'ok' } });
-    const metrics = await t.http.get('/metrics');
+    const metrics = await t.http.get('/metrics').set('Authorization', `Bearer ${ADMIN_TOKEN}`);
     assert.equal(metrics.status, 200);
     assert.match(metrics.text, /http_requests_total\{operation="getReadiness",status="200"\}/);
     assert.match(metrics.text, /process_cpu_seconds_total/);
