@@ -36,6 +36,14 @@ const schema = z.object({
     .optional(),
   /** JSON request body limit in bytes. */
   BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
+  /** A client must send a request's headers within this (408 and the connection closed otherwise). */
+  HTTP_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).default(15_000),
+  /** A client must send a whole request, body included, within this (a 10 MB upload at 1 Mbit/s takes 80 s). */
+  HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).default(120_000),
+  /** Open connections (HTTP and WebSocket) one client address may hold; more are closed at once. Trusted proxies are exempt. */
+  HTTP_MAX_CONNECTIONS_PER_IP: z.coerce.number().int().min(1).default(256),
+  /** Open connections the instance holds at most. */
+  HTTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).default(10_000),
   /** Dashboard session lifetime. */
   SESSION_TTL_MS: durationMs(12 * 60 * 60 * 1000),
   /** `last_used_at` of an API key is written at most once per this interval. */

@@ -4,6 +4,8 @@
  */
 import http from 'node:http';
 import { randomBytes } from 'node:crypto';
+import { limitConnections, serverOptions } from './http/connection-limits.js';
+import { trustedProxyMatcher } from './net/client-address.js';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
 import { Registry, collectDefaultMetrics } from 'prom-client';
@@ -269,7 +271,15 @@ export async function startService(
     },
   });
 
-  const server = http.createServer(app.callback());
+  const limits = {
+    headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
+    requestTimeoutMs: config.HTTP_REQUEST_TIMEOUT_MS,
+    maxConnectionsPerIp: config.HTTP_MAX_CONNECTIONS_PER_IP,
+    maxConnections: config.HTTP_MAX_CONNECTIONS,
+    isTrustedProxy: trustedProxyMatcher(config.TRUSTED_PROXIES),
+  };
+  const server = http.createServer(serverOptions(limits), app.callback());
+  limitConnections(server, limits, log);
   // Every WebSocket endpoint by path, in one place (telephony media streams join here); any other
   // upgrade path is answered 404 and its socket destroyed.
   routeUpgrades(server, [realtime.upgradeRoute, ...media.routes]);

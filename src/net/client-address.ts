@@ -17,16 +17,21 @@ function normalise(ip: string): ipaddr.IPv4 | ipaddr.IPv6 | null {
  * The client address of a request: the socket's peer, or, when that peer is a trusted proxy,
  * the right-most X-Forwarded-For entry that is not itself a trusted proxy. No proxy is trusted by default.
  */
-export function clientAddressResolver(trustedProxies: string[]): (req: IncomingMessage) => string {
+/** Whether an address is one of TRUSTED_PROXIES (an address or a CIDR range). */
+export function trustedProxyMatcher(trustedProxies: string[]): (ip: string) => boolean {
   const ranges: Range[] = trustedProxies.map((p) => (p.includes('/') ? ipaddr.parseCIDR(p) : ([normalise(p)!, normalise(p)!.kind() === 'ipv4' ? 32 : 128] as Range)));
-  const trusted = (ip: string) => {
+  return (ip) => {
     const a = normalise(ip);
     return a !== null && ranges.some(([net, bits]) => a.kind() === net.kind() && a.match(net as never, bits));
   };
+}
+
+export function clientAddressResolver(trustedProxies: string[]): (req: IncomingMessage) => string {
+  const trusted = trustedProxyMatcher(trustedProxies);
   return (req) => {
     const peer = req.socket.remoteAddress ?? '';
     const peerNorm = normalise(peer)?.toString() ?? peer;
-    if (!ranges.length || !trusted(peer)) return peerNorm;
+    if (!trustedProxies.length || !trusted(peer)) return peerNorm;
     const header = req.headers['x-forwarded-for'];
     const hops = (Array.isArray(header) ? header.join(',') : header ?? '').split(',').map((h) => h.trim()).filter(Boolean);
     for (let i = hops.length - 1; i >= 0; i--) {

@@ -1,0 +1,82 @@
+/**
+ * Slow or many connections from one client cannot exhaust the instance: a request's headers and the
+ * whole request have deadlines (408, connection closed), and one address may hold only so many open
+ * connections (more are closed on arrival) while other clients are served.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { startTestService, type TestService } from '../helpers/service.js';
+import { freshAddress } from '../helpers/realtime.js';
+
+let t: TestService;
+let port: number;
+before(async () => {
+  t = await startTestService({ HTTP_HEADERS_TIMEOUT_MS: '400', HTTP_REQUEST_TIMEOUT_MS: '800', HTTP_MAX_CONNECTIONS_PER_IP: '5' });
+  port = Number(new URL(t.url).port);
+});
+after(async () => {
+  await t.close();
+});
+
+interface Raw {
+  socket: net.Socket;
+  /** Everything the server sent, once it closed the connection. */
+  closed: Promise<string>;
+}
+
+function open(localAddress: string, first = ''): Promise<Raw> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: '127.0.0.1', port, localAddress }, () => {
+      if (first) socket.write(first);
+      resolve({ socket, closed });
+    });
+    let received = '';
+    socket.on('data', (d) => (received += d.toString()));
+    const closed = new Promise<string>((r) => socket.on('close', () => r(received)));
+    socket.on('error', () => undefined);
+    socket.once('error', reject);
+  });
+}
+
+/** The connection's end, or a failure if the server keeps it open far past the configured deadlines. */
+function closedSoon(raw: Raw): Promise<string> {
+  return Promise.race([raw.closed, new Promise<string>((_, reject) => setTimeout(() => reject(new Error('the server kept the slow connection open')), 20_000).unref())]);
+}
+
+async function healthz(localAddress: string): Promise<string> {
+  const raw = await open(localAddress, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+  return raw.closed;
+}
+
+describe('connection limits', () => {
+  it('closes a connection whose headers do not arrive in time with 408, and serves others meanwhile', async () => {
+    const slow = await open(freshAddress(), 'GET /healthz HTTP/1.1\r\nHost: x\r\n');
+    assert.match(await healthz(freshAddress()), /^HTTP\/1\.1 200/);
+    assert.match(await closedSoon(slow), /^HTTP\/1\.1 408/);
+  });
+
+  it('closes a request whose body does not arrive in time with 408', async () => {
+    const slow = await open(freshAddress(), 'POST /api/v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"email":');
+    const keepSending = setInterval(() => slow.socket.write(' '), 100);
+    try {
+      assert.match(await closedSoon(slow), /^HTTP\/1\.1 408/);
+    } finally {
+      clearInterval(keepSending);
+    }
+  });
+
+  it('one address holds at most HTTP_MAX_CONNECTIONS_PER_IP connections; others are unaffected; a freed one can be reused', async () => {
+    const crowded = freshAddress();
+    // Kept-alive connections, idle after their answer.
+    const held = await Promise.all(Array.from({ length: 5 }, () => open(crowded, 'GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n')));
+    const extra = await open(crowded, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
+    assert.equal(await extra.closed, '', 'the connection over the cap is closed without an answer');
+    assert.match(await healthz(freshAddress()), /^HTTP\/1\.1 200/, 'another address is served');
+    held[0].socket.destroy();
+    await held[0].closed;
+    await new Promise((r) => setTimeout(r, 50));
+    assert.match(await healthz(crowded), /^HTTP\/1\.1 200/);
+    for (const h of held) h.socket.destroy();
+  });
+});
