@@ -16,6 +16,7 @@ import type { Handlers } from './http/handler-types.js';
 import { createApp } from './app.js';
 import { systemClock, type Clock } from './lib/clock.js';
 import { loadSecretBox, type SecretBox } from './crypto/secrets.js';
+import { checkSecretsKey } from './crypto/key-check.js';
 import { WorkspaceStore } from './workspaces/store.js';
 import { WorkspaceService } from './workspaces/service.js';
 import { workspaceRoutes } from './workspaces/routes.js';
@@ -119,6 +120,12 @@ export async function startService(
   const api = await contract.backend();
   const secrets = loadSecretBox({ secretsKey: config.SECRETS_KEY, dataDir: config.dataDir, production: config.NODE_ENV === 'production' });
   const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.dataDir, embeddedPort: config.EMBEDDED_PG_PORT, poolMax: config.DATABASE_POOL_MAX, log });
+  try {
+    await checkSecretsKey(db.knex, secrets);
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
 
   const metrics = new Registry();
   collectDefaultMetrics({ register: metrics });

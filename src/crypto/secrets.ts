@@ -3,7 +3,7 @@
  * with SECRETS_KEY. Outside production an unset key is generated once into DATA_DIR/secrets.key.
  * Stored form: `v1.<iv>.<tag>.<ciphertext>` (base64url).
  */
-import { createCipheriv, createDecipheriv, randomBytes } from 'node:crypto';
+import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 
@@ -17,6 +17,14 @@ export class SecretBox {
     const cipher = createCipheriv('aes-256-gcm', this.key, iv);
     const data = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
     return ['v1', iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), data.toString('base64url')].join('.');
+  }
+
+  /**
+   * Identifies the key without revealing it (an HMAC of a constant under the key), so instances can
+   * tell whether they share one.
+   */
+  fingerprint(): string {
+    return createHmac('sha256', this.key).update('voice-agent-service secrets key fingerprint v1').digest('hex').slice(0, 32);
   }
 
   open(sealed: string): string {

@@ -15,6 +15,7 @@ import * as m009 from './009_calls.js';
 import * as m010 from './010_batches.js';
 import * as m011 from './011_durable_sessions.js';
 import * as m012 from './012_webhook_fair_claims.js';
+import * as m013 from './013_service_settings.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -34,6 +35,7 @@ const migrations: Array<[string, Migration]> = [
   ['010_batches', m010],
   ['011_durable_sessions', m011],
   ['012_webhook_fair_claims', m012],
+  ['013_service_settings', m013],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
