@@ -212,12 +212,7 @@ export class WebhookStore {
    */
   async claim(shares: ClaimShares): Promise<{ deliveries: ClaimedDelivery[]; scanEnd: string | null }> {
     const result = await this.db.raw(
-      `select d.*, e.body, s.secret_sealed, s.previous_secret_sealed, s.previous_expires_at, c.scan_end
-         from claim_webhook_deliveries(?, ?, ?::jsonb, ?, ?, ?) c
-         join webhook_deliveries d on d.id = c.id
-         join webhook_events e on e.id = d.event_id
-         left join webhook_secrets s on s.workspace_id = e.workspace_id
-        order by d.id`,
+      `select * from claim_webhook_deliveries(?, ?, ?::jsonb, ?, ?, ?)`,
       [shares.after, shares.scan, JSON.stringify(Object.fromEntries(shares.inFlight)), shares.pool, shares.free, shares.reserve],
     );
     const rows = result.rows as Array<DeliveryRow & { body: string; scan_end: string | null } & Omit<SecretRow, 'workspace_id'>>;

@@ -16,10 +16,15 @@ export async function up(knex: Knex): Promise<void> {
   await knex.raw(`create index webhook_deliveries_pending_by_workspace on webhook_deliveries (workspace_id, id) where state = 'pending'`);
   await knex.raw(`
     create function claim_webhook_deliveries(after_ws text, scan int, inflight jsonb, pool int, free int, reserve int)
-    returns table (id text, scan_end text)
-    -- A claim returns a few rows; the default estimate of 1,000 would make the joins around it scan whole tables.
-    rows 1
+    returns table (
+      id text, event_id text, workspace_id text, webhook_id text, kind text, call_id text, batch_id text,
+      target_url text, url_key text, state text, status text, status_code int, error text, signed boolean,
+      duration_ms int, attempted_at timestamptz, created_at timestamptz,
+      body text, secret_sealed text, previous_secret_sealed text, previous_expires_at timestamptz, scan_end text
+    )
+    rows 16
     language plpgsql as $$
+    #variable_conflict use_column
     begin
       return query
       with recursive ws(w, n) as (
@@ -52,9 +57,19 @@ export async function up(knex: Knex): Promise<void> {
       claimed as (
         update webhook_deliveries d set state = 'sending', claimed_at = now()
           from chosen ch where d.id = ch.id
-        returning d.id
+        returning d.*
       )
-      select cl.id, (select case when count(*) >= scan then max(p.w) end from pending_ws p) from claimed cl;
+      -- What sending needs is read in this statement: a caller joining on the ids in its own statement
+      -- would use a snapshot taken before this function's, which may not show a delivery committed since.
+      select cl.id, cl.event_id, cl.workspace_id, cl.webhook_id, cl.kind, cl.call_id, cl.batch_id,
+             cl.target_url, cl.url_key, cl.state, cl.status, cl.status_code, cl.error, cl.signed,
+             cl.duration_ms, cl.attempted_at, cl.created_at,
+             e.body, s.secret_sealed, s.previous_secret_sealed, s.previous_expires_at,
+             (select case when count(*) >= scan then max(p.w) end from pending_ws p)
+        from claimed cl
+        join webhook_events e on e.id = cl.event_id
+        left join webhook_secrets s on s.workspace_id = cl.workspace_id
+       order by cl.id;
     end
     $$`);
 }
