@@ -16,6 +16,14 @@ const schema = z.object({
     .string()
     .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
     .optional(),
+  /**
+   * The schema owner's connection, for migrations only; DATABASE_URL's role then needs no more than
+   * reading and writing rows, and is granted that at each start (docs/security.md).
+   */
+  DATABASE_MIGRATION_URL: z
+    .string()
+    .regex(/^postgres(ql)?:\/\//, 'must be a postgres:// or postgresql:// URL')
+    .optional(),
   DATA_DIR: z.string().min(1).default('./.data'),
   EMBEDDED_PG_PORT: z.coerce.number().int().min(1).max(65535).default(54329),
   /** Connections the service's pool keeps to PostgreSQL at most (the job queue has its own few). */

@@ -119,7 +119,7 @@ export async function startService(
   const contract = Contract.load();
   const api = await contract.backend();
   const secrets = loadSecretBox({ secretsKey: config.SECRETS_KEY, dataDir: config.dataDir, production: config.NODE_ENV === 'production' });
-  const db = await openDatabase({ databaseUrl: config.DATABASE_URL, dataDir: config.dataDir, embeddedPort: config.EMBEDDED_PG_PORT, poolMax: config.DATABASE_POOL_MAX, log });
+  const db = await openDatabase({ databaseUrl: config.DATABASE_URL, migrationUrl: config.DATABASE_MIGRATION_URL, dataDir: config.dataDir, embeddedPort: config.EMBEDDED_PG_PORT, poolMax: config.DATABASE_POOL_MAX, log });
   try {
     await checkSecretsKey(db.knex, secrets);
   } catch (err) {

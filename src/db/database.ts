@@ -45,8 +45,33 @@ async function ensureDatabase(serverUrl: string, name: string): Promise<string> 
   return url.toString();
 }
 
+/** The role a connection URL logs in as (libpq's default, the OS user, is not guessed: the URL must name it). */
+function roleOf(url: string): string {
+  const user = decodeURIComponent(new URL(url).username);
+  if (!user) throw new Error('DATABASE_URL must name its role (postgres://ROLE@host/db) when DATABASE_MIGRATION_URL is set');
+  return user;
+}
+
+/**
+ * What the service's own role may do, granted by the schema owner after migrating: rows of every
+ * table (the migration bookkeeping only read), sequences and functions, in the service's schema and
+ * the job queue's. No DDL, no ownership: a compromised service cannot drop or alter tables.
+ */
+async function grantServiceRole(owner: Knex, role: string): Promise<void> {
+  const r = owner.client.formatter(owner.queryBuilder()).wrap(role) as string;
+  for (const schema of ['public', 'graphile_worker']) {
+    await owner.raw(`grant usage on schema ${schema} to ${r}`);
+    await owner.raw(`grant select, insert, update, delete on all tables in schema ${schema} to ${r}`);
+    await owner.raw(`grant usage, select, update on all sequences in schema ${schema} to ${r}`);
+    await owner.raw(`grant execute on all functions in schema ${schema} to ${r}`);
+  }
+  await owner.raw(`revoke insert, update, delete on knex_migrations, knex_migrations_lock from ${r}`);
+}
+
 export async function openDatabase(opts: {
   databaseUrl?: string;
+  /** The schema owner's URL: migrations run with it, then DATABASE_URL's role is granted row access. */
+  migrationUrl?: string;
   dataDir: string;
   embeddedPort: number;
   poolMax?: number;
@@ -61,7 +86,17 @@ export async function openDatabase(opts: {
   }
   const knex = createKnex(url, { min: 0, max: opts.poolMax ?? 10 });
   try {
-    await migrate(knex, url);
+    if (opts.migrationUrl && opts.migrationUrl !== url) {
+      const owner = createKnex(opts.migrationUrl, { min: 0, max: 2 });
+      try {
+        await migrate(owner, opts.migrationUrl);
+        await grantServiceRole(owner, roleOf(url));
+      } finally {
+        await owner.destroy();
+      }
+    } else {
+      await migrate(knex, url);
+    }
   } catch (err) {
     await knex.destroy();
     await stopEmbedded?.();
