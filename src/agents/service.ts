@@ -57,6 +57,8 @@ export interface RuntimeAgent {
 export type DeleteGuard = (workspaceId: string, agentId: string) => Promise<void>;
 
 const A_SECRETS = ['auth_token'] as const;
+/** The context a provider credential is sealed for: it opens only in that agent's field. */
+const credentialContext = (agentId: string, provider: 'provider_a' | 'provider_b', field: string) => `agents/${agentId}/${provider}/${field}`;
 const B_SECRETS = ['api_key', 'public_key'] as const;
 
 const has = (o: object, key: string) => Object.prototype.hasOwnProperty.call(o, key);
@@ -158,8 +160,9 @@ export class AgentService {
       enable_screen_share: true,
     };
     // On create, a field sent as null takes its default, which is exactly what applying it to the defaults does.
-    Object.assign(values, this.changes(values, body as UpdateRequest));
-    const row = await this.store.insert({ id: newId('agent'), workspace_id: workspaceId, ...values });
+    const id = newId('agent');
+    Object.assign(values, this.changes(id, values, body as UpdateRequest));
+    const row = await this.store.insert({ id, workspace_id: workspaceId, ...values });
     return this.toAgent(row);
   }
 
@@ -176,7 +179,7 @@ export class AgentService {
     if (has(body, 'name') && body.name === null) throw unprocessable('name_required', 'An agent must have a name; it cannot be set to null.', 'name');
     const row = await this.store.transaction(async (trx) => {
       const current = this.check(await this.store.findForUpdate(trx, agentId), workspaceId, agentId);
-      const changes = this.changes(current, body);
+      const changes = this.changes(agentId, current, body);
       if (Object.keys(changes).length === 0) return current;
       return this.store.update(trx, agentId, changes);
     });
@@ -214,7 +217,7 @@ export class AgentService {
   }
 
   private runtime(row: AgentRow): RuntimeAgent {
-    const open = (v: string | undefined) => (v ? this.secrets.open(v) : null);
+    const open = (v: string | undefined, provider: 'provider_a' | 'provider_b', field: string) => (v ? this.secrets.open(v, credentialContext(row.id, provider, field)) : null);
     const a = row.provider_a_config;
     const b = row.provider_b_config;
     return {
@@ -237,7 +240,7 @@ export class AgentService {
         a || row.provider_a_phone_number
           ? {
               accountSid: a?.account_sid ?? null,
-              authToken: open(a?.auth_token),
+              authToken: open(a?.auth_token, 'provider_a', 'auth_token'),
               phoneNumber: row.provider_a_phone_number,
               inboundEnabled: row.provider_a_inbound_enabled,
               configured: configuredA(a, row.provider_a_phone_number),
@@ -246,10 +249,10 @@ export class AgentService {
       providerB:
         b || row.provider_b_phone_number
           ? {
-              apiKey: open(b?.api_key),
+              apiKey: open(b?.api_key, 'provider_b', 'api_key'),
               connectionId: b?.connection_id ?? null,
               accountSid: b?.account_sid ?? null,
-              publicKey: open(b?.public_key),
+              publicKey: open(b?.public_key, 'provider_b', 'public_key'),
               phoneNumber: row.provider_b_phone_number,
               inboundEnabled: row.provider_b_inbound_enabled,
               configured: configuredB(b, row.provider_b_phone_number),
@@ -259,7 +262,7 @@ export class AgentService {
   }
 
   /** The column values a body changes, applied onto `current` (only the fields present). */
-  private changes(current: AgentValues, body: UpdateRequest): Partial<AgentValues> {
+  private changes(agentId: string, current: AgentValues, body: UpdateRequest): Partial<AgentValues> {
     const out: Partial<AgentValues> = {};
     if (has(body, 'name') && body.name != null) out.name = body.name;
     for (const key of ['description', 'instruction', 'first_message'] as const) {
@@ -282,13 +285,13 @@ export class AgentService {
       }
     }
     if (has(body, 'provider_a_config')) {
-      const merged = this.mergeProvider(current.provider_a_config as Record<string, string> | null, current.provider_a_phone_number, body.provider_a_config as ProviderAInput | null, A_SECRETS);
+      const merged = this.mergeProvider(current.provider_a_config as Record<string, string> | null, current.provider_a_phone_number, body.provider_a_config as ProviderAInput | null, A_SECRETS, (f) => credentialContext(agentId, 'provider_a', f));
       out.provider_a_config = merged.config as ProviderAStored | null;
       out.provider_a_phone_number = merged.phone;
       if (merged.phone !== current.provider_a_phone_number) out.provider_a_inbound_enabled = false;
     }
     if (has(body, 'provider_b_config')) {
-      const merged = this.mergeProvider(current.provider_b_config as Record<string, string> | null, current.provider_b_phone_number, body.provider_b_config as ProviderBInput | null, B_SECRETS);
+      const merged = this.mergeProvider(current.provider_b_config as Record<string, string> | null, current.provider_b_phone_number, body.provider_b_config as ProviderBInput | null, B_SECRETS, (f) => credentialContext(agentId, 'provider_b', f));
       out.provider_b_config = merged.config as ProviderBStored | null;
       out.provider_b_phone_number = merged.phone;
       if (merged.phone !== current.provider_b_phone_number) out.provider_b_inbound_enabled = false;
@@ -302,6 +305,7 @@ export class AgentService {
     storedPhone: string | null,
     input: Record<string, string | null | undefined> | null,
     secretFields: readonly string[],
+    context: (field: string) => string,
   ): { config: Record<string, string> | null; phone: string | null } {
     if (input === null) return { config: null, phone: null };
     const config: Record<string, string> = { ...(stored ?? {}) };
@@ -313,7 +317,7 @@ export class AgentService {
         continue;
       }
       if (value === null) delete config[key];
-      else config[key] = secretFields.includes(key) ? this.secrets.seal(value) : value;
+      else config[key] = secretFields.includes(key) ? this.secrets.seal(value, context(key)) : value;
     }
     return { config: Object.keys(config).length ? config : null, phone };
   }

@@ -6,15 +6,16 @@
  */
 import type { Knex } from 'knex';
 import type { SecretBox } from './secrets.js';
+import { webhookSecretContext } from '../webhooks/service.js';
 
 export class SecretsKeyMismatchError extends Error {}
 
 const SETTING = 'secrets_key_fingerprint';
 
-/** A sealed value already stored, if any (one column per kind of secret is enough to judge the key). */
-async function anySealed(db: Knex): Promise<string | undefined> {
-  const row = await db('webhook_secrets').first('secret_sealed');
-  return row?.secret_sealed as string | undefined;
+/** A sealed value already stored, if any, with its context (one kind of secret is enough to judge the key). */
+async function anySealed(db: Knex): Promise<{ sealed: string; context: string } | undefined> {
+  const row = await db('webhook_secrets').first('secret_sealed', 'workspace_id');
+  return row ? { sealed: row.secret_sealed as string, context: webhookSecretContext(row.workspace_id as string) } : undefined;
 }
 
 export async function checkSecretsKey(db: Knex, box: SecretBox): Promise<void> {
@@ -24,7 +25,7 @@ export async function checkSecretsKey(db: Knex, box: SecretBox): Promise<void> {
     const sealed = await anySealed(db);
     if (sealed !== undefined) {
       try {
-        box.open(sealed);
+        box.open(sealed.sealed, sealed.context);
       } catch {
         throw new SecretsKeyMismatchError('SECRETS_KEY cannot open the secrets stored in this database: every instance on a database must use the key the first one used.');
       }

@@ -1,7 +1,10 @@
 /**
  * Secrets at rest (provider credentials, tool headers, OAuth tokens, webhook secrets): AES-256-GCM
  * with SECRETS_KEY. Outside production an unset key is generated once into DATA_DIR/secrets.key.
- * Stored form: `v1.<iv>.<tag>.<ciphertext>` (base64url).
+ * Stored form: `v2.<iv>.<tag>.<ciphertext>` (base64url), sealed for a context naming the row and
+ * field it belongs to (`agents/<id>/provider_a/auth_token`), which is authenticated with it (GCM
+ * associated data): a sealed value copied into another row or field does not open there. `v1` values
+ * (sealed before contexts) still open anywhere, and are replaced by v2 when next written.
  */
 import { createCipheriv, createDecipheriv, createHmac, randomBytes } from 'node:crypto';
 import fs from 'node:fs';
@@ -12,11 +15,12 @@ export class SecretBox {
     if (key.length !== 32) throw new Error('SECRETS_KEY must be 32 bytes');
   }
 
-  seal(plaintext: string): string {
+  seal(plaintext: string, context: string): string {
     const iv = randomBytes(12);
     const cipher = createCipheriv('aes-256-gcm', this.key, iv);
+    cipher.setAAD(Buffer.from(context, 'utf8'));
     const data = Buffer.concat([cipher.update(plaintext, 'utf8'), cipher.final()]);
-    return ['v1', iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), data.toString('base64url')].join('.');
+    return ['v2', iv.toString('base64url'), cipher.getAuthTag().toString('base64url'), data.toString('base64url')].join('.');
   }
 
   /**
@@ -27,10 +31,12 @@ export class SecretBox {
     return createHmac('sha256', this.key).update('voice-agent-service secrets key fingerprint v1').digest('hex').slice(0, 32);
   }
 
-  open(sealed: string): string {
+  /** Throws when the value was sealed with another key or for another context. */
+  open(sealed: string, context: string): string {
     const [version, iv, tag, data] = sealed.split('.');
-    if (version !== 'v1' || !iv || !tag || data === undefined) throw new Error('not a sealed secret');
+    if ((version !== 'v1' && version !== 'v2') || !iv || !tag || data === undefined) throw new Error('not a sealed secret');
     const decipher = createDecipheriv('aes-256-gcm', this.key, Buffer.from(iv, 'base64url'));
+    if (version === 'v2') decipher.setAAD(Buffer.from(context, 'utf8'));
     decipher.setAuthTag(Buffer.from(tag, 'base64url'));
     return Buffer.concat([decipher.update(Buffer.from(data, 'base64url')), decipher.final()]).toString('utf8');
   }

@@ -99,6 +99,12 @@ function isUsable(row: Pick<McpServerRow, 'auth_type' | 'oauth_status'>): boolea
   return row.auth_type !== 'oauth2' || row.oauth_status === 'authorized';
 }
 
+/** Contexts the secrets of an MCP server are sealed for: they open only in their own server's field. */
+const serverContext = (serverId: string, field: 'oauth_client_secret' | 'oauth_access_token' | 'oauth_refresh_token') => `mcp_servers/${serverId}/${field}`;
+const headerContext = (serverId: string, name: string) => `mcp_servers/${serverId}/static_headers/${name.toLowerCase()}`;
+/** A consent's PKCE verifier opens only with the state it was issued with. */
+const stateContext = (stateHash: string) => `mcp_oauth_states/${stateHash}`;
+
 export class McpService {
   /** Refreshes in flight per server, so parallel uses of one server refresh once. */
   private readonly refreshing = new Map<string, Promise<McpServerRow>>();
@@ -160,14 +166,15 @@ export class McpService {
     if (authType === 'oauth2' && !input.oauth_config) throw unprocessable('oauth_config_required', "auth_type 'oauth2' needs 'oauth_config' with client_id, authorization_url and token_url.", 'oauth_config');
     if (input.static_auth && authType !== 'static') throw unprocessable('auth_config_mismatch', `'static_auth' is only accepted with auth_type 'static' (this request has '${authType}').`, 'static_auth');
     if (input.oauth_config && authType !== 'oauth2') throw unprocessable('auth_config_mismatch', `'oauth_config' is only accepted with auth_type 'oauth2' (this request has '${authType}').`, 'oauth_config');
-    const staticHeaders = input.static_auth ? this.sealStaticAuth(input.static_auth) : null;
+    const id = newId('mcpServer');
+    const staticHeaders = input.static_auth ? this.sealStaticAuth(id, input.static_auth) : null;
     const oauth = authType === 'oauth2' ? this.completeOAuthSettings({}, input.oauth_config!) : null;
     await this.checkOutboundUrl(input.url, 'url');
     if (oauth) await this.checkOAuthUrls(oauth);
 
     const now = this.clock.now();
     const row: McpServerRow = {
-      id: newId('mcpServer'),
+      id,
       workspace_id: workspaceId,
       name: input.name,
       url: input.url,
@@ -175,7 +182,7 @@ export class McpService {
       auth_type: authType,
       static_headers: staticHeaders,
       oauth_client_id: oauth?.client_id ?? null,
-      oauth_client_secret: oauth?.client_secret ? this.secrets.seal(oauth.client_secret) : null,
+      oauth_client_secret: oauth?.client_secret ? this.secrets.seal(oauth.client_secret, serverContext(id, 'oauth_client_secret')) : null,
       oauth_authorization_url: oauth?.authorization_url ?? null,
       oauth_token_url: oauth?.token_url ?? null,
       oauth_scopes: oauth ? oauth.scopes : null,
@@ -223,7 +230,7 @@ export class McpService {
     if (urlMoved && authType === 'static' && !input.static_auth) {
       throw unprocessable('static_auth_required', "Moving the server to another origin needs 'static_auth' again: stored credentials are never sent to a new host.", 'static_auth');
     }
-    const staticHeaders = input.static_auth ? this.sealStaticAuth(input.static_auth) : null;
+    const staticHeaders = input.static_auth ? this.sealStaticAuth(row.id, input.static_auth) : null;
     let oauth: ReturnType<McpService['completeOAuthSettings']> | null = null;
     if (authType === 'oauth2' && input.oauth_config) {
       const stored = row.auth_type === 'oauth2' ? this.storedOAuthInput(row) : {};
@@ -246,7 +253,7 @@ export class McpService {
     } else if (oauth) {
       Object.assign(patch, {
         oauth_client_id: oauth.client_id,
-        oauth_client_secret: oauth.client_secret ? this.secrets.seal(oauth.client_secret) : null,
+        oauth_client_secret: oauth.client_secret ? this.secrets.seal(oauth.client_secret, serverContext(row.id, 'oauth_client_secret')) : null,
         oauth_authorization_url: oauth.authorization_url,
         oauth_token_url: oauth.token_url,
         oauth_scopes: oauth.scopes,
@@ -300,7 +307,7 @@ export class McpService {
       state_hash: sha256Hex(state),
       mcp_server_id: row.id,
       workspace_id: row.workspace_id,
-      code_verifier: this.secrets.seal(codeVerifier),
+      code_verifier: this.secrets.seal(codeVerifier, stateContext(sha256Hex(state))),
       redirect_uri: this.config.redirectUri,
       expires_at: expiresAt,
     });
@@ -322,14 +329,14 @@ export class McpService {
     if (!query.code) throw badRequest('missing_authorization_code', "The provider's redirect carries no authorization code.", 'code');
     let tokens;
     try {
-      tokens = await exchangeCode(this.outbound, this.settings(row), query.code, this.secrets.open(pending.code_verifier), pending.redirect_uri, this.config.connectTimeoutMs);
+      tokens = await exchangeCode(this.outbound, this.settings(row), query.code, this.secrets.open(pending.code_verifier, stateContext(sha256Hex(query.state))), pending.redirect_uri, this.config.connectTimeoutMs);
     } catch (err) {
       if (err instanceof TokenRequestError) throw badGateway('oauth_token_exchange_failed', err.message);
       throw err;
     }
     const now = this.clock.now();
     const authorized = await this.store.update(row.id, {
-      ...this.sealTokens(tokens, null, now),
+      ...this.sealTokens(row.id, tokens, null, now),
       oauth_status: 'authorized',
       updated_at: now,
     });
@@ -427,14 +434,14 @@ export class McpService {
     if (!changed || changed.token_url !== undefined) await this.checkOutboundUrl(s.token_url, 'oauth_config.token_url');
   }
 
-  private sealStaticAuth(input: StaticAuthInput): Record<string, string> {
-    if (input.bearer_token !== undefined) return { Authorization: this.secrets.seal(`Bearer ${input.bearer_token}`) };
+  private sealStaticAuth(serverId: string, input: StaticAuthInput): Record<string, string> {
+    if (input.bearer_token !== undefined) return { Authorization: this.secrets.seal(`Bearer ${input.bearer_token}`, headerContext(serverId, 'Authorization')) };
     const out: Record<string, string> = {};
     for (const [name, value] of Object.entries(input.headers ?? {})) {
       if (RESERVED_HEADERS.has(name.toLowerCase())) {
         throw unprocessable('reserved_header', `The header '${name}' is set by the MCP transport and cannot be a credential.`, `static_auth.headers.${name}`);
       }
-      out[name] = this.secrets.seal(value);
+      out[name] = this.secrets.seal(value, headerContext(serverId, name));
     }
     return out;
   }
@@ -442,7 +449,7 @@ export class McpService {
   private storedOAuthInput(row: McpServerRow): OAuthConfigInput {
     return {
       client_id: row.oauth_client_id ?? undefined,
-      client_secret: row.oauth_client_secret ? this.secrets.open(row.oauth_client_secret) : null,
+      client_secret: row.oauth_client_secret ? this.secrets.open(row.oauth_client_secret, serverContext(row.id, 'oauth_client_secret')) : null,
       authorization_url: row.oauth_authorization_url ?? undefined,
       token_url: row.oauth_token_url ?? undefined,
       scopes: row.oauth_scopes ?? [],
@@ -461,7 +468,7 @@ export class McpService {
   private settings(row: McpServerRow): OAuthClientSettings {
     return {
       clientId: row.oauth_client_id ?? '',
-      clientSecret: row.oauth_client_secret ? this.secrets.open(row.oauth_client_secret) : null,
+      clientSecret: row.oauth_client_secret ? this.secrets.open(row.oauth_client_secret, serverContext(row.id, 'oauth_client_secret')) : null,
       authorizationUrl: row.oauth_authorization_url ?? '',
       tokenUrl: row.oauth_token_url ?? '',
       scopes: row.oauth_scopes ?? [],
@@ -469,18 +476,18 @@ export class McpService {
     };
   }
 
-  private sealTokens(tokens: { accessToken: string; refreshToken: string | null; expiresIn: number | null }, keepRefresh: string | null, now: Date): Partial<McpServerRow> {
+  private sealTokens(serverId: string, tokens: { accessToken: string; refreshToken: string | null; expiresIn: number | null }, keepRefresh: string | null, now: Date): Partial<McpServerRow> {
     return {
-      oauth_access_token: this.secrets.seal(tokens.accessToken),
-      oauth_refresh_token: tokens.refreshToken ? this.secrets.seal(tokens.refreshToken) : keepRefresh,
+      oauth_access_token: this.secrets.seal(tokens.accessToken, serverContext(serverId, 'oauth_access_token')),
+      oauth_refresh_token: tokens.refreshToken ? this.secrets.seal(tokens.refreshToken, serverContext(serverId, 'oauth_refresh_token')) : keepRefresh,
       oauth_expires_at: tokens.expiresIn !== null ? new Date(now.getTime() + tokens.expiresIn * 1000) : null,
     };
   }
 
   private endpoint(row: McpServerRow): McpEndpoint {
     const headers: Record<string, string> = {};
-    if (row.auth_type === 'static') for (const [name, sealed] of Object.entries(row.static_headers ?? {})) headers[name] = this.secrets.open(sealed);
-    if (row.auth_type === 'oauth2' && row.oauth_access_token) headers.Authorization = `Bearer ${this.secrets.open(row.oauth_access_token)}`;
+    if (row.auth_type === 'static') for (const [name, sealed] of Object.entries(row.static_headers ?? {})) headers[name] = this.secrets.open(sealed, headerContext(row.id, name));
+    if (row.auth_type === 'oauth2' && row.oauth_access_token) headers.Authorization = `Bearer ${this.secrets.open(row.oauth_access_token, serverContext(row.id, 'oauth_access_token'))}`;
     return { url: row.url, transport: row.transport, headers };
   }
 
@@ -507,8 +514,8 @@ export class McpService {
           return (await this.store.update(current.id, { oauth_status: 'refresh_failed', status: 'error', error_code: 'consent_required', error_message: 'The access token expired and the provider gave no refresh token; authorize again.', updated_at: now }, trx))!;
         }
         try {
-          const tokens = await refreshTokens(this.outbound, this.settings(row), this.secrets.open(current.oauth_refresh_token), this.config.connectTimeoutMs);
-          return (await this.store.update(current.id, { ...this.sealTokens(tokens, current.oauth_refresh_token, now), updated_at: now }, trx))!;
+          const tokens = await refreshTokens(this.outbound, this.settings(row), this.secrets.open(current.oauth_refresh_token, serverContext(current.id, 'oauth_refresh_token')), this.config.connectTimeoutMs);
+          return (await this.store.update(current.id, { ...this.sealTokens(current.id, tokens, current.oauth_refresh_token, now), updated_at: now }, trx))!;
         } catch (err) {
           if (!(err instanceof TokenRequestError)) throw err;
           if (err.kind === 'refused') {

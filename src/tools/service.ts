@@ -30,6 +30,9 @@ export function toolNotFound(toolId: string) {
   return notFound('tool_not_found', `No tool ${toolId}.`, 'tool_id');
 }
 
+/** The context a tool header's value is sealed for: that tool, that header (names are case-insensitive). */
+const headerContext = (toolId: string, name: string) => `tools/${toolId}/headers/${name.toLowerCase()}`;
+
 export class ToolService {
   constructor(
     private readonly store: ToolStore,
@@ -70,14 +73,14 @@ export class ToolService {
   }
 
   /** Applies a header change (create: all strings; update: null removes) onto the stored sealed map. */
-  private mergeHeaders(stored: Record<string, string>, input: Record<string, string | null> | null): Record<string, string> {
+  private mergeHeaders(toolId: string, stored: Record<string, string>, input: Record<string, string | null> | null): Record<string, string> {
     if (input === null) return {};
     const out = { ...stored };
     for (const [name, value] of Object.entries(input)) {
       if (RESERVED_HEADERS.has(name.toLowerCase())) throw unprocessable('reserved_header', `The header '${name}' is set by the service and cannot be configured.`, `headers.${name}`);
       // Header names are case-insensitive: a new spelling replaces the stored one.
       for (const existing of Object.keys(out)) if (existing.toLowerCase() === name.toLowerCase()) delete out[existing];
-      if (value !== null) out[name] = this.secrets.seal(value);
+      if (value !== null) out[name] = this.secrets.seal(value, headerContext(toolId, name));
     }
     if (Object.keys(out).length > MAX_HEADERS) throw unprocessable('too_many_headers', `A tool may have at most ${MAX_HEADERS} headers.`, 'headers');
     return out;
@@ -86,7 +89,8 @@ export class ToolService {
   async create(workspaceId: string, body: CreateRequest): Promise<Tool> {
     const parameters = (body.parameters ?? { type: 'object', properties: {} }) as Record<string, unknown>;
     checkParametersSchema(parameters);
-    const headers = this.mergeHeaders({}, (body.headers ?? {}) as Record<string, string>);
+    const id = newId('tool');
+    const headers = this.mergeHeaders(id, {}, (body.headers ?? {}) as Record<string, string>);
     await this.checkToolUrl(body.url);
     const values: ToolValues = {
       name: body.name,
@@ -97,7 +101,7 @@ export class ToolService {
       headers,
       timeout_ms: body.timeout_ms ?? 10_000,
     };
-    return this.toTool(await this.store.insert({ id: newId('tool'), workspace_id: workspaceId, ...values }));
+    return this.toTool(await this.store.insert({ id, workspace_id: workspaceId, ...values }));
   }
 
   async list(workspaceId: string, params: PageParams): Promise<Page<Tool>> {
@@ -119,8 +123,8 @@ export class ToolService {
     // Stored headers are bound to the tool's origin: a new scheme, host or port keeps only the headers
     // sent in the same request, so no secret goes to a destination it was not given for.
     const moved = body.url !== undefined && !sameOrigin(body.url, current.url);
-    if (moved) changes.headers = this.mergeHeaders({}, (body.headers ?? {}) as Record<string, string | null>);
-    else if (has(body, 'headers')) changes.headers = this.mergeHeaders(current.headers, (body.headers ?? null) as Record<string, string | null> | null);
+    if (moved) changes.headers = this.mergeHeaders(toolId, {}, (body.headers ?? {}) as Record<string, string | null>);
+    else if (has(body, 'headers')) changes.headers = this.mergeHeaders(toolId, current.headers, (body.headers ?? null) as Record<string, string | null> | null);
     if (body.url !== undefined) {
       await this.checkToolUrl(body.url);
       changes.url = body.url;
@@ -141,7 +145,7 @@ export class ToolService {
 
   /** Sends one request with the tool's stored settings; the outcome, failing or not, is data. */
   invoke(row: ToolRow, args: Record<string, unknown>, opts: { timeoutMs?: number; maxBodyBytes: number }): Promise<HttpCallOutcome> {
-    const headers = Object.fromEntries(Object.entries(row.headers).map(([k, v]) => [k, this.secrets.open(v)]));
+    const headers = Object.fromEntries(Object.entries(row.headers).map(([k, v]) => [k, this.secrets.open(v, headerContext(row.id, k))]));
     const timeoutMs = Math.min(row.timeout_ms, opts.timeoutMs ?? row.timeout_ms);
     return callHttpTool(this.outbound, { url: row.url, method: row.method, headers, args, timeoutMs, maxBodyBytes: opts.maxBodyBytes });
   }

@@ -45,6 +45,9 @@ function toDelivery(row: DeliveryRow): WebhookDelivery {
   };
 }
 
+/** The context a workspace's webhook secret is sealed for (the previous one keeps it through a rotation). */
+export const webhookSecretContext = (workspaceId: string) => `webhook_secrets/${workspaceId}`;
+
 export class WebhookService {
   constructor(
     private readonly store: WebhookStore,
@@ -115,12 +118,12 @@ export class WebhookService {
   // Secret
 
   private async secretRow(workspaceId: string): Promise<SecretRow> {
-    return (await this.store.getSecret(workspaceId)) ?? (await this.store.insertSecret(workspaceId, this.secrets.seal(newWebhookSecret())));
+    return (await this.store.getSecret(workspaceId)) ?? (await this.store.insertSecret(workspaceId, this.secrets.seal(newWebhookSecret(), webhookSecretContext(workspaceId))));
   }
 
   /** The workspace's secret, created on first need. */
   async secret(workspaceId: string): Promise<{ webhook_secret: string }> {
-    return { webhook_secret: this.secrets.open((await this.secretRow(workspaceId)).secret_sealed) };
+    return { webhook_secret: this.secrets.open((await this.secretRow(workspaceId)).secret_sealed, webhookSecretContext(workspaceId)) };
   }
 
   async rotate(workspaceId: string): Promise<{ webhook_secret: string; previous_secret_expires_at: string }> {
@@ -128,7 +131,7 @@ export class WebhookService {
     const fresh = newWebhookSecret();
     const now = this.clock.now();
     const expires = new Date(now.getTime() + this.settings.secretOverlapMs);
-    await this.store.rotateSecret(workspaceId, this.secrets.seal(fresh), now, expires);
+    await this.store.rotateSecret(workspaceId, this.secrets.seal(fresh, webhookSecretContext(workspaceId)), now, expires);
     return { webhook_secret: fresh, previous_secret_expires_at: expires.toISOString() };
   }
 
@@ -142,7 +145,7 @@ export class WebhookService {
     let current: string;
     try {
       row = known ?? (await this.secretRow(workspaceId));
-      current = this.secrets.open(row.secret_sealed);
+      current = this.secrets.open(row.secret_sealed, webhookSecretContext(workspaceId));
     } catch (err) {
       this.log.warn({ workspaceId, err: (err as Error).message }, 'webhook secret could not be loaded; delivering unsigned');
       return null;
@@ -150,7 +153,7 @@ export class WebhookService {
     const out = [current];
     if (row.previous_secret_sealed && row.previous_expires_at && row.previous_expires_at.getTime() > this.clock.now().getTime()) {
       try {
-        out.push(this.secrets.open(row.previous_secret_sealed));
+        out.push(this.secrets.open(row.previous_secret_sealed, webhookSecretContext(workspaceId)));
       } catch {
         this.log.warn({ workspaceId }, 'previous webhook secret could not be loaded; signing with the current one only');
       }

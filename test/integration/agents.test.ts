@@ -188,8 +188,8 @@ describe('agents: PATCH rules', () => {
     const a = await createAgent({ name: 'Merge', provider_a_config: { account_sid: 'AC1', auth_token: AUTH_TOKEN, phone_number: '+14155550100' } });
     const stored = await row(a.agent_id);
     assert.ok(!JSON.stringify(stored).includes(AUTH_TOKEN), 'the token is not stored in plaintext');
-    assert.match(stored.provider_a_config.auth_token, /^v1\./);
-    assert.equal(t.service.secrets.open(stored.provider_a_config.auth_token), AUTH_TOKEN);
+    assert.match(stored.provider_a_config.auth_token, /^v2\./);
+    assert.equal(t.service.secrets.open(stored.provider_a_config.auth_token, `agents/${a.agent_id}/provider_a/auth_token`), AUTH_TOKEN);
 
     const res = await api('patch', `/api/v1/agents/${a.agent_id}`, { provider_a_config: { auth_token: ROTATED_TOKEN } });
     assert.equal(res.status, 200);

@@ -98,7 +98,7 @@ describe('connect an MCP server', () => {
     assert.ok(bearer.requests.some((r) => r.path === '/messages' && r.headers.authorization === `Bearer ${BEARER}`));
     const [row] = await rows(tn.workspaceId);
     assert.ok(!JSON.stringify(row).includes(BEARER), 'the token is not stored in clear');
-    assert.match(row.static_headers.Authorization, /^v1\./);
+    assert.match(row.static_headers.Authorization, /^v2\./);
     assertNoSecrets(JSON.stringify(res.body));
   });
 
@@ -521,9 +521,9 @@ describe('OAuth 2.0 MCP servers', () => {
     assert.equal(got.tools.length, 2);
     assert.ok(Math.abs(Date.parse(got.oauth_config.expires_at) - (clock.now().getTime() + 3600 * 1000)) < 5000);
     const row = await rowOf(s.mcp_server_id);
-    assert.match(row.oauth_access_token, /^v1\./);
-    assert.match(row.oauth_refresh_token, /^v1\./);
-    assert.match(row.oauth_client_secret, /^v1\./);
+    assert.match(row.oauth_access_token, /^v2\./);
+    assert.match(row.oauth_refresh_token, /^v2\./);
+    assert.match(row.oauth_client_secret, /^v2\./);
     for (const token of oauth.issued) assert.ok(!JSON.stringify(row).includes(token), 'tokens are sealed');
 
     const replay = await t.http.get(`/api/v1/mcp-servers/oauth/callback?state=${encodeURIComponent(state)}&code=whatever`);

@@ -86,8 +86,8 @@ describe('MCP credentials', () => {
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const id = created.body.mcp_server_id as string;
     // As if consent had happened: tokens stored.
-    const seal = (v: string) => t.service.secrets.seal(v);
-    await t.service.db.knex('mcp_servers').where({ id }).update({ oauth_access_token: seal('at-1'), oauth_refresh_token: seal('rt-1'), oauth_status: 'authorized' });
+    const seal = (v: string, field: string) => t.service.secrets.seal(v, `mcp_servers/${id}/${field}`);
+    await t.service.db.knex('mcp_servers').where({ id }).update({ oauth_access_token: seal('at-1', 'oauth_access_token'), oauth_refresh_token: seal('rt-1', 'oauth_refresh_token'), oauth_status: 'authorized' });
     const sameHost = await api('patch', `/api/v1/mcp-servers/${id}`, { oauth_config: { token_url: `${oauth.tokenUrl}?v=2` } });
     assert.equal(sameHost.status, 200, JSON.stringify(sameHost.body));
     let row = await t.service.db.knex('mcp_servers').where({ id }).first();

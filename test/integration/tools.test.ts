@@ -87,7 +87,7 @@ describe('tools: CRUD', () => {
     assert.deepEqual(tool.header_names, ['Authorization', 'X-Clinic']);
     const row = await toolRow(tool.tool_id);
     assert.ok(!JSON.stringify(row).includes(HEADER_SECRET));
-    assert.equal(t.service.secrets.open(row.headers.Authorization), HEADER_SECRET);
+    assert.equal(t.service.secrets.open(row.headers.Authorization, `tools/${tool.tool_id}/headers/authorization`), HEADER_SECRET);
     const got = await api('get', `/api/v1/tools/${tool.tool_id}`);
     assert.deepEqual(got.body, tool);
   });
@@ -121,7 +121,7 @@ describe('tools: CRUD', () => {
     assert.equal(r1.status, 200, r1.text);
     assert.deepEqual({ ...r1.body, updated_at: undefined }, { ...tool, timeout_ms: 8000, header_names: ['X-B', 'authorization'], updated_at: undefined });
     const row = await toolRow(tool.tool_id);
-    assert.equal(t.service.secrets.open(row.headers.authorization), ROTATED_SECRET);
+    assert.equal(t.service.secrets.open(row.headers.authorization, `tools/${tool.tool_id}/headers/authorization`), ROTATED_SECRET);
     const r2 = await api('patch', `/api/v1/tools/${tool.tool_id}`, { headers: null });
     assert.deepEqual(r2.body.header_names, []);
     const r3 = await api('patch', `/api/v1/tools/${tool.tool_id}`, {});

@@ -459,7 +459,7 @@ describe('webhook delivery when the secret cannot be loaded', () => {
     // The stored secret was sealed with a key this instance does not have (a SECRETS_KEY mix-up):
     // decryption fails at delivery time.
     const foreignBox = new SecretBox(randomBytes(32));
-    await t.service.db.knex('webhook_secrets').where({ workspace_id: tn.workspaceId }).update({ secret_sealed: foreignBox.seal(secret) });
+    await t.service.db.knex('webhook_secrets').where({ workspace_id: tn.workspaceId }).update({ secret_sealed: foreignBox.seal(secret, `webhook_secrets/${tn.workspaceId}`) });
 
     const raised = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: null, webhookUrl: null, payload: callFacts() });
     const rows = await settledDeliveries(t.service.db.knex, raised.eventId);

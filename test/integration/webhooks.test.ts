@@ -192,9 +192,9 @@ describe('webhook secret', () => {
       assert.equal((await t.http.get('/api/v1/webhooks/secret').set(bearer(tn.apiKey))).body.webhook_secret, first.body.webhook_secret);
     }
     const row = await t.service.db.knex('webhook_secrets').where({ workspace_id: tn.workspaceId }).first();
-    assert.ok(row.secret_sealed.startsWith('v1.'));
+    assert.ok(row.secret_sealed.startsWith('v2.'));
     assert.ok(!JSON.stringify(row).includes(first.body.webhook_secret.slice(6)), 'the secret is not stored in clear');
-    assert.equal(t.service.secrets.open(row.secret_sealed), first.body.webhook_secret);
+    assert.equal(t.service.secrets.open(row.secret_sealed, `webhook_secrets/${tn.workspaceId}`), first.body.webhook_secret);
 
     const other = await tenant(t);
     const theirs = await t.http.get('/api/v1/webhooks/secret').set(bearer(other.apiKey));
@@ -215,12 +215,12 @@ describe('webhook secret', () => {
     assert.equal((await t.http.get('/api/v1/webhooks/secret').set(bearer(tn.apiKey))).body.webhook_secret, rotated.body.webhook_secret);
 
     let row = await t.service.db.knex('webhook_secrets').where({ workspace_id: tn.workspaceId }).first();
-    assert.equal(t.service.secrets.open(row.previous_secret_sealed), original);
+    assert.equal(t.service.secrets.open(row.previous_secret_sealed, `webhook_secrets/${tn.workspaceId}`), original);
     assert.deepEqual(await t.service.webhooks.signingSecrets(tn.workspaceId), [rotated.body.webhook_secret, original]);
 
     const again = await t.http.post('/api/v1/webhooks/secret/rotate').set(bearer(tn.apiKey));
     row = await t.service.db.knex('webhook_secrets').where({ workspace_id: tn.workspaceId }).first();
-    assert.equal(t.service.secrets.open(row.previous_secret_sealed), rotated.body.webhook_secret);
+    assert.equal(t.service.secrets.open(row.previous_secret_sealed, `webhook_secrets/${tn.workspaceId}`), rotated.body.webhook_secret);
     assert.deepEqual(await t.service.webhooks.signingSecrets(tn.workspaceId), [again.body.webhook_secret, rotated.body.webhook_secret]);
   });
 
