@@ -6,6 +6,7 @@
  * draft-07 Ajv; we skip its definition check (Spectral and redocly lint the contract) and hand it
  * Ajv2020 so 3.1 schemas (type arrays, const, unevaluatedProperties) validate correctly.
  */
+import type { Role } from './principal.js';
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
@@ -37,6 +38,11 @@ export interface OperationInfo {
   /** The handler validates the request itself, after checks the spec orders before validation. */
   validateInHandler: boolean;
   security: Array<Record<string, string[]>>;
+  /**
+   * The least member role a dashboard session needs for this developer operation (`x-minimum-role`;
+   * by default `viewer` for GET, `developer` otherwise). API keys are not subject to it.
+   */
+  minimumRole: Role;
 }
 
 export interface ResolvedResponse {
@@ -93,6 +99,7 @@ export class Contract {
           }),
           validateInHandler: op['x-validate-in-handler'] === true,
           security: (op.security as OperationInfo['security']) ?? globalSecurity,
+          minimumRole: (op['x-minimum-role'] as Role | undefined) ?? (method === 'get' ? 'viewer' : 'developer'),
         });
       }
     }

@@ -7,12 +7,13 @@ import type { Context, Middleware } from 'koa';
 import type { Logger } from 'pino';
 import type { OpenAPIBackend, Context as ApiContext } from 'openapi-backend';
 import { refuseNul } from './nul.js';
-import { ApiError, notFound, notImplemented, unauthorized } from './errors.js';
+import { ApiError, forbidden, notFound, notImplemented, unauthorized } from './errors.js';
 import { validationError } from './validation.js';
 import type { Contract } from './contract.js';
 import type { AnyHandler, Handlers, OperationId } from './handler-types.js';
-import type { Principal } from './principal.js';
+import { hasRole, type Principal } from './principal.js';
 import type { Idempotency } from './idempotency.js';
+import { isWrongKind } from './security.js';
 
 export interface RouterOptions {
   contract: Contract;
@@ -72,13 +73,22 @@ export function contractRouter(opts: RouterOptions): Middleware {
     // Runs after authentication and before validation: an unimplemented operation answers 501 whatever the body.
     postSecurityHandler: (c: ApiContext) => {
       const operationId = c.operation?.operationId as OperationId | undefined;
+      const principal = principalOf(c);
+      const info = operationId ? contract.operations.get(operationId) : undefined;
+      // A dashboard session on a developer operation acts with its member's role (keys and members check their own).
+      if (info && principal.kind === 'dashboard' && info.security.some((s) => 'ApiKey' in s) && !hasRole(principal.role, info.minimumRole)) {
+        throw forbidden('insufficient_role', `This operation needs the '${info.minimumRole}' role or higher; your role in this workspace is '${principal.role}'.`);
+      }
       if (operationId && !handlers[operationId] && (c.security?.authorized || (c.operation.security ?? []).length === 0)) {
         throw notImplemented(operationId);
       }
     },
     unauthorizedHandler: (c: ApiContext) => {
-      const failure = Object.values(c.security ?? {}).find((r) => r && typeof r === 'object' && 'error' in r) as { error: unknown } | undefined;
-      throw failure?.error instanceof ApiError ? failure.error : unauthorized();
+      const failures = Object.values(c.security ?? {})
+        .filter((r) => r && typeof r === 'object' && 'error' in r)
+        .map((r) => (r as { error: unknown }).error);
+      const failure = failures.find((e) => !isWrongKind(e)) ?? failures[0];
+      throw failure instanceof ApiError ? failure : unauthorized();
     },
     validationFail: (c: ApiContext, ctx: Context) => {
       checkContentType(ctx, contract, c.operation.operationId as string);

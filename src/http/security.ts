@@ -4,7 +4,7 @@
  */
 import type { Context as ApiContext } from 'openapi-backend';
 import { safeEqual } from '../lib/tokens.js';
-import { unauthorized } from './errors.js';
+import { type ApiError, unauthorized } from './errors.js';
 import type { Principal } from './principal.js';
 
 export interface Authenticators {
@@ -12,6 +12,18 @@ export interface Authenticators {
   dashboardSession(token: string): Promise<Principal | null>;
   adminToken?: string;
   metricsToken?: string;
+}
+
+/**
+ * A token of the other kind: developer operations take either kind, so when both schemes refuse, the
+ * answer is the refusal of the scheme the token was meant for.
+ */
+function wrongKind(message: string): ApiError {
+  return Object.assign(unauthorized(message), { wrongKind: true });
+}
+
+export function isWrongKind(err: unknown): boolean {
+  return Boolean(err && typeof err === 'object' && (err as { wrongKind?: boolean }).wrongKind);
 }
 
 function bearer(c: ApiContext): string | null {
@@ -25,7 +37,7 @@ export function securityHandlers(auth: Authenticators) {
     ApiKey: async (c: ApiContext): Promise<Principal> => {
       const token = bearer(c);
       if (!token) throw unauthorized();
-      if (token.startsWith('ds_')) throw unauthorized('This route takes an API key (ek_...), not a dashboard session token.');
+      if (token.startsWith('ds_')) throw wrongKind('This route takes an API key (ek_...), not a dashboard session token.');
       const principal = token.startsWith('ek_') ? await auth.apiKey(token) : null;
       if (!principal) throw unauthorized('Invalid or revoked API key.');
       return principal;
@@ -33,7 +45,7 @@ export function securityHandlers(auth: Authenticators) {
     DashboardSession: async (c: ApiContext): Promise<Principal> => {
       const token = bearer(c);
       if (!token) throw unauthorized("A dashboard session is required: send 'Authorization: Bearer ds_...' from POST /api/v1/auth/login.");
-      if (token.startsWith('ek_')) throw unauthorized('This route takes a dashboard session token, not an API key; log in with POST /api/v1/auth/login.');
+      if (token.startsWith('ek_')) throw wrongKind('This route takes a dashboard session token, not an API key; log in with POST /api/v1/auth/login.');
       const principal = token.startsWith('ds_') ? await auth.dashboardSession(token) : null;
       if (!principal) throw unauthorized('The dashboard session token is invalid, expired or logged out; log in again.');
       return principal;
