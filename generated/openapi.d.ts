@@ -1897,13 +1897,19 @@ export interface components {
          *     }
          */
         ValidationErrorList: {
+            /** @description The problems, most important first; at most 50 (a body with more problems is refused all the same). */
             detail: {
                 /** @description Where the problem is, e.g. `["body", "recipients", "0", "to_number"]`. */
                 loc: string[];
                 msg: string;
                 /** @description The kind of problem, e.g. `missing`, `extra_forbidden`, `string_type`. */
                 type: string;
-                /** @description The offending input value, when there is one. */
+                /**
+                 * @description The offending input value, when there is one, as a bounded copy: at most 6 levels deep, 20
+                 *     items or fields per level and 200 characters per string (cuts are marked with `…`).
+                 *     Credentials are never echoed: a field that carries one (or an object holding credentials,
+                 *     such as `static_auth`, `oauth_config` or a provider config) reads `[redacted]` or is left out.
+                 */
                 input?: unknown;
                 /** @description Extra facts about the problem (e.g. the allowed values). */
                 ctx?: Record<string, never>;

@@ -62,14 +62,45 @@ function mapOne(e: ErrorObject, data: unknown): Mapped | null {
   }
 }
 
-/** Never echo what might be a credential back in an error. */
-const SECRET_FIELD = /password|token|secret|api_key|public_key|authorization|headers|credential/i;
+/** Never echo what might be a credential back in an error: these fields, and whole objects that carry them. */
+const SECRET_FIELD = /password|token|secret|api_key|public_key|authorization|headers|credential|static_auth|oauth|provider_[ab]_config/i;
+
+/** Problems listed in a 422 at most (the contract's maxItems). */
+const MAX_ISSUES = 50;
+
+/** An echoed input is cut to this: nesting, items per level, characters per string, nodes in all. */
+const ECHO = { depth: 6, items: 20, chars: 200, nodes: 200 };
+
+/**
+ * A bounded copy of an input for the error body: deep, long or large values are cut (a 100,000-deep
+ * array would otherwise overflow JSON serialisation), secret-named fields are replaced.
+ */
+export function boundedEcho(value: unknown): unknown {
+  let nodes = 0;
+  const copy = (v: unknown, depth: number): unknown => {
+    nodes += 1;
+    if (typeof v === 'string') return v.length > ECHO.chars ? `${v.slice(0, ECHO.chars)}…` : v;
+    if (v === null || typeof v !== 'object') return v;
+    if (depth >= ECHO.depth || nodes > ECHO.nodes) return Array.isArray(v) ? '[…]' : '{…}';
+    if (Array.isArray(v)) {
+      const out = v.slice(0, ECHO.items).map((x) => copy(x, depth + 1));
+      if (v.length > ECHO.items) out.push(`… ${v.length - ECHO.items} more`);
+      return out;
+    }
+    const out: Record<string, unknown> = {};
+    const entries = Object.entries(v as Record<string, unknown>);
+    for (const [k, x] of entries.slice(0, ECHO.items)) out[k] = SECRET_FIELD.test(k) ? '[redacted]' : copy(x, depth + 1);
+    if (entries.length > ECHO.items) out['…'] = `${entries.length - ECHO.items} more fields`;
+    return out;
+  };
+  return copy(value, 0);
+}
 
 function valueAt(data: unknown, instancePath: string): unknown {
   if (SECRET_FIELD.test(instancePath)) return undefined;
   let node = data;
   for (const part of instancePath.split('/').slice(1)) node = (node as Record<string, unknown> | undefined)?.[part.replace(/~1/g, '/').replace(/~0/g, '~')];
-  return node;
+  return boundedEcho(node);
 }
 
 /**
@@ -98,6 +129,6 @@ export function validationError(errors: ErrorObject[], data?: unknown): ApiError
     })
     .sort((a, b) => a.rank - b.rank);
   const first = mapped[0] ?? { msg: 'The request is invalid.', code: 'invalid_request', param: '', loc: ['body'], type: 'invalid', rank: 9 };
-  const issues: ValidationIssue[] = mapped.map(({ loc, msg, type, input, ctx }) => ({ loc, msg, type, ...(input !== undefined ? { input } : {}), ...(ctx ? { ctx } : {}) }));
+  const issues: ValidationIssue[] = mapped.slice(0, MAX_ISSUES).map(({ loc, msg, type, input, ctx }) => ({ loc, msg, type, ...(input !== undefined ? { input } : {}), ...(ctx ? { ctx } : {}) }));
   return new ApiError(422, 'invalid_request_error', first.code, first.msg, { param: first.param || null, issues });
 }
