@@ -3,6 +3,7 @@
  * contract check enforced, and logs captured (tests can scan them for secrets).
  */
 import { Writable } from 'node:stream';
+import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import path from 'node:path';
 import fs from 'node:fs';
@@ -14,6 +15,9 @@ import type { Clock } from '../../src/lib/clock.js';
 import { createTestDatabase } from './database.js';
 
 export const ADMIN_TOKEN = 'test-operator-token-0123456789';
+
+/** One SECRETS_KEY for the test services of a process: instances a test starts on one database must share it. */
+export const TEST_SECRETS_KEY = randomBytes(32).toString('base64');
 
 export interface TestService {
   url: string;
@@ -31,6 +35,7 @@ export async function startTestService(env: Record<string, string> = {}, opts: {
     NODE_ENV: 'test',
     DATABASE_URL: db.url,
     DATA_DIR: dataDir,
+    SECRETS_KEY: TEST_SECRETS_KEY,
     PORT: '0',
     HOST: '127.0.0.1',
     // debug, so the tests that scan logs for secrets also see what only debug logging would write.
