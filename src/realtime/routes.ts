@@ -4,7 +4,7 @@
  */
 import type { Handlers } from '../http/handler-types.js';
 import type { Contract } from '../http/contract.js';
-import { workspaceOf } from '../http/principal.js';
+import { workspaceOf, type Principal } from '../http/principal.js';
 import { checkContentType } from '../http/router.js';
 import { deferredBodyError } from '../http/deferred-body.js';
 import { RealtimeService } from './service.js';
@@ -13,6 +13,13 @@ import type { Page, PageParams } from '../lib/pagination.js';
 import type { components } from '../../generated/openapi.js';
 
 type WebhookDelivery = components['schemas']['WebhookDelivery'];
+
+/** The credential a token is minted with: revoking it voids the token while unused. */
+function mintedBy(p: Principal): string | null {
+  if (p.kind === 'api_key') return p.keyId;
+  if (p.kind === 'dashboard') return p.sessionId;
+  return null;
+}
 
 export function realtimeRoutes(
   service: RealtimeService,
@@ -34,7 +41,7 @@ export function realtimeRoutes(
           throw RealtimeService.bodyError([{ instancePath: '', schemaPath: '', keyword: 'required', params: { missingProperty: 'requestBody' } }], b);
         }
         if (!validate(b)) throw RealtimeService.bodyError(validate.errors ?? [], b);
-      });
+      }, mintedBy(req.auth));
       return { status: 201, body };
     },
     listRealtimeConversations: async (req) => ({ status: 200, body: await records.list(workspaceOf(req.auth), req.query) }),

@@ -71,7 +71,7 @@ export class RealtimeService {
    * POST /api/v1/realtime/sessions after authentication. `validateBody` raises the body's problems
    * (unreadable body, wrong media type, schema errors) and runs at step 5.
    */
-  async createSession(workspaceId: string, body: unknown, validateBody: (body: unknown) => void): Promise<{ session_token: string; ws_url: string }> {
+  async createSession(workspaceId: string, body: unknown, validateBody: (body: unknown) => void, mintedBy: string | null = null): Promise<{ session_token: string; ws_url: string }> {
     // 2. Billing.
     const workspace = await this.admission.workspace(workspaceId);
     if (!workspace) throw new ApiError(401, 'authentication_error', 'unauthorized', 'The workspace of this API key no longer exists.');
@@ -106,6 +106,7 @@ export class RealtimeService {
     const result = await this.store.issueToken(
       {
         token_hash: hashSessionToken(token),
+        minted_by: mintedBy,
         workspace_id: workspaceId,
         agent_id: input.agent_id,
         user_id: input.user_id,

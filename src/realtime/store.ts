@@ -14,6 +14,8 @@ export interface TokenRow {
   expires_at: Date;
   used_at: Date | null;
   created_at: Date;
+  /** The API key or dashboard session that minted it (voided with it). */
+  minted_by: string | null;
 }
 
 export interface CreationWindow {

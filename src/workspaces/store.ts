@@ -41,6 +41,15 @@ export interface ApiKeyRow {
 
 const emailTaken = () => conflict('email_taken', 'An account with this email already exists.', 'email');
 
+/**
+ * A realtime token is good only while the credential that minted it is: voided tokens count as used,
+ * so connecting with one closes 4001. (The realtime domain's table, written here so the revocation
+ * and the voiding commit together.)
+ */
+function voidTokensMintedBy(trx: Knex.Transaction, credentialId: string) {
+  return trx('realtime_tokens').where({ minted_by: credentialId }).whereNull('used_at').update({ used_at: trx.fn.now() });
+}
+
 export class WorkspaceStore {
   constructor(private readonly db: Knex) {}
 
@@ -102,7 +111,10 @@ export class WorkspaceStore {
   }
 
   async revokeSession(id: string): Promise<void> {
-    await this.db('dashboard_sessions').where({ id }).update({ revoked_at: this.db.fn.now() });
+    await this.db.transaction(async (trx) => {
+      await trx('dashboard_sessions').where({ id }).update({ revoked_at: trx.fn.now() });
+      await voidTokensMintedBy(trx, id);
+    });
   }
 
   async createApiKey(k: { id: string; workspace_id: string; name: string; key_hash: string; key_prefix: string; created_by: string }): Promise<ApiKeyRow> {
@@ -121,8 +133,12 @@ export class WorkspaceStore {
     return this.db('api_keys').where({ id }).first('id', 'workspace_id');
   }
 
+  /** Revokes the key and voids the realtime tokens it minted that were not used yet. */
   async revokeApiKey(workspaceId: string, id: string): Promise<void> {
-    await this.db('api_keys').where({ id, workspace_id: workspaceId }).whereNull('revoked_at').update({ revoked_at: this.db.fn.now() });
+    await this.db.transaction(async (trx) => {
+      await trx('api_keys').where({ id, workspace_id: workspaceId }).whereNull('revoked_at').update({ revoked_at: trx.fn.now() });
+      await voidTokensMintedBy(trx, id);
+    });
   }
 
   findLiveApiKey(keyHash: string): Promise<Pick<ApiKeyRow, 'id' | 'workspace_id' | 'last_used_at'> | undefined> {

@@ -16,6 +16,7 @@ import * as m010 from './010_batches.js';
 import * as m011 from './011_durable_sessions.js';
 import * as m012 from './012_webhook_fair_claims.js';
 import * as m013 from './013_service_settings.js';
+import * as m014 from './014_realtime_token_minter.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -36,6 +37,7 @@ const migrations: Array<[string, Migration]> = [
   ['011_durable_sessions', m011],
   ['012_webhook_fair_claims', m012],
   ['013_service_settings', m013],
+  ['014_realtime_token_minter', m014],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
