@@ -2662,7 +2662,9 @@ export interface components {
              */
             method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
             /**
-             * @description Request headers sent with every call of the tool, e.g. `Authorization`. The values are secrets:
+             * @description Request headers sent with every call of the tool, e.g. `Authorization`. A value may hold visible
+             *     characters, spaces and tabs of ISO-8859-1 (no CR, LF, NUL or other control characters, nothing
+             *     beyond U+00FF), as HTTP allows. The values are secrets:
              *     write-only and never returned (responses list only `header_names`). `Host`,
              *     `Content-Length`, `Transfer-Encoding` and `Connection` are refused with 422 `reserved_header`.
              */
@@ -2823,6 +2825,7 @@ export interface components {
          *     `Mcp-Protocol-Version`, `Last-Event-ID`) are refused with 422 `reserved_header`.
          */
         McpStaticAuthInput: {
+            /** @description Visible ASCII only (it is sent as `Authorization: Bearer <token>`). */
             bearer_token?: string;
             headers?: {
                 [key: string]: string;
