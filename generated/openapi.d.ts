@@ -4421,7 +4421,7 @@ export interface components {
         };
     };
     responses: {
-        /** @description The request could not be read (for example malformed JSON). */
+        /** @description The request could not be read (for example it was cut off before its body arrived). A body that arrives but is not valid JSON is a 422 `invalid_json`. */
         BadRequest: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestId"];
@@ -4432,8 +4432,8 @@ export interface components {
                  * @example {
                  *       "error": {
                  *         "type": "invalid_request_error",
-                 *         "code": "invalid_json",
-                 *         "message": "The request body is not valid JSON.",
+                 *         "code": "request_aborted",
+                 *         "message": "The request was aborted before its body arrived.",
                  *         "param": null,
                  *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
                  *       }
@@ -4568,7 +4568,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The request body or parameters are invalid (wrong type, missing or unknown field, bad value). `param` names the field. */
+        /** @description The request body or parameters are invalid (a body that is not valid JSON is `invalid_json`; wrong type, missing or unknown field, bad value). `param` names the field. */
         UnprocessableEntity: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestId"];

@@ -57,6 +57,9 @@ export function createApp(parts: AppParts): Koa {
             ctx.state.bodyError = err;
             return;
           }
+          // An operation that takes no body ignores whatever was sent, readable or not.
+          const operationId = contract.operationFor(ctx.method, ctx.path);
+          if (operationId && contract.operations.get(operationId)?.requestContentTypes.length === 0) return;
           throw err;
         },
       }), (token) => parts.auth.apiKey(token).then(Boolean)),

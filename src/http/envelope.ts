@@ -21,11 +21,11 @@ export function fromHttpError(err: HttpishError, limitBytes: number): ApiError |
     return new ApiError(413, 'invalid_request_error', 'payload_too_large', `The request body exceeds the limit of ${limitBytes} bytes.`);
   }
   if (err.type === 'entity.parse.failed' || (status === 400 && /json/i.test(err.message))) {
-    return new ApiError(400, 'invalid_request_error', 'invalid_json', 'The request body is not valid JSON (it must be a JSON object).');
+    return new ApiError(422, 'invalid_request_error', 'invalid_json', 'The request body is not valid JSON (it must be a JSON object).');
   }
   // The JSON parser refuses prototype keys (`__proto__`, `constructor.prototype`) with a SyntaxError.
   if (status === 400 && err.name === 'SyntaxError') {
-    return new ApiError(400, 'invalid_request_error', 'invalid_json', `The request body cannot be accepted: ${/prototype/i.test(err.message) ? 'a "__proto__" or "constructor.prototype" key is not allowed' : 'it is not valid JSON'}.`);
+    return new ApiError(422, 'invalid_request_error', 'invalid_json', `The request body cannot be accepted: ${/prototype/i.test(err.message) ? 'a "__proto__" or "constructor.prototype" key is not allowed' : 'it is not valid JSON'}.`);
   }
   if (err.type === 'encoding.unsupported' || err.type === 'charset.unsupported' || status === 415) {
     return new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'The request body encoding or charset is not supported.');
@@ -49,7 +49,9 @@ export function renderError(ctx: import('koa').Context, err: ApiError, contract:
     param: err.param,
     request_id: (ctx.state.requestId as string | undefined) ?? null,
   };
-  const operationId = ctx.state.operationId as string | undefined;
+  // An unreadable body is refused before routing: the operation is found from the request line.
+  const operationId = (ctx.state.operationId as string | undefined) ?? contract.operationFor(ctx.method, ctx.path);
+  if (operationId) ctx.state.operationId = operationId;
   if (err.status === 422 && operationId && contract.usesListShaped422(operationId)) {
     const detail: ValidationIssue[] = err.issues.length
       ? err.issues

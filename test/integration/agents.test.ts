@@ -323,7 +323,8 @@ describe('agents: PATCH rules', () => {
     }
     const bad = await t.http.patch(`/api/v1/agents/${a.agent_id}`).set(bearer(tn.apiKey)).set('Content-Type', 'application/json').send('{"name": ');
     seen.push(bad.text);
-    assert.equal(bad.status, 400);
+    assert.equal(bad.status, 422);
+    assert.equal(bad.body.error.code, 'invalid_json');
     assert.deepEqual(await row(a.agent_id), before);
   });
 });

@@ -65,10 +65,10 @@ describe('signup', () => {
     });
   }
 
-  it('refuses malformed JSON with 400 invalid_json', async () => {
+  it('refuses malformed JSON with 422 invalid_json', async () => {
     const before = await userCount();
     const res = await t.http.post('/api/v1/auth/signup').set('Content-Type', 'application/json').send('{"email": "a@b.c",');
-    assert.equal(res.status, 400);
+    assert.equal(res.status, 422);
     assert.equal(res.body.error.code, 'invalid_json');
     assert.equal(await userCount(), before);
   });

