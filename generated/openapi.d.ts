@@ -3789,9 +3789,10 @@ export interface components {
             /** @description The agent the session talks to. */
             agent_id: string;
             /**
-             * @description Your identifier for the end user, 1-128 URL-safe characters (letters, digits, `.`, `_`, `~`,
-             *     `-`), not made only of dots (`.` and `..` would be read as path segments). It becomes the last
-             *     segment of the WebSocket path, and the token is bound to it.
+             * @description Your identifier for the end user: 1-128 printable characters of any script (an email address,
+             *     a name with spaces, slashes: anything but control characters), not made only of dots (`.` and
+             *     `..` would be read as path segments). It becomes the last segment of the WebSocket path,
+             *     percent-encoded in `ws_url`, and the token is bound to it.
              */
             user_id: string;
             /**
@@ -3812,8 +3813,8 @@ export interface components {
             /** @description The token (also inside `ws_url`). Only its hash is stored. */
             session_token: string;
             /**
-             * @description Absolute WebSocket URL, `{PUBLIC_BASE_URL with http(s) replaced by ws(s)}/ws/{user_id}?token={session_token}`.
-             *     Open it exactly as returned.
+             * @description Absolute WebSocket URL, `{PUBLIC_BASE_URL with http(s) replaced by ws(s)}/ws/{user_id}?token={session_token}`,
+             *     with `user_id` percent-encoded (as `encodeURIComponent` does). Open it exactly as returned.
              */
             ws_url: string;
         };

@@ -32,7 +32,7 @@ function mapOne(e: ErrorObject, data: unknown): Mapped | null {
       const name = String(params.additionalProperty ?? params.unevaluatedProperty);
       const f = at(name);
       const where = loc[0] === 'query' ? 'query parameter' : 'field';
-      return { loc: [...loc, name], msg: `Unknown ${where} ${describe(f)}.`, type: 'extra_forbidden', code: 'unknown_field', param: f.join('.'), rank: 0 };
+      return { loc: [...loc, name], msg: `Unknown ${where} ${describe(f)}.`, type: 'extra_forbidden', code: 'unknown_field', param: f.join('.'), rank: 0, input: valueAt(data, `${e.instancePath}/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`) };
     }
     case 'required': {
       const name = String(params.missingProperty);
@@ -41,12 +41,15 @@ function mapOne(e: ErrorObject, data: unknown): Mapped | null {
       }
       if (e.instancePath === '') return null;
       const f = at(name);
-      return { loc: [...loc, name], msg: `Field ${describe(f)} is required.`, type: 'missing', code: 'missing_field', param: f.join('.'), rank: 1 };
+      // The input of a missing field is the object it is missing from.
+      return { loc: [...loc, name], msg: `Field ${describe(f)} is required.`, type: 'missing', code: 'missing_field', param: f.join('.'), rank: 1, input: valueAt(data, e.instancePath) };
     }
     case 'type': {
       const expected = Array.isArray(params.type) ? (params.type as string[]).join(' or ') : String(params.type);
-      return { loc, msg: `${describe(field)} must be ${/^[aeiou]/.test(expected) ? 'an' : 'a'} ${expected}.`, type: `${String(params.type).split(',')[0]}_type`, code: 'invalid_type', param: field.join('.'), rank: 2, input: valueAt(data, e.instancePath) };
+      return { loc, msg: `${describe(field)} must be ${/^[aeiou]/.test(expected) ? 'an' : 'a'} ${expected}.`, type: `${String(params.type).split(',')[0]}_type`, code: 'invalid_type', param: field.join('.'), rank: 2, input: valueAt(data, e.instancePath), ctx: { expected_type: params.type } };
     }
+    case 'not':
+      return { loc, msg: `${describe(field)} has a form that is not allowed here.`, type: 'not', code: 'invalid_value', param: field.join('.'), rank: 3, input: valueAt(data, e.instancePath) };
     case 'enum': {
       // A value the schema lists under `x-unsupported-values` (e.g. transport 'stdio') gets its own code and explanation.
       const unsupported = (e.parentSchema as { 'x-unsupported-values'?: Record<string, string> } | undefined)?.['x-unsupported-values'];
@@ -97,7 +100,7 @@ export function boundedEcho(value: unknown): unknown {
 }
 
 function valueAt(data: unknown, instancePath: string): unknown {
-  if (SECRET_FIELD.test(instancePath)) return undefined;
+  if (SECRET_FIELD.test(instancePath)) return '[redacted]';
   let node = data;
   for (const part of instancePath.split('/').slice(1)) node = (node as Record<string, unknown> | undefined)?.[part.replace(/~1/g, '/').replace(/~0/g, '~')];
   return boundedEcho(node);

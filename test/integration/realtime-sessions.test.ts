@@ -142,7 +142,7 @@ describe('session-creation errors, each in the spec order, and nothing stored', 
       await expectError(await create(a.apiKey, { agent_id: agentId, user_id: 'u' }), 422, 'missing_field', 'source');
       await expectError(await create(a.apiKey, { user_id: 'u', source: 'voice' }), 422, 'missing_field', 'agent_id');
       await expectError(await create(a.apiKey, { agent_id: agentId, user_id: 'u', source: 'video' }), 422, 'invalid_value', 'source');
-      await expectError(await create(a.apiKey, { agent_id: agentId, user_id: 'has space', source: 'voice' }), 422, 'invalid_value', 'user_id');
+      await expectError(await create(a.apiKey, { agent_id: agentId, user_id: 'has\ttab', source: 'voice' }), 422, 'invalid_value', 'user_id');
       await expectError(await create(a.apiKey, { agent_id: agentId, user_id: 'x'.repeat(129), source: 'voice' }), 422, 'invalid_value', 'user_id');
       // Only dots: `/ws/..` would collapse to `/` in the ws_url.
       for (const dots of ['.', '..', '...']) await expectError(await create(a.apiKey, { agent_id: agentId, user_id: dots, source: 'voice' }), 422, 'invalid_value', 'user_id');
