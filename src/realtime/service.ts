@@ -183,6 +183,11 @@ export class RealtimeService {
     }
   }
 
+  /** An attempt refused before admission (per-address limit, shutdown) still uses the token it names. */
+  async spend(token: string | null): Promise<void> {
+    if (token && TOKEN_PATTERN.test(token)) await this.store.redeemToken(hashSessionToken(token), this.clock.now());
+  }
+
   async release(sessionId: string): Promise<void> {
     await this.admission.slots.release(sessionId);
   }

@@ -83,13 +83,21 @@ export class RealtimeGateway {
     return this.bridges.size;
   }
 
+  /** The spec: any attempt uses the token, a refused one too. */
+  private async spendToken(token: string | null): Promise<void> {
+    await this.service.spend(token).catch((err) => this.log.warn({ err }, 'could not use up the token of a refused attempt'));
+  }
+
   private track(p: Promise<unknown>): void {
     const tracked = p.catch((err) => this.log.error({ err }, 'realtime session error')).finally(() => this.inFlight.delete(tracked));
     this.inFlight.add(tracked);
   }
 
   private async upgrade(req: http.IncomingMessage, socket: Duplex, head: Buffer, rawUserId: string, token: string | null): Promise<void> {
-    if (this.closing) return refuseUpgrade(socket, '503 Service Unavailable');
+    if (this.closing) {
+      await this.spendToken(token);
+      return refuseUpgrade(socket, '503 Service Unavailable');
+    }
     const ip = this.clientAddress(req);
     let waitSeconds: number | null;
     try {
@@ -99,6 +107,7 @@ export class RealtimeGateway {
       return refuseUpgrade(socket, '503 Service Unavailable');
     }
     if (waitSeconds !== null) {
+      await this.spendToken(token);
       this.log.info({ ip }, 'realtime connection attempts over the per-IP limit');
       return refuseUpgrade(socket, '429 Too Many Requests', { 'Retry-After': String(waitSeconds) });
     }
