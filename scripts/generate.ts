@@ -69,6 +69,7 @@ async function main(): Promise<void> {
 
   // AsyncAPI bundle and payload types
   const asyncapi = (await $RefParser.bundle(path.join(root, 'asyncapi/asyncapi.yaml'))) as Record<string, any>;
+  pointOperationsAtChannelMessages(asyncapi);
   writeJson('asyncapi.json', asyncapi);
   const deref = (await $RefParser.dereference(structuredClone(asyncapi))) as Record<string, any>;
   // One combined schema, so payload schemas shared between messages are declared once.
@@ -110,3 +111,21 @@ main().catch((err) => {
   console.error(err instanceof Error ? err.message : err);
   process.exit(1);
 });
+
+/**
+ * AsyncAPI 3 wants an operation's messages to be references into its channel's messages
+ * (`#/channels/<c>/messages/<m>`); bundling resolves both to the shared component, which the parser
+ * refuses (asyncapi3-operation-messages-from-referred-channel). Points them back at the channel.
+ */
+function pointOperationsAtChannelMessages(doc: Record<string, any>): void {
+  for (const [name, op] of Object.entries((doc.operations ?? {}) as Record<string, any>)) {
+    const channelName = String(op.channel?.$ref ?? '').split('/').pop()!;
+    const channelMessages = (doc.channels?.[channelName]?.messages ?? {}) as Record<string, { $ref?: string }>;
+    op.messages = (op.messages ?? []).map((m: { $ref: string }) => {
+      if (m.$ref.startsWith(`#/channels/${channelName}/messages/`)) return m;
+      const key = Object.keys(channelMessages).find((k) => channelMessages[k].$ref === m.$ref);
+      if (!key) throw new Error(`operation ${name}: message ${m.$ref} is not a message of channel ${channelName}`);
+      return { $ref: `#/channels/${channelName}/messages/${key}` };
+    });
+  }
+}
