@@ -7,7 +7,7 @@ import type { ErrorObject } from 'ajv';
 import { ApiError, forbidden, paymentRequired, tooManyRequests } from '../http/errors.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
-import type { RuntimeAgent } from '../agents/service.js';
+import { agentNotFound, type RuntimeAgent } from '../agents/service.js';
 import type { VoiceService, VoiceSession } from '../voice/types.js';
 import { validationError } from '../http/validation.js';
 import type { WorkspaceAdmission } from '../workspaces/admission.js';
@@ -29,6 +29,8 @@ export interface RealtimeOptions {
   /** Credit a voice, camera or screen session needs to start (a minute's worth). */
   centsPerMinute: number;
 }
+
+const AGENT_ID = /^agt_[0-9A-Z]{26}$/;
 
 export const CLOSE = {
   invalidToken: { code: 4001, reason: 'Invalid authentication token' },
@@ -81,6 +83,8 @@ export class RealtimeService {
     // 3-4. Source enabled for the agent, agent exists here; read from the body before it is validated.
     const b = body && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>) : {};
     if (typeof b.agent_id === 'string') {
+      // An id that is not well formed names no agent, and is never sent to the database (it may hold anything, NUL included).
+      if (!AGENT_ID.test(b.agent_id)) throw agentNotFound(b.agent_id.slice(0, 64));
       let agent: RuntimeAgent | null = null;
       let agentError: unknown = null;
       try {

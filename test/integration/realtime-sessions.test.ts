@@ -130,6 +130,8 @@ describe('session-creation errors, each in the spec order, and nothing stored', 
       await expectError(await create(a.apiKey, { agent_id: 'agt_01JD5Z8A1B2C3D4E5F6G7H8J9K', user_id: 'u', source: 'voice' }), 404, 'agent_not_found', 'agent_id');
       await expectError(await create(a.apiKey, { agent_id: 'agt_01JD5Z8A1B2C3D4E5F6G7H8J9K', user_id: 'u', source: 'voice', unknown_field: 1 }), 404, 'agent_not_found');
       await expectError(await create(a.apiKey, { agent_id: 'nonsense', user_id: 'u', source: 'camera', unknown_field: 1 }), 404, 'agent_not_found');
+      // Found by the contract fuzzing: an id holding NUL reached the database (a 500).
+      await expectError(await create(a.apiKey, { agent_id: 'agt_\u0000x', user_id: 'u', source: 'voice' }), 404, 'agent_not_found');
       await expectError(await create(a.apiKey, { agent_id: otherAgent, user_id: 'u', source: 'voice' }), 403, 'forbidden', 'agent_id');
       await expectError(await create(a.apiKey, { agent_id: otherAgent, user_id: 'u', source: 'camera', unknown_field: 1 }), 403, 'forbidden');
     });
