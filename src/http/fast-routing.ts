@@ -4,7 +4,8 @@
  * request's CPU. It also parses each request twice, once before routing (only for hooks we do not use)
  * and once with the matched operation; the first parse is reduced to what the routing reads. This keeps its matching rules (exact path first, then templates by specificity;
  * 404 when no path matches, 405 when a path matches but no method) with the list and the patterns
- * built once.
+ * built once. It reaches into the router's internals, so package.json pins openapi-backend exactly:
+ * an upgrade is a deliberate change that re-runs the routing tests.
  */
 import type { OpenAPIBackend, Operation } from 'openapi-backend';
 
