@@ -4,7 +4,7 @@
  */
 import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
-import { ApiError, internalError, notFound, type ValidationIssue } from './errors.js';
+import { ApiError, internalError, payloadTooLarge, routeNotFound, type ValidationIssue } from './errors.js';
 import type { Contract } from './contract.js';
 
 interface HttpishError extends Error {
@@ -18,7 +18,7 @@ interface HttpishError extends Error {
 export function fromHttpError(err: HttpishError, limitBytes: number): ApiError | null {
   const status = err.status ?? err.statusCode;
   if (err.type === 'entity.too.large' || status === 413) {
-    return new ApiError(413, 'invalid_request_error', 'payload_too_large', `The request body exceeds the limit of ${limitBytes} bytes.`);
+    return payloadTooLarge(`The request body exceeds the limit of ${limitBytes} bytes.`);
   }
   if (err.type === 'entity.parse.failed' || (status === 400 && /json/i.test(err.message))) {
     return new ApiError(422, 'invalid_request_error', 'invalid_json', 'The request body is not valid JSON (it must be a JSON object).');
@@ -67,7 +67,7 @@ export function errorEnvelope(contract: Contract, log: Logger, bodyLimitBytes: n
     try {
       await next();
       if (ctx.status === 404 && ctx.body == null) {
-        throw notFound('route_not_found', `No route ${ctx.method} ${ctx.path}.`);
+        throw routeNotFound(ctx.method, ctx.path);
       }
     } catch (thrown) {
       let err: ApiError;

@@ -7,7 +7,7 @@ import type { Context, Middleware } from 'koa';
 import type { Logger } from 'pino';
 import type { OpenAPIBackend, Context as ApiContext } from 'openapi-backend';
 import { refuseNul } from './nul.js';
-import { ApiError, forbidden, notFound, notImplemented, unauthorized } from './errors.js';
+import { ApiError, forbidden, notImplemented, routeNotFound, unauthorized } from './errors.js';
 import { validationError } from './validation.js';
 import type { Contract } from './contract.js';
 import type { AnyHandler, Handlers, OperationId } from './handler-types.js';
@@ -56,7 +56,7 @@ export function contractRouter(opts: RouterOptions): Middleware {
   const { contract, api, handlers } = opts;
   api.register({
     notFound: (_c: ApiContext, ctx: Context) => {
-      throw notFound('route_not_found', `No route ${ctx.method} ${ctx.path}.`);
+      throw routeNotFound(ctx.method, ctx.path);
     },
     methodNotAllowed: (_c: ApiContext, ctx: Context) => {
       const allow = allowedMethods(contract, api, ctx.path);
@@ -67,7 +67,7 @@ export function contractRouter(opts: RouterOptions): Middleware {
       const operationId = c.operation.operationId as string;
       ctx.state.operationId = operationId;
       if (opts.disabled.has(operationId)) {
-        throw notFound('route_not_found', `No route ${ctx.method} ${ctx.path}.`);
+        throw routeNotFound(ctx.method, ctx.path);
       }
     },
     // Runs after authentication and before validation: an unimplemented operation answers 501 whatever the body.

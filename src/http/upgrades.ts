@@ -7,6 +7,7 @@
  * The telephony media streams add their routes here (`/telephony/provider_a/media`,
  * `/telephony/provider_b/media`) next to the realtime `/ws/{user_id}` one.
  */
+import { routeNotFound } from './errors.js';
 import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 
@@ -33,9 +34,8 @@ export function answerUpgrade(socket: Duplex, status: string, opts: { headers?: 
 }
 
 export function notFoundUpgrade(socket: Duplex, path: string): void {
-  const body = JSON.stringify({
-    error: { type: 'not_found_error', code: 'route_not_found', message: `No WebSocket endpoint at ${path.slice(0, 200)}.`, param: null, request_id: null },
-  });
+  const err = routeNotFound('GET', path);
+  const body = JSON.stringify({ error: { type: err.type, code: err.code, message: err.message, param: null, request_id: null } });
   answerUpgrade(socket, '404 Not Found', { body });
 }
 

@@ -11,7 +11,7 @@ import path from 'node:path';
 import type { Context, Middleware } from 'koa';
 import type { File } from 'formidable';
 import { koaBody } from 'koa-body';
-import { ApiError } from './errors.js';
+import { ApiError, payloadTooLarge } from './errors.js';
 
 /** A route with a body larger than the default: its limit, and whether it takes multipart (one file part). */
 export interface LargeBodyRoute {
@@ -33,7 +33,7 @@ export const LARGE_BODY_ROUTES: LargeBodyRoute[] = [
   { method: 'POST', path: '/api/v1/batches/csv', maxBytes: 8 * MB, multipart: true, maxFields: 30, what: 'A batch CSV upload may be at most 8 MB.' },
 ];
 
-const tooLarge = (route: LargeBodyRoute) => new ApiError(413, 'invalid_request_error', 'payload_too_large', route.what, { param: route.multipart ? 'file' : null });
+const tooLarge = (route: LargeBodyRoute) => payloadTooLarge(route.what, route.multipart ? 'file' : null);
 
 /** formidable's temporary files go here (one directory per process, so leftovers are easy to see). */
 export const UPLOAD_TMP_DIR = path.join(os.tmpdir(), `vas-uploads-${process.pid}`);
@@ -88,7 +88,7 @@ export function largeBodies(defaultParser: Middleware, isValidApiKey: (token: st
         const e = err as Error & { httpCode?: number; status?: number; type?: string; code?: unknown };
         // formidable's codes: 1015 more files than allowed, 1006/1007 too many or too large form fields.
         if (e.code === 1015) throw new ApiError(422, 'invalid_request_error', 'invalid_value', "Send exactly one file, in the part 'file'.", { param: 'file' });
-        if (e.code === 1006 || e.code === 1007) throw new ApiError(413, 'invalid_request_error', 'payload_too_large', 'The form fields are too many or too large.', { param: null });
+        if (e.code === 1006 || e.code === 1007) throw payloadTooLarge('The form fields are too many or too large.');
         if (e.httpCode === 413 || e.status === 413 || e.type === 'entity.too.large') throw tooLarge(route);
         if (e.httpCode && e.httpCode < 500) throw new ApiError(400, 'invalid_request_error', 'invalid_multipart', `The multipart body could not be read: ${e.message}`);
         throw err;
