@@ -121,7 +121,8 @@ describe('concurrency slots', () => {
     assert.ok(Number(res.headers['retry-after']) >= 1);
     assert.equal(await callCount(tn.workspaceId), before);
     await session.close();
-    // The session's slot is free again: a call fits.
+    // The session's slot is given back once the server has seen the close: then a call fits.
+    await waitFor(async () => (await t.service.db.knex('session_leases').where({ workspace_id: tn.workspaceId })).length === 1, 5000, "the session's slot");
     const next = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber('0002') });
     assert.equal(next.status, 201, JSON.stringify(next.body));
     await waitForCall(t, tn, next.body.call_id);
