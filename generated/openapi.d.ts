@@ -1914,17 +1914,35 @@ export interface components {
                 /** @description Extra facts about the problem (e.g. the allowed values). */
                 ctx?: Record<string, never>;
             }[];
-            error?: components["schemas"]["ErrorBody"];
+            error: components["schemas"]["ErrorBody"];
         };
-        /**
-         * DeleteResult
-         * @description Result of deleting a resource. The id field is named after the resource (`agent_id`, `tool_id`, ...).
-         */
-        DeleteResult: {
+        /** AgentDeleteResult */
+        AgentDeleteResult: {
             /** @enum {string} */
             status: "deleted";
-        } & {
-            [key: string]: string;
+            /** @description The id of the deleted resource. */
+            agent_id: string;
+        };
+        /** ToolDeleteResult */
+        ToolDeleteResult: {
+            /** @enum {string} */
+            status: "deleted";
+            /** @description The id of the deleted resource. */
+            tool_id: string;
+        };
+        /** McpServerDeleteResult */
+        McpServerDeleteResult: {
+            /** @enum {string} */
+            status: "deleted";
+            /** @description The id of the deleted resource. */
+            mcp_server_id: string;
+        };
+        /** DocumentDeleteResult */
+        DocumentDeleteResult: {
+            /** @enum {string} */
+            status: "deleted";
+            /** @description The id of the deleted resource. */
+            doc_id: string;
         };
         /** User */
         User: {
@@ -5453,7 +5471,7 @@ export interface operations {
                      *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V"
                      *     }
                      */
-                    "application/json": components["schemas"]["DeleteResult"];
+                    "application/json": components["schemas"]["AgentDeleteResult"];
                 };
             };
             401: components["responses"]["Unauthorized"];
@@ -6678,7 +6696,7 @@ export interface operations {
                      *       "tool_id": "tool_01JD5Z7Q8Y1C2B3A4N5M6K7P9A"
                      *     }
                      */
-                    "application/json": components["schemas"]["DeleteResult"];
+                    "application/json": components["schemas"]["ToolDeleteResult"];
                 };
             };
             401: components["responses"]["Unauthorized"];
@@ -7074,7 +7092,7 @@ export interface operations {
                      *       "doc_id": "doc_01JD5Z7Q8Y1C2B3A4N5M6K7P9C"
                      *     }
                      */
-                    "application/json": components["schemas"]["DeleteResult"];
+                    "application/json": components["schemas"]["DocumentDeleteResult"];
                 };
             };
             401: components["responses"]["Unauthorized"];
@@ -7440,7 +7458,7 @@ export interface operations {
                      *       "mcp_server_id": "mcp_01JD5Z7Q8Y1C2B3A4N5M6K7P9E"
                      *     }
                      */
-                    "application/json": components["schemas"]["DeleteResult"];
+                    "application/json": components["schemas"]["McpServerDeleteResult"];
                 };
             };
             401: components["responses"]["Unauthorized"];
