@@ -212,7 +212,9 @@ export interface ToolCallRecord {
   /**
    * The arguments the agent passed, as a JSON object (an empty object when there were none).
    */
-  arguments: {};
+  arguments: {
+    [k: string]: unknown;
+  };
   /**
    * What the tool returned, as JSON (any type; `null` when the call failed before returning anything).
    * When the JSON text of the result is longer than 4,096 bytes, `result` is instead a string: that JSON

@@ -1912,7 +1912,9 @@ export interface components {
                  */
                 input?: unknown;
                 /** @description Extra facts about the problem (e.g. the allowed values). */
-                ctx?: Record<string, never>;
+                ctx?: {
+                    [key: string]: unknown;
+                };
             }[];
             error: components["schemas"]["ErrorBody"];
         };
@@ -2737,7 +2739,9 @@ export interface components {
          */
         ToolTestRequest: {
             /** @default {} */
-            arguments: Record<string, never>;
+            arguments: {
+                [key: string]: unknown;
+            };
         };
         /**
          * ToolTestResult
@@ -3013,7 +3017,9 @@ export interface components {
              */
             source: "http" | "mcp" | "knowledge" | "builtin";
             /** @description The arguments the agent passed, as a JSON object (an empty object when there were none). */
-            arguments: Record<string, never>;
+            arguments: {
+                [key: string]: unknown;
+            };
             /**
              * @description What the tool returned, as JSON (any type; `null` when the call failed before returning anything).
              *     When the JSON text of the result is longer than 4,096 bytes, `result` is instead a string: that JSON
@@ -10677,7 +10683,9 @@ export interface operations {
                      *       "paths": {}
                      *     }
                      */
-                    "application/json": Record<string, never>;
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
                 };
             };
         };
@@ -10707,7 +10715,9 @@ export interface operations {
                      *       }
                      *     }
                      */
-                    "application/json": Record<string, never>;
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
                 };
             };
         };
