@@ -229,7 +229,7 @@ export interface paths {
                 /** @description The agent's id (`agt_...`). */
                 agent_id: string;
                 /** @description Which telephony provider's number to route. */
-                provider: "provider_a" | "provider_b";
+                provider: components["schemas"]["Provider"];
             };
             cookie?: never;
         };
@@ -1836,6 +1836,19 @@ export interface webhooks {
 export interface components {
     schemas: {
         /**
+         * Provider
+         * @description A telephony provider (carrier) the service places and receives calls through.
+         * @enum {string}
+         */
+        Provider: "provider_a" | "provider_b";
+        /**
+         * RealtimeSource
+         * @description What a realtime session carries: `voice` (microphone audio), `camera` (audio plus webcam frames),
+         *     `screen` (audio plus screen frames), `text` (typed messages only).
+         * @enum {string}
+         */
+        RealtimeSource: "voice" | "camera" | "screen" | "text";
+        /**
          * Error
          * @description The error envelope. Every non-2xx response of the API uses it (a few 422 responses use the
          *     list-shaped `ValidationErrorList`, which carries this envelope as well).
@@ -3089,8 +3102,7 @@ export interface components {
             batch_id: string | null;
             /** @enum {string} */
             direction: "outbound" | "inbound";
-            /** @enum {string} */
-            provider: "provider_a" | "provider_b";
+            provider: components["schemas"]["Provider"];
             /** @description E.164. Outbound calls come from the agent's number for `provider`; inbound calls from the caller. */
             from_number: string;
             /** @description E.164. The person called (outbound) or the agent's number (inbound). */
@@ -3195,9 +3207,8 @@ export interface components {
              * @description Which carrier places the call. Omitted: the agent's only configured provider; when the agent has
              *     both configured it is required (422 `provider_required`). A provider the agent has not configured
              *     gives 422 `provider_not_configured`.
-             * @enum {string}
              */
-            provider?: "provider_a" | "provider_b";
+            provider?: components["schemas"]["Provider"];
             /**
              * @description The calling number, E.164. Omitted: the agent's `phone_number` for `provider`. It must be a number
              *     of the provider account (a verified caller id or a number of the account): the carrier refuses
@@ -3388,11 +3399,8 @@ export interface components {
             skipped: components["schemas"]["BatchSkipped"];
             /** Format: date-time */
             created_at: string;
-            /**
-             * @description The carrier used, as resolved at creation.
-             * @enum {string}
-             */
-            provider: "provider_a" | "provider_b";
+            /** @description The carrier used, as resolved at creation. */
+            provider: components["schemas"]["Provider"];
             /**
              * Format: date-time
              * @description When dialing starts (or started); the creation time for a batch sent immediately.
@@ -3489,9 +3497,8 @@ export interface components {
              * @description Which carrier places the calls. Omitted: the agent's only configured provider; when the agent has
              *     both configured it is required (422 `provider_required`); an unconfigured one gives 422
              *     `provider_not_configured`.
-             * @enum {string}
              */
-            provider?: "provider_a" | "provider_b";
+            provider?: components["schemas"]["Provider"];
             /**
              * Format: date-time
              * @description When to start dialing, with a time zone offset (`Z` or `+02:00`). Omitted, or not in the
@@ -3531,11 +3538,8 @@ export interface components {
             skipped: components["schemas"]["BatchSkipped"];
             /** Format: date-time */
             created_at: string;
-            /**
-             * @description The carrier used, as resolved at creation.
-             * @enum {string}
-             */
-            provider: "provider_a" | "provider_b";
+            /** @description The carrier used, as resolved at creation. */
+            provider: components["schemas"]["Provider"];
             /**
              * Format: date-time
              * @description When dialing starts (or started); the creation time for a batch sent immediately.
@@ -3659,11 +3663,8 @@ export interface components {
             skipped: components["schemas"]["BatchSkipped"];
             /** Format: date-time */
             created_at: string;
-            /**
-             * @description The carrier used, as resolved at creation.
-             * @enum {string}
-             */
-            provider: "provider_a" | "provider_b";
+            /** @description The carrier used, as resolved at creation. */
+            provider: components["schemas"]["Provider"];
             /**
              * Format: date-time
              * @description When dialing starts (or started); the creation time for a batch sent immediately.
@@ -3705,11 +3706,8 @@ export interface components {
             file: string;
             agent_id: string;
             name: string;
-            /**
-             * @description As in `BatchCreateRequest.provider`.
-             * @enum {string}
-             */
-            provider?: "provider_a" | "provider_b";
+            /** @description As in `BatchCreateRequest.provider`. */
+            provider?: components["schemas"]["Provider"];
             /**
              * Format: date-time
              * @description As in `BatchCreateRequest.scheduled_at`.
@@ -3823,9 +3821,8 @@ export interface components {
              * @description What the session carries: `voice` (microphone audio), `camera` (audio plus webcam frames; needs the
              *     agent's `realtime.enable_webcam`), `screen` (audio plus screen frames; needs
              *     `realtime.enable_screen_share`), `text` (typed messages only).
-             * @enum {string}
              */
-            source: "voice" | "camera" | "screen" | "text";
+            source: components["schemas"]["RealtimeSource"];
         };
         /**
          * RealtimeSession
@@ -3962,11 +3959,8 @@ export interface components {
              * @example customer-4821
              */
             user_id: string;
-            /**
-             * @description What the session carried.
-             * @enum {string}
-             */
-            source: "voice" | "camera" | "screen" | "text";
+            /** @description What the session carried. */
+            source: components["schemas"]["RealtimeSource"];
             /**
              * @description Why the session ended. `client_closed`: the client closed the socket. `agent_ended`: the agent
              *     ended the conversation (`session_ended`), then the socket closed. `service_error`: the voice
@@ -4004,11 +3998,8 @@ export interface components {
              * @default +15555550100
              */
             from_number: string;
-            /**
-             * @description The carrier to ring through. Omitted: the one at which the number takes inbound calls (required when both do).
-             * @enum {string}
-             */
-            provider?: "provider_a" | "provider_b";
+            /** @description The carrier to ring through. Omitted: the one at which the number takes inbound calls (required when both do). */
+            provider?: components["schemas"]["Provider"];
         };
         /**
          * ProviderAVoiceRequest
@@ -5609,7 +5600,7 @@ export interface operations {
                 /** @description The agent's id (`agt_...`). */
                 agent_id: string;
                 /** @description Which telephony provider's number to route. */
-                provider: "provider_a" | "provider_b";
+                provider: components["schemas"]["Provider"];
             };
             cookie?: never;
         };
@@ -5728,7 +5719,7 @@ export interface operations {
                 /** @description The agent's id (`agt_...`). */
                 agent_id: string;
                 /** @description Which telephony provider's number to route. */
-                provider: "provider_a" | "provider_b";
+                provider: components["schemas"]["Provider"];
             };
             cookie?: never;
         };
