@@ -1737,6 +1737,73 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sdk/voice-agent-widget.js": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The embeddable web widget (one ES module)
+         * @description Defines the custom element `<voice-agent-widget agent-id="agt_..." token-url="/voice-token">`,
+         *     built on the client library: start and stop, mute, a text box for typed messages, live
+         *     transcripts in an ARIA live region, and camera and screen-share controls shown only when the
+         *     agent's `enable_webcam` / `enable_screen_share` are on. It reads those settings and the agent's
+         *     name from `GET /api/v1/public/agents/{agent_id}` on the service it was loaded from.
+         *
+         *     Load it as a module script (`type="module"`, `src` this URL), then place the element where the
+         *     widget should appear; `token-url` is your endpoint that mints the session token, as for the
+         *     client library.
+         *
+         *     Served under the same rules as the client library: any origin (`Access-Control-Allow-Origin:
+         *     *`, `Cross-Origin-Resource-Policy: cross-origin`), cached for 5 minutes, then revalidated with
+         *     its `ETag` (304 without a body when `If-None-Match` names the current version).
+         */
+        get: operations["getWidget"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/public/agents/{agent_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent's id (`agt_...`). An id that names no agent, a malformed one included, answers 404
+                 *     `agent_not_found`; an id longer than 64 characters answers 422.
+                 */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * An agent's public profile (read by the web widget)
+         * @description The agent's display name and its realtime settings (`enable_webcam`, `enable_screen_share`),
+         *     and nothing else: the web widget reads it before a person starts, to show the name and only
+         *     the camera and screen-share controls the agent permits. No credentials; any origin may read it
+         *     (`Access-Control-Allow-Origin: *` on every answer, errors included).
+         *
+         *     Knowing the profile gives nothing to act on: starting a session still needs a token minted
+         *     with the workspace's API key. Agent ids carry 80 random bits after their timestamp, so ids
+         *     cannot be found by trying; every id that names no agent answers the same 404. Answers are
+         *     cacheable for 60 seconds (browsers and shared caches), so a change of the agent's name or
+         *     realtime settings shows within a minute.
+         */
+        get: operations["getPublicAgentProfile"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface webhooks {
     "call.completed": {
@@ -4144,6 +4211,21 @@ export interface components {
             };
         } & {
             [key: string]: unknown;
+        };
+        /**
+         * PublicAgentProfile
+         * @description What any page may know about an agent: its display name and which video sources its web sessions
+         *     may use. Nothing else of the agent (instruction, messages, telephony, workspace) is public.
+         */
+        PublicAgentProfile: {
+            /** @example agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V */
+            agent_id: string;
+            /**
+             * @description The agent's `name`, shown by the web widget.
+             * @example Appointment reminder
+             */
+            name: string;
+            realtime: components["schemas"]["RealtimeStatus"];
         };
         /**
          * CallCompletedEvent
@@ -10797,6 +10879,92 @@ export interface operations {
                 };
                 content?: never;
             };
+        };
+    };
+    getWidget: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description An `ETag` received earlier; 304 when the widget has not changed since.
+                 * @example "3f1c2a9b7d6e5f40a1b2c3d4e5f60718"
+                 */
+                "If-None-Match"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The widget. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    ETag: components["headers"]["ETag"];
+                    "Cache-Control": components["headers"]["SdkCacheControl"];
+                    "Access-Control-Allow-Origin": components["headers"]["AllowAnyOrigin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example var e=class extends HTMLElement{...};customElements.define("voice-agent-widget",e); */
+                    "text/javascript": string;
+                };
+            };
+            /** @description Not modified since the version named by `If-None-Match`; no body. */
+            304: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    ETag: components["headers"]["ETag"];
+                    "Cache-Control": components["headers"]["SdkCacheControl"];
+                    "Access-Control-Allow-Origin": components["headers"]["AllowAnyOrigin"];
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    getPublicAgentProfile: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /**
+                 * @description The agent's id (`agt_...`). An id that names no agent, a malformed one included, answers 404
+                 *     `agent_not_found`; an id longer than 64 characters answers 422.
+                 */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agent's public profile. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    /** @description Cacheable by browsers and shared caches for 60 seconds. */
+                    "Cache-Control": "public, max-age=60";
+                    "Access-Control-Allow-Origin": components["headers"]["AllowAnyOrigin"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V",
+                     *       "name": "Appointment reminder",
+                     *       "realtime": {
+                     *         "enable_webcam": true,
+                     *         "enable_screen_share": false
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["PublicAgentProfile"];
+                };
+            };
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
         };
     };
     callCompletedWebhook: {

@@ -671,6 +671,22 @@ export const operations = [
     "tags": [
       "Browser SDK"
     ]
+  },
+  {
+    "operationId": "getWidget",
+    "method": "GET",
+    "path": "/sdk/voice-agent-widget.js",
+    "tags": [
+      "Browser SDK"
+    ]
+  },
+  {
+    "operationId": "getPublicAgentProfile",
+    "method": "GET",
+    "path": "/api/v1/public/agents/{agent_id}",
+    "tags": [
+      "Public"
+    ]
   }
 ] as const;
 

@@ -1,7 +1,9 @@
 /**
  * Builds the browser packages into the single ES modules the service serves under /sdk/ (esbuild,
- * minified) and their type declarations (tsc), and prints each bundle's size.
- * `--if-missing` rebuilds only a bundle older than its sources (npm start's prestart, npm test).
+ * minified), type-checks them and writes the client library's declarations (tsc), and prints each
+ * bundle's size. The widget bundles the client library from its source (packages/widget/tsconfig.json
+ * maps `@voice-agent/client` to it). `--if-missing` rebuilds only a bundle older than its sources
+ * (npm start's prestart, npm test).
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -11,17 +13,31 @@ import { build } from 'esbuild';
 
 const root = path.resolve(import.meta.dirname, '..');
 
-export const SDK_BUNDLES = [
-  { dir: 'packages/client', entry: 'src/index.ts', out: 'dist/voice-agent-client.js', types: 'dist/types/index.d.ts', gzipBudget: 15 * 1024 },
-] as const;
+interface SdkBundle {
+  dir: string;
+  entry: string;
+  out: string;
+  /** Declarations tsc writes (the project emits them); absent: tsc only type-checks. */
+  types?: string;
+  /** Other packages whose sources are bundled in. */
+  bundles?: string[];
+  gzipBudget: number;
+}
 
-function newestSource(dir: string): number {
-  const files = [
-    path.join(root, 'scripts/build-sdk.ts'),
-    path.join(dir, 'package.json'),
-    path.join(dir, 'tsconfig.json'),
-    ...(fs.readdirSync(path.join(dir, 'src'), { recursive: true }) as string[]).map((f) => path.join(dir, 'src', f)),
-  ];
+export const SDK_BUNDLES: readonly SdkBundle[] = [
+  { dir: 'packages/client', entry: 'src/index.ts', out: 'dist/voice-agent-client.js', types: 'dist/types/index.d.ts', gzipBudget: 15 * 1024 },
+  { dir: 'packages/widget', entry: 'src/index.ts', out: 'dist/voice-agent-widget.js', bundles: ['packages/client'], gzipBudget: 30 * 1024 },
+];
+
+function newestSource(b: SdkBundle): number {
+  const files = [path.join(root, 'scripts/build-sdk.ts')];
+  for (const dir of [b.dir, ...(b.bundles ?? [])].map((d) => path.join(root, d))) {
+    files.push(
+      path.join(dir, 'package.json'),
+      path.join(dir, 'tsconfig.json'),
+      ...(fs.readdirSync(path.join(dir, 'src'), { recursive: true }) as string[]).map((f) => path.join(dir, 'src', f)),
+    );
+  }
   return Math.max(...files.map((f) => fs.statSync(f).mtimeMs));
 }
 
@@ -31,9 +47,9 @@ export async function buildSdk(opts: { onlyStale?: boolean; quiet?: boolean } = 
   for (const b of SDK_BUNDLES) {
     const dir = path.join(root, b.dir);
     const out = path.join(dir, b.out);
-    const types = path.join(dir, b.types);
-    const built = [out, types].every((f) => fs.existsSync(f)) ? Math.min(fs.statSync(out).mtimeMs, fs.statSync(types).mtimeMs) : 0;
-    if (opts.onlyStale && built >= newestSource(dir)) continue;
+    const outputs = [out, ...(b.types ? [path.join(dir, b.types)] : [])];
+    const built = outputs.every((f) => fs.existsSync(f)) ? Math.min(...outputs.map((f) => fs.statSync(f).mtimeMs)) : 0;
+    if (opts.onlyStale && built >= newestSource(b)) continue;
     await build({
       entryPoints: [path.join(dir, b.entry)],
       outfile: out,

@@ -1,4 +1,8 @@
-/** Handlers of the Agents operations (enableInbound/disableInbound land with telephony). Thin: the rules live in service.ts. */
+/**
+ * Handlers of the Agents operations (enableInbound/disableInbound land with telephony) and of the
+ * agent's public profile (no credentials; CORS open on /api/v1/public/, src/http/cors.ts). Thin: the
+ * rules live in service.ts.
+ */
 import type { Handlers } from '../http/handler-types.js';
 import { workspaceOf } from '../http/principal.js';
 import type { AgentService } from './service.js';
@@ -10,5 +14,10 @@ export function agentRoutes(agents: AgentService): Handlers {
     getAgent: async (req) => ({ status: 200, body: await agents.get(workspaceOf(req.auth), req.params.agent_id) }),
     updateAgent: async (req) => ({ status: 200, body: await agents.update(workspaceOf(req.auth), req.params.agent_id, req.body) }),
     deleteAgent: async (req) => ({ status: 200, body: await agents.delete(workspaceOf(req.auth), req.params.agent_id) }),
+    getPublicAgentProfile: async (req) => ({
+      status: 200,
+      body: await agents.publicProfile(req.params.agent_id),
+      headers: { 'Cache-Control': 'public, max-age=60', 'Access-Control-Allow-Origin': '*' },
+    }),
   };
 }

@@ -12,11 +12,12 @@ import type { components } from '../../generated/openapi.js';
 import type { SecretBox } from '../crypto/secrets.js';
 import { conflict, notFound, otherWorkspace, unprocessable } from '../http/errors.js';
 import { isUniqueViolation } from '../lib/db-errors.js';
-import { newId } from '../lib/ids.js';
+import { newUnguessableId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { AgentRow, AgentStore, AgentValues, ProviderAStored, ProviderBStored, VoicemailStored } from './store.js';
 
 export type Agent = components['schemas']['Agent'];
+export type PublicAgentProfile = components['schemas']['PublicAgentProfile'];
 type CreateRequest = components['schemas']['AgentCreateRequest'];
 type UpdateRequest = components['schemas']['AgentUpdateRequest'];
 type ProviderAInput = components['schemas']['ProviderAConfigInput'];
@@ -81,6 +82,8 @@ function configuredB(c: ProviderBStored | null, phone: string | null): boolean {
   return Boolean(c?.api_key && c.connection_id && c.public_key && phone);
 }
 
+const AGENT_ID = /^agt_[0-9A-Z]{26}$/;
+
 export function agentNotFound(agentId: string) {
   return notFound('agent_not_found', `No agent ${agentId}.`, 'agent_id');
 }
@@ -135,6 +138,16 @@ export class AgentService {
     return row;
   }
 
+  /**
+   * What any page may know of an agent (no credentials): its name and realtime settings. A malformed id
+   * answers the same 404 as an unknown one, without a query.
+   */
+  async publicProfile(agentId: string): Promise<PublicAgentProfile> {
+    const row = AGENT_ID.test(agentId) ? await this.store.findPublic(agentId) : undefined;
+    if (!row) throw agentNotFound(agentId);
+    return { agent_id: row.id, name: row.name, realtime: { enable_webcam: row.enable_webcam, enable_screen_share: row.enable_screen_share } };
+  }
+
   async create(workspaceId: string, body: CreateRequest): Promise<Agent> {
     const values: AgentValues = {
       name: body.name,
@@ -160,7 +173,7 @@ export class AgentService {
       enable_screen_share: true,
     };
     // On create, a field sent as null takes its default, which is exactly what applying it to the defaults does.
-    const id = newId('agent');
+    const id = newUnguessableId('agent');
     Object.assign(values, this.changes(id, values, body as UpdateRequest));
     const row = await this.store.insert({ id, workspace_id: workspaceId, ...values });
     return this.toAgent(row);

@@ -74,6 +74,11 @@ export class AgentStore {
     return trx('agents').where({ id }).first();
   }
 
+  /** Only the columns of the public profile: nothing else of the agent leaves the database for it. */
+  findPublic(id: string): Promise<Pick<AgentRow, 'id' | 'name' | 'enable_webcam' | 'enable_screen_share'> | undefined> {
+    return this.db('agents').where({ id }).first('id', 'name', 'enable_webcam', 'enable_screen_share');
+  }
+
   findForUpdate(trx: Knex.Transaction, id: string): Promise<AgentRow | undefined> {
     return trx('agents').where({ id }).forUpdate().first();
   }

@@ -1,21 +1,50 @@
 /**
  * CORS for a fixed list of origins (CORS_ORIGINS, which includes a local development origin). Browsers
  * from other origins get no CORS headers, and their preflights are refused with 403 in the envelope.
+ *
+ * The public paths (the browser SDK under /sdk/ and the credential-free reads under /api/v1/public/)
+ * are open to every origin instead: `Access-Control-Allow-Origin: *` on every answer, errors included,
+ * so a widget on any site can tell a 404 from a network failure. No credentials are ever allowed there.
  */
 import cors from '@koa/cors';
 import type { Middleware } from 'koa';
 import { forbidden } from './errors.js';
 
+const OPEN_PATH_PREFIXES = ['/api/v1/public/', '/sdk/'];
+
+const EXPOSE_HEADERS = ['X-Request-Id', 'Retry-After', 'Idempotent-Replayed'];
+
+const isOpenPath = (path: string) => OPEN_PATH_PREFIXES.some((prefix) => path.startsWith(prefix));
+
+function openToAnyOrigin(): Middleware {
+  const expose = [...EXPOSE_HEADERS, 'ETag'].join(',');
+  return async (ctx, next) => {
+    if (ctx.method === 'OPTIONS' && ctx.get('Access-Control-Request-Method')) {
+      ctx.set('Access-Control-Allow-Origin', '*');
+      ctx.set('Access-Control-Allow-Methods', 'GET');
+      ctx.set('Access-Control-Allow-Headers', 'Content-Type, If-None-Match, X-Request-Id');
+      ctx.set('Access-Control-Max-Age', '600');
+      ctx.status = 204;
+      return;
+    }
+    ctx.set('Access-Control-Allow-Origin', '*');
+    ctx.set('Access-Control-Expose-Headers', expose);
+    await next();
+  };
+}
+
 export function corsPolicy(origins: string[]): Middleware {
   const allowed = new Set(origins);
+  const open = openToAnyOrigin();
   const inner = cors({
     origin: (ctx) => (allowed.has(ctx.get('Origin')) ? ctx.get('Origin') : ''),
     allowMethods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
     allowHeaders: ['Authorization', 'Content-Type', 'Idempotency-Key', 'X-Request-Id'],
-    exposeHeaders: ['X-Request-Id', 'Retry-After', 'Idempotent-Replayed'],
+    exposeHeaders: EXPOSE_HEADERS,
     maxAge: 600,
   });
   return async (ctx, next) => {
+    if (isOpenPath(ctx.path)) return open(ctx, next);
     const origin = ctx.get('Origin');
     if (origin && !allowed.has(origin) && ctx.method === 'OPTIONS' && ctx.get('Access-Control-Request-Method')) {
       throw forbidden('origin_not_allowed', `Origin ${origin} may not call this API from a browser.`);

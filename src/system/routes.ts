@@ -1,4 +1,4 @@
-/** Health, readiness, metrics, the contract documents and the browser client library. */
+/** Health, readiness, metrics, the contract documents and the browser SDK (client library and widget). */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -17,8 +17,14 @@ export interface SystemDeps {
 
 /** Built by `npm run build:sdk` (and by npm start and npm test when missing or stale). */
 const CLIENT_LIBRARY = path.resolve(generatedDir, '../packages/client/dist/voice-agent-client.js');
+const WIDGET = path.resolve(generatedDir, '../packages/widget/dist/voice-agent-widget.js');
 
-function loadBundle(file: string): { source: string; etag: string } {
+interface Bundle {
+  source: string;
+  etag: string;
+}
+
+function loadBundle(file: string): Bundle {
   if (!existsSync(file)) throw new Error(`${file} is missing: run npm run build:sdk`);
   const source = readFileSync(file, 'utf8');
   return { source, etag: `"${createHash('sha256').update(source).digest('hex').slice(0, 32)}"` };
@@ -33,18 +39,26 @@ function notModified(ifNoneMatch: string | undefined, etag: string): boolean {
   });
 }
 
-export function systemRoutes(deps: SystemDeps): Handlers {
-  const asyncapi = JSON.parse(readFileSync(path.join(generatedDir, 'asyncapi.json'), 'utf8')) as Record<string, unknown>;
-  const docsHtml = readFileSync(path.join(generatedDir, 'docs.html'), 'utf8');
-  const asyncDocsHtml = readFileSync(path.join(generatedDir, 'docs-asyncapi.html'), 'utf8');
-  const client = loadBundle(CLIENT_LIBRARY);
-  const clientHeaders = {
-    ETag: client.etag,
+/** A bundle of the browser SDK: any origin may load it, cached briefly, then revalidated by ETag. */
+function serveBundle(bundle: Bundle, ifNoneMatch: string | undefined) {
+  const headers = {
+    ETag: bundle.etag,
     'Cache-Control': 'public, max-age=300',
     'Access-Control-Allow-Origin': '*',
     'Cross-Origin-Resource-Policy': 'cross-origin',
     'X-Content-Type-Options': 'nosniff',
   };
+  return notModified(ifNoneMatch, bundle.etag)
+    ? { status: 304 as const, body: undefined, headers }
+    : { status: 200 as const, body: bundle.source, type: 'text/javascript; charset=utf-8', headers };
+}
+
+export function systemRoutes(deps: SystemDeps): Handlers {
+  const asyncapi = JSON.parse(readFileSync(path.join(generatedDir, 'asyncapi.json'), 'utf8')) as Record<string, unknown>;
+  const docsHtml = readFileSync(path.join(generatedDir, 'docs.html'), 'utf8');
+  const asyncDocsHtml = readFileSync(path.join(generatedDir, 'docs-asyncapi.html'), 'utf8');
+  const client = loadBundle(CLIENT_LIBRARY);
+  const widget = loadBundle(WIDGET);
   return {
     getHealth: async () => ({ status: 200, body: { status: 'ok' } }),
     getReadiness: async () => {
@@ -63,9 +77,7 @@ export function systemRoutes(deps: SystemDeps): Handlers {
     getAsyncApiDocument: async () => ({ status: 200, body: asyncapi as never }),
     getApiReference: async () => ({ status: 200, body: docsHtml, type: 'text/html; charset=utf-8' }),
     getAsyncApiReference: async () => ({ status: 200, body: asyncDocsHtml, type: 'text/html; charset=utf-8' }),
-    getClientLibrary: async (req) =>
-      notModified(req.headers['if-none-match'], client.etag)
-        ? { status: 304, body: undefined, headers: clientHeaders }
-        : { status: 200, body: client.source, type: 'text/javascript; charset=utf-8', headers: clientHeaders },
+    getClientLibrary: async (req) => serveBundle(client, req.headers['if-none-match']),
+    getWidget: async (req) => serveBundle(widget, req.headers['if-none-match']),
   };
 }

@@ -4,11 +4,13 @@
  * imports the client library from the service's /sdk/voice-agent-client.js, and the site's own token
  * endpoint, which adds its API key and calls POST /api/v1/realtime/sessions as a customer's server would.
  */
+import assert from 'node:assert/strict';
 import http from 'node:http';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { chromium, type Browser, type Page, type WebSocket as PageSocket } from 'playwright-core';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -287,4 +289,38 @@ export async function openCustomerPage(browser: Browser, site: CustomerSite, pat
     },
   };
   return cp;
+}
+
+/**
+ * The serving rules of a bundle under /sdk/: one ES module as JavaScript with nothing else to import,
+ * loadable by any origin, cacheable and revalidated by ETag (304 for the same, weak or listed tag),
+ * under its gzipped size budget. Returns the body.
+ */
+export async function assertServedBundle(serviceUrl: string, urlPath: string, bundleFile: string, gzipBudget: number): Promise<string> {
+  const res = await fetch(`${serviceUrl}${urlPath}`, { headers: { Origin: 'https://shop.example' } });
+  assert.equal(res.status, 200);
+  assert.equal(res.headers.get('content-type'), 'text/javascript; charset=utf-8');
+  assert.equal(res.headers.get('access-control-allow-origin'), '*');
+  assert.equal(res.headers.get('cross-origin-resource-policy'), 'cross-origin');
+  assert.equal(res.headers.get('cache-control'), 'public, max-age=300');
+  const etag = res.headers.get('etag');
+  assert.match(etag ?? '', /^"[0-9a-f]{32}"$/);
+  const body = await res.text();
+  assert.equal(body, fs.readFileSync(bundleFile, 'utf8'), 'the built bundle');
+  assert.doesNotMatch(body, /\bimport\s*[{*"']|\brequire\(/, 'one module: nothing else to load');
+  const gzipped = gzipSync(body).length;
+  assert.ok(gzipped < gzipBudget, `${gzipped} bytes gzipped (goal: under ${gzipBudget / 1024} kB)`);
+
+  for (const inm of [etag!, `W/${etag}`, `"0000", ${etag}`]) {
+    const again = await fetch(`${serviceUrl}${urlPath}`, { headers: { 'If-None-Match': inm } });
+    assert.equal(again.status, 304, inm);
+    assert.equal(await again.text(), '');
+    assert.equal(again.headers.get('etag'), etag);
+    assert.equal(again.headers.get('access-control-allow-origin'), '*');
+    assert.equal(again.headers.get('cache-control'), 'public, max-age=300');
+  }
+  const changed = await fetch(`${serviceUrl}${urlPath}`, { headers: { 'If-None-Match': '"0123456789abcdef0123456789abcdef"' } });
+  assert.equal(changed.status, 200);
+  assert.equal(await changed.text(), body);
+  return body;
 }
