@@ -62,7 +62,7 @@ export function createApp(parts: AppParts): Koa {
           if (operationId && contract.operations.get(operationId)?.requestContentTypes.length === 0) return;
           throw err;
         },
-      }), (token) => parts.auth.apiKey(token).then(Boolean)),
+      }), (token) => (token.startsWith('ds_') ? parts.auth.dashboardSession(token) : parts.auth.apiKey(token)).then(Boolean)),
     )
     .use(contractRouter({ contract, api: parts.api, handlers: parts.handlers, security: securityHandlers(parts.auth), log, disabled: disabledOperations(contract, config), idempotency: parts.idempotency }));
   return app;

@@ -51,15 +51,16 @@ function largeBodyRoute(method: string, path: string): LargeBodyRoute | undefine
 }
 
 /**
- * Wraps the default body parser: large-body routes get their own. `isValidApiKey` runs first: without
- * a valid key the router answers 401, and nothing (up to the route's limit) is taken in or written to disk.
+ * Wraps the default body parser: large-body routes get their own. `isValidCredential` (an API key or a
+ * dashboard session) runs first: without one the router answers 401, and nothing (up to the route's
+ * limit) is taken in or written to disk.
  */
-export function largeBodies(defaultParser: Middleware, isValidApiKey: (token: string) => Promise<boolean>): Middleware {
+export function largeBodies(defaultParser: Middleware, isValidCredential: (token: string) => Promise<boolean>): Middleware {
   return async (ctx, next) => {
     const route = largeBodyRoute(ctx.method, ctx.path);
     if (!route) return defaultParser(ctx, next);
     const token = /^Bearer\s+(\S+)\s*$/i.exec(ctx.get('Authorization'))?.[1];
-    if (!token || !(await isValidApiKey(token))) return next();
+    if (!token || !(await isValidCredential(token))) return next();
     if (Number(ctx.get('Content-Length') || 0) > route.maxBytes + 64 * 1024) throw tooLarge(route);
     const tempFiles: string[] = [];
     await fs.promises.mkdir(UPLOAD_TMP_DIR, { recursive: true });

@@ -67,6 +67,35 @@ describe('developer operations with a dashboard session', () => {
     assert.equal(await t.service.db.knex('webhooks').where({ workspace_id: owner.workspaceId }).first(), undefined);
   });
 
+  it('uploads take a session like a key: a CSV batch and a document as multipart; a viewer is refused and nothing is stored', async () => {
+    const agent = (await t.http.post('/api/v1/agents').set(bearer(owner.apiKey)).send({ name: 'Uploads', ...{ provider_a_config: { account_sid: `AC${'1'.repeat(32)}`, auth_token: 'x'.repeat(32), phone_number: '+14155550100' } } })).body;
+    const csv = Buffer.from('to_number\n+14155550002\n');
+    const batch = await t.http
+      .post('/api/v1/batches/csv')
+      .set(bearer(sessions.developer))
+      .field('agent_id', agent.agent_id)
+      .field('name', 'From the dashboard')
+      .field('scheduled_at', new Date(Date.now() + 3_600_000).toISOString())
+      .attach('file', csv, { filename: 'numbers.csv', contentType: 'text/csv' });
+    assert.equal(batch.status, 201, batch.text);
+    assert.equal(batch.body.total, 1);
+    const doc = await t.http.post('/api/v1/documents').set(bearer(sessions.developer)).attach('file', Buffer.from('Open 9 to 5.'), { filename: 'hours.txt', contentType: 'text/plain' });
+    assert.equal(doc.status, 201, doc.text);
+
+    const batches = await t.service.db.knex('batches').where({ workspace_id: owner.workspaceId }).count({ n: '*' }).first();
+    const viewerBatch = await t.http
+      .post('/api/v1/batches/csv')
+      .set(bearer(sessions.viewer))
+      .field('agent_id', agent.agent_id)
+      .field('name', 'Nope')
+      .attach('file', csv, { filename: 'numbers.csv', contentType: 'text/csv' });
+    assert.equal(viewerBatch.status, 403, viewerBatch.text);
+    assert.equal(viewerBatch.body.error.code, 'insufficient_role');
+    const viewerDoc = await t.http.post('/api/v1/documents').set(bearer(sessions.viewer)).attach('file', Buffer.from('x'), { filename: 'x.txt', contentType: 'text/plain' });
+    assert.equal(viewerDoc.status, 403, viewerDoc.text);
+    assert.deepEqual(await t.service.db.knex('batches').where({ workspace_id: owner.workspaceId }).count({ n: '*' }).first(), batches);
+  });
+
   it('a developer writes', async () => {
     const res = await t.http.post('/api/v1/agents').set(bearer(sessions.developer)).send({ name: 'By a developer' });
     assert.equal(res.status, 201);
