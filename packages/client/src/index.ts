@@ -10,7 +10,7 @@
  */
 import { Session, type SessionOptions } from './session.js';
 
-export { Session, type SessionOptions, type SessionState, type SessionEvents, type Transcript, type AgentAudio } from './session.js';
+export { Session, type SessionOptions, type TokenRequest, type SessionState, type SessionEvents, type Transcript, type AgentAudio } from './session.js';
 export { VoiceAgentError, type StartErrorCode, type SessionErrorCode, type VoiceAgentErrorCode } from './errors.js';
 export type * from './messages.js';
 

@@ -9,11 +9,18 @@ import { VoiceAgentError, mediaError, refusal } from './errors.js';
 import type { ServerMessage, SessionStartedMessage, Source } from './messages.js';
 import { FrameGrabber } from './video.js';
 
+/** What a session asks its token endpoint for (the body of `POST /api/v1/realtime/sessions`). */
+export interface TokenRequest {
+  agent_id: string;
+  user_id: string;
+  source: Source;
+}
+
 export interface SessionOptions {
   /** Your server's endpoint: the library POSTs `{agent_id, user_id, source}` as JSON and reads `ws_url` from the JSON answer. */
   tokenUrl?: string;
-  /** Instead of `tokenUrl`: returns `{ws_url}` however you obtain it. */
-  getToken?: () => Promise<{ ws_url: string }>;
+  /** Instead of `tokenUrl`: returns `{ws_url}` however you obtain it; given the request `tokenUrl` would send. */
+  getToken?: (request: TokenRequest) => Promise<{ ws_url: string }>;
   /** Extra headers of the `tokenUrl` request (a CSRF token, for example). */
   tokenHeaders?: Record<string, string>;
   agentId: string;
@@ -273,13 +280,14 @@ export class Session {
   private async mint(): Promise<string> {
     let answer: unknown;
     try {
+      const request: TokenRequest = { agent_id: this.agentId, user_id: this.userId, source: this.source };
       if (this.opts.getToken) {
-        answer = await this.opts.getToken();
+        answer = await this.opts.getToken(request);
       } else {
         const res = await fetch(this.opts.tokenUrl!, {
           method: 'POST',
           headers: { 'Content-Type': 'application/json', Accept: 'application/json', ...this.opts.tokenHeaders },
-          body: JSON.stringify({ agent_id: this.agentId, user_id: this.userId, source: this.source }),
+          body: JSON.stringify(request),
         });
         if (!res.ok) throw new VoiceAgentError('mint_failed', `The token endpoint answered HTTP ${res.status}.`);
         answer = await res.json();

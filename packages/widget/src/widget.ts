@@ -4,7 +4,7 @@
  * profile (name, realtime settings) from the service it was loaded from, and offers camera and
  * screen-share controls only when the agent permits them.
  */
-import { createSession, type Session, type SessionState, type Source, type Transcript } from '@voice-agent/client';
+import { createSession, type Session, type SessionOptions, type SessionState, type Source, type Transcript } from '@voice-agent/client';
 import { describeError } from './messages.js';
 import { STYLES } from './styles.js';
 
@@ -65,8 +65,8 @@ let memoryUserId: string | undefined;
 export class VoiceAgentWidget extends HTMLElement {
   static readonly observedAttributes = ['agent-id', 'api-base', 'source'];
 
-  /** Instead of `token-url`: returns `{ws_url}` however the page obtains it. */
-  getToken: (() => Promise<{ ws_url: string }>) | null = null;
+  /** Instead of `token-url`: returns `{ws_url}` however the page obtains it, given `{agent_id, user_id, source}`. */
+  getToken: SessionOptions['getToken'] | null = null;
 
   private readonly root: ShadowRoot;
   private readonly el: {
