@@ -1769,6 +1769,72 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/dashboard": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The dashboard (HTML)
+         * @description The page that loads the dashboard's script and styles. Sign-up and login, API keys (the full
+         *     key shown once), members and roles, agents (every field, provider credentials write-only, a
+         *     live try of the agent with the web widget), calls with transcripts and analysis, CSV batches
+         *     with their row errors and progress, webhooks with their signing secret and delivery log.
+         *     Navigation happens in the URL's fragment (`/dashboard#/agents`), so this one page serves
+         *     every view. Not cached (`no-cache`), so a new version is picked up at once; framing is refused.
+         */
+        get: operations["getDashboard"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/dashboard/app.js": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The dashboard's script (one ES module)
+         * @description Served to the dashboard's own page only (no cross-origin headers). Cached for 5 minutes, then
+         *     revalidated with its `ETag` (304 without a body when `If-None-Match` names the current version).
+         */
+        get: operations["getDashboardScript"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/dashboard/app.css": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The dashboard's style sheet
+         * @description Served and cached like the dashboard's script.
+         */
+        get: operations["getDashboardStyles"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/public/agents/{agent_id}": {
         parameters: {
             query?: never;
@@ -4782,6 +4848,16 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description Not modified since the version named by `If-None-Match`; no body. */
+        NotModified: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
+                ETag: components["headers"]["ETag"];
+                "Cache-Control": components["headers"]["SdkCacheControl"];
+                [name: string]: unknown;
+            };
+            content?: never;
+        };
     };
     parameters: {
         /** @description Page size, 1 to 100. */
@@ -4801,6 +4877,11 @@ export interface components {
          *     does not use up its key, and a 5xx is not stored, so the same key can be retried.
          */
         IdempotencyKey: string;
+        /**
+         * @description An `ETag` received earlier; 304 when the file has not changed since.
+         * @example "3f1c2a9b7d6e5f40a1b2c3d4e5f60718"
+         */
+        IfNoneMatch: string;
     };
     requestBodies: never;
     headers: {
@@ -4822,6 +4903,12 @@ export interface components {
         SdkCacheControl: "public, max-age=300";
         /** @description Any origin may load the resource. */
         AllowAnyOrigin: "*";
+        /**
+         * @description The dashboard's Content-Security-Policy: scripts only from this service (no inline script; `blob:`
+         *     for the microphone's AudioWorklet, which the client library makes itself), API calls and realtime
+         *     WebSockets only to this service, no framing.
+         */
+        DashboardCsp: string;
     };
     pathItems: never;
 }
@@ -10921,6 +11008,93 @@ export interface operations {
                 };
                 content?: never;
             };
+        };
+    };
+    getDashboard: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The dashboard's page. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Content-Security-Policy": components["headers"]["DashboardCsp"];
+                    /** @description Always revalidated. */
+                    "Cache-Control": "no-cache";
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example <!doctype html><html lang="en">...<script type="module" src="/dashboard/app.js"></script>...</html> */
+                    "text/html": string;
+                };
+            };
+        };
+    };
+    getDashboardScript: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description An `ETag` received earlier; 304 when the file has not changed since.
+                 * @example "3f1c2a9b7d6e5f40a1b2c3d4e5f60718"
+                 */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The script. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    ETag: components["headers"]["ETag"];
+                    "Cache-Control": components["headers"]["SdkCacheControl"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example var e=...; */
+                    "text/javascript": string;
+                };
+            };
+            304: components["responses"]["NotModified"];
+        };
+    };
+    getDashboardStyles: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description An `ETag` received earlier; 304 when the file has not changed since.
+                 * @example "3f1c2a9b7d6e5f40a1b2c3d4e5f60718"
+                 */
+                "If-None-Match"?: components["parameters"]["IfNoneMatch"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The style sheet. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    ETag: components["headers"]["ETag"];
+                    "Cache-Control": components["headers"]["SdkCacheControl"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example body{margin:0} */
+                    "text/css": string;
+                };
+            };
+            304: components["responses"]["NotModified"];
         };
     };
     getPublicAgentProfile: {

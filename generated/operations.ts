@@ -681,6 +681,30 @@ export const operations = [
     ]
   },
   {
+    "operationId": "getDashboard",
+    "method": "GET",
+    "path": "/dashboard",
+    "tags": [
+      "Dashboard"
+    ]
+  },
+  {
+    "operationId": "getDashboardScript",
+    "method": "GET",
+    "path": "/dashboard/app.js",
+    "tags": [
+      "Dashboard"
+    ]
+  },
+  {
+    "operationId": "getDashboardStyles",
+    "method": "GET",
+    "path": "/dashboard/app.css",
+    "tags": [
+      "Dashboard"
+    ]
+  },
+  {
     "operationId": "getPublicAgentProfile",
     "method": "GET",
     "path": "/api/v1/public/agents/{agent_id}",

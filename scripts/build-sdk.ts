@@ -1,7 +1,7 @@
 /**
- * Builds the browser packages into the single ES modules the service serves under /sdk/ (esbuild,
- * minified), type-checks them and writes the client library's declarations (tsc), and prints each
- * bundle's size. The widget bundles the client library from its source (packages/widget/tsconfig.json
+ * Builds the browser packages into the single ES modules the service serves under /sdk/ and the
+ * dashboard's script and style sheet under /dashboard/ (esbuild, minified), type-checks them and writes
+ * the client library's declarations (tsc), and prints each bundle's size. The widget bundles the client library from its source (packages/widget/tsconfig.json
  * maps `@voice-agent/client` to it). `--if-missing` rebuilds only a bundle older than its sources
  * (npm start's prestart, npm test).
  */
@@ -21,22 +21,24 @@ interface SdkBundle {
   types?: string;
   /** Other packages whose sources are bundled in. */
   bundles?: string[];
+  /** Other files the build writes (the style sheet of a bundle that imports CSS). */
+  alsoWrites?: string[];
   gzipBudget: number;
 }
 
 export const SDK_BUNDLES: readonly SdkBundle[] = [
   { dir: 'packages/client', entry: 'src/index.ts', out: 'dist/voice-agent-client.js', types: 'dist/types/index.d.ts', gzipBudget: 15 * 1024 },
   { dir: 'packages/widget', entry: 'src/index.ts', out: 'dist/voice-agent-widget.js', bundles: ['packages/client'], gzipBudget: 30 * 1024 },
+  // The dashboard's types come from generated/openapi.d.ts: a contract change rebuilds it.
+  { dir: 'apps/dashboard', entry: 'src/main.tsx', out: 'dist/app.js', alsoWrites: ['dist/app.css'], bundles: ['generated'], gzipBudget: 40 * 1024 },
 ];
 
 function newestSource(b: SdkBundle): number {
   const files = [path.join(root, 'scripts/build-sdk.ts')];
   for (const dir of [b.dir, ...(b.bundles ?? [])].map((d) => path.join(root, d))) {
-    files.push(
-      path.join(dir, 'package.json'),
-      path.join(dir, 'tsconfig.json'),
-      ...(fs.readdirSync(path.join(dir, 'src'), { recursive: true }) as string[]).map((f) => path.join(dir, 'src', f)),
-    );
+    const src = fs.existsSync(path.join(dir, 'src')) ? path.join(dir, 'src') : dir;
+    for (const f of ['package.json', 'tsconfig.json', 'index.html']) if (fs.existsSync(path.join(dir, f))) files.push(path.join(dir, f));
+    files.push(...(fs.readdirSync(src, { recursive: true }) as string[]).map((f) => path.join(src, f)));
   }
   return Math.max(...files.map((f) => fs.statSync(f).mtimeMs));
 }
@@ -47,7 +49,7 @@ export async function buildSdk(opts: { onlyStale?: boolean; quiet?: boolean } = 
   for (const b of SDK_BUNDLES) {
     const dir = path.join(root, b.dir);
     const out = path.join(dir, b.out);
-    const outputs = [out, ...(b.types ? [path.join(dir, b.types)] : [])];
+    const outputs = [out, ...[b.types, ...(b.alsoWrites ?? [])].filter((f): f is string => !!f).map((f) => path.join(dir, f))];
     const built = outputs.every((f) => fs.existsSync(f)) ? Math.min(...outputs.map((f) => fs.statSync(f).mtimeMs)) : 0;
     if (opts.onlyStale && built >= newestSource(b)) continue;
     await build({
@@ -66,6 +68,10 @@ export async function buildSdk(opts: { onlyStale?: boolean; quiet?: boolean } = 
     const gz = gzipSync(code, { level: 9 }).length;
     const over = gz > b.gzipBudget ? ` (over the ${kB(b.gzipBudget)} goal)` : '';
     if (!opts.quiet) console.log(`${path.relative(root, out)}: ${kB(code.length)}, ${kB(gz)} gzipped${over}`);
+    for (const extra of b.alsoWrites ?? []) {
+      const file = fs.readFileSync(path.join(dir, extra));
+      if (!opts.quiet) console.log(`${path.relative(root, path.join(dir, extra))}: ${kB(file.length)}, ${kB(gzipSync(file, { level: 9 }).length)} gzipped`);
+    }
   }
 }
 

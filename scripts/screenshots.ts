@@ -1,9 +1,11 @@
 /**
- * `npm run screenshots`: pictures of the web widget for the docs (docs/screenshots/), taken from the real
- * thing. Starts the service in-process (on a fresh database of DATABASE_URL's server, or an embedded
+ * `npm run screenshots`: pictures of the web widget and the dashboard for the docs (docs/screenshots/),
+ * taken from the real thing. Starts the service in-process (on a fresh database of DATABASE_URL's server, or an embedded
  * PostgreSQL in a temporary directory), creates a workspace and an agent, serves a customer's page on
  * another origin that embeds the widget (its token endpoint adds the API key), and photographs the widget
- * in headless Chromium (Debian's chromium, or CHROMIUM_PATH): idle, then live with a transcript.
+ * in headless Chromium (Debian's chromium, or CHROMIUM_PATH): idle, then live with a transcript. Then
+ * logs in to the dashboard and photographs its main pages: agents, an agent's settings, a new API key,
+ * a finished CSV batch with a skipped row, and one of its calls with transcript and analysis.
  */
 import fs from 'node:fs';
 import http from 'node:http';
@@ -121,6 +123,56 @@ function silentWav(dir: string): string {
   return file;
 }
 
+/** The dashboard's main pages, logged in as the workspace's owner. Returns the files written. */
+async function photographDashboard(
+  browser: Awaited<ReturnType<typeof chromium.launch>>,
+  base: string,
+  owner: { email: string; password: string },
+  agentId: string,
+  tmp: string,
+): Promise<string[]> {
+  const page = await browser.newPage({ deviceScaleFactor: 1, viewport: { width: 1280, height: 860 } });
+  page.on('dialog', (d) => void d.accept());
+  const shot = async (name: string) => page.screenshot({ path: path.join(outDir, name), fullPage: true, animations: 'disabled' });
+  await page.goto(`${base}/dashboard#/login`);
+  await page.getByLabel('Email').fill(owner.email);
+  await page.getByLabel('Password').fill(owner.password);
+  await page.getByRole('button', { name: 'Log in' }).click();
+  await page.getByRole('link', { name: 'Maya, Bright Smile Dental' }).waitFor();
+  await shot('dashboard-agents.png');
+
+  await page.getByRole('link', { name: 'Maya, Bright Smile Dental' }).click();
+  await page.getByLabel('Instruction').waitFor();
+  await shot('dashboard-agent.png');
+
+  await page.goto(`${base}/dashboard#/keys`);
+  await page.getByLabel('Key name').fill('Production server');
+  await page.getByRole('button', { name: 'Create key' }).click();
+  await page.getByLabel('New API key').waitFor();
+  await shot('dashboard-keys.png');
+
+  const csv = path.join(tmp, 'recalls.csv');
+  fs.writeFileSync(csv, 'to_number,name\n+14155551234,Ada\n+14155550002,Grace\nnot-a-number,Linus\n+14155550003,Edsger\n');
+  await page.goto(`${base}/dashboard#/batches`);
+  await page.getByLabel('CSV file', { exact: true }).setInputFiles(csv);
+  await page.getByLabel('Agent', { exact: true }).selectOption(agentId);
+  await page.getByLabel('Batch name').fill('December recalls');
+  await page.getByRole('button', { name: 'Upload and start' }).click();
+  await page.getByRole('heading', { name: 'December recalls' }).waitFor();
+  await page.getByText('3 of 3 numbers finished').waitFor({ timeout: 90_000 }).catch(async (err: unknown) => {
+    await shot('failed.png');
+    throw err;
+  });
+  await shot('dashboard-batch.png');
+
+  await page.locator('tr', { hasText: '+14155551234' }).getByRole('link').click();
+  await page.getByRole('heading', { name: 'Analysis' }).waitFor();
+  await page.locator('.transcript li').nth(2).waitFor();
+  await shot('dashboard-call.png');
+  await page.close();
+  return ['dashboard-agents.png', 'dashboard-agent.png', 'dashboard-keys.png', 'dashboard-batch.png', 'dashboard-call.png'];
+}
+
 async function main(): Promise<void> {
   if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: install Debian's chromium (apt-get install -y chromium) or set CHROMIUM_PATH`);
   buildDocs({ onlyStale: true });
@@ -142,22 +194,27 @@ async function main(): Promise<void> {
       HOST: '127.0.0.1',
       LOG_LEVEL: 'warn',
       VOICE_SANDBOX_MS_PER_CHAR: '15',
+      SANDBOX_CARRIERS_SPEED: '4',
+      SANDBOX_CARRIERS_RING_MS: '40',
+      VOICE_SANDBOX_SPEED: '4',
+      VOICE_SANDBOX_END_OF_TURN_MS: '500',
+      CALL_RING_TIMEOUT_S: '5',
+      JOBS_POLL_INTERVAL_MS: '200',
     });
     service = await startService(config, createLogger(config.LOG_LEVEL));
     const base = service.url;
 
-    const signup = await api<{ session_token: string }>(base, 'POST', '/api/v1/auth/signup', null, {
-      email: `screenshots-${randomBytes(4).toString('hex')}@example.com`,
-      password: 'correct-horse-battery',
-      workspace_name: 'Bright Smile Dental',
-    });
+    const owner = { email: `screenshots-${randomBytes(4).toString('hex')}@example.com`, password: 'correct-horse-battery' };
+    const signup = await api<{ session_token: string }>(base, 'POST', '/api/v1/auth/signup', null, { ...owner, workspace_name: 'Bright Smile Dental' });
     const { key } = await api<{ key: string }>(base, 'POST', '/api/v1/keys', signup.session_token, { name: 'screenshots' });
     const { agent_id: agentId } = await api<{ agent_id: string }>(base, 'POST', '/api/v1/agents', key, {
       name: 'Maya, Bright Smile Dental',
       instruction: 'You are Maya, the receptionist of Bright Smile Dental.',
       first_message: 'Hi, this is Maya from Bright Smile Dental. How can I help you today?',
       realtime: { enable_webcam: true, enable_screen_share: false },
+      provider_a_config: { account_sid: `AC${randomBytes(16).toString('hex')}`, auth_token: randomBytes(16).toString('hex'), phone_number: '+14155550100' },
     });
+    await api(base, 'POST', '/api/v1/agents', key, { name: 'Recall reminders', first_message: 'Hi {{name}}, this is Bright Smile Dental.' });
 
     site = await startSite(base, key, pageHtml(base, agentId));
     browser = await chromium.launch({
@@ -186,7 +243,8 @@ async function main(): Promise<void> {
     await widget.getByRole('button', { name: 'End conversation' }).click();
     await widget.getByRole('button', { name: 'Start conversation' }).waitFor();
 
-    for (const name of ['widget-idle.png', 'widget-live.png']) console.log(path.relative(root, path.join(outDir, name)));
+    const dashboardShots = await photographDashboard(browser, base, owner, agentId, tmp);
+    for (const name of ['widget-idle.png', 'widget-live.png', ...dashboardShots]) console.log(path.relative(root, path.join(outDir, name)));
   } finally {
     await browser?.close();
     await site?.close();

@@ -12,17 +12,8 @@ export type OperationId = keyof operations;
 type Op<O extends OperationId> = operations[O];
 
 type ContentOf<T> = T extends { content: infer C } ? C : never;
-type FirstContent<C> = C extends { 'application/json': infer B }
-  ? B
-  : C extends { 'text/html': infer B }
-    ? B
-    : C extends { 'text/plain': infer B }
-      ? B
-      : C extends { 'text/xml': infer B }
-        ? B
-        : C extends { 'text/javascript': infer B }
-          ? B
-          : undefined;
+/** The JSON body when the operation has one, else the body of its one other media type. */
+type FirstContent<C> = C extends { 'application/json': infer B } ? B : C extends Record<string, infer B> ? B : undefined;
 
 export type RequestBody<O extends OperationId> = Op<O> extends { requestBody: infer R }
   ? FirstContent<ContentOf<R>>

@@ -1,4 +1,4 @@
-/** Health, readiness, metrics, the contract documents and the browser SDK (client library and widget). */
+/** Health, readiness, metrics, the contract documents, the browser SDK (client library and widget) and the dashboard. */
 import { createHash } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -18,6 +18,23 @@ export interface SystemDeps {
 /** Built by `npm run build:sdk` (and by npm start and npm test when missing or stale). */
 const CLIENT_LIBRARY = path.resolve(generatedDir, '../packages/client/dist/voice-agent-client.js');
 const WIDGET = path.resolve(generatedDir, '../packages/widget/dist/voice-agent-widget.js');
+const DASHBOARD = path.resolve(generatedDir, '../apps/dashboard');
+
+/**
+ * Scripts only from here (the page has no inline script); `blob:` for the microphone's AudioWorklet,
+ * which the client library loads from a Blob URL it made itself. The widget's shadow root carries its own <style>.
+ */
+const DASHBOARD_CSP = [
+  "default-src 'none'",
+  "script-src 'self' blob:",
+  "style-src 'self' 'unsafe-inline'",
+  "connect-src 'self' ws: wss:",
+  "img-src 'self' data:",
+  "media-src 'self' blob:",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'",
+].join('; ');
 
 interface Bundle {
   source: string;
@@ -39,19 +56,20 @@ function notModified(ifNoneMatch: string | undefined, etag: string): boolean {
   });
 }
 
-/** A bundle of the browser SDK: any origin may load it, cached briefly, then revalidated by ETag. */
-function serveBundle(bundle: Bundle, ifNoneMatch: string | undefined) {
-  const headers = {
-    ETag: bundle.etag,
-    'Cache-Control': 'public, max-age=300',
-    'Access-Control-Allow-Origin': '*',
-    'Cross-Origin-Resource-Policy': 'cross-origin',
-    'X-Content-Type-Options': 'nosniff',
-  };
+/** A built file: cached briefly, then revalidated by ETag. */
+function serveBuilt(bundle: Bundle, ifNoneMatch: string | undefined, type: string, extraHeaders: Record<string, string> = {}) {
+  const headers = { ETag: bundle.etag, 'Cache-Control': 'public, max-age=300', 'X-Content-Type-Options': 'nosniff', ...extraHeaders };
   return notModified(ifNoneMatch, bundle.etag)
     ? { status: 304 as const, body: undefined, headers }
-    : { status: 200 as const, body: bundle.source, type: 'text/javascript; charset=utf-8', headers };
+    : { status: 200 as const, body: bundle.source, type, headers };
 }
+
+/** A bundle of the browser SDK: any origin may load it. */
+const serveSdkBundle = (bundle: Bundle, ifNoneMatch: string | undefined) =>
+  serveBuilt(bundle, ifNoneMatch, 'text/javascript; charset=utf-8', {
+    'Access-Control-Allow-Origin': '*',
+    'Cross-Origin-Resource-Policy': 'cross-origin',
+  });
 
 export function systemRoutes(deps: SystemDeps): Handlers {
   const asyncapi = JSON.parse(readFileSync(path.join(generatedDir, 'asyncapi.json'), 'utf8')) as Record<string, unknown>;
@@ -59,6 +77,9 @@ export function systemRoutes(deps: SystemDeps): Handlers {
   const asyncDocsHtml = readFileSync(path.join(generatedDir, 'docs-asyncapi.html'), 'utf8');
   const client = loadBundle(CLIENT_LIBRARY);
   const widget = loadBundle(WIDGET);
+  const dashboardScript = loadBundle(path.join(DASHBOARD, 'dist/app.js'));
+  const dashboardStyles = loadBundle(path.join(DASHBOARD, 'dist/app.css'));
+  const dashboardHtml = readFileSync(path.join(DASHBOARD, 'index.html'), 'utf8');
   return {
     getHealth: async () => ({ status: 200, body: { status: 'ok' } }),
     getReadiness: async () => {
@@ -77,7 +98,15 @@ export function systemRoutes(deps: SystemDeps): Handlers {
     getAsyncApiDocument: async () => ({ status: 200, body: asyncapi as never }),
     getApiReference: async () => ({ status: 200, body: docsHtml, type: 'text/html; charset=utf-8' }),
     getAsyncApiReference: async () => ({ status: 200, body: asyncDocsHtml, type: 'text/html; charset=utf-8' }),
-    getClientLibrary: async (req) => serveBundle(client, req.headers['if-none-match']),
-    getWidget: async (req) => serveBundle(widget, req.headers['if-none-match']),
+    getClientLibrary: async (req) => serveSdkBundle(client, req.headers['if-none-match']),
+    getWidget: async (req) => serveSdkBundle(widget, req.headers['if-none-match']),
+    getDashboard: async () => ({
+      status: 200,
+      body: dashboardHtml,
+      type: 'text/html; charset=utf-8',
+      headers: { 'Content-Security-Policy': DASHBOARD_CSP, 'Cache-Control': 'no-cache', 'X-Frame-Options': 'DENY', 'Referrer-Policy': 'no-referrer' },
+    }),
+    getDashboardScript: async (req) => serveBuilt(dashboardScript, req.headers['if-none-match'], 'text/javascript; charset=utf-8'),
+    getDashboardStyles: async (req) => serveBuilt(dashboardStyles, req.headers['if-none-match'], 'text/css; charset=utf-8'),
   };
 }

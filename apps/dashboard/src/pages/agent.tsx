@@ -1,0 +1,271 @@
+/**
+ * One agent: every field of it, provider credentials write-only (left empty, a stored credential stays),
+ * inbound calls per provider, the realtime toggles, and the agent tried live with the web widget.
+ * Saving sends only what changed (PATCH merges provider configs field by field).
+ */
+import { useState } from 'preact/hooks';
+import type { Schemas } from '../api-types.js';
+import { api, ok } from '../api.js';
+import { navigate } from '../router.js';
+import { canWrite, type SignedIn } from '../session.js';
+import { ActionForm, ErrorNote, Field, Loading, useAction, useLoad } from '../ui.js';
+import { TryAgent } from './try-agent.js';
+
+type Agent = Schemas['Agent'];
+type AgentPatch = Schemas['AgentUpdateRequest'];
+type ProviderA = NonNullable<AgentPatch['provider_a_config']>;
+type ProviderB = NonNullable<AgentPatch['provider_b_config']>;
+type Voicemail = NonNullable<AgentPatch['voicemail_config']>;
+type Provider = 'provider_a' | 'provider_b';
+
+const TEXTS = ['name', 'description', 'instruction', 'first_message'] as const;
+const NULLABLE_TEXTS = ['voice_id', 'language', 'language_code', 'accent', 'transfer_phone_number', 'transfer_criteria'] as const;
+
+class FormProblem extends Error {}
+
+function placeholdersText(map: Record<string, string>): string {
+  return Object.entries(map).map(([k, v]) => `${k}=${v}`).join('\n');
+}
+
+function parsePlaceholders(text: string): Record<string, string> {
+  const map: Record<string, string> = {};
+  text.split('\n').forEach((line, i) => {
+    if (!line.trim()) return;
+    const eq = line.indexOf('=');
+    if (eq < 1) throw new FormProblem(`Placeholders, line ${i + 1}: write name=default value.`);
+    map[line.slice(0, eq).trim()] = line.slice(eq + 1);
+  });
+  return map;
+}
+
+const sameMap = (a: Record<string, string>, b: Record<string, string>) =>
+  JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
+
+/** The fields of a provider config that were typed (credentials are never shown, so empty means unchanged). */
+function typed<K extends string>(f: FormData, prefix: string, names: readonly K[]): Partial<Record<K, string>> {
+  const out: Partial<Record<K, string>> = {};
+  for (const n of names) {
+    const v = String(f.get(`${prefix}_${n}`) ?? '').trim();
+    if (v) out[n] = v;
+  }
+  return out;
+}
+
+/** What the form changes on the agent. */
+export function agentPatch(form: HTMLFormElement, agent: Agent): AgentPatch {
+  const f = new FormData(form);
+  const text = (n: string) => String(f.get(n) ?? '');
+  const patch: AgentPatch = {};
+  for (const k of TEXTS) if (text(k) !== agent[k]) patch[k] = text(k);
+  for (const k of NULLABLE_TEXTS) {
+    const v = text(k).trim();
+    if (v !== (agent[k] ?? '')) patch[k] = v === '' ? null : v;
+  }
+  const canEnd = f.has('can_end_conversation');
+  if (canEnd !== (agent.can_end_conversation ?? false)) patch.can_end_conversation = canEnd;
+  const placeholders = parsePlaceholders(text('variable_placeholders'));
+  if (!sameMap(placeholders, agent.variable_placeholders ?? {})) patch.variable_placeholders = placeholders;
+
+  const timeout = text('vm_timeout').trim();
+  const voicemail: Voicemail | null =
+    text('vm_mode') === 'configured'
+      ? {
+          enabled: f.has('vm_enabled'),
+          message: text('vm_message').trim() || null,
+          detection_timeout_seconds: timeout ? Number(timeout) : null,
+          retry_on_voicemail: f.has('vm_retry'),
+        }
+      : null;
+  const stored = agent.voicemail_config ?? null;
+  const sameVoicemail =
+    voicemail === null || stored === null
+      ? voicemail === stored
+      : voicemail.enabled === stored.enabled &&
+        voicemail.message === (stored.message ?? null) &&
+        voicemail.detection_timeout_seconds === (stored.detection_timeout_seconds ?? null) &&
+        voicemail.retry_on_voicemail === stored.retry_on_voicemail;
+  if (!sameVoicemail) patch.voicemail_config = voicemail;
+
+  const realtime = { enable_webcam: f.has('rt_webcam'), enable_screen_share: f.has('rt_screen') };
+  if (realtime.enable_webcam !== agent.realtime.enable_webcam || realtime.enable_screen_share !== agent.realtime.enable_screen_share) patch.realtime = realtime;
+
+  const a: ProviderA = typed(f, 'pa', ['account_sid', 'auth_token', 'phone_number'] as const);
+  if (a.phone_number === (agent.telephony.provider_a.phone_number ?? undefined)) delete a.phone_number;
+  if (Object.keys(a).length) patch.provider_a_config = a;
+  const b: ProviderB = typed(f, 'pb', ['api_key', 'phone_number', 'connection_id', 'account_sid', 'public_key'] as const);
+  if (b.phone_number === (agent.telephony.provider_b.phone_number ?? undefined)) delete b.phone_number;
+  if (Object.keys(b).length) patch.provider_b_config = b;
+  return patch;
+}
+
+function ProviderFields({ provider, agent, fields }: { provider: Provider; agent: Agent; fields: Array<{ name: string; label: string; secret?: boolean }> }) {
+  const status = agent.telephony[provider];
+  const prefix = provider === 'provider_a' ? 'pa' : 'pb';
+  const inputProps = (name: string) => ({
+    name: `${prefix}_${name}`,
+    autoComplete: 'off',
+    defaultValue: name === 'phone_number' ? (status.phone_number ?? '') : '',
+    placeholder: name === 'phone_number' ? '' : status.configured ? '•••••• stored' : '',
+  });
+  return (
+    <fieldset>
+      <legend>
+        {provider} <span class={`status status-${status.configured ? 'active' : 'idle'}`}>{status.configured ? 'configured' : 'not configured'}</span>
+      </legend>
+      <div class="row">
+        {fields.map((fd) => (
+          <Field key={fd.name} label={fd.label} hint={fd.secret ? 'Write-only: never shown. Leave empty to keep the stored value.' : fd.name === 'phone_number' ? 'E.164, e.g. +14155550100' : 'Not shown once stored; leave empty to keep it.'}>
+            {fd.secret ? <input type="password" {...inputProps(fd.name)} /> : <input type="text" {...inputProps(fd.name)} />}
+          </Field>
+        ))}
+      </div>
+    </fieldset>
+  );
+}
+
+export function AgentPage({ session, agentId }: { session: SignedIn; agentId: string }) {
+  const loaded = useLoad(() => ok(api.GET('/api/v1/agents/{agent_id}', { params: { path: { agent_id: agentId } } })), [agentId]);
+  const [version, setVersion] = useState(0);
+  const [saved, setSaved] = useState<string | null>(null);
+  const agent = loaded.data;
+  const writable = canWrite(session);
+
+  const save = useAction(async (form: HTMLFormElement) => {
+    setSaved(null);
+    const patch = agentPatch(form, agent!);
+    if (Object.keys(patch).length === 0) {
+      setSaved('Nothing changed.');
+      return;
+    }
+    await ok(api.PATCH('/api/v1/agents/{agent_id}', { params: { path: { agent_id: agentId } }, body: patch }));
+    loaded.reload();
+    setVersion((v) => v + 1);
+    setSaved(`Saved: ${Object.keys(patch).join(', ')}.`);
+  });
+  const clearProvider = useAction(async (provider: Provider) => {
+    if (!confirm(`Remove ${provider}'s credentials and number from this agent?`)) return;
+    const body: AgentPatch = provider === 'provider_a' ? { provider_a_config: null } : { provider_b_config: null };
+    await ok(api.PATCH('/api/v1/agents/{agent_id}', { params: { path: { agent_id: agentId } }, body }));
+    loaded.reload();
+    setVersion((v) => v + 1);
+  });
+  const inbound = useAction(async (provider: Provider, on: boolean) => {
+    const params = { path: { agent_id: agentId, provider } };
+    await ok(on ? api.POST('/api/v1/agents/{agent_id}/telephony/{provider}/inbound', { params }) : api.DELETE('/api/v1/agents/{agent_id}/telephony/{provider}/inbound', { params }));
+    loaded.reload();
+  });
+  const remove = useAction(async () => {
+    if (!confirm(`Delete the agent "${agent!.name}"? This cannot be undone.`)) return;
+    await ok(api.DELETE('/api/v1/agents/{agent_id}', { params: { path: { agent_id: agentId } } }));
+    navigate('agents');
+  });
+
+  if (!agent) return <section><ErrorNote error={loaded.error} /><Loading when={loaded.loading} /></section>;
+  const vm = agent.voicemail_config ?? null;
+  return (
+    <section>
+      <p><a href="#/agents">← Agents</a></p>
+      <h1>{agent.name}</h1>
+      <p class="muted"><code>{agent.agent_id}</code></p>
+      <ActionForm key={version} action={save} label="Agent settings">
+        <fieldset disabled={!writable}>
+          <legend>Persona</legend>
+          <Field label="Name"><input name="name" required maxLength={200} defaultValue={agent.name} /></Field>
+          <Field label="Description" hint="For people; the model does not see it.">
+            <textarea name="description" maxLength={2000} rows={2} defaultValue={agent.description} />
+          </Field>
+          <Field label="Instruction" hint="The system instruction; {{name}} placeholders are filled per call.">
+            <textarea name="instruction" maxLength={50000} rows={6} defaultValue={agent.instruction} />
+          </Field>
+          <Field label="First message" hint="Empty: the agent waits for the other side to speak.">
+            <textarea name="first_message" maxLength={2000} rows={2} defaultValue={agent.first_message} />
+          </Field>
+          <Field label="Placeholders" hint="One per line: name=default value.">
+            <textarea name="variable_placeholders" rows={3} defaultValue={placeholdersText(agent.variable_placeholders ?? {})} />
+          </Field>
+          <div class="row">
+            <Field label="Voice"><input name="voice_id" maxLength={100} defaultValue={agent.voice_id ?? ''} /></Field>
+            <Field label="Language"><input name="language" maxLength={64} defaultValue={agent.language ?? ''} placeholder="English" /></Field>
+            <Field label="Language code"><input name="language_code" maxLength={35} defaultValue={agent.language_code ?? ''} placeholder="en-US" /></Field>
+            <Field label="Accent"><input name="accent" maxLength={64} defaultValue={agent.accent ?? ''} /></Field>
+          </div>
+          <label class="check"><input type="checkbox" name="can_end_conversation" defaultChecked={agent.can_end_conversation ?? false} /> The agent may end the conversation</label>
+        </fieldset>
+        <fieldset disabled={!writable}>
+          <legend>Transfer</legend>
+          <div class="row">
+            <Field label="Transfer to" hint="E.164; empty turns transfer off."><input name="transfer_phone_number" defaultValue={agent.transfer_phone_number ?? ''} /></Field>
+            <Field label="When to transfer"><textarea name="transfer_criteria" maxLength={2000} rows={2} defaultValue={agent.transfer_criteria ?? ''} /></Field>
+          </div>
+        </fieldset>
+        <fieldset disabled={!writable}>
+          <legend>Answering machines</legend>
+          <Field label="Voicemail handling">
+            <select name="vm_mode">
+              <option value="none" selected={!vm}>Not configured</option>
+              <option value="configured" selected={!!vm}>Configured as below</option>
+            </select>
+          </Field>
+          <label class="check"><input type="checkbox" name="vm_enabled" defaultChecked={vm?.enabled ?? false} /> Detect answering machines</label>
+          <label class="check"><input type="checkbox" name="vm_retry" defaultChecked={vm?.retry_on_voicemail ?? true} /> Batches call again after voicemail</label>
+          <div class="row">
+            <Field label="Message after the beep" hint="Empty: hang up without a message."><textarea name="vm_message" maxLength={2000} rows={2} defaultValue={vm?.message ?? ''} /></Field>
+            <Field label="Detection timeout (s)"><input name="vm_timeout" type="number" min={3} max={60} defaultValue={vm?.detection_timeout_seconds?.toString() ?? ''} /></Field>
+          </div>
+        </fieldset>
+        <fieldset disabled={!writable}>
+          <legend>Web sessions</legend>
+          <label class="check"><input type="checkbox" name="rt_webcam" defaultChecked={agent.realtime.enable_webcam} /> Camera</label>
+          <label class="check"><input type="checkbox" name="rt_screen" defaultChecked={agent.realtime.enable_screen_share} /> Screen sharing</label>
+        </fieldset>
+        <fieldset disabled={!writable} class="providers">
+          <legend>Telephony</legend>
+          <ProviderFields provider="provider_a" agent={agent} fields={[{ name: 'account_sid', label: 'Account SID' }, { name: 'auth_token', label: 'Auth token', secret: true }, { name: 'phone_number', label: 'Phone number' }]} />
+          <ProviderFields provider="provider_b" agent={agent} fields={[{ name: 'api_key', label: 'API key', secret: true }, { name: 'connection_id', label: 'Connection id' }, { name: 'account_sid', label: 'Account id' }, { name: 'public_key', label: 'Public key', secret: true }, { name: 'phone_number', label: 'Phone number' }]} />
+        </fieldset>
+        <ErrorNote error={save.error} />
+        {saved && <p class="notice" role="status">{saved}</p>}
+        {writable && <button type="submit" disabled={save.busy}>Save changes</button>}
+      </ActionForm>
+
+      <h2>Inbound calls</h2>
+      <ErrorNote error={inbound.error ?? clearProvider.error} />
+      <table>
+        <thead><tr><th>Provider</th><th>Number</th><th>Inbound</th><th><span class="sr-only">Actions</span></th></tr></thead>
+        <tbody>
+          {(['provider_a', 'provider_b'] as const).map((p) => {
+            const st = agent.telephony[p];
+            return (
+              <tr key={p}>
+                <td>{p}</td>
+                <td>{st.phone_number ?? <span class="muted">—</span>}</td>
+                <td>{st.inbound_enabled ? 'answered by this agent' : 'off'}</td>
+                <td>
+                  {writable && st.configured && (
+                    <button type="button" class="secondary" disabled={inbound.busy} onClick={() => void inbound.run(p, !st.inbound_enabled)}>
+                      {st.inbound_enabled ? 'Turn inbound off' : 'Answer inbound calls'}
+                    </button>
+                  )}
+                  {writable && st.configured && (
+                    <button type="button" class="danger" disabled={clearProvider.busy} onClick={() => void clearProvider.run(p)}>Remove {p}</button>
+                  )}
+                </td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+
+      <h2>Try it</h2>
+      <TryAgent agentId={agent.agent_id} key={`${agent.agent_id}:${agent.realtime.enable_webcam}:${agent.realtime.enable_screen_share}`} />
+
+      {writable && (
+        <>
+          <h2>Danger zone</h2>
+          <ErrorNote error={remove.error} />
+          <button type="button" class="danger" disabled={remove.busy} onClick={() => void remove.run()}>Delete agent</button>
+        </>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,44 @@
+/** The workspace's agents: a list, and a new agent by name (everything else is set on its page). */
+import { api, ok } from '../api.js';
+import { navigate } from '../router.js';
+import { canWrite, type SignedIn } from '../session.js';
+import { ActionForm, ErrorNote, Field, Loading, MoreButton, When, formValue, useAction, usePaged } from '../ui.js';
+
+export function AgentsPage({ session }: { session: SignedIn }) {
+  const agents = usePaged((starting_after) => ok(api.GET('/api/v1/agents', { params: { query: { limit: 50, starting_after } } })), []);
+  const create = useAction(async (form: HTMLFormElement) => {
+    const agent = await ok(api.POST('/api/v1/agents', { body: { name: formValue(form, 'name') } }));
+    navigate('agents', agent.agent_id);
+  });
+  return (
+    <section>
+      <h1>Agents</h1>
+      {canWrite(session) && (
+        <ActionForm action={create} inline>
+          <Field label="New agent's name">
+            <input name="name" required maxLength={200} placeholder="Appointment reminder" />
+          </Field>
+          <button type="submit" disabled={create.busy}>Create agent</button>
+        </ActionForm>
+      )}
+      <ErrorNote error={create.error ?? agents.error} />
+      <Loading when={agents.loading && agents.items.length === 0} />
+      <table>
+        <thead><tr><th>Name</th><th>provider_a</th><th>provider_b</th><th>Web sessions</th><th>Created</th></tr></thead>
+        <tbody>
+          {agents.items.map((a) => (
+            <tr key={a.agent_id}>
+              <td><a href={`#/agents/${a.agent_id}`}>{a.name}</a><br /><small class="muted"><code>{a.agent_id}</code></small></td>
+              <td>{a.telephony.provider_a.configured ? a.telephony.provider_a.phone_number : <span class="muted">not set up</span>}</td>
+              <td>{a.telephony.provider_b.configured ? a.telephony.provider_b.phone_number : <span class="muted">not set up</span>}</td>
+              <td>{[a.realtime.enable_webcam && 'camera', a.realtime.enable_screen_share && 'screen'].filter(Boolean).join(', ') || 'voice and text'}</td>
+              <td><When iso={a.created_at} /></td>
+            </tr>
+          ))}
+          {!agents.loading && agents.items.length === 0 && <tr><td colSpan={5} class="muted">No agents yet.</td></tr>}
+        </tbody>
+      </table>
+      <MoreButton list={agents} />
+    </section>
+  );
+}

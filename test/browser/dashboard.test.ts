@@ -1,0 +1,278 @@
+/**
+ * The dashboard in real headless Chromium, against the real service: how its page, script and styles
+ * are served; sign-up, logout and login; an API key created (shown once, then only its prefix) and
+ * revoked; an agent created and edited (credentials write-only) and tried with the web widget on a
+ * dashboard-minted token; a CSV batch with a bad row watched until it finishes, and one of its calls
+ * opened with its transcript; a viewer who can read but not change.
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { Browser, Page } from 'playwright-core';
+import { startTestService, type TestService } from '../helpers/service.js';
+import { uniqueEmail } from '../helpers/fixtures.js';
+import { bearer, waitFor } from '../helpers/realtime.js';
+import { FAST_CALLS } from '../helpers/calls.js';
+import { launchChromium, writeWav } from '../helpers/browser.js';
+
+let t: TestService;
+let browser: Browser;
+let page: Page;
+let wav: string;
+let tmp: string;
+const email = uniqueEmail('dash');
+const password = 'correct-horse-battery';
+let agentId = '';
+/** Every API request the dashboard made: method, path and the Authorization scheme's prefix. */
+const requests: Array<{ method: string; path: string; auth: string }> = [];
+
+before(async () => {
+  t = await startTestService({ ...FAST_CALLS, VOICE_SANDBOX_MS_PER_CHAR: '20' });
+  wav = writeWav(Buffer.alloc(16000 * 2), 16000);
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-dashboard-'));
+  browser = await launchChromium([`--use-file-for-fake-audio-capture=${wav}%noloop`]);
+  page = await browser.newPage();
+  page.setDefaultTimeout(10_000);
+  page.on('console', (m) => m.type() === 'error' && console.log('page:', m.text()));
+  page.on('dialog', (d) => void d.accept());
+  page.on('request', (r) => {
+    const u = new URL(r.url());
+    if (u.pathname.startsWith('/api/')) requests.push({ method: r.method(), path: u.pathname, auth: (r.headers().authorization ?? '').slice(0, 10) });
+  });
+});
+after(async () => {
+  await browser?.close();
+  await t?.close();
+  if (wav) fs.rmSync(path.dirname(wav), { recursive: true, force: true });
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+const main = () => page.locator('main');
+
+/** Waits for a heading; on a timeout the page's error note (if any) says why. */
+async function heading(name: string | RegExp): Promise<void> {
+  await page.getByRole('heading', { name }).waitFor().catch(async (err: unknown) => {
+    const alerts = await page.getByRole('alert').allInnerTexts();
+    throw new Error(`no heading ${name}${alerts.length ? `; the page says: ${alerts.join(' | ')}` : ''}`, { cause: err });
+  });
+}
+const go = (hash: string) => page.goto(`${t.url}/dashboard#/${hash}`);
+
+/** Logs in through the API (as the page would) and returns the session token, for checks made beside the page. */
+async function apiSession(): Promise<string> {
+  const res = await t.http.post('/api/v1/auth/login').send({ email, password });
+  assert.equal(res.status, 200, JSON.stringify(res.body));
+  return res.body.session_token as string;
+}
+
+describe('dashboard', () => {
+  it('serves its page with a strict CSP, and its script and styles revalidated by ETag', async () => {
+    const res = await fetch(`${t.url}/dashboard`);
+    assert.equal(res.status, 200);
+    assert.equal(res.headers.get('content-type'), 'text/html; charset=utf-8');
+    assert.equal(res.headers.get('cache-control'), 'no-cache');
+    const csp = res.headers.get('content-security-policy') ?? '';
+    assert.match(csp, /script-src 'self' blob:;/);
+    assert.match(csp, /frame-ancestors 'none'/);
+    const html = await res.text();
+    assert.match(html, /<script type="module" src="\/dashboard\/app\.js"><\/script>/);
+    assert.doesNotMatch(html, /<script>|<script type="module">/, 'no inline script');
+
+    for (const [file, type] of [['app.js', 'text/javascript; charset=utf-8'], ['app.css', 'text/css; charset=utf-8']]) {
+      const asset = await fetch(`${t.url}/dashboard/${file}`);
+      assert.equal(asset.status, 200, file);
+      assert.equal(asset.headers.get('content-type'), type);
+      assert.equal(asset.headers.get('access-control-allow-origin'), null, 'for the dashboard page only');
+      const etag = asset.headers.get('etag')!;
+      assert.equal((await asset.text()).length > 1000, true);
+      const again = await fetch(`${t.url}/dashboard/${file}`, { headers: { 'If-None-Match': etag } });
+      assert.equal(again.status, 304);
+    }
+  });
+
+  it('signs up a workspace, logs out and logs back in; a wrong password is answered on the page', async () => {
+    await go('signup');
+    await page.getByLabel('Workspace name').fill('Dental Group');
+    await page.getByLabel('Email').fill(email);
+    await page.getByLabel('Password').fill(password);
+    await page.getByRole('button', { name: 'Sign up' }).click();
+    await heading('Agents');
+    const header = await page.locator('header').innerText();
+    assert.ok(header.includes(`Dental Group · ${email}`) && /\bowner\b/.test(header), header);
+
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await heading('Log in');
+    await page.getByLabel('Email').fill(email);
+    await page.getByLabel('Password').fill('not-the-password');
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await page.getByRole('alert').filter({ hasText: 'Incorrect email or password.' }).waitFor();
+    assert.match(await page.getByRole('alert').innerText(), /invalid_credentials/);
+
+    await page.getByLabel('Password').fill(password);
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await heading('Agents');
+    const authed = requests.filter((r) => !r.path.startsWith('/api/v1/auth/'));
+    assert.ok(authed.length > 0 && authed.every((r) => r.auth === 'Bearer ds_'), 'every API call carries the dashboard session');
+  });
+
+  it('creates an API key, shows it once, and revokes it', async () => {
+    await go('keys');
+    await page.getByLabel('Key name').fill('CI pipeline');
+    await page.getByRole('button', { name: 'Create key' }).click();
+    const shown = page.getByLabel('New API key');
+    await shown.waitFor();
+    const key = await shown.inputValue();
+    assert.match(key, /^ek_/);
+    assert.equal((await t.http.get('/api/v1/agents').set(bearer(key))).status, 200, 'the shown key works');
+
+    await page.getByRole('button', { name: 'Done' }).click();
+    await page.reload();
+    const row = page.locator('tr', { hasText: 'CI pipeline' });
+    await row.waitFor();
+    assert.ok(!(await page.content()).includes(key), 'the full key is not shown again');
+    assert.match(await row.innerText(), /active/);
+
+    await row.getByRole('button', { name: 'Revoke CI pipeline' }).click();
+    await row.getByText('revoked').waitFor();
+    assert.equal((await t.http.get('/api/v1/agents').set(bearer(key))).status, 401, 'the revoked key is refused');
+  });
+
+  it('creates an agent and edits its fields; credentials are write-only', async () => {
+    await go('agents');
+    await page.getByLabel("New agent's name").fill('Front desk');
+    await page.getByRole('button', { name: 'Create agent' }).click();
+    await heading('Front desk');
+    agentId = decodeURIComponent(new URL(page.url()).hash.split('/')[2]!);
+    assert.match(agentId, /^agt_/);
+
+    const authToken = 'a'.repeat(32);
+    await page.getByLabel('Instruction').fill('You are the front desk of Acme Dental. Greet {{name}}.');
+    await page.getByLabel('First message').fill('Hello {{name}}! How can I help you today?');
+    await page.getByLabel('Placeholders').fill('name=there');
+    await page.getByLabel('Language code').fill('en-US');
+    await page.getByLabel('The agent may end the conversation').check();
+    await page.getByLabel('Voicemail handling').selectOption('configured');
+    await page.getByLabel('Detect answering machines').check();
+    await page.getByLabel('Message after the beep').fill('Please call us back.');
+    await page.getByLabel('Camera').uncheck();
+    const providerA = page.getByRole('group', { name: /^provider_a/ });
+    await providerA.getByLabel('Account SID').fill(`AC${'0'.repeat(32)}`);
+    await providerA.getByLabel('Auth token').fill(authToken);
+    await providerA.getByLabel('Phone number').fill('+14155550100');
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByRole('status').filter({ hasText: 'Saved:' }).waitFor();
+
+    const session = await apiSession();
+    const agent = (await t.http.get(`/api/v1/agents/${agentId}`).set(bearer(session))).body;
+    assert.equal(agent.instruction, 'You are the front desk of Acme Dental. Greet {{name}}.');
+    assert.equal(agent.first_message, 'Hello {{name}}! How can I help you today?');
+    assert.deepEqual(agent.variable_placeholders, { name: 'there' });
+    assert.equal(agent.language_code, 'en-US');
+    assert.equal(agent.language, null, 'an untouched field stays as it was');
+    assert.equal(agent.can_end_conversation, true);
+    assert.deepEqual(agent.voicemail_config, { enabled: true, message: 'Please call us back.', detection_timeout_seconds: null, retry_on_voicemail: true });
+    assert.deepEqual(agent.realtime, { enable_webcam: false, enable_screen_share: true });
+    assert.deepEqual(agent.telephony.provider_a, { configured: true, phone_number: '+14155550100', inbound_enabled: false });
+
+    // Saved again with nothing typed in the credential boxes: the stored credentials stay.
+    await page.getByLabel('Name', { exact: true }).fill('Front desk (Acme)');
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByRole('status').filter({ hasText: 'Saved: name.' }).waitFor();
+    assert.ok(!(await page.content()).includes(authToken), 'the auth token is never on the page');
+    assert.equal(await providerA.getByLabel('Auth token').inputValue(), '');
+    const again = (await t.http.get(`/api/v1/agents/${agentId}`).set(bearer(session))).body;
+    assert.equal(again.name, 'Front desk (Acme)');
+    assert.equal(again.telephony.provider_a.configured, true);
+
+    // A field the service refuses: its message, code and field on the page; nothing stored.
+    await page.getByLabel('Transfer to').fill('555-0100');
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    const refusal = page.getByRole('alert');
+    await refusal.waitFor();
+    assert.match(await refusal.innerText(), /transfer_phone_number/);
+    assert.equal((await t.http.get(`/api/v1/agents/${agentId}`).set(bearer(session))).body.transfer_phone_number, null);
+  });
+
+  it('tries the agent with the web widget: controls follow its settings, tokens come from the dashboard session', async () => {
+    await go(`agents/${agentId}`);
+    await page.getByRole('button', { name: 'Talk to this agent' }).click();
+    const widget = page.locator('voice-agent-widget');
+    await widget.waitFor();
+    await page.waitForFunction(() => {
+      const w = document.querySelector('voice-agent-widget') as (HTMLElement & { profileStatus?: string }) | null;
+      return w?.profileStatus === 'ready';
+    }, undefined, { timeout: 10_000 });
+    const ids = await page.evaluate(() => [...document.querySelector('voice-agent-widget')!.shadowRoot!.querySelectorAll('button')].map((b) => b.id));
+    assert.deepEqual(ids, ['send', 'start', 'mute', 'screen'], 'camera off, screen sharing on');
+
+    await widget.getByRole('button', { name: 'Start conversation' }).click();
+    await page
+      .waitForFunction(() => (document.querySelector('voice-agent-widget') as HTMLElement & { state: string }).state === 'live', undefined, { timeout: 15_000 })
+      .catch(async (err: unknown) => {
+        const status = await page.evaluate(() => document.querySelector('voice-agent-widget')!.shadowRoot!.getElementById('status')!.textContent);
+        throw new Error(`the widget did not go live: ${status}`, { cause: err });
+      });
+    const mint = requests.filter((r) => r.path === '/api/v1/realtime/sessions').at(-1);
+    assert.deepEqual(mint, { method: 'POST', path: '/api/v1/realtime/sessions', auth: 'Bearer ds_' });
+    await waitFor(
+      () => page.evaluate(() => [...document.querySelector('voice-agent-widget')!.shadowRoot!.getElementById('log')!.children].some((e) => (e.textContent ?? '').includes('Hello there! How can I help you today?'))),
+      15_000,
+      "the agent's first message in the widget",
+    );
+    await page.evaluate(() => (document.querySelector('voice-agent-widget') as HTMLElement & { stop(): Promise<void> }).stop());
+  });
+
+  it('uploads a CSV batch with a bad row, shows the skipped row, and follows it until it finishes', async () => {
+    const csv = path.join(tmp, 'reminders.csv');
+    fs.writeFileSync(csv, 'to_number,name\n+14155550002,Ada\nnot-a-number,Grace\n+14155555000,Linus\n');
+    await go('batches');
+    await page.getByLabel('CSV file', { exact: true }).setInputFiles(csv);
+    await page.getByLabel('Agent', { exact: true }).selectOption(agentId);
+    await page.getByLabel('Batch name').fill('November reminders');
+    await page.getByRole('button', { name: 'Upload and start' }).click();
+    await heading('November reminders');
+
+    const skipped = page.getByRole('status').filter({ hasText: '1 row was skipped' });
+    await skipped.waitFor();
+    assert.match(await skipped.innerText(), /Line 3, column to_number/);
+    await page.locator('.status', { hasText: /^completed$/ }).first().waitFor({ timeout: 60_000 });
+    assert.equal(await page.locator('progress').getAttribute('value'), '2');
+    assert.match(await page.getByText(/numbers finished/).innerText(), /2 of 2 numbers finished/);
+    const row = page.locator('tr', { hasText: '+14155555000' });
+    assert.match(await row.innerText(), /completed/);
+
+    // The call the person answered: its transcript and analysis.
+    await row.getByRole('link').click();
+    await heading(/^Call call_/);
+    await page.locator('.transcript li').first().waitFor();
+    assert.match(await page.locator('.transcript').innerText(), /Hello Linus! How can I help you today\?/);
+    await heading('Analysis');
+  });
+
+  it('a viewer reads everything and is offered no change', async () => {
+    await go('members');
+    const viewer = uniqueEmail('viewer');
+    await page.getByLabel('Email').fill(viewer);
+    await page.getByLabel('Initial password').fill(password);
+    await page.getByLabel('Role').selectOption('viewer');
+    await page.getByRole('button', { name: 'Add member' }).click();
+    await page.locator('tr', { hasText: viewer }).waitFor();
+
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await page.getByLabel('Email').fill(viewer);
+    await page.getByLabel('Password').fill(password);
+    await page.getByRole('button', { name: 'Log in' }).click();
+    await heading('Agents');
+    await main().getByRole('link', { name: 'Front desk (Acme)' }).waitFor();
+    assert.equal(await page.getByRole('button', { name: 'Create agent' }).count(), 0);
+    await main().getByRole('link', { name: 'Front desk (Acme)' }).click();
+    await page.getByLabel('Instruction').waitFor();
+    assert.equal(await page.getByLabel('Instruction').isDisabled(), true);
+    assert.equal(await page.getByRole('button', { name: 'Save changes' }).count(), 0);
+    await go('batches');
+    await main().getByRole('link', { name: 'November reminders' }).waitFor();
+    assert.equal(await page.getByRole('button', { name: 'Upload and start' }).count(), 0);
+  });
+});
