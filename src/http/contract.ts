@@ -7,7 +7,7 @@
  * Ajv2020 so 3.1 schemas (type arrays, const, unevaluatedProperties) validate correctly.
  */
 import type { Role } from './principal.js';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { OpenAPIBackend, type Document } from 'openapi-backend';
@@ -15,8 +15,14 @@ import { Ajv2020, type ValidateFunction, type Options as AjvOptions } from 'ajv/
 import addFormats from 'ajv-formats';
 import { precompileRouting } from './fast-routing.js';
 
-const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-export const generatedDir = path.join(root, 'generated');
+/** The project's root: the nearest directory above this module with package.json (src/ under tsx, dist/src/ when compiled). */
+function projectRoot(): string {
+  for (let dir = path.dirname(fileURLToPath(import.meta.url)); ; dir = path.dirname(dir)) {
+    if (existsSync(path.join(dir, 'package.json'))) return dir;
+    if (path.dirname(dir) === dir) throw new Error('package.json not found above the service');
+  }
+}
+export const generatedDir = path.join(projectRoot(), 'generated');
 
 type Json = Record<string, unknown>;
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'] as const;

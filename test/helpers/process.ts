@@ -1,4 +1,4 @@
-/** Runs the service as a real process (`src/main.ts`), the way `npm start` does. */
+/** Runs the service as a real process, from its sources or compiled (the way `npm start` does). */
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
@@ -27,10 +27,13 @@ function exited(child: ChildProcess): Promise<number | null> {
   return child.exitCode !== null ? Promise.resolve(child.exitCode) : new Promise((r) => child.once('exit', (code) => r(code)));
 }
 
-/** Starts the service; resolves once it listens, rejects (with its output) if it exits first. */
-export function startProcess(env: Record<string, string>): Promise<ServiceProcess> {
+/**
+ * Starts the service (from its sources through tsx, or `compiled`: `node dist/src/main.js` as `npm start`
+ * runs it after `npm run build`); resolves once it listens, rejects (with its output) if it exits first.
+ */
+export function startProcess(env: Record<string, string>, opts: { compiled?: boolean } = {}): Promise<ServiceProcess> {
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !['DATABASE_URL', 'TEST_DATABASE_SERVER_URL', 'NODE_TEST_CONTEXT'].includes(k)));
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/main.ts'], {
+  const child = spawn(process.execPath, opts.compiled ? ['dist/src/main.js'] : ['--import', 'tsx', 'src/main.ts'], {
     cwd: root,
     env: { ...clean, NODE_ENV: 'development', LOG_LEVEL: 'info', HOST: '127.0.0.1', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
