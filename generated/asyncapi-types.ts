@@ -226,9 +226,7 @@ export interface ToolCallRecord {
    * text cut to at most 4,096 bytes at a UTF-8 character boundary, followed by `…[truncated]`.
    *
    */
-  result: {
-    [k: string]: unknown;
-  };
+  result: {} | unknown[] | string | number | boolean | null;
   /**
    * True when the tool answered successfully (for an HTTP tool, a 2xx response in time).
    */
@@ -748,3 +746,28 @@ export interface ProviderBOutboundMark {
 export interface ProviderBClear {
   event: "clear";
 }
+
+/** Every message the service sends on the realtime WebSocket (`sendRealtimeServerMessage`), discriminated on `type`. */
+export type RealtimeServerMessage =
+  | RealtimeSessionStarted
+  | RealtimeAudio
+  | RealtimeTranscript
+  | RealtimeText
+  | RealtimeTurnComplete
+  | RealtimeInterrupted
+  | RealtimeToolCall
+  | RealtimeSessionEnded
+  | RealtimeError;
+
+/** Each server message `type` and its message component (asyncapi.json#/components/messages/<name>). */
+export const realtimeServerMessages = {
+  session_started: 'realtimeSessionStarted',
+  audio: 'realtimeAudio',
+  transcript: 'realtimeTranscript',
+  text: 'realtimeText',
+  turn_complete: 'realtimeTurnComplete',
+  interrupted: 'realtimeInterrupted',
+  tool_call: 'realtimeToolCall',
+  session_ended: 'realtimeSessionEnded',
+  error: 'realtimeError',
+} as const satisfies Record<RealtimeServerMessage['type'], string>;

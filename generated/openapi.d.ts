@@ -3171,7 +3171,7 @@ export interface components {
              *     When the JSON text of the result is longer than 4,096 bytes, `result` is instead a string: that JSON
              *     text cut to at most 4,096 bytes at a UTF-8 character boundary, followed by `…[truncated]`.
              */
-            result: unknown;
+            result: Record<string, never> | unknown[] | string | number | boolean | null;
             /** @description True when the tool answered successfully (for an HTTP tool, a 2xx response in time). */
             ok: boolean;
             /** @description Why the call failed (timeout, HTTP status, MCP error message); null when `ok` is true. */

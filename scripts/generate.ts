@@ -1,10 +1,11 @@
 /**
- * `npm run generate`: the only writer of generated/.
+ * `npm run generate`: the only writer of generated/ (and of the client library's message types).
  *  - openapi.json: the OpenAPI bundle (redocly), served at /openapi.json and loaded by the service
  *  - openapi.d.ts: openapi-typescript types; handlers are typed from them by operationId
  *  - operations.ts: every operation (id, method, path, tags) as a constant
  *  - asyncapi.json: the AsyncAPI bundle, served at /asyncapi.json
- *  - asyncapi-types.ts: types of the AsyncAPI message payloads
+ *  - asyncapi-types.ts: types of the AsyncAPI message payloads, the realtime server messages' union
+ *  - packages/client/src/realtime-messages.ts: the realtime messages' types for the client library
  *  - docs.html, docs-asyncapi.html: the references, rendered offline (no CDN); git-ignored, rebuilt by
  *    prestart/test when older than their bundle
  * `npm run generate -- --check` regenerates into a temp dir and fails when generated/ differs.
@@ -39,6 +40,41 @@ function writeJson(file: string, value: unknown): void {
   fs.writeFileSync(path.join(outDir, file), `${JSON.stringify(value, null, 2)}\n`);
 }
 
+interface ServerMessageEntry {
+  type: string;
+  component: string;
+  typeName: string;
+}
+
+/** The realtime server messages: the messages of the `sendRealtimeServerMessage` operation, in its order. */
+function realtimeServerMessages(bundle: Record<string, any>, payloads: Record<string, unknown>): ServerMessageEntry[] {
+  return (bundle.operations.sendRealtimeServerMessage.messages as Array<{ $ref: string }>).map(({ $ref }) => {
+    const [, , channel, , key] = $ref.split('/');
+    const component = String(bundle.channels[channel!].messages[key!].$ref).split('/').pop()!;
+    const payload = payloads[component] as { title: string; properties: { type: { const: string } } };
+    return { type: payload.properties.type.const, component, typeName: payload.title.replace(/[^A-Za-z0-9]/g, '') };
+  });
+}
+
+/** The server messages as one union discriminated on `type`, and (`withMap`) each `type`'s component in asyncapi.json. */
+function realtimeServerUnion(entries: ServerMessageEntry[], withMap: boolean): string {
+  const union =
+    `\n/** Every message the service sends on the realtime WebSocket (\`sendRealtimeServerMessage\`), discriminated on \`type\`. */\n` +
+    `export type RealtimeServerMessage =\n${entries.map((e) => `  | ${e.typeName}`).join('\n')};\n`;
+  if (!withMap) return union;
+  return (
+    union +
+    `\n/** Each server message \`type\` and its message component (asyncapi.json#/components/messages/<name>). */\n` +
+    `export const realtimeServerMessages = {\n${entries.map((e) => `  ${e.type}: '${e.component}',`).join('\n')}\n} as const satisfies Record<RealtimeServerMessage['type'], string>;\n`
+  );
+}
+
+/**
+ * Files generated into packages: the client library's realtime message types (its declarations must
+ * stand alone, so it carries its own copy of them rather than importing generated/).
+ */
+const PACKAGE_OUTPUTS = { 'client-realtime-messages.ts': 'packages/client/src/realtime-messages.ts' } as const;
+
 async function main(): Promise<void> {
   fs.mkdirSync(outDir, { recursive: true });
 
@@ -72,19 +108,24 @@ async function main(): Promise<void> {
   pointOperationsAtChannelMessages(asyncapi);
   writeJson('asyncapi.json', asyncapi);
   const deref = (await $RefParser.dereference(structuredClone(asyncapi))) as Record<string, any>;
-  // One combined schema, so payload schemas shared between messages are declared once.
   const messages: Record<string, unknown> = {};
   for (const [name, message] of Object.entries((deref.components?.messages ?? {}) as Record<string, any>)) {
     if (message.payload) messages[name] = { ...message.payload, title: message.payload.title ?? name.charAt(0).toUpperCase() + name.slice(1) };
   }
-  const types =
-    HEADER +
-    (await compile({ title: 'AsyncApiMessagePayloads', type: 'object', properties: messages, additionalProperties: false } as never, 'AsyncApiMessagePayloads', {
+  // One object schema holding the payloads, so the types of what they share are declared once.
+  const payloadTypes = (title: string, properties: Record<string, unknown>) =>
+    compile({ title, type: 'object', properties, additionalProperties: false } as never, title, {
       bannerComment: '',
       additionalProperties: false,
       declareExternallyReferenced: true,
-    }));
-  fs.writeFileSync(path.join(outDir, 'asyncapi-types.ts'), types);
+    });
+  const types = HEADER + (await payloadTypes('AsyncApiMessagePayloads', messages));
+  const serverMessages = realtimeServerMessages(asyncapi, messages);
+  fs.writeFileSync(path.join(outDir, 'asyncapi-types.ts'), types + realtimeServerUnion(serverMessages, true));
+  const realtimePayloads = Object.fromEntries(['realtimeClientMessage', ...serverMessages.map((e) => e.component)].map((c) => [c, messages[c]]));
+  const clientTypes = HEADER + (await payloadTypes('RealtimeMessages', realtimePayloads)) + realtimeServerUnion(serverMessages, false);
+  const clientFile = 'client-realtime-messages.ts';
+  fs.writeFileSync(check ? path.join(outDir, clientFile) : path.join(root, PACKAGE_OUTPUTS[clientFile]), clientTypes);
 
   // The offline API reference is derived from openapi.json and not committed (it is 2+ MB).
   if (!check) buildDocs();
@@ -92,13 +133,14 @@ async function main(): Promise<void> {
   if (check) {
     const stale: string[] = [];
     for (const f of fs.readdirSync(outDir)) {
-      const committed = path.join(root, 'generated', f);
-      if (!fs.existsSync(committed) || !fs.readFileSync(committed).equals(fs.readFileSync(path.join(outDir, f)))) stale.push(f);
+      const rel = f in PACKAGE_OUTPUTS ? PACKAGE_OUTPUTS[f as keyof typeof PACKAGE_OUTPUTS] : path.join('generated', f);
+      const committed = path.join(root, rel);
+      if (!fs.existsSync(committed) || !fs.readFileSync(committed).equals(fs.readFileSync(path.join(outDir, f)))) stale.push(rel);
     }
-    for (const f of fs.readdirSync(path.join(root, 'generated'))) if (!f.startsWith('docs') && !fs.existsSync(path.join(outDir, f))) stale.push(f);
+    for (const f of fs.readdirSync(path.join(root, 'generated'))) if (!f.startsWith('docs') && !fs.existsSync(path.join(outDir, f))) stale.push(path.join('generated', f));
     fs.rmSync(outDir, { recursive: true });
     if (stale.length) {
-      console.error(`generated/ is stale (${stale.join(', ')}): run \`npm run generate\` and commit the result.`);
+      console.error(`Generated files are stale (${stale.join(', ')}): run \`npm run generate\` and commit the result.`);
       process.exit(1);
     }
     console.log('generated/ is fresh');

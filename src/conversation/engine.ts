@@ -8,9 +8,9 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import type { ToolCallRequest, ToolDeclaration, TranscriptTurn, VoiceEvent, VoiceSession } from '../voice/types.js';
-import type { ToolCallOutcome, ToolSource } from './tool-runner.js';
+import type { ToolCallOutcome } from './tool-runner.js';
+import type { ToolCallRecord } from '../../generated/asyncapi-types.js';
 
-export type { ToolCallOutcome } from './tool-runner.js';
 
 /** The ToolRunner (tool-runner.ts) as a conversation uses it. */
 export interface ConversationTools {
@@ -24,16 +24,8 @@ export interface BuiltinTool {
   run(args: Record<string, unknown>): Promise<{ ok: boolean; result: unknown; error: string | null }>;
 }
 
-export interface ToolCallRecord {
-  name: string;
-  source: ToolSource;
-  arguments: Record<string, unknown>;
-  result: unknown;
-  ok: boolean;
-  error: string | null;
-  duration_ms: number;
-  started_at: number;
-}
+/** One tool call as the record and the webhook event carry it (the AsyncAPI `ToolCallRecord`). */
+export type { ToolCallRecord };
 
 export interface ConversationInfo {
   id: string;
@@ -103,9 +95,10 @@ const RESULT_LIMIT = 4096;
 export const FILLER = 'One moment while I look that up.';
 
 /** ToolCallRecord.result: JSON longer than 4,096 bytes becomes its text cut at a UTF-8 boundary + marker. */
-export function boundedResult(result: unknown): unknown {
+export function boundedResult(result: unknown): ToolCallRecord['result'] {
   const json = JSON.stringify(result ?? null);
-  if (Buffer.byteLength(json) <= RESULT_LIMIT) return result ?? null;
+  // A tool's result arrived as JSON (an HTTP body, an MCP result), so it is a JSON value.
+  if (Buffer.byteLength(json) <= RESULT_LIMIT) return (result ?? null) as ToolCallRecord['result'];
   let cut = Buffer.from(json).subarray(0, RESULT_LIMIT).toString('utf8');
   if (cut.endsWith('\uFFFD')) cut = cut.slice(0, -1);
   return `${cut}…[truncated]`;

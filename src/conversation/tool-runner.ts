@@ -8,6 +8,7 @@
  * On a name clash the built-in wins, then HTTP tools, then MCP tools. `call` never throws: a failing
  * tool is an outcome with `ok: false` and an error the model can read.
  */
+import type { ToolCallRecord } from '../../generated/asyncapi-types.js';
 import type { ToolDeclaration } from '../voice/types.js';
 import { ApiError } from '../http/errors.js';
 import type { KnowledgeService } from '../knowledge/service.js';
@@ -19,15 +20,10 @@ export const SEARCH_KNOWLEDGE = 'search_knowledge';
 /** Most bytes of an HTTP tool's response passed to the model. */
 export const RUNTIME_BODY_LIMIT = 16 * 1024;
 
-export type ToolSource = 'http' | 'mcp' | 'knowledge' | 'builtin';
+export type ToolSource = ToolCallRecord['source'];
 
-export interface ToolCallOutcome {
-  ok: boolean;
-  result: unknown;
-  error: string | null;
-  durationMs: number;
-  source: ToolSource;
-}
+/** How one tool call went: the record's fields, with the tool's whole result and the unrounded duration. */
+export type ToolCallOutcome = Pick<ToolCallRecord, 'ok' | 'error' | 'source'> & { result: unknown; durationMs: number };
 
 /** What the runner needs of the MCP service. */
 export type McpToolSource = Pick<McpService, 'toolsForAgent' | 'callTool'>;

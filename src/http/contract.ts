@@ -7,22 +7,12 @@
  * Ajv2020 so 3.1 schemas (type arrays, const, unevaluatedProperties) validate correctly.
  */
 import type { Role } from './principal.js';
-import { existsSync, readFileSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
-import path from 'node:path';
 import { OpenAPIBackend, type Document } from 'openapi-backend';
-import { Ajv2020, type ValidateFunction, type Options as AjvOptions } from 'ajv/dist/2020.js';
-import addFormats from 'ajv-formats';
+import type { Ajv2020, ValidateFunction, Options as AjvOptions } from 'ajv/dist/2020.js';
+import { makeAjv, openapiDocument } from '../contract/documents.js';
 import { precompileRouting } from './fast-routing.js';
 
-/** The project's root: the nearest directory above this module with package.json (src/ under tsx, dist/src/ when compiled). */
-function projectRoot(): string {
-  for (let dir = path.dirname(fileURLToPath(import.meta.url)); ; dir = path.dirname(dir)) {
-    if (existsSync(path.join(dir, 'package.json'))) return dir;
-    if (path.dirname(dir) === dir) throw new Error('package.json not found above the service');
-  }
-}
-export const generatedDir = path.join(projectRoot(), 'generated');
+
 
 type Json = Record<string, unknown>;
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'] as const;
@@ -59,13 +49,6 @@ export interface ResolvedResponse {
 
 function escapePointer(s: string): string {
   return s.replace(/~/g, '~0').replace(/\//g, '~1');
-}
-
-export function makeAjv(opts: AjvOptions = {}): Ajv2020 {
-  const ajv = new Ajv2020({ strict: false, allErrors: true, validateFormats: true, ...opts });
-  addFormats.default(ajv);
-  for (const f of ['int32', 'int64', 'float', 'double', 'byte', 'binary', 'password']) ajv.addFormat(f, true);
-  return ajv;
 }
 
 export class Contract {
@@ -111,8 +94,8 @@ export class Contract {
     }
   }
 
-  static load(file = path.join(generatedDir, 'openapi.json')): Contract {
-    return new Contract(JSON.parse(readFileSync(file, 'utf8')) as Json);
+  static load(document: Json = openapiDocument()): Contract {
+    return new Contract(document);
   }
 
   usesListShaped422(operationId: string): boolean {

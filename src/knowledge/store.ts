@@ -3,6 +3,7 @@
  * column (`to_tsvector('simple', text)`, GIN-indexed); searches read only agent-scoped passages.
  */
 import type { Knex } from 'knex';
+import type { components } from '../../generated/openapi.js';
 import { conflict } from '../http/errors.js';
 import { isUniqueViolation } from '../lib/db-errors.js';
 import { paginate, type PageParams } from '../lib/pagination.js';
@@ -23,14 +24,8 @@ export interface AgentDocumentRow extends DocumentRow {
   source_doc_id: string | null;
 }
 
-export interface SearchRow {
-  doc_id: string;
-  source_doc_id: string | null;
-  name: string;
-  chunk_index: number;
-  text: string;
-  score: number;
-}
+/** A passage found by a search, as the contract's KnowledgeSearchHit (the query selects exactly its fields). */
+export type SearchRow = components['schemas']['KnowledgeSearchHit'];
 
 const CHUNK_INSERT_BATCH = 500;
 

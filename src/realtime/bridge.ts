@@ -11,6 +11,7 @@ import type { Clock } from '../lib/clock.js';
 import type { VoiceSession } from '../voice/types.js';
 import { Conversation, type ConversationOptions, type ConversationOutcome, type ConversationTools } from '../conversation/engine.js';
 import { parseFrame, TEXT_SESSION_CODES, type ServerErrorCode } from './frames.js';
+import type { RealtimeServerMessage } from '../../generated/asyncapi-types.js';
 import type { EndReason, Source } from './store.js';
 
 export { FILLER } from '../conversation/engine.js';
@@ -95,7 +96,7 @@ export class SessionBridge {
     return () => this.conversation.snapshot();
   }
 
-  private send(message: Record<string, unknown>): void {
+  private send(message: RealtimeServerMessage): void {
     if (this.ws.readyState === this.ws.OPEN) this.ws.send(JSON.stringify(message));
   }
 

@@ -2,25 +2,17 @@
  * Validation of client frames `{mime_type, data}` into the spec's in-session error codes, in the order
  * of its table: JSON, object, mime_type present/string/supported, data present/string/base64/non-empty.
  */
-export type FrameErrorCode =
-  | 'invalid_json'
-  | 'invalid_message'
-  | 'missing_mime_type'
-  | 'invalid_mime_type'
-  | 'unsupported_mime_type'
-  | 'missing_data'
-  | 'invalid_data'
-  | 'invalid_base64'
-  | 'empty_payload'
-  | 'text_too_long'
-  | 'binary_frame_unsupported';
+import type { RealtimeClientMessage, RealtimeError } from '../../generated/asyncapi-types.js';
+
+/** The in-session error codes, as the AsyncAPI `RealtimeError` message lists them. */
+export type ServerErrorCode = RealtimeError['code'];
+/** The codes of an unusable client frame; the others are the session's own (no audio, forwarding, upstream). */
+export type FrameErrorCode = Exclude<ServerErrorCode, 'no_audio_received' | 'forward_failed' | 'upstream_unavailable'>;
 
 /** A typed message (`text/plain`) may be at most this many bytes of UTF-8: it becomes one transcript turn. */
 export const MAX_TEXT_MESSAGE_BYTES = 16 * 1024;
 
-export type ServerErrorCode = FrameErrorCode | 'no_audio_received' | 'forward_failed' | 'upstream_unavailable';
-
-export type MimeType = 'audio/pcm' | 'image/jpeg' | 'text/plain';
+export type MimeType = RealtimeClientMessage['mime_type'];
 export const SUPPORTED_MIME_TYPES: readonly MimeType[] = ['audio/pcm', 'image/jpeg', 'text/plain'];
 
 export type Frame = { ok: true; mimeType: MimeType; bytes: Buffer } | { ok: false; code: FrameErrorCode; error: string };

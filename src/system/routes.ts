@@ -5,7 +5,7 @@ import path from 'node:path';
 import type { Knex } from 'knex';
 import type { Registry } from 'prom-client';
 import type { Handlers } from '../http/handler-types.js';
-import { generatedDir } from '../http/contract.js';
+import { asyncapiDocument, generatedDir, rootDir } from '../contract/documents.js';
 import { serviceUnavailable } from '../http/errors.js';
 
 export interface SystemDeps {
@@ -16,9 +16,9 @@ export interface SystemDeps {
 }
 
 /** Built by `npm run build:sdk` (and by npm start and npm test when missing or stale). */
-const CLIENT_LIBRARY = path.resolve(generatedDir, '../packages/client/dist/voice-agent-client.js');
-const WIDGET = path.resolve(generatedDir, '../packages/widget/dist/voice-agent-widget.js');
-const DASHBOARD = path.resolve(generatedDir, '../apps/dashboard');
+const CLIENT_LIBRARY = path.join(rootDir, 'packages/client/dist/voice-agent-client.js');
+const WIDGET = path.join(rootDir, 'packages/widget/dist/voice-agent-widget.js');
+const DASHBOARD = path.join(rootDir, 'apps/dashboard');
 
 /**
  * Scripts only from here (the page has no inline script); `blob:` for the microphone's AudioWorklet,
@@ -72,7 +72,6 @@ const serveSdkBundle = (bundle: Bundle, ifNoneMatch: string | undefined) =>
   });
 
 export function systemRoutes(deps: SystemDeps): Handlers {
-  const asyncapi = JSON.parse(readFileSync(path.join(generatedDir, 'asyncapi.json'), 'utf8')) as Record<string, unknown>;
   const docsHtml = readFileSync(path.join(generatedDir, 'docs.html'), 'utf8');
   const asyncDocsHtml = readFileSync(path.join(generatedDir, 'docs-asyncapi.html'), 'utf8');
   const client = loadBundle(CLIENT_LIBRARY);
@@ -95,7 +94,7 @@ export function systemRoutes(deps: SystemDeps): Handlers {
     },
     getMetrics: async () => ({ status: 200, body: await deps.metrics.metrics(), type: deps.metrics.contentType }),
     getOpenApiDocument: async () => ({ status: 200, body: deps.openapi as never }),
-    getAsyncApiDocument: async () => ({ status: 200, body: asyncapi as never }),
+    getAsyncApiDocument: async () => ({ status: 200, body: asyncapiDocument() as never }),
     getApiReference: async () => ({ status: 200, body: docsHtml, type: 'text/html; charset=utf-8' }),
     getAsyncApiReference: async () => ({ status: 200, body: asyncDocsHtml, type: 'text/html; charset=utf-8' }),
     getClientLibrary: async (req) => serveSdkBundle(client, req.headers['if-none-match']),

@@ -8,7 +8,7 @@
  */
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import { RE2JS } from 're2js';
-import { makeAjv } from '../http/contract.js';
+import { makeAjv } from '../contract/documents.js';
 import { unprocessable } from '../http/errors.js';
 
 /**

@@ -4,11 +4,8 @@
  * called), and validates the result against the AsyncAPI message schema (generated/asyncapi.json),
  * so a payload that does not match the contract is refused before anything is recorded or sent.
  */
-import { readFileSync } from 'node:fs';
-import path from 'node:path';
-import type { ValidateFunction } from 'ajv/dist/2020.js';
 import type { BatchCompletedEvent, CallCompletedEvent, ToolCallRecord } from '../../generated/asyncapi-types.js';
-import { generatedDir, makeAjv } from '../http/contract.js';
+import { asyncapiPayloadValidator } from '../contract/documents.js';
 
 export type EventKind = 'call.completed' | 'batch.completed';
 
@@ -38,20 +35,8 @@ export class InvalidEventPayloadError extends Error {
   }
 }
 
-let validators: Record<EventKind, ValidateFunction> | undefined;
-
-function validatorFor(kind: EventKind): ValidateFunction {
-  if (!validators) {
-    const doc = JSON.parse(readFileSync(path.join(generatedDir, 'asyncapi.json'), 'utf8')) as Record<string, unknown>;
-    const ajv = makeAjv();
-    ajv.addSchema(doc, 'asyncapi.json');
-    validators = {
-      'call.completed': ajv.compile({ $ref: 'asyncapi.json#/components/messages/callCompleted/payload' }),
-      'batch.completed': ajv.compile({ $ref: 'asyncapi.json#/components/messages/batchCompleted/payload' }),
-    };
-  }
-  return validators[kind];
-}
+const MESSAGE_OF: Record<EventKind, string> = { 'call.completed': 'callCompleted', 'batch.completed': 'batchCompleted' };
+const validatorFor = (kind: EventKind) => asyncapiPayloadValidator(MESSAGE_OF[kind]);
 
 /** Throws InvalidEventPayloadError when the payload does not match its AsyncAPI schema. */
 export function validateEventPayload(kind: EventKind, payload: unknown): void {

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { Parser } from '@asyncapi/parser';
 import { createConfig, lintFromString } from '@redocly/openapi-core';
 import { startTestService, type TestService } from '../helpers/service.js';
-import { generatedDir } from '../../src/http/contract.js';
+import { generatedDir } from '../../src/contract/documents.js';
 
 let t: TestService;
 before(async () => {

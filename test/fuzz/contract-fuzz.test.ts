@@ -19,7 +19,7 @@ import $RefParser from '@apidevtools/json-schema-ref-parser';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer } from '../helpers/webhooks.js';
-import { generatedDir } from '../../src/http/contract.js';
+import { generatedDir } from '../../src/contract/documents.js';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 12);
 const SEED = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : undefined;

@@ -8,7 +8,8 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import WebSocket from 'ws';
 import type { ValidateFunction } from 'ajv/dist/2020.js';
-import { generatedDir, makeAjv } from '../../src/http/contract.js';
+import { asyncapiPayloadValidator } from '../../src/contract/documents.js';
+import { realtimeServerMessages } from '../../generated/asyncapi-types.js';
 import type { TestService } from './service.js';
 import type { Tenant } from './fixtures.js';
 import { ADMIN_TOKEN } from './service.js';
@@ -25,25 +26,9 @@ export function freshAddress(): string {
   return `127.${(n >> 16) & 255 || 1}.${(n >> 8) & 255}.${(n & 255) || 1}`;
 }
 
-const serverMessages = (() => {
-  const doc = JSON.parse(readFileSync(path.join(generatedDir, 'asyncapi.json'), 'utf8')) as Record<string, unknown>;
-  const ajv = makeAjv();
-  ajv.addSchema(doc, 'asyncapi.json');
-  const names: Record<string, string> = {
-    session_started: 'realtimeSessionStarted',
-    audio: 'realtimeAudio',
-    transcript: 'realtimeTranscript',
-    text: 'realtimeText',
-    turn_complete: 'realtimeTurnComplete',
-    interrupted: 'realtimeInterrupted',
-    tool_call: 'realtimeToolCall',
-    session_ended: 'realtimeSessionEnded',
-    error: 'realtimeError',
-  };
-  const out = new Map<string, ValidateFunction>();
-  for (const [type, message] of Object.entries(names)) out.set(type, ajv.compile({ $ref: `asyncapi.json#/components/messages/${message}/payload` }));
-  return out;
-})();
+const serverMessages = new Map<string, ValidateFunction>(
+  Object.entries(realtimeServerMessages).map(([type, component]) => [type, asyncapiPayloadValidator(component)]),
+);
 
 /** Throws unless the message is one of the AsyncAPI server messages and matches its schema. */
 export function assertServerMessage(msg: Record<string, unknown>): void {

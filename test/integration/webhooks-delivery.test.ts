@@ -21,7 +21,7 @@ import { batchFacts, bearer, callFacts, settledDeliveries, startReceiver, type R
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import { startService, type RunningService } from '../../src/service.js';
-import { generatedDir, makeAjv } from '../../src/http/contract.js';
+import { generatedDir, makeAjv } from '../../src/contract/documents.js';
 import { InvalidEventPayloadError } from '../../src/webhooks/payloads.js';
 import { newId } from '../../src/lib/ids.js';
 

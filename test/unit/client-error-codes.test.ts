@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { refusal } from '../../packages/client/src/errors.js';
-import { generatedDir } from '../../src/http/contract.js';
+import { generatedDir } from '../../src/contract/documents.js';
 
 interface CloseCode {
   code: number;
