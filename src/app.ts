@@ -1,6 +1,7 @@
 /**
  * The Koa app. The order of the pipeline, outermost first:
- * request id -> log + metrics -> response contract check -> error envelope -> CORS -> body -> contract router.
+ * request id -> operation match -> log + metrics -> response contract check -> error envelope -> CORS ->
+ * body (parsed by what the matched operation declares) -> contract router.
  */
 import Koa from 'koa';
 import { koaBody } from 'koa-body';
@@ -13,8 +14,8 @@ import { responseCheck } from './http/response-check.js';
 import { errorEnvelope } from './http/envelope.js';
 import { corsPolicy } from './http/cors.js';
 import { contractRouter } from './http/router.js';
-import { deferBodyErrors } from './http/deferred-body.js';
-import { largeBodies } from './http/upload-body.js';
+import { matchOperation } from './http/route-match.js';
+import { parseBodyByOperation } from './http/body-parsing.js';
 import { securityHandlers, type Authenticators } from './http/security.js';
 import type { Contract } from './http/contract.js';
 import type { Handlers } from './http/handler-types.js';
@@ -36,30 +37,27 @@ export interface AppParts {
 export function createApp(parts: AppParts): Koa {
   const { config, log, contract } = parts;
   const app = new Koa({ proxy: false });
-  const deferBody = deferBodyErrors(contract);
   app.silent = true;
   app
     .use(requestId())
+    .use(matchOperation(parts.api, contract))
     .use(observe(log, parts.metrics))
     .use(responseCheck(contract, config.contractCheck, log, config.CONTRACT_COVERAGE_DIR))
     .use(errorEnvelope(contract, log, config.BODY_LIMIT_BYTES))
     .use(corsPolicy(config.CORS_ORIGINS))
-    // Documents and batches get their own parsers (larger limits, multipart); every other route this one.
     .use(
-      largeBodies(koaBody({
+      parseBodyByOperation(koaBody({
         jsonLimit: config.BODY_LIMIT_BYTES,
         formLimit: config.BODY_LIMIT_BYTES,
         textLimit: config.BODY_LIMIT_BYTES,
         includeUnparsed: true,
         jsonStrict: true,
         onError: (err, ctx) => {
-          if (deferBody(ctx)) {
+          // An operation that checks its body at a step of its own raises this there (deferred-body.ts).
+          if (ctx.state.operation?.validateInHandler) {
             ctx.state.bodyError = err;
             return;
           }
-          // An operation that takes no body ignores whatever was sent, readable or not.
-          const operationId = contract.operationFor(ctx.method, ctx.path);
-          if (operationId && contract.operations.get(operationId)?.requestContentTypes.length === 0) return;
           throw err;
         },
       }), (token) => (token.startsWith('ds_') ? parts.auth.dashboardSession(token) : parts.auth.apiKey(token)).then(Boolean)),

@@ -106,7 +106,7 @@ export function batchRoutes(batches: BatchService, contract: Contract, deliverie
       return { status: 201, body: await batches.create(workspaceOf(req.auth), input) };
     },
     createBatchFromCsv: async (req) => {
-      checkContentType(req.ctx, contract, 'createBatchFromCsv');
+      checkContentType(req.ctx);
       if (!req.ctx.is('multipart/form-data')) throw unprocessable('missing_body', 'Send multipart/form-data with the CSV in the part `file`.', 'file');
       const fields = formFields(req.ctx);
       refuseNul({ body: fields });

@@ -102,19 +102,6 @@ export class Contract {
     return this.operations.get(operationId)?.listShaped422 ?? false;
   }
 
-  private matchers: Array<{ method: string; re: RegExp; operationId: string }> | undefined;
-
-  /** The operation a request is for, by method and path (for errors raised before routing, such as an unreadable body). */
-  operationFor(method: string, path: string): string | undefined {
-    this.matchers ??= [...this.operations.values()].map((o) => ({
-      method: o.method,
-      // Path templates hold only literal characters and {params}; each param matches one segment.
-      re: new RegExp(`^${o.path.split(/\{[^}]+\}/).map((part) => part.replace(/[.*+?^$()|[\]\\]/g, '\\$&')).join('[^/]+')}$`),
-      operationId: o.operationId,
-    }));
-    return this.matchers.find((m) => m.method === method.toUpperCase() && m.re.test(path))?.operationId;
-  }
-
   /** Follows local `$ref`s inside the bundle. */
   private deref<T extends Json | undefined>(node: T): T {
     let current = node as Json | undefined;

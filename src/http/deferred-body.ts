@@ -2,22 +2,12 @@
  * Operations marked `x-validate-in-handler` check their body at a step of their own (the spec fixes
  * realtime session creation's order: authentication and billing come before the body). For them the
  * body parser's failures (malformed JSON 400, too large 413, bad encoding 415) are kept on
- * `ctx.state.bodyError` instead of answered at once, and the handler raises them at that step.
+ * `ctx.state.bodyError` instead of answered at once (the parser knows the operation: route first), and
+ * the handler raises them at that step.
  */
 import type { Context } from 'koa';
-import type { Contract } from './contract.js';
 import { fromHttpError } from './envelope.js';
 import { ApiError, badRequest } from './errors.js';
-
-function templateRegex(path: string): RegExp {
-  const escaped = path.replace(/[.*+?^${}()|[\]\\]/g, (c) => (c === '{' || c === '}' ? c : `\\${c}`));
-  return new RegExp(`^${escaped.replace(/\{[^}]+\}/g, '[^/]+')}$`);
-}
-
-export function deferBodyErrors(contract: Contract): (ctx: Context) => boolean {
-  const routes = [...contract.operations.values()].filter((o) => o.validateInHandler).map((o) => ({ method: o.method, re: templateRegex(o.path) }));
-  return (ctx) => routes.some((r) => r.method === ctx.method && r.re.test(ctx.path));
-}
 
 /** The body parser's failure kept for this request, as the API error it would have been. */
 export function deferredBodyError(ctx: Context, bodyLimitBytes: number): ApiError | null {

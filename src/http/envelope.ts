@@ -49,9 +49,8 @@ export function renderError(ctx: import('koa').Context, err: ApiError, contract:
     param: err.param,
     request_id: (ctx.state.requestId as string | undefined) ?? null,
   };
-  // An unreadable body is refused before routing: the operation is found from the request line.
-  const operationId = (ctx.state.operationId as string | undefined) ?? contract.operationFor(ctx.method, ctx.path);
-  if (operationId) ctx.state.operationId = operationId;
+  // Matched before the body was read (route-match.ts), so an unreadable body is answered in the operation's shape.
+  const operationId = ctx.state.operationId;
   if (err.status === 422 && operationId && contract.usesListShaped422(operationId)) {
     const detail: ValidationIssue[] = err.issues.length
       ? err.issues

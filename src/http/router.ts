@@ -42,9 +42,9 @@ function allowedMethods(contract: Contract, api: OpenAPIBackend, path: string): 
   return [...methods];
 }
 
-/** 415 when a body arrives in a media type the operation does not take. */
-export function checkContentType(ctx: Context, contract: Contract, operationId: string): void {
-  const info = contract.operations.get(operationId);
+/** 415 when a body arrives in a media type the matched operation does not take. */
+export function checkContentType(ctx: Context): void {
+  const info = ctx.state.operation;
   if (!info || info.requestContentTypes.length === 0) return;
   const hasBody = Number(ctx.get('Content-Length') || 0) > 0 || ctx.get('Transfer-Encoding') !== '';
   if (hasBody && !ctx.is(...info.requestContentTypes)) {
@@ -63,18 +63,15 @@ export function contractRouter(opts: RouterOptions): Middleware {
       throw new ApiError(405, 'invalid_request_error', 'method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}; allowed: ${allow.join(', ')}.`, { headers: { Allow: allow.join(', ') } });
     },
     postRoutingHandler: (c: ApiContext, ctx: Context) => {
-      if (!c.operation) return;
-      const operationId = c.operation.operationId as string;
-      ctx.state.operationId = operationId;
-      if (opts.disabled.has(operationId)) {
+      if (c.operation && opts.disabled.has(c.operation.operationId as string)) {
         throw routeNotFound(ctx.method, ctx.path);
       }
     },
     // Runs after authentication and before validation: an unimplemented operation answers 501 whatever the body.
-    postSecurityHandler: (c: ApiContext) => {
+    postSecurityHandler: (c: ApiContext, ctx: Context) => {
       const operationId = c.operation?.operationId as OperationId | undefined;
       const principal = principalOf(c);
-      const info = operationId ? contract.operations.get(operationId) : undefined;
+      const info = ctx.state.operation;
       // A dashboard session on a developer operation acts with its member's role (keys and members check their own).
       if (info && principal.kind === 'dashboard' && info.security.some((s) => 'ApiKey' in s) && !hasRole(principal.role, info.minimumRole)) {
         throw forbidden('insufficient_role', `This operation needs the '${info.minimumRole}' role or higher; your role in this workspace is '${principal.role}'.`);
@@ -91,19 +88,19 @@ export function contractRouter(opts: RouterOptions): Middleware {
       throw failure instanceof ApiError ? failure : unauthorized();
     },
     validationFail: (c: ApiContext, ctx: Context) => {
-      checkContentType(ctx, contract, c.operation.operationId as string);
+      checkContentType(ctx);
       throw validationError(c.validation.errors ?? [], { requestBody: c.request.requestBody, query: c.request.query, path: c.request.params });
     },
   });
   for (const [scheme, handler] of Object.entries(opts.security)) api.registerSecurityHandler(scheme, handler);
 
-  for (const operationId of contract.operations.keys()) {
+  for (const [operationId, info] of contract.operations) {
     const handler = handlers[operationId as OperationId] as AnyHandler | undefined;
     api.register(operationId, async (c: ApiContext, ctx: Context) => {
       if (!handler) throw notImplemented(operationId);
       // x-validate-in-handler operations check the media type with the rest of the body, at their own step.
-      if (!contract.operations.get(operationId)?.validateInHandler) {
-        checkContentType(ctx, contract, operationId);
+      if (!info.validateInHandler) {
+        checkContentType(ctx);
         refuseNul({ body: c.request.requestBody, query: c.request.query, path: c.request.params });
       }
       let log: Logger | undefined;
@@ -121,7 +118,7 @@ export function contractRouter(opts: RouterOptions): Middleware {
         },
         ctx,
       });
-      const key = contract.operations.get(operationId)?.idempotent ? ctx.get('Idempotency-Key') : '';
+      const key = info.idempotent ? ctx.get('Idempotency-Key') : '';
       const scope = auth.kind === 'api_key' || auth.kind === 'dashboard' ? auth.workspaceId : null;
       const reply = key && scope && opts.idempotency ? await opts.idempotency.run({ ctx, scope, operationId, key }, invoke) : await invoke();
       ctx.status = reply.status as number;

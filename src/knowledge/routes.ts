@@ -62,7 +62,7 @@ export function knowledgeRoutes(knowledge: KnowledgeService, contract: Contract)
 
   return {
     uploadDocument: async (req) => {
-      checkContentType(req.ctx, contract, 'uploadDocument');
+      checkContentType(req.ctx);
       const input = req.ctx.is('multipart/form-data') ? await fromMultipart(req.ctx) : fromJson(req.body);
       return { status: 201, body: await knowledge.upload(workspaceOf(req.auth), input) };
     },

@@ -36,7 +36,7 @@ export function realtimeRoutes(
       const body = await service.createSession(workspaceOf(req.auth), req.body, (b) => {
         const unreadable = deferredBodyError(req.ctx, bodyLimitBytes);
         if (unreadable) throw unreadable;
-        checkContentType(req.ctx, contract, 'createRealtimeSession');
+        checkContentType(req.ctx);
         if (b === undefined) {
           throw RealtimeService.bodyError([{ instancePath: '', schemaPath: '', keyword: 'required', params: { missingProperty: 'requestBody' } }], b);
         }

@@ -7,7 +7,7 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { LARGE_BODY_ROUTES } from '../../src/http/upload-body.js';
+import { LARGE_BODIES } from '../../src/http/body-parsing.js';
 import { operations } from '../../generated/operations.js';
 import { Contract } from '../../src/http/contract.js';
 import { ADMIN_TOKEN, startTestService, type TestService } from '../helpers/service.js';
@@ -58,7 +58,7 @@ describe(`unreadable bodies on the ${withJsonBody.length} operations that take J
   it('a body over the limit: 413 payload_too_large', async () => {
     for (const o of withJsonBody.filter((x) => x.operationId !== 'uploadDocument')) {
       // Routes with a larger limit of their own (batch creation) get a body over theirs.
-      const route = LARGE_BODY_ROUTES.find((r) => r.method === o.method.toUpperCase() && r.path === o.path);
+      const route = LARGE_BODIES[o.operationId];
       const res = await request(o).send({ name: 'x'.repeat((route?.maxBytes ?? LIMIT) + LIMIT) });
       assertEnvelope(o, res, 413, 'payload_too_large');
     }

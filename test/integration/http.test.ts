@@ -36,6 +36,16 @@ describe('routing errors', () => {
     assert.equal(res.body.error.request_id, res.headers['x-request-id']);
   });
 
+  it('routes before it reads a body: an unknown route or a wrong method is answered as such whatever the body', async () => {
+    const unreadable = await t.http.post('/api/v1/nothing-here').set('Content-Type', 'application/json').send('{"name": ');
+    assert.equal(unreadable.status, 404);
+    assert.equal(unreadable.body.error.code, 'route_not_found');
+    const huge = await t.http.post('/api/v1/nothing-here').set('Content-Type', 'application/json').send({ name: 'x'.repeat(2 * 1024 * 1024) });
+    assert.equal(huge.status, 404, 'not 413: nothing was read for a route that does not exist');
+    const wrongMethod = await t.http.put('/api/v1/keys').set('Content-Type', 'application/json').send('{"name": ');
+    assert.equal(wrongMethod.status, 405);
+  });
+
   it('answers a wrong method with 405 and Allow', async () => {
     const res = await t.http.put('/api/v1/keys').send({});
     assert.equal(res.status, 405);

@@ -4,7 +4,7 @@ import fs from 'node:fs';
 import { PDFDocument, StandardFonts } from 'pdf-lib';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
-import { UPLOAD_TMP_DIR } from '../../src/http/upload-body.js';
+import { UPLOAD_TMP_DIR } from '../../src/http/body-parsing.js';
 
 let t: TestService;
 let tn: Tenant;
@@ -145,7 +145,7 @@ describe('knowledge: upload', () => {
     assert.equal(wrongType.body.error.code, 'unsupported_media_type');
     const unauthenticated = await t.http.post('/api/v1/documents').attach('file', Buffer.from('x'), 'x.txt');
     assert.equal(unauthenticated.status, 401);
-    // An unknown key gets 401 like a missing one (upload-body.ts checks the key before it parses anything).
+    // An unknown key gets 401 like a missing one (body-parsing.ts checks the key before it parses anything).
     const madeUpKey = await t.http.post('/api/v1/documents').set(bearer(`ek_${'x'.repeat(40)}`)).attach('file', Buffer.alloc(2 * 1024 * 1024, 'a'), 'big.txt');
     assert.equal(madeUpKey.status, 401);
     assert.equal(madeUpKey.body.error.code, 'unauthorized');

@@ -1,9 +1,9 @@
 /**
- * The body parsers of the routes that take large bodies: document uploads (`POST /api/v1/documents`,
- * multipart or JSON up to 10 MB), batch creation (`POST /api/v1/batches`, JSON up to 8 MB) and the
- * batch CSV upload (`POST /api/v1/batches/csv`, multipart up to 8 MB). Every other route keeps the
- * service's default parser (BODY_LIMIT_BYTES). formidable writes a file part to a temporary file;
- * every temporary file it opened is removed when the request ends, whatever happened.
+ * Body parsing by the matched operation: none for an operation that takes no body; the large-body
+ * operations get their own limits (document uploads, multipart or JSON up to 10 MB; batch creation, JSON
+ * up to 8 MB; the batch CSV upload, multipart up to 8 MB); every other operation the service's default
+ * parser (BODY_LIMIT_BYTES). formidable writes a file part to a temporary file; every temporary file it
+ * opened is removed when the request ends, whatever happened.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -13,12 +13,9 @@ import type { File } from 'formidable';
 import { koaBody } from 'koa-body';
 import { ApiError, payloadTooLarge } from './errors.js';
 
-/** A route with a body larger than the default: its limit, and whether it takes multipart (one file part). */
-export interface LargeBodyRoute {
-  method: string;
-  path: string;
+/** An operation whose body may be larger than the default: its limit (multipart when the operation takes it, one file part). */
+export interface LargeBody {
   maxBytes: number;
-  multipart: boolean;
   /** Text fields a multipart body may have at most. */
   maxFields: number;
   /** The 413 message. */
@@ -27,13 +24,14 @@ export interface LargeBodyRoute {
 
 const MB = 1024 * 1024;
 
-export const LARGE_BODY_ROUTES: LargeBodyRoute[] = [
-  { method: 'POST', path: '/api/v1/documents', maxBytes: 10 * MB, multipart: true, maxFields: 10, what: 'Documents may be at most 10 MB.' },
-  { method: 'POST', path: '/api/v1/batches', maxBytes: 8 * MB, multipart: false, maxFields: 0, what: 'A batch body may be at most 8 MB.' },
-  { method: 'POST', path: '/api/v1/batches/csv', maxBytes: 8 * MB, multipart: true, maxFields: 30, what: 'A batch CSV upload may be at most 8 MB.' },
-];
+/** Keyed by operationId: the router has already matched the request (route-match.ts). */
+export const LARGE_BODIES: Readonly<Record<string, LargeBody>> = {
+  uploadDocument: { maxBytes: 10 * MB, maxFields: 10, what: 'Documents may be at most 10 MB.' },
+  createBatch: { maxBytes: 8 * MB, maxFields: 0, what: 'A batch body may be at most 8 MB.' },
+  createBatchFromCsv: { maxBytes: 8 * MB, maxFields: 30, what: 'A batch CSV upload may be at most 8 MB.' },
+};
 
-const tooLarge = (route: LargeBodyRoute) => payloadTooLarge(route.what, route.multipart ? 'file' : null);
+const tooLarge = (route: LargeBody, multipart: boolean) => payloadTooLarge(route.what, multipart ? 'file' : null);
 
 /** formidable's temporary files go here (one directory per process, so leftovers are easy to see). */
 export const UPLOAD_TMP_DIR = path.join(os.tmpdir(), `vas-uploads-${process.pid}`);
@@ -45,27 +43,27 @@ function fileDigests(ctx: Context): Record<string, string[]> | undefined {
   return Object.fromEntries(Object.entries(files).map(([name, f]) => [name, (Array.isArray(f) ? f : [f]).map((x) => String(x.hash ?? ''))]));
 }
 
-function largeBodyRoute(method: string, path: string): LargeBodyRoute | undefined {
-  const p = path.replace(/\/+$/, '');
-  return LARGE_BODY_ROUTES.find((r) => r.method === method && r.path === p);
-}
-
 /**
- * Wraps the default body parser: large-body routes get their own. `isValidCredential` (an API key or a
- * dashboard session) runs first: without one the router answers 401, and nothing (up to the route's
- * limit) is taken in or written to disk.
+ * Parses a request's body by what its operation declares (route first: `ctx.state.operation`). An
+ * operation that takes no body, or no operation at all, reads none. A large-body operation gets its own
+ * limit, multipart when it declares it, and only after `isValidCredential` (an API key or a dashboard
+ * session) accepts the bearer token: without one the router answers 401, and nothing (up to the
+ * operation's limit) is taken in or written to disk. Every other operation gets `defaultParser`.
  */
-export function largeBodies(defaultParser: Middleware, isValidCredential: (token: string) => Promise<boolean>): Middleware {
+export function parseBodyByOperation(defaultParser: Middleware, isValidCredential: (token: string) => Promise<boolean>): Middleware {
   return async (ctx, next) => {
-    const route = largeBodyRoute(ctx.method, ctx.path);
+    const info = ctx.state.operation;
+    if (!info || info.requestContentTypes.length === 0) return next();
+    const route = LARGE_BODIES[info.operationId];
     if (!route) return defaultParser(ctx, next);
+    const multipart = info.requestContentTypes.includes('multipart/form-data');
     const token = /^Bearer\s+(\S+)\s*$/i.exec(ctx.get('Authorization'))?.[1];
     if (!token || !(await isValidCredential(token))) return next();
-    if (Number(ctx.get('Content-Length') || 0) > route.maxBytes + 64 * 1024) throw tooLarge(route);
+    if (Number(ctx.get('Content-Length') || 0) > route.maxBytes + 64 * 1024) throw tooLarge(route, multipart);
     const tempFiles: string[] = [];
     await fs.promises.mkdir(UPLOAD_TMP_DIR, { recursive: true });
     const parser = koaBody({
-      multipart: route.multipart,
+      multipart,
       urlencoded: false,
       text: false,
       jsonLimit: route.maxBytes,
@@ -90,7 +88,7 @@ export function largeBodies(defaultParser: Middleware, isValidCredential: (token
         // formidable's codes: 1015 more files than allowed, 1006/1007 too many or too large form fields.
         if (e.code === 1015) throw new ApiError(422, 'invalid_request_error', 'invalid_value', "Send exactly one file, in the part 'file'.", { param: 'file' });
         if (e.code === 1006 || e.code === 1007) throw payloadTooLarge('The form fields are too many or too large.');
-        if (e.httpCode === 413 || e.status === 413 || e.type === 'entity.too.large') throw tooLarge(route);
+        if (e.httpCode === 413 || e.status === 413 || e.type === 'entity.too.large') throw tooLarge(route, multipart);
         if (e.httpCode && e.httpCode < 500) throw new ApiError(400, 'invalid_request_error', 'invalid_multipart', `The multipart body could not be read: ${e.message}`);
         throw err;
       },
