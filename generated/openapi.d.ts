@@ -1632,10 +1632,36 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * This API description (OpenAPI 3.1, bundled)
-         * @description The same document the service validates requests and responses against.
+         * This API description (OpenAPI 3.1, bundled): what API clients may call
+         * @description The public document: every operation an API client may call, the schemas they use and the
+         *     webhook events. Generate SDKs from this one. Operator administration, carrier callbacks, these
+         *     system routes and the served browser files are in the internal document,
+         *     `GET /internal/openapi.json`.
          */
         get: operations["getOpenApiDocument"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/internal/openapi.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The whole API description, internal routes included
+         * @description Everything the service routes and validates with: the public document's operations plus operator
+         *     administration (`/admin/v1`), the carriers' callbacks, the system routes (health, metrics, these
+         *     documents) and the served browser files, with the extensions the service reads itself
+         *     (`x-validate-in-handler`, `x-unsupported-values`). Not for generating client SDKs.
+         */
+        get: operations["getInternalOpenApiDocument"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1697,6 +1723,26 @@ export interface paths {
          *     codes), the webhook events and the carrier media streams. Loads nothing from a CDN.
          */
         get: operations["getAsyncApiReference"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/docs/internal": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The reference of the internal document (HTML, served offline)
+         * @description The internal OpenAPI document rendered; loads nothing from a CDN.
+         */
+        get: operations["getInternalApiReference"];
         put?: never;
         post?: never;
         delete?: never;
@@ -10826,7 +10872,40 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The bundled OpenAPI document. */
+            /** @description The public OpenAPI document. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "openapi": "3.1.0",
+                     *       "info": {
+                     *         "title": "Voice Agent Calling Service API",
+                     *         "version": "1.0.0"
+                     *       },
+                     *       "paths": {}
+                     *     }
+                     */
+                    "application/json": {
+                        [key: string]: unknown;
+                    };
+                };
+            };
+        };
+    };
+    getInternalOpenApiDocument: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The internal OpenAPI document. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -10905,6 +10984,28 @@ export interface operations {
         };
     };
     getAsyncApiReference: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rendered reference. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example <!DOCTYPE html><html>...</html> */
+                    "text/html": string;
+                };
+            };
+        };
+    };
+    getInternalApiReference: {
         parameters: {
             query?: never;
             header?: never;

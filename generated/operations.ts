@@ -641,6 +641,14 @@ export const operations = [
     ]
   },
   {
+    "operationId": "getInternalOpenApiDocument",
+    "method": "GET",
+    "path": "/internal/openapi.json",
+    "tags": [
+      "System"
+    ]
+  },
+  {
     "operationId": "getAsyncApiDocument",
     "method": "GET",
     "path": "/asyncapi.json",
@@ -660,6 +668,14 @@ export const operations = [
     "operationId": "getAsyncApiReference",
     "method": "GET",
     "path": "/docs/asyncapi",
+    "tags": [
+      "System"
+    ]
+  },
+  {
+    "operationId": "getInternalApiReference",
+    "method": "GET",
+    "path": "/docs/internal",
     "tags": [
       "System"
     ]

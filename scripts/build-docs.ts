@@ -1,7 +1,9 @@
 /**
  * Renders the offline references (Redoc, scripts inlined, nothing loaded from a CDN) from the bundles:
- * generated/docs.html from openapi.json (served at /docs) and generated/docs-asyncapi.html from
- * asyncapi.json (served at /docs/asyncapi: webhooks, the realtime WebSocket, carrier media streams).
+ * generated/docs.html from openapi.json (served at /docs), generated/docs-internal.html from
+ * openapi-internal.json (/docs/internal: operator, carrier callbacks, system routes as well) and
+ * generated/docs-asyncapi.html from asyncapi.json (served at /docs/asyncapi: webhooks, the realtime
+ * WebSocket, carrier media streams).
  * `--if-missing` rebuilds only a page older than its bundle (npm start's prestart, npm test).
  */
 import { execFileSync } from 'node:child_process';
@@ -13,6 +15,7 @@ const generated = path.join(root, 'generated');
 
 export const DOC_PAGES = [
   { source: 'openapi.json', page: 'docs.html', title: 'Voice Agent Calling Service API' },
+  { source: 'openapi-internal.json', page: 'docs-internal.html', title: 'Voice Agent Calling Service API (internal)' },
   { source: 'asyncapi.json', page: 'docs-asyncapi.html', title: 'Voice Agent Calling Service: webhooks and WebSockets' },
 ] as const;
 

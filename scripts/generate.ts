@@ -1,12 +1,15 @@
 /**
  * `npm run generate`: the only writer of generated/ (and of the client library's message types).
- *  - openapi.json: the OpenAPI bundle (redocly), served at /openapi.json and loaded by the service
+ *  - openapi-internal.json: the whole OpenAPI bundle (redocly): what the service routes and validates
+ *    with, served at /internal/openapi.json
+ *  - openapi.json: the public document (public-document.ts): what API clients may call, served at
+ *    /openapi.json
  *  - openapi.d.ts: openapi-typescript types; handlers are typed from them by operationId
  *  - operations.ts: every operation (id, method, path, tags) as a constant
  *  - asyncapi.json: the AsyncAPI bundle, served at /asyncapi.json
  *  - asyncapi-types.ts: types of the AsyncAPI message payloads, the realtime server messages' union
  *  - packages/client/src/realtime-messages.ts: the realtime messages' types for the client library
- *  - docs.html, docs-asyncapi.html: the references, rendered offline (no CDN); git-ignored, rebuilt by
+ *  - docs.html, docs-internal.html, docs-asyncapi.html: the references, rendered offline (no CDN); git-ignored, rebuilt by
  *    prestart/test when older than their bundle
  * `npm run generate -- --check` regenerates into a temp dir and fails when generated/ differs.
  */
@@ -18,6 +21,7 @@ import openapiTS, { astToString } from 'openapi-typescript';
 import $RefParser from '@apidevtools/json-schema-ref-parser';
 import { compile } from 'json-schema-to-typescript';
 import { buildDocs } from './build-docs.js';
+import { publicDocument } from './public-document.js';
 
 const root = path.resolve(import.meta.dirname, '..');
 const check = process.argv.includes('--check');
@@ -83,7 +87,8 @@ async function main(): Promise<void> {
   run(['bundle', 'openapi/openapi.yaml', '--ext', 'json', '-o', bundleTmp]);
   const openapi = JSON.parse(fs.readFileSync(bundleTmp, 'utf8')) as Record<string, any>;
   fs.rmSync(bundleTmp);
-  writeJson('openapi.json', openapi);
+  writeJson('openapi-internal.json', openapi);
+  writeJson('openapi.json', publicDocument(openapi));
 
   // Types
   const ast = await openapiTS(openapi as never, { alphabetize: false, exportType: false });

@@ -30,6 +30,8 @@ step('redocly lint', bin('redocly'), ['lint', 'openapi/openapi.yaml', '--format'
 // What is served (/openapi.json, /asyncapi.json) is linted too: bundling must not break what the sources got right.
 step('spectral: asyncapi (served bundle)', bin('spectral'), ['lint', 'generated/asyncapi.json', '--ruleset', '.spectral.yaml', '--fail-severity', 'error']);
 step('redocly lint (served bundle)', bin('redocly'), ['lint', 'generated/openapi.json', '--format', 'summary']);
+step('spectral: openapi (internal bundle)', bin('spectral'), ['lint', 'generated/openapi-internal.json', '--ruleset', '.spectral.yaml', '--fail-severity', 'error']);
+step('redocly lint (internal bundle)', bin('redocly'), ['lint', 'generated/openapi-internal.json', '--format', 'summary']);
 
 for (const file of ['asyncapi/asyncapi.yaml', 'generated/asyncapi.json']) {
   const diagnostics = await fromFile(new Parser(), path.join(root, file)).validate();

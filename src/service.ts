@@ -240,7 +240,7 @@ export async function startService(
     ...callRoutes(callService, (workspaceId, callId, params) => webhooks.callDeliveries(workspaceId, callId, params)),
     ...batchRoutes(batchService, contract, (workspaceId, batchId, params) => webhooks.batchDeliveries(workspaceId, batchId, params)),
     ...telephonyRoutes(callbacks, inbound),
-    ...systemRoutes({ db: db.knex, metrics, openapi: contract.document, isShuttingDown: () => shuttingDown }),
+    ...systemRoutes({ db: db.knex, metrics, isShuttingDown: () => shuttingDown }),
   };
   // Work to finish on shutdown after the HTTP server stops (background workers, open sessions), in order.
   const stopHooks: Array<[string, () => Promise<void>]> = [];

@@ -1,6 +1,6 @@
 /**
- * The contract as `npm run generate` bundled it (generated/openapi.json, generated/asyncapi.json): the
- * one module that reads both documents, and the JSON Schema validator both are checked with. Outside
+ * The contract as `npm run generate` bundled it (generated/openapi-internal.json, its public part
+ * generated/openapi.json, generated/asyncapi.json): the one module that reads the documents, and the JSON Schema validator both are checked with. Outside
  * src/http/ so domains (webhook payloads, tool schemas) use it without depending on the HTTP layer.
  */
 import { existsSync, readFileSync } from 'node:fs';
@@ -31,7 +31,7 @@ export function makeAjv(opts: AjvOptions = {}): Ajv2020 {
 }
 
 const documents = new Map<string, Json>();
-function read(file: 'openapi.json' | 'asyncapi.json'): Json {
+function read(file: 'openapi.json' | 'openapi-internal.json' | 'asyncapi.json'): Json {
   let doc = documents.get(file);
   if (!doc) {
     doc = JSON.parse(readFileSync(path.join(generatedDir, file), 'utf8')) as Json;
@@ -40,8 +40,10 @@ function read(file: 'openapi.json' | 'asyncapi.json'): Json {
   return doc;
 }
 
-/** The OpenAPI document served at /openapi.json. */
+/** The public OpenAPI document served at /openapi.json: what API clients may call. */
 export const openapiDocument = (): Json => read('openapi.json');
+/** The whole OpenAPI document (internal routes and extensions included): what the service routes and validates with. */
+export const internalOpenapiDocument = (): Json => read('openapi-internal.json');
 /** The AsyncAPI document served at /asyncapi.json. */
 export const asyncapiDocument = (): Json => read('asyncapi.json');
 

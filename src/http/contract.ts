@@ -9,7 +9,7 @@
 import type { Role } from './principal.js';
 import { OpenAPIBackend, type Document } from 'openapi-backend';
 import type { Ajv2020, ValidateFunction, Options as AjvOptions } from 'ajv/dist/2020.js';
-import { makeAjv, openapiDocument } from '../contract/documents.js';
+import { internalOpenapiDocument, makeAjv } from '../contract/documents.js';
 import { precompileRouting } from './fast-routing.js';
 
 
@@ -94,7 +94,7 @@ export class Contract {
     }
   }
 
-  static load(document: Json = openapiDocument()): Contract {
+  static load(document: Json = internalOpenapiDocument()): Contract {
     return new Contract(document);
   }
 

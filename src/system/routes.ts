@@ -5,13 +5,12 @@ import path from 'node:path';
 import type { Knex } from 'knex';
 import type { Registry } from 'prom-client';
 import type { Handlers } from '../http/handler-types.js';
-import { asyncapiDocument, generatedDir, rootDir } from '../contract/documents.js';
+import { asyncapiDocument, generatedDir, internalOpenapiDocument, openapiDocument, rootDir } from '../contract/documents.js';
 import { serviceUnavailable } from '../http/errors.js';
 
 export interface SystemDeps {
   db: Knex;
   metrics: Registry;
-  openapi: unknown;
   isShuttingDown(): boolean;
 }
 
@@ -74,6 +73,7 @@ const serveSdkBundle = (bundle: Bundle, ifNoneMatch: string | undefined) =>
 export function systemRoutes(deps: SystemDeps): Handlers {
   const docsHtml = readFileSync(path.join(generatedDir, 'docs.html'), 'utf8');
   const asyncDocsHtml = readFileSync(path.join(generatedDir, 'docs-asyncapi.html'), 'utf8');
+  const internalDocsHtml = readFileSync(path.join(generatedDir, 'docs-internal.html'), 'utf8');
   const client = loadBundle(CLIENT_LIBRARY);
   const widget = loadBundle(WIDGET);
   const dashboardScript = loadBundle(path.join(DASHBOARD, 'dist/app.js'));
@@ -93,7 +93,9 @@ export function systemRoutes(deps: SystemDeps): Handlers {
       return { status: 200, body: { status: 'ok', checks: { database } } };
     },
     getMetrics: async () => ({ status: 200, body: await deps.metrics.metrics(), type: deps.metrics.contentType }),
-    getOpenApiDocument: async () => ({ status: 200, body: deps.openapi as never }),
+    getOpenApiDocument: async () => ({ status: 200, body: openapiDocument() as never }),
+    getInternalOpenApiDocument: async () => ({ status: 200, body: internalOpenapiDocument() as never }),
+    getInternalApiReference: async () => ({ status: 200, body: internalDocsHtml, type: 'text/html; charset=utf-8' }),
     getAsyncApiDocument: async () => ({ status: 200, body: asyncapiDocument() as never }),
     getApiReference: async () => ({ status: 200, body: docsHtml, type: 'text/html; charset=utf-8' }),
     getAsyncApiReference: async () => ({ status: 200, body: asyncDocsHtml, type: 'text/html; charset=utf-8' }),

@@ -2,7 +2,9 @@
  * The documents the service serves are the ones client teams generate from: /openapi.json and
  * /asyncapi.json are the generated bundles byte for byte in content, the AsyncAPI one passes the
  * official parser with no error (operation messages referring to their channel's), and the OpenAPI
- * one passes redocly's recommended rules with no error.
+ * ones pass redocly's recommended rules with no error. /openapi.json holds what API clients may call;
+ * /internal/openapi.json holds every operation the service routes, and nothing internal leaks into
+ * the public one.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,6 +14,22 @@ import { Parser } from '@asyncapi/parser';
 import { createConfig, lintFromString } from '@redocly/openapi-core';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { generatedDir } from '../../src/contract/documents.js';
+import { INTERNAL_EXTENSIONS, INTERNAL_TAGS } from '../../scripts/public-document.js';
+import { operations } from '../../generated/operations.js';
+
+type Json = Record<string, any>;
+const METHODS = ['get', 'put', 'post', 'delete', 'patch'];
+
+function operationIds(doc: Json): string[] {
+  return Object.values(doc.paths as Record<string, Json>).flatMap((item) => METHODS.filter((m) => item[m]).map((m) => item[m].operationId as string));
+}
+
+async function assertLintsClean(url: string, body: unknown): Promise<void> {
+  const config = await createConfig({ extends: ['recommended'] });
+  const problems = await lintFromString({ source: JSON.stringify(body), absoluteRef: url, config });
+  const errors = problems.filter((p) => p.severity === 'error');
+  assert.deepEqual(errors.map((e) => `${e.ruleId}: ${e.message}`), []);
+}
 
 let t: TestService;
 before(async () => {
@@ -31,13 +49,51 @@ describe('served contract documents', () => {
     assert.deepEqual(errors.map((e) => `${e.code} ${e.path.join('.')}`), []);
   });
 
-  it('/openapi.json is the bundle and passes redocly lint with no error', async () => {
+  it('/openapi.json is the public bundle and passes redocly lint with no error', async () => {
     const res = await t.http.get('/openapi.json');
     assert.equal(res.status, 200);
     assert.deepEqual(res.body, JSON.parse(readFileSync(path.join(generatedDir, 'openapi.json'), 'utf8')));
-    const config = await createConfig({ extends: ['recommended'] });
-    const problems = await lintFromString({ source: JSON.stringify(res.body), absoluteRef: `${t.url}/openapi.json`, config });
-    const errors = problems.filter((p) => p.severity === 'error');
-    assert.deepEqual(errors.map((e) => `${e.ruleId}: ${e.message}`), []);
+    await assertLintsClean(`${t.url}/openapi.json`, res.body);
+  });
+
+  it('/internal/openapi.json is the whole bundle and passes redocly lint with no error', async () => {
+    const res = await t.http.get('/internal/openapi.json');
+    assert.equal(res.status, 200);
+    assert.deepEqual(res.body, JSON.parse(readFileSync(path.join(generatedDir, 'openapi-internal.json'), 'utf8')));
+    await assertLintsClean(`${t.url}/internal/openapi.json`, res.body);
+    assert.deepEqual(operationIds(res.body).sort(), operations.map((o) => o.operationId).sort(), 'every operation the service routes');
+  });
+
+  it('the public document holds no operator, carrier, system, browser-file or dashboard route, and no internal extension', async () => {
+    const pub = (await t.http.get('/openapi.json')).body as Json;
+    const internal = (await t.http.get('/internal/openapi.json')).body as Json;
+    const publicIds = new Set(operationIds(pub));
+    for (const o of operations) {
+      const isInternal = o.tags.some((tag) => INTERNAL_TAGS.has(tag));
+      assert.equal(publicIds.has(o.operationId), !isInternal, `${o.operationId} (${o.tags.join(', ')})`);
+    }
+    for (const prefix of ['/admin/', '/telephony/', '/metrics', '/healthz', '/sdk/', '/dashboard']) {
+      assert.deepEqual(Object.keys(pub.paths).filter((p) => p.startsWith(prefix)), [], prefix);
+    }
+    const text = JSON.stringify(pub);
+    for (const ext of INTERNAL_EXTENSIONS) {
+      assert.ok(!text.includes(`"${ext}"`), `${ext} leaks into the public document`);
+      assert.ok(JSON.stringify(internal).includes(`"${ext}"`), `${ext} is in the internal document`);
+    }
+    // Components only internal operations use are not in the public document; every public $ref resolves.
+    assert.equal(pub.components.schemas.ProviderAVoiceRequest, undefined);
+    assert.equal(pub.components.schemas.WorkspaceList, undefined);
+    const refs = [...text.matchAll(/"\$ref":"#\/components\/(\w+)\/([^"]+)"/g)];
+    for (const [, kind, name] of refs) assert.ok(pub.components[kind!]?.[name!], `#/components/${kind}/${name}`);
+  });
+
+  it('the docs render both documents', async () => {
+    for (const [page, marker] of [['/docs', 'Voice Agent Calling Service API'], ['/docs/internal', 'Voice Agent Calling Service API (internal)']] as const) {
+      const res = await t.http.get(page);
+      assert.equal(res.status, 200, page);
+      assert.ok(res.text.includes(marker), page);
+    }
+    const internalPage = (await t.http.get('/docs/internal')).text;
+    assert.ok(internalPage.includes('listWorkspaces') || internalPage.includes('/admin/v1/workspaces'), 'the operator routes are in the internal reference');
   });
 });

@@ -46,7 +46,7 @@ let scopedTables: Array<{ name: string; hasId: boolean }> = [];
 const STATIC = new Set(['agents', 'tools', 'webhooks', 'mcp_servers', 'agent_tools', 'agent_mcp_servers', 'agent_documents', 'webhook_secrets', 'users']);
 
 async function loadOps(): Promise<Op[]> {
-  const doc = (await $RefParser.dereference(JSON.parse(readFileSync(path.join(generatedDir, 'openapi.json'), 'utf8')), { dereference: { circular: 'ignore' } })) as Json;
+  const doc = (await $RefParser.dereference(JSON.parse(readFileSync(path.join(generatedDir, 'openapi-internal.json'), 'utf8')), { dereference: { circular: 'ignore' } })) as Json;
   const out: Op[] = [];
   for (const [p, item] of Object.entries(doc.paths as Record<string, Json>)) {
     for (const method of ['get', 'post', 'patch', 'put', 'delete'] as const) {
