@@ -36,7 +36,7 @@ function run(args: string[]): void {
   } catch (err) {
     const e = err as { stdout?: Buffer; stderr?: Buffer };
     process.stderr.write(`${e.stdout?.toString() ?? ''}${e.stderr?.toString() ?? ''}`);
-    throw new Error(`redocly ${args[0]} failed`);
+    throw new Error(`redocly ${args[0]} failed`, { cause: err });
   }
 }
 

@@ -4,7 +4,7 @@
  * rules live in service.ts.
  */
 import type { Handlers } from '../http/handler-types.js';
-import { workspaceOf } from '../http/principal.js';
+import { workspaceOf } from '../workspaces/principal.js';
 import type { AgentService } from './service.js';
 
 export function agentRoutes(agents: AgentService): Handlers {

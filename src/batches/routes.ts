@@ -11,7 +11,7 @@ import type { components } from '../../generated/openapi.js';
 import type { Contract } from '../http/contract.js';
 import { ApiError, unprocessable } from '../http/errors.js';
 import type { Handlers } from '../http/handler-types.js';
-import { workspaceOf } from '../http/principal.js';
+import { workspaceOf } from '../workspaces/principal.js';
 import { checkContentType } from '../http/router.js';
 import { validationError } from '../http/validation.js';
 import { findNul, refuseNul } from '../http/nul.js';

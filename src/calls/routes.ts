@@ -1,6 +1,6 @@
 /** Handlers of the Calls operations (thin: the rules are in service.ts). */
 import type { Handlers } from '../http/handler-types.js';
-import { workspaceOf } from '../http/principal.js';
+import { workspaceOf } from '../workspaces/principal.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { components } from '../../generated/openapi.js';
 import type { CallService } from './service.js';

@@ -6,7 +6,7 @@
 import type { Context } from 'koa';
 import type { Logger } from 'pino';
 import type { operations } from '../../generated/openapi.js';
-import type { Principal } from './principal.js';
+import type { Principal } from '../workspaces/principal.js';
 
 export type OperationId = keyof operations;
 type Op<O extends OperationId> = operations[O];

@@ -11,7 +11,7 @@ import { ApiError, forbidden, notImplemented, routeNotFound, unauthorized } from
 import { validationError } from './validation.js';
 import type { Contract } from './contract.js';
 import type { AnyHandler, Handlers, OperationId } from './handler-types.js';
-import { hasRole, type Principal } from './principal.js';
+import { hasRole, type Principal } from '../workspaces/principal.js';
 import type { Idempotency } from './idempotency.js';
 import { isWrongKind } from './security.js';
 

@@ -10,7 +10,7 @@ import type { Context } from 'koa';
 import type { Contract } from '../http/contract.js';
 import { ApiError, unprocessable } from '../http/errors.js';
 import type { Handlers } from '../http/handler-types.js';
-import { workspaceOf } from '../http/principal.js';
+import { workspaceOf } from '../workspaces/principal.js';
 import { validationError } from '../http/validation.js';
 import { refuseNul } from '../http/nul.js';
 import { checkContentType } from '../http/router.js';

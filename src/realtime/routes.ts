@@ -4,10 +4,13 @@
  */
 import type { Handlers } from '../http/handler-types.js';
 import type { Contract } from '../http/contract.js';
-import { workspaceOf, type Principal } from '../http/principal.js';
+import { workspaceOf, type Principal } from '../workspaces/principal.js';
 import { checkContentType } from '../http/router.js';
 import { deferredBodyError } from '../http/deferred-body.js';
-import { RealtimeService } from './service.js';
+import { validationError } from '../http/validation.js';
+import type { ApiError } from '../http/errors.js';
+import type { ErrorObject } from 'ajv';
+import type { RealtimeService } from './service.js';
 import type { ConversationRecords } from './records.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { components } from '../../generated/openapi.js';
@@ -19,6 +22,14 @@ function mintedBy(p: Principal): string | null {
   if (p.kind === 'api_key') return p.keyId;
   if (p.kind === 'dashboard') return p.sessionId;
   return null;
+}
+
+/** Ajv errors of the request schema (instance paths relative to the body) as the API's 422. */
+function bodyError(errors: ErrorObject[], body: unknown): ApiError {
+  return validationError(
+    errors.map((e) => ({ ...e, instancePath: `/requestBody${e.instancePath}` })),
+    { requestBody: body },
+  );
 }
 
 export function realtimeRoutes(
@@ -38,9 +49,9 @@ export function realtimeRoutes(
         if (unreadable) throw unreadable;
         checkContentType(req.ctx);
         if (b === undefined) {
-          throw RealtimeService.bodyError([{ instancePath: '', schemaPath: '', keyword: 'required', params: { missingProperty: 'requestBody' } }], b);
+          throw bodyError([{ instancePath: '', schemaPath: '', keyword: 'required', params: { missingProperty: 'requestBody' } }], b);
         }
-        if (!validate(b)) throw RealtimeService.bodyError(validate.errors ?? [], b);
+        if (!validate(b)) throw bodyError(validate.errors ?? [], b);
       }, mintedBy(req.auth));
       return { status: 201, body };
     },

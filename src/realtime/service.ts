@@ -3,13 +3,11 @@
  * admission of a WebSocket connection in the order 4001 -> 4402 -> 4028 -> 4003 -> 4029 -> 1011.
  */
 import type { Logger } from 'pino';
-import type { ErrorObject } from 'ajv';
 import { ApiError, forbidden, paymentRequired, tooManyRequests } from '../http/errors.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import { agentNotFound, type RuntimeAgent } from '../agents/service.js';
 import type { VoiceService, VoiceSession } from '../voice/types.js';
-import { validationError } from '../http/validation.js';
 import type { WorkspaceAdmission } from '../workspaces/admission.js';
 import type { ConversationTools } from '../conversation/engine.js';
 import { fillPlaceholders } from '../conversation/placeholders.js';
@@ -126,14 +124,6 @@ export class RealtimeService {
     }
     this.log.info({ workspaceId, agentId: input.agent_id, source: input.source }, 'realtime session token issued');
     return { session_token: token, ws_url: sessionWsUrl(this.opts.publicBaseUrl(), input.user_id, token) };
-  }
-
-  /** Ajv errors of the request schema (instance paths relative to the body) as the API's 422. */
-  static bodyError(errors: ErrorObject[], body: unknown): ApiError {
-    return validationError(
-      errors.map((e) => ({ ...e, instancePath: `/requestBody${e.instancePath}` })),
-      { requestBody: body },
-    );
   }
 
   /** Runs every connection check in order; on success the session holds a slot and a voice session. */

@@ -1,6 +1,6 @@
 /** Handlers of the carrier callbacks, inbound number configuration and the sandbox ringing helper. */
 import type { Handlers } from '../http/handler-types.js';
-import { workspaceOf } from '../http/principal.js';
+import { workspaceOf } from '../workspaces/principal.js';
 import type { CarrierCallbacks } from './callbacks.js';
 import type { InboundNumbers } from './inbound.js';
 

@@ -458,7 +458,7 @@ export function createGeminiLiveService(opts: GeminiLiveOptions): VoiceService {
         await session.start();
       } catch (err) {
         sessions.delete(session);
-        throw new Error(`voice service session could not start: ${(err as Error).message}`);
+        throw new Error(`voice service session could not start: ${(err as Error).message}`, { cause: err });
       }
       return session;
     },

@@ -1,6 +1,6 @@
 /** Handlers of the Webhooks operations. Thin: the rules live in service.ts. */
 import type { Handlers } from '../http/handler-types.js';
-import { workspaceOf } from '../http/principal.js';
+import { workspaceOf } from '../workspaces/principal.js';
 import type { WebhookService } from './service.js';
 
 export function webhookRoutes(service: WebhookService): Handlers {

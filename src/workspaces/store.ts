@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import { conflict } from '../http/errors.js';
 import { isUniqueViolation } from '../lib/db-errors.js';
 import { paginate, type PageParams } from '../lib/pagination.js';
-import type { Role } from '../http/principal.js';
+import type { Role } from './principal.js';
 
 export interface WorkspaceRow {
   id: string;

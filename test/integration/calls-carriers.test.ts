@@ -152,7 +152,7 @@ describe('media streams', () => {
 describe('a carrier that never calls back', () => {
   it('an unanswered call with no word from the carrier still ends, at its deadline, as a carrier failure; one call.completed each', async () => {
     external.setCallbacksEnabled(false);
-    let ids: string[] = [];
+    let ids: string[];
     try {
       ids = await Promise.all(
         (['provider_a', 'provider_b'] as const).map(async (provider) => {
