@@ -2052,7 +2052,10 @@ export interface components {
              */
             type: "invalid_request_error" | "authentication_error" | "permission_error" | "not_found_error" | "conflict_error" | "idempotency_error" | "billing_error" | "rate_limit_error" | "upstream_error" | "api_error";
             /**
-             * @description Stable, machine-readable cause (for example `unknown_field`, `agent_not_found`).
+             * @description Stable, machine-readable cause (for example `unknown_field`, `agent_not_found`): one of the
+             *     `ErrorCode` catalogue (`#/components/schemas/ErrorCode`, and the docs' Errors page). A string
+             *     rather than the enum, so that a code added later does not break a client: handle the codes you
+             *     know and any other by its HTTP status.
              * @example unknown_field
              */
             code: string;
@@ -2063,6 +2066,15 @@ export interface components {
             /** @description The id of this request, also sent as the `X-Request-Id` response header. */
             request_id: string | null;
         };
+        /**
+         * ErrorCode
+         * @description Every `code` the service answers in the error envelope, with the HTTP statuses it comes with
+         *     (`x-statuses`) and what it means. The catalogue the service's code is typed from (`npm run generate`
+         *     writes it to `generated/error-catalogue.ts`) and the docs' Errors page (`docs/errors.md`) is built
+         *     from. `Error.code` stays a string so that a code added later does not break a client: handle the
+         *     codes you know and treat any other by its HTTP status.
+         */
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "call_already_ended" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "provider_required" | "from_number_missing" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "rate_limited" | "concurrency_limit_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -4715,7 +4727,7 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description No such resource. */
+        /** @description No such resource (`agent_not_found`, `call_not_found`, ... after the resource in the path). */
         NotFound: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestId"];
@@ -4726,8 +4738,8 @@ export interface components {
                  * @example {
                  *       "error": {
                  *         "type": "not_found_error",
-                 *         "code": "not_found",
-                 *         "message": "No such resource.",
+                 *         "code": "agent_not_found",
+                 *         "message": "No agent agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V.",
                  *         "param": null,
                  *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
                  *       }
@@ -4863,7 +4875,7 @@ export interface components {
                  * @example {
                  *       "error": {
                  *         "type": "upstream_error",
-                 *         "code": "upstream_failed",
+                 *         "code": "carrier_error",
                  *         "message": "The carrier rejected the request.",
                  *         "param": null,
                  *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"

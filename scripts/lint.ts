@@ -3,6 +3,7 @@
  *  - Spectral with the OAS and AsyncAPI rulesets plus our rules (.spectral.yaml)
  *  - redocly lint (OpenAPI 3.1 structure, refs)
  *  - the AsyncAPI parser (AsyncAPI 3.0 validity)
+ *  - ESLint over the code (eslint.config.js: typescript-eslint, the domains' import boundary)
  */
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
@@ -32,6 +33,8 @@ step('spectral: asyncapi (served bundle)', bin('spectral'), ['lint', 'generated/
 step('redocly lint (served bundle)', bin('redocly'), ['lint', 'generated/openapi.json', '--format', 'summary']);
 step('spectral: openapi (internal bundle)', bin('spectral'), ['lint', 'generated/openapi-internal.json', '--ruleset', '.spectral.yaml', '--fail-severity', 'error']);
 step('redocly lint (internal bundle)', bin('redocly'), ['lint', 'generated/openapi-internal.json', '--format', 'summary']);
+
+step('eslint', bin('eslint'), ['.', '--max-warnings', '0']);
 
 for (const file of ['asyncapi/asyncapi.yaml', 'generated/asyncapi.json']) {
   const diagnostics = await fromFile(new Parser(), path.join(root, file)).validate();

@@ -10,7 +10,7 @@
  */
 import type { components } from '../../generated/openapi.js';
 import type { SecretBox } from '../crypto/secrets.js';
-import { conflict, notFound, otherWorkspace, unprocessable } from '../http/errors.js';
+import { conflict, notFound, otherWorkspace, unprocessable } from '../errors/api-error.js';
 import { isUniqueViolation } from '../lib/db-errors.js';
 import { newUnguessableId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';

@@ -14,7 +14,7 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../errors/api-error.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import type { JobQueue } from '../jobs/queue.js';

@@ -9,7 +9,7 @@ import type { File } from 'formidable';
 import type { Context } from 'koa';
 import type { components } from '../../generated/openapi.js';
 import type { Contract } from '../http/contract.js';
-import { ApiError, unprocessable } from '../http/errors.js';
+import { ApiError, unprocessable, code422 } from '../errors/api-error.js';
 import type { Handlers } from '../http/handler-types.js';
 import { workspaceOf } from '../workspaces/principal.js';
 import { checkContentType } from '../http/router.js';
@@ -119,7 +119,7 @@ export function batchRoutes(batches: BatchService, contract: Contract, deliverie
       const parsed = await parseRecipientsCsv(await fs.promises.readFile(file.filepath));
       if (!parsed.ok) {
         const issues = parsed.problems.map((p) => ({ loc: ['file', ...(p.column ? [p.column] : [])], msg: p.message, type: p.type }));
-        throw new ApiError(422, 'invalid_request_error', parsed.problems[0].type, parsed.problems[0].message, { param: 'file', issues });
+        throw new ApiError(422, 'invalid_request_error', code422(parsed.problems[0].type), parsed.problems[0].message, { param: 'file', issues });
       }
       // Data rows in file order, readable or not, numbered from zero.
       const rows = [...parsed.recipients.map((r) => ({ row: r.row, r })), ...parsed.problems.map((p) => ({ row: p.row, p }))].sort((a, b) => a.row - b.row);

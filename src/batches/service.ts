@@ -6,7 +6,7 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { ApiError, conflict, notFound, otherWorkspace, type ValidationIssue } from '../http/errors.js';
+import { ApiError, conflict, notFound, otherWorkspace, type ValidationIssue, code422 } from '../errors/api-error.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
@@ -43,7 +43,7 @@ const issue = (loc: string[], msg: string, type: string, input?: unknown): Valid
 
 function refuse(issues: ValidationIssue[]): ApiError {
   const first = issues[0];
-  return new ApiError(422, 'invalid_request_error', first.type, first.msg, { param: first.loc.slice(1).join('.') || null, issues });
+  return new ApiError(422, 'invalid_request_error', code422(first.type), first.msg, { param: first.loc.slice(1).join('.') || null, issues });
 }
 
 export class BatchService {

@@ -10,7 +10,7 @@
  *   later (a live call's bridge renews it) is rescheduled instead.
  */
 import type { Logger } from 'pino';
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../errors/api-error.js';
 import { sha256Hex } from '../lib/tokens.js';
 import type { Clock } from '../lib/clock.js';
 import type { JobQueue } from '../jobs/queue.js';

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { components } from '../../generated/openapi.js';
-import { ApiError, conflict, notFound, otherWorkspace, paymentRequired, unprocessable, badGateway } from '../http/errors.js';
+import { ApiError, conflict, notFound, otherWorkspace, paymentRequired, unprocessable, badGateway, type CodeFor } from '../errors/api-error.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import { sha256Hex } from '../lib/tokens.js';
@@ -67,7 +67,7 @@ export function newStreamToken(): string {
   return `mst_${randomBytes(32).toString('base64url')}`;
 }
 
-const BILLING_REFUSALS: Record<BillingRefusal, { code: string; message: string }> = {
+const BILLING_REFUSALS: Record<BillingRefusal, { code: CodeFor<402>; message: string }> = {
   subscription_inactive: { code: 'subscription_inactive', message: 'The workspace subscription is not active; update billing to place calls.' },
   plan_limit: { code: 'plan_limit_reached', message: "The workspace's plan has used its conversation minutes for this month." },
   insufficient_credit: { code: 'insufficient_credit', message: 'The workspace has no credit left; add credit to place calls.' },

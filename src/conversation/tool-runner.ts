@@ -10,7 +10,7 @@
  */
 import type { ToolCallRecord } from '../../generated/asyncapi-types.js';
 import type { ToolDeclaration } from '../voice/types.js';
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../errors/api-error.js';
 import type { KnowledgeService } from '../knowledge/service.js';
 import type { McpService } from '../mcp/service.js';
 import type { ToolService } from '../tools/service.js';

@@ -34,7 +34,7 @@ export function fromHttpError(err: HttpishError, limitBytes: number): ApiError |
     return new ApiError(400, 'invalid_request_error', 'request_aborted', 'The request was aborted before its body arrived.');
   }
   if (status && status >= 400 && status < 500 && err.expose) {
-    return new ApiError(status, 'invalid_request_error', 'invalid_request', err.message);
+    return new ApiError(400, 'invalid_request_error', 'invalid_request', err.message);
   }
   return null;
 }

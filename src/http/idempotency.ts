@@ -15,7 +15,7 @@ import { createHash } from 'node:crypto';
 import type { Context } from 'koa';
 import type { Knex } from 'knex';
 import type { Clock } from '../lib/clock.js';
-import { ApiError } from './errors.js';
+import { ApiError, type CodeFor } from './errors.js';
 import { renderError } from './envelope.js';
 import type { Contract } from './contract.js';
 import type { AnyReply } from './handler-types.js';
@@ -60,7 +60,7 @@ function canonical(value: unknown): string {
 
 /** Expired keys are deleted at most this often (a key past its window is also replaced when reused). */
 const PURGE_INTERVAL_MS = 60 * 60 * 1000;
-const idempotencyError = (status: number, code: string, message: string) => new ApiError(status, 'idempotency_error', code, message);
+const idempotencyError = <S extends number>(status: S, code: CodeFor<S>, message: string) => new ApiError(status, 'idempotency_error', code, message);
 
 export class Idempotency {
   constructor(

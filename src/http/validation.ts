@@ -1,6 +1,6 @@
 /** Turns Ajv errors of request validation into one 422 ApiError (with every problem kept as an issue). */
 import type { ErrorObject } from 'ajv';
-import { ApiError, type ValidationIssue } from './errors.js';
+import { ApiError, type ValidationIssue, code422 } from './errors.js';
 
 const LOCATIONS: Record<string, string> = { requestBody: 'body', query: 'query', path: 'path', header: 'header' };
 const NOISE = new Set(['oneOf', 'anyOf', 'allOf', 'if', 'then', 'else', 'not', '$ref']);
@@ -133,5 +133,5 @@ export function validationError(errors: ErrorObject[], data?: unknown): ApiError
     .sort((a, b) => a.rank - b.rank);
   const first = mapped[0] ?? { msg: 'The request is invalid.', code: 'invalid_request', param: '', loc: ['body'], type: 'invalid', rank: 9 };
   const issues: ValidationIssue[] = mapped.slice(0, MAX_ISSUES).map(({ loc, msg, type, input, ctx }) => ({ loc, msg, type, ...(input !== undefined ? { input } : {}), ...(ctx ? { ctx } : {}) }));
-  return new ApiError(422, 'invalid_request_error', first.code, first.msg, { param: first.param || null, issues });
+  return new ApiError(422, 'invalid_request_error', code422(first.code), first.msg, { param: first.param || null, issues });
 }

@@ -3,7 +3,7 @@
  * tenant's file (a PDF's layout, a large HTML document), so it never runs on the service's event loop.
  * Failures come back as data (an ApiError does not cross the thread boundary).
  */
-import { ApiError } from '../http/errors.js';
+import { ApiError } from '../errors/api-error.js';
 import { extract, type DocumentContentType } from './extract.js';
 
 export interface ExtractTask {

@@ -4,7 +4,7 @@
  */
 import { Parser } from 'htmlparser2';
 import { extractText, getDocumentProxy } from 'unpdf';
-import { unprocessable } from '../http/errors.js';
+import { unprocessable } from '../errors/api-error.js';
 
 export type DocumentContentType = 'text/plain' | 'text/markdown' | 'text/html' | 'application/pdf';
 

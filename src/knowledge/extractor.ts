@@ -5,7 +5,7 @@
  * heartbeats never parses a file.
  */
 import { Piscina } from 'piscina';
-import { unprocessable } from '../http/errors.js';
+import { unprocessable } from '../errors/api-error.js';
 import type { DocumentContentType } from './extract.js';
 import type { ExtractResult, ExtractTask } from './extract-worker.js';
 

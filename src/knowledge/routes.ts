@@ -8,7 +8,7 @@ import type { ErrorObject } from 'ajv';
 import type { File } from 'formidable';
 import type { Context } from 'koa';
 import type { Contract } from '../http/contract.js';
-import { ApiError, unprocessable } from '../http/errors.js';
+import { ApiError, unprocessable } from '../errors/api-error.js';
 import type { Handlers } from '../http/handler-types.js';
 import { workspaceOf } from '../workspaces/principal.js';
 import { validationError } from '../http/validation.js';

@@ -4,7 +4,7 @@
  * the API and the agent's `search_knowledge` tool use.
  */
 import type { components } from '../../generated/openapi.js';
-import { notFound, otherWorkspace, unprocessable } from '../http/errors.js';
+import { notFound, otherWorkspace, unprocessable } from '../errors/api-error.js';
 import { newId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { AgentService } from '../agents/service.js';

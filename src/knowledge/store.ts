@@ -4,7 +4,7 @@
  */
 import type { Knex } from 'knex';
 import type { components } from '../../generated/openapi.js';
-import { conflict } from '../http/errors.js';
+import { conflict } from '../errors/api-error.js';
 import { isUniqueViolation } from '../lib/db-errors.js';
 import { paginate, type PageParams } from '../lib/pagination.js';
 

@@ -11,7 +11,7 @@ import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import type { SecretBox } from '../crypto/secrets.js';
-import { badGateway, badRequest, conflict, notFound, otherWorkspace, unprocessable } from '../http/errors.js';
+import { badGateway, badRequest, conflict, notFound, otherWorkspace, unprocessable } from '../errors/api-error.js';
 import { newId } from '../lib/ids.js';
 import { sha256Hex } from '../lib/tokens.js';
 import type { Page, PageParams } from '../lib/pagination.js';

@@ -4,7 +4,7 @@
  * `call.completed` with the same values, plus user_id, source and ended_at.
  */
 import type { components } from '../../generated/openapi.js';
-import { notFound, otherWorkspace } from '../http/errors.js';
+import { notFound, otherWorkspace } from '../errors/api-error.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { ConversationRow, RealtimeStore } from './store.js';
 import type { ToolCallRecord } from '../../generated/asyncapi-types.js';

@@ -8,7 +8,7 @@ import { workspaceOf, type Principal } from '../workspaces/principal.js';
 import { checkContentType } from '../http/router.js';
 import { deferredBodyError } from '../http/deferred-body.js';
 import { validationError } from '../http/validation.js';
-import type { ApiError } from '../http/errors.js';
+import type { ApiError } from '../errors/api-error.js';
 import type { ErrorObject } from 'ajv';
 import type { RealtimeService } from './service.js';
 import type { ConversationRecords } from './records.js';

@@ -3,7 +3,7 @@
  * admission of a WebSocket connection in the order 4001 -> 4402 -> 4028 -> 4003 -> 4029 -> 1011.
  */
 import type { Logger } from 'pino';
-import { ApiError, forbidden, paymentRequired, tooManyRequests } from '../http/errors.js';
+import { ApiError, forbidden, paymentRequired, tooManyRequests } from '../errors/api-error.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import { agentNotFound, type RuntimeAgent } from '../agents/service.js';

@@ -6,7 +6,7 @@ import type { Knex } from 'knex';
 import type { Registry } from 'prom-client';
 import type { Handlers } from '../http/handler-types.js';
 import { asyncapiDocument, generatedDir, internalOpenapiDocument, openapiDocument, rootDir } from '../contract/documents.js';
-import { serviceUnavailable } from '../http/errors.js';
+import { serviceUnavailable } from '../errors/api-error.js';
 
 export interface SystemDeps {
   db: Knex;

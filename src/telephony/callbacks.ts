@@ -13,7 +13,7 @@
 import type { Context } from 'koa';
 import type { KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
-import { forbidden, notFound } from '../http/errors.js';
+import { forbidden, notFound } from '../errors/api-error.js';
 import type { Clock } from '../lib/clock.js';
 import { sha256Hex } from '../lib/tokens.js';
 import type { RuntimeAgent } from '../agents/service.js';

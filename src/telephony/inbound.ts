@@ -5,7 +5,7 @@
  * changes nothing.
  */
 import type { Logger } from 'pino';
-import { badGateway, conflict, notFound, unprocessable } from '../http/errors.js';
+import { badGateway, conflict, notFound, unprocessable } from '../errors/api-error.js';
 import type { AgentService, Agent, RuntimeAgent } from '../agents/service.js';
 import type { CallStore } from '../calls/store.js';
 import { toCall, type Call } from '../calls/records.js';

@@ -9,7 +9,7 @@
 import type { ErrorObject, ValidateFunction } from 'ajv';
 import { RE2JS } from 're2js';
 import { makeAjv } from '../contract/documents.js';
-import { unprocessable } from '../http/errors.js';
+import { unprocessable } from '../errors/api-error.js';
 
 /**
  * Ajv's `code.regExp`: an RE2 matcher with RegExp's `test` (Ajv passes the `u` flag only). Ajv keys

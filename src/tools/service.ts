@@ -5,7 +5,7 @@
 import { sameOrigin } from '../net/same-origin.js';
 import type { components } from '../../generated/openapi.js';
 import type { SecretBox } from '../crypto/secrets.js';
-import { notFound, otherWorkspace, unprocessable } from '../http/errors.js';
+import { notFound, otherWorkspace, unprocessable } from '../errors/api-error.js';
 import { newId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import { BlockedUrlError, checkUrl, type OutboundPolicy } from '../net/outbound-guard.js';

@@ -1,6 +1,6 @@
 /** HTTP tools and their attachment to agents. Header values arrive sealed. */
 import type { Knex } from 'knex';
-import { conflict } from '../http/errors.js';
+import { conflict } from '../errors/api-error.js';
 import { isUniqueViolation } from '../lib/db-errors.js';
 import { paginate, type PageParams } from '../lib/pagination.js';
 

@@ -2,7 +2,7 @@
 import type { Logger } from 'pino';
 import type { components } from '../../generated/openapi.js';
 import type { SecretBox } from '../crypto/secrets.js';
-import { notFound, otherWorkspace, unprocessable } from '../http/errors.js';
+import { notFound, otherWorkspace, unprocessable } from '../errors/api-error.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';

@@ -6,7 +6,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Knex } from 'knex';
 import { RateLimiterPostgres, RateLimiterRes } from 'rate-limiter-flexible';
-import { tooManyRequests } from '../http/errors.js';
+import { tooManyRequests } from '../errors/api-error.js';
 import { clientAddressResolver } from '../net/client-address.js';
 
 /** Counters whose window ended over an hour ago are deleted this often. */

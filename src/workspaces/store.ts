@@ -1,6 +1,6 @@
 /** Workspaces, users, dashboard sessions and API keys in PostgreSQL. Every query is scoped by workspace. */
 import type { Knex } from 'knex';
-import { conflict } from '../http/errors.js';
+import { conflict } from '../errors/api-error.js';
 import { isUniqueViolation } from '../lib/db-errors.js';
 import { paginate, type PageParams } from '../lib/pagination.js';
 import type { Role } from './principal.js';

@@ -2,7 +2,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
-import { conflict } from '../../src/http/errors.js';
+import { conflict } from '../../src/errors/api-error.js';
 
 let t: TestService;
 let tn: Tenant;
