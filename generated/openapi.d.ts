@@ -565,13 +565,37 @@ export interface paths {
         put?: never;
         /**
          * Upload a document to the workspace
-         * @description Send a file as `multipart/form-data` (part `file`, optional `name`), or text as
-         *     `application/json` (`{name, text}`). Accepted files: plain text, Markdown, HTML and PDF (its text
-         *     layer; scanned PDFs without one are refused as unreadable). The text is extracted, split into
-         *     passages and indexed before the answer, so the document is `ready` at once. At most 10 MB per
-         *     request (413). Attach the document to agents with `POST /api/v1/agents/{agent_id}/documents`.
+         * @description Send a file as `multipart/form-data` (part `file`, optional `name`). Accepted files: plain text,
+         *     Markdown, HTML and PDF (its text layer; scanned PDFs without one are refused as unreadable). The
+         *     text is extracted, split into passages and indexed before the answer, so the document is `ready`
+         *     at once. At most 10 MB per request (413). To give text in a JSON body instead, use
+         *     `POST /api/v1/documents/text`. Attach the document to agents with
+         *     `POST /api/v1/agents/{agent_id}/documents`.
          */
         post: operations["uploadDocument"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/documents/text": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a workspace document from text
+         * @description The JSON form of `POST /api/v1/documents`: the document's text in a JSON body (`{name, text}`),
+         *     stored with `content_type` `text/plain`. Split into passages and indexed before the answer, so
+         *     the document is `ready` at once. At most 10 MB per request (413). Attach the document to agents
+         *     with `POST /api/v1/agents/{agent_id}/documents`.
+         */
+        post: operations["createTextDocument"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2159,12 +2183,7 @@ export interface components {
              * @example ada@example.com
              */
             email: string;
-            /**
-             * @description `owner` (one per workspace, created at signup) and `admin` manage members; `developer` and above
-             *     manage API keys; `viewer` reads.
-             * @enum {string}
-             */
-            role: "owner" | "admin" | "developer" | "viewer";
+            role: components["schemas"]["MemberRole"];
         };
         /** WorkspaceSummary */
         WorkspaceSummary: {
@@ -2210,8 +2229,7 @@ export interface components {
             id: string;
             /** Format: email */
             email: string;
-            /** @enum {string} */
-            role: "owner" | "admin" | "developer" | "viewer";
+            role: components["schemas"]["MemberRole"];
             /** Format: date-time */
             created_at: string;
         };
@@ -2291,16 +2309,8 @@ export interface components {
         Workspace: {
             id: string;
             name: string;
-            /**
-             * @description New workspaces start on `trial`.
-             * @enum {string}
-             */
-            plan: "trial" | "starter" | "growth" | "enterprise";
-            /**
-             * @description `past_due` and `unpaid` block new calls and sessions (402 on creation, 4402 on connect).
-             * @enum {string}
-             */
-            subscription_status: "active" | "past_due" | "unpaid";
+            plan: components["schemas"]["WorkspacePlan"];
+            subscription_status: components["schemas"]["SubscriptionStatus"];
             /** @description Prepaid credit in cents; usage is metered against it. New workspaces get 1000 (10.00). */
             credit_balance_cents: number;
             /** @description Live sessions and calls the workspace may hold at once. New workspaces get 5. */
@@ -2319,10 +2329,8 @@ export interface components {
         /** WorkspaceUpdateRequest */
         WorkspaceUpdateRequest: {
             name?: string;
-            /** @enum {string} */
-            plan?: "trial" | "starter" | "growth" | "enterprise";
-            /** @enum {string} */
-            subscription_status?: "active" | "past_due" | "unpaid";
+            plan?: components["schemas"]["WorkspacePlan"];
+            subscription_status?: components["schemas"]["SubscriptionStatus"];
             credit_balance_cents?: number;
             concurrent_session_limit?: number;
         };
@@ -2338,28 +2346,47 @@ export interface components {
             };
         };
         /**
+         * McpServerCreateFields
+         * @description Internal: the fields of `McpServerCreateRequest` as one object, what `connectMcpServer` validates a
+         *     body against before it applies the `auth_type` rules itself (so each broken rule gets its own code,
+         *     and a body without `auth_type` keeps meaning `none`). Clients see the tagged union
+         *     `McpServerCreateRequest`.
+         */
+        McpServerCreateFields: {
+            name: string;
+            /** Format: uri */
+            url: string;
+            transport?: components["schemas"]["McpTransport"];
+            auth_type?: components["schemas"]["McpAuthType"];
+            static_auth?: components["schemas"]["McpStaticAuthInput"];
+            oauth_config?: components["schemas"]["McpOAuthConfigInput"];
+        };
+        /**
+         * MemberRole
+         * @description A member's role in a workspace: `owner` (one per workspace, created at signup) and `admin` manage
+         *     members; `developer` and above manage API keys; `viewer` reads.
+         * @enum {string}
+         */
+        MemberRole: "owner" | "admin" | "developer" | "viewer";
+        /**
          * VoicemailConfig
-         * @description What an outbound call does when an answering machine picks up. The same object is returned in
-         *     `Agent.voicemail_config` and accepted in agent create and update bodies. On input it replaces the
-         *     stored object as a whole (it is not merged): a field left out takes its default.
+         * @description What an outbound call does when an answering machine picks up, as `Agent.voicemail_config` shows
+         *     it: every field present, defaults filled in. Agent create and update bodies take it as
+         *     `VoicemailConfigInput`.
          */
         VoicemailConfig: {
-            /**
-             * @description Detect answering machines on outbound calls and act on the result.
-             * @default false
-             */
+            /** @description Detect answering machines on outbound calls and act on the result. */
             enabled: boolean;
             /**
              * @description Spoken after the greeting's beep when a machine answers. `null` hangs up without leaving a
              *     message.
              */
-            message?: string | null;
+            message: string | null;
             /** @description How long machine detection may listen, in seconds. `null` uses the carrier's default (30). */
-            detection_timeout_seconds?: number | null;
+            detection_timeout_seconds: number | null;
             /**
              * @description Whether a batch recipient whose call reached voicemail is dialled again under the batch's
              *     retry policy. Single calls are never retried.
-             * @default true
              */
             retry_on_voicemail: boolean;
         };
@@ -2464,6 +2491,28 @@ export interface components {
             next_cursor: string | null;
         };
         /**
+         * VoicemailConfigInput
+         * @description What an outbound call does when an answering machine picks up, as agent create and update bodies
+         *     take it. It replaces the stored object as a whole (it is not merged): a field left out takes its
+         *     default, so `{"enabled": true}` is complete. The agent shows the result as `VoicemailConfig`.
+         */
+        VoicemailConfigInput: {
+            /** @description Detect answering machines on outbound calls and act on the result. Default `false`. */
+            enabled?: boolean;
+            /**
+             * @description Spoken after the greeting's beep when a machine answers. `null` (the default) hangs up without
+             *     leaving a message.
+             */
+            message?: string | null;
+            /** @description How long machine detection may listen, in seconds. `null` (the default) uses the carrier's default (30). */
+            detection_timeout_seconds?: number | null;
+            /**
+             * @description Whether a batch recipient whose call reached voicemail is dialled again under the batch's
+             *     retry policy. Single calls are never retried. Default `true`.
+             */
+            retry_on_voicemail?: boolean;
+        };
+        /**
          * ProviderAConfigInput
          * @description Credentials and number for `provider_a`. Merged onto the stored config field by field: a field left
          *     out is unchanged, a field sent as `null` is cleared, so `{auth_token: "..."}` alone rotates the
@@ -2540,7 +2589,7 @@ export interface components {
             variable_placeholders?: {
                 [key: string]: string;
             } | null;
-            voicemail_config?: components["schemas"]["VoicemailConfig"] | null;
+            voicemail_config?: components["schemas"]["VoicemailConfigInput"] | null;
             provider_a_config?: components["schemas"]["ProviderAConfigInput"] | null;
             provider_b_config?: components["schemas"]["ProviderBConfigInput"] | null;
             realtime?: components["schemas"]["RealtimeInput"] | null;
@@ -2588,11 +2637,17 @@ export interface components {
             variable_placeholders?: {
                 [key: string]: string;
             } | null;
-            voicemail_config?: components["schemas"]["VoicemailConfig"] | null;
+            voicemail_config?: components["schemas"]["VoicemailConfigInput"] | null;
             provider_a_config?: components["schemas"]["ProviderAConfigInput"] | null;
             provider_b_config?: components["schemas"]["ProviderBConfigInput"] | null;
             realtime?: components["schemas"]["RealtimeInput"] | null;
         };
+        /**
+         * ToolMethod
+         * @description The HTTP method a tool's endpoint is called with.
+         * @enum {string}
+         */
+        ToolMethod: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
         /**
          * Tool
          * @description An HTTP action an agent can invoke mid-call. Tools belong to the workspace and are attached to
@@ -2612,8 +2667,7 @@ export interface components {
             };
             /** Format: uri */
             url: string;
-            /** @enum {string} */
-            method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+            method: components["schemas"]["ToolMethod"];
             /** @description Names of the stored request headers, sorted. Their values are write-only. */
             header_names: string[];
             timeout_ms: number;
@@ -2640,6 +2694,12 @@ export interface components {
             tool_id: string;
         };
         /**
+         * DocumentContentType
+         * @description The type of a knowledge document's source (JSON text is stored as `text/plain`).
+         * @enum {string}
+         */
+        DocumentContentType: "text/plain" | "text/markdown" | "text/html" | "application/pdf";
+        /**
          * AgentDocument
          * @description A document in one agent's knowledge base: an agent-scoped copy of a workspace document, with its
          *     own id (`adoc_...`, in the field `doc_id`). Detaching it deletes this record only; the workspace
@@ -2656,8 +2716,7 @@ export interface components {
             source_doc_id: string | null;
             agent_id: string;
             name: string;
-            /** @enum {string} */
-            content_type: "text/plain" | "text/markdown" | "text/html" | "application/pdf";
+            content_type: components["schemas"]["DocumentContentType"];
             size_bytes: number;
             char_count: number;
             chunk_count: number;
@@ -2699,11 +2758,8 @@ export interface components {
              *     searchable word (only punctuation or whitespace) is refused with 422 `empty_query`.
              */
             query: string;
-            /**
-             * @description Most passages to return.
-             * @default 5
-             */
-            limit: number;
+            /** @description Most passages to return. Default `5`. */
+            limit?: number;
         };
         /**
          * KnowledgeSearchHit
@@ -2734,6 +2790,20 @@ export interface components {
             object: "list";
             data: components["schemas"]["KnowledgeSearchHit"][];
         };
+        /**
+         * McpTransport
+         * @description How the service talks to a remote MCP server: `streamable_http` (the current MCP HTTP transport) or
+         *     `sse` (the older HTTP+SSE transport). Local subprocess (`stdio`) servers are not supported.
+         * @enum {string}
+         */
+        McpTransport: "sse" | "streamable_http";
+        /**
+         * McpAuthType
+         * @description How the service authenticates to an MCP server: `none`, `static` (a fixed bearer token or headers,
+         *     `static_auth`) or `oauth2` (authorization code with PKCE, `oauth_config`).
+         * @enum {string}
+         */
+        McpAuthType: "none" | "static" | "oauth2";
         /**
          * McpOAuthConfig
          * @description The stored OAuth client settings, without secrets or tokens.
@@ -2778,10 +2848,8 @@ export interface components {
             name: string;
             /** Format: uri */
             url: string;
-            /** @enum {string} */
-            transport: "sse" | "streamable_http";
-            /** @enum {string} */
-            auth_type: "none" | "static" | "oauth2";
+            transport: components["schemas"]["McpTransport"];
+            auth_type: components["schemas"]["McpAuthType"];
             /** @description Present for `auth_type: static`, otherwise null. */
             static_auth: {
                 has_credentials: boolean;
@@ -2866,13 +2934,10 @@ export interface components {
             /**
              * @description JSON Schema (2020-12) of the arguments object the model passes. The top-level `type` must be
              *     `object`. It is compiled on write; a schema that does not compile is refused with 422
-             *     `invalid_parameters_schema` and `param` naming the offending location.
-             * @default {
-             *       "type": "object",
-             *       "properties": {}
-             *     }
+             *     `invalid_parameters_schema` and `param` naming the offending location. Default
+             *     `{"type": "object", "properties": {}}` (no arguments).
              */
-            parameters: {
+            parameters?: {
                 /** @constant */
                 type: "object";
             } & {
@@ -2880,11 +2945,8 @@ export interface components {
             };
             /** Format: uri */
             url: string;
-            /**
-             * @default POST
-             * @enum {string}
-             */
-            method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+            /** @description Default `POST`. */
+            method?: components["schemas"]["ToolMethod"];
             /**
              * @description Request headers sent with every call of the tool, e.g. `Authorization`. A value may hold visible
              *     characters, spaces and tabs of ISO-8859-1 (no CR, LF, NUL or other control characters, nothing
@@ -2895,11 +2957,8 @@ export interface components {
             headers?: {
                 [key: string]: string;
             };
-            /**
-             * @description How long one call may take before it fails with `timeout`.
-             * @default 10000
-             */
-            timeout_ms: number;
+            /** @description How long one call may take before it fails with `timeout`. Default `10000`. */
+            timeout_ms?: number;
         };
         /**
          * ToolUpdateRequest
@@ -2923,8 +2982,7 @@ export interface components {
             };
             /** Format: uri */
             url?: string;
-            /** @enum {string} */
-            method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+            method?: components["schemas"]["ToolMethod"];
             /**
              * @description Merged onto the stored headers by name: a string value sets (or rotates) that header, `null`
              *     removes it, a name left out is unchanged. `headers: null` removes every header. Values are
@@ -2942,8 +3000,8 @@ export interface components {
          *     and the endpoint is not called.
          */
         ToolTestRequest: {
-            /** @default {} */
-            arguments: {
+            /** @description The arguments object. Default `{}` (no arguments). */
+            arguments?: {
                 [key: string]: unknown;
             };
         };
@@ -2985,11 +3043,8 @@ export interface components {
             /** @example doc_01JD5Z7Q8Y1C2B3A4N5M6K7P9C */
             doc_id: string;
             name: string;
-            /**
-             * @description The uploaded file's type; `text/plain` for a JSON upload.
-             * @enum {string}
-             */
-            content_type: "text/plain" | "text/markdown" | "text/html" | "application/pdf";
+            /** @description The uploaded file's type; `text/plain` for a JSON upload. */
+            content_type: components["schemas"]["DocumentContentType"];
             /** @description Size of the uploaded file (or of the UTF-8 text of a JSON upload). */
             size_bytes: number;
             /** @description Characters of extracted text. */
@@ -3042,6 +3097,26 @@ export interface components {
             text: string;
         };
         /**
+         * McpServerCreateNone
+         * @description A server that needs no credentials (`auth_type: none`).
+         */
+        McpServerCreateNone: {
+            name: string;
+            /**
+             * Format: uri
+             * @description The server's endpoint. A URL whose host resolves to a private, loopback or link-local address is
+             *     refused with 422 `url_not_allowed` unless the deployment allows such addresses.
+             */
+            url: string;
+            /** @description Default `streamable_http`. `stdio` is refused with 422 `unsupported_transport`. */
+            transport?: components["schemas"]["McpTransport"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            auth_type: "none";
+        };
+        /**
          * McpStaticAuthInput
          * @description Fixed credentials for `auth_type: static`: exactly one of a bearer token (sent as
          *     `Authorization: Bearer <token>`) or a set of request headers. Write-only: responses show only
@@ -3058,6 +3133,27 @@ export interface components {
             };
         };
         /**
+         * McpServerCreateStatic
+         * @description A server called with fixed credentials (`auth_type: static`), given in `static_auth`.
+         */
+        McpServerCreateStatic: {
+            name: string;
+            /**
+             * Format: uri
+             * @description The server's endpoint. A URL whose host resolves to a private, loopback or link-local address is
+             *     refused with 422 `url_not_allowed` unless the deployment allows such addresses.
+             */
+            url: string;
+            /** @description Default `streamable_http`. `stdio` is refused with 422 `unsupported_transport`. */
+            transport?: components["schemas"]["McpTransport"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            auth_type: "static";
+            static_auth: components["schemas"]["McpStaticAuthInput"];
+        };
+        /**
          * McpOAuthConfigInput
          * @description OAuth 2.0 client settings for `auth_type: oauth2` (authorization code with PKCE S256). `client_secret`
          *     is write-only; leave it out for a public client. `access_token`, `refresh_token` and `expires_at`
@@ -3070,35 +3166,44 @@ export interface components {
             authorization_url: string;
             /** Format: uri */
             token_url: string;
-            /** @default [] */
-            scopes: string[];
+            /** @description Scopes to request. Default `[]` (none). */
+            scopes?: string[];
+        };
+        /**
+         * McpServerCreateOAuth2
+         * @description A server behind OAuth 2.0 (`auth_type: oauth2`), with the client settings in `oauth_config`.
+         *     Nothing is tried at connect: authorize next (`POST /api/v1/mcp-servers/{mcp_server_id}/oauth/authorize`).
+         */
+        McpServerCreateOAuth2: {
+            name: string;
+            /**
+             * Format: uri
+             * @description The server's endpoint. A URL whose host resolves to a private, loopback or link-local address is
+             *     refused with 422 `url_not_allowed` unless the deployment allows such addresses.
+             */
+            url: string;
+            /** @description Default `streamable_http`. `stdio` is refused with 422 `unsupported_transport`. */
+            transport?: components["schemas"]["McpTransport"];
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            auth_type: "oauth2";
+            oauth_config: components["schemas"]["McpOAuthConfigInput"];
         };
         /**
          * McpServerCreateRequest
-         * @description Connect a remote MCP server. `auth_type: static` needs `static_auth` and `oauth2` needs
-         *     `oauth_config` (422 `static_auth_required` / `oauth_config_required`); sending either with another
-         *     `auth_type` is refused (422 `auth_config_mismatch`). Local subprocess (stdio) servers are not
-         *     supported: `transport: stdio` is refused with 422 `unsupported_transport`, and `command` or `args`
-         *     with 422 `unknown_field`. A URL whose host resolves to a private, loopback or link-local address is
-         *     refused with 422 `url_not_allowed` unless the deployment allows such addresses.
+         * @description Connect a remote MCP server: one of three shapes, told apart by `auth_type` (the discriminator).
+         *     `none` takes no credentials; `static` needs `static_auth`; `oauth2` needs `oauth_config`. The
+         *     service refuses a `static` body without `static_auth` with 422 `static_auth_required`, an `oauth2`
+         *     body without `oauth_config` with 422 `oauth_config_required`, and credentials of another kind than
+         *     `auth_type` with 422 `auth_config_mismatch` (a body without `auth_type` is taken as `none`). Local
+         *     subprocess (stdio) servers are not supported: `transport: stdio` is refused with 422
+         *     `unsupported_transport`, and `command` or `args` with 422 `unknown_field`. A URL whose host
+         *     resolves to a private, loopback or link-local address is refused with 422 `url_not_allowed` unless
+         *     the deployment allows such addresses.
          */
-        McpServerCreateRequest: {
-            name: string;
-            /** Format: uri */
-            url: string;
-            /**
-             * @default streamable_http
-             * @enum {string}
-             */
-            transport: "sse" | "streamable_http";
-            /**
-             * @default none
-             * @enum {string}
-             */
-            auth_type: "none" | "static" | "oauth2";
-            static_auth?: components["schemas"]["McpStaticAuthInput"];
-            oauth_config?: components["schemas"]["McpOAuthConfigInput"];
-        };
+        McpServerCreateRequest: components["schemas"]["McpServerCreateNone"] | components["schemas"]["McpServerCreateStatic"] | components["schemas"]["McpServerCreateOAuth2"];
         /**
          * McpOAuthConfigUpdate
          * @description Change OAuth client settings. Merged onto the stored settings field by field: a field left out is
@@ -3128,10 +3233,8 @@ export interface components {
             name?: string;
             /** Format: uri */
             url?: string;
-            /** @enum {string} */
-            transport?: "sse" | "streamable_http";
-            /** @enum {string} */
-            auth_type?: "none" | "static" | "oauth2";
+            transport?: components["schemas"]["McpTransport"];
+            auth_type?: components["schemas"]["McpAuthType"];
             static_auth?: components["schemas"]["McpStaticAuthInput"];
             oauth_config?: components["schemas"]["McpOAuthConfigUpdate"];
         };
@@ -3162,6 +3265,12 @@ export interface components {
          */
         CallStatus: "queued" | "initiated" | "ringing" | "in_progress" | "completed" | "busy" | "no_answer" | "failed" | "canceled" | "voicemail";
         /**
+         * CallDirection
+         * @description `outbound`: placed by the service (the API or a batch). `inbound`: a caller rang an agent's number.
+         * @enum {string}
+         */
+        CallDirection: "outbound" | "inbound";
+        /**
          * TranscriptEntry
          * @description One utterance of a conversation, in the order spoken. Only final text appears here (the partial
          *     transcripts streamed over the realtime WebSocket are not kept). In a text session each message the
@@ -3183,6 +3292,12 @@ export interface components {
             /** @description When the utterance began, as Unix time in seconds (fractional part allowed). */
             timestamp: number;
         };
+        /**
+         * Sentiment
+         * @description The other party's overall sentiment (`neutral` when there was nothing to judge).
+         * @enum {string}
+         */
+        Sentiment: "positive" | "neutral" | "negative";
         /**
          * ToolCallRecord
          * @description One tool invocation the agent made during a call or web session, in the order the calls started.
@@ -3229,7 +3344,9 @@ export interface components {
              *     When the JSON text of the result is longer than 4,096 bytes, `result` is instead a string: that JSON
              *     text cut to at most 4,096 bytes at a UTF-8 character boundary, followed by `…[truncated]`.
              */
-            result: Record<string, never> | unknown[] | string | number | boolean | null;
+            result: {
+                [key: string]: unknown;
+            } | unknown[] | string | number | boolean | null;
             /** @description True when the tool answered successfully (for an HTTP tool, a 2xx response in time). */
             ok: boolean;
             /** @description Why the call failed (timeout, HTTP status, MCP error message); null when `ok` is true. */
@@ -3291,8 +3408,7 @@ export interface components {
             agent_id: string;
             /** @description The batch that placed this call; null for calls created directly and inbound calls. */
             batch_id: string | null;
-            /** @enum {string} */
-            direction: "outbound" | "inbound";
+            direction: components["schemas"]["CallDirection"];
             provider: components["schemas"]["Provider"];
             /** @description E.164. Outbound calls come from the agent's number for `provider`; inbound calls from the caller. */
             from_number: string;
@@ -3329,11 +3445,8 @@ export interface components {
              *     then hold exactly what `call.completed` carried (`summary` empty when nothing was said).
              */
             summary: string | null;
-            /**
-             * @description The other party's overall sentiment (`neutral` when there was nothing to judge); null until terminal.
-             * @enum {string|null}
-             */
-            sentiment: "positive" | "neutral" | "negative" | null;
+            /** @description The other party's overall sentiment (`neutral` when there was nothing to judge); null until terminal. */
+            sentiment: components["schemas"]["Sentiment"] | null;
             /** @description Whether the analysis judged that the agent achieved the purpose set in its instruction; null until terminal. */
             goal_met: boolean | null;
             /** @description Whether a person should look at this call (also true when the analysis failed); null until terminal. */
@@ -3531,6 +3644,12 @@ export interface components {
             items: components["schemas"]["BatchSkippedRecipient"][];
         };
         /**
+         * RetryableCallStatus
+         * @description A call outcome a batch's retry policy may retry.
+         * @enum {string}
+         */
+        RetryableCallStatus: "busy" | "no_answer" | "failed";
+        /**
          * BatchRetryPolicy
          * @description When a recipient is called again. A call that ends with a status listed in `retry_on` (or
          *     `voicemail`, when the agent's `voicemail_config.retry_on_voicemail` is true) is placed again after
@@ -3547,8 +3666,14 @@ export interface components {
              * @description Call outcomes that are retried. Empty (the default): busy, unanswered and failed calls are final
              *     at once; only voicemail is retried, and only when the agent asks for it.
              */
-            retry_on: ("busy" | "no_answer" | "failed")[];
+            retry_on: components["schemas"]["RetryableCallStatus"][];
         };
+        /**
+         * Weekday
+         * @description A day of the week.
+         * @enum {string}
+         */
+        Weekday: "mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun";
         /**
          * BatchCallingWindow
          * @description The local hours in which recipients may be called, so nobody is called at night. A recipient is
@@ -3573,7 +3698,7 @@ export interface components {
              */
             timezone: string;
             /** @description Weekdays on which calls are placed; omitted means every day. */
-            days?: ("mon" | "tue" | "wed" | "thu" | "fri" | "sat" | "sun")[];
+            days?: components["schemas"]["Weekday"][];
         };
         /**
          * BatchSummary
@@ -3657,22 +3782,42 @@ export interface components {
          *     batch places no further call. On input every field is optional and takes its default.
          */
         BatchRetryPolicyInput: {
-            /**
-             * @description Calls per recipient per round at most, the first one included (`retryBatch` starts a new round).
-             * @default 3
-             */
-            max_attempts: number;
-            /**
-             * @description Wait between the end of one attempt and the next one (at most 7 days).
-             * @default 900
-             */
-            delay_seconds: number;
+            /** @description Calls per recipient per round at most, the first one included (`retryBatch` starts a new round). Default `3`. */
+            max_attempts?: number;
+            /** @description Wait between the end of one attempt and the next one (at most 7 days). Default `900`. */
+            delay_seconds?: number;
             /**
              * @description Call outcomes that are retried. Empty (the default): busy, unanswered and failed calls are final
              *     at once; only voicemail is retried, and only when the agent asks for it.
-             * @default []
              */
-            retry_on: ("busy" | "no_answer" | "failed")[];
+            retry_on?: components["schemas"]["RetryableCallStatus"][];
+        };
+        /**
+         * BatchCallingWindowInput
+         * @description The local hours in which recipients may be called, so nobody is called at night. A recipient is
+         *     dialed only when, in its time zone (the recipient's `timezone`, else this `timezone`), the time is
+         *     at or after `start` and before `end` on one of `days`. Outside it the recipient waits (status
+         *     `scheduled`) until the window next opens; a call already in progress is never cut at `end`. The
+         *     batch shows it as `BatchCallingWindow`.
+         */
+        BatchCallingWindowInput: {
+            /**
+             * @description Opening time, `HH:MM` (24-hour).
+             * @example 09:00
+             */
+            start: string;
+            /**
+             * @description Closing time, `HH:MM` (24-hour), later than `start` (windows do not span midnight).
+             * @example 20:00
+             */
+            end: string;
+            /**
+             * @description IANA time zone used for recipients without their own, e.g. `America/New_York` or `UTC`.
+             * @example America/New_York
+             */
+            timezone: string;
+            /** @description Weekdays on which calls are placed; omitted means every day. */
+            days?: components["schemas"]["Weekday"][];
         };
         /** BatchCreateRequest */
         BatchCreateRequest: {
@@ -3704,14 +3849,13 @@ export interface components {
              */
             webhook_url?: string;
             /**
-             * @description How many of this batch's calls may be live at once. The workspace's own concurrency limit
-             *     (shared by all its calls, batches and web sessions) applies on top: when the workspace has no
-             *     free slot the batch waits for one; its recipients are never failed for it.
-             * @default 10
+             * @description How many of this batch's calls may be live at once (default `10`). The workspace's own
+             *     concurrency limit (shared by all its calls, batches and web sessions) applies on top: when the
+             *     workspace has no free slot the batch waits for one; its recipients are never failed for it.
              */
-            concurrency: number;
+            concurrency?: number;
             retry_policy?: components["schemas"]["BatchRetryPolicyInput"];
-            calling_window?: components["schemas"]["BatchCallingWindow"];
+            calling_window?: components["schemas"]["BatchCallingWindowInput"];
         };
         /**
          * Batch
@@ -3767,6 +3911,12 @@ export interface components {
          * @enum {string}
          */
         BatchRecipientStatus: "pending" | "scheduled" | "dialing" | "in_progress" | "completed" | "failed" | "voicemail" | "no_answer" | "busy" | "canceled";
+        /**
+         * CallOutcome
+         * @description The final status of a call that ended (the terminal values of `CallStatus`).
+         * @enum {string}
+         */
+        CallOutcome: "completed" | "busy" | "no_answer" | "failed" | "canceled" | "voicemail";
         /** BatchRecipient */
         BatchRecipient: {
             /** @example brcp_01JD5ZD4E5F6G7H8J9K0M1N2P3 */
@@ -3787,11 +3937,8 @@ export interface components {
             call_id: string | null;
             /** @description Every call placed for this recipient, oldest first (each is `GET /api/v1/calls/{call_id}`). */
             call_ids: string[];
-            /**
-             * @description The final status of the latest call that ended; null before one has.
-             * @enum {string|null}
-             */
-            outcome: "completed" | "voicemail" | "busy" | "no_answer" | "failed" | "canceled" | null;
+            /** @description The final status of the latest call that ended; null before one has. */
+            outcome: components["schemas"]["CallOutcome"] | null;
             /** @description Why the latest attempt did not reach `completed` (for example `busy`, `carrier_error`, `agent_deleted`); null otherwise. */
             last_error: string | null;
             /**
@@ -4130,8 +4277,7 @@ export interface components {
             transcript_truncated: boolean;
             /** @description A few sentences on what happened, from post-call analysis; empty when nothing was said. */
             summary: string;
-            /** @enum {string} */
-            sentiment: "positive" | "neutral" | "negative";
+            sentiment: components["schemas"]["Sentiment"];
             goal_met: boolean;
             needs_review: boolean;
             unanswered_questions: string[];
@@ -4184,11 +4330,8 @@ export interface components {
         SandboxInboundCallRequest: {
             /** @description The agent's number to ring, E.164. */
             to_number: string;
-            /**
-             * @description The simulated caller's number, E.164.
-             * @default +15555550100
-             */
-            from_number: string;
+            /** @description The simulated caller's number, E.164. Default `+15555550100`. */
+            from_number?: string;
             /** @description The carrier to ring through. Omitted: the one at which the number takes inbound calls (required when both do). */
             provider?: components["schemas"]["Provider"];
         };
@@ -4336,6 +4479,19 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
+        /**
+         * WorkspacePlan
+         * @description A workspace's plan. New workspaces start on `trial`.
+         * @enum {string}
+         */
+        WorkspacePlan: "trial" | "starter" | "growth" | "enterprise";
+        /**
+         * SubscriptionStatus
+         * @description A workspace's subscription. `past_due` and `unpaid` block new calls and sessions (402 on creation,
+         *     4402 on connect).
+         * @enum {string}
+         */
+        SubscriptionStatus: "active" | "past_due" | "unpaid";
         /**
          * PublicAgentProfile
          * @description What any page may know about an agent: its display name and which video sources its web sessions
@@ -4533,9 +4689,8 @@ export interface components {
              *     - `voicemail`: answering-machine detection found a machine; the agent left the configured
              *       voicemail message, if any, and hung up.
              *     A web session ends only as `completed` or `failed`.
-             * @enum {string}
              */
-            status: "completed" | "busy" | "no_answer" | "failed" | "canceled" | "voicemail";
+            status: components["schemas"]["CallOutcome"];
             /** @description Number of entries in `transcript`. */
             message_count: number;
             /** @description Every final utterance, oldest first; empty when nothing was said. */
@@ -4549,11 +4704,8 @@ export interface components {
             transcript_truncated: boolean;
             /** @description A few sentences on what happened, from post-call analysis; empty when nothing was said. */
             summary: string;
-            /**
-             * @description The other party's overall sentiment; `neutral` when there was nothing to judge.
-             * @enum {string}
-             */
-            sentiment: "positive" | "neutral" | "negative";
+            /** @description The other party's overall sentiment; `neutral` when there was nothing to judge. */
+            sentiment: components["schemas"]["Sentiment"];
             /** @description Whether the analysis judged that the agent achieved the purpose set in its instruction. */
             goal_met: boolean;
             /**
@@ -7139,13 +7291,6 @@ export interface operations {
                  *     }
                  */
                 "multipart/form-data": components["schemas"]["DocumentUploadForm"];
-                /**
-                 * @example {
-                 *       "name": "Opening hours",
-                 *       "text": "We are open Monday to Friday, 8 am to 6 pm, and Saturday 9 am to 1 pm. We are closed on public holidays."
-                 *     }
-                 */
-                "application/json": components["schemas"]["DocumentCreateRequest"];
             };
         };
         responses: {
@@ -7196,9 +7341,8 @@ export interface operations {
                 };
             };
             /**
-             * @description The request is neither `multipart/form-data` nor `application/json` (code
-             *     `unsupported_media_type`), or the file is not plain text, Markdown, HTML or PDF (code
-             *     `unsupported_file_type`).
+             * @description The request is not `multipart/form-data` (code `unsupported_media_type`), or the file is not
+             *     plain text, Markdown, HTML or PDF (code `unsupported_file_type`).
              */
             415: {
                 headers: {
@@ -7221,7 +7365,7 @@ export interface operations {
                 };
             };
             /**
-             * @description The body is invalid (code `unknown_field`, `missing_field`, ...), the file cannot be read
+             * @description The form is invalid (code `unknown_field`, `missing_field`, ...), the file cannot be read
              *     (code `document_unreadable`: a broken, encrypted or image-only PDF, or text that is not
              *     UTF-8), or no text remains after extraction (code `document_empty`).
              */
@@ -7238,6 +7382,100 @@ export interface operations {
                      *         "code": "document_unreadable",
                      *         "message": "The PDF could not be read; it may be damaged or encrypted.",
                      *         "param": "file",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createTextDocument: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Opening hours",
+                 *       "text": "We are open Monday to Friday, 8 am to 6 pm, and Saturday 9 am to 1 pm. We are closed on public holidays."
+                 *     }
+                 */
+                "application/json": components["schemas"]["DocumentCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The new document, ready to attach. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "doc_id": "doc_01JD5Z7Q8Y1C2B3A4N5M6K7P9D",
+                     *       "name": "Opening hours",
+                     *       "content_type": "text/plain",
+                     *       "size_bytes": 104,
+                     *       "char_count": 104,
+                     *       "chunk_count": 1,
+                     *       "status": "ready",
+                     *       "created_at": "2026-11-21T23:53:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Document"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description The request is larger than 10 MB (code `payload_too_large`). */
+            413: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "payload_too_large",
+                     *         "message": "Documents may be at most 10 MB.",
+                     *         "param": null,
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            415: components["responses"]["UnsupportedMediaType"];
+            /**
+             * @description The body is invalid (code `unknown_field`, `missing_field`, ...), or its text is empty once
+             *     whitespace is trimmed (code `document_empty`).
+             */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "document_empty",
+                     *         "message": "The document has no text once whitespace is removed.",
+                     *         "param": "text",
                      *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
                      *       }
                      *     }
@@ -7931,7 +8169,7 @@ export interface operations {
                 /** @description Only calls in this status. */
                 status?: components["schemas"]["CallStatus"];
                 /** @description Only outbound or only inbound calls. */
-                direction?: "outbound" | "inbound";
+                direction?: components["schemas"]["CallDirection"];
                 /** @description Only calls created at or after this time (ISO 8601). */
                 created_after?: string;
                 /** @description Only calls created before this time (ISO 8601). */

@@ -273,6 +273,14 @@ export const operations = [
     ]
   },
   {
+    "operationId": "createTextDocument",
+    "method": "POST",
+    "path": "/api/v1/documents/text",
+    "tags": [
+      "Knowledge"
+    ]
+  },
+  {
     "operationId": "getDocument",
     "method": "GET",
     "path": "/api/v1/documents/{doc_id}",

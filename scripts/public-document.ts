@@ -11,7 +11,7 @@ type Json = Record<string, any>;
 /** Operations with one of these tags live in the internal document only. */
 export const INTERNAL_TAGS = new Set(['Operator', 'Carrier Callbacks', 'System', 'Browser SDK', 'Dashboard']);
 /** Extensions the service's own code reads (body checks in handlers, error wording); documented ones stay. */
-export const INTERNAL_EXTENSIONS = new Set(['x-validate-in-handler', 'x-unsupported-values']);
+export const INTERNAL_EXTENSIONS = new Set(['x-validate-in-handler', 'x-validate-as', 'x-unsupported-values']);
 /** Components kept even when no public operation refers to them (catalogues client teams read on their own). */
 const ALWAYS_KEPT = new Set(['#/components/schemas/ErrorCode']);
 

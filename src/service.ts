@@ -233,7 +233,7 @@ export async function startService(
     ...workspaceRoutes(workspaces, authLimit),
     ...agentRoutes(agents),
     ...toolRoutes(tools),
-    ...knowledgeRoutes(knowledge, contract),
+    ...knowledgeRoutes(knowledge),
     ...webhookRoutes(webhooks),
     ...mcpRoutes(mcp),
     ...realtime.routes,

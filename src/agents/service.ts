@@ -22,7 +22,7 @@ type CreateRequest = components['schemas']['AgentCreateRequest'];
 type UpdateRequest = components['schemas']['AgentUpdateRequest'];
 type ProviderAInput = components['schemas']['ProviderAConfigInput'];
 type ProviderBInput = components['schemas']['ProviderBConfigInput'];
-type VoicemailInput = components['schemas']['VoicemailConfig'];
+type VoicemailInput = components['schemas']['VoicemailConfigInput'];
 type RealtimeInput = components['schemas']['RealtimeInput'];
 
 /** An agent as the call and session bridges need it; credentials in plaintext, so never serialise it. */

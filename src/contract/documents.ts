@@ -30,6 +30,36 @@ export function makeAjv(opts: AjvOptions = {}): Ajv2020 {
   return ajv;
 }
 
+/** Keys whose values are data, not schemas: never closed. */
+const DATA_KEYS = new Set(['example', 'examples', 'default', 'const', 'enum']);
+const COMPOSITIONS = ['allOf', 'anyOf', 'oneOf', 'if'];
+
+/**
+ * A copy of a document in which every object schema that lists `properties` and says nothing about
+ * other properties refuses them: `additionalProperties: false`, or `unevaluatedProperties: false`
+ * beside a composition. The contract leaves response schemas open, so clients built from it tolerate
+ * fields added later; the service's own checks of what it sends (every response in tests, every
+ * webhook payload before it is recorded) validate against this closed copy, so a field the contract
+ * does not list (a leaked credential, a misspelt name) still fails them. Request schemas declare
+ * `additionalProperties` themselves and are unchanged. `skip` leaves a subtree as it is.
+ */
+export function withClosedObjects(doc: Json, skip: (path: string[]) => boolean = () => false): Json {
+  const close = (node: unknown, at: string[]): unknown => {
+    if (Array.isArray(node)) return node.map((n, i) => close(n, [...at, String(i)]));
+    if (!node || typeof node !== 'object' || skip(at)) return node;
+    const out: Json = {};
+    for (const [k, v] of Object.entries(node as Json)) out[k] = DATA_KEYS.has(k) || k.startsWith('x-') ? v : close(v, [...at, k]);
+    const props = out.properties;
+    const open = ['additionalProperties', 'unevaluatedProperties', 'patternProperties'].some((k) => k in out);
+    if (props && typeof props === 'object' && !Array.isArray(props) && !open) {
+      if (COMPOSITIONS.some((k) => k in out)) out.unevaluatedProperties = false;
+      else out.additionalProperties = false;
+    }
+    return out;
+  };
+  return close(doc, []) as Json;
+}
+
 const documents = new Map<string, Json>();
 function read(file: 'openapi.json' | 'openapi-internal.json' | 'asyncapi.json'): Json {
   let doc = documents.get(file);
@@ -56,7 +86,11 @@ export function asyncapiPayloadValidator(component: string): ValidateFunction {
   if (!v) {
     if (!asyncapiAjv) {
       asyncapiAjv = makeAjv();
-      asyncapiAjv.addSchema(asyncapiDocument(), 'asyncapi.json');
+      // Closed (withClosedObjects) except the carriers' frames, which may carry fields the contract does not list.
+      asyncapiAjv.addSchema(
+        withClosedObjects(asyncapiDocument(), (at) => at[0] === 'channels' || (at[0] === 'components' && at[1] === 'messages' && /^provider[AB]/.test(at[2] ?? ''))),
+        'asyncapi.json',
+      );
     }
     v = asyncapiAjv.compile({ $ref: `asyncapi.json#/components/messages/${component}/payload` });
     payloadValidators.set(component, v);

@@ -1,6 +1,6 @@
 /**
  * Body parsing by the matched operation: none for an operation that takes no body; the large-body
- * operations get their own limits (document uploads, multipart or JSON up to 10 MB; batch creation, JSON
+ * operations get their own limits (document uploads, multipart or JSON up to 10 MB each; batch creation, JSON
  * up to 8 MB; the batch CSV upload, multipart up to 8 MB); every other operation the service's default
  * parser (BODY_LIMIT_BYTES). formidable writes a file part to a temporary file; every temporary file it
  * opened is removed when the request ends, whatever happened.
@@ -27,6 +27,7 @@ const MB = 1024 * 1024;
 /** Keyed by operationId: the router has already matched the request (route-match.ts). */
 export const LARGE_BODIES: Readonly<Record<string, LargeBody>> = {
   uploadDocument: { maxBytes: 10 * MB, maxFields: 10, what: 'Documents may be at most 10 MB.' },
+  createTextDocument: { maxBytes: 10 * MB, maxFields: 0, what: 'Documents may be at most 10 MB.' },
   createBatch: { maxBytes: 8 * MB, maxFields: 0, what: 'A batch body may be at most 8 MB.' },
   createBatchFromCsv: { maxBytes: 8 * MB, maxFields: 30, what: 'A batch CSV upload may be at most 8 MB.' },
 };

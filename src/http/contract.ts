@@ -9,7 +9,7 @@
 import type { Role } from '../workspaces/principal.js';
 import { OpenAPIBackend, type Document } from 'openapi-backend';
 import type { Ajv2020, ValidateFunction, Options as AjvOptions } from 'ajv/dist/2020.js';
-import { internalOpenapiDocument, makeAjv } from '../contract/documents.js';
+import { internalOpenapiDocument, makeAjv, withClosedObjects } from '../contract/documents.js';
 import { precompileRouting } from './fast-routing.js';
 
 
@@ -51,6 +51,13 @@ function escapePointer(s: string): string {
   return s.replace(/~/g, '~0').replace(/\//g, '~1');
 }
 
+function resolveIn(doc: unknown, ref: string): unknown {
+  const parts = ref.replace(/^#\//, '').split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  let node: unknown = doc;
+  for (const part of parts) node = (node as Json | undefined)?.[part];
+  return node;
+}
+
 export class Contract {
   readonly document: Json;
   readonly operations = new Map<string, OperationInfo>();
@@ -62,7 +69,8 @@ export class Contract {
 
   constructor(document: Json) {
     this.document = document;
-    this.ajv.addSchema(document, 'openapi.json');
+    // Responses are checked strictly: against a copy whose object schemas refuse unlisted fields (see withClosedObjects).
+    this.ajv.addSchema(withClosedObjects(document), 'openapi.json');
     const paths = (document.paths ?? {}) as Record<string, Json>;
     const globalSecurity = (document.security ?? []) as OperationInfo['security'];
     for (const [p, item] of Object.entries(paths)) {
@@ -112,10 +120,7 @@ export class Contract {
   }
 
   private resolvePointer(ref: string): unknown {
-    const parts = ref.replace(/^#\//, '').split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
-    let node: unknown = this.document;
-    for (const part of parts) node = (node as Json | undefined)?.[part];
-    return node;
+    return resolveIn(this.document, ref);
   }
 
   /** The declared response for a status: exact, then `4XX`-style range, then `default`. */
@@ -147,7 +152,10 @@ export class Contract {
     return { pointer, headers, content };
   }
 
-  /** A validator for the schema at a pointer of the bundle (compiled once). */
+  /**
+   * A validator for the schema at a pointer of the bundle (compiled once), strict: object schemas that
+   * say nothing about other properties refuse them (withClosedObjects), as the response check needs.
+   */
   validator(schemaPointer: string): ValidateFunction {
     let v = this.validators.get(schemaPointer);
     if (!v) {
@@ -162,7 +170,8 @@ export class Contract {
     let v = this.requestValidators.get(schemaPointer);
     if (!v) {
       if (!this.requestAjv) {
-        this.requestAjv = makeAjv({ allErrors: true });
+        // verbose: errors carry their schema, so validation.ts can read `x-unsupported-values`.
+        this.requestAjv = makeAjv({ allErrors: true, verbose: true });
         this.requestAjv.addSchema(this.document, 'openapi.json');
       }
       v = this.requestAjv.compile({ $ref: `openapi.json${schemaPointer}` });
@@ -171,10 +180,27 @@ export class Contract {
     return v;
   }
 
+  /**
+   * The document the router validates requests with: the contract, except that a request media type
+   * with `x-validate-as: <component>` is validated against that schema component instead of the one
+   * clients see (a tagged union shown to clients, checked by the service as one object so each broken
+   * rule has its own code).
+   */
+  private routingDocument(): Json {
+    const doc = structuredClone(this.document);
+    for (const info of this.operations.values()) {
+      const content = resolveIn(doc, `${info.pointer}/requestBody/content`) as Record<string, Json> | undefined;
+      for (const media of Object.values(content ?? {})) {
+        if (typeof media['x-validate-as'] === 'string') media.schema = { $ref: `#/components/schemas/${media['x-validate-as']}` };
+      }
+    }
+    return doc;
+  }
+
   /** A fresh openapi-backend instance on this document (routing + request validation). */
   async backend(): Promise<OpenAPIBackend> {
     const api = new OpenAPIBackend({
-      definition: structuredClone(this.document) as unknown as Document,
+      definition: this.routingDocument() as unknown as Document,
       strict: true,
       // quick: validators are compiled on an operation's first request instead of all at start (which
       // took seconds for ~75 operations, including response validators we never use: our own

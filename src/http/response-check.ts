@@ -1,6 +1,8 @@
 /**
  * The response contract check: every response must be declared for its operation (exact status),
- * with a declared content type, the declared required headers, and a body valid against the schema.
+ * with a declared content type, the declared required headers, and a body valid against the schema
+ * (strictly: a field the schema does not list fails, though response schemas are open to clients;
+ * see withClosedObjects in src/contract/documents.ts).
  * openapi-backend's validateResponse checks none of the status, headers or non-JSON content, hence this.
  * Responses outside any operation (unknown route, wrong method) must be the error envelope.
  * `enforce` (tests) turns a violation into a 500 `contract_violation`; `log` only logs it.

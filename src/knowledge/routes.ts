@@ -1,17 +1,15 @@
 /**
- * Handlers of the Knowledge operations. `uploadDocument` validates its own body (`x-validate-in-handler`),
- * because openapi-backend validates only the JSON form of a body and the file part of a multipart
- * upload is not in the parsed fields.
+ * Handlers of the Knowledge operations. `uploadDocument` (the multipart file upload) validates its own
+ * form (`x-validate-in-handler`), because openapi-backend validates only JSON bodies and the file part
+ * of a multipart upload is not in the parsed fields; `createTextDocument` (its JSON form, `{name, text}`)
+ * is validated by the router like every JSON body.
  */
 import fs from 'node:fs';
-import type { ErrorObject } from 'ajv';
 import type { File } from 'formidable';
 import type { Context } from 'koa';
-import type { Contract } from '../http/contract.js';
 import { ApiError, unprocessable } from '../errors/api-error.js';
 import type { Handlers } from '../http/handler-types.js';
 import { workspaceOf } from '../workspaces/principal.js';
-import { validationError } from '../http/validation.js';
 import { refuseNul } from '../http/nul.js';
 import { checkContentType } from '../http/router.js';
 import { detectType } from './extract.js';
@@ -47,25 +45,16 @@ async function fromMultipart(ctx: Context): Promise<UploadInput> {
   return { kind: 'file', name, contentType, bytes: await fs.promises.readFile(file.filepath) };
 }
 
-export function knowledgeRoutes(knowledge: KnowledgeService, contract: Contract): Handlers {
-  const validateJson = contract.validator('#/components/schemas/DocumentCreateRequest');
-  const fromJson = (body: unknown): UploadInput => {
-    if (body === undefined || body === null) throw unprocessable('missing_body', 'A request body is required: multipart/form-data with a file, or JSON {name, text}.');
-    if (!validateJson(body)) {
-      const errors = (validateJson.errors ?? []).map((e: ErrorObject) => ({ ...e, instancePath: `/requestBody${e.instancePath}` }));
-      throw validationError(errors, { requestBody: body });
-    }
-    refuseNul({ body });
-    const { name, text } = body as { name: string; text: string };
-    return { kind: 'text', name, text };
-  };
-
+export function knowledgeRoutes(knowledge: KnowledgeService): Handlers {
   return {
     uploadDocument: async (req) => {
       checkContentType(req.ctx);
-      const input = req.ctx.is('multipart/form-data') ? await fromMultipart(req.ctx) : fromJson(req.body);
-      return { status: 201, body: await knowledge.upload(workspaceOf(req.auth), input) };
+      return { status: 201, body: await knowledge.upload(workspaceOf(req.auth), await fromMultipart(req.ctx)) };
     },
+    createTextDocument: async (req) => ({
+      status: 201,
+      body: await knowledge.upload(workspaceOf(req.auth), { kind: 'text', name: req.body.name, text: req.body.text }),
+    }),
     listDocuments: async (req) => ({ status: 200, body: await knowledge.list(workspaceOf(req.auth), req.query) }),
     getDocument: async (req) => ({ status: 200, body: await knowledge.get(workspaceOf(req.auth), req.params.doc_id) }),
     deleteDocument: async (req) => ({ status: 200, body: await knowledge.delete(workspaceOf(req.auth), req.params.doc_id) }),

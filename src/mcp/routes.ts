@@ -1,11 +1,15 @@
-/** Handlers of the MCP Servers operations. Thin: the rules live in service.ts. */
+/**
+ * Handlers of the MCP Servers operations. Thin: the rules live in service.ts. connectMcpServer's body
+ * was validated as McpServerCreateFields (`x-validate-as`): `auth_type` may be absent (taken as `none`),
+ * and its rules are the service's.
+ */
 import type { Handlers } from '../http/handler-types.js';
 import { workspaceOf } from '../workspaces/principal.js';
-import type { McpService } from './service.js';
+import type { McpServerCreateInput, McpService } from './service.js';
 
 export function mcpRoutes(mcp: McpService): Handlers {
   return {
-    connectMcpServer: async (req) => ({ status: 201, body: await mcp.connect(workspaceOf(req.auth), req.body) }),
+    connectMcpServer: async (req) => ({ status: 201, body: await mcp.connect(workspaceOf(req.auth), req.body as McpServerCreateInput) }),
     listMcpServers: async (req) => ({ status: 200, body: await mcp.list(workspaceOf(req.auth), req.query) }),
     getMcpServer: async (req) => ({ status: 200, body: await mcp.get(workspaceOf(req.auth), req.params.mcp_server_id) }),
     updateMcpServer: async (req) => ({ status: 200, body: await mcp.update(workspaceOf(req.auth), req.params.mcp_server_id, req.body) }),

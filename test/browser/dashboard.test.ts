@@ -261,6 +261,8 @@ describe('dashboard', () => {
     await page.locator('tr', { hasText: viewer }).waitFor();
 
     await page.getByRole('button', { name: 'Log out' }).click();
+    // The members form has an Email field too: fill the login form only once it is there.
+    await heading('Log in');
     await page.getByLabel('Email').fill(viewer);
     await page.getByLabel('Password').fill(password);
     await page.getByRole('button', { name: 'Log in' }).click();

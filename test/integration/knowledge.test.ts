@@ -39,7 +39,7 @@ function upload(file: Buffer, filename: string, contentType?: string, fields: Re
 }
 
 async function uploadText(name: string, text: string, key = tn.apiKey) {
-  const res = await t.http.post('/api/v1/documents').set(bearer(key)).send({ name, text });
+  const res = await t.http.post('/api/v1/documents/text').set(bearer(key)).send({ name, text });
   assert.equal(res.status, 201, res.text);
   return res.body;
 }
@@ -133,16 +133,20 @@ describe('knowledge: upload', () => {
       [{ name: 'x', text: 'y', colour: 'red' }, 'unknown_field', 'colour'],
       [{ name: '', text: 'y' }, 'invalid_value', 'name'],
     ] as const) {
-      const res = await t.http.post('/api/v1/documents').set(bearer(ws.apiKey)).send(body);
+      const res = await t.http.post('/api/v1/documents/text').set(bearer(ws.apiKey)).send(body);
       assert.equal(res.status, 422, res.text);
       assert.equal(res.body.error.code, code);
       assert.equal(res.body.error.param, param);
     }
-    const bigJson = await t.http.post('/api/v1/documents').set(bearer(ws.apiKey)).send({ name: 'big', text: 'a'.repeat(10 * 1024 * 1024 + 1) });
+    const bigJson = await t.http.post('/api/v1/documents/text').set(bearer(ws.apiKey)).send({ name: 'big', text: 'a'.repeat(10 * 1024 * 1024 + 1) });
     assert.equal(bigJson.status, 413);
     const wrongType = await t.http.post('/api/v1/documents').set(bearer(ws.apiKey)).set('Content-Type', 'text/plain').send('hello');
     assert.equal(wrongType.status, 415);
     assert.equal(wrongType.body.error.code, 'unsupported_media_type');
+    // The JSON form is its own operation (createTextDocument, POST /api/v1/documents/text).
+    const jsonToUpload = await t.http.post('/api/v1/documents').set(bearer(ws.apiKey)).send({ name: 'x', text: 'y' });
+    assert.equal(jsonToUpload.status, 415, jsonToUpload.text);
+    assert.equal(jsonToUpload.body.error.code, 'unsupported_media_type');
     const unauthenticated = await t.http.post('/api/v1/documents').attach('file', Buffer.from('x'), 'x.txt');
     assert.equal(unauthenticated.status, 401);
     // An unknown key gets 401 like a missing one (body-parsing.ts checks the key before it parses anything).

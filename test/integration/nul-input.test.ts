@@ -44,7 +44,7 @@ describe('NUL characters in requests', () => {
       ['post', '/api/v1/tools', { name: 'nul_tool', description: NUL, url: `${peer.url}/x` }, 'description', bearer(tn.apiKey)],
       ['post', '/api/v1/mcp-servers', { name: NUL, url: `${peer.url}/mcp` }, 'name', bearer(tn.apiKey)],
       ['post', '/api/v1/batches', { agent_id: agentId, name: 'x', recipients: [{ to_number: '+14155550100', variables: { name: NUL } }] }, 'recipients.0.variables.name', bearer(tn.apiKey)],
-      ['post', '/api/v1/documents', { name: 'Doc', text: `x${NUL}` }, 'text', bearer(tn.apiKey)],
+      ['post', '/api/v1/documents/text', { name: 'Doc', text: `x${NUL}` }, 'text', bearer(tn.apiKey)],
     ];
     const before = await counts();
     for (const [method, path, body, param, headers] of cases) {

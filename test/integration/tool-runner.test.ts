@@ -62,7 +62,7 @@ async function agentWithEverything() {
   const failing = await api('post', '/api/v1/tools', { name: 'always_fails', description: 'Fails.', url: `${peer.url}/fail` });
   const slow = await api('post', '/api/v1/tools', { name: 'slow_tool', description: 'Slow.', url: `${peer.url}/slow`, timeout_ms: 5000 });
   for (const tool of [lookup, failing, slow]) await api('put', `/api/v1/agents/${agent.agent_id}/tools/${tool.tool_id}`);
-  const doc = await api('post', '/api/v1/documents', { name: 'Policy', text: 'A missed appointment costs a fee of 25 dollars.' });
+  const doc = await api('post', '/api/v1/documents/text', { name: 'Policy', text: 'A missed appointment costs a fee of 25 dollars.' });
   await api('post', `/api/v1/agents/${agent.agent_id}/documents`, { doc_id: doc.doc_id });
   const server = await api('post', '/api/v1/mcp-servers', { name: 'Order desk', url: mcpPeer.streamableUrl, transport: 'streamable_http', auth_type: 'none' });
   assert.equal(server.status, 'ok', JSON.stringify(server));
