@@ -39,7 +39,8 @@ export default tseslint.config(
           patterns: [
             {
               group: ['**/http/*', '../http/*', '../../http/*'],
-              message: 'Domains do not depend on the HTTP layer: errors come from src/errors/, the contract from src/contract/. Only routes.ts and the socket adapters import src/http/.',
+              message:
+                'Domains do not depend on the HTTP layer: errors come from src/errors/, the contract from src/contract/. Only routes.ts and the socket adapters import src/http/.',
             },
           ],
         },

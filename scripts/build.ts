@@ -29,7 +29,15 @@ export async function build(outDir = path.join(root, 'dist')): Promise<void> {
   await buildSdk({ onlyStale: true, quiet: true });
   execFileSync(
     process.execPath,
-    [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', path.join(root, 'tsconfig.build.json'), '--outDir', outDir, '--tsBuildInfoFile', path.join(outDir, '.tsbuildinfo')],
+    [
+      path.join(root, 'node_modules/typescript/bin/tsc'),
+      '-p',
+      path.join(root, 'tsconfig.build.json'),
+      '--outDir',
+      outDir,
+      '--tsBuildInfoFile',
+      path.join(outDir, '.tsbuildinfo'),
+    ],
     { cwd: root, stdio: 'inherit' },
   );
   copyAssets(outDir);

@@ -89,7 +89,11 @@ interface CatalogueEntry {
 
 /** The ErrorCode schema's entries: each code, the statuses it comes with, its meaning. */
 function errorCatalogue(openapi: Record<string, any>): CatalogueEntry[] {
-  return (openapi.components.schemas.ErrorCode.oneOf as Array<Record<string, any>>).map((e) => ({ code: e.const, statuses: e['x-statuses'], meaning: e.description }));
+  return (openapi.components.schemas.ErrorCode.oneOf as Array<Record<string, any>>).map((e) => ({
+    code: e.const,
+    statuses: e['x-statuses'],
+    meaning: e.description,
+  }));
 }
 
 function errorCatalogueModule(entries: CatalogueEntry[]): string {
@@ -132,11 +136,13 @@ function errorsPage(entries: CatalogueEntry[], asyncapi: Record<string, any>): s
     '',
     'Sent as `{"type": "error", "code", "error"}` while the session goes on (see `/docs/asyncapi`).',
     '',
-    ...String(realtimeError.description).split('\n').filter((l) => l.startsWith('|')),
+    ...String(realtimeError.description)
+      .split('\n')
+      .filter((l) => l.startsWith('|')),
     '',
     '## Close codes of the realtime WebSocket',
     '',
-    'With the code the browser client library\'s `session.start()` rejects with.',
+    "With the code the browser client library's `session.start()` rejects with.",
     '',
     '| Close code | Reason | Cause | Client library |',
     '|---|---|---|---|',
@@ -213,7 +219,8 @@ async function main(): Promise<void> {
       const committed = path.join(root, rel);
       if (!fs.existsSync(committed) || !fs.readFileSync(committed).equals(fs.readFileSync(path.join(outDir, f)))) stale.push(rel);
     }
-    for (const f of fs.readdirSync(path.join(root, 'generated'))) if (!f.startsWith('docs') && !fs.existsSync(path.join(outDir, f))) stale.push(path.join('generated', f));
+    for (const f of fs.readdirSync(path.join(root, 'generated')))
+      if (!f.startsWith('docs') && !fs.existsSync(path.join(outDir, f))) stale.push(path.join('generated', f));
     fs.rmSync(outDir, { recursive: true });
     if (stale.length) {
       console.error(`Generated files are stale (${stale.join(', ')}): run \`npm run generate\` and commit the result.`);
@@ -237,7 +244,9 @@ main().catch((err) => {
  */
 function pointOperationsAtChannelMessages(doc: Record<string, any>): void {
   for (const [name, op] of Object.entries((doc.operations ?? {}) as Record<string, any>)) {
-    const channelName = String(op.channel?.$ref ?? '').split('/').pop()!;
+    const channelName = String(op.channel?.$ref ?? '')
+      .split('/')
+      .pop()!;
     const channelMessages = (doc.channels?.[channelName]?.messages ?? {}) as Record<string, { $ref?: string }>;
     op.messages = (op.messages ?? []).map((m: { $ref: string }) => {
       if (m.$ref.startsWith(`#/channels/${channelName}/messages/`)) return m;

@@ -4,6 +4,7 @@
  *  - redocly lint (OpenAPI 3.1 structure, refs)
  *  - the AsyncAPI parser (AsyncAPI 3.0 validity)
  *  - ESLint over the code (eslint.config.js: typescript-eslint, the domains' import boundary)
+ *  - Prettier (.prettierrc.json; `npx prettier --write .` formats)
  */
 import { execFileSync } from 'node:child_process';
 import path from 'node:path';
@@ -31,10 +32,18 @@ step('redocly lint', bin('redocly'), ['lint', 'openapi/openapi.yaml', '--format'
 // What is served (/openapi.json, /asyncapi.json) is linted too: bundling must not break what the sources got right.
 step('spectral: asyncapi (served bundle)', bin('spectral'), ['lint', 'generated/asyncapi.json', '--ruleset', '.spectral.yaml', '--fail-severity', 'error']);
 step('redocly lint (served bundle)', bin('redocly'), ['lint', 'generated/openapi.json', '--format', 'summary']);
-step('spectral: openapi (internal bundle)', bin('spectral'), ['lint', 'generated/openapi-internal.json', '--ruleset', '.spectral.yaml', '--fail-severity', 'error']);
+step('spectral: openapi (internal bundle)', bin('spectral'), [
+  'lint',
+  'generated/openapi-internal.json',
+  '--ruleset',
+  '.spectral.yaml',
+  '--fail-severity',
+  'error',
+]);
 step('redocly lint (internal bundle)', bin('redocly'), ['lint', 'generated/openapi-internal.json', '--format', 'summary']);
 
 step('eslint', bin('eslint'), ['.', '--max-warnings', '0']);
+step('prettier', bin('prettier'), ['--check', '--log-level', 'warn', '.']);
 
 for (const file of ['asyncapi/asyncapi.yaml', 'generated/asyncapi.json']) {
   const diagnostics = await fromFile(new Parser(), path.join(root, file)).validate();

@@ -22,7 +22,11 @@ export const isInternalOperation = (op: Json): boolean => ((op.tags ?? []) as st
 function withoutInternalExtensions(node: unknown): unknown {
   if (Array.isArray(node)) return node.map(withoutInternalExtensions);
   if (!node || typeof node !== 'object') return node;
-  return Object.fromEntries(Object.entries(node).filter(([k]) => !INTERNAL_EXTENSIONS.has(k)).map(([k, v]) => [k, withoutInternalExtensions(v)]));
+  return Object.fromEntries(
+    Object.entries(node)
+      .filter(([k]) => !INTERNAL_EXTENSIONS.has(k))
+      .map(([k, v]) => [k, withoutInternalExtensions(v)]),
+  );
 }
 
 function refsIn(node: unknown, out: string[]): void {

@@ -48,7 +48,13 @@ process.stdout.write(
 );
 
 if (process.send) {
-  process.send({ ready: true, url: carriers.url, providerAUrl: carriers.providerAUrl, providerBUrl: carriers.providerBUrl, providerBPublicKey: carriers.providerBPublicKey });
+  process.send({
+    ready: true,
+    url: carriers.url,
+    providerAUrl: carriers.providerAUrl,
+    providerBUrl: carriers.providerBUrl,
+    providerBPublicKey: carriers.providerBPublicKey,
+  });
   process.on('message', (m: { cmd?: string; to?: string; script?: CalleeScript | null }) => {
     if (m.cmd === 'script' && typeof m.to === 'string') carriers.setScript(m.to, m.script ?? null);
     if (m.cmd === 'calls') process.send!({ calls: carriers.calls().length });

@@ -95,10 +95,11 @@ async function startSite(serviceUrl: string, apiKey: string, html: string): Prom
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 
@@ -159,10 +160,13 @@ async function photographDashboard(
   await page.getByLabel('Batch name').fill('December recalls');
   await page.getByRole('button', { name: 'Upload and start' }).click();
   await page.getByRole('heading', { name: 'December recalls' }).waitFor();
-  await page.getByText('3 of 3 numbers finished').waitFor({ timeout: 90_000 }).catch(async (err: unknown) => {
-    await shot('failed.png');
-    throw err;
-  });
+  await page
+    .getByText('3 of 3 numbers finished')
+    .waitFor({ timeout: 90_000 })
+    .catch(async (err: unknown) => {
+      await shot('failed.png');
+      throw err;
+    });
   await shot('dashboard-batch.png');
 
   await page.locator('tr', { hasText: '+14155551234' }).getByRole('link').click();
@@ -220,7 +224,13 @@ async function main(): Promise<void> {
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--use-fake-device-for-media-stream', '--use-fake-ui-for-media-stream', `--use-file-for-fake-audio-capture=${silentWav(tmp)}%noloop`],
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--use-fake-device-for-media-stream',
+        '--use-fake-ui-for-media-stream',
+        `--use-file-for-fake-audio-capture=${silentWav(tmp)}%noloop`,
+      ],
     });
     const page = await browser.newPage({ deviceScaleFactor: 2, viewport: { width: 480, height: 720 } });
     await page.goto(`${site.origin}/`);

@@ -46,23 +46,36 @@ export function createApp(parts: AppParts): Koa {
     .use(errorEnvelope(contract, log, config.BODY_LIMIT_BYTES))
     .use(corsPolicy(config.CORS_ORIGINS))
     .use(
-      parseBodyByOperation(koaBody({
-        jsonLimit: config.BODY_LIMIT_BYTES,
-        formLimit: config.BODY_LIMIT_BYTES,
-        textLimit: config.BODY_LIMIT_BYTES,
-        includeUnparsed: true,
-        jsonStrict: true,
-        onError: (err, ctx) => {
-          // An operation that checks its body at a step of its own raises this there (deferred-body.ts).
-          if (ctx.state.operation?.validateInHandler) {
-            ctx.state.bodyError = err;
-            return;
-          }
-          throw err;
-        },
-      }), (token) => (token.startsWith('ds_') ? parts.auth.dashboardSession(token) : parts.auth.apiKey(token)).then(Boolean)),
+      parseBodyByOperation(
+        koaBody({
+          jsonLimit: config.BODY_LIMIT_BYTES,
+          formLimit: config.BODY_LIMIT_BYTES,
+          textLimit: config.BODY_LIMIT_BYTES,
+          includeUnparsed: true,
+          jsonStrict: true,
+          onError: (err, ctx) => {
+            // An operation that checks its body at a step of its own raises this there (deferred-body.ts).
+            if (ctx.state.operation?.validateInHandler) {
+              ctx.state.bodyError = err;
+              return;
+            }
+            throw err;
+          },
+        }),
+        (token) => (token.startsWith('ds_') ? parts.auth.dashboardSession(token) : parts.auth.apiKey(token)).then(Boolean),
+      ),
     )
-    .use(contractRouter({ contract, api: parts.api, handlers: parts.handlers, security: securityHandlers(parts.auth), log, disabled: disabledOperations(contract, config), idempotency: parts.idempotency }));
+    .use(
+      contractRouter({
+        contract,
+        api: parts.api,
+        handlers: parts.handlers,
+        security: securityHandlers(parts.auth),
+        log,
+        disabled: disabledOperations(contract, config),
+        idempotency: parts.idempotency,
+      }),
+    );
   return app;
 }
 

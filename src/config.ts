@@ -28,14 +28,23 @@ const schema = z.object({
   EMBEDDED_PG_PORT: z.coerce.number().int().min(1).max(65535).default(54329),
   /** Connections the service's pool keeps to PostgreSQL at most (the job queue has its own few). */
   DATABASE_POOL_MAX: z.coerce.number().int().min(2).max(500).default(20),
-  PUBLIC_BASE_URL: z.string().url('must be an absolute http(s) URL').regex(/^https?:\/\//, 'must start with http:// or https://').optional(),
+  PUBLIC_BASE_URL: z
+    .string()
+    .url('must be an absolute http(s) URL')
+    .regex(/^https?:\/\//, 'must start with http:// or https://')
+    .optional(),
   ADMIN_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   /** Bearer token a metrics scraper sends to GET /metrics (ADMIN_TOKEN works too); neither set: /metrics answers 404. */
   METRICS_TOKEN: z.string().min(16, 'must be at least 16 characters').optional(),
   CORS_ORIGINS: z
     .string()
     .default('http://localhost:3000,http://127.0.0.1:3000,http://localhost:5173')
-    .transform((s) => s.split(',').map((o) => o.trim()).filter(Boolean))
+    .transform((s) =>
+      s
+        .split(',')
+        .map((o) => o.trim())
+        .filter(Boolean),
+    )
     .pipe(z.array(z.string().regex(/^https?:\/\/[^/]+$/, 'each origin must look like https://host[:port]'))),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   SECRETS_KEY: z
@@ -43,7 +52,11 @@ const schema = z.object({
     .regex(/^[A-Za-z0-9+/]{43}=$|^[0-9a-fA-F]{64}$/, 'must be 32 bytes as base64 (44 chars) or hex (64 chars)')
     .optional(),
   /** JSON request body limit in bytes. */
-  BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).default(1024 * 1024),
+  BODY_LIMIT_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(1024 * 1024),
   /** A client must send a request's headers within this (408 and the connection closed otherwise). */
   HTTP_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).default(15_000),
   /** A client must send a whole request, body included, within this (a 10 MB upload at 1 Mbit/s takes 80 s). */
@@ -69,22 +82,39 @@ const schema = z.object({
   OUTBOUND_ALLOW_LIST: z
     .string()
     .default('')
-    .transform((s) => s.split(',').map((o) => o.trim()).filter(Boolean)),
+    .transform((s) =>
+      s
+        .split(',')
+        .map((o) => o.trim())
+        .filter(Boolean),
+    ),
   /** Signup/login attempts per IP per minute. */
   AUTH_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(30),
   // MCP servers (src/mcp/).
   /** One connection attempt to an MCP server (initialize + tools/list): the contract says 10 seconds. */
   MCP_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(1).default(10_000),
   /** Lifetime of an OAuth `state` minted by authorizeMcpServer (the contract says 10 minutes). */
-  MCP_OAUTH_STATE_TTL_MS: z.coerce.number().int().min(1).default(10 * 60 * 1000),
+  MCP_OAUTH_STATE_TTL_MS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(10 * 60 * 1000),
   /** An OAuth access token is refreshed when it expires within this margin. */
   MCP_TOKEN_REFRESH_MARGIN_MS: durationMs(60_000),
   /** A connection kept for the tool calls of a conversation is closed after this long unused. */
   MCP_SESSION_IDLE_MS: z.coerce.number().int().min(1).default(60_000),
   /** Idempotency-Key: how long the first response is replayed (24 hours). */
-  IDEMPOTENCY_TTL_MS: z.coerce.number().int().min(1).default(24 * 60 * 60 * 1000),
+  IDEMPOTENCY_TTL_MS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(24 * 60 * 60 * 1000),
   /** A request still `in_progress` after this long is presumed lost (crashed instance); its key may run again. */
-  IDEMPOTENCY_LOCK_TIMEOUT_MS: z.coerce.number().int().min(1).default(5 * 60 * 1000),
+  IDEMPOTENCY_LOCK_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .default(5 * 60 * 1000),
   // Voice service (src/voice/).
   /**
    * ws:// or wss:// URL of a server speaking the Gemini Live BidiGenerateContent protocol (a bare host gets
@@ -146,7 +176,12 @@ const schema = z.object({
   TRUSTED_PROXIES: z
     .string()
     .default('')
-    .transform((s) => s.split(',').map((o) => o.trim()).filter(Boolean))
+    .transform((s) =>
+      s
+        .split(',')
+        .map((o) => o.trim())
+        .filter(Boolean),
+    )
     .pipe(z.array(z.string().refine((p) => (p.includes('/') ? ipaddr.isValidCIDR(p) : ipaddr.isValid(p)), 'each entry must be an IP address or a CIDR range'))),
   /** Concurrency-slot leases: renewed every HEARTBEAT, counted until EXPIRY after the last renewal (< 60 s). */
   REALTIME_LEASE_HEARTBEAT_MS: durationMs(10_000),
@@ -159,7 +194,11 @@ const schema = z.object({
    * with `forward_failed` once the session starts (an apology `text` in a text session).
    */
   REALTIME_ADMISSION_HOLD_FRAMES: z.coerce.number().int().min(0).default(250),
-  REALTIME_ADMISSION_HOLD_BYTES: z.coerce.number().int().min(0).default(8 * 1024 * 1024),
+  REALTIME_ADMISSION_HOLD_BYTES: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(8 * 1024 * 1024),
   /** `no_audio_received`: an image this long after the first image with no audio received. */
   REALTIME_NO_AUDIO_AFTER_MS: durationMs(8_000),
   /** Tool calls of a realtime session: time limit, and delay before the agent says a filler line. */
@@ -169,7 +208,12 @@ const schema = z.object({
    * Size of a conversation record's transcript and tool-call records together (JSON bytes); what comes
    * after is not kept and the record says `transcript_truncated`, so a record always saves.
    */
-  CONVERSATION_RECORD_MAX_BYTES: z.coerce.number().int().min(1024).max(64 * 1024 * 1024).default(512 * 1024),
+  CONVERSATION_RECORD_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .max(64 * 1024 * 1024)
+    .default(512 * 1024),
   /** Metering: cents per started minute of a voice/camera/screen session, and of a text session. */
   REALTIME_CENTS_PER_MINUTE: z.coerce.number().int().min(0).default(10),
   REALTIME_TEXT_CENTS_PER_MINUTE: z.coerce.number().int().min(0).default(0),
@@ -178,8 +222,16 @@ const schema = z.object({
    * Base URL of provider_a's REST API (`https://api.twilio.com`) and of provider_b's (`https://api.telnyx.com/v2`).
    * Unset: the sandbox carrier of that provider, started in-process (not allowed in production).
    */
-  PROVIDER_A_API_URL: z.string().url('must be an absolute http(s) URL').regex(/^https?:\/\//, 'must start with http:// or https://').optional(),
-  PROVIDER_B_API_URL: z.string().url('must be an absolute http(s) URL').regex(/^https?:\/\//, 'must start with http:// or https://').optional(),
+  PROVIDER_A_API_URL: z
+    .string()
+    .url('must be an absolute http(s) URL')
+    .regex(/^https?:\/\//, 'must start with http:// or https://')
+    .optional(),
+  PROVIDER_B_API_URL: z
+    .string()
+    .url('must be an absolute http(s) URL')
+    .regex(/^https?:\/\//, 'must start with http:// or https://')
+    .optional(),
   /** Sandbox carriers: port (0 = any free one), time scale (2 = twice real time) and ringing time before an answer. */
   SANDBOX_CARRIERS_PORT: z.coerce.number().int().min(0).max(65535).default(0),
   SANDBOX_CARRIERS_SPEED: z.coerce.number().min(0.1).max(1000).default(1),
@@ -187,7 +239,12 @@ const schema = z.object({
   /** Seconds a call may ring before it is `no_answer` (the carrier's Timeout). */
   CALL_RING_TIMEOUT_S: z.coerce.number().int().min(5).max(600).default(60),
   /** Longest call in seconds (the carrier's TimeLimit; the bridge hangs up with `time_limit`). */
-  CALL_MAX_DURATION_S: z.coerce.number().int().min(1).max(4 * 60 * 60).default(60 * 60),
+  CALL_MAX_DURATION_S: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(4 * 60 * 60)
+    .default(60 * 60),
   /** Neither side spoke for this long: the agent hangs up (`silence_timeout`). */
   CALL_SILENCE_TIMEOUT_MS: durationMs(30_000),
   /** Metering: cents per started minute of a phone call (from answer to hang-up). */
@@ -227,7 +284,10 @@ const schema = z.object({
     .default('trial=600,starter=5000,growth=50000')
     .transform((s, ctx) => {
       const out: Record<string, number> = {};
-      for (const part of s.split(',').map((p) => p.trim()).filter(Boolean)) {
+      for (const part of s
+        .split(',')
+        .map((p) => p.trim())
+        .filter(Boolean)) {
         const m = /^([a-z_]+)=(\d+)$/.exec(part);
         if (!m) {
           ctx.addIssue({ code: 'custom', message: `'${part}' must look like plan=minutes` });
@@ -259,7 +319,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError('Invalid configuration:\n  GEMINI_API_KEY: required when VOICE_SERVICE_URL is a googleapis.com endpoint');
   }
   if (c.CALL_HEARTBEAT_MS >= c.CALL_ORPHAN_AFTER_MS) {
-    throw new ConfigError(`Invalid configuration:\n  CALL_HEARTBEAT_MS: must be less than CALL_ORPHAN_AFTER_MS (${c.CALL_ORPHAN_AFTER_MS}), or live calls look orphaned between renewals`);
+    throw new ConfigError(
+      `Invalid configuration:\n  CALL_HEARTBEAT_MS: must be less than CALL_ORPHAN_AFTER_MS (${c.CALL_ORPHAN_AFTER_MS}), or live calls look orphaned between renewals`,
+    );
   }
   if (c.REALTIME_LEASE_HEARTBEAT_MS >= c.REALTIME_LEASE_EXPIRY_MS) {
     throw new ConfigError(
@@ -269,9 +331,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (c.NODE_ENV === 'production') {
     if (!c.SECRETS_KEY) throw new ConfigError('Invalid configuration:\n  SECRETS_KEY: required when NODE_ENV=production');
     if (!c.PUBLIC_BASE_URL) throw new ConfigError('Invalid configuration:\n  PUBLIC_BASE_URL: required when NODE_ENV=production');
-    if (!c.VOICE_SERVICE_URL) throw new ConfigError('Invalid configuration:\n  VOICE_SERVICE_URL: required when NODE_ENV=production (the sandbox voice service is for development and tests)');
+    if (!c.VOICE_SERVICE_URL)
+      throw new ConfigError(
+        'Invalid configuration:\n  VOICE_SERVICE_URL: required when NODE_ENV=production (the sandbox voice service is for development and tests)',
+      );
     for (const name of ['PROVIDER_A_API_URL', 'PROVIDER_B_API_URL'] as const) {
-      if (!c[name]) throw new ConfigError(`Invalid configuration:\n  ${name}: required when NODE_ENV=production (the sandbox carriers are for development and tests)`);
+      if (!c[name])
+        throw new ConfigError(`Invalid configuration:\n  ${name}: required when NODE_ENV=production (the sandbox carriers are for development and tests)`);
     }
   }
   const host = c.HOST === '0.0.0.0' || c.HOST === '::' ? 'localhost' : c.HOST;

@@ -39,5 +39,8 @@ function errorWithoutBody(err: Error): Record<string, unknown> {
 }
 
 export function createLogger(level: string, destination?: DestinationStream): Logger {
-  return pino({ level, base: { service: 'voice-agent-service' }, serializers: { err: errorWithoutBody }, redact: { paths: REDACT_PATHS, censor: '[redacted]' } }, destination);
+  return pino(
+    { level, base: { service: 'voice-agent-service' }, serializers: { err: errorWithoutBody }, redact: { paths: REDACT_PATHS, censor: '[redacted]' } },
+    destination,
+  );
 }

@@ -119,7 +119,14 @@ export async function startService(
   const contract = Contract.load();
   const api = await contract.backend();
   const secrets = loadSecretBox({ secretsKey: config.SECRETS_KEY, dataDir: config.dataDir, production: config.NODE_ENV === 'production' });
-  const db = await openDatabase({ databaseUrl: config.DATABASE_URL, migrationUrl: config.DATABASE_MIGRATION_URL, dataDir: config.dataDir, embeddedPort: config.EMBEDDED_PG_PORT, poolMax: config.DATABASE_POOL_MAX, log });
+  const db = await openDatabase({
+    databaseUrl: config.DATABASE_URL,
+    migrationUrl: config.DATABASE_MIGRATION_URL,
+    dataDir: config.dataDir,
+    embeddedPort: config.EMBEDDED_PG_PORT,
+    poolMax: config.DATABASE_POOL_MAX,
+    log,
+  });
   try {
     await checkSecretsKey(db.knex, secrets);
   } catch (err) {
@@ -134,9 +141,18 @@ export async function startService(
   const outbound: OutboundPolicy = { production: config.NODE_ENV === 'production', allowList: config.OUTBOUND_ALLOW_LIST };
 
   // Domain services, each built from what it needs. Later domains add theirs below, in dependency order.
-  const workspaces = new WorkspaceService(new WorkspaceStore(db.knex), clock, { sessionTtlMs: config.SESSION_TTL_MS, keyLastUsedResolutionMs: config.KEY_LAST_USED_RESOLUTION_MS }, log);
+  const workspaces = new WorkspaceService(
+    new WorkspaceStore(db.knex),
+    clock,
+    { sessionTtlMs: config.SESSION_TTL_MS, keyLastUsedResolutionMs: config.KEY_LAST_USED_RESOLUTION_MS },
+    log,
+  );
   const admissionStore = new AdmissionStore(db.knex);
-  const slots = new SlotKeeper(admissionStore, { instanceId: `inst_${randomBytes(6).toString('hex')}`, heartbeatMs: config.REALTIME_LEASE_HEARTBEAT_MS, expiryMs: config.REALTIME_LEASE_EXPIRY_MS }, log);
+  const slots = new SlotKeeper(
+    admissionStore,
+    { instanceId: `inst_${randomBytes(6).toString('hex')}`, heartbeatMs: config.REALTIME_LEASE_HEARTBEAT_MS, expiryMs: config.REALTIME_LEASE_EXPIRY_MS },
+    log,
+  );
   const admission = new WorkspaceAdmission(admissionStore, slots, clock, { planMinutes: config.REALTIME_PLAN_MINUTES });
   const agents = new AgentService(new AgentStore(db.knex), secrets);
   const tools = new ToolService(new ToolStore(db.knex), agents, secrets, outbound);
@@ -164,14 +180,28 @@ export async function startService(
     (workspaceId, known) => webhooks.signingSecrets(workspaceId, known),
     outbound,
     clock,
-    { timeoutMs: config.WEBHOOK_TIMEOUT_MS, concurrency: config.WEBHOOK_CONCURRENCY, pollIntervalMs: config.WEBHOOK_POLL_INTERVAL_MS, retentionMs: config.WEBHOOK_DELIVERY_RETENTION_MS },
+    {
+      timeoutMs: config.WEBHOOK_TIMEOUT_MS,
+      concurrency: config.WEBHOOK_CONCURRENCY,
+      pollIntervalMs: config.WEBHOOK_POLL_INTERVAL_MS,
+      retentionMs: config.WEBHOOK_DELIVERY_RETENTION_MS,
+    },
     log,
     db.url,
   );
   const events = new EventPublisher(webhookStore, () => webhookDispatcher.kick());
   const voice = await createVoiceService(config, log);
   const realtime = createRealtime({
-    config, knex: db.knex, clock, log, contract, agents, voice, admission, tools: toolRunner, events,
+    config,
+    knex: db.knex,
+    clock,
+    log,
+    contract,
+    agents,
+    voice,
+    admission,
+    tools: toolRunner,
+    events,
     deliveries: (workspaceId, conversationId, params) => webhooks.callDeliveries(workspaceId, conversationId, params),
     onForward: opts.onFrameForwarded,
   });
@@ -187,23 +217,56 @@ export async function startService(
   const urls = callbackUrls(publicBaseUrl);
   const jobs = new JobQueue(db.knex, { connectionString: db.url, concurrency: config.JOBS_CONCURRENCY, pollIntervalMs: config.JOBS_POLL_INTERVAL_MS }, log);
   const carriers = await createCarriers(config, urls, log);
-  const timing = { ringTimeoutS: config.CALL_RING_TIMEOUT_S, maxDurationS: config.CALL_MAX_DURATION_S, dialGraceMs: config.CALL_DIAL_GRACE_MS, orphanAfterMs: config.CALL_ORPHAN_AFTER_MS };
+  const timing = {
+    ringTimeoutS: config.CALL_RING_TIMEOUT_S,
+    maxDurationS: config.CALL_MAX_DURATION_S,
+    dialGraceMs: config.CALL_DIAL_GRACE_MS,
+    orphanAfterMs: config.CALL_ORPHAN_AFTER_MS,
+  };
   const callStore = new CallStore(db.knex);
   const callLog = log.child({ component: 'calls' });
   const finaliser = new CallFinaliser(callStore, voice, admission, events, jobs, clock, { centsPerMinute: config.CALL_CENTS_PER_MINUTE }, callLog);
-  const callService = new CallService(callStore, agents, admission, jobs, carriers.byProvider, finaliser, outbound, clock, timing, { centsPerMinute: config.CALL_CENTS_PER_MINUTE }, callLog);
+  const callService = new CallService(
+    callStore,
+    agents,
+    admission,
+    jobs,
+    carriers.byProvider,
+    finaliser,
+    outbound,
+    clock,
+    timing,
+    { centsPerMinute: config.CALL_CENTS_PER_MINUTE },
+    callLog,
+  );
   const callJobs = new CallJobs(callStore, agents, carriers.byProvider, finaliser, jobs, clock, { ...timing, machineDetectionTimeoutS: 30 }, callLog);
   callJobs.register();
   const batchStore = new BatchStore(db.knex);
   const batchLog = log.child({ component: 'batches' });
-  const batchEngine = new BatchEngine(batchStore, callService, admission, jobs, events, clock, { chunk: config.BATCH_DISPATCH_CHUNK, capacityRetryMs: config.BATCH_CAPACITY_RETRY_MS, wakeDelayMs: config.BATCH_WAKE_DELAY_MS }, batchLog);
+  const batchEngine = new BatchEngine(
+    batchStore,
+    callService,
+    admission,
+    jobs,
+    events,
+    clock,
+    { chunk: config.BATCH_DISPATCH_CHUNK, capacityRetryMs: config.BATCH_CAPACITY_RETRY_MS, wakeDelayMs: config.BATCH_WAKE_DELAY_MS },
+    batchLog,
+  );
   batchEngine.register();
   finaliser.onFinalised((call, trx) => batchEngine.callEnded(call, trx));
   const batchService = new BatchService(batchStore, callService, batchEngine, clock, batchLog);
   agents.addDeleteGuard((workspaceId, agentId) => batchService.guardAgentDelete(workspaceId, agentId));
   const signals = new CallSignals(db.url, callLog);
   const callbacks = new CarrierCallbacks(
-    callStore, agents, callService, finaliser, signals, carriers.providerB, urls, clock,
+    callStore,
+    agents,
+    callService,
+    finaliser,
+    signals,
+    carriers.providerB,
+    urls,
+    clock,
     { orphanAfterMs: config.CALL_ORPHAN_AFTER_MS, statusGraceMs: config.CALL_STATUS_GRACE_MS, providerBKeyOverride: carriers.providerBKeyOverride },
     callLog,
   );

@@ -40,7 +40,11 @@ function documentText(rand: () => number, words: number): string {
 }
 
 async function json(url: string, method: string, key: string, body?: unknown): Promise<Record<string, unknown>> {
-  const res = await fetch(url, { method, headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${key}` }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(url, {
+    method,
+    headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${key}` },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   if (res.status >= 300) throw new Error(`${method} ${url}: ${res.status} ${await res.text()}`);
   return (await res.json()) as Record<string, unknown>;
 }
@@ -74,7 +78,12 @@ export async function run(): Promise<void> {
     bare.silent = true;
     bare.use(async (ctx) => {
       const m = /^Bearer (\S+)$/.exec(ctx.get('Authorization'));
-      const k = m ? await knex('api_keys').where({ key_hash: sha256Hex(m[1]) }).whereNull('revoked_at').first('id', 'workspace_id', 'last_used_at') : undefined;
+      const k = m
+        ? await knex('api_keys')
+            .where({ key_hash: sha256Hex(m[1]) })
+            .whereNull('revoked_at')
+            .first('id', 'workspace_id', 'last_used_at')
+        : undefined;
       if (!k) {
         ctx.status = 401;
         return;
@@ -113,7 +122,13 @@ export async function run(): Promise<void> {
     const fullPatch = await load(`${service.url}${path}`, { ...patchOpts, seconds });
     bareServer.close();
 
-    const rowOf = (stack: string, r: Awaited<ReturnType<typeof load>>) => ({ stack, 'req/s': Math.round(r.requestsPerSec), 'p50 ms': r.p50, 'p99 ms': r.p99, errors: r.errors + r.non2xx });
+    const rowOf = (stack: string, r: Awaited<ReturnType<typeof load>>) => ({
+      stack,
+      'req/s': Math.round(r.requestsPerSec),
+      'p50 ms': r.p50,
+      'p99 ms': r.p99,
+      errors: r.errors + r.non2xx,
+    });
     console.log('\nAgent reads and updates, 20 connections, %ds each', seconds);
     table([
       rowOf('GET  bare Koa handler (same queries)', bareGet),
@@ -121,7 +136,9 @@ export async function run(): Promise<void> {
       rowOf('PATCH bare Koa handler (same queries)', barePatch),
       rowOf('PATCH full stack', fullPatch),
     ]);
-    console.log(`GET: full stack keeps ${((fullGet.requestsPerSec / bareGet.requestsPerSec) * 100).toFixed(1)}% of the bare handler's throughput; PATCH: ${((fullPatch.requestsPerSec / barePatch.requestsPerSec) * 100).toFixed(1)}%.`);
+    console.log(
+      `GET: full stack keeps ${((fullGet.requestsPerSec / bareGet.requestsPerSec) * 100).toFixed(1)}% of the bare handler's throughput; PATCH: ${((fullPatch.requestsPerSec / barePatch.requestsPerSec) * 100).toFixed(1)}%.`,
+    );
 
     // Knowledge search over 1,000 documents attached to one agent.
     const rand = pseudoRandom(42);
@@ -132,7 +149,9 @@ export async function run(): Promise<void> {
       await service.knowledge.attach(wsId, agentId, doc.doc_id);
     }
     const chunks = await knex('knowledge_chunks').whereNotNull('agent_id').count<{ count: string }[]>('* as count');
-    console.log(`\nKnowledge: ${docs} documents (${chunks[0].count} agent passages) uploaded and attached in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+    console.log(
+      `\nKnowledge: ${docs} documents (${chunks[0].count} agent passages) uploaded and attached in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+    );
     await knex.raw('analyze knowledge_chunks');
 
     const queries = Array.from({ length: 300 }, (_, i) => {
@@ -162,9 +181,24 @@ export async function run(): Promise<void> {
     const typical = await searchLoad(`${VOCABULARY[400]} ${VOCABULARY[900]}`);
     const common = await searchLoad(`${VOCABULARY[0]} or ${VOCABULARY[1]}`);
     table([
-      { what: `search function, ${queries.length} sequential queries (1-3 words, ${matched} with hits)`, 'p50 ms': times[Math.floor(times.length / 2)].toFixed(2), 'p99 ms': percentile(times, 99).toFixed(2), 'req/s': '' },
-      { what: 'POST .../knowledge/search full stack, 10 conn., two mid-frequency words', 'p50 ms': String(typical.p50), 'p99 ms': String(typical.p99), 'req/s': String(Math.round(typical.requestsPerSec)) },
-      { what: 'POST .../knowledge/search full stack, 10 conn., the two commonest words', 'p50 ms': String(common.p50), 'p99 ms': String(common.p99), 'req/s': String(Math.round(common.requestsPerSec)) },
+      {
+        what: `search function, ${queries.length} sequential queries (1-3 words, ${matched} with hits)`,
+        'p50 ms': times[Math.floor(times.length / 2)].toFixed(2),
+        'p99 ms': percentile(times, 99).toFixed(2),
+        'req/s': '',
+      },
+      {
+        what: 'POST .../knowledge/search full stack, 10 conn., two mid-frequency words',
+        'p50 ms': String(typical.p50),
+        'p99 ms': String(typical.p99),
+        'req/s': String(Math.round(typical.requestsPerSec)),
+      },
+      {
+        what: 'POST .../knowledge/search full stack, 10 conn., the two commonest words',
+        'p50 ms': String(common.p50),
+        'p99 ms': String(common.p99),
+        'req/s': String(Math.round(common.requestsPerSec)),
+      },
     ]);
   } finally {
     await service.close();

@@ -55,7 +55,16 @@ import type { RunningService } from '../../src/service.js';
 import type { SandboxCallRecord } from '../../src/telephony/sandbox/server.js';
 
 const ADMIN = 'bench-operator-token-0123456789';
-const PASS_THROUGH = ['JOBS_CONCURRENCY', 'JOBS_POLL_INTERVAL_MS', 'BATCH_DISPATCH_CHUNK', 'DATABASE_POOL_MAX', 'SANDBOX_CARRIERS_RING_MS', 'SANDBOX_CARRIERS_SPEED', 'CALL_RING_TIMEOUT_S', 'WEBHOOK_CONCURRENCY'];
+const PASS_THROUGH = [
+  'JOBS_CONCURRENCY',
+  'JOBS_POLL_INTERVAL_MS',
+  'BATCH_DISPATCH_CHUNK',
+  'DATABASE_POOL_MAX',
+  'SANDBOX_CARRIERS_RING_MS',
+  'SANDBOX_CARRIERS_SPEED',
+  'CALL_RING_TIMEOUT_S',
+  'WEBHOOK_CONCURRENCY',
+];
 const LIVE = ['queued', 'initiated', 'ringing', 'in_progress'];
 
 const num = (name: string, dflt: number) => Number(process.env[name] ?? dflt);
@@ -74,8 +83,19 @@ interface Ctx {
   workspaceId: string;
 }
 
-async function api(base: string, method: string, p: string, token: string | null, body?: unknown, headers: Record<string, string> = {}): Promise<Record<string, any>> {
-  const res = await fetch(`${base}${p}`, { method, headers: { 'Content-Type': 'application/json', ...(token ? { Authorization: `Bearer ${token}` } : {}), ...headers }, body: body === undefined ? undefined : JSON.stringify(body) });
+async function api(
+  base: string,
+  method: string,
+  p: string,
+  token: string | null,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<Record<string, any>> {
+  const res = await fetch(`${base}${p}`, {
+    method,
+    headers: { 'Content-Type': 'application/json', ...(token ? { Authorization: `Bearer ${token}` } : {}), ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const text = await res.text();
   if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${text.slice(0, 300)}`);
   return text ? (JSON.parse(text) as Record<string, any>) : {};
@@ -127,7 +147,8 @@ async function create(c: Ctx): Promise<void> {
   const trivial = await trivialEndpoint();
   const recipients = numbers(n, '5000').map((to_number, j) => ({ to_number, variables: { name: `Customer ${j}` } }));
   let rep = 0;
-  const body = () => JSON.stringify({ agent_id: c.agentId, name: `Bench create ${rep++}`, recipients, scheduled_at: new Date(Date.now() + 3600_000).toISOString() });
+  const body = () =>
+    JSON.stringify({ agent_id: c.agentId, name: `Bench create ${rep++}`, recipients, scheduled_at: new Date(Date.now() + 3600_000).toISOString() });
   const auth = { Authorization: `Bearer ${c.key}` };
 
   const service = async (idempotent: boolean) => {
@@ -147,8 +168,15 @@ async function create(c: Ctx): Promise<void> {
     const at = new Date(Date.now() + 3600_000);
     const t0 = performance.now();
     const rows = recipients.map((r, position) => ({
-      id: newId('batchRecipient'), batch_id: batchId, position, to_number: r.to_number, variables: JSON.stringify(r.variables),
-      first_message: null, timezone: null, status: 'scheduled', next_attempt_at: at,
+      id: newId('batchRecipient'),
+      batch_id: batchId,
+      position,
+      to_number: r.to_number,
+      variables: JSON.stringify(r.variables),
+      first_message: null,
+      timezone: null,
+      status: 'scheduled',
+      next_attempt_at: at,
     }));
     await knex.transaction(async (trx) => {
       for (let i = 0; i < rows.length; i += 2000) await trx('bench_scratch_recipients').insert(rows.slice(i, i + 2000));
@@ -172,7 +200,16 @@ async function create(c: Ctx): Promise<void> {
   table(
     cases.map(([name, , out]) => {
       const s = stats(out);
-      return { case: name, recipients: n, 'body KB': Math.round(size / 1024), reps: out.length, 'p50 ms': r1(s.p50), 'p99 ms': r1(s.p99), 'max ms': r1(s.max), 'min ms': r1(s.min) };
+      return {
+        case: name,
+        recipients: n,
+        'body KB': Math.round(size / 1024),
+        reps: out.length,
+        'p50 ms': r1(s.p50),
+        'p99 ms': r1(s.p99),
+        'max ms': r1(s.max),
+        'min ms': r1(s.min),
+      };
     }),
   );
   console.log(
@@ -243,7 +280,10 @@ function startFigures(records: SandboxCallRecord[], t0: number, n: number) {
   let live = 0;
   let peak = 0;
   for (const [, d] of events) peak = Math.max(peak, (live += d));
-  const durations = records.filter((r) => r.endedAt !== null).map((r) => r.endedAt! - r.createdAt).sort((a, b) => a - b);
+  const durations = records
+    .filter((r) => r.endedAt !== null)
+    .map((r) => r.endedAt! - r.createdAt)
+    .sort((a, b) => a - b);
   return {
     carrierMs: percentile(durations, 50),
     started: starts.length,
@@ -266,12 +306,25 @@ async function ratePhase(c: Ctx, watch: Watch, client: BenchChild, mode: 'batch'
   let clientInfo = '';
   if (mode === 'batch') {
     const p0 = performance.now();
-    const batch = await api(c.base, 'POST', '/api/v1/batches', c.key, { agent_id: c.agentId, name: `Bench rate ${concurrency}`, concurrency, recipients: nums.map((to_number) => ({ to_number })) });
+    const batch = await api(c.base, 'POST', '/api/v1/batches', c.key, {
+      agent_id: c.agentId,
+      name: `Bench rate ${concurrency}`,
+      concurrency,
+      recipients: nums.map((to_number) => ({ to_number })),
+    });
     createMs = performance.now() - p0;
     await waitUntil(() => records.length >= n, timeout, `${n} calls of the batch`);
-    await waitUntil(async () => (await c.knex('batches').where({ id: batch.batch_id }).first('status')).status === 'completed', timeout, 'the batch to complete', 50);
+    await waitUntil(
+      async () => (await c.knex('batches').where({ id: batch.batch_id }).first('status')).status === 'completed',
+      timeout,
+      'the batch to complete',
+      50,
+    );
   } else {
-    const asked = client.ask<{ placed: number; retried429: number; errors: number; lost: number; ms: number }>({ cmd: 'run', mode, base: c.base, key: c.key, agentId: c.agentId, numbers: nums, concurrency }, 'done');
+    const asked = client.ask<{ placed: number; retried429: number; errors: number; lost: number; ms: number }>(
+      { cmd: 'run', mode, base: c.base, key: c.key, agentId: c.agentId, numbers: nums, concurrency },
+      'done',
+    );
     const done = await Promise.race([asked, sleep(timeout).then(() => Promise.reject(new Error(`the ${mode} client did not finish in ${timeout} ms`)))]);
     clientInfo = `${done.placed} placed, ${done.retried429} 429s retried, ${done.errors} errors, ${done.lost} call.completed not received`;
     await waitUntil(() => records.length >= done.placed, timeout, `${done.placed} calls at the carrier`);
@@ -290,10 +343,23 @@ async function ratePhase(c: Ctx, watch: Watch, client: BenchChild, mode: 'batch'
       [nums],
     )
   ).rows as Array<Record<string, number>>;
-  return { mode, concurrency, createMs, clientInfo, serviceCpuMsPerCall: (cpu.user + cpu.system) / 1000 / f.started, queriesPerCall: queries / f.started, parts, ...f };
+  return {
+    mode,
+    concurrency,
+    createMs,
+    clientInfo,
+    serviceCpuMsPerCall: (cpu.user + cpu.system) / 1000 / f.started,
+    queriesPerCall: queries / f.started,
+    parts,
+    ...f,
+  };
 }
 
-const LABELS = { batch: 'batch (POST /api/v1/batches)', paced: 'baseline: client, <= C calls live (next on call.completed)', requests: 'baseline: client, C requests in flight' };
+const LABELS = {
+  batch: 'batch (POST /api/v1/batches)',
+  paced: 'baseline: client, <= C calls live (next on call.completed)',
+  requests: 'baseline: client, C requests in flight',
+};
 const SHORT = { batch: 'batch', paced: 'baseline: paced client', requests: 'baseline: C requests in flight' };
 
 async function rate(c: Ctx, client: BenchChild, watch: Watch): Promise<void> {
@@ -327,7 +393,9 @@ async function rate(c: Ctx, client: BenchChild, watch: Watch): Promise<void> {
         'dial claimed -> finalisation claimed p50 ms': r1(r.parts.dialed),
         'finalisation claimed -> terminal p50 ms': r1(r.parts.finalised),
       });
-      console.log(JSON.stringify({ ...rows.at(-1), ...breakdown.at(-1), ...(mode === 'batch' ? { 'create ms': Math.round(r.createMs) } : { client: r.clientInfo }) }));
+      console.log(
+        JSON.stringify({ ...rows.at(-1), ...breakdown.at(-1), ...(mode === 'batch' ? { 'create ms': Math.round(r.createMs) } : { client: r.clientInfo }) }),
+      );
       await sleep(1000);
     }
   }
@@ -349,7 +417,11 @@ async function lag(c: Ctx, watch: Watch, env: Record<string, string>): Promise<v
   const maxS = num('BENCH_BATCH_LAG_MAX_S', 10);
   const config = loadConfig({ DATABASE_URL: c.service.db.url, ...env });
   const baselineLags: number[] = [];
-  const queue = new JobQueue(c.knex, { connectionString: c.service.db.url, concurrency: config.JOBS_CONCURRENCY, pollIntervalMs: config.JOBS_POLL_INTERVAL_MS }, createLogger('silent'));
+  const queue = new JobQueue(
+    c.knex,
+    { connectionString: c.service.db.url, concurrency: config.JOBS_CONCURRENCY, pollIntervalMs: config.JOBS_POLL_INTERVAL_MS },
+    createLogger('silent'),
+  );
   queue.register('bench_timer', async (payload) => {
     baselineLags.push(Date.now() - Date.parse(String(payload.at)));
   });
@@ -361,16 +433,33 @@ async function lag(c: Ctx, watch: Watch, env: Record<string, string>): Promise<v
     for (let i = 0; i < count; i++) {
       const at = new Date(Date.now() + (minS + Math.random() * (maxS - minS)) * 1000);
       const to = lagNumbers[i];
-      const b = await api(c.base, 'POST', '/api/v1/batches', c.key, { agent_id: c.agentId, name: `Bench lag ${i}`, recipients: [{ to_number: to }], scheduled_at: at.toISOString() });
+      const b = await api(c.base, 'POST', '/api/v1/batches', c.key, {
+        agent_id: c.agentId,
+        name: `Bench lag ${i}`,
+        recipients: [{ to_number: to }],
+        scheduled_at: at.toISOString(),
+      });
       await queue.add('bench_timer', { at: at.toISOString() }, { runAt: at });
       batches.push({ id: b.batch_id, at: at.getTime(), to });
     }
     const last = Math.max(...batches.map((b) => b.at));
     await sleep(Math.max(0, last - Date.now()));
-    await waitUntil(async () => {
-      const [row] = await c.knex('batches').whereIn('id', batches.map((b) => b.id)).where('status', 'completed').count<{ count: string }[]>('* as count');
-      return Number(row.count) === count && baselineLags.length === count;
-    }, 60_000, 'the scheduled batches to complete', 50);
+    await waitUntil(
+      async () => {
+        const [row] = await c
+          .knex('batches')
+          .whereIn(
+            'id',
+            batches.map((b) => b.id),
+          )
+          .where('status', 'completed')
+          .count<{ count: string }[]>('* as count');
+        return Number(row.count) === count && baselineLags.length === count;
+      },
+      60_000,
+      'the scheduled batches to complete',
+      50,
+    );
   } finally {
     await queue.stop();
   }
@@ -386,11 +475,25 @@ async function lag(c: Ctx, watch: Watch, env: Record<string, string>): Promise<v
   const carrier = batches.map((b) => (byNumber.get(b.to) ?? NaN) - b.at);
   const line = (name: string, v: number[]) => {
     const s = stats(v);
-    return { measure: name, n: v.length, 'p50 ms': r1(s.p50), 'p99 ms': r1(s.p99), 'max ms': r1(s.max), 'min ms': r1(s.min), early: v.filter((x) => x < 0).length };
+    return {
+      measure: name,
+      n: v.length,
+      'p50 ms': r1(s.p50),
+      'p99 ms': r1(s.p99),
+      'max ms': r1(s.max),
+      'min ms': r1(s.min),
+      early: v.filter((x) => x < 0).length,
+    };
   };
   table([
-    line('batch: scheduled_at -> call row (calls.created_at)', rows.map((r) => r.created)),
-    line('batch: scheduled_at -> dial claimed (dial_attempted_at)', rows.map((r) => r.dialed)),
+    line(
+      'batch: scheduled_at -> call row (calls.created_at)',
+      rows.map((r) => r.created),
+    ),
+    line(
+      'batch: scheduled_at -> dial claimed (dial_attempted_at)',
+      rows.map((r) => r.dialed),
+    ),
     line('batch: scheduled_at -> carrier received the dial', carrier.filter(Number.isFinite)),
     line('baseline: job queue, trivial task at the same times', baselineLags),
   ]);
@@ -420,10 +523,18 @@ export async function run(): Promise<void> {
   service.db.knex.on('query', () => queries++);
   try {
     const base = service.url;
-    const signup = await api(base, 'POST', '/api/v1/auth/signup', null, { email: `bench-batches-${Date.now()}@example.com`, password: 'correct-horse-battery', workspace_name: 'Bench' });
+    const signup = await api(base, 'POST', '/api/v1/auth/signup', null, {
+      email: `bench-batches-${Date.now()}@example.com`,
+      password: 'correct-horse-battery',
+      workspace_name: 'Bench',
+    });
     const key = (await api(base, 'POST', '/api/v1/keys', signup.session_token, { name: 'bench' })).key as string;
     const limit = num('BENCH_BATCH_WORKSPACE_LIMIT', 500);
-    await api(base, 'PATCH', `/admin/v1/workspaces/${signup.workspace.id}`, ADMIN, { plan: 'enterprise', concurrent_session_limit: limit, credit_balance_cents: 1_000_000_000 });
+    await api(base, 'PATCH', `/admin/v1/workspaces/${signup.workspace.id}`, ADMIN, {
+      plan: 'enterprise',
+      concurrent_session_limit: limit,
+      credit_balance_cents: 1_000_000_000,
+    });
     const agent = await api(base, 'POST', '/api/v1/agents', key, {
       name: 'Bench',
       instruction: 'You are the receptionist of Acme Dental.',

@@ -60,10 +60,22 @@ function transcoding(): void {
     return alawmulaw.mulaw.encode(new Int16Array(pcm8.buffer, pcm8.byteOffset, pcm8.length >> 1));
   });
   table([
-    { direction: 'caller -> model (mu-law 8k -> PCM16 16k)', 'ns/frame': Math.round(toModel), 'baseline ns/frame': Math.round(baseIn), '% of 20 ms': ((toModel / 20e6) * 100).toFixed(4) },
-    { direction: 'model -> caller (PCM16 24k -> mu-law 8k)', 'ns/frame': Math.round(toCaller), 'baseline ns/frame': Math.round(baseOut), '% of 20 ms': ((toCaller / 20e6) * 100).toFixed(4) },
+    {
+      direction: 'caller -> model (mu-law 8k -> PCM16 16k)',
+      'ns/frame': Math.round(toModel),
+      'baseline ns/frame': Math.round(baseIn),
+      '% of 20 ms': ((toModel / 20e6) * 100).toFixed(4),
+    },
+    {
+      direction: 'model -> caller (PCM16 24k -> mu-law 8k)',
+      'ns/frame': Math.round(toCaller),
+      'baseline ns/frame': Math.round(baseOut),
+      '% of 20 ms': ((toCaller / 20e6) * 100).toFixed(4),
+    },
   ]);
-  console.log(`Transcoding: ${(inFrames.length * rounds).toLocaleString()} and ${(outFrames.length * rounds).toLocaleString()} frames; baseline = alawmulaw's per-call codec on the same resamplers.`);
+  console.log(
+    `Transcoding: ${(inFrames.length * rounds).toLocaleString()} and ${(outFrames.length * rounds).toLocaleString()} frames; baseline = alawmulaw's per-call codec on the same resamplers.`,
+  );
 }
 
 // 2. Concurrent calls
@@ -74,8 +86,19 @@ type Child = BenchChild;
 /** BENCH_CPU_PROF_DIR: a V8 CPU profile of the service process, written there when it exits. */
 const profile = () => (process.env.BENCH_CPU_PROF_DIR ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_CPU_PROF_DIR}`] : []);
 
-async function api(base: string, method: string, p: string, token: string | null, body?: unknown, headers: Record<string, string> = {}): Promise<Record<string, any>> {
-  const res = await fetch(`${base}${p}`, { method, headers: { 'Content-Type': 'application/json', ...(token ? { Authorization: `Bearer ${token}` } : {}), ...headers }, body: body === undefined ? undefined : JSON.stringify(body) });
+async function api(
+  base: string,
+  method: string,
+  p: string,
+  token: string | null,
+  body?: unknown,
+  headers: Record<string, string> = {},
+): Promise<Record<string, any>> {
+  const res = await fetch(`${base}${p}`, {
+    method,
+    headers: { 'Content-Type': 'application/json', ...(token ? { Authorization: `Bearer ${token}` } : {}), ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const text = await res.text();
   const json = text ? (JSON.parse(text) as Record<string, any>) : {};
   if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${text.slice(0, 300)}`);
@@ -131,15 +154,20 @@ export async function run(): Promise<void> {
   const c = carrier.info;
   const child = path.join(import.meta.dirname, 'calls/child.ts');
   const voice = await forkChild(child, ['voice'], {});
-  const service = await forkChild(child, ['service'], {
-    VOICE_SERVICE_URL: voice.info.url,
-    DATABASE_URL: db.url,
-    ADMIN_TOKEN: ADMIN,
-    PROVIDER_A_API_URL: c.providerAUrl,
-    PROVIDER_B_API_URL: c.providerBUrl,
-    CALL_SILENCE_TIMEOUT_MS: '0',
-    DATABASE_POOL_MAX: '40',
-  }, profile());
+  const service = await forkChild(
+    child,
+    ['service'],
+    {
+      VOICE_SERVICE_URL: voice.info.url,
+      DATABASE_URL: db.url,
+      ADMIN_TOKEN: ADMIN,
+      PROVIDER_A_API_URL: c.providerAUrl,
+      PROVIDER_B_API_URL: c.providerBUrl,
+      CALL_SILENCE_TIMEOUT_MS: '0',
+      DATABASE_POOL_MAX: '40',
+    },
+    profile(),
+  );
   const relay = await forkChild(child, ['relay'], { VOICE_URL: voice.info.url });
   const apiKey = `KEY${randomBytes(12).toString('hex')}`;
   let serial = 0;
@@ -150,9 +178,17 @@ export async function run(): Promise<void> {
   };
   try {
     const s = service.info.url;
-    const signup = await api(s, 'POST', '/api/v1/auth/signup', null, { email: `bench-${Date.now()}@example.com`, password: 'correct-horse-battery', workspace_name: 'Bench' });
+    const signup = await api(s, 'POST', '/api/v1/auth/signup', null, {
+      email: `bench-${Date.now()}@example.com`,
+      password: 'correct-horse-battery',
+      workspace_name: 'Bench',
+    });
     const key = (await api(s, 'POST', '/api/v1/keys', signup.session_token, { name: 'bench' })).key as string;
-    await api(s, 'PATCH', `/admin/v1/workspaces/${signup.workspace.id}`, ADMIN, { plan: 'enterprise', concurrent_session_limit: 100_000, credit_balance_cents: 1_000_000_000 });
+    await api(s, 'PATCH', `/admin/v1/workspaces/${signup.workspace.id}`, ADMIN, {
+      plan: 'enterprise',
+      concurrent_session_limit: 100_000,
+      credit_balance_cents: 1_000_000_000,
+    });
     const agent = await api(s, 'POST', '/api/v1/agents', key, {
       name: 'Bench',
       instruction: 'You are the receptionist of Acme Dental.',
@@ -194,8 +230,14 @@ export async function run(): Promise<void> {
             const to = number();
             carrier.proc.send({ cmd: 'script', to, script: SCRIPT });
             const r = await api(c.providerBUrl, 'POST', '/calls', apiKey, {
-              connection_id: '1234567', to, from: '+14155550100', webhook_url: relay.info.url,
-              stream_url: `${relayWs}/media`, stream_track: 'inbound_track', stream_bidirectional_mode: 'rtp', stream_bidirectional_codec: 'PCMU',
+              connection_id: '1234567',
+              to,
+              from: '+14155550100',
+              webhook_url: relay.info.url,
+              stream_url: `${relayWs}/media`,
+              stream_track: 'inbound_track',
+              stream_bidirectional_mode: 'rtp',
+              stream_bidirectional_codec: 'PCMU',
             });
             return r.data.call_control_id as string;
           }),
@@ -204,7 +246,9 @@ export async function run(): Promise<void> {
       }
       await waitLive(relay, n);
       const bare = await measure(relay, n, seconds, rBefore);
-      await Promise.all(controlIds.map((id) => api(c.providerBUrl, 'POST', `/calls/${encodeURIComponent(id)}/actions/hangup`, apiKey, {}).catch(() => undefined)));
+      await Promise.all(
+        controlIds.map((id) => api(c.providerBUrl, 'POST', `/calls/${encodeURIComponent(id)}/actions/hangup`, apiKey, {}).catch(() => undefined)),
+      );
       await waitLive(relay, 0).catch(() => undefined);
 
       // The largest N below the first level that misses (a later level that passes, for instance because
@@ -233,7 +277,9 @@ export async function run(): Promise<void> {
     }
     table(rows);
     const ratio = bestRelay ? ((bestService / bestRelay) * 100).toFixed(0) : 'n/a';
-    console.log(`Largest N with added p99 + loop-delay p99 < 10 ms: service ${bestService || 'none'}, relay ${bestRelay || 'none'} (${ratio}% of the relay; of ${levels.join(', ')}; ${seconds} s per phase).`);
+    console.log(
+      `Largest N with added p99 + loop-delay p99 < 10 ms: service ${bestService || 'none'}, relay ${bestRelay || 'none'} (${ratio}% of the relay; of ${levels.join(', ')}; ${seconds} s per phase).`,
+    );
   } finally {
     for (const p of [service, relay, voice]) {
       p.proc.send({ cmd: 'exit' });

@@ -21,7 +21,11 @@ export async function run(): Promise<void> {
     }).then((r) => r.json() as Promise<{ session_token: string }>);
     const token = signup.session_token;
     for (let i = 0; i < 5; i++) {
-      await fetch(`${service.url}/api/v1/keys`, { method: 'POST', headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` }, body: JSON.stringify({ name: `key ${i}` }) });
+      await fetch(`${service.url}/api/v1/keys`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
+        body: JSON.stringify({ name: `key ${i}` }),
+      });
     }
 
     // The bare handler: the same two queries, JSON out, nothing else.
@@ -30,14 +34,29 @@ export async function run(): Promise<void> {
     bare.use(async (ctx) => {
       const m = /^Bearer (\S+)$/.exec(ctx.get('Authorization'));
       const session = m
-        ? await knex('dashboard_sessions as s').join('users as u', 'u.id', 's.user_id').where('s.token_hash', sha256Hex(m[1])).whereNull('s.revoked_at').where('s.expires_at', '>', knex.fn.now()).first('s.workspace_id')
+        ? await knex('dashboard_sessions as s')
+            .join('users as u', 'u.id', 's.user_id')
+            .where('s.token_hash', sha256Hex(m[1]))
+            .whereNull('s.revoked_at')
+            .where('s.expires_at', '>', knex.fn.now())
+            .first('s.workspace_id')
         : undefined;
       if (!session) {
         ctx.status = 401;
         return;
       }
-      const rows = await knex('api_keys').where({ workspace_id: session.workspace_id }).orderBy('id', 'desc').select('id', 'name', 'key_prefix', 'revoked_at', 'last_used_at', 'created_at');
-      ctx.body = rows.map((k) => ({ id: k.id, name: k.name, key_prefix: k.key_prefix, revoked: k.revoked_at !== null, created_at: k.created_at.toISOString(), last_used_at: k.last_used_at?.toISOString() ?? null }));
+      const rows = await knex('api_keys')
+        .where({ workspace_id: session.workspace_id })
+        .orderBy('id', 'desc')
+        .select('id', 'name', 'key_prefix', 'revoked_at', 'last_used_at', 'created_at');
+      ctx.body = rows.map((k) => ({
+        id: k.id,
+        name: k.name,
+        key_prefix: k.key_prefix,
+        revoked: k.revoked_at !== null,
+        created_at: k.created_at.toISOString(),
+        last_used_at: k.last_used_at?.toISOString() ?? null,
+      }));
     });
     const bareServer = http.createServer(bare.callback());
     await new Promise<void>((r) => bareServer.listen(0, '127.0.0.1', () => r()));
@@ -53,8 +72,20 @@ export async function run(): Promise<void> {
 
     console.log('\nContract layer: GET /api/v1/keys, 20 connections, %ds each', seconds);
     table([
-      { stack: 'bare Koa handler (same queries)', 'req/s': Math.round(bareResult.requestsPerSec), 'p50 ms': bareResult.p50, 'p99 ms': bareResult.p99, errors: bareResult.errors + bareResult.non2xx },
-      { stack: 'full stack (contract layer)', 'req/s': Math.round(full.requestsPerSec), 'p50 ms': full.p50, 'p99 ms': full.p99, errors: full.errors + full.non2xx },
+      {
+        stack: 'bare Koa handler (same queries)',
+        'req/s': Math.round(bareResult.requestsPerSec),
+        'p50 ms': bareResult.p50,
+        'p99 ms': bareResult.p99,
+        errors: bareResult.errors + bareResult.non2xx,
+      },
+      {
+        stack: 'full stack (contract layer)',
+        'req/s': Math.round(full.requestsPerSec),
+        'p50 ms': full.p50,
+        'p99 ms': full.p99,
+        errors: full.errors + full.non2xx,
+      },
     ]);
     const ratio = full.requestsPerSec / bareResult.requestsPerSec;
     console.log(`Full stack keeps ${(ratio * 100).toFixed(1)}% of the bare handler's throughput (goal: >= 70%).`);

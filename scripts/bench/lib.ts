@@ -58,8 +58,20 @@ export interface LoadResult {
 }
 
 /** Runs autocannon against a URL for `seconds` with `connections` concurrent keep-alive connections. */
-export function load(url: string, opts: { headers?: Record<string, string>; method?: string; body?: string; connections?: number; seconds?: number }): Promise<LoadResult> {
-  const args = [path.join(root, 'node_modules/autocannon/autocannon.js'), '--json', '-c', String(opts.connections ?? 20), '-d', String(opts.seconds ?? 10), '-m', opts.method ?? 'GET'];
+export function load(
+  url: string,
+  opts: { headers?: Record<string, string>; method?: string; body?: string; connections?: number; seconds?: number },
+): Promise<LoadResult> {
+  const args = [
+    path.join(root, 'node_modules/autocannon/autocannon.js'),
+    '--json',
+    '-c',
+    String(opts.connections ?? 20),
+    '-d',
+    String(opts.seconds ?? 10),
+    '-m',
+    opts.method ?? 'GET',
+  ];
   for (const [k, v] of Object.entries(opts.headers ?? {})) args.push('-H', `${k}=${v}`);
   if (opts.body) args.push('-b', opts.body);
   args.push(url);

@@ -24,7 +24,9 @@ const FRAME_BYTES = 640;
 type Stats = ChildStats;
 
 function audioFrames(): string[] {
-  const clip = Buffer.concat(['caller-question', 'silence-1s', 'caller-hello', 'silence-1s'].map((f) => readFileSync(path.join(FIXTURES, `${f}.pcm16le-16k.raw`))));
+  const clip = Buffer.concat(
+    ['caller-question', 'silence-1s', 'caller-hello', 'silence-1s'].map((f) => readFileSync(path.join(FIXTURES, `${f}.pcm16le-16k.raw`))),
+  );
   const frames: string[] = [];
   for (let i = 0; i + FRAME_BYTES <= clip.length; i += FRAME_BYTES) {
     frames.push(JSON.stringify({ mime_type: 'audio/pcm', data: clip.subarray(i, i + FRAME_BYTES).toString('base64') }));
@@ -33,7 +35,11 @@ function audioFrames(): string[] {
 }
 
 async function api(base: string, method: string, p: string, token: string | null, body?: unknown): Promise<Record<string, any>> {
-  const res = await fetch(`${base}${p}`, { method, headers: { 'Content-Type': 'application/json', ...(token ? { Authorization: `Bearer ${token}` } : {}) }, body: body === undefined ? undefined : JSON.stringify(body) });
+  const res = await fetch(`${base}${p}`, {
+    method,
+    headers: { 'Content-Type': 'application/json', ...(token ? { Authorization: `Bearer ${token}` } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
   const json = (await res.json()) as Record<string, any>;
   if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(json)}`);
   return json;
@@ -123,11 +129,20 @@ export async function run(): Promise<void> {
   const relay = await forkChild(childFile, ['relay'], {});
   try {
     const s = service.info.url;
-    const signup = await api(s, 'POST', '/api/v1/auth/signup', null, { email: `bench-${Date.now()}@example.com`, password: 'correct-horse-battery', workspace_name: 'Bench' });
+    const signup = await api(s, 'POST', '/api/v1/auth/signup', null, {
+      email: `bench-${Date.now()}@example.com`,
+      password: 'correct-horse-battery',
+      workspace_name: 'Bench',
+    });
     const key = (await api(s, 'POST', '/api/v1/keys', signup.session_token, { name: 'bench' })).key as string;
     await api(s, 'PATCH', `/admin/v1/workspaces/${signup.workspace.id}`, ADMIN, { concurrent_session_limit: 100_000, credit_balance_cents: 1_000_000_000 });
-    const agent = await api(s, 'POST', '/api/v1/agents', key, { name: 'Bench', instruction: 'You are the receptionist of Acme Dental.', first_message: 'Hello! How can I help you today?' });
-    const sessionUrl = async (i: number) => (await api(s, 'POST', '/api/v1/realtime/sessions', key, { agent_id: agent.agent_id, user_id: `bench-${i}`, source: 'voice' })).ws_url as string;
+    const agent = await api(s, 'POST', '/api/v1/agents', key, {
+      name: 'Bench',
+      instruction: 'You are the receptionist of Acme Dental.',
+      first_message: 'Hello! How can I help you today?',
+    });
+    const sessionUrl = async (i: number) =>
+      (await api(s, 'POST', '/api/v1/realtime/sessions', key, { agent_id: agent.agent_id, user_id: `bench-${i}`, source: 'voice' })).ws_url as string;
     const relayUrl = async () => relay.info.url.replace(/^http/, 'ws') + '/relay';
 
     const rows: Array<Record<string, string | number>> = [];

@@ -44,7 +44,6 @@ async function startReceivers(n: number, onReceipt: (r: Receipt) => void): Promi
   };
 }
 
-
 /** A receiver that answers after `delayMs`. */
 async function slowReceiver(delayMs: number): Promise<{ url: string; close(): Promise<void> }> {
   const server = http.createServer((req, res) => {
@@ -146,7 +145,10 @@ export async function run(): Promise<void> {
         await new Promise((r) => setTimeout(r, 100));
       }
       await waitFor(() => [...sent.keys()].every((id) => receipts.some((r) => r.eventId === id)), 120_000);
-      return receipts.filter((r) => sent.has(r.eventId)).map((r) => r.at - sent.get(r.eventId)!).sort((a, b) => a - b);
+      return receipts
+        .filter((r) => sent.has(r.eventId))
+        .map((r) => r.at - sent.get(r.eventId)!)
+        .sort((a, b) => a - b);
     };
     const alone = await neighbour();
     for (const w of (await service.webhooks.list(workspaceId, { limit: 100 })).data) await service.webhooks.remove(workspaceId, w.webhook_id);
@@ -185,7 +187,9 @@ export async function run(): Promise<void> {
         'all 20 received, p50 ms': '-',
       },
     ]);
-    console.log(`burst: ${burst} events recorded in ${Math.round(recorded - start)} ms (${Math.round(burst / ((recorded - start) / 1000))} events/s), all delivered ${Math.round(end - start)} ms after the first was raised; duplicates: ${duplicates}`);
+    console.log(
+      `burst: ${burst} events recorded in ${Math.round(recorded - start)} ms (${Math.round(burst / ((recorded - start) / 1000))} events/s), all delivered ${Math.round(end - start)} ms after the first was raised; duplicates: ${duplicates}`,
+    );
   } finally {
     await receivers.close();
     await service.close();

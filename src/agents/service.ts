@@ -118,8 +118,16 @@ export class AgentService {
       variable_placeholders: row.variable_placeholders,
       voicemail_config: row.voicemail_config,
       telephony: {
-        provider_a: { configured: configuredA(row.provider_a_config, row.provider_a_phone_number), phone_number: row.provider_a_phone_number, inbound_enabled: row.provider_a_inbound_enabled },
-        provider_b: { configured: configuredB(row.provider_b_config, row.provider_b_phone_number), phone_number: row.provider_b_phone_number, inbound_enabled: row.provider_b_inbound_enabled },
+        provider_a: {
+          configured: configuredA(row.provider_a_config, row.provider_a_phone_number),
+          phone_number: row.provider_a_phone_number,
+          inbound_enabled: row.provider_a_inbound_enabled,
+        },
+        provider_b: {
+          configured: configuredB(row.provider_b_config, row.provider_b_phone_number),
+          phone_number: row.provider_b_phone_number,
+          inbound_enabled: row.provider_b_inbound_enabled,
+        },
       },
       realtime: { enable_webcam: row.enable_webcam, enable_screen_share: row.enable_screen_share },
       created_at: row.created_at.toISOString(),
@@ -222,7 +230,8 @@ export class AgentService {
     try {
       row = await this.store.setInbound(workspaceId, agentId, provider, phoneNumber, enabled);
     } catch (err) {
-      if (isUniqueViolation(err)) throw conflict('phone_number_in_use', `Another agent already answers inbound calls on ${phoneNumber} at ${provider}.`, 'provider');
+      if (isUniqueViolation(err))
+        throw conflict('phone_number_in_use', `Another agent already answers inbound calls on ${phoneNumber} at ${provider}.`, 'provider');
       throw err;
     }
     if (!row) throw conflict('provider_not_configured', `The agent's ${provider} phone_number changed meanwhile; try again.`, 'provider');
@@ -230,7 +239,8 @@ export class AgentService {
   }
 
   private runtime(row: AgentRow): RuntimeAgent {
-    const open = (v: string | undefined, provider: 'provider_a' | 'provider_b', field: string) => (v ? this.secrets.open(v, credentialContext(row.id, provider, field)) : null);
+    const open = (v: string | undefined, provider: 'provider_a' | 'provider_b', field: string) =>
+      v ? this.secrets.open(v, credentialContext(row.id, provider, field)) : null;
     const a = row.provider_a_config;
     const b = row.provider_b_config;
     return {
@@ -298,13 +308,25 @@ export class AgentService {
       }
     }
     if (has(body, 'provider_a_config')) {
-      const merged = this.mergeProvider(current.provider_a_config as Record<string, string> | null, current.provider_a_phone_number, body.provider_a_config as ProviderAInput | null, A_SECRETS, (f) => credentialContext(agentId, 'provider_a', f));
+      const merged = this.mergeProvider(
+        current.provider_a_config as Record<string, string> | null,
+        current.provider_a_phone_number,
+        body.provider_a_config as ProviderAInput | null,
+        A_SECRETS,
+        (f) => credentialContext(agentId, 'provider_a', f),
+      );
       out.provider_a_config = merged.config as ProviderAStored | null;
       out.provider_a_phone_number = merged.phone;
       if (merged.phone !== current.provider_a_phone_number) out.provider_a_inbound_enabled = false;
     }
     if (has(body, 'provider_b_config')) {
-      const merged = this.mergeProvider(current.provider_b_config as Record<string, string> | null, current.provider_b_phone_number, body.provider_b_config as ProviderBInput | null, B_SECRETS, (f) => credentialContext(agentId, 'provider_b', f));
+      const merged = this.mergeProvider(
+        current.provider_b_config as Record<string, string> | null,
+        current.provider_b_phone_number,
+        body.provider_b_config as ProviderBInput | null,
+        B_SECRETS,
+        (f) => credentialContext(agentId, 'provider_b', f),
+      );
       out.provider_b_config = merged.config as ProviderBStored | null;
       out.provider_b_phone_number = merged.phone;
       if (merged.phone !== current.provider_b_phone_number) out.provider_b_inbound_enabled = false;

@@ -84,7 +84,10 @@ export class AgentStore {
   }
 
   async update(trx: Knex, id: string, values: Partial<AgentValues>): Promise<AgentRow> {
-    const [row] = await trx('agents').where({ id }).update({ ...encode(values), updated_at: trx.fn.now() }).returning('*');
+    const [row] = await trx('agents')
+      .where({ id })
+      .update({ ...encode(values), updated_at: trx.fn.now() })
+      .returning('*');
     return row;
   }
 
@@ -98,11 +101,19 @@ export class AgentStore {
 
   /** The agent answering inbound calls to `phoneNumber` at `provider`, if any (at most one: a unique index). */
   findInbound(provider: 'provider_a' | 'provider_b', phoneNumber: string): Promise<AgentRow | undefined> {
-    return this.db('agents').where({ [`${provider}_phone_number`]: phoneNumber, [`${provider}_inbound_enabled`]: true }).first();
+    return this.db('agents')
+      .where({ [`${provider}_phone_number`]: phoneNumber, [`${provider}_inbound_enabled`]: true })
+      .first();
   }
 
   /** Sets inbound on or off when the number is still `phoneNumber`; a unique violation means another agent answers it. */
-  async setInbound(workspaceId: string, id: string, provider: 'provider_a' | 'provider_b', phoneNumber: string, enabled: boolean): Promise<AgentRow | undefined> {
+  async setInbound(
+    workspaceId: string,
+    id: string,
+    provider: 'provider_a' | 'provider_b',
+    phoneNumber: string,
+    enabled: boolean,
+  ): Promise<AgentRow | undefined> {
     const [row] = await this.db('agents')
       .where({ id, workspace_id: workspaceId, [`${provider}_phone_number`]: phoneNumber })
       .update({ [`${provider}_inbound_enabled`]: enabled, updated_at: this.db.fn.now() })

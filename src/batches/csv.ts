@@ -29,9 +29,7 @@ export interface CsvFileProblem {
   column: string | null;
 }
 
-export type CsvParseResult =
-  | { ok: true; recipients: CsvRecipient[]; problems: CsvRowProblem[] }
-  | { ok: false; problems: CsvFileProblem[] };
+export type CsvParseResult = { ok: true; recipients: CsvRecipient[]; problems: CsvRowProblem[] } | { ok: false; problems: CsvFileProblem[] };
 
 export interface CsvLimits {
   maxRows?: number;

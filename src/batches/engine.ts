@@ -126,7 +126,10 @@ export class BatchEngine {
           taken.map(({ recipient: r, callId }) => ({ callId, to: r.to_number, variables: r.variables, firstMessage: r.first_message, batchId })),
           trx,
         );
-        await this.store.markDialing(trx, taken.map(({ recipient, callId }) => ({ id: recipient.id, call_id: callId })));
+        await this.store.markDialing(
+          trx,
+          taken.map(({ recipient, callId }) => ({ id: recipient.id, call_id: callId })),
+        );
         if (started > 0 && batch.status === 'queued') batch = await this.store.update(trx, batchId, { status: 'in_progress' });
         if (started > 0) this.log.info({ batchId, started }, 'batch calls queued');
       }

@@ -43,9 +43,19 @@ const where = (i: number, row: number | undefined) => (row === undefined ? `Reci
  * Keeps recipients in order; `index` of a skipped item is its position among `inputs` merged with
  * `problems` (the request's recipients, or the file's data rows).
  */
-export function screenRecipients(inputs: Array<RecipientInput & { index: number }>, problems: RowProblem[] = []): { accepted: AcceptedRecipient[]; skipped: SkippedItem[] } {
+export function screenRecipients(
+  inputs: Array<RecipientInput & { index: number }>,
+  problems: RowProblem[] = [],
+): { accepted: AcceptedRecipient[]; skipped: SkippedItem[] } {
   const accepted: AcceptedRecipient[] = [];
-  const skipped: SkippedItem[] = problems.map((p) => ({ index: p.index, row: p.row, column: p.column, to_number: p.to_number, reason: p.reason, message: p.message }));
+  const skipped: SkippedItem[] = problems.map((p) => ({
+    index: p.index,
+    row: p.row,
+    column: p.column,
+    to_number: p.to_number,
+    reason: p.reason,
+    message: p.message,
+  }));
   const seen = new Set<string>();
   for (const r of inputs) {
     const number = normalizeNumber(r.to_number);

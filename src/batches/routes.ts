@@ -69,14 +69,24 @@ function fromForm(form: Omit<CsvForm, 'file'>, recipients: BatchInput['recipient
   if (bad !== undefined) throw unprocessable('invalid_value', `'retry_on' lists '${bad.slice(0, 32)}'; use busy, no_answer, failed.`, 'retry_on');
   const windowParts = [form.calling_window_start, form.calling_window_end, form.calling_window_timezone];
   if (windowParts.some((p) => p !== undefined) && windowParts.some((p) => p === undefined)) {
-    throw unprocessable('invalid_calling_window', 'Send calling_window_start, calling_window_end and calling_window_timezone together.', 'calling_window_start');
+    throw unprocessable(
+      'invalid_calling_window',
+      'Send calling_window_start, calling_window_end and calling_window_timezone together.',
+      'calling_window_start',
+    );
   }
   const days = list(form.calling_window_days);
   const badDay = days?.find((d) => !['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'].includes(d));
-  if (badDay !== undefined) throw unprocessable('invalid_value', `'calling_window_days' lists '${badDay.slice(0, 32)}'; use mon ... sun.`, 'calling_window_days');
+  if (badDay !== undefined)
+    throw unprocessable('invalid_value', `'calling_window_days' lists '${badDay.slice(0, 32)}'; use mon ... sun.`, 'calling_window_days');
   const window: CallingWindow | undefined =
     form.calling_window_start !== undefined
-      ? { start: form.calling_window_start, end: form.calling_window_end!, timezone: form.calling_window_timezone!, ...(days ? { days: days as Weekday[] } : {}) }
+      ? {
+          start: form.calling_window_start,
+          end: form.calling_window_end!,
+          timezone: form.calling_window_timezone!,
+          ...(days ? { days: days as Weekday[] } : {}),
+        }
       : undefined;
   const retry = {
     ...(form.retry_max_attempts !== undefined ? { max_attempts: form.retry_max_attempts } : {}),
@@ -96,7 +106,11 @@ function fromForm(form: Omit<CsvForm, 'file'>, recipients: BatchInput['recipient
   };
 }
 
-export function batchRoutes(batches: BatchService, contract: Contract, deliveries: (workspaceId: string, batchId: string, params: PageParams) => Promise<Page<WebhookDelivery>>): Handlers {
+export function batchRoutes(
+  batches: BatchService,
+  contract: Contract,
+  deliveries: (workspaceId: string, batchId: string, params: PageParams) => Promise<Page<WebhookDelivery>>,
+): Handlers {
   const validateForm = contract.requestValidator('#/components/schemas/BatchCsvUploadForm');
 
   return {
@@ -134,7 +148,14 @@ export function batchRoutes(batches: BatchService, contract: Contract, deliverie
         const nul = findNul({ to_number: r.to_number, first_message: r.first_message, ...r.variables }, 'row');
         if (nul !== null) {
           const column = nul.slice('row.'.length);
-          problems.push({ index, row: r.row, column, reason: 'invalid_value', message: `Row ${r.row}: '${column}' contains a NUL character (U+0000).`, to_number: r.to_number.includes('\0') ? null : r.to_number });
+          problems.push({
+            index,
+            row: r.row,
+            column,
+            reason: 'invalid_value',
+            message: `Row ${r.row}: '${column}' contains a NUL character (U+0000).`,
+            to_number: r.to_number.includes('\0') ? null : r.to_number,
+          });
           return;
         }
         recipients.push({ index, row: r.row, to_number: r.to_number, variables: r.variables, ...(r.first_message ? { first_message: r.first_message } : {}) });

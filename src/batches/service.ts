@@ -68,7 +68,14 @@ export class BatchService {
     }
     for (const r of input.recipients) {
       if (r.timezone !== undefined && !isValidTimeZone(r.timezone)) {
-        issues.push(issue(['body', 'recipients', String(r.index), 'timezone'], `Recipient ${r.index}: '${r.timezone.slice(0, 64)}' is not an IANA time zone.`, 'invalid_timezone', r.timezone));
+        issues.push(
+          issue(
+            ['body', 'recipients', String(r.index), 'timezone'],
+            `Recipient ${r.index}: '${r.timezone.slice(0, 64)}' is not an IANA time zone.`,
+            'invalid_timezone',
+            r.timezone,
+          ),
+        );
       }
     }
     return issues;
@@ -84,7 +91,14 @@ export class BatchService {
     await this.calls.checkBilling(workspaceId);
     const { accepted, skipped } = screenRecipients(input.recipients, rowProblems);
     if (!accepted.length) {
-      const detail = skipped.map((s) => issue(s.row === null ? ['body', 'recipients', String(s.index), 'to_number'] : ['file', String(s.row), s.column ?? 'row'], s.message, s.reason, s.to_number ?? undefined));
+      const detail = skipped.map((s) =>
+        issue(
+          s.row === null ? ['body', 'recipients', String(s.index), 'to_number'] : ['file', String(s.row), s.column ?? 'row'],
+          s.message,
+          s.reason,
+          s.to_number ?? undefined,
+        ),
+      );
       throw new ApiError(422, 'invalid_request_error', 'no_valid_recipients', 'No recipient can be called: every one was skipped (see detail).', {
         param: 'recipients',
         issues: [issue(['body', 'recipients'], 'No recipient can be called: every one was skipped.', 'no_valid_recipients'), ...detail],
@@ -202,7 +216,12 @@ export class BatchService {
     await this.calls.checkBilling(workspaceId);
     return this.act(workspaceId, batchId, async (trx, batch) => {
       if (!TERMINAL_BATCH.includes(batch.status) || !batch.completed_at) {
-        throw conflict('batch_not_terminal', batch.completed_at ? `The batch is ${batch.status}; only a finished batch can be retried.` : 'A call of the batch is still live; retry once it has ended.');
+        throw conflict(
+          'batch_not_terminal',
+          batch.completed_at
+            ? `The batch is ${batch.status}; only a finished batch can be retried.`
+            : 'A call of the batch is still live; retry once it has ended.',
+        );
       }
       const reopened = await this.store.reopen(trx, batchId, this.clock.now());
       if (!reopened) throw conflict('nothing_to_retry', 'No recipient of this batch is failed, no_answer, busy or voicemail.');
@@ -219,4 +238,3 @@ export class BatchService {
     }
   }
 }
-

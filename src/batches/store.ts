@@ -90,7 +90,8 @@ const INSERT_CHUNK = 2000;
 
 function encodeBatch(b: Partial<BatchRow>): Record<string, unknown> {
   const out: Record<string, unknown> = { ...b };
-  for (const c of ['skipped', 'retry_on', 'calling_window'] as const) if (c in out && out[c] !== undefined) out[c] = out[c] === null ? null : JSON.stringify(out[c]);
+  for (const c of ['skipped', 'retry_on', 'calling_window'] as const)
+    if (c in out && out[c] !== undefined) out[c] = out[c] === null ? null : JSON.stringify(out[c]);
   return out;
 }
 
@@ -104,7 +105,9 @@ export class BatchStore {
   async insert(batch: NewBatch, recipients: NewRecipient[], trx: Knex.Transaction): Promise<BatchRow> {
     const [row] = await trx('batches').insert(encodeBatch(batch)).returning('*');
     for (let i = 0; i < recipients.length; i += INSERT_CHUNK) {
-      await trx('batch_recipients').insert(recipients.slice(i, i + INSERT_CHUNK).map((r) => ({ ...r, batch_id: batch.id, variables: JSON.stringify(r.variables) })));
+      await trx('batch_recipients').insert(
+        recipients.slice(i, i + INSERT_CHUNK).map((r) => ({ ...r, batch_id: batch.id, variables: JSON.stringify(r.variables) })),
+      );
     }
     return row;
   }

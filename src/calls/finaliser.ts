@@ -65,7 +65,14 @@ export class CallFinaliser {
     const log = this.log.child({ callId });
     const analysis = await analyseConversation(this.voice, row.instruction, row.transcript, log);
     const w = writeUp(
-      { transcript: row.transcript, transcriptTruncated: row.transcript_truncated, interruptionCount: row.interruption_count, latenciesMs: row.latencies_ms, toolCalls: row.tool_calls, firstMessageDelivered: row.first_message_delivered },
+      {
+        transcript: row.transcript,
+        transcriptTruncated: row.transcript_truncated,
+        interruptionCount: row.interruption_count,
+        latenciesMs: row.latencies_ms,
+        toolCalls: row.tool_calls,
+        firstMessageDelivered: row.first_message_delivered,
+      },
       talkMs,
       analysis,
     );
@@ -93,8 +100,14 @@ export class CallFinaliser {
         trx,
       );
       if (!done) return undefined;
-      await this.admission.meter({ workspaceId: done.workspace_id, kind: 'phone_call', refId: done.id, seconds: done.duration, cents: cost, startedAt: new Date(done.created_at) }, trx);
-      await this.events.callCompleted({ workspaceId: done.workspace_id, callId: done.id, webhookUrl: done.webhook_url, batchId: done.batch_id, payload: callCompletedFacts(done) }, trx);
+      await this.admission.meter(
+        { workspaceId: done.workspace_id, kind: 'phone_call', refId: done.id, seconds: done.duration, cents: cost, startedAt: new Date(done.created_at) },
+        trx,
+      );
+      await this.events.callCompleted(
+        { workspaceId: done.workspace_id, callId: done.id, webhookUrl: done.webhook_url, batchId: done.batch_id, payload: callCompletedFacts(done) },
+        trx,
+      );
       await this.admission.slots.releaseFixed(done.id, trx);
       for (const hook of this.hooks) await hook(done, trx);
       await this.jobs.remove(deadlineJobKey(done.id), trx);

@@ -85,7 +85,9 @@ export class CallJobs {
       log.info({ provider: call.provider }, 'call dialed');
       // Asked to hang up meanwhile, or already ended (its deadline ran): the carrier's call goes too.
       if (!row || row.hangup_requested_at) {
-        await this.carriers[call.provider].hangup(credentials, callSid, { answered: false }).catch((err) => log.warn({ err: (err as Error).message }, 'hang-up after dial failed'));
+        await this.carriers[call.provider]
+          .hangup(credentials, callSid, { answered: false })
+          .catch((err) => log.warn({ err: (err as Error).message }, 'hang-up after dial failed'));
       }
     } catch (err) {
       if (!(err instanceof CarrierError)) throw err;

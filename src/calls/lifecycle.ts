@@ -20,7 +20,9 @@ export function movableFrom(to: 'initiated' | 'ringing' | 'in_progress'): LiveSt
 }
 
 /** provider_a's CallStatus in our words (`queued`/`initiated` both mean the carrier took the call). */
-export function providerAStatus(value: string): { kind: 'progress'; status: 'initiated' | 'ringing' | 'in_progress' } | { kind: 'ended'; outcome: CarrierOutcome } | null {
+export function providerAStatus(
+  value: string,
+): { kind: 'progress'; status: 'initiated' | 'ringing' | 'in_progress' } | { kind: 'ended'; outcome: CarrierOutcome } | null {
   switch (value) {
     case 'queued':
     case 'initiated':
@@ -83,7 +85,10 @@ export function providerBAnsweredBy(result: string | null): AnsweredBy {
  * The terminal status and end reason of a call from what is recorded. `forced`: the deadline passed
  * with no word from the carrier or the instance running it.
  */
-export function finalState(row: Pick<CallRow, 'answered_at' | 'answered_by' | 'carrier_outcome' | 'end_reason_hint' | 'media_started_at' | 'media_ended_at'>, forced: boolean): { status: CallStatus; endReason: EndReason } {
+export function finalState(
+  row: Pick<CallRow, 'answered_at' | 'answered_by' | 'carrier_outcome' | 'end_reason_hint' | 'media_started_at' | 'media_ended_at'>,
+  forced: boolean,
+): { status: CallStatus; endReason: EndReason } {
   const hint = row.end_reason_hint;
   if (hint === 'not_allowed') return { status: 'failed', endReason: 'not_allowed' };
   if (row.answered_at) {

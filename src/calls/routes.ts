@@ -7,7 +7,10 @@ import type { CallService } from './service.js';
 
 type WebhookDelivery = components['schemas']['WebhookDelivery'];
 
-export function callRoutes(calls: CallService, deliveries: (workspaceId: string, callId: string, params: PageParams) => Promise<Page<WebhookDelivery>>): Handlers {
+export function callRoutes(
+  calls: CallService,
+  deliveries: (workspaceId: string, callId: string, params: PageParams) => Promise<Page<WebhookDelivery>>,
+): Handlers {
   return {
     createCall: async (req) => ({ status: 201, body: await calls.create(workspaceOf(req.auth), req.body) }),
     listCalls: async (req) => ({ status: 200, body: await calls.list(workspaceOf(req.auth), req.query) }),

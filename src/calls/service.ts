@@ -75,7 +75,9 @@ const BILLING_REFUSALS: Record<BillingRefusal, { code: CodeFor<402>; message: st
 
 /** Whether the agent has the credentials to place calls through `provider` (its number may come with the call). */
 function canDial(agent: RuntimeAgent, provider: Provider): boolean {
-  return provider === 'provider_a' ? Boolean(agent.providerA?.accountSid && agent.providerA.authToken) : Boolean(agent.providerB?.apiKey && agent.providerB.connectionId);
+  return provider === 'provider_a'
+    ? Boolean(agent.providerA?.accountSid && agent.providerA.authToken)
+    : Boolean(agent.providerB?.apiKey && agent.providerB.connectionId);
 }
 
 /** Which provider a call uses: the one asked for, else the agent's only configured one. */
@@ -85,7 +87,12 @@ function chooseProvider(agent: RuntimeAgent, asked: Provider | undefined): Provi
     if (!configured.includes(asked)) throw unprocessable('provider_not_configured', `The agent has no complete ${asked} configuration.`, 'provider');
     return asked;
   }
-  if (configured.length === 0) throw unprocessable('provider_not_configured', 'The agent has no telephony provider configured; set provider_a_config or provider_b_config first.', 'provider');
+  if (configured.length === 0)
+    throw unprocessable(
+      'provider_not_configured',
+      'The agent has no telephony provider configured; set provider_a_config or provider_b_config first.',
+      'provider',
+    );
   if (configured.length > 1) throw unprocessable('provider_required', 'The agent has both providers configured; say which one places the call.', 'provider');
   return configured[0];
 }
@@ -135,7 +142,8 @@ export class CallService {
     const provider = chooseProvider(agent, body.provider);
     const config = provider === 'provider_a' ? agent.providerA : agent.providerB;
     const from = body.from_number ?? config?.phoneNumber ?? null;
-    if (!from) throw unprocessable('from_number_missing', `The agent's ${provider} configuration has no phone_number; set it or send from_number.`, 'from_number');
+    if (!from)
+      throw unprocessable('from_number_missing', `The agent's ${provider} configuration has no phone_number; set it or send from_number.`, 'from_number');
     return { workspaceId, agent, provider, from };
   }
 
@@ -192,7 +200,12 @@ export class CallService {
       calls.flatMap((c) => [
         { name: DIAL_JOB, payload: { call_id: c.callId }, jobKey: `call_dial:${c.callId}` },
         // First at the end of the dial grace (a dial job lost with its instance is taken over), then at the deadline.
-        { name: DEADLINE_JOB, payload: { call_id: c.callId }, runAt: new Date(this.clock.now().getTime() + this.timing.dialGraceMs), jobKey: deadlineJobKey(c.callId) },
+        {
+          name: DEADLINE_JOB,
+          payload: { call_id: c.callId },
+          runAt: new Date(this.clock.now().getTime() + this.timing.dialGraceMs),
+          jobKey: deadlineJobKey(c.callId),
+        },
       ]),
       trx,
     );
@@ -206,13 +219,23 @@ export class CallService {
     const workspace = await this.checkBilling(workspaceId);
     const callId = newId('call');
     if (!(await this.admission.slots.takeFixed(callId, workspaceId, workspace.concurrent_session_limit, this.slotTtlMs, 'call'))) {
-      throw new ApiError(429, 'rate_limit_error', 'concurrency_limit_reached', `All ${workspace.concurrent_session_limit} concurrency slots of the workspace are in use; retry when a call or session ends.`, {
-        headers: { 'Retry-After': '5' },
-      });
+      throw new ApiError(
+        429,
+        'rate_limit_error',
+        'concurrency_limit_reached',
+        `All ${workspace.concurrent_session_limit} concurrency slots of the workspace are in use; retry when a call or session ends.`,
+        {
+          headers: { 'Retry-After': '5' },
+        },
+      );
     }
     try {
       const [row] = await this.store.knex.transaction((trx) =>
-        this.insertQueued(plan, [{ callId, to: body.to_number, variables: body.variables, firstMessage: body.first_message, webhookUrl: body.webhook_url }], trx),
+        this.insertQueued(
+          plan,
+          [{ callId, to: body.to_number, variables: body.variables, firstMessage: body.first_message, webhookUrl: body.webhook_url }],
+          trx,
+        ),
       );
       this.log.info({ callId, workspaceId, agentId: plan.agent.id, provider: plan.provider }, 'call queued');
       return toCall(row);
@@ -284,7 +307,10 @@ export class CallService {
    * An inbound call the carrier announced to an agent's number: checks billing and a slot (false: the
    * carrier is to reject it as busy), then records it `ringing` with a stream token.
    */
-  async createInbound(agent: RuntimeAgent, input: { provider: Provider; callSid: string; from: string; to: string }): Promise<{ row: CallRow; streamToken: string } | null> {
+  async createInbound(
+    agent: RuntimeAgent,
+    input: { provider: Provider; callSid: string; from: string; to: string },
+  ): Promise<{ row: CallRow; streamToken: string } | null> {
     const workspace = await this.admission.workspace(agent.workspaceId);
     if (!workspace) return null;
     const refusal = await this.admission.refusal(workspace, Math.max(1, this.opts.centsPerMinute));

@@ -161,7 +161,15 @@ export class CallStore {
    * A media stream's claim: takes the call's single-use stream token (a live call of `provider` whose
    * carrier id, if known, is `callSid`) and marks the call answered with its media on `instanceId`.
    */
-  async claimStream(input: { callId: string; provider: CallRow['provider']; tokenHash: string; callSid: string; instanceId: string; now: Date; deadlineMs: number }): Promise<CallRow | undefined> {
+  async claimStream(input: {
+    callId: string;
+    provider: CallRow['provider'];
+    tokenHash: string;
+    callSid: string;
+    instanceId: string;
+    now: Date;
+    deadlineMs: number;
+  }): Promise<CallRow | undefined> {
     const [row] = await this.db('calls')
       .where({ id: input.callId, provider: input.provider, stream_token_hash: input.tokenHash })
       .whereIn('status', ['initiated', 'ringing', 'in_progress'])

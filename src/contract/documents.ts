@@ -88,7 +88,10 @@ export function asyncapiPayloadValidator(component: string): ValidateFunction {
       asyncapiAjv = makeAjv();
       // Closed (withClosedObjects) except the carriers' frames, which may carry fields the contract does not list.
       asyncapiAjv.addSchema(
-        withClosedObjects(asyncapiDocument(), (at) => at[0] === 'channels' || (at[0] === 'components' && at[1] === 'messages' && /^provider[AB]/.test(at[2] ?? ''))),
+        withClosedObjects(
+          asyncapiDocument(),
+          (at) => at[0] === 'channels' || (at[0] === 'components' && at[1] === 'messages' && /^provider[AB]/.test(at[2] ?? '')),
+        ),
         'asyncapi.json',
       );
     }

@@ -11,7 +11,6 @@ import type { ToolCallRequest, ToolDeclaration, TranscriptTurn, VoiceEvent, Voic
 import type { ToolCallOutcome } from './tool-runner.js';
 import type { ToolCallRecord } from '../../generated/asyncapi-types.js';
 
-
 /** The ToolRunner (tool-runner.ts) as a conversation uses it. */
 export interface ConversationTools {
   declarations(workspaceId: string, agentId: string): Promise<ToolDeclaration[]>;
@@ -197,7 +196,10 @@ export class Conversation {
     const bytes = Buffer.byteLength(JSON.stringify(entry));
     if (this.recordBytes + bytes > this.opts.recordMaxBytes) {
       this.truncated = true;
-      this.log.warn({ conversationId: this.info.id, limit: this.opts.recordMaxBytes }, 'conversation record reached its size limit; later entries are not kept');
+      this.log.warn(
+        { conversationId: this.info.id, limit: this.opts.recordMaxBytes },
+        'conversation record reached its size limit; later entries are not kept',
+      );
       return false;
     }
     this.recordBytes += bytes;

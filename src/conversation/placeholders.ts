@@ -11,6 +11,9 @@ export function fillPlaceholders(text: string, values: Record<string, string>): 
 }
 
 /** The variables of a conversation: the agent's defaults overridden by the call's own values. */
-export function conversationVariables(defaults: Record<string, string> | null | undefined, given: Record<string, string> | null | undefined): Record<string, string> {
+export function conversationVariables(
+  defaults: Record<string, string> | null | undefined,
+  given: Record<string, string> | null | undefined,
+): Record<string, string> {
   return { ...(defaults ?? {}), ...(given ?? {}) };
 }

@@ -30,7 +30,8 @@ export type McpToolSource = Pick<McpService, 'toolsForAgent' | 'callTool'>;
 
 const SEARCH_DECLARATION: ToolDeclaration = {
   name: SEARCH_KNOWLEDGE,
-  description: "Searches the agent's knowledge base (its attached documents) and returns the most relevant passages. Use it to answer questions from the documents.",
+  description:
+    "Searches the agent's knowledge base (its attached documents) and returns the most relevant passages. Use it to answer questions from the documents.",
   parameters: {
     type: 'object',
     properties: {
@@ -77,7 +78,11 @@ export class ToolRunner {
       const name = mcpToolName(t.serverName, t.name);
       if (byName.has(name)) continue;
       const parameters = t.inputSchema && typeof t.inputSchema === 'object' ? t.inputSchema : { type: 'object', properties: {} };
-      byName.set(name, { declaration: { name, description: t.description ?? '', parameters }, source: 'mcp', mcp: { mcpServerId: t.mcpServerId, toolName: t.name } });
+      byName.set(name, {
+        declaration: { name, description: t.description ?? '', parameters },
+        source: 'mcp',
+        mcp: { mcpServerId: t.mcpServerId, toolName: t.name },
+      });
     }
     return byName;
   }
@@ -90,7 +95,13 @@ export class ToolRunner {
   async call(workspaceId: string, agentId: string, name: string, args: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<ToolCallOutcome> {
     const started = performance.now();
     const elapsed = () => Math.max(0, Math.round(performance.now() - started));
-    const failed = (source: ToolSource, error: string, result: unknown = null): ToolCallOutcome => ({ ok: false, result, error, durationMs: elapsed(), source });
+    const failed = (source: ToolSource, error: string, result: unknown = null): ToolCallOutcome => ({
+      ok: false,
+      result,
+      error,
+      durationMs: elapsed(),
+      source,
+    });
     const safeArgs = args && typeof args === 'object' && !Array.isArray(args) ? args : {};
     let source: ToolSource = 'builtin';
     try {
@@ -102,7 +113,13 @@ export class ToolRunner {
         const query = typeof safeArgs.query === 'string' ? safeArgs.query : '';
         const limit = typeof safeArgs.limit === 'number' ? safeArgs.limit : 5;
         const hits = await this.knowledge.search(workspaceId, agentId, query, limit);
-        return { ok: true, result: { passages: hits.map((h) => ({ document: h.name, text: h.text, score: h.score })) }, error: null, durationMs: elapsed(), source };
+        return {
+          ok: true,
+          result: { passages: hits.map((h) => ({ document: h.name, text: h.text, score: h.score })) },
+          error: null,
+          durationMs: elapsed(),
+          source,
+        };
       }
       if (tool.http) {
         const o = await this.tools.invoke(tool.http, safeArgs, { timeoutMs, maxBodyBytes: RUNTIME_BODY_LIMIT });

@@ -11,7 +11,12 @@ import type { ConversationOutcome, ToolCallRecord } from './engine.js';
 export const EMPTY_ANALYSIS: ConversationAnalysis = { summary: '', sentiment: 'neutral', goal_met: false, needs_review: false, unanswered_questions: [] };
 
 /** Post-call analysis of a transcript; nothing said gives the empty analysis without asking the model. */
-export async function analyseConversation(voice: Pick<VoiceService, 'analyze'>, instruction: string, transcript: TranscriptTurn[], log: Logger): Promise<ConversationAnalysis> {
+export async function analyseConversation(
+  voice: Pick<VoiceService, 'analyze'>,
+  instruction: string,
+  transcript: TranscriptTurn[],
+  log: Logger,
+): Promise<ConversationAnalysis> {
   if (!transcript.length) return EMPTY_ANALYSIS;
   try {
     return await voice.analyze({ instruction, transcript });

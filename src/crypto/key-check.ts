@@ -27,7 +27,9 @@ export async function checkSecretsKey(db: Knex, box: SecretBox): Promise<void> {
       try {
         box.open(sealed.sealed, sealed.context);
       } catch {
-        throw new SecretsKeyMismatchError('SECRETS_KEY cannot open the secrets stored in this database: every instance on a database must use the key the first one used.');
+        throw new SecretsKeyMismatchError(
+          'SECRETS_KEY cannot open the secrets stored in this database: every instance on a database must use the key the first one used.',
+        );
       }
     }
     await db('service_settings').insert({ key: SETTING, value: mine }).onConflict('key').ignore();

@@ -35,7 +35,10 @@ async function readCredentials(dir: string): Promise<Credentials> {
 function portInUse(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const sock = net.connect({ port, host: '127.0.0.1' });
-    sock.once('connect', () => { sock.destroy(); resolve(true); });
+    sock.once('connect', () => {
+      sock.destroy();
+      resolve(true);
+    });
     sock.once('error', () => resolve(false));
   });
 }
@@ -121,7 +124,10 @@ export async function startEmbeddedPostgres(opts: { dataDir: string; port: numbe
     onLog: (m) => log.trace({ embeddedPg: m.trim() }),
     onError: (e) => log.debug({ embeddedPg: String(e).trim() }),
   });
-  const initialised = await fs.stat(path.join(pgDir, 'PG_VERSION')).then(() => true, () => false);
+  const initialised = await fs.stat(path.join(pgDir, 'PG_VERSION')).then(
+    () => true,
+    () => false,
+  );
   if (!initialised) {
     log.info({ pgDir }, 'initialising the embedded PostgreSQL data directory');
     await server.initialise();

@@ -80,7 +80,8 @@ export const tooManyRequests = (retryAfterSeconds: number, message?: string, cod
 /** No route for this method and path (HTTP routes and WebSocket upgrades alike). */
 export const routeNotFound = (method: string, path: string) => notFound('route_not_found', `No route ${method} ${path.slice(0, 200)}.`);
 /** A body over a limit; `message` says which limit. */
-export const payloadTooLarge = (message: string, param: string | null = null) => new ApiError(413, 'invalid_request_error', 'payload_too_large', message, { param });
+export const payloadTooLarge = (message: string, param: string | null = null) =>
+  new ApiError(413, 'invalid_request_error', 'payload_too_large', message, { param });
 export const notImplemented = (operationId: string) =>
   new ApiError(501, 'api_error', 'not_implemented', `The operation '${operationId}' is not implemented yet.`);
 export const internalError = () =>

@@ -90,7 +90,8 @@ export function parseBodyByOperation(defaultParser: Middleware, isValidCredentia
         if (e.code === 1015) throw new ApiError(422, 'invalid_request_error', 'invalid_value', "Send exactly one file, in the part 'file'.", { param: 'file' });
         if (e.code === 1006 || e.code === 1007) throw payloadTooLarge('The form fields are too many or too large.');
         if (e.httpCode === 413 || e.status === 413 || e.type === 'entity.too.large') throw tooLarge(route, multipart);
-        if (e.httpCode && e.httpCode < 500) throw new ApiError(400, 'invalid_request_error', 'invalid_multipart', `The multipart body could not be read: ${e.message}`);
+        if (e.httpCode && e.httpCode < 500)
+          throw new ApiError(400, 'invalid_request_error', 'invalid_multipart', `The multipart body could not be read: ${e.message}`);
         throw err;
       },
     });

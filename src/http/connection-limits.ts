@@ -32,7 +32,12 @@ function addressKey(address: string | undefined): string {
   if (!address || !ipaddr.isValid(address)) return address ?? '';
   const parsed = ipaddr.process(address);
   // One IPv6 client usually holds a whole /64.
-  return parsed.kind() === 'ipv6' ? `${(parsed as ipaddr.IPv6).parts.slice(0, 4).map((p) => p.toString(16)).join(':')}::/64` : parsed.toString();
+  return parsed.kind() === 'ipv6'
+    ? `${(parsed as ipaddr.IPv6).parts
+        .slice(0, 4)
+        .map((p) => p.toString(16))
+        .join(':')}::/64`
+    : parsed.toString();
 }
 
 export function limitConnections(server: http.Server, l: ConnectionLimits, log: Logger): void {

@@ -12,8 +12,6 @@ import type { Ajv2020, ValidateFunction, Options as AjvOptions } from 'ajv/dist/
 import { internalOpenapiDocument, makeAjv, withClosedObjects } from '../contract/documents.js';
 import { precompileRouting } from './fast-routing.js';
 
-
-
 type Json = Record<string, unknown>;
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'] as const;
 
@@ -52,7 +50,10 @@ function escapePointer(s: string): string {
 }
 
 function resolveIn(doc: unknown, ref: string): unknown {
-  const parts = ref.replace(/^#\//, '').split('/').map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const parts = ref
+    .replace(/^#\//, '')
+    .split('/')
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
   let node: unknown = doc;
   for (const part of parts) node = (node as Json | undefined)?.[part];
   return node;

@@ -25,7 +25,12 @@ export function fromHttpError(err: HttpishError, limitBytes: number): ApiError |
   }
   // The JSON parser refuses prototype keys (`__proto__`, `constructor.prototype`) with a SyntaxError.
   if (status === 400 && err.name === 'SyntaxError') {
-    return new ApiError(422, 'invalid_request_error', 'invalid_json', `The request body cannot be accepted: ${/prototype/i.test(err.message) ? 'a "__proto__" or "constructor.prototype" key is not allowed' : 'it is not valid JSON'}.`);
+    return new ApiError(
+      422,
+      'invalid_request_error',
+      'invalid_json',
+      `The request body cannot be accepted: ${/prototype/i.test(err.message) ? 'a "__proto__" or "constructor.prototype" key is not allowed' : 'it is not valid JSON'}.`,
+    );
   }
   if (err.type === 'encoding.unsupported' || err.type === 'charset.unsupported' || status === 415) {
     return new ApiError(415, 'invalid_request_error', 'unsupported_media_type', 'The request body encoding or charset is not supported.');

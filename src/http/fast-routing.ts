@@ -32,7 +32,16 @@ export function precompileRouting(api: OpenAPIBackend): void {
   router.parseRequest = ((req: Parameters<typeof router.parseRequest>[0], operation?: Operation) =>
     operation
       ? parse(req, operation)
-      : { method: req.method.toLowerCase(), path: req.path, headers: req.headers, query: {}, params: {}, cookies: {}, requestBody: req.body, body: req.body }) as typeof router.parseRequest;
+      : {
+          method: req.method.toLowerCase(),
+          path: req.path,
+          headers: req.headers,
+          query: {},
+          params: {},
+          cookies: {},
+          requestBody: req.body,
+          body: req.body,
+        }) as typeof router.parseRequest;
 
   router.matchOperation = ((req: Parameters<typeof router.matchOperation>[0], strict?: boolean) => {
     const normalized = router.normalizeRequest(req);

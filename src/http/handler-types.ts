@@ -15,17 +15,16 @@ type ContentOf<T> = T extends { content: infer C } ? C : never;
 /** The JSON body when the operation has one, else the body of its one other media type. */
 type FirstContent<C> = C extends { 'application/json': infer B } ? B : C extends Record<string, infer B> ? B : undefined;
 
-export type RequestBody<O extends OperationId> = Op<O> extends { requestBody: infer R }
-  ? FirstContent<ContentOf<R>>
-  : Op<O> extends { requestBody?: infer R }
-    ? FirstContent<ContentOf<R>> | undefined
-    : undefined;
-export type PathParams<O extends OperationId> = Op<O> extends { parameters: { path: infer P } }
-  ? P extends Record<string, unknown> ? P : Record<string, never>
-  : Record<string, never>;
-export type QueryParams<O extends OperationId> = Op<O> extends { parameters: { query?: infer Q } }
-  ? Q extends Record<string, unknown> ? Q : Record<string, never>
-  : Record<string, never>;
+export type RequestBody<O extends OperationId> =
+  Op<O> extends { requestBody: infer R }
+    ? FirstContent<ContentOf<R>>
+    : Op<O> extends { requestBody?: infer R }
+      ? FirstContent<ContentOf<R>> | undefined
+      : undefined;
+export type PathParams<O extends OperationId> =
+  Op<O> extends { parameters: { path: infer P } } ? (P extends Record<string, unknown> ? P : Record<string, never>) : Record<string, never>;
+export type QueryParams<O extends OperationId> =
+  Op<O> extends { parameters: { query?: infer Q } } ? (Q extends Record<string, unknown> ? Q : Record<string, never>) : Record<string, never>;
 
 type Responses<O extends OperationId> = Op<O>['responses'];
 /** Any status the operation declares; errors are normally thrown as ApiError instead. */

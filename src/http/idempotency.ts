@@ -110,7 +110,11 @@ export class Idempotency {
       const row = (await this.db('idempotency_keys').where({ scope: req.scope, operation_id: req.operationId, key: req.key }).first()) as KeyRow | undefined;
       if (!row) continue; // released in between: claim again
       if (row.request_hash !== hash) {
-        throw idempotencyError(422, 'idempotency_key_reused', 'This Idempotency-Key was already used with a different request; use a new key for a new request.');
+        throw idempotencyError(
+          422,
+          'idempotency_key_reused',
+          'This Idempotency-Key was already used with a different request; use a new key for a new request.',
+        );
       }
       if (row.state === 'in_progress') {
         throw idempotencyError(409, 'idempotency_request_in_progress', 'A request with this Idempotency-Key is still in progress; retry shortly.');

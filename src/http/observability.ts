@@ -4,7 +4,12 @@ import type { Logger } from 'pino';
 import { Counter, Histogram, type Registry } from 'prom-client';
 
 export function observe(log: Logger, registry: Registry): Middleware {
-  const requests = new Counter({ name: 'http_requests_total', help: 'Requests by operation and status.', labelNames: ['operation', 'status'], registers: [registry] });
+  const requests = new Counter({
+    name: 'http_requests_total',
+    help: 'Requests by operation and status.',
+    labelNames: ['operation', 'status'],
+    registers: [registry],
+  });
   const duration = new Histogram({
     name: 'http_request_duration_seconds',
     help: 'Request duration by operation.',
@@ -22,7 +27,10 @@ export function observe(log: Logger, registry: Registry): Middleware {
       requests.inc({ operation, status: String(ctx.status) });
       duration.observe({ operation }, seconds);
       // The path only: query strings can carry tokens (OAuth codes, WebSocket tokens).
-      log.info({ requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, operationId: operation, status: ctx.status, ms: Math.round(seconds * 1e4) / 10 }, 'request');
+      log.info(
+        { requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, operationId: operation, status: ctx.status, ms: Math.round(seconds * 1e4) / 10 },
+        'request',
+      );
     }
   };
 }

@@ -60,7 +60,9 @@ export function contractRouter(opts: RouterOptions): Middleware {
     },
     methodNotAllowed: (_c: ApiContext, ctx: Context) => {
       const allow = allowedMethods(contract, api, ctx.path);
-      throw new ApiError(405, 'invalid_request_error', 'method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}; allowed: ${allow.join(', ')}.`, { headers: { Allow: allow.join(', ') } });
+      throw new ApiError(405, 'invalid_request_error', 'method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}; allowed: ${allow.join(', ')}.`, {
+        headers: { Allow: allow.join(', ') },
+      });
     },
     postRoutingHandler: (c: ApiContext, ctx: Context) => {
       if (c.operation && opts.disabled.has(c.operation.operationId as string)) {
@@ -74,7 +76,10 @@ export function contractRouter(opts: RouterOptions): Middleware {
       const info = ctx.state.operation;
       // A dashboard session on a developer operation acts with its member's role (keys and members check their own).
       if (info && principal.kind === 'dashboard' && info.security.some((s) => 'ApiKey' in s) && !hasRole(principal.role, info.minimumRole)) {
-        throw forbidden('insufficient_role', `This operation needs the '${info.minimumRole}' role or higher; your role in this workspace is '${principal.role}'.`);
+        throw forbidden(
+          'insufficient_role',
+          `This operation needs the '${info.minimumRole}' role or higher; your role in this workspace is '${principal.role}'.`,
+        );
       }
       if (operationId && !handlers[operationId] && (c.security?.authorized || (c.operation.security ?? []).length === 0)) {
         throw notImplemented(operationId);
@@ -105,19 +110,20 @@ export function contractRouter(opts: RouterOptions): Middleware {
       }
       let log: Logger | undefined;
       const auth = principalOf(c);
-      const invoke = () => handler({
-        operationId: operationId as OperationId,
-        params: c.request.params as never,
-        query: c.request.query as never,
-        body: c.request.requestBody as never,
-        headers: ctx.headers as Record<string, string | undefined>,
-        auth,
-        requestId: ctx.state.requestId as string,
-        get log() {
-          return (log ??= opts.log.child({ requestId: ctx.state.requestId, operationId }));
-        },
-        ctx,
-      });
+      const invoke = () =>
+        handler({
+          operationId: operationId as OperationId,
+          params: c.request.params as never,
+          query: c.request.query as never,
+          body: c.request.requestBody as never,
+          headers: ctx.headers as Record<string, string | undefined>,
+          auth,
+          requestId: ctx.state.requestId as string,
+          get log() {
+            return (log ??= opts.log.child({ requestId: ctx.state.requestId, operationId }));
+          },
+          ctx,
+        });
       const key = info.idempotent ? ctx.get('Idempotency-Key') : '';
       const scope = auth.kind === 'api_key' || auth.kind === 'dashboard' ? auth.workspaceId : null;
       const reply = key && scope && opts.idempotency ? await opts.idempotency.run({ ctx, scope, operationId, key }, invoke) : await invoke();

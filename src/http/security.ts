@@ -28,7 +28,7 @@ export function isWrongKind(err: unknown): boolean {
 
 function bearer(c: ApiContext): string | null {
   const header = c.request.headers['authorization'];
-  const m = /^Bearer\s+(\S+)\s*$/i.exec(Array.isArray(header) ? header[0] ?? '' : header ?? '');
+  const m = /^Bearer\s+(\S+)\s*$/i.exec(Array.isArray(header) ? (header[0] ?? '') : (header ?? ''));
   return m ? m[1] : null;
 }
 

@@ -22,7 +22,12 @@ export interface UpgradeRoute {
 /** Writes a complete HTTP/1.1 answer to an upgrade request and destroys the socket. */
 export function answerUpgrade(socket: Duplex, status: string, opts: { headers?: Record<string, string>; body?: string } = {}): void {
   const body = opts.body ?? '';
-  const headers = { Connection: 'close', 'Content-Length': String(Buffer.byteLength(body)), ...(body ? { 'Content-Type': 'application/json' } : {}), ...opts.headers };
+  const headers = {
+    Connection: 'close',
+    'Content-Length': String(Buffer.byteLength(body)),
+    ...(body ? { 'Content-Type': 'application/json' } : {}),
+    ...opts.headers,
+  };
   const lines = [`HTTP/1.1 ${status}`, ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
   if (!socket.writable) {
     socket.destroy();

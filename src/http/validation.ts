@@ -12,7 +12,10 @@ interface Mapped extends ValidationIssue {
 }
 
 function pathOf(instancePath: string): { loc: string[]; field: string[] } {
-  const parts = instancePath.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const parts = instancePath
+    .split('/')
+    .slice(1)
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
   const where = LOCATIONS[parts[0] ?? ''] ?? 'body';
   const field = parts.slice(1);
   return { loc: [where, ...field], field };
@@ -32,7 +35,15 @@ function mapOne(e: ErrorObject, data: unknown): Mapped | null {
       const name = String(params.additionalProperty ?? params.unevaluatedProperty);
       const f = at(name);
       const where = loc[0] === 'query' ? 'query parameter' : 'field';
-      return { loc: [...loc, name], msg: `Unknown ${where} ${describe(f)}.`, type: 'extra_forbidden', code: 'unknown_field', param: f.join('.'), rank: 0, input: valueAt(data, `${e.instancePath}/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`) };
+      return {
+        loc: [...loc, name],
+        msg: `Unknown ${where} ${describe(f)}.`,
+        type: 'extra_forbidden',
+        code: 'unknown_field',
+        param: f.join('.'),
+        rank: 0,
+        input: valueAt(data, `${e.instancePath}/${name.replace(/~/g, '~0').replace(/\//g, '~1')}`),
+      };
     }
     case 'required': {
       const name = String(params.missingProperty);
@@ -42,26 +53,78 @@ function mapOne(e: ErrorObject, data: unknown): Mapped | null {
       if (e.instancePath === '') return null;
       const f = at(name);
       // The input of a missing field is the object it is missing from.
-      return { loc: [...loc, name], msg: `Field ${describe(f)} is required.`, type: 'missing', code: 'missing_field', param: f.join('.'), rank: 1, input: valueAt(data, e.instancePath) };
+      return {
+        loc: [...loc, name],
+        msg: `Field ${describe(f)} is required.`,
+        type: 'missing',
+        code: 'missing_field',
+        param: f.join('.'),
+        rank: 1,
+        input: valueAt(data, e.instancePath),
+      };
     }
     case 'type': {
       const expected = Array.isArray(params.type) ? (params.type as string[]).join(' or ') : String(params.type);
-      return { loc, msg: `${describe(field)} must be ${/^[aeiou]/.test(expected) ? 'an' : 'a'} ${expected}.`, type: `${String(params.type).split(',')[0]}_type`, code: 'invalid_type', param: field.join('.'), rank: 2, input: valueAt(data, e.instancePath), ctx: { expected_type: params.type } };
+      return {
+        loc,
+        msg: `${describe(field)} must be ${/^[aeiou]/.test(expected) ? 'an' : 'a'} ${expected}.`,
+        type: `${String(params.type).split(',')[0]}_type`,
+        code: 'invalid_type',
+        param: field.join('.'),
+        rank: 2,
+        input: valueAt(data, e.instancePath),
+        ctx: { expected_type: params.type },
+      };
     }
     case 'not':
-      return { loc, msg: `${describe(field)} has a form that is not allowed here.`, type: 'not', code: 'invalid_value', param: field.join('.'), rank: 3, input: valueAt(data, e.instancePath) };
+      return {
+        loc,
+        msg: `${describe(field)} has a form that is not allowed here.`,
+        type: 'not',
+        code: 'invalid_value',
+        param: field.join('.'),
+        rank: 3,
+        input: valueAt(data, e.instancePath),
+      };
     case 'enum': {
       // A value the schema lists under `x-unsupported-values` (e.g. transport 'stdio') gets its own code and explanation.
       const unsupported = (e.parentSchema as { 'x-unsupported-values'?: Record<string, string> } | undefined)?.['x-unsupported-values'];
       const value = valueAt(data, e.instancePath);
       if (unsupported && typeof value === 'string' && Object.hasOwn(unsupported, value) && field.length) {
-        return { loc, msg: unsupported[value], type: 'enum', code: `unsupported_${field[field.length - 1]}`, param: field.join('.'), rank: 3, input: value, ctx: { expected: params.allowedValues } };
+        return {
+          loc,
+          msg: unsupported[value],
+          type: 'enum',
+          code: `unsupported_${field[field.length - 1]}`,
+          param: field.join('.'),
+          rank: 3,
+          input: value,
+          ctx: { expected: params.allowedValues },
+        };
       }
-      return { loc, msg: `${describe(field)} must be one of: ${(params.allowedValues as unknown[]).map(String).join(', ')}.`, type: 'enum', code: 'invalid_value', param: field.join('.'), rank: 3, input: valueAt(data, e.instancePath), ctx: { expected: params.allowedValues } };
+      return {
+        loc,
+        msg: `${describe(field)} must be one of: ${(params.allowedValues as unknown[]).map(String).join(', ')}.`,
+        type: 'enum',
+        code: 'invalid_value',
+        param: field.join('.'),
+        rank: 3,
+        input: valueAt(data, e.instancePath),
+        ctx: { expected: params.allowedValues },
+      };
     }
     default:
       if (NOISE.has(e.keyword)) return null;
-      return { loc, msg: `${describe(field)} ${e.message ?? 'is invalid'}.`, type: e.keyword, code: 'invalid_value', param: field.join('.'), rank: 3, input: valueAt(data, e.instancePath), ctx: params };
+      return {
+        loc,
+        msg: `${describe(field)} ${e.message ?? 'is invalid'}.`,
+        type: e.keyword,
+        code: 'invalid_value',
+        param: field.join('.'),
+        rank: 3,
+        input: valueAt(data, e.instancePath),
+        ctx: params,
+      };
   }
 }
 
@@ -113,8 +176,17 @@ function valueAt(data: unknown, instancePath: string): unknown {
 function dropNullBranchNoise(errors: ErrorObject[]): ErrorObject[] {
   return errors.filter(
     (e) =>
-      !(e.keyword === 'type' && (e.params as { type?: unknown }).type === 'null' &&
-        errors.some((o) => o !== e && o.keyword !== 'oneOf' && !(o.keyword === 'type' && (o.params as { type?: unknown }).type === 'null') && (o.instancePath === e.instancePath || o.instancePath.startsWith(`${e.instancePath}/`)))),
+      !(
+        e.keyword === 'type' &&
+        (e.params as { type?: unknown }).type === 'null' &&
+        errors.some(
+          (o) =>
+            o !== e &&
+            o.keyword !== 'oneOf' &&
+            !(o.keyword === 'type' && (o.params as { type?: unknown }).type === 'null') &&
+            (o.instancePath === e.instancePath || o.instancePath.startsWith(`${e.instancePath}/`)),
+        )
+      ),
   );
 }
 
@@ -132,6 +204,8 @@ export function validationError(errors: ErrorObject[], data?: unknown): ApiError
     })
     .sort((a, b) => a.rank - b.rank);
   const first = mapped[0] ?? { msg: 'The request is invalid.', code: 'invalid_request', param: '', loc: ['body'], type: 'invalid', rank: 9 };
-  const issues: ValidationIssue[] = mapped.slice(0, MAX_ISSUES).map(({ loc, msg, type, input, ctx }) => ({ loc, msg, type, ...(input !== undefined ? { input } : {}), ...(ctx ? { ctx } : {}) }));
+  const issues: ValidationIssue[] = mapped
+    .slice(0, MAX_ISSUES)
+    .map(({ loc, msg, type, input, ctx }) => ({ loc, msg, type, ...(input !== undefined ? { input } : {}), ...(ctx ? { ctx } : {}) }));
   return new ApiError(422, 'invalid_request_error', code422(first.code), first.msg, { param: first.param || null, issues });
 }

@@ -92,7 +92,14 @@ export class JobQueue {
   async add(name: string, payload: Record<string, unknown>, options: JobOptions = {}, trx?: Knex.Transaction): Promise<void> {
     await (trx ?? this.knex).raw(
       `select graphile_worker.add_job(identifier => ?, payload => ?::json, run_at => ?::timestamptz, max_attempts => ?, job_key => ?, job_key_mode => ?)`,
-      [name, JSON.stringify(payload), (options.runAt ?? new Date()).toISOString(), options.maxAttempts ?? 5, options.jobKey ?? null, options.keyMode ?? 'replace'],
+      [
+        name,
+        JSON.stringify(payload),
+        (options.runAt ?? new Date()).toISOString(),
+        options.maxAttempts ?? 5,
+        options.jobKey ?? null,
+        options.keyMode ?? 'replace',
+      ],
     );
   }
 

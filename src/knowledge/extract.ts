@@ -20,7 +20,11 @@ export function decodeUtf8(bytes: Uint8Array): string {
 
 /** Elements whose content is never shown. */
 const HIDDEN = new Set(['head', 'script', 'style', 'template', 'noscript', 'svg', 'iframe', 'object']);
-const BLOCK = new Set('address article aside blockquote br dd div dl dt fieldset figcaption figure footer form h1 h2 h3 h4 h5 h6 header hr li main nav ol p pre section table tbody td tfoot th thead tr ul'.split(' '));
+const BLOCK = new Set(
+  'address article aside blockquote br dd div dl dt fieldset figcaption figure footer form h1 h2 h3 h4 h5 h6 header hr li main nav ol p pre section table tbody td tfoot th thead tr ul'.split(
+    ' ',
+  ),
+);
 
 /**
  * The visible text of an HTML document, by htmlparser2's streaming tokenizer (linear in the input,
@@ -92,7 +96,15 @@ export async function extract(type: DocumentContentType, bytes: Uint8Array): Pro
   }
 }
 
-const EXTENSIONS: Record<string, DocumentContentType> = { txt: 'text/plain', text: 'text/plain', md: 'text/markdown', markdown: 'text/markdown', html: 'text/html', htm: 'text/html', pdf: 'application/pdf' };
+const EXTENSIONS: Record<string, DocumentContentType> = {
+  txt: 'text/plain',
+  text: 'text/plain',
+  md: 'text/markdown',
+  markdown: 'text/markdown',
+  html: 'text/html',
+  htm: 'text/html',
+  pdf: 'application/pdf',
+};
 const TYPES = new Set<string>(['text/plain', 'text/markdown', 'text/x-markdown', 'text/html', 'application/pdf']);
 
 /** The part's Content-Type, or the file extension when that is missing or application/octet-stream; null: unsupported. */

@@ -30,7 +30,11 @@ export class TextExtractor {
       result = await this.pool.run({ type, bytes }, { signal: AbortSignal.timeout(this.opts.timeoutMs) });
     } catch (err) {
       if ((err as Error).name === 'AbortError' || (err as Error).name === 'TimeoutError') {
-        throw unprocessable('document_unreadable', `The file took longer than ${Math.round(this.opts.timeoutMs / 1000)} s to read; split it or send its text.`, 'file');
+        throw unprocessable(
+          'document_unreadable',
+          `The file took longer than ${Math.round(this.opts.timeoutMs / 1000)} s to read; split it or send its text.`,
+          'file',
+        );
       }
       throw err;
     }

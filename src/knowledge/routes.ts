@@ -35,11 +35,14 @@ async function fromMultipart(ctx: Context): Promise<UploadInput> {
   if (!file) throw unprocessable('missing_field', "Field 'file' is required: send the document as the multipart part 'file'.", 'file');
   refuseNul({ body: fields });
   const givenName = single(fields.name, 'name');
-  if (givenName !== undefined && (givenName.length < 1 || givenName.length > 200)) throw unprocessable('invalid_value', "'name' must be 1 to 200 characters.", 'name');
+  if (givenName !== undefined && (givenName.length < 1 || givenName.length > 200))
+    throw unprocessable('invalid_value', "'name' must be 1 to 200 characters.", 'name');
   const contentType = detectType(file.mimetype, file.originalFilename);
   if (!contentType) {
     const shown = file.mimetype && file.mimetype !== 'application/octet-stream' ? `'${file.mimetype}'` : `of the file '${file.originalFilename ?? ''}'`;
-    throw new ApiError(415, 'invalid_request_error', 'unsupported_file_type', `Unsupported file type ${shown}; upload text, Markdown, HTML or PDF.`, { param: 'file' });
+    throw new ApiError(415, 'invalid_request_error', 'unsupported_file_type', `Unsupported file type ${shown}; upload text, Markdown, HTML or PDF.`, {
+      param: 'file',
+    });
   }
   const name = givenName ?? (file.originalFilename?.replaceAll('\0', '').trim() || 'Untitled document').slice(0, 200);
   return { kind: 'file', name, contentType, bytes: await fs.promises.readFile(file.filepath) };

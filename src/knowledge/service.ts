@@ -21,9 +21,7 @@ export type KnowledgeHit = components['schemas']['KnowledgeSearchHit'];
 export const MAX_DOCUMENT_BYTES = 10 * 1024 * 1024;
 export const MAX_SEARCH_LIMIT = 20;
 
-export type UploadInput =
-  | { kind: 'file'; name: string; contentType: DocumentContentType; bytes: Uint8Array }
-  | { kind: 'text'; name: string; text: string };
+export type UploadInput = { kind: 'file'; name: string; contentType: DocumentContentType; bytes: Uint8Array } | { kind: 'text'; name: string; text: string };
 
 export function documentNotFound(docId: string) {
   return notFound('document_not_found', `No document ${docId}.`, 'doc_id');

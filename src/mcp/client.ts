@@ -74,7 +74,11 @@ function explain(err: unknown, facts: WireFacts, host: string, timedOut: boolean
     if (TLS_CODES.test(code)) {
       return new McpConnectError('tls_error', `The TLS handshake with ${host} failed (${code}); check the URL's scheme and port and the server's certificate.`);
     }
-    if (code === 'ERR_RESPONSE_TOO_LARGE') return new McpConnectError('protocol_error', `${host} sent an answer larger than ${MAX_RESPONSE_BYTES / 1024 / 1024} MB; this is not an MCP server as expected.`);
+    if (code === 'ERR_RESPONSE_TOO_LARGE')
+      return new McpConnectError(
+        'protocol_error',
+        `${host} sent an answer larger than ${MAX_RESPONSE_BYTES / 1024 / 1024} MB; this is not an MCP server as expected.`,
+      );
     if (code === 'EBLOCKED') return new McpConnectError('unreachable', `${host} resolves to an address this service does not call.`);
     if (code === 'ECONNREFUSED') return new McpConnectError('unreachable', `Connection refused by ${host}.`);
     if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return new McpConnectError('unreachable', `The host '${host}' does not resolve.`);
@@ -85,7 +89,8 @@ function explain(err: unknown, facts: WireFacts, host: string, timedOut: boolean
     return new McpConnectError('unauthorized', `${host} answered ${status}: the credentials were missing or refused.`, status);
   }
   if (status && status >= 500) return new McpConnectError('unreachable', `${host} answered ${status}.`, status);
-  if (status) return new McpConnectError('protocol_error', `${host} answered HTTP ${status}; this URL does not look like an MCP endpoint for this transport.`, status);
+  if (status)
+    return new McpConnectError('protocol_error', `${host} answered HTTP ${status}; this URL does not look like an MCP endpoint for this transport.`, status);
   if (facts.contentType !== undefined && !/json|event-stream/i.test(facts.contentType ?? '')) {
     return new McpConnectError('protocol_error', `${host} answered with content type '${facts.contentType ?? 'none'}', not MCP.`);
   }
@@ -185,7 +190,11 @@ export function listTools(policy: OutboundPolicy, endpoint: McpEndpoint, timeout
     for (let page = 0; page < MAX_TOOL_PAGES; page++) {
       const res = await client.listTools(cursor ? { cursor } : undefined, { timeout: timeoutMs });
       for (const t of res.tools.slice(0, MAX_TOOLS - tools.length)) {
-        tools.push({ name: t.name, description: (t.description ?? '').slice(0, MAX_DESCRIPTION_CHARS), input_schema: (t.inputSchema ?? { type: 'object' }) as Record<string, unknown> });
+        tools.push({
+          name: t.name,
+          description: (t.description ?? '').slice(0, MAX_DESCRIPTION_CHARS),
+          input_schema: (t.inputSchema ?? { type: 'object' }) as Record<string, unknown>,
+        });
       }
       cursor = res.nextCursor;
       if (!cursor || tools.length >= MAX_TOOLS) break;
@@ -209,16 +218,27 @@ function resultOf(res: { content?: unknown; structuredContent?: unknown }): unkn
 
 async function callOn(client: Client, name: string, args: Record<string, unknown>, timeoutMs: number): Promise<McpToolCallResult> {
   try {
-    const res = (await client.callTool({ name, arguments: args }, undefined, { timeout: timeoutMs })) as { content?: unknown; structuredContent?: unknown; isError?: boolean };
+    const res = (await client.callTool({ name, arguments: args }, undefined, { timeout: timeoutMs })) as {
+      content?: unknown;
+      structuredContent?: unknown;
+      isError?: boolean;
+    };
     return { isError: res.isError === true, result: resultOf(res) };
   } catch (err) {
     // The server refused the call (unknown tool, invalid arguments): an outcome of the tool, not of the connection.
-    if (err instanceof McpError && err.code !== ErrorCode.RequestTimeout && err.code !== ErrorCode.ConnectionClosed) return { isError: true, result: err.message };
+    if (err instanceof McpError && err.code !== ErrorCode.RequestTimeout && err.code !== ErrorCode.ConnectionClosed)
+      return { isError: true, result: err.message };
     throw err;
   }
 }
 
-export function callTool(policy: OutboundPolicy, endpoint: McpEndpoint, name: string, args: Record<string, unknown>, timeoutMs: number): Promise<McpToolCallResult> {
+export function callTool(
+  policy: OutboundPolicy,
+  endpoint: McpEndpoint,
+  name: string,
+  args: Record<string, unknown>,
+  timeoutMs: number,
+): Promise<McpToolCallResult> {
   return withMcpClient(policy, endpoint, timeoutMs, (client) => callOn(client, name, args, timeoutMs));
 }
 
@@ -238,7 +258,9 @@ export class McpSessionPool {
   ) {}
 
   async callTool(serverId: string, endpoint: McpEndpoint, name: string, args: Record<string, unknown>, timeoutMs: number): Promise<McpToolCallResult> {
-    const fingerprint = createHash('sha256').update(JSON.stringify([endpoint.url, endpoint.transport, Object.entries(endpoint.headers).sort()])).digest('hex');
+    const fingerprint = createHash('sha256')
+      .update(JSON.stringify([endpoint.url, endpoint.transport, Object.entries(endpoint.headers).sort()]))
+      .digest('hex');
     for (let attempt = 0; ; attempt++) {
       let entry = this.sessions.get(serverId);
       if (entry && entry.fingerprint !== fingerprint) {

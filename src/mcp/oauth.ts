@@ -68,7 +68,12 @@ function tokenSet(t: OAuthTokens): TokenSet {
   return { accessToken: t.access_token, refreshToken: t.refresh_token ?? null, expiresIn: typeof t.expires_in === 'number' ? t.expires_in : null };
 }
 
-async function tokenRequest(policy: OutboundPolicy, s: OAuthClientSettings, timeoutMs: number, run: (fetchFn: FetchLike) => Promise<OAuthTokens>): Promise<TokenSet> {
+async function tokenRequest(
+  policy: OutboundPolicy,
+  s: OAuthClientSettings,
+  timeoutMs: number,
+  run: (fetchFn: FetchLike) => Promise<OAuthTokens>,
+): Promise<TokenSet> {
   let status: number | undefined;
   let networkCode: string | undefined;
   const guarded = guardedFetch(policy, { onResponse: (st) => (status = st), onNetworkError: (e) => (networkCode = e.code ?? 'unknown') });
@@ -77,7 +82,8 @@ async function tokenRequest(policy: OutboundPolicy, s: OAuthClientSettings, time
   try {
     return tokenSet(await run(fetchFn));
   } catch (err) {
-    if ((err as Error)?.name === 'TimeoutError') throw new TokenRequestError('unavailable', `The token endpoint ${host} did not answer within ${timeoutMs} ms.`);
+    if ((err as Error)?.name === 'TimeoutError')
+      throw new TokenRequestError('unavailable', `The token endpoint ${host} did not answer within ${timeoutMs} ms.`);
     if (networkCode) throw new TokenRequestError('unavailable', `Could not reach the token endpoint ${host} (${networkCode}).`);
     if (status !== undefined && status >= 400 && status < 500) {
       const code = err instanceof OAuthError ? err.errorCode : 'invalid_response';
@@ -88,9 +94,24 @@ async function tokenRequest(policy: OutboundPolicy, s: OAuthClientSettings, time
   }
 }
 
-export function exchangeCode(policy: OutboundPolicy, s: OAuthClientSettings, code: string, codeVerifier: string, redirectUri: string, timeoutMs: number): Promise<TokenSet> {
+export function exchangeCode(
+  policy: OutboundPolicy,
+  s: OAuthClientSettings,
+  code: string,
+  codeVerifier: string,
+  redirectUri: string,
+  timeoutMs: number,
+): Promise<TokenSet> {
   return tokenRequest(policy, s, timeoutMs, (fetchFn) =>
-    exchangeAuthorization(s.tokenUrl, { metadata: metadata(s), clientInformation: clientInformation(s), authorizationCode: code, codeVerifier, redirectUri, resource: s.resource, fetchFn }),
+    exchangeAuthorization(s.tokenUrl, {
+      metadata: metadata(s),
+      clientInformation: clientInformation(s),
+      authorizationCode: code,
+      codeVerifier,
+      redirectUri,
+      resource: s.resource,
+      fetchFn,
+    }),
   );
 }
 

@@ -56,7 +56,14 @@ export interface McpServer {
   transport: McpTransport;
   auth_type: AuthType;
   static_auth: { has_credentials: boolean; header_names: string[] } | null;
-  oauth_config: { client_id: string; has_client_secret: boolean; authorization_url: string; token_url: string; scopes: string[]; expires_at: string | null } | null;
+  oauth_config: {
+    client_id: string;
+    has_client_secret: boolean;
+    authorization_url: string;
+    token_url: string;
+    scopes: string[];
+    expires_at: string | null;
+  } | null;
   oauth_status: OAuthStatus;
   status: 'ok' | 'error';
   error: { code: ServerErrorCode; message: string } | null;
@@ -90,7 +97,17 @@ type Outcome = Pick<McpServerRow, 'status' | 'error_code' | 'error_message'> & P
 
 const CONSENT_REQUIRED = 'Complete the OAuth consent flow to use this server: call POST /api/v1/mcp-servers/{mcp_server_id}/oauth/authorize and open the URL.';
 /** Headers the transport itself sets; a static credential may not replace them. */
-const RESERVED_HEADERS = new Set(['host', 'content-length', 'content-type', 'accept', 'connection', 'transfer-encoding', 'mcp-session-id', 'mcp-protocol-version', 'last-event-id']);
+const RESERVED_HEADERS = new Set([
+  'host',
+  'content-length',
+  'content-type',
+  'accept',
+  'connection',
+  'transfer-encoding',
+  'mcp-session-id',
+  'mcp-protocol-version',
+  'last-event-id',
+]);
 
 const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
 const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`);
@@ -162,10 +179,14 @@ export class McpService {
 
   async connect(workspaceId: string, input: McpServerCreateInput): Promise<McpServer> {
     const authType = input.auth_type ?? 'none';
-    if (authType === 'static' && !input.static_auth) throw unprocessable('static_auth_required', "auth_type 'static' needs 'static_auth' with a bearer_token or headers.", 'static_auth');
-    if (authType === 'oauth2' && !input.oauth_config) throw unprocessable('oauth_config_required', "auth_type 'oauth2' needs 'oauth_config' with client_id, authorization_url and token_url.", 'oauth_config');
-    if (input.static_auth && authType !== 'static') throw unprocessable('auth_config_mismatch', `'static_auth' is only accepted with auth_type 'static' (this request has '${authType}').`, 'static_auth');
-    if (input.oauth_config && authType !== 'oauth2') throw unprocessable('auth_config_mismatch', `'oauth_config' is only accepted with auth_type 'oauth2' (this request has '${authType}').`, 'oauth_config');
+    if (authType === 'static' && !input.static_auth)
+      throw unprocessable('static_auth_required', "auth_type 'static' needs 'static_auth' with a bearer_token or headers.", 'static_auth');
+    if (authType === 'oauth2' && !input.oauth_config)
+      throw unprocessable('oauth_config_required', "auth_type 'oauth2' needs 'oauth_config' with client_id, authorization_url and token_url.", 'oauth_config');
+    if (input.static_auth && authType !== 'static')
+      throw unprocessable('auth_config_mismatch', `'static_auth' is only accepted with auth_type 'static' (this request has '${authType}').`, 'static_auth');
+    if (input.oauth_config && authType !== 'oauth2')
+      throw unprocessable('auth_config_mismatch', `'oauth_config' is only accepted with auth_type 'oauth2' (this request has '${authType}').`, 'oauth_config');
     const id = newId('mcpServer');
     const staticHeaders = input.static_auth ? this.sealStaticAuth(id, input.static_auth) : null;
     const oauth = authType === 'oauth2' ? this.completeOAuthSettings({}, input.oauth_config!) : null;
@@ -217,18 +238,36 @@ export class McpService {
     const row = await this.load(workspaceId, id);
     if (Object.keys(input).length === 0) return this.toPublic(row);
     const authType = input.auth_type ?? row.auth_type;
-    if (input.static_auth && authType !== 'static') throw unprocessable('auth_config_mismatch', `'static_auth' is only accepted with auth_type 'static' (the server would have '${authType}').`, 'static_auth');
-    if (input.oauth_config && authType !== 'oauth2') throw unprocessable('auth_config_mismatch', `'oauth_config' is only accepted with auth_type 'oauth2' (the server would have '${authType}').`, 'oauth_config');
+    if (input.static_auth && authType !== 'static')
+      throw unprocessable(
+        'auth_config_mismatch',
+        `'static_auth' is only accepted with auth_type 'static' (the server would have '${authType}').`,
+        'static_auth',
+      );
+    if (input.oauth_config && authType !== 'oauth2')
+      throw unprocessable(
+        'auth_config_mismatch',
+        `'oauth_config' is only accepted with auth_type 'oauth2' (the server would have '${authType}').`,
+        'oauth_config',
+      );
     if (authType === 'static' && row.auth_type !== 'static' && !input.static_auth) {
       throw unprocessable('static_auth_required', "Switching to auth_type 'static' needs 'static_auth' with a bearer_token or headers.", 'static_auth');
     }
     if (authType === 'oauth2' && row.auth_type !== 'oauth2' && !input.oauth_config) {
-      throw unprocessable('oauth_config_required', "Switching to auth_type 'oauth2' needs 'oauth_config' with client_id, authorization_url and token_url.", 'oauth_config');
+      throw unprocessable(
+        'oauth_config_required',
+        "Switching to auth_type 'oauth2' needs 'oauth_config' with client_id, authorization_url and token_url.",
+        'oauth_config',
+      );
     }
     // Credentials are bound to the origin they were given for (src/net/same-origin.ts).
     const urlMoved = input.url !== undefined && !sameOrigin(input.url, row.url);
     if (urlMoved && authType === 'static' && !input.static_auth) {
-      throw unprocessable('static_auth_required', "Moving the server to another origin needs 'static_auth' again: stored credentials are never sent to a new host.", 'static_auth');
+      throw unprocessable(
+        'static_auth_required',
+        "Moving the server to another origin needs 'static_auth' again: stored credentials are never sent to a new host.",
+        'static_auth',
+      );
     }
     const staticHeaders = input.static_auth ? this.sealStaticAuth(row.id, input.static_auth) : null;
     let oauth: ReturnType<McpService['completeOAuthSettings']> | null = null;
@@ -248,7 +287,17 @@ export class McpService {
     else if (staticHeaders) patch.static_headers = staticHeaders;
     let dropStates = false;
     if (authType !== 'oauth2') {
-      Object.assign(patch, { oauth_client_id: null, oauth_client_secret: null, oauth_authorization_url: null, oauth_token_url: null, oauth_scopes: null, oauth_access_token: null, oauth_refresh_token: null, oauth_expires_at: null, oauth_status: 'not_applicable' });
+      Object.assign(patch, {
+        oauth_client_id: null,
+        oauth_client_secret: null,
+        oauth_authorization_url: null,
+        oauth_token_url: null,
+        oauth_scopes: null,
+        oauth_access_token: null,
+        oauth_refresh_token: null,
+        oauth_expires_at: null,
+        oauth_status: 'not_applicable',
+      });
       dropStates = row.auth_type === 'oauth2';
     } else if (oauth) {
       Object.assign(patch, {
@@ -258,13 +307,15 @@ export class McpService {
         oauth_token_url: oauth.token_url,
         oauth_scopes: oauth.scopes,
       });
-      if (row.auth_type !== 'oauth2') Object.assign(patch, { oauth_access_token: null, oauth_refresh_token: null, oauth_expires_at: null, oauth_status: 'consent_required' });
+      if (row.auth_type !== 'oauth2')
+        Object.assign(patch, { oauth_access_token: null, oauth_refresh_token: null, oauth_expires_at: null, oauth_status: 'consent_required' });
       // A consent started with the old client settings must not complete with the new ones.
       dropStates = true;
     }
     const tokenUrlMoved = Boolean(oauth && row.auth_type === 'oauth2' && row.oauth_token_url && !sameOrigin(oauth.token_url, row.oauth_token_url));
     // Keep the sealed secret when the update leaves it out, unless the token endpoint moved to another origin.
-    if (oauth && input.oauth_config && !('client_secret' in input.oauth_config) && row.auth_type === 'oauth2') patch.oauth_client_secret = tokenUrlMoved ? null : row.oauth_client_secret;
+    if (oauth && input.oauth_config && !('client_secret' in input.oauth_config) && row.auth_type === 'oauth2')
+      patch.oauth_client_secret = tokenUrlMoved ? null : row.oauth_client_secret;
     // Tokens issued for the old server or by the old token endpoint are not sent to a new one: consent again.
     if (authType === 'oauth2' && row.auth_type === 'oauth2' && (urlMoved || tokenUrlMoved)) {
       Object.assign(patch, { oauth_access_token: null, oauth_refresh_token: null, oauth_expires_at: null, oauth_status: 'consent_required' });
@@ -297,7 +348,8 @@ export class McpService {
 
   async authorize(workspaceId: string, id: string): Promise<{ authorization_url: string; state_expires_at: string }> {
     const row = await this.load(workspaceId, id);
-    if (row.auth_type !== 'oauth2') throw conflict('not_oauth2', `This server uses auth_type '${row.auth_type}'; OAuth authorization applies only to 'oauth2'.`);
+    if (row.auth_type !== 'oauth2')
+      throw conflict('not_oauth2', `This server uses auth_type '${row.auth_type}'; OAuth authorization applies only to 'oauth2'.`);
     const state = `st_${randomBytes(32).toString('base64url')}`;
     const { url, codeVerifier } = await buildAuthorizationUrl(this.settings(row), this.config.redirectUri, state);
     const now = this.clock.now();
@@ -316,7 +368,8 @@ export class McpService {
 
   /** The redirect target of the consent screen; answers the HTML page's text. */
   async completeAuthorization(query: { state?: string; code?: string; error?: string; error_description?: string }): Promise<string> {
-    const invalidState = () => badRequest('invalid_oauth_state', 'This authorization link has expired or was already used; start the authorization again.', 'state');
+    const invalidState = () =>
+      badRequest('invalid_oauth_state', 'This authorization link has expired or was already used; start the authorization again.', 'state');
     if (!query.state) throw invalidState();
     const pending = await this.store.consumeState(sha256Hex(query.state));
     if (!pending || new Date(pending.expires_at).getTime() <= this.clock.now().getTime()) throw invalidState();
@@ -329,7 +382,14 @@ export class McpService {
     if (!query.code) throw badRequest('missing_authorization_code', "The provider's redirect carries no authorization code.", 'code');
     let tokens;
     try {
-      tokens = await exchangeCode(this.outbound, this.settings(row), query.code, this.secrets.open(pending.code_verifier, stateContext(sha256Hex(query.state))), pending.redirect_uri, this.config.connectTimeoutMs);
+      tokens = await exchangeCode(
+        this.outbound,
+        this.settings(row),
+        query.code,
+        this.secrets.open(pending.code_verifier, stateContext(sha256Hex(query.state))),
+        pending.redirect_uri,
+        this.config.connectTimeoutMs,
+      );
     } catch (err) {
       if (err instanceof TokenRequestError) throw badGateway('oauth_token_exchange_failed', err.message);
       throw err;
@@ -372,11 +432,19 @@ export class McpService {
   /** The tools of the agent's attached, usable servers, as last listed. */
   async toolsForAgent(workspaceId: string, agentId: string): Promise<AgentMcpTool[]> {
     const rows = await this.store.usableForAgent(workspaceId, agentId);
-    return rows.flatMap((r) => r.tools.map((t) => ({ mcpServerId: r.id, serverName: r.name, name: t.name, description: t.description, inputSchema: t.input_schema })));
+    return rows.flatMap((r) =>
+      r.tools.map((t) => ({ mcpServerId: r.id, serverName: r.name, name: t.name, description: t.description, inputSchema: t.input_schema })),
+    );
   }
 
   /** Calls one tool; never throws: a failure is part of the outcome. */
-  async callTool(workspaceId: string, mcpServerId: string, toolName: string, args: Record<string, unknown>, opts: { timeoutMs: number }): Promise<McpToolOutcome> {
+  async callTool(
+    workspaceId: string,
+    mcpServerId: string,
+    toolName: string,
+    args: Record<string, unknown>,
+    opts: { timeoutMs: number },
+  ): Promise<McpToolOutcome> {
     const fail = (code: string, message: string): McpToolOutcome => ({ ok: false, result: null, error: message, errorCode: code });
     try {
       let row = await this.store.get(mcpServerId);
@@ -385,7 +453,8 @@ export class McpService {
       for (let attempt = 0; ; attempt++) {
         if (row.auth_type === 'oauth2') {
           row = await this.freshTokens(row, attempt > 0);
-          if (!isUsable(row) || !row.oauth_access_token) return fail('consent_required', 'The OAuth token could not be refreshed; the server needs consent again.');
+          if (!isUsable(row) || !row.oauth_access_token)
+            return fail('consent_required', 'The OAuth token could not be refreshed; the server needs consent again.');
         }
         try {
           const res = await this.sessions.callTool(row.id, this.endpoint(row), toolName, args, opts.timeoutMs);
@@ -462,7 +531,13 @@ export class McpService {
     for (const field of ['client_id', 'authorization_url', 'token_url'] as const) {
       if (!merged[field]) throw unprocessable('oauth_config_required', `'oauth_config.${field}' is required for auth_type 'oauth2'.`, `oauth_config.${field}`);
     }
-    return { client_id: merged.client_id!, client_secret: merged.client_secret ?? null, authorization_url: merged.authorization_url!, token_url: merged.token_url!, scopes: merged.scopes ?? [] };
+    return {
+      client_id: merged.client_id!,
+      client_secret: merged.client_secret ?? null,
+      authorization_url: merged.authorization_url!,
+      token_url: merged.token_url!,
+      scopes: merged.scopes ?? [],
+    };
   }
 
   private settings(row: McpServerRow): OAuthClientSettings {
@@ -476,7 +551,12 @@ export class McpService {
     };
   }
 
-  private sealTokens(serverId: string, tokens: { accessToken: string; refreshToken: string | null; expiresIn: number | null }, keepRefresh: string | null, now: Date): Partial<McpServerRow> {
+  private sealTokens(
+    serverId: string,
+    tokens: { accessToken: string; refreshToken: string | null; expiresIn: number | null },
+    keepRefresh: string | null,
+    now: Date,
+  ): Partial<McpServerRow> {
     return {
       oauth_access_token: this.secrets.seal(tokens.accessToken, serverContext(serverId, 'oauth_access_token')),
       oauth_refresh_token: tokens.refreshToken ? this.secrets.seal(tokens.refreshToken, serverContext(serverId, 'oauth_refresh_token')) : keepRefresh,
@@ -486,8 +566,10 @@ export class McpService {
 
   private endpoint(row: McpServerRow): McpEndpoint {
     const headers: Record<string, string> = {};
-    if (row.auth_type === 'static') for (const [name, sealed] of Object.entries(row.static_headers ?? {})) headers[name] = this.secrets.open(sealed, headerContext(row.id, name));
-    if (row.auth_type === 'oauth2' && row.oauth_access_token) headers.Authorization = `Bearer ${this.secrets.open(row.oauth_access_token, serverContext(row.id, 'oauth_access_token'))}`;
+    if (row.auth_type === 'static')
+      for (const [name, sealed] of Object.entries(row.static_headers ?? {})) headers[name] = this.secrets.open(sealed, headerContext(row.id, name));
+    if (row.auth_type === 'oauth2' && row.oauth_access_token)
+      headers.Authorization = `Bearer ${this.secrets.open(row.oauth_access_token, serverContext(row.id, 'oauth_access_token'))}`;
     return { url: row.url, transport: row.transport, headers };
   }
 
@@ -497,7 +579,8 @@ export class McpService {
    * server at a time: in this process through a shared promise, across instances through a row lock.
    */
   private freshTokens(row: McpServerRow, force: boolean): Promise<McpServerRow> {
-    const due = (r: McpServerRow) => r.oauth_expires_at !== null && new Date(r.oauth_expires_at).getTime() - this.config.refreshMarginMs <= this.clock.now().getTime();
+    const due = (r: McpServerRow) =>
+      r.oauth_expires_at !== null && new Date(r.oauth_expires_at).getTime() - this.config.refreshMarginMs <= this.clock.now().getTime();
     if (row.oauth_status !== 'authorized' || (!force && !due(row))) return Promise.resolve(row);
     const running = this.refreshing.get(row.id);
     if (running) return running;
@@ -511,16 +594,41 @@ export class McpService {
         const expired = current.oauth_expires_at !== null && new Date(current.oauth_expires_at).getTime() <= now.getTime();
         if (!current.oauth_refresh_token) {
           if (!expired && !force) return current;
-          return (await this.store.update(current.id, { oauth_status: 'refresh_failed', status: 'error', error_code: 'consent_required', error_message: 'The access token expired and the provider gave no refresh token; authorize again.', updated_at: now }, trx))!;
+          return (await this.store.update(
+            current.id,
+            {
+              oauth_status: 'refresh_failed',
+              status: 'error',
+              error_code: 'consent_required',
+              error_message: 'The access token expired and the provider gave no refresh token; authorize again.',
+              updated_at: now,
+            },
+            trx,
+          ))!;
         }
         try {
-          const tokens = await refreshTokens(this.outbound, this.settings(row), this.secrets.open(current.oauth_refresh_token, serverContext(current.id, 'oauth_refresh_token')), this.config.connectTimeoutMs);
+          const tokens = await refreshTokens(
+            this.outbound,
+            this.settings(row),
+            this.secrets.open(current.oauth_refresh_token, serverContext(current.id, 'oauth_refresh_token')),
+            this.config.connectTimeoutMs,
+          );
           return (await this.store.update(current.id, { ...this.sealTokens(current.id, tokens, current.oauth_refresh_token, now), updated_at: now }, trx))!;
         } catch (err) {
           if (!(err instanceof TokenRequestError)) throw err;
           if (err.kind === 'refused') {
             this.log.warn({ mcpServerId: current.id }, 'oauth token refresh refused');
-            return (await this.store.update(current.id, { oauth_status: 'refresh_failed', status: 'error', error_code: 'consent_required', error_message: `${err.message} Authorize again.`, updated_at: now }, trx))!;
+            return (await this.store.update(
+              current.id,
+              {
+                oauth_status: 'refresh_failed',
+                status: 'error',
+                error_code: 'consent_required',
+                error_message: `${err.message} Authorize again.`,
+                updated_at: now,
+              },
+              trx,
+            ))!;
           }
           // The provider is unavailable: keep the tokens; a token that is still valid is used as it is.
           return current;
@@ -542,9 +650,20 @@ export class McpService {
       if (current.auth_type === 'oauth2') {
         const fresh = await this.freshTokens(current, attempt > 0);
         // Only the token state comes from the stored row: `current` may carry an update not yet written.
-        current = { ...current, oauth_access_token: fresh.oauth_access_token, oauth_refresh_token: fresh.oauth_refresh_token, oauth_expires_at: fresh.oauth_expires_at, oauth_status: fresh.oauth_status };
+        current = {
+          ...current,
+          oauth_access_token: fresh.oauth_access_token,
+          oauth_refresh_token: fresh.oauth_refresh_token,
+          oauth_expires_at: fresh.oauth_expires_at,
+          oauth_status: fresh.oauth_status,
+        };
         if (current.oauth_status !== 'authorized') {
-          return { status: 'error', error_code: 'consent_required', error_message: fresh.error_message ?? CONSENT_REQUIRED, oauth_status: current.oauth_status };
+          return {
+            status: 'error',
+            error_code: 'consent_required',
+            error_message: fresh.error_message ?? CONSENT_REQUIRED,
+            oauth_status: current.oauth_status,
+          };
         }
       }
       try {

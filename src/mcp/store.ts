@@ -93,7 +93,10 @@ export class McpStore {
   }
 
   async attach(agentId: string, serverId: string, workspaceId: string): Promise<void> {
-    await this.db('agent_mcp_servers').insert({ agent_id: agentId, mcp_server_id: serverId, workspace_id: workspaceId }).onConflict(['agent_id', 'mcp_server_id']).ignore();
+    await this.db('agent_mcp_servers')
+      .insert({ agent_id: agentId, mcp_server_id: serverId, workspace_id: workspaceId })
+      .onConflict(['agent_id', 'mcp_server_id'])
+      .ignore();
   }
 
   async detach(agentId: string, serverId: string): Promise<void> {

@@ -19,7 +19,9 @@ function normalise(ip: string): ipaddr.IPv4 | ipaddr.IPv6 | null {
  */
 /** Whether an address is one of TRUSTED_PROXIES (an address or a CIDR range). */
 export function trustedProxyMatcher(trustedProxies: string[]): (ip: string) => boolean {
-  const ranges: Range[] = trustedProxies.map((p) => (p.includes('/') ? ipaddr.parseCIDR(p) : ([normalise(p)!, normalise(p)!.kind() === 'ipv4' ? 32 : 128] as Range)));
+  const ranges: Range[] = trustedProxies.map((p) =>
+    p.includes('/') ? ipaddr.parseCIDR(p) : ([normalise(p)!, normalise(p)!.kind() === 'ipv4' ? 32 : 128] as Range),
+  );
   return (ip) => {
     const a = normalise(ip);
     return a !== null && ranges.some(([net, bits]) => a.kind() === net.kind() && a.match(net as never, bits));
@@ -33,7 +35,10 @@ export function clientAddressResolver(trustedProxies: string[]): (req: IncomingM
     const peerNorm = normalise(peer)?.toString() ?? peer;
     if (!trustedProxies.length || !trusted(peer)) return peerNorm;
     const header = req.headers['x-forwarded-for'];
-    const hops = (Array.isArray(header) ? header.join(',') : header ?? '').split(',').map((h) => h.trim()).filter(Boolean);
+    const hops = (Array.isArray(header) ? header.join(',') : (header ?? ''))
+      .split(',')
+      .map((h) => h.trim())
+      .filter(Boolean);
     for (let i = hops.length - 1; i >= 0; i--) {
       const hop = normalise(hops[i]);
       if (!hop) return peerNorm;

@@ -22,7 +22,8 @@ import http from 'node:http';
 import https from 'node:https';
 import { BlockedUrlError, checkUrl, guardedLookup, type OutboundPolicy } from './outbound-guard.js';
 
-export type OutboundFailureKind = 'invalid_url' | 'blocked_address' | 'dns_failure' | 'connection_refused' | 'tls_error' | 'timeout' | 'too_large' | 'network_error';
+export type OutboundFailureKind =
+  'invalid_url' | 'blocked_address' | 'dns_failure' | 'connection_refused' | 'tls_error' | 'timeout' | 'too_large' | 'network_error';
 
 export class OutboundRequestError extends Error {
   constructor(
@@ -150,7 +151,8 @@ export async function guardedRequest(policy: OutboundPolicy, target: string | UR
         res.pause();
         res.on('data', (chunk: Buffer) => {
           received += chunk.length;
-          if (received > limit) res.destroy(new OutboundRequestError('too_large', 'exchange', `The response is larger than ${limit} bytes.`, 'ERR_RESPONSE_TOO_LARGE'));
+          if (received > limit)
+            res.destroy(new OutboundRequestError('too_large', 'exchange', `The response is larger than ${limit} bytes.`, 'ERR_RESPONSE_TOO_LARGE'));
         });
       }
       resolve({ url, status: res.statusCode ?? 0, statusMessage: res.statusMessage ?? '', headers: res.headers, body: res });

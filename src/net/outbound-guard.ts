@@ -76,7 +76,12 @@ export async function checkUrl(policy: OutboundPolicy, raw: string): Promise<URL
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new BlockedUrlError('The URL must use http or https.', 'invalid_url');
   if (url.username || url.password) throw new BlockedUrlError('The URL must not carry credentials; use headers instead.', 'invalid_url');
   const host = url.hostname.replace(/^\[|\]$/g, '');
-  const addresses = net.isIP(host) ? [host] : await dns.promises.lookup(host, { all: true }).then((r) => r.map((a) => a.address), () => null);
+  const addresses = net.isIP(host)
+    ? [host]
+    : await dns.promises.lookup(host, { all: true }).then(
+        (r) => r.map((a) => a.address),
+        () => null,
+      );
   if (addresses === null) throw new BlockedUrlError(`The host '${host}' does not resolve.`, 'unresolvable');
   for (const address of addresses) {
     const reason = blockedReason(policy, host, address);
@@ -97,7 +102,10 @@ export function guardedLookup(policy: OutboundPolicy): net.LookupFunction {
       for (const r of list) {
         const reason = blockedReason(policy, hostname, r.address);
         if (reason) {
-          const blocked = Object.assign(new BlockedUrlError(`${hostname} resolves to a ${reason} address, which this service does not call.`, 'blocked_address'), { code: 'EBLOCKED' });
+          const blocked = Object.assign(
+            new BlockedUrlError(`${hostname} resolves to a ${reason} address, which this service does not call.`, 'blocked_address'),
+            { code: 'EBLOCKED' },
+          );
           return callback(blocked, '', 0);
         }
       }

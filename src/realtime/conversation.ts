@@ -95,7 +95,14 @@ export class ConversationFinaliser {
     await this.admission.slots.releaseFixed(row.id, trx);
   }
 
-  private async record(info: SessionInfo, instruction: string, outcome: SessionOutcome, endReason: EndReason, elapsedMs: number, outer?: Knex.Transaction): Promise<ConversationRow | undefined> {
+  private async record(
+    info: SessionInfo,
+    instruction: string,
+    outcome: SessionOutcome,
+    endReason: EndReason,
+    elapsedMs: number,
+    outer?: Knex.Transaction,
+  ): Promise<ConversationRow | undefined> {
     const analysis = await analyseConversation(this.voice, instruction, outcome.transcript, this.log.child({ sessionId: info.id }));
     const w = writeUp(outcome, elapsedMs, analysis);
     const row: ConversationRow = {
@@ -130,7 +137,10 @@ export class ConversationFinaliser {
       row,
       async (trx) => {
         await this.live.remove(row.id, trx);
-        await this.admission.meter({ workspaceId: row.workspace_id, kind: 'web_session', refId: row.id, seconds: row.duration, cents: row.cost_cents, startedAt: row.started_at }, trx);
+        await this.admission.meter(
+          { workspaceId: row.workspace_id, kind: 'web_session', refId: row.id, seconds: row.duration, cents: row.cost_cents, startedAt: row.started_at },
+          trx,
+        );
         // The session id stands in the deliveries' call column, so its deliveries can be listed.
         if (this.events) await this.events.callCompleted({ workspaceId: row.workspace_id, callId: row.id, webhookUrl: null, payload }, trx);
         else this.log.warn({ sessionId: row.id }, 'no event publisher configured; call.completed not sent');
@@ -141,7 +151,10 @@ export class ConversationFinaliser {
       this.log.info({ sessionId: row.id }, 'realtime session had already been finalised by another instance');
       return undefined;
     }
-    this.log.info({ sessionId: row.id, workspaceId: row.workspace_id, status: row.status, endReason, duration: row.duration, costCents: row.cost_cents }, 'realtime session finalised');
+    this.log.info(
+      { sessionId: row.id, workspaceId: row.workspace_id, status: row.status, endReason, duration: row.duration, costCents: row.cost_cents },
+      'realtime session finalised',
+    );
     return row;
   }
 }

@@ -89,7 +89,15 @@ export function createRealtime(d: RealtimeDeps): Realtime {
   );
   const live = new LiveSessions(d.knex, log);
   const ipLimiter = new IpAttemptLimiter(d.knex, { attempts: c.REALTIME_IP_ATTEMPTS, windowMs: c.REALTIME_IP_WINDOW_MS });
-  const finaliser = new ConversationFinaliser(store, live, d.voice, d.admission, d.events, { centsPerMinute: c.REALTIME_CENTS_PER_MINUTE, textCentsPerMinute: c.REALTIME_TEXT_CENTS_PER_MINUTE }, log);
+  const finaliser = new ConversationFinaliser(
+    store,
+    live,
+    d.voice,
+    d.admission,
+    d.events,
+    { centsPerMinute: c.REALTIME_CENTS_PER_MINUTE, textCentsPerMinute: c.REALTIME_TEXT_CENTS_PER_MINUTE },
+    log,
+  );
   const gateway = new RealtimeGateway(
     service,
     finaliser,
@@ -137,10 +145,13 @@ export function createRealtime(d: RealtimeDeps): Realtime {
     attach(httpServer) {
       server = httpServer;
       gateway.attach();
-      pruneTimer = setInterval(() => {
-        void service.prune().catch((err) => log.warn({ err }, 'token pruning failed'));
-        void ipLimiter.prune().catch((err) => log.warn({ err }, 'connection-attempt log pruning failed'));
-      }, 60 * 60 * 1000);
+      pruneTimer = setInterval(
+        () => {
+          void service.prune().catch((err) => log.warn({ err }, 'token pruning failed'));
+          void ipLimiter.prune().catch((err) => log.warn({ err }, 'connection-attempt log pruning failed'));
+        },
+        60 * 60 * 1000,
+      );
       pruneTimer.unref();
       liveTimer = setInterval(() => void liveBeat(), c.REALTIME_LEASE_HEARTBEAT_MS);
       liveTimer.unref();

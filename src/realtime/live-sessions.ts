@@ -33,7 +33,10 @@ export interface LiveSessionRow {
   first_message_delivered: boolean;
 }
 
-export type NewLiveSession = Pick<LiveSessionRow, 'id' | 'workspace_id' | 'agent_id' | 'user_id' | 'source' | 'instruction' | 'first_message' | 'variables' | 'started_at'>;
+export type NewLiveSession = Pick<
+  LiveSessionRow,
+  'id' | 'workspace_id' | 'agent_id' | 'user_id' | 'source' | 'instruction' | 'first_message' | 'variables' | 'started_at'
+>;
 
 /** A progress save waits this long for more to save with it (a burst of turns is one write). */
 const SAVE_DEBOUNCE_MS = 250;

@@ -21,9 +21,16 @@ export class IpAttemptLimiter {
       await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`ws-ip:${address}`]);
       const window = trx.raw(`now() - ? * interval '1 millisecond'`, [this.opts.windowMs]);
       await trx('realtime_ip_attempt_log').where({ address }).where('at', '<=', window).delete();
-      const recent = await trx('realtime_ip_attempt_log').where({ address }).orderBy('at', 'desc').offset(this.opts.attempts - 1).first('at');
+      const recent = await trx('realtime_ip_attempt_log')
+        .where({ address })
+        .orderBy('at', 'desc')
+        .offset(this.opts.attempts - 1)
+        .first('at');
       if (recent) {
-        const r = await trx.raw(`select extract(epoch from (?::timestamptz + ? * interval '1 millisecond' - now())) * 1000 as ms`, [recent.at, this.opts.windowMs]);
+        const r = await trx.raw(`select extract(epoch from (?::timestamptz + ? * interval '1 millisecond' - now())) * 1000 as ms`, [
+          recent.at,
+          this.opts.windowMs,
+        ]);
         return Math.max(1, Math.ceil(Number(r.rows[0].ms) / 1000));
       }
       await trx('realtime_ip_attempt_log').insert({ address });
@@ -33,6 +40,8 @@ export class IpAttemptLimiter {
 
   /** Forgets attempts older than the window (addresses that never came back). */
   async prune(): Promise<void> {
-    await this.knex('realtime_ip_attempt_log').where('at', '<=', this.knex.raw(`now() - ? * interval '1 millisecond'`, [this.opts.windowMs])).delete();
+    await this.knex('realtime_ip_attempt_log')
+      .where('at', '<=', this.knex.raw(`now() - ? * interval '1 millisecond'`, [this.opts.windowMs]))
+      .delete();
   }
 }

@@ -47,7 +47,13 @@ export function sessionCallFacts(row: ConversationRow): CallCompletedInput {
 /** The record as the API shows it: its call.completed fields with the same values, plus user_id, source and ended_at. */
 export function toConversation(row: ConversationRow): RealtimeConversation {
   const { event: _event, ...fields } = callCompletedPayload(sessionCallFacts(row));
-  return { ...fields, user_id: row.user_id, source: row.source, end_reason: row.end_reason, ended_at: new Date(row.ended_at).toISOString() } as RealtimeConversation;
+  return {
+    ...fields,
+    user_id: row.user_id,
+    source: row.source,
+    end_reason: row.end_reason,
+    ended_at: new Date(row.ended_at).toISOString(),
+  } as RealtimeConversation;
 }
 
 export class ConversationRecords {

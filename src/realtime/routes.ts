@@ -44,15 +44,20 @@ export function realtimeRoutes(
   const validate = contract.validator(`${info.pointer}/requestBody/content/application~1json/schema`);
   return {
     createRealtimeSession: async (req) => {
-      const body = await service.createSession(workspaceOf(req.auth), req.body, (b) => {
-        const unreadable = deferredBodyError(req.ctx, bodyLimitBytes);
-        if (unreadable) throw unreadable;
-        checkContentType(req.ctx);
-        if (b === undefined) {
-          throw bodyError([{ instancePath: '', schemaPath: '', keyword: 'required', params: { missingProperty: 'requestBody' } }], b);
-        }
-        if (!validate(b)) throw bodyError(validate.errors ?? [], b);
-      }, mintedBy(req.auth));
+      const body = await service.createSession(
+        workspaceOf(req.auth),
+        req.body,
+        (b) => {
+          const unreadable = deferredBodyError(req.ctx, bodyLimitBytes);
+          if (unreadable) throw unreadable;
+          checkContentType(req.ctx);
+          if (b === undefined) {
+            throw bodyError([{ instancePath: '', schemaPath: '', keyword: 'required', params: { missingProperty: 'requestBody' } }], b);
+          }
+          if (!validate(b)) throw bodyError(validate.errors ?? [], b);
+        },
+        mintedBy(req.auth),
+      );
       return { status: 201, body };
     },
     listRealtimeConversations: async (req) => ({ status: 200, body: await records.list(workspaceOf(req.auth), req.query) }),

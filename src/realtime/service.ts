@@ -71,7 +71,12 @@ export class RealtimeService {
    * POST /api/v1/realtime/sessions after authentication. `validateBody` raises the body's problems
    * (unreadable body, wrong media type, schema errors) and runs at step 5.
    */
-  async createSession(workspaceId: string, body: unknown, validateBody: (body: unknown) => void, mintedBy: string | null = null): Promise<{ session_token: string; ws_url: string }> {
+  async createSession(
+    workspaceId: string,
+    body: unknown,
+    validateBody: (body: unknown) => void,
+    mintedBy: string | null = null,
+  ): Promise<{ session_token: string; ws_url: string }> {
     // 2. Billing.
     const workspace = await this.admission.workspace(workspaceId);
     if (!workspace) throw new ApiError(401, 'authentication_error', 'unauthorized', 'The workspace of this API key no longer exists.');
@@ -120,7 +125,10 @@ export class RealtimeService {
     );
     if (!result.issued) {
       const seconds = Math.ceil(result.retryAfterMs / 1000);
-      throw tooManyRequests(seconds, `Too many realtime sessions for this workspace (${this.opts.windows.map((w) => `${w.limit} per ${Math.round(w.windowMs / 1000)} s`).join(', ')}); retry after ${seconds} seconds.`);
+      throw tooManyRequests(
+        seconds,
+        `Too many realtime sessions for this workspace (${this.opts.windows.map((w) => `${w.limit} per ${Math.round(w.windowMs / 1000)} s`).join(', ')}); retry after ${seconds} seconds.`,
+      );
     }
     this.log.info({ workspaceId, agentId: input.agent_id, source: input.source }, 'realtime session token issued');
     return { session_token: token, ws_url: sessionWsUrl(this.opts.publicBaseUrl(), input.user_id, token) };

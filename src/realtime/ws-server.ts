@@ -185,7 +185,11 @@ export class RealtimeGateway {
     bridge.start();
     ws.off('message', hold);
     for (const [data, isBinary, at] of held.frames) bridge.handleFrame(data, isBinary, at);
-    if (held.dropped) this.log.warn({ sessionId: a.sessionId, dropped: held.dropped, held: held.frames.length, heldBytes: held.bytes }, 'frames sent during admission beyond the hold limit were dropped');
+    if (held.dropped)
+      this.log.warn(
+        { sessionId: a.sessionId, dropped: held.dropped, held: held.frames.length, heldBytes: held.bytes },
+        'frames sent during admission beyond the hold limit were dropped',
+      );
     for (let i = 0; i < held.dropped; i++) bridge.frameDropped();
     ws.on('message', (data: Buffer, isBinary: boolean) => bridge.handleFrame(data, isBinary, process.hrtime.bigint()));
     this.track(
@@ -217,9 +221,12 @@ export class RealtimeGateway {
     clearInterval(this.pingTimer);
     for (const bridge of this.bridges) bridge.close(1001, 'Server shutting down');
     // A peer that does not answer the close handshake promptly is cut.
-    const cut = setTimeout(() => {
-      for (const ws of this.wss.clients) ws.terminate();
-    }, Math.min(1000, this.opts.shutdownGraceMs));
+    const cut = setTimeout(
+      () => {
+        for (const ws of this.wss.clients) ws.terminate();
+      },
+      Math.min(1000, this.opts.shutdownGraceMs),
+    );
     let timedOut = false;
     const deadline = new Promise<void>((resolve) => {
       const timer = setTimeout(() => {

@@ -411,7 +411,8 @@ export class CallBridge {
   private leaveMessage(): void {
     if (this.voicemail !== 'waiting_greeting') return;
     const vm = this.agent.voicemailConfig;
-    const message = vm?.enabled && vm.message ? fillPlaceholders(vm.message, conversationVariables(this.agent.variablePlaceholders, this.call.variables)) : null;
+    const message =
+      vm?.enabled && vm.message ? fillPlaceholders(vm.message, conversationVariables(this.agent.variablePlaceholders, this.call.variables)) : null;
     if (!message || !this.conversation) {
       this.voicemail = 'done';
       void this.endCall('agent_hangup');

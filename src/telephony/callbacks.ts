@@ -95,7 +95,8 @@ export class CarrierCallbacks {
   /** Checks `X-Twilio-Signature` with the agent's provider_a token; the account must be the agent's. */
   private verifyA(ctx: Context, agent: RuntimeAgent | null, params: FormParams): void {
     const a = agent?.providerA;
-    const good = Boolean(a?.authToken && a.accountSid === one(params, 'AccountSid')) &&
+    const good =
+      Boolean(a?.authToken && a.accountSid === one(params, 'AccountSid')) &&
       verifyProviderASignature(a!.authToken!, `${this.urls.base()}${ctx.url}`, params, ctx.get('X-Twilio-Signature') || undefined);
     if (!good) {
       this.log.warn({ path: ctx.path, callSid: one(params, 'CallSid').slice(0, 64) }, 'provider_a callback refused: bad signature');
@@ -180,7 +181,10 @@ export class CarrierCallbacks {
 
   private async progress(call: CallRow, status: 'initiated' | 'ringing' | 'in_progress', extra: Partial<CallRow> = {}): Promise<void> {
     const now = this.clock.now();
-    const answered = status === 'in_progress' ? { answered_at: call.answered_at ?? now, deadline_at: call.media_started_at ? call.deadline_at : new Date(now.getTime() + this.opts.orphanAfterMs) } : {};
+    const answered =
+      status === 'in_progress'
+        ? { answered_at: call.answered_at ?? now, deadline_at: call.media_started_at ? call.deadline_at : new Date(now.getTime() + this.opts.orphanAfterMs) }
+        : {};
     const moved = await this.store.update(call.id, { status, ...answered, ...extra }, movableFrom(status));
     if (!moved && Object.keys(extra).length) await this.store.update(call.id, extra);
   }
@@ -224,7 +228,13 @@ export class CarrierCallbacks {
     if (!call && !inboundAgent && !incoming) return;
     const keys = await this.keysFor(call, inboundAgent);
     const check = keys.length
-      ? verifyProviderBSignature(keys, rawBody(ctx), ctx.get(SIGNATURE_HEADER) || undefined, ctx.get(TIMESTAMP_HEADER) || undefined, Math.floor(this.clock.now().getTime() / 1000))
+      ? verifyProviderBSignature(
+          keys,
+          rawBody(ctx),
+          ctx.get(SIGNATURE_HEADER) || undefined,
+          ctx.get(TIMESTAMP_HEADER) || undefined,
+          Math.floor(this.clock.now().getTime() / 1000),
+        )
       : 'invalid_signature';
     if (check !== 'ok') {
       this.log.warn({ eventType: type, check }, 'provider_b event refused');

@@ -57,7 +57,8 @@ export class InboundNumbers {
     const agent = await this.agents.loadForRuntime(workspaceId, agentId);
     const { phoneNumber } = this.configured(agent, provider);
     const holder = await this.agents.inboundAgent(provider, phoneNumber);
-    if (holder && holder.id !== agent.id) throw conflict('phone_number_in_use', `Another agent already answers inbound calls on ${phoneNumber} at ${provider}.`, 'provider');
+    if (holder && holder.id !== agent.id)
+      throw conflict('phone_number_in_use', `Another agent already answers inbound calls on ${phoneNumber} at ${provider}.`, 'provider');
     await this.atCarrier(agent, provider, phoneNumber, true);
     return this.agents.setInbound(workspaceId, agentId, provider, phoneNumber, true);
   }
@@ -79,9 +80,14 @@ export class InboundNumbers {
       if (agent && agent.workspaceId === workspaceId) candidates.push([provider, agent]);
     }
     if (candidates.length === 0) {
-      throw notFound('no_agent_for_number', `No agent of this workspace takes inbound calls on ${input.to_number}${input.provider ? ` at ${input.provider}` : ''}.`, 'to_number');
+      throw notFound(
+        'no_agent_for_number',
+        `No agent of this workspace takes inbound calls on ${input.to_number}${input.provider ? ` at ${input.provider}` : ''}.`,
+        'to_number',
+      );
     }
-    if (candidates.length > 1) throw unprocessable('provider_required', `${input.to_number} takes inbound calls at both providers; say which one rings it.`, 'provider');
+    if (candidates.length > 1)
+      throw unprocessable('provider_required', `${input.to_number} takes inbound calls at both providers; say which one rings it.`, 'provider');
     const [provider] = candidates[0];
     if (!this.sandbox || !this.sandbox.providers.has(provider)) {
       throw conflict('sandbox_not_enabled', `${provider} runs on a real carrier here; ring the number from a phone instead.`, 'provider');
@@ -94,7 +100,11 @@ export class InboundNumbers {
       throw badGateway('carrier_error', `The sandbox carrier could not ring ${input.to_number}: ${(err as Error).message}`);
     }
     const call = await this.store.findByCallSid(provider, callSid);
-    if (!call) throw conflict('inbound_call_rejected', 'The service refused the call (subscription inactive, plan minutes or concurrency slots used up); the carrier was told busy.');
+    if (!call)
+      throw conflict(
+        'inbound_call_rejected',
+        'The service refused the call (subscription inactive, plan minutes or concurrency slots used up); the carrier was told busy.',
+      );
     return toCall(call);
   }
 }

@@ -20,7 +20,10 @@ export interface Carriers {
   close(): Promise<void>;
 }
 
-type CarrierConfig = Pick<Config, 'PROVIDER_A_API_URL' | 'PROVIDER_B_API_URL' | 'CARRIER_TIMEOUT_MS' | 'SANDBOX_CARRIERS_PORT' | 'SANDBOX_CARRIERS_SPEED' | 'SANDBOX_CARRIERS_RING_MS'>;
+type CarrierConfig = Pick<
+  Config,
+  'PROVIDER_A_API_URL' | 'PROVIDER_B_API_URL' | 'CARRIER_TIMEOUT_MS' | 'SANDBOX_CARRIERS_PORT' | 'SANDBOX_CARRIERS_SPEED' | 'SANDBOX_CARRIERS_RING_MS'
+>;
 
 export async function createCarriers(config: CarrierConfig, urls: CallbackUrls, log: Logger): Promise<Carriers> {
   const providers = new Set<Provider>();

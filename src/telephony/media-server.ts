@@ -76,7 +76,9 @@ export class MediaServer {
 
   start(): void {
     this.heartbeat = setInterval(() => {
-      void this.deps.store.renewDeadlines([...this.bridges.keys()], this.opts.orphanAfterMs).catch((err) => this.log.warn({ err }, 'call deadline renewal failed'));
+      void this.deps.store
+        .renewDeadlines([...this.bridges.keys()], this.opts.orphanAfterMs)
+        .catch((err) => this.log.warn({ err }, 'call deadline renewal failed'));
     }, this.opts.heartbeatMs);
     this.heartbeat.unref();
   }
@@ -126,7 +128,16 @@ export class MediaServer {
       if (ws.readyState === ws.OPEN) ws.close(1001, 'Shutting down');
       return;
     }
-    const bridge = new CallBridge(ws, dialect, start.streamId, call, agent, { ...this.deps, carrier: this.deps.carriers[provider], log }, this.opts, log.child({ callId: call.id }));
+    const bridge = new CallBridge(
+      ws,
+      dialect,
+      start.streamId,
+      call,
+      agent,
+      { ...this.deps, carrier: this.deps.carriers[provider], log },
+      this.opts,
+      log.child({ callId: call.id }),
+    );
     // Frames go to the bridge from now on (it holds caller audio until the voice session is open).
     ws.on('message', (data: Buffer, isBinary: boolean) => {
       if (!isBinary) bridge.handleMessage(data.toString(), process.hrtime.bigint());
@@ -164,11 +175,17 @@ export class MediaServer {
   async drain(): Promise<void> {
     this.closing = true;
     const wait = (ms: number, what: Array<Promise<void>>) => Promise.race([Promise.allSettled(what), new Promise((r) => setTimeout(r, ms).unref())]);
-    await wait(this.opts.shutdownGraceMs / 2, [...this.bridges.values()].map((b) => b.done));
+    await wait(
+      this.opts.shutdownGraceMs / 2,
+      [...this.bridges.values()].map((b) => b.done),
+    );
     const left = [...this.bridges.values()];
     if (left.length) this.log.warn({ calls: left.length }, 'ending live calls for shutdown');
     for (const b of left) b.close();
-    await wait(this.opts.shutdownGraceMs / 2, left.map((b) => b.done));
+    await wait(
+      this.opts.shutdownGraceMs / 2,
+      left.map((b) => b.done),
+    );
     clearInterval(this.heartbeat);
     for (const ws of this.wss.clients) ws.terminate();
     this.wss.close();

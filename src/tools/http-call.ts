@@ -71,7 +71,11 @@ export async function callHttpTool(policy: OutboundPolicy, req: HttpCallRequest)
   }
   const hasBody = req.method === 'POST' || req.method === 'PUT' || req.method === 'PATCH';
   const payload = hasBody ? Buffer.from(JSON.stringify(req.args)) : null;
-  const headers: Record<string, string> = { Accept: 'application/json, text/plain;q=0.9, */*;q=0.8', 'User-Agent': 'voice-agent-service-tools/1', ...req.headers };
+  const headers: Record<string, string> = {
+    Accept: 'application/json, text/plain;q=0.9, */*;q=0.8',
+    'User-Agent': 'voice-agent-service-tools/1',
+    ...req.headers,
+  };
   if (payload) headers['Content-Type'] = 'application/json';
 
   let res: GuardedResponse;
@@ -93,7 +97,13 @@ export async function callHttpTool(policy: OutboundPolicy, req: HttpCallRequest)
   const ok = status >= 200 && status < 300;
   const redirect = status >= 300 && status < 400 ? ' (redirects are not followed)' : '';
   const body = parseBody(received.bytes, res.headers['content-type'], received.truncated);
-  return done({ ok, statusCode: status, body, truncated: received.truncated, error: ok ? null : { code: 'http_error', message: `The endpoint answered ${status}${redirect}.` } });
+  return done({
+    ok,
+    statusCode: status,
+    body,
+    truncated: received.truncated,
+    error: ok ? null : { code: 'http_error', message: `The endpoint answered ${status}${redirect}.` },
+  });
 }
 
 /** The failure of a call that got no response, in the tools' words. */

@@ -10,7 +10,10 @@ export function toolRoutes(tools: ToolService): Handlers {
     getTool: async (req) => ({ status: 200, body: await tools.get(workspaceOf(req.auth), req.params.tool_id) }),
     updateTool: async (req) => ({ status: 200, body: await tools.update(workspaceOf(req.auth), req.params.tool_id, req.body) }),
     deleteTool: async (req) => ({ status: 200, body: await tools.delete(workspaceOf(req.auth), req.params.tool_id) }),
-    testTool: async (req) => ({ status: 200, body: await tools.test(workspaceOf(req.auth), req.params.tool_id, (req.body.arguments ?? {}) as Record<string, unknown>) }),
+    testTool: async (req) => ({
+      status: 200,
+      body: await tools.test(workspaceOf(req.auth), req.params.tool_id, (req.body.arguments ?? {}) as Record<string, unknown>),
+    }),
     listAgentTools: async (req) => ({ status: 200, body: await tools.listForAgent(workspaceOf(req.auth), req.params.agent_id, req.query) }),
     attachTool: async (req) => ({ status: 200, body: await tools.attach(workspaceOf(req.auth), req.params.agent_id, req.params.tool_id) }),
     detachTool: async (req) => ({ status: 200, body: await tools.detach(workspaceOf(req.auth), req.params.agent_id, req.params.tool_id) }),

@@ -26,7 +26,10 @@ const linearRegExp = Object.assign(
 const ajv = makeAjv({ allErrors: false, code: { regExp: linearRegExp } });
 
 function pointerToParam(prefix: string, pointer: string): string {
-  const parts = pointer.split('/').slice(1).map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
+  const parts = pointer
+    .split('/')
+    .slice(1)
+    .map((s) => s.replace(/~1/g, '/').replace(/~0/g, '~'));
   return [prefix, ...parts].join('.');
 }
 

@@ -77,7 +77,8 @@ export class ToolService {
     if (input === null) return {};
     const out = { ...stored };
     for (const [name, value] of Object.entries(input)) {
-      if (RESERVED_HEADERS.has(name.toLowerCase())) throw unprocessable('reserved_header', `The header '${name}' is set by the service and cannot be configured.`, `headers.${name}`);
+      if (RESERVED_HEADERS.has(name.toLowerCase()))
+        throw unprocessable('reserved_header', `The header '${name}' is set by the service and cannot be configured.`, `headers.${name}`);
       // Header names are case-insensitive: a new spelling replaces the stored one.
       for (const existing of Object.keys(out)) if (existing.toLowerCase() === name.toLowerCase()) delete out[existing];
       if (value !== null) out[name] = this.secrets.seal(value, headerContext(toolId, name));

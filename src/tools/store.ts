@@ -49,7 +49,10 @@ export class ToolStore {
 
   async update(id: string, values: Partial<ToolValues>): Promise<ToolRow> {
     try {
-      const [row] = await this.db('tools').where({ id }).update({ ...encode(values), updated_at: this.db.fn.now() }).returning('*');
+      const [row] = await this.db('tools')
+        .where({ id })
+        .update({ ...encode(values), updated_at: this.db.fn.now() })
+        .returning('*');
       return row;
     } catch (err) {
       if (isUniqueViolation(err) && values.name) throw nameTaken(values.name);

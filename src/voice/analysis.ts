@@ -12,13 +12,49 @@ import { z } from 'zod';
 import type { ConversationAnalysis, TranscriptTurn } from './types.js';
 
 const POSITIVE = new Set([
-  'thanks', 'thank', 'great', 'good', 'perfect', 'excellent', 'happy', 'love', 'wonderful', 'helpful',
-  'awesome', 'appreciate', 'nice', 'glad', 'brilliant', 'fantastic',
+  'thanks',
+  'thank',
+  'great',
+  'good',
+  'perfect',
+  'excellent',
+  'happy',
+  'love',
+  'wonderful',
+  'helpful',
+  'awesome',
+  'appreciate',
+  'nice',
+  'glad',
+  'brilliant',
+  'fantastic',
 ]);
 const NEGATIVE = new Set([
-  'bad', 'terrible', 'awful', 'angry', 'frustrated', 'upset', 'hate', 'useless', 'problem', 'complaint',
-  'wrong', 'disappointed', 'annoyed', 'worst', 'horrible', 'ridiculous', 'unacceptable', 'broken',
-  'frustrating', 'annoying', 'disappointing', 'problems', 'complaints', 'complain', 'rude',
+  'bad',
+  'terrible',
+  'awful',
+  'angry',
+  'frustrated',
+  'upset',
+  'hate',
+  'useless',
+  'problem',
+  'complaint',
+  'wrong',
+  'disappointed',
+  'annoyed',
+  'worst',
+  'horrible',
+  'ridiculous',
+  'unacceptable',
+  'broken',
+  'frustrating',
+  'annoying',
+  'disappointing',
+  'problems',
+  'complaints',
+  'complain',
+  'rude',
 ]);
 const NON_ANSWER = /\b(i don't know|i do not know|not sure|can't help|cannot help|unable to|no idea)\b/i;
 const QUESTION_START = /^(who|what|when|where|why|how|which|can|could|would|will|is|are|do|does|did)\b/i;
@@ -107,9 +143,7 @@ export function parseAnalysisPrompt(prompt: string): { instruction: string; tran
   const ins = at(INSTRUCTION_MARKER);
   if (t < 0 || ins < 0) return null;
   try {
-    const turns = z
-      .array(z.object({ role: z.enum(['model', 'user']), text: z.string() }))
-      .parse(JSON.parse(lines[t + 1] ?? ''));
+    const turns = z.array(z.object({ role: z.enum(['model', 'user']), text: z.string() })).parse(JSON.parse(lines[t + 1] ?? ''));
     return { instruction: z.string().parse(JSON.parse(lines[ins + 1] ?? '')), transcript: turns.map((x) => ({ ...x, timestamp: 0 })) };
   } catch {
     return null;

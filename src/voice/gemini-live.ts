@@ -390,7 +390,10 @@ class LiveSession implements VoiceSession {
       return;
     }
     if (this.outbox.length >= (this.opts.reconnectQueueLimit ?? OUTBOX_LIMIT)) {
-      this.outbox.splice(this.outbox.findIndex((m) => m.media), 1);
+      this.outbox.splice(
+        this.outbox.findIndex((m) => m.media),
+        1,
+      );
     }
     this.outbox.push({ json, media });
   }
@@ -463,10 +466,7 @@ export function createGeminiLiveService(opts: GeminiLiveOptions): VoiceService {
       return session;
     },
     analyze(input) {
-      return analyzeWithModel(
-        { origin: restOrigin(opts.url), apiKey: opts.apiKey, model: opts.analysisModel, timeoutMs: 30_000, log: opts.log },
-        input,
-      );
+      return analyzeWithModel({ origin: restOrigin(opts.url), apiKey: opts.apiKey, model: opts.analysisModel, timeoutMs: 30_000, log: opts.log }, input);
     },
     async close() {
       await Promise.all([...sessions].map((s) => s.close()));

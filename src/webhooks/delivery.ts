@@ -200,17 +200,40 @@ export class WebhookDispatcher {
     try {
       const secrets = await this.signingSecrets(d.workspace_id, d.secret);
       const attemptedAt = this.clock.now();
-      const headers = deliveryHeaders({ eventId: d.event_id, timestamp: Math.floor(attemptedAt.getTime() / 1000), body: d.body, secrets, userAgent: USER_AGENT });
+      const headers = deliveryHeaders({
+        eventId: d.event_id,
+        timestamp: Math.floor(attemptedAt.getTime() / 1000),
+        body: d.body,
+        secrets,
+        userAgent: USER_AGENT,
+      });
       const started = performance.now();
       const result = await this.send(d.target_url, headers, d.body);
       const durationMs = Math.round(performance.now() - started);
-      outcome = { status: result.error ? 'failed' : 'succeeded', statusCode: result.statusCode, error: result.error, signed: secrets !== null, durationMs, attemptedAt };
+      outcome = {
+        status: result.error ? 'failed' : 'succeeded',
+        statusCode: result.statusCode,
+        error: result.error,
+        signed: secrets !== null,
+        durationMs,
+        attemptedAt,
+      };
     } catch (err) {
       this.log.error({ err, deliveryId: d.id }, 'webhook delivery failed unexpectedly');
       outcome = { status: 'failed', statusCode: null, error: 'network_error', signed: false, durationMs: 0, attemptedAt: this.clock.now() };
     }
     const level = outcome.status === 'succeeded' ? 'debug' : 'info';
-    this.log[level]({ deliveryId: d.id, eventId: d.event_id, targetHost: hostOf(d.target_url), statusCode: outcome.statusCode, error: outcome.error, durationMs: outcome.durationMs }, 'webhook delivered');
+    this.log[level](
+      {
+        deliveryId: d.id,
+        eventId: d.event_id,
+        targetHost: hostOf(d.target_url),
+        statusCode: outcome.statusCode,
+        error: outcome.error,
+        durationMs: outcome.durationMs,
+      },
+      'webhook delivered',
+    );
     await this.record(d.id, outcome);
   }
 

@@ -40,13 +40,24 @@ export class EventPublisher {
   }
 
   /** A batch reached a terminal state. `webhookUrl` is the batch's own `webhook_url`. */
-  async batchCompleted(input: { workspaceId: string; batchId: string; webhookUrl: string | null; payload: BatchCompletedInput }, trx?: Knex.Transaction): Promise<RaisedEvent> {
+  async batchCompleted(
+    input: { workspaceId: string; batchId: string; webhookUrl: string | null; payload: BatchCompletedInput },
+    trx?: Knex.Transaction,
+  ): Promise<RaisedEvent> {
     const payload = batchCompletedPayload(input.payload);
     return this.raise('batch.completed', input.workspaceId, null, input.batchId, input.webhookUrl, JSON.stringify(payload), trx);
   }
 
   /** With `trx`, the event commits with the caller's transaction (NOTIFY wakes the dispatchers then). */
-  private async raise(kind: EventKind, workspaceId: string, callId: string | null, batchId: string | null, webhookUrl: string | null, body: string, trx?: Knex.Transaction): Promise<RaisedEvent> {
+  private async raise(
+    kind: EventKind,
+    workspaceId: string,
+    callId: string | null,
+    batchId: string | null,
+    webhookUrl: string | null,
+    body: string,
+    trx?: Knex.Transaction,
+  ): Promise<RaisedEvent> {
     const eventId = newId('event');
     const targets = await this.store.recordEvent(
       { id: eventId, workspaceId, kind, callId, batchId, body, ownTarget: webhookUrl ? { url: webhookUrl, urlKey: urlKey(webhookUrl) } : null },

@@ -42,7 +42,10 @@ const validatorFor = (kind: EventKind) => asyncapiPayloadValidator(MESSAGE_OF[ki
 export function validateEventPayload(kind: EventKind, payload: unknown): void {
   const validate = validatorFor(kind);
   if (!validate(payload)) {
-    throw new InvalidEventPayloadError(kind, (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`));
+    throw new InvalidEventPayloadError(
+      kind,
+      (validate.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`),
+    );
   }
 }
 

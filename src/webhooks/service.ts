@@ -118,7 +118,10 @@ export class WebhookService {
   // Secret
 
   private async secretRow(workspaceId: string): Promise<SecretRow> {
-    return (await this.store.getSecret(workspaceId)) ?? (await this.store.insertSecret(workspaceId, this.secrets.seal(newWebhookSecret(), webhookSecretContext(workspaceId))));
+    return (
+      (await this.store.getSecret(workspaceId)) ??
+      (await this.store.insertSecret(workspaceId, this.secrets.seal(newWebhookSecret(), webhookSecretContext(workspaceId))))
+    );
   }
 
   /** The workspace's secret, created on first need. */

@@ -32,7 +32,13 @@ export function standardSignature(secret: string, id: string, timestamp: number,
  * The headers of one delivery. `secrets` is the current secret then, during a rotation's overlap, the
  * previous one; null when the secret could not be loaded (the request then goes out unsigned).
  */
-export function deliveryHeaders(opts: { eventId: string; timestamp: number; body: string; secrets: string[] | null; userAgent: string }): Record<string, string> {
+export function deliveryHeaders(opts: {
+  eventId: string;
+  timestamp: number;
+  body: string;
+  secrets: string[] | null;
+  userAgent: string;
+}): Record<string, string> {
   const headers: Record<string, string> = {
     'Content-Type': 'application/json',
     'User-Agent': opts.userAgent,

@@ -20,15 +20,7 @@ export interface SecretRow {
 }
 
 export type DeliveryError =
-  | 'timeout'
-  | 'redirect_not_followed'
-  | 'connection_refused'
-  | 'blocked_address'
-  | 'dns_failure'
-  | 'tls_error'
-  | 'http_error'
-  | 'network_error'
-  | 'interrupted';
+  'timeout' | 'redirect_not_followed' | 'connection_refused' | 'blocked_address' | 'dns_failure' | 'tls_error' | 'http_error' | 'network_error' | 'interrupted';
 
 export interface DeliveryRow {
   id: string;
@@ -175,11 +167,15 @@ export class WebhookStore {
   /** Records the event and its outbox rows, in `outer` when given (they commit with the caller's own writes). */
   recordEvent(event: NewEvent, newDeliveryId: () => string, outer?: Knex.Transaction): Promise<number> {
     const run = async (trx: Knex.Transaction) => {
-      const subscribed: WebhookRow[] = await trx('webhooks')
-        .where({ workspace_id: event.workspaceId })
-        .whereRaw('? = any(events)', [event.kind])
-        .orderBy('id');
-      await trx('webhook_events').insert({ id: event.id, workspace_id: event.workspaceId, kind: event.kind, call_id: event.callId, batch_id: event.batchId, body: event.body });
+      const subscribed: WebhookRow[] = await trx('webhooks').where({ workspace_id: event.workspaceId }).whereRaw('? = any(events)', [event.kind]).orderBy('id');
+      await trx('webhook_events').insert({
+        id: event.id,
+        workspace_id: event.workspaceId,
+        kind: event.kind,
+        call_id: event.callId,
+        batch_id: event.batchId,
+        body: event.body,
+      });
       const targets = new Map<string, { webhookId: string | null; url: string }>();
       for (const w of subscribed) if (!targets.has(w.url_key)) targets.set(w.url_key, { webhookId: w.id, url: w.url });
       if (event.ownTarget && !targets.has(event.ownTarget.urlKey)) targets.set(event.ownTarget.urlKey, { webhookId: null, url: event.ownTarget.url });
@@ -211,14 +207,21 @@ export class WebhookStore {
    * `after` on; `scanEnd` is where the next claim should go on from (null: from the first).
    */
   async claim(shares: ClaimShares): Promise<{ deliveries: ClaimedDelivery[]; scanEnd: string | null }> {
-    const result = await this.db.raw(
-      `select * from claim_webhook_deliveries(?, ?, ?::jsonb, ?, ?, ?)`,
-      [shares.after, shares.scan, JSON.stringify(Object.fromEntries(shares.inFlight)), shares.pool, shares.free, shares.reserve],
-    );
+    const result = await this.db.raw(`select * from claim_webhook_deliveries(?, ?, ?::jsonb, ?, ?, ?)`, [
+      shares.after,
+      shares.scan,
+      JSON.stringify(Object.fromEntries(shares.inFlight)),
+      shares.pool,
+      shares.free,
+      shares.reserve,
+    ]);
     const rows = result.rows as Array<DeliveryRow & { body: string; scan_end: string | null } & Omit<SecretRow, 'workspace_id'>>;
     const deliveries = rows.map((r) => {
       const { secret_sealed, previous_secret_sealed, previous_expires_at, scan_end: _scanEnd, ...rest } = r;
-      return { ...rest, secret: secret_sealed === null ? undefined : { workspace_id: r.workspace_id, secret_sealed, previous_secret_sealed, previous_expires_at } };
+      return {
+        ...rest,
+        secret: secret_sealed === null ? undefined : { workspace_id: r.workspace_id, secret_sealed, previous_secret_sealed, previous_expires_at },
+      };
     });
     return { deliveries, scanEnd: rows[0]?.scan_end ?? null };
   }
@@ -254,7 +257,12 @@ export class WebhookStore {
     return this.db('webhook_events').where('created_at', '<', before).delete();
   }
 
-  listDeliveries<T>(workspaceId: string, filter: { webhook_id?: string; call_id?: string; batch_id?: string; kind?: EventKind }, params: PageParams, toItem: (row: DeliveryRow) => T): Promise<Page<T>> {
+  listDeliveries<T>(
+    workspaceId: string,
+    filter: { webhook_id?: string; call_id?: string; batch_id?: string; kind?: EventKind },
+    params: PageParams,
+    toItem: (row: DeliveryRow) => T,
+  ): Promise<Page<T>> {
     const query = this.db('webhook_deliveries').where({ workspace_id: workspaceId, state: 'done', ...filter });
     return paginate<DeliveryRow, T>(query, params, toItem);
   }

@@ -49,7 +49,10 @@ export class AdmissionStore {
 
   /** Seconds metered for the workspace since `since` (conversations that started since then). */
   async secondsSince(workspaceId: string, since: Date): Promise<number> {
-    const [{ total }] = await this.db('usage_records').where('workspace_id', workspaceId).where('started_at', '>=', since).sum<{ total: string | null }[]>('seconds as total');
+    const [{ total }] = await this.db('usage_records')
+      .where('workspace_id', workspaceId)
+      .where('started_at', '>=', since)
+      .sum<{ total: string | null }[]>('seconds as total');
     return Number(total ?? 0);
   }
 
@@ -61,13 +64,22 @@ export class AdmissionStore {
   async meter(usage: UsageRecord, trx?: Knex.Transaction): Promise<boolean> {
     const run = async (t: Knex.Transaction) => {
       const inserted = await t('usage_records')
-        .insert({ workspace_id: usage.workspaceId, kind: usage.kind, ref_id: usage.refId, seconds: usage.seconds, cents: usage.cents, started_at: usage.startedAt })
+        .insert({
+          workspace_id: usage.workspaceId,
+          kind: usage.kind,
+          ref_id: usage.refId,
+          seconds: usage.seconds,
+          cents: usage.cents,
+          started_at: usage.startedAt,
+        })
         .onConflict(['kind', 'ref_id'])
         .ignore()
         .returning('id');
       if (!inserted.length) return false;
       if (usage.cents > 0) {
-        await t('workspaces').where({ id: usage.workspaceId }).update({ credit_balance_cents: t.raw('credit_balance_cents - ?', [usage.cents]), updated_at: t.fn.now() });
+        await t('workspaces')
+          .where({ id: usage.workspaceId })
+          .update({ credit_balance_cents: t.raw('credit_balance_cents - ?', [usage.cents]), updated_at: t.fn.now() });
       }
       return true;
     };
@@ -102,10 +114,15 @@ export class AdmissionStore {
   async acquireLeasesIn(trx: Knex.Transaction, workspaceId: string, leases: Lease[], limit: number, expiryMs: number): Promise<number> {
     if (!leases.length) return 0;
     await lockWorkspace(trx, SLOT_LOCK, workspaceId);
-    const [{ count }] = await trx('session_leases').where('workspace_id', workspaceId).where('expires_at', '>', trx.fn.now()).count<{ count: string }[]>('* as count');
+    const [{ count }] = await trx('session_leases')
+      .where('workspace_id', workspaceId)
+      .where('expires_at', '>', trx.fn.now())
+      .count<{ count: string }[]>('* as count');
     const taking = leases.slice(0, Math.max(0, limit - Number(count)));
     if (taking.length) {
-      await trx('session_leases').insert(taking.map((l) => ({ ...l, expires_at: trx.raw(`now() + ? * interval '1 millisecond'`, [expiryMs]), created_at: trx.fn.now() })));
+      await trx('session_leases').insert(
+        taking.map((l) => ({ ...l, expires_at: trx.raw(`now() + ? * interval '1 millisecond'`, [expiryMs]), created_at: trx.fn.now() })),
+      );
     }
     return taking.length;
   }

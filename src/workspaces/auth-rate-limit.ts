@@ -31,7 +31,10 @@ export class AuthRateLimit {
       duration: 60,
     });
     this.purge = setInterval(() => {
-      knex('auth_attempts').where('expire', '<', Date.now() - 3_600_000).delete().catch(() => undefined);
+      knex('auth_attempts')
+        .where('expire', '<', Date.now() - 3_600_000)
+        .delete()
+        .catch(() => undefined);
     }, PURGE_INTERVAL_MS).unref();
   }
 
@@ -40,7 +43,10 @@ export class AuthRateLimit {
       await this.limiter.consume(this.addressOf(req));
     } catch (err) {
       if (err instanceof RateLimiterRes) {
-        throw tooManyRequests(err.msBeforeNext / 1000, `Too many sign-up or login attempts from this address; retry after ${Math.ceil(err.msBeforeNext / 1000)} seconds.`);
+        throw tooManyRequests(
+          err.msBeforeNext / 1000,
+          `Too many sign-up or login attempts from this address; retry after ${Math.ceil(err.msBeforeNext / 1000)} seconds.`,
+        );
       }
       throw err;
     }

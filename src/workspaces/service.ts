@@ -69,7 +69,13 @@ export class WorkspaceService {
   private async startSession(user: UserRow) {
     const token = newDashboardSessionToken();
     const expiresAt = new Date(this.clock.now().getTime() + this.opts.sessionTtlMs);
-    await this.store.createSession({ id: newId('dashboardSession'), token_hash: sha256Hex(token), user_id: user.id, workspace_id: user.workspace_id, expires_at: expiresAt });
+    await this.store.createSession({
+      id: newId('dashboardSession'),
+      token_hash: sha256Hex(token),
+      user_id: user.id,
+      workspace_id: user.workspace_id,
+      expires_at: expiresAt,
+    });
     return { session_token: token, expires_at: expiresAt.toISOString() };
   }
 
@@ -131,14 +137,27 @@ export class WorkspaceService {
 
   async createMember(p: Extract<Principal, { kind: 'dashboard' }>, input: { email: string; password: string; role: Exclude<Role, 'owner'> }) {
     if (!hasRole(p.role, 'admin')) throw forbidden('insufficient_role', 'Only owners and admins can add members.');
-    const user = await this.store.createUser({ id: newId('user'), workspace_id: p.workspaceId, email: input.email.trim(), password_hash: await hashPassword(input.password), role: input.role });
+    const user = await this.store.createUser({
+      id: newId('user'),
+      workspace_id: p.workspaceId,
+      email: input.email.trim(),
+      password_hash: await hashPassword(input.password),
+      role: input.role,
+    });
     return toMember(user);
   }
 
   async createApiKey(p: Extract<Principal, { kind: 'dashboard' }>, name: string) {
     if (!hasRole(p.role, 'developer')) throw forbidden('insufficient_role', "Creating API keys needs the 'developer' role or higher.");
     const key = newApiKey();
-    const row = await this.store.createApiKey({ id: newId('apiKey'), workspace_id: p.workspaceId, name: name.trim(), key_hash: sha256Hex(key), key_prefix: key.slice(0, 11), created_by: p.userId });
+    const row = await this.store.createApiKey({
+      id: newId('apiKey'),
+      workspace_id: p.workspaceId,
+      name: name.trim(),
+      key_hash: sha256Hex(key),
+      key_prefix: key.slice(0, 11),
+      created_by: p.userId,
+    });
     this.log.info({ workspaceId: p.workspaceId, keyId: row.id }, 'api key created');
     return { ...toApiKey(row), key };
   }
@@ -169,7 +188,10 @@ export class WorkspaceService {
     return toWorkspace(ws);
   }
 
-  async updateWorkspace(id: string, patch: Partial<Pick<WorkspaceRow, 'name' | 'plan' | 'subscription_status' | 'credit_balance_cents' | 'concurrent_session_limit'>>) {
+  async updateWorkspace(
+    id: string,
+    patch: Partial<Pick<WorkspaceRow, 'name' | 'plan' | 'subscription_status' | 'credit_balance_cents' | 'concurrent_session_limit'>>,
+  ) {
     const ws = await this.store.updateWorkspace(id, patch);
     if (!ws) throw notFound('workspace_not_found', `No workspace '${id}'.`);
     this.log.info({ workspaceId: id, fields: Object.keys(patch) }, 'workspace updated by operator');

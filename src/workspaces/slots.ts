@@ -60,11 +60,19 @@ export class SlotKeeper {
   private async reacquire(id: string, lease: HeldLease): Promise<void> {
     const limit = await this.store.sessionLimit(lease.workspaceId);
     if (limit === undefined || !this.held.has(id)) return;
-    const ok = await this.store.acquireLease({ id, workspace_id: lease.workspaceId, kind: lease.kind, instance_id: this.opts.instanceId }, limit, this.opts.expiryMs);
+    const ok = await this.store.acquireLease(
+      { id, workspace_id: lease.workspaceId, kind: lease.kind, instance_id: this.opts.instanceId },
+      limit,
+      this.opts.expiryMs,
+    );
     // Released while we were re-acquiring: give it back.
     if (ok && !this.held.has(id)) await this.store.releaseLease(id);
     if (ok) this.log.warn({ leaseId: id, workspaceId: lease.workspaceId }, 'session lease had been deleted (heartbeat lag); re-acquired');
-    else this.log.warn({ leaseId: id, workspaceId: lease.workspaceId, limit }, 'session lease could not be re-acquired: the workspace is at its limit; the session continues');
+    else
+      this.log.warn(
+        { leaseId: id, workspaceId: lease.workspaceId, limit },
+        'session lease could not be re-acquired: the workspace is at its limit; the session continues',
+      );
   }
 
   async acquire(id: string, workspaceId: string, limit: number, kind = 'realtime'): Promise<boolean> {
@@ -85,7 +93,13 @@ export class SlotKeeper {
 
   /** Fixed-term slots for several calls of one workspace, in `trx`: takes the first ones that fit and returns how many. */
   takeFixedIn(trx: Knex.Transaction, ids: string[], workspaceId: string, limit: number, ttlMs: number, kind: string): Promise<number> {
-    return this.store.acquireLeasesIn(trx, workspaceId, ids.map((id) => ({ id, workspace_id: workspaceId, kind, instance_id: this.opts.instanceId })), limit, ttlMs);
+    return this.store.acquireLeasesIn(
+      trx,
+      workspaceId,
+      ids.map((id) => ({ id, workspace_id: workspaceId, kind, instance_id: this.opts.instanceId })),
+      limit,
+      ttlMs,
+    );
   }
 
   /** Gives back a fixed-term slot (from any instance, in `trx` when given); one already gone is a no-op. */

@@ -53,11 +53,16 @@ function voidTokensMintedBy(trx: Knex.Transaction, credentialId: string) {
 export class WorkspaceStore {
   constructor(private readonly db: Knex) {}
 
-  async createWorkspaceWithOwner(ws: Omit<WorkspaceRow, 'created_at'>, owner: Omit<UserRow, 'created_at' | 'workspace_id' | 'role'>): Promise<{ workspace: WorkspaceRow; user: UserRow }> {
+  async createWorkspaceWithOwner(
+    ws: Omit<WorkspaceRow, 'created_at'>,
+    owner: Omit<UserRow, 'created_at' | 'workspace_id' | 'role'>,
+  ): Promise<{ workspace: WorkspaceRow; user: UserRow }> {
     try {
       return await this.db.transaction(async (trx) => {
         const [workspace] = await trx('workspaces').insert(ws).returning('*');
-        const [user] = await trx('users').insert({ ...owner, workspace_id: ws.id, role: 'owner' }).returning('*');
+        const [user] = await trx('users')
+          .insert({ ...owner, workspace_id: ws.id, role: 'owner' })
+          .returning('*');
         return { workspace, user };
       });
     } catch (err) {
@@ -93,7 +98,10 @@ export class WorkspaceStore {
   }
 
   async updateWorkspace(id: string, patch: Partial<Omit<WorkspaceRow, 'id' | 'created_at'>>): Promise<WorkspaceRow | undefined> {
-    const [row] = await this.db('workspaces').where({ id }).update({ ...patch, updated_at: this.db.fn.now() }).returning('*');
+    const [row] = await this.db('workspaces')
+      .where({ id })
+      .update({ ...patch, updated_at: this.db.fn.now() })
+      .returning('*');
     return row;
   }
 
@@ -146,6 +154,9 @@ export class WorkspaceStore {
   }
 
   async touchApiKey(id: string, at: Date): Promise<void> {
-    await this.db('api_keys').where({ id }).where((q) => q.whereNull('last_used_at').orWhere('last_used_at', '<', at)).update({ last_used_at: at });
+    await this.db('api_keys')
+      .where({ id })
+      .where((q) => q.whereNull('last_used_at').orWhere('last_used_at', '<', at))
+      .update({ last_used_at: at });
   }
 }

@@ -116,13 +116,24 @@ describe('a text session', () => {
       const messages = events.filter((e) => e.e === 'message').map((e) => (e.v as { type: string }).type);
       assert.deepEqual(messages.slice(0, 1), ['session_started']);
       assert.ok(messages.includes('text') && messages.includes('turn_complete'), messages.join(','));
-      assert.deepEqual(events.filter((e) => e.e === 'state').map((e) => e.v), ['starting', 'live']);
+      assert.deepEqual(
+        events.filter((e) => e.e === 'state').map((e) => e.v),
+        ['starting', 'live'],
+      );
 
       assert.equal(await p.call('stop', i), 'closed');
       const closed = await p.waitForEvent(i, (e) => e.e === 'close', 5000, 'close');
       assert.deepEqual(closed.v, { code: 1000, reason: '' });
       assert.ok(!(await p.events(i)).some((e) => e.e === 'error'), 'no error');
-      assert.deepEqual(await p.call('sendText', i, 'anyone?'), { ok: false, code: 'not_live', message: 'The session is not live.', closeCode: undefined, name: 'VoiceAgentError', isError: true, isVoiceAgentError: true });
+      assert.deepEqual(await p.call('sendText', i, 'anyone?'), {
+        ok: false,
+        code: 'not_live',
+        message: 'The session is not live.',
+        closeCode: undefined,
+        name: 'VoiceAgentError',
+        isError: true,
+        isVoiceAgentError: true,
+      });
 
       // The service's record of the finished session holds the typed turn and the reply.
       const record = await waitForRecord(String(msg.session_id));
@@ -181,19 +192,31 @@ describe('a voice session with the fake microphone', () => {
       assert.ok(seconds >= 2.5 && seconds <= 5, `the sandbox heard ${(heard.v as { text: string }).text} of a 4.2 s recording`);
       const answer = await p.waitForEvent(
         i,
-        (e) => e.e === 'transcript' && (e.v as { role: string }).role === 'model' && (e.v as { final: boolean }).final && /I heard/.test((e.v as { text: string }).text),
+        (e) =>
+          e.e === 'transcript' &&
+          (e.v as { role: string }).role === 'model' &&
+          (e.v as { final: boolean }).final &&
+          /I heard/.test((e.v as { text: string }).text),
         15_000,
         'the agent answer',
       );
       assert.equal((answer.v as { text: string }).text, `As the receptionist of Acme Dental, I heard ${seconds.toFixed(1)} seconds of speech.`);
-      await p.waitForEvent(i, (e) => e.e === 'message' && (e.v as { type: string }).type === 'turn_complete' && e.at > answer.at - 5000, 10_000, 'turn_complete');
+      await p.waitForEvent(
+        i,
+        (e) => e.e === 'message' && (e.v as { type: string }).type === 'turn_complete' && e.at > answer.at - 5000,
+        10_000,
+        'turn_complete',
+      );
       const events = await p.events(i);
 
       // The agent's audio arrived at the announced rate and was played: speaking went on.
       const audio = events.filter((e) => e.e === 'audio');
       assert.ok(audio.length >= 20, `${audio.length} audio chunks`);
       assert.ok(audio.every((e) => (e.v as { sampleRate: number }).sampleRate === 24000));
-      assert.ok(events.some((e) => e.e === 'speaking' && e.v === true), 'the agent audio played');
+      assert.ok(
+        events.some((e) => e.e === 'speaking' && e.v === true),
+        'the agent audio played',
+      );
       // Barge-in: on `interrupted` the queued audio is dropped at once (speaking goes false with it).
       const interrupted = events.find((e) => e.e === 'message' && (e.v as { type: string }).type === 'interrupted');
       assert.ok(interrupted, 'the person talked over the first message');
@@ -203,13 +226,19 @@ describe('a voice session with the fake microphone', () => {
       // What went over the wire: JSON frames of PCM16 LE at 16 kHz, 640 bytes (20 ms) each, in real time.
       const frames = p.sent.filter((f) => f.mime_type === 'audio/pcm');
       assert.ok(frames.length >= 150, `${frames.length} audio frames`);
-      assert.ok(frames.every((f) => f.bytes.length === 640), 'every frame is 20 ms of 16 kHz PCM16');
+      assert.ok(
+        frames.every((f) => f.bytes.length === 640),
+        'every frame is 20 ms of 16 kHz PCM16',
+      );
       const span = (frames.at(-1)!.at - frames[0].at) / 1000;
       const rate = (frames.length - 1) / span;
       assert.ok(rate > 35 && rate < 65, `${rate.toFixed(1)} frames per second`);
       const loud = frames.filter((f) => rms(f.bytes) >= 300).length;
       assert.ok(loud >= 100, `${loud} frames of speech (about 4 s expected)`);
-      assert.ok(p.sent.every((f) => f.mime_type === 'audio/pcm'), 'a voice session sends only audio');
+      assert.ok(
+        p.sent.every((f) => f.mime_type === 'audio/pcm'),
+        'a voice session sends only audio',
+      );
       assert.ok(!events.some((e) => e.e === 'error'), JSON.stringify(events.filter((e) => e.e === 'error')));
 
       assert.equal(await p.call('stop', i), 'closed');

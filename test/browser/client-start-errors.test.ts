@@ -46,7 +46,11 @@ async function workspace(): Promise<{ a: Tenant; agentId: string }> {
 }
 
 async function leases(workspaceId: string): Promise<number> {
-  const [{ count }] = await t.service.db.knex('session_leases').where({ workspace_id: workspaceId }).where('expires_at', '>', new Date()).count<{ count: string }[]>('* as count');
+  const [{ count }] = await t.service.db
+    .knex('session_leases')
+    .where({ workspace_id: workspaceId })
+    .where('expires_at', '>', new Date())
+    .count<{ count: string }[]>('* as count');
   return Number(count);
 }
 
@@ -61,7 +65,10 @@ async function expectStartError(opts: Record<string, unknown>, code: string, clo
   assert.equal(res.closeCode, closeCode);
   assert.equal(await p.call('state', i), 'closed');
   const events = await p.events(i);
-  assert.deepEqual(events.filter((e) => e.e === 'state').map((e) => e.v), ['starting', 'closed']);
+  assert.deepEqual(
+    events.filter((e) => e.e === 'state').map((e) => e.v),
+    ['starting', 'closed'],
+  );
   assert.ok(!events.some((e) => e.e === 'message'), 'no message before a refusal');
   return res;
 }
@@ -121,7 +128,10 @@ describe('refusals of the realtime WebSocket (close codes)', () => {
   it('source_not_enabled (4003): the camera was turned off on the agent after minting', async () => {
     const { a, agentId } = await workspace();
     site.afterMint = async () => {
-      const res = await t.http.patch(`/api/v1/agents/${agentId}`).set(bearer(a.apiKey)).send({ realtime: { enable_webcam: false } });
+      const res = await t.http
+        .patch(`/api/v1/agents/${agentId}`)
+        .set(bearer(a.apiKey))
+        .send({ realtime: { enable_webcam: false } });
       assert.equal(res.status, 200);
     };
     const res = await expectStartError({ tokenUrl: site.tokenUrl, agentId, userId: 'visitor-1', source: 'camera' }, 'source_not_enabled', 4003);

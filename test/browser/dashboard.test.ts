@@ -53,10 +53,13 @@ const main = () => page.locator('main');
 
 /** Waits for a heading; on a timeout the page's error note (if any) says why. */
 async function heading(name: string | RegExp): Promise<void> {
-  await page.getByRole('heading', { name }).waitFor().catch(async (err: unknown) => {
-    const alerts = await page.getByRole('alert').allInnerTexts();
-    throw new Error(`no heading ${name}${alerts.length ? `; the page says: ${alerts.join(' | ')}` : ''}`, { cause: err });
-  });
+  await page
+    .getByRole('heading', { name })
+    .waitFor()
+    .catch(async (err: unknown) => {
+      const alerts = await page.getByRole('alert').allInnerTexts();
+      throw new Error(`no heading ${name}${alerts.length ? `; the page says: ${alerts.join(' | ')}` : ''}`, { cause: err });
+    });
 }
 const go = (hash: string) => page.goto(`${t.url}/dashboard#/${hash}`);
 
@@ -80,7 +83,10 @@ describe('dashboard', () => {
     assert.match(html, /<script type="module" src="\/dashboard\/app\.js"><\/script>/);
     assert.doesNotMatch(html, /<script>|<script type="module">/, 'no inline script');
 
-    for (const [file, type] of [['app.js', 'text/javascript; charset=utf-8'], ['app.css', 'text/css; charset=utf-8']]) {
+    for (const [file, type] of [
+      ['app.js', 'text/javascript; charset=utf-8'],
+      ['app.css', 'text/css; charset=utf-8'],
+    ]) {
       const asset = await fetch(`${t.url}/dashboard/${file}`);
       assert.equal(asset.status, 200, file);
       assert.equal(asset.headers.get('content-type'), type);
@@ -200,10 +206,14 @@ describe('dashboard', () => {
     await page.getByRole('button', { name: 'Talk to this agent' }).click();
     const widget = page.locator('voice-agent-widget');
     await widget.waitFor();
-    await page.waitForFunction(() => {
-      const w = document.querySelector('voice-agent-widget') as (HTMLElement & { profileStatus?: string }) | null;
-      return w?.profileStatus === 'ready';
-    }, undefined, { timeout: 10_000 });
+    await page.waitForFunction(
+      () => {
+        const w = document.querySelector('voice-agent-widget') as (HTMLElement & { profileStatus?: string }) | null;
+        return w?.profileStatus === 'ready';
+      },
+      undefined,
+      { timeout: 10_000 },
+    );
     const ids = await page.evaluate(() => [...document.querySelector('voice-agent-widget')!.shadowRoot!.querySelectorAll('button')].map((b) => b.id));
     assert.deepEqual(ids, ['send', 'start', 'mute', 'screen'], 'camera off, screen sharing on');
 
@@ -217,7 +227,12 @@ describe('dashboard', () => {
     const mint = requests.filter((r) => r.path === '/api/v1/realtime/sessions').at(-1);
     assert.deepEqual(mint, { method: 'POST', path: '/api/v1/realtime/sessions', auth: 'Bearer ds_' });
     await waitFor(
-      () => page.evaluate(() => [...document.querySelector('voice-agent-widget')!.shadowRoot!.getElementById('log')!.children].some((e) => (e.textContent ?? '').includes('Hello there! How can I help you today?'))),
+      () =>
+        page.evaluate(() =>
+          [...document.querySelector('voice-agent-widget')!.shadowRoot!.getElementById('log')!.children].some((e) =>
+            (e.textContent ?? '').includes('Hello there! How can I help you today?'),
+          ),
+        ),
       15_000,
       "the agent's first message in the widget",
     );
@@ -237,7 +252,10 @@ describe('dashboard', () => {
     const skipped = page.getByRole('status').filter({ hasText: '1 row was skipped' });
     await skipped.waitFor();
     assert.match(await skipped.innerText(), /Line 3, column to_number/);
-    await page.locator('.status', { hasText: /^completed$/ }).first().waitFor({ timeout: 60_000 });
+    await page
+      .locator('.status', { hasText: /^completed$/ })
+      .first()
+      .waitFor({ timeout: 60_000 });
     assert.equal(await page.locator('progress').getAttribute('value'), '2');
     assert.match(await page.getByText(/numbers finished/).innerText(), /2 of 2 numbers finished/);
     const row = page.locator('tr', { hasText: '+14155555000' });

@@ -106,10 +106,14 @@ async function openPage(body: string, head = ''): Promise<Page> {
   );
   const page = await browser.newPage();
   await page.goto(`${site.origin}${pathname}`);
-  await page.waitForFunction(() => {
-    const widgets = [...document.querySelectorAll('voice-agent-widget')] as Array<HTMLElement & { profileStatus?: string }>;
-    return widgets.length > 0 && widgets.every((w) => w.profileStatus !== undefined && w.profileStatus !== 'loading');
-  }, undefined, { timeout: 10_000 });
+  await page.waitForFunction(
+    () => {
+      const widgets = [...document.querySelectorAll('voice-agent-widget')] as Array<HTMLElement & { profileStatus?: string }>;
+      return widgets.length > 0 && widgets.every((w) => w.profileStatus !== undefined && w.profileStatus !== 'loading');
+    },
+    undefined,
+    { timeout: 10_000 },
+  );
   return page;
 }
 
@@ -132,7 +136,12 @@ function view(page: Page, selector: string): Promise<View> {
       status: root.getElementById('status')!.textContent ?? '',
       statusIsError: root.getElementById('status')!.classList.contains('error'),
       log: [...root.getElementById('log')!.children].map((e) => e.textContent ?? ''),
-      buttons: [...root.querySelectorAll('button')].map((b) => ({ id: b.id, text: (b.textContent ?? '').trim(), pressed: b.getAttribute('aria-pressed'), disabled: b.disabled })),
+      buttons: [...root.querySelectorAll('button')].map((b) => ({
+        id: b.id,
+        text: (b.textContent ?? '').trim(),
+        pressed: b.getAttribute('aria-pressed'),
+        disabled: b.disabled,
+      })),
       state: host.state,
     };
   }, selector);
@@ -149,7 +158,11 @@ async function waitForView(page: Page, selector: string, pred: (v: View) => bool
 }
 
 async function leases(workspaceId: string): Promise<number> {
-  const [{ count }] = await t.service.db.knex('session_leases').where({ workspace_id: workspaceId }).where('expires_at', '>', new Date()).count<{ count: string }[]>('* as count');
+  const [{ count }] = await t.service.db
+    .knex('session_leases')
+    .where({ workspace_id: workspaceId })
+    .where('expires_at', '>', new Date())
+    .count<{ count: string }[]>('* as count');
   return Number(count);
 }
 
@@ -176,11 +189,23 @@ describe("the controls follow each agent's realtime settings", () => {
       const ids = (v: View) => v.buttons.map((b) => b.id);
       assert.deepEqual(ids(one), ['send', 'start', 'mute', 'camera']);
       assert.deepEqual(ids(two), ['send', 'start', 'mute', 'screen']);
-      assert.deepEqual(one.buttons.find((b) => b.id === 'camera'), { id: 'camera', text: 'Camera', pressed: 'false', disabled: false });
-      assert.deepEqual(two.buttons.find((b) => b.id === 'screen'), { id: 'screen', text: 'Share screen', pressed: 'false', disabled: false });
+      assert.deepEqual(
+        one.buttons.find((b) => b.id === 'camera'),
+        { id: 'camera', text: 'Camera', pressed: 'false', disabled: false },
+      );
+      assert.deepEqual(
+        two.buttons.find((b) => b.id === 'screen'),
+        { id: 'screen', text: 'Share screen', pressed: 'false', disabled: false },
+      );
       for (const v of [one, two]) {
-        assert.deepEqual(v.buttons.find((b) => b.id === 'start'), { id: 'start', text: 'Start conversation', pressed: null, disabled: false });
-        assert.deepEqual(v.buttons.find((b) => b.id === 'mute'), { id: 'mute', text: 'Mute', pressed: 'false', disabled: true });
+        assert.deepEqual(
+          v.buttons.find((b) => b.id === 'start'),
+          { id: 'start', text: 'Start conversation', pressed: null, disabled: false },
+        );
+        assert.deepEqual(
+          v.buttons.find((b) => b.id === 'mute'),
+          { id: 'mute', text: 'Mute', pressed: 'false', disabled: true },
+        );
         assert.equal(v.state, 'idle');
       }
 
@@ -200,11 +225,26 @@ describe("the controls follow each agent's realtime settings", () => {
       const nobody = await view(p, '#nobody');
       assert.equal(nobody.status, 'This voice agent does not exist.');
       assert.equal(nobody.statusIsError, true);
-      assert.deepEqual(nobody.buttons.map((b) => [b.id, b.disabled]), [['send', true], ['start', true], ['mute', true]]);
+      assert.deepEqual(
+        nobody.buttons.map((b) => [b.id, b.disabled]),
+        [
+          ['send', true],
+          ['start', true],
+          ['mute', true],
+        ],
+      );
 
       // The widget asked the service it was loaded from (another origin than the page), not the page's site.
-      const asked = await p.evaluate(() => performance.getEntriesByType('resource').map((e) => e.name).filter((n) => n.includes('/api/v1/public/agents/')));
-      assert.deepEqual(asked.map((u) => new URL(u).origin), [t.url, t.url, t.url].map((u) => new URL(u).origin));
+      const asked = await p.evaluate(() =>
+        performance
+          .getEntriesByType('resource')
+          .map((e) => e.name)
+          .filter((n) => n.includes('/api/v1/public/agents/')),
+      );
+      assert.deepEqual(
+        asked.map((u) => new URL(u).origin),
+        [t.url, t.url, t.url].map((u) => new URL(u).origin),
+      );
       assert.deepEqual(asked.map((u) => u.split('/').pop()).sort(), [webcamAgent, screenAgent, 'agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V'].sort());
     } finally {
       await p.close();
@@ -220,14 +260,23 @@ describe("the controls follow each agent's realtime settings", () => {
       const failed = await view(p, '#w');
       assert.equal(failed.status, 'The voice agent service could not be reached.', 'nothing listens at that api-base');
       assert.equal(failed.statusIsError, true);
-      assert.deepEqual(failed.buttons.map((b) => b.id), ['send', 'start', 'mute']);
-      await p.evaluate(([base, id]) => {
-        const w = document.querySelector('#w')!;
-        w.setAttribute('api-base', base);
-        w.setAttribute('agent-id', id);
-      }, [t.url, screenAgent] as const);
+      assert.deepEqual(
+        failed.buttons.map((b) => b.id),
+        ['send', 'start', 'mute'],
+      );
+      await p.evaluate(
+        ([base, id]) => {
+          const w = document.querySelector('#w')!;
+          w.setAttribute('api-base', base);
+          w.setAttribute('agent-id', id);
+        },
+        [t.url, screenAgent] as const,
+      );
       const loaded = await waitForView(p, '#w', (v) => v.name === 'Screen desk', 'the second profile');
-      assert.deepEqual(loaded.buttons.map((b) => b.id), ['send', 'start', 'mute', 'screen']);
+      assert.deepEqual(
+        loaded.buttons.map((b) => b.id),
+        ['send', 'start', 'mute', 'screen'],
+      );
       assert.equal(loaded.status, '');
     } finally {
       await p.close();
@@ -243,7 +292,10 @@ describe("the controls follow each agent's realtime settings", () => {
       await host.getByRole('button', { name: 'Start conversation' }).click();
       const live = await waitForView(p, '#w', (v) => v.state === 'live', 'the camera session');
       assert.deepEqual(site.tokenRequests.at(-1), { agent_id: agentId, user_id: 'visitor-cam', source: 'camera' });
-      assert.deepEqual(live.buttons.find((b) => b.id === 'camera'), { id: 'camera', text: 'Camera', pressed: 'true', disabled: true });
+      assert.deepEqual(
+        live.buttons.find((b) => b.id === 'camera'),
+        { id: 'camera', text: 'Camera', pressed: 'true', disabled: true },
+      );
       assert.equal(live.buttons.find((b) => b.id === 'mute')!.disabled, false);
       await host.getByRole('button', { name: 'End conversation' }).click();
       await waitForView(p, '#w', (v) => v.state === 'closed', 'the end');
@@ -271,7 +323,10 @@ describe('keyboard and screen reader', () => {
       await p.keyboard.press('Enter');
       const live = await waitForView(p, '#w', (v) => v.state === 'live', 'session_started');
       assert.equal(live.status, 'Connected. You can talk now.');
-      assert.deepEqual(live.buttons.find((b) => b.id === 'start'), { id: 'start', text: 'End conversation', pressed: null, disabled: false });
+      assert.deepEqual(
+        live.buttons.find((b) => b.id === 'start'),
+        { id: 'start', text: 'End conversation', pressed: null, disabled: false },
+      );
       assert.equal(await focused(), 'start', 'focus stays on the button');
 
       // The user id: random, kept in the page origin's localStorage, sent to the token endpoint.
@@ -325,7 +380,11 @@ describe('keyboard and screen reader', () => {
       try {
         const errors: unknown[] = [];
         await p.exposeFunction('recordError', (detail: unknown) => errors.push(detail));
-        await p.evaluate(() => document.querySelector('#second')!.addEventListener('voice-agent-error', (e) => (window as unknown as { recordError(d: unknown): void }).recordError((e as CustomEvent).detail)));
+        await p.evaluate(() =>
+          document
+            .querySelector('#second')!
+            .addEventListener('voice-agent-error', (e) => (window as unknown as { recordError(d: unknown): void }).recordError((e as CustomEvent).detail)),
+        );
         await p.locator('#first').getByRole('button', { name: 'Start conversation' }).click();
         assert.equal((await waitForView(p, '#first', (v) => v.state === 'live', 'the first session')).status, 'Connected. Type a message to the agent.');
 

@@ -20,7 +20,11 @@ const catalogue = errorCatalogue as Record<string, { statuses: readonly number[]
 
 const deref = (node: Json): Json => {
   let n = node;
-  while (n?.$ref) n = n.$ref.replace(/^#\//, '').split('/').reduce((o: Json, k: string) => o?.[k], doc);
+  while (n?.$ref)
+    n = n.$ref
+      .replace(/^#\//, '')
+      .split('/')
+      .reduce((o: Json, k: string) => o?.[k], doc);
   return n;
 };
 
@@ -73,7 +77,7 @@ describe('the error catalogue', () => {
     }
   });
 
-  it('the catalogue is the contract\'s ErrorCode schema, in the public document too, and the Errors page lists every code', () => {
+  it("the catalogue is the contract's ErrorCode schema, in the public document too, and the Errors page lists every code", () => {
     const schema = (openapiDocument() as Json).components.schemas.ErrorCode as Json;
     assert.deepEqual(
       schema.oneOf.map((e: Json) => [e.const, e['x-statuses'], e.description]),

@@ -33,7 +33,11 @@ describe('operations', () => {
     const implemented = new Set(t.service.implemented);
     for (const o of operations) {
       const declares501 = contract.operations.get(o.operationId)!.statuses.includes('501');
-      assert.equal(declares501, !implemented.has(o.operationId), `${o.operationId}: declares 501 = ${declares501}, implemented = ${implemented.has(o.operationId)}`);
+      assert.equal(
+        declares501,
+        !implemented.has(o.operationId),
+        `${o.operationId}: declares 501 = ${declares501}, implemented = ${implemented.has(o.operationId)}`,
+      );
     }
   });
 
@@ -41,9 +45,17 @@ describe('operations', () => {
     const implemented = new Set(t.service.implemented);
     for (const o of operations.filter((x) => !implemented.has(x.operationId))) {
       const info = contract.operations.get(o.operationId)!;
-      const path = o.path.replace(/\{(\w+)\}/g, (_m, name: string) => (name === 'provider' ? 'provider_a' : `${name.split('_')[0]}_01JD5Z7Q8Y1C2B3A4N5M6K7P8R`));
+      const path = o.path.replace(/\{(\w+)\}/g, (_m, name: string) =>
+        name === 'provider' ? 'provider_a' : `${name.split('_')[0]}_01JD5Z7Q8Y1C2B3A4N5M6K7P8R`,
+      );
       const schemes = info.security.flatMap((s) => Object.keys(s));
-      const token = schemes.includes('ApiKey') ? tn.apiKey : schemes.includes('DashboardSession') ? tn.sessionToken : schemes.includes('OperatorToken') ? ADMIN_TOKEN : null;
+      const token = schemes.includes('ApiKey')
+        ? tn.apiKey
+        : schemes.includes('DashboardSession')
+          ? tn.sessionToken
+          : schemes.includes('OperatorToken')
+            ? ADMIN_TOKEN
+            : null;
       let req = t.http[o.method.toLowerCase() as 'get'](path);
       if (token) req = req.set('Authorization', `Bearer ${token}`);
       const res = await req;

@@ -29,12 +29,23 @@ function request(o: (typeof operations)[number]) {
   const info = contract.operations.get(o.operationId)!;
   const path = o.path.replace(/\{(\w+)\}/g, (_m, name: string) => (name === 'provider' ? 'provider_a' : `${name.split('_')[0]}_01JD5Z7Q8Y1C2B3A4N5M6K7P8R`));
   const schemes = info.security.flatMap((s) => Object.keys(s));
-  const token = schemes.includes('ApiKey') ? tn.apiKey : schemes.includes('DashboardSession') ? tn.sessionToken : schemes.includes('OperatorToken') ? ADMIN_TOKEN : null;
+  const token = schemes.includes('ApiKey')
+    ? tn.apiKey
+    : schemes.includes('DashboardSession')
+      ? tn.sessionToken
+      : schemes.includes('OperatorToken')
+        ? ADMIN_TOKEN
+        : null;
   const req = t.http[o.method.toLowerCase() as 'post'](path);
   return token ? req.set('Authorization', `Bearer ${token}`) : req;
 }
 
-function assertEnvelope(o: { operationId: string }, res: { status: number; body: { error?: { code?: string; request_id?: string } } }, status: number, code: string) {
+function assertEnvelope(
+  o: { operationId: string },
+  res: { status: number; body: { error?: { code?: string; request_id?: string } } },
+  status: number,
+  code: string,
+) {
   assert.notEqual(res.body.error?.code, 'contract_violation', `${o.operationId}: ${JSON.stringify(res.body)}`);
   assert.equal(res.status, status, `${o.operationId}: ${JSON.stringify(res.body)}`);
   assert.equal(res.body.error?.code, code, o.operationId);
@@ -50,7 +61,9 @@ describe(`unreadable bodies on the ${withJsonBody.length} operations that take J
   });
 
   it('a body sent to an operation that takes none is ignored, readable or not', async () => {
-    const res = await request(operations.find((o) => o.operationId === 'rotateWebhookSecret')!).set('Content-Type', 'application/json').send('{"name": ');
+    const res = await request(operations.find((o) => o.operationId === 'rotateWebhookSecret')!)
+      .set('Content-Type', 'application/json')
+      .send('{"name": ');
     assert.notEqual(res.status, 422);
     assert.notEqual(res.status, 500);
   });
@@ -80,7 +93,9 @@ describe('requests refused before any handler runs', () => {
     const secured = operations.filter((o) => contract.operations.get(o.operationId)!.security.length > 0);
     assert.ok(secured.length > 50);
     for (const o of secured) {
-      const path = o.path.replace(/\{(\w+)\}/g, (_m, name: string) => (name === 'provider' ? 'provider_a' : `${name.split('_')[0]}_01JD5Z7Q8Y1C2B3A4N5M6K7P8R`));
+      const path = o.path.replace(/\{(\w+)\}/g, (_m, name: string) =>
+        name === 'provider' ? 'provider_a' : `${name.split('_')[0]}_01JD5Z7Q8Y1C2B3A4N5M6K7P8R`,
+      );
       const res = await t.http[o.method.toLowerCase() as 'get'](path);
       assertEnvelope(o, res, 401, 'unauthorized');
     }

@@ -28,7 +28,10 @@ async function assertLintsClean(url: string, body: unknown): Promise<void> {
   const config = await createConfig({ extends: ['recommended'] });
   const problems = await lintFromString({ source: JSON.stringify(body), absoluteRef: url, config });
   const errors = problems.filter((p) => p.severity === 'error');
-  assert.deepEqual(errors.map((e) => `${e.ruleId}: ${e.message}`), []);
+  assert.deepEqual(
+    errors.map((e) => `${e.ruleId}: ${e.message}`),
+    [],
+  );
 }
 
 let t: TestService;
@@ -46,7 +49,10 @@ describe('served contract documents', () => {
     assert.deepEqual(res.body, JSON.parse(readFileSync(path.join(generatedDir, 'asyncapi.json'), 'utf8')));
     const diagnostics = await new Parser().validate(JSON.stringify(res.body));
     const errors = diagnostics.filter((d) => d.severity === 0);
-    assert.deepEqual(errors.map((e) => `${e.code} ${e.path.join('.')}`), []);
+    assert.deepEqual(
+      errors.map((e) => `${e.code} ${e.path.join('.')}`),
+      [],
+    );
   });
 
   it('/openapi.json is the public bundle and passes redocly lint with no error', async () => {
@@ -73,7 +79,11 @@ describe('served contract documents', () => {
       assert.equal(publicIds.has(o.operationId), !isInternal, `${o.operationId} (${o.tags.join(', ')})`);
     }
     for (const prefix of ['/admin/', '/telephony/', '/metrics', '/healthz', '/sdk/', '/dashboard']) {
-      assert.deepEqual(Object.keys(pub.paths).filter((p) => p.startsWith(prefix)), [], prefix);
+      assert.deepEqual(
+        Object.keys(pub.paths).filter((p) => p.startsWith(prefix)),
+        [],
+        prefix,
+      );
     }
     const text = JSON.stringify(pub);
     for (const ext of INTERNAL_EXTENSIONS) {
@@ -88,7 +98,10 @@ describe('served contract documents', () => {
   });
 
   it('the docs render both documents', async () => {
-    for (const [page, marker] of [['/docs', 'Voice Agent Calling Service API'], ['/docs/internal', 'Voice Agent Calling Service API (internal)']] as const) {
+    for (const [page, marker] of [
+      ['/docs', 'Voice Agent Calling Service API'],
+      ['/docs/internal', 'Voice Agent Calling Service API (internal)'],
+    ] as const) {
       const res = await t.http.get(page);
       assert.equal(res.status, 200, page);
       assert.ok(res.text.includes(marker), page);

@@ -81,7 +81,12 @@ async function setUp(http: Http, receiver: Receiver, limit: number): Promise<{ a
   const agent = await http
     .post('/api/v1/agents')
     .set(auth)
-    .send({ name: 'Reminder', instruction: 'You remind patients of their appointment.', first_message: 'Hello! This is Acme Dental.', ...providerConfig('provider_a') });
+    .send({
+      name: 'Reminder',
+      instruction: 'You remind patients of their appointment.',
+      first_message: 'Hello! This is Acme Dental.',
+      ...providerConfig('provider_a'),
+    });
   assert.equal(agent.status, 201, JSON.stringify(agent.body));
   return { auth, agentId: agent.body.agent_id as string };
 }
@@ -137,10 +142,14 @@ async function assertExactlyOnce(
   doubt: InDoubt = { dial: new Set(), delivery: new Set() },
   finishWithinMs = 45_000,
 ): Promise<{ batch: Json; calls: Json[]; lost: { dials: number; deliveries: number } }> {
-  const batch = await waitFor(async () => {
-    const b = await getBatch(http, auth, batchId);
-    return b.completed_at ? b : null;
-  }, finishWithinMs, 'the batch to finish').catch(async (err) => {
+  const batch = await waitFor(
+    async () => {
+      const b = await getBatch(http, auth, batchId);
+      return b.completed_at ? b : null;
+    },
+    finishWithinMs,
+    'the batch to finish',
+  ).catch(async (err) => {
     const b = await getBatch(http, auth, batchId);
     const byStatus = b.recipients.reduce((acc: Json, r: Json) => ((acc[r.status] = (acc[r.status] ?? 0) + 1), acc), {});
     const calls = await batchCalls(http, auth, batchId);
@@ -191,10 +200,18 @@ async function assertExactlyOnce(
 
   // One call.completed per call (at most one for a delivery cut by the crash), one batch.completed.
   const expected = calls.filter((c) => !doubt.delivery.has(c.call_id)).map((c) => c.call_id as string);
-  await waitFor(async () => {
-    const got = new Set(events(receiver).filter((e) => e.body.event === 'call.completed').map((e) => e.body.conversation_id));
-    return expected.every((id) => got.has(id)) && events(receiver).some((e) => e.body.event === 'batch.completed' && e.body.batch_id === batchId);
-  }, 15_000, 'every call.completed and the batch.completed');
+  await waitFor(
+    async () => {
+      const got = new Set(
+        events(receiver)
+          .filter((e) => e.body.event === 'call.completed')
+          .map((e) => e.body.conversation_id),
+      );
+      return expected.every((id) => got.has(id)) && events(receiver).some((e) => e.body.event === 'batch.completed' && e.body.batch_id === batchId);
+    },
+    15_000,
+    'every call.completed and the batch.completed',
+  );
   await new Promise((r) => setTimeout(r, 1000));
   const received = events(receiver);
   const callEvents = received.filter((e) => e.body.event === 'call.completed' && byCall.has(e.body.conversation_id));
@@ -221,10 +238,20 @@ async function assertExactlyOnce(
 
 /** What the database held at the moment the service died. */
 async function snapshot(client: pg.Client, batchId: string) {
-  type CallAtKill = { id: string; status: string; call_sid: string | null; dial_attempted_at: Date | null; media_ended_at: Date | null; finalising_at: Date | null };
-  const calls = (await client.query('select id, status, call_sid, dial_attempted_at, media_ended_at, finalising_at from calls where batch_id = $1', [batchId])).rows as CallAtKill[];
+  type CallAtKill = {
+    id: string;
+    status: string;
+    call_sid: string | null;
+    dial_attempted_at: Date | null;
+    media_ended_at: Date | null;
+    finalising_at: Date | null;
+  };
+  const calls = (await client.query('select id, status, call_sid, dial_attempted_at, media_ended_at, finalising_at from calls where batch_id = $1', [batchId]))
+    .rows as CallAtKill[];
   const recipients = (await client.query('select status from batch_recipients where batch_id = $1', [batchId])).rows as Array<{ status: string }>;
-  const sending = (await client.query(`select call_id from webhook_deliveries where kind = 'call.completed' and state = 'sending'`)).rows.map((r) => r.call_id as string);
+  const sending = (await client.query(`select call_id from webhook_deliveries where kind = 'call.completed' and state = 'sending'`)).rows.map(
+    (r) => r.call_id as string,
+  );
   const live = calls.filter((c) => LIVE_CALL.includes(c.status));
   const doubt: InDoubt = {
     // Claimed and no sid recorded: the request may have been in flight, the carrier may or may not have it.
@@ -292,10 +319,14 @@ describe('batches: crash and instances', () => {
       });
 
       // Killed once some calls are over, others are on the line and more recipients wait.
-      await waitFor(async () => {
-        const p = await progress(client, batchId);
-        return p.ended >= 8 && p.talking >= 2 && p.waiting >= 1;
-      }, 30_000, 'a batch half way');
+      await waitFor(
+        async () => {
+          const p = await progress(client, batchId);
+          return p.ended >= 8 && p.talking >= 2 && p.waiting >= 1;
+        },
+        30_000,
+        'a batch half way',
+      );
       await killOutsideFinalisation(service, client, batchId);
       const atKill = await snapshot(client, batchId);
       const endedAtKill = atKill.calls.filter((c) => TERMINAL_CALL.has(c.status)).length;
@@ -316,12 +347,19 @@ describe('batches: crash and instances', () => {
       for (const live of atKill.live) {
         const c = calls.find((x) => x.call_id === live.id)!;
         assert.ok(TERMINAL_CALL.has(c.status), `call live at the kill is ${c.status}`);
-        assert.equal(events(receiver).filter((e) => e.body.event === 'call.completed' && e.body.conversation_id === live.id).length, 1, 'a call live at the kill is reported once');
+        assert.equal(
+          events(receiver).filter((e) => e.body.event === 'call.completed' && e.body.conversation_id === live.id).length,
+          1,
+          'a call live at the kill is reported once',
+        );
         if (live.status === 'in_progress' && !live.media_ended_at) {
           assert.deepEqual([c.status, c.end_reason], ['failed', 'service_error'], 'a call on the line whose media died with the service');
         }
       }
-      const statuses = calls.reduce<Record<string, number>>((acc, c) => ((acc[`${c.status}/${c.end_reason}`] = (acc[`${c.status}/${c.end_reason}`] ?? 0) + 1), acc), {});
+      const statuses = calls.reduce<Record<string, number>>(
+        (acc, c) => ((acc[`${c.status}/${c.end_reason}`] = (acc[`${c.status}/${c.end_reason}`] ?? 0) + 1), acc),
+        {},
+      );
       console.log('final call outcomes:', JSON.stringify(statuses));
       const batch = await getBatch(http, auth, batchId);
       assert.ok(batch.failed_count >= busy.length, 'every busy number counts as failed');
@@ -364,11 +402,18 @@ describe('batches: crash and instances', () => {
       assert.equal(batch.voicemail_count, 0);
 
       // Both instances took jobs: dispatch rounds ('batch calls queued') and dials ('call dialed').
-      const count = (s: ServiceProcess, msg: string) => s.output().split('\n').filter((l) => l.includes(`"msg":"${msg}"`)).length;
+      const count = (s: ServiceProcess, msg: string) =>
+        s
+          .output()
+          .split('\n')
+          .filter((l) => l.includes(`"msg":"${msg}"`)).length;
       const work = services.map((s) => ({ rounds: count(s, 'batch calls queued'), dialed: count(s, 'call dialed'), finalised: count(s, 'call finalised') }));
       console.log('work per instance:', JSON.stringify(work));
       assert.equal(work[0].dialed + work[1].dialed, numbers.length, 'the two instances dialed each call once between them');
-      assert.ok(work.every((w) => w.dialed > 0 && w.rounds > 0), 'both instances ran dispatch rounds and dials');
+      assert.ok(
+        work.every((w) => w.dialed > 0 && w.rounds > 0),
+        'both instances ran dispatch rounds and dials',
+      );
     } finally {
       const codes = await Promise.all(services.map((s) => s.stop('SIGTERM')));
       await receiver.close();

@@ -37,13 +37,21 @@ describe('a scheduled batch and a restart', () => {
     let service: ServiceProcess = await startProcess(env);
     let http = supertest(service.url);
     const { auth } = await signupWithKey(http, 'Schedule');
-    const agent = await http.post('/api/v1/agents').set(auth).send({ name: 'Reminder', instruction: 'Remind people.', ...providerConfig('provider_a') });
+    const agent = await http
+      .post('/api/v1/agents')
+      .set(auth)
+      .send({ name: 'Reminder', instruction: 'Remind people.', ...providerConfig('provider_a') });
     const numbers = sandboxNumbers('0002', 3, 100);
     const at = new Date(Date.now() + 8000);
     const created = await http
       .post('/api/v1/batches')
       .set(auth)
-      .send({ agent_id: agent.body.agent_id, name: 'Across a restart', recipients: numbers.map((to_number) => ({ to_number })), scheduled_at: at.toISOString() });
+      .send({
+        agent_id: agent.body.agent_id,
+        name: 'Across a restart',
+        recipients: numbers.map((to_number) => ({ to_number })),
+        scheduled_at: at.toISOString(),
+      });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     assert.equal(created.body.status, 'scheduled');
     const batchId = created.body.batch_id as string;
@@ -57,10 +65,14 @@ describe('a scheduled batch and a restart', () => {
         assert.equal(dialedEarly(), 0, 'nobody is called before scheduled_at');
         await new Promise((r) => setTimeout(r, 100));
       }
-      const batch = await waitFor(async () => {
-        const b = (await http.get(`/api/v1/batches/${batchId}`).set(auth)).body;
-        return b.completed_at ? b : null;
-      }, 30_000, 'the batch to finish');
+      const batch = await waitFor(
+        async () => {
+          const b = (await http.get(`/api/v1/batches/${batchId}`).set(auth)).body;
+          return b.completed_at ? b : null;
+        },
+        30_000,
+        'the batch to finish',
+      );
       assert.equal(batch.status, 'completed');
       assert.equal(batch.failed_count, 3, 'every recipient busy, called once');
       const calls = (await http.get('/api/v1/calls').query({ batch_id: batchId }).set(auth)).body.data as Array<{ created_at: string }>;

@@ -43,33 +43,56 @@ describe('restart mid-call', () => {
     let http = supertest(service.url);
     const { auth } = await signupWithKey(http, 'Restart');
     assert.equal((await http.post('/api/v1/webhooks').set(auth).send({ url: receiver.url })).status, 201);
-    const agent = await http.post('/api/v1/agents').set(auth).send({ name: 'Receptionist', instruction: 'You are the receptionist of Acme Dental.', first_message: 'Hello! This is Acme Dental.', ...providerConfig('provider_a') });
+    const agent = await http
+      .post('/api/v1/agents')
+      .set(auth)
+      .send({
+        name: 'Receptionist',
+        instruction: 'You are the receptionist of Acme Dental.',
+        first_message: 'Hello! This is Acme Dental.',
+        ...providerConfig('provider_a'),
+      });
     const to = sandboxNumber('8001');
     carriers.setScript(to, [{ waitForAgent: true }, { say: 'I would like to book a cleaning.' }, { waitForAgent: true }, { pause: 60_000 }]);
     const placed = await http.post('/api/v1/calls').set(auth).send({ agent_id: agent.body.agent_id, to_number: to });
     assert.equal(placed.status, 201, JSON.stringify(placed.body));
     const callId = placed.body.call_id as string;
     // Live, with the caller's turn answered and recorded.
-    await waitFor(async () => {
-      const c = (await http.get(`/api/v1/calls/${callId}`).set(auth)).body;
-      return c.status === 'in_progress' && c.transcript.length >= 3 ? c : null;
-    }, 20_000, 'a live call with a few turns');
+    await waitFor(
+      async () => {
+        const c = (await http.get(`/api/v1/calls/${callId}`).set(auth)).body;
+        return c.status === 'in_progress' && c.transcript.length >= 3 ? c : null;
+      },
+      20_000,
+      'a live call with a few turns',
+    );
 
     assert.equal(await service.stop('SIGKILL'), null);
     service = await startProcess(env);
     http = supertest(service.url);
     try {
-      const call = await waitFor(async () => {
-        const c = (await http.get(`/api/v1/calls/${callId}`).set(auth)).body;
-        return ['completed', 'failed', 'voicemail'].includes(c.status) ? c : null;
-      }, 30_000, 'the call to end after the restart');
+      const call = await waitFor(
+        async () => {
+          const c = (await http.get(`/api/v1/calls/${callId}`).set(auth)).body;
+          return ['completed', 'failed', 'voicemail'].includes(c.status) ? c : null;
+        },
+        30_000,
+        'the call to end after the restart',
+      );
       assert.equal(call.status, 'failed');
       assert.equal(call.end_reason, 'service_error', 'the media stream was cut by the crash');
-      assert.ok(call.transcript.some((e: { text: string }) => e.text === 'I would like to book a cleaning.'), 'what was said before the crash is kept');
-      const events = await waitFor(async () => {
-        const got = receiver.requests.filter((r) => JSON.parse(r.rawBody.toString()).conversation_id === callId);
-        return got.length ? got : null;
-      }, 10_000, 'call.completed');
+      assert.ok(
+        call.transcript.some((e: { text: string }) => e.text === 'I would like to book a cleaning.'),
+        'what was said before the crash is kept',
+      );
+      const events = await waitFor(
+        async () => {
+          const got = receiver.requests.filter((r) => JSON.parse(r.rawBody.toString()).conversation_id === callId);
+          return got.length ? got : null;
+        },
+        10_000,
+        'call.completed',
+      );
       await new Promise((r) => setTimeout(r, 1000));
       assert.equal(receiver.requests.filter((r) => JSON.parse(r.rawBody.toString()).conversation_id === callId).length, 1, 'exactly one call.completed');
       assert.equal(JSON.parse(events[0].rawBody.toString()).status, 'failed');

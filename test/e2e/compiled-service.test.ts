@@ -51,10 +51,14 @@ describe('the compiled service', () => {
     const html = '<html><body><h1>Opening hours</h1><p>We are open from nine to five on weekdays.</p><script>ignored()</script></body></html>';
     const upload = await http.post('/api/v1/documents').set(auth).attach('file', Buffer.from(html), { filename: 'hours.html', contentType: 'text/html' });
     assert.equal(upload.status, 201, upload.text);
-    const doc = await waitFor(async () => {
-      const res = await http.get(`/api/v1/documents/${upload.body.doc_id}`).set(auth);
-      return res.body.status === 'ready' ? res.body : null;
-    }, 15_000, 'the document to be extracted');
+    const doc = await waitFor(
+      async () => {
+        const res = await http.get(`/api/v1/documents/${upload.body.doc_id}`).set(auth);
+        return res.body.status === 'ready' ? res.body : null;
+      },
+      15_000,
+      'the document to be extracted',
+    );
     assert.ok(doc.char_count > 20 && doc.char_count < html.length, JSON.stringify(doc));
 
     assert.equal(await service.stop('SIGTERM'), 0, service.output());

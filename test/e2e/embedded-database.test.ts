@@ -53,7 +53,10 @@ describe('embedded PostgreSQL', () => {
     const login = await http.post('/api/v1/auth/login').send({ email, password: 'long-enough-pw' });
     assert.equal(login.status, 200, 'the account survived the restart');
     const keys = await http.get('/api/v1/keys').set('Authorization', `Bearer ${login.body.session_token}`);
-    assert.deepEqual(keys.body.map((k: { name: string }) => k.name), ['survives']);
+    assert.deepEqual(
+      keys.body.map((k: { name: string }) => k.name),
+      ['survives'],
+    );
     // A crash leaves the embedded server running; the next start reuses it because it is ours.
     await second.stop('SIGKILL');
     const orphan = postmasterPid();

@@ -43,7 +43,15 @@ describe('restart mid web session', () => {
     let service: ServiceProcess = await startProcess(env);
     let http = supertest(service.url);
     const { auth } = await signupWithKey(http, 'SessionCrash');
-    assert.equal((await http.post('/api/v1/webhooks').set(auth).send({ url: receiver.url, events: ['call.completed'] })).status, 201);
+    assert.equal(
+      (
+        await http
+          .post('/api/v1/webhooks')
+          .set(auth)
+          .send({ url: receiver.url, events: ['call.completed'] })
+      ).status,
+      201,
+    );
     const agent = await http.post('/api/v1/agents').set(auth).send({ name: 'Helper', instruction: 'You help visitors of Acme Dental.' });
     const minted = await http.post('/api/v1/realtime/sessions').set(auth).send({ agent_id: agent.body.agent_id, user_id: 'visitor-9', source: 'voice' });
     assert.equal(minted.status, 201, JSON.stringify(minted.body));
@@ -59,14 +67,24 @@ describe('restart mid web session', () => {
     service = await startProcess(env);
     http = supertest(service.url);
     try {
-      const record = await waitFor(async () => {
-        const res = await http.get(`/api/v1/realtime/conversations/${sessionId}`).set(auth);
-        return res.status === 200 ? res.body : null;
-      }, 20_000, 'the session to be finalised after the restart');
+      const record = await waitFor(
+        async () => {
+          const res = await http.get(`/api/v1/realtime/conversations/${sessionId}`).set(auth);
+          return res.status === 200 ? res.body : null;
+        },
+        20_000,
+        'the session to be finalised after the restart',
+      );
       assert.equal(record.status, 'failed');
       assert.equal(record.end_reason, 'instance_lost');
-      assert.ok(record.transcript.some((e: { text: string }) => e.text === 'I would like to book a cleaning.'), JSON.stringify(record.transcript));
-      assert.ok(record.transcript.some((e: { role: string }) => e.role === 'model'), 'the agent reply saved before the crash is kept');
+      assert.ok(
+        record.transcript.some((e: { text: string }) => e.text === 'I would like to book a cleaning.'),
+        JSON.stringify(record.transcript),
+      );
+      assert.ok(
+        record.transcript.some((e: { role: string }) => e.role === 'model'),
+        'the agent reply saved before the crash is kept',
+      );
       assert.ok(record.duration >= 1, `billed time: ${record.duration}s`);
       await waitFor(async () => receiver.requests.some((r) => r.rawBody.toString().includes(sessionId)), 10_000, 'call.completed');
       await new Promise((r) => setTimeout(r, 1000));

@@ -46,7 +46,9 @@ let scopedTables: Array<{ name: string; hasId: boolean }> = [];
 const STATIC = new Set(['agents', 'tools', 'webhooks', 'mcp_servers', 'agent_tools', 'agent_mcp_servers', 'agent_documents', 'webhook_secrets', 'users']);
 
 async function loadOps(): Promise<Op[]> {
-  const doc = (await $RefParser.dereference(JSON.parse(readFileSync(path.join(generatedDir, 'openapi-internal.json'), 'utf8')), { dereference: { circular: 'ignore' } })) as Json;
+  const doc = (await $RefParser.dereference(JSON.parse(readFileSync(path.join(generatedDir, 'openapi-internal.json'), 'utf8')), {
+    dereference: { circular: 'ignore' },
+  })) as Json;
   const out: Op[] = [];
   for (const [p, item] of Object.entries(doc.paths as Record<string, Json>)) {
     for (const method of ['get', 'post', 'patch', 'put', 'delete'] as const) {
@@ -62,7 +64,9 @@ async function loadOps(): Promise<Op[]> {
         path: p,
         pathParams: params.filter((x) => x.in === 'path').map((x) => x.name as string),
         bodySchema: op.requestBody?.content?.['application/json']?.schema,
-        querySchema: query.length ? { type: 'object', properties: Object.fromEntries(query.map((q) => [q.name, q.schema ?? {}])), additionalProperties: false } : undefined,
+        querySchema: query.length
+          ? { type: 'object', properties: Object.fromEntries(query.map((q) => [q.name, q.schema ?? {}])), additionalProperties: false }
+          : undefined,
       });
     }
   }
@@ -83,7 +87,9 @@ async function snapshot(): Promise<string> {
   const knex = t.service.db.knex;
   const parts: string[] = [];
   for (const table of staticTables) {
-    const r = await knex.raw(`select md5(coalesce(string_agg(t::text, '|' order by t::text), '')) as h from ${table} t where workspace_id = ?`, [tn.workspaceId]);
+    const r = await knex.raw(`select md5(coalesce(string_agg(t::text, '|' order by t::text), '')) as h from ${table} t where workspace_id = ?`, [
+      tn.workspaceId,
+    ]);
     parts.push(`${table}:${r.rows[0].h}`);
   }
   for (const { name, hasId } of scopedTables) {
@@ -97,7 +103,10 @@ async function snapshot(): Promise<string> {
 
 function url(op: Op, query?: unknown): string {
   const p = op.path.replace(/\{([^}]+)\}/g, (_, name: string) => encodeURIComponent(ids.get(name) ?? `${name}_fuzz`));
-  const qs = query && typeof query === 'object' ? new URLSearchParams(Object.entries(query as Record<string, unknown>).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)])).toString() : '';
+  const qs =
+    query && typeof query === 'object'
+      ? new URLSearchParams(Object.entries(query as Record<string, unknown>).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)])).toString()
+      : '';
   return qs ? `${p}?${qs}` : p;
 }
 
@@ -109,13 +118,30 @@ async function send(op: Op, body: unknown, query?: unknown): Promise<{ status: n
 
 /** One way to break a valid body. */
 const mutation = fc.oneof(
-  fc.record({ kind: fc.constant('wrong_type' as const), value: fc.oneof(fc.integer(), fc.double(), fc.boolean(), fc.constant(null), fc.array(fc.integer(), { maxLength: 3 }), fc.dictionary(fc.string({ maxLength: 5 }), fc.integer(), { maxKeys: 2 })) }),
+  fc.record({
+    kind: fc.constant('wrong_type' as const),
+    value: fc.oneof(
+      fc.integer(),
+      fc.double(),
+      fc.boolean(),
+      fc.constant(null),
+      fc.array(fc.integer(), { maxLength: 3 }),
+      fc.dictionary(fc.string({ maxLength: 5 }), fc.integer(), { maxKeys: 2 }),
+    ),
+  }),
   fc.record({ kind: fc.constant('drop_field' as const) }),
   fc.record({ kind: fc.constant('extra_field' as const), name: fc.string({ minLength: 1, maxLength: 12 }) }),
   fc.record({ kind: fc.constant('huge_string' as const), size: fc.integer({ min: 10_000, max: 300_000 }) }),
   fc.record({ kind: fc.constant('huge_array' as const), size: fc.integer({ min: 1_000, max: 20_000 }) }),
   fc.record({ kind: fc.constant('deep' as const), depth: fc.integer({ min: 100, max: 20_000 }) }),
-  fc.record({ kind: fc.constant('unicode' as const), value: fc.oneof(fc.string({ unit: 'grapheme', maxLength: 20 }), fc.string({ maxLength: 10 }).map((s) => `${s}\u0000${s}`), fc.constantFrom('\uFFFF', '\uD800', '😀'.repeat(50), '\u202Eevil', 'a\r\nb')) }),
+  fc.record({
+    kind: fc.constant('unicode' as const),
+    value: fc.oneof(
+      fc.string({ unit: 'grapheme', maxLength: 20 }),
+      fc.string({ maxLength: 10 }).map((s) => `${s}\u0000${s}`),
+      fc.constantFrom('\uFFFF', '\uD800', '😀'.repeat(50), '\u202Eevil', 'a\r\nb'),
+    ),
+  }),
   fc.record({ kind: fc.constant('number_edge' as const), value: fc.constantFrom(-1, 0, -0.5, 2 ** 31, 2 ** 53 + 1, 1e308, -1e308, 1.5) }),
   fc.record({ kind: fc.constant('whole_body' as const), value: fc.constantFrom('null', '[]', '"x"', '42', '{', '{"a":', '\u0000') }),
 );
@@ -164,9 +190,17 @@ before(async () => {
   ids.set('agent_id', agent.body.agent_id);
   ids.set('tool_id', tool.body.tool_id);
   ids.set('webhook_id', hook.body.webhook_id);
-  const cols = await t.service.db.knex.raw(`select table_name, bool_or(column_name = 'id') as has_id from information_schema.columns where table_schema = 'public' group by table_name having bool_or(column_name = 'workspace_id')`);
-  staticTables = cols.rows.map((r: { table_name: string }) => r.table_name).filter((n: string) => STATIC.has(n)).sort();
-  scopedTables = cols.rows.filter((r: { table_name: string }) => !STATIC.has(r.table_name)).map((r: { table_name: string; has_id: boolean }) => ({ name: r.table_name, hasId: r.has_id })).sort((a: { name: string }, b: { name: string }) => a.name.localeCompare(b.name));
+  const cols = await t.service.db.knex.raw(
+    `select table_name, bool_or(column_name = 'id') as has_id from information_schema.columns where table_schema = 'public' group by table_name having bool_or(column_name = 'workspace_id')`,
+  );
+  staticTables = cols.rows
+    .map((r: { table_name: string }) => r.table_name)
+    .filter((n: string) => STATIC.has(n))
+    .sort();
+  scopedTables = cols.rows
+    .filter((r: { table_name: string }) => !STATIC.has(r.table_name))
+    .map((r: { table_name: string; has_id: boolean }) => ({ name: r.table_name, hasId: r.has_id }))
+    .sort((a: { name: string }, b: { name: string }) => a.name.localeCompare(b.name));
 });
 
 after(async () => {
@@ -195,10 +229,17 @@ describe('fuzzing from the contract', () => {
   it('mutated query strings never give a 5xx', async () => {
     for (const op of ops.filter((o) => o.querySchema)) {
       await fc.assert(
-        fc.asyncProperty(fc.dictionary(fc.constantFrom(...Object.keys(op.querySchema!.properties), 'unknown'), fc.oneof(fc.string({ maxLength: 20 }), fc.integer(), fc.constantFrom('', '-1', '1e400', '\u0000', 'x'.repeat(5000))), { maxKeys: 3 }), async (query) => {
-          const res = await send(op, undefined, query);
-          assert.ok(res.status < 500, `${op.operationId}?${JSON.stringify(query)} answered ${res.status}: ${res.text.slice(0, 300)}`);
-        }),
+        fc.asyncProperty(
+          fc.dictionary(
+            fc.constantFrom(...Object.keys(op.querySchema!.properties), 'unknown'),
+            fc.oneof(fc.string({ maxLength: 20 }), fc.integer(), fc.constantFrom('', '-1', '1e400', '\u0000', 'x'.repeat(5000))),
+            { maxKeys: 3 },
+          ),
+          async (query) => {
+            const res = await send(op, undefined, query);
+            assert.ok(res.status < 500, `${op.operationId}?${JSON.stringify(query)} answered ${res.status}: ${res.text.slice(0, 300)}`);
+          },
+        ),
         params(),
       );
     }
@@ -211,7 +252,10 @@ describe('fuzzing from the contract', () => {
           const body = sample(op.bodySchema!, seed);
           const res = await send(op, body);
           // An undeclared status or a body off the contract is a 500 contract_violation from the test service.
-          assert.ok(res.status < 500, `${op.operationId} answered ${res.status} to a valid body ${JSON.stringify(body).slice(0, 300)}: ${res.text.slice(0, 300)}`);
+          assert.ok(
+            res.status < 500,
+            `${op.operationId} answered ${res.status} to a valid body ${JSON.stringify(body).slice(0, 300)}: ${res.text.slice(0, 300)}`,
+          );
         }),
         params(),
       );

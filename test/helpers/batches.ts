@@ -25,11 +25,21 @@ export async function getBatch(t: TestService, tenant: Tenant, batchId: string):
 }
 
 /** Waits until the batch satisfies `pred` (default: terminal and reported, `completed_at` set). */
-export function waitForBatch(t: TestService, tenant: Tenant, batchId: string, pred: (b: Record<string, any>) => boolean = (b) => TERMINAL_BATCH.has(b.status) && b.completed_at !== null, timeoutMs = 60_000) {
-  return waitFor(async () => {
-    const b = await getBatch(t, tenant, batchId);
-    return pred(b) ? b : null;
-  }, timeoutMs, `batch ${batchId}`);
+export function waitForBatch(
+  t: TestService,
+  tenant: Tenant,
+  batchId: string,
+  pred: (b: Record<string, any>) => boolean = (b) => TERMINAL_BATCH.has(b.status) && b.completed_at !== null,
+  timeoutMs = 60_000,
+) {
+  return waitFor(
+    async () => {
+      const b = await getBatch(t, tenant, batchId);
+      return pred(b) ? b : null;
+    },
+    timeoutMs,
+    `batch ${batchId}`,
+  );
 }
 
 /** The calls a batch placed (every page). */

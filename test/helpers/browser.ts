@@ -16,7 +16,8 @@ import { chromium, type Browser, type Page, type WebSocket as PageSocket } from 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
 export async function launchChromium(extraArgs: string[] = []): Promise<Browser> {
-  if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: the browser tests need Debian's chromium (apt-get install -y chromium; .ci/run installs it) or CHROMIUM_PATH`);
+  if (!fs.existsSync(CHROMIUM))
+    throw new Error(`${CHROMIUM} is missing: the browser tests need Debian's chromium (apt-get install -y chromium; .ci/run installs it) or CHROMIUM_PATH`);
   return chromium.launch({
     executablePath: CHROMIUM,
     headless: true,
@@ -203,10 +204,11 @@ export async function startCustomerSite(serviceUrl: string): Promise<CustomerSit
   return Object.assign(site, {
     origin,
     tokenUrl: `${origin}/token`,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   });
 }
 
@@ -258,10 +260,10 @@ export async function openCustomerPage(browser: Browser, site: CustomerSite, pat
   await page.goto(`${site.origin}${pathname}`);
   await page.waitForFunction(() => (window as unknown as { vasReady?: boolean }).vasReady === true, undefined, { timeout: 10_000 });
   const call = <T>(method: string, ...args: unknown[]): Promise<T> =>
-    page.evaluate(
-      ([m, a]) => (window as unknown as { vas: Record<string, (...x: unknown[]) => unknown> }).vas[m as string](...(a as unknown[])),
-      [method, args] as const,
-    ) as Promise<T>;
+    page.evaluate(([m, a]) => (window as unknown as { vas: Record<string, (...x: unknown[]) => unknown> }).vas[m as string](...(a as unknown[])), [
+      method,
+      args,
+    ] as const) as Promise<T>;
   const cp: CustomerPage = {
     page,
     sent,
@@ -281,7 +283,10 @@ export async function openCustomerPage(browser: Browser, site: CustomerSite, pat
         const found = events.find(pred);
         if (found) return found;
         if (Date.now() > deadline) {
-          const seen = events.filter((e) => e.e !== 'audio').map((e) => `${e.e}:${JSON.stringify(e.v)}`).join('\n  ');
+          const seen = events
+            .filter((e) => e.e !== 'audio')
+            .map((e) => `${e.e}:${JSON.stringify(e.v)}`)
+            .join('\n  ');
           throw new Error(`timed out waiting for ${what}; events:\n  ${seen.slice(0, 4000)}`);
         }
         await new Promise((r) => setTimeout(r, 50));

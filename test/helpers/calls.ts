@@ -32,7 +32,14 @@ export function sandboxNumber(suffix = `${Math.floor(Math.random() * 8000) + 100
 export function providerConfig(provider: Provider, phoneNumber = sandboxNumber('5000')): Record<string, unknown> {
   return provider === 'provider_a'
     ? { provider_a_config: { account_sid: `AC${hex(16)}`, auth_token: hex(16), phone_number: phoneNumber } }
-    : { provider_b_config: { api_key: `KEY${hex(12)}`, connection_id: String(Math.floor(Math.random() * 1e12)), phone_number: phoneNumber, public_key: randomBytes(32).toString('base64') } };
+    : {
+        provider_b_config: {
+          api_key: `KEY${hex(12)}`,
+          connection_id: String(Math.floor(Math.random() * 1e12)),
+          phone_number: phoneNumber,
+          public_key: randomBytes(32).toString('base64'),
+        },
+      };
 }
 
 export async function createPhoneAgent(t: TestService, tenant: Tenant, provider: Provider, body: Record<string, unknown> = {}): Promise<string> {
@@ -64,9 +71,19 @@ export async function getCall(t: TestService, tenant: Tenant, callId: string) {
 const TERMINAL = new Set(['completed', 'busy', 'no_answer', 'failed', 'canceled', 'voicemail']);
 
 /** Polls the call until it is terminal (or `pred` holds); returns it. */
-export async function waitForCall(t: TestService, tenant: Tenant, callId: string, pred: (c: Record<string, any>) => boolean = (c) => TERMINAL.has(c.status), timeoutMs = 20_000) {
-  return waitFor(async () => {
-    const c = await getCall(t, tenant, callId);
-    return pred(c) ? c : null;
-  }, timeoutMs, `call ${callId}`);
+export async function waitForCall(
+  t: TestService,
+  tenant: Tenant,
+  callId: string,
+  pred: (c: Record<string, any>) => boolean = (c) => TERMINAL.has(c.status),
+  timeoutMs = 20_000,
+) {
+  return waitFor(
+    async () => {
+      const c = await getCall(t, tenant, callId);
+      return pred(c) ? c : null;
+    },
+    timeoutMs,
+    `call ${callId}`,
+  );
 }

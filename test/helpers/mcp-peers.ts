@@ -63,10 +63,14 @@ export async function startMcpPeer(opts: McpPeerOptions = {}): Promise<McpPeer> 
   const build = () => {
     const server = new McpServer({ name: 'test-peer', version: '1.0.0' });
     if (toolNames.includes('lookup_order')) {
-      server.registerTool('lookup_order', { description: 'Returns the shipping status of an order.', inputSchema: { order_id: z.string() } }, async ({ order_id }) => {
-        calls.push(['lookup_order', { order_id }]);
-        return { content: [{ type: 'text', text: `Order ${order_id} has shipped.` }] };
-      });
+      server.registerTool(
+        'lookup_order',
+        { description: 'Returns the shipping status of an order.', inputSchema: { order_id: z.string() } },
+        async ({ order_id }) => {
+          calls.push(['lookup_order', { order_id }]);
+          return { content: [{ type: 'text', text: `Order ${order_id} has shipped.` }] };
+        },
+      );
     }
     if (toolNames.includes('add')) {
       server.registerTool('add', { description: 'Adds two numbers.', inputSchema: { a: z.number(), b: z.number() } }, async ({ a, b }) => {
@@ -193,7 +197,8 @@ export async function startOAuthPeer(opts: { expiresIn?: number } = {}): Promise
     issued.push(access, refresh);
     return { access_token: access, token_type: 'Bearer', expires_in: options.expiresIn, refresh_token: refresh };
   };
-  const json = (res: http.ServerResponse, status: number, body: unknown) => res.writeHead(status, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' }).end(JSON.stringify(body));
+  const json = (res: http.ServerResponse, status: number, body: unknown) =>
+    res.writeHead(status, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store' }).end(JSON.stringify(body));
 
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://auth');
@@ -201,7 +206,13 @@ export async function startOAuthPeer(opts: { expiresIn?: number } = {}): Promise
       const q = url.searchParams;
       authorizeRequests.push(q);
       const redirect = q.get('redirect_uri');
-      if (q.get('response_type') !== 'code' || q.get('client_id') !== clientId || q.get('code_challenge_method') !== 'S256' || !q.get('code_challenge') || !redirect) {
+      if (
+        q.get('response_type') !== 'code' ||
+        q.get('client_id') !== clientId ||
+        q.get('code_challenge_method') !== 'S256' ||
+        !q.get('code_challenge') ||
+        !redirect
+      ) {
         return json(res, 400, { error: 'invalid_request' });
       }
       const target = new URL(redirect);
@@ -236,7 +247,11 @@ export async function startOAuthPeer(opts: { expiresIn?: number } = {}): Promise
           const pending = codes.get(params.code);
           codes.delete(params.code);
           if (!pending || pending.redirectUri !== params.redirect_uri) return json(res, 400, { error: 'invalid_grant' });
-          const challenge = b64url(createHash('sha256').update(params.code_verifier ?? '').digest());
+          const challenge = b64url(
+            createHash('sha256')
+              .update(params.code_verifier ?? '')
+              .digest(),
+          );
           if (challenge !== pending.challenge) return json(res, 400, { error: 'invalid_grant', error_description: 'PKCE verification failed' });
           return json(res, 200, issue());
         }

@@ -76,7 +76,12 @@ export const CRASH_TIMINGS: Record<string, string> = {
  * The environment of a service process on `databaseUrl` and its own port, talking to carriers at the
  * given base URLs (sandbox carriers living in the test's process), plus `extra`.
  */
-export async function processEnv(databaseUrl: string, dataDir: string, carriers: { providerAUrl: string; providerBUrl: string }, extra: Record<string, string> = {}): Promise<Record<string, string>> {
+export async function processEnv(
+  databaseUrl: string,
+  dataDir: string,
+  carriers: { providerAUrl: string; providerBUrl: string },
+  extra: Record<string, string> = {},
+): Promise<Record<string, string>> {
   const port = await freePort();
   return {
     DATABASE_URL: databaseUrl,
@@ -91,10 +96,19 @@ export async function processEnv(databaseUrl: string, dataDir: string, carriers:
 
 /** Signs up over HTTP and creates an API key: the workspace, its dashboard session and the key's auth header. */
 export async function signupWithKey(
-  http: { post(path: string): { send(body: object): PromiseLike<{ status: number; body: any }>; set(name: string, value: string): { send(body: object): PromiseLike<{ status: number; body: any }> } } },
+  http: {
+    post(path: string): {
+      send(body: object): PromiseLike<{ status: number; body: any }>;
+      set(name: string, value: string): { send(body: object): PromiseLike<{ status: number; body: any }> };
+    };
+  },
   workspaceName: string,
 ): Promise<{ workspaceId: string; sessionToken: string; key: string; auth: { Authorization: string } }> {
-  const signup = await http.post('/api/v1/auth/signup').send({ email: `${workspaceName.toLowerCase().replace(/\W+/g, '-')}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}@example.com`, password: 'long-enough-pw', workspace_name: workspaceName });
+  const signup = await http.post('/api/v1/auth/signup').send({
+    email: `${workspaceName.toLowerCase().replace(/\W+/g, '-')}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}@example.com`,
+    password: 'long-enough-pw',
+    workspace_name: workspaceName,
+  });
   if (signup.status !== 201) throw new Error(`signup: ${signup.status} ${JSON.stringify(signup.body)}`);
   const created = await http.post('/api/v1/keys').set('Authorization', `Bearer ${signup.body.session_token}`).send({ name: 'k' });
   if (created.status !== 201) throw new Error(`key: ${created.status} ${JSON.stringify(created.body)}`);

@@ -23,7 +23,7 @@ let addressCounter = Math.floor(Math.random() * 200) * 250;
 export function freshAddress(): string {
   addressCounter += 1;
   const n = addressCounter;
-  return `127.${(n >> 16) & 255 || 1}.${(n >> 8) & 255}.${(n & 255) || 1}`;
+  return `127.${(n >> 16) & 255 || 1}.${(n >> 8) & 255}.${n & 255 || 1}`;
 }
 
 const serverMessages = new Map<string, ValidateFunction>(
@@ -54,7 +54,13 @@ export async function setWorkspace(t: TestService, workspaceId: string, patch: R
   assert.equal(res.status, 200, JSON.stringify(res.body));
 }
 
-export async function mintSession(t: TestService, tenant: Tenant, agentId: string, source = 'voice', userId = 'visitor-1'): Promise<{ session_token: string; ws_url: string }> {
+export async function mintSession(
+  t: TestService,
+  tenant: Tenant,
+  agentId: string,
+  source = 'voice',
+  userId = 'visitor-1',
+): Promise<{ session_token: string; ws_url: string }> {
   const res = await t.http.post('/api/v1/realtime/sessions').set(bearer(tenant.apiKey)).send({ agent_id: agentId, user_id: userId, source });
   assert.equal(res.status, 201, JSON.stringify(res.body));
   return res.body;
@@ -86,10 +92,12 @@ export function connect(url: string, opts: { localAddress?: string; headers?: Re
     for (const w of waiters.splice(0)) w();
   });
   ws.on('error', () => undefined);
-  const closed = new Promise<{ code: number; reason: string }>((resolve) => ws.on('close', (code, reason) => {
-    resolve({ code, reason: reason.toString() });
-    for (const w of waiters.splice(0)) w();
-  }));
+  const closed = new Promise<{ code: number; reason: string }>((resolve) =>
+    ws.on('close', (code, reason) => {
+      resolve({ code, reason: reason.toString() });
+      for (const w of waiters.splice(0)) w();
+    }),
+  );
   const client: Client = {
     ws,
     messages,
@@ -137,7 +145,10 @@ export async function expectRefusal(url: string, code: number, reason: string, o
 }
 
 /** The HTTP answer to an upgrade the server refuses before accepting (status and headers). */
-export function upgradeRefusal(url: string, localAddress: string): Promise<{ status: number; headers: Record<string, string | string[] | undefined> } | 'accepted'> {
+export function upgradeRefusal(
+  url: string,
+  localAddress: string,
+): Promise<{ status: number; headers: Record<string, string | string[] | undefined> } | 'accepted'> {
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, { localAddress });
     ws.on('unexpected-response', (_req, res) => {

@@ -21,9 +21,7 @@ export class Recorder {
   ): Promise<Extract<VoiceEvent, { type: T }>> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const found = this.events
-        .slice(from)
-        .find((e): e is Extract<VoiceEvent, { type: T }> => e.type === type && pred(e as Extract<VoiceEvent, { type: T }>));
+      const found = this.events.slice(from).find((e): e is Extract<VoiceEvent, { type: T }> => e.type === type && pred(e as Extract<VoiceEvent, { type: T }>));
       if (found) return found;
       const left = deadline - Date.now();
       if (left <= 0) throw new Error(`no ${type} event; saw: ${this.events.map((e) => e.type).join(',')}`);

@@ -108,10 +108,16 @@ describe('agents: create, read, list, delete', () => {
     await createAgent({ name: 'foreign' }, other.apiKey);
     const p1 = await api('get', '/api/v1/agents?limit=2', undefined, mine.apiKey);
     assert.equal(p1.status, 200);
-    assert.deepEqual(p1.body.data.map((x: { agent_id: string }) => x.agent_id), [ids[2], ids[1]]);
+    assert.deepEqual(
+      p1.body.data.map((x: { agent_id: string }) => x.agent_id),
+      [ids[2], ids[1]],
+    );
     assert.equal(p1.body.has_more, true);
     const p2 = await api('get', `/api/v1/agents?limit=2&starting_after=${p1.body.next_cursor}`, undefined, mine.apiKey);
-    assert.deepEqual(p2.body.data.map((x: { agent_id: string }) => x.agent_id), [ids[0]]);
+    assert.deepEqual(
+      p2.body.data.map((x: { agent_id: string }) => x.agent_id),
+      [ids[0]],
+    );
     assert.equal(p2.body.has_more, false);
     assert.equal(p2.body.next_cursor, null);
   });
@@ -119,7 +125,11 @@ describe('agents: create, read, list, delete', () => {
   it('answers 403 for another workspace agent and 404 for none, on every agent operation', async () => {
     const foreign = await createAgent({ name: 'Theirs' }, other.apiKey);
     const before = await row(foreign.agent_id);
-    for (const [method, body] of [['get', undefined], ['patch', { name: 'Mine now' }], ['delete', undefined]] as const) {
+    for (const [method, body] of [
+      ['get', undefined],
+      ['patch', { name: 'Mine now' }],
+      ['delete', undefined],
+    ] as const) {
       const res = await api(method, `/api/v1/agents/${foreign.agent_id}`, body);
       assert.equal(res.status, 403, res.text);
       assert.equal(res.body.error.code, 'forbidden');
@@ -142,7 +152,8 @@ describe('agents: create, read, list, delete', () => {
   it('lets a later domain refuse deletion (409 agent_has_active_batches) and keeps the agent', async () => {
     const a = await createAgent({ name: 'Busy' });
     t.service.agents.addDeleteGuard(async (_ws, agentId) => {
-      if (agentId === a.agent_id) throw conflict('agent_has_active_batches', 'The agent has a scheduled or running batch; cancel it before deleting the agent.');
+      if (agentId === a.agent_id)
+        throw conflict('agent_has_active_batches', 'The agent has a scheduled or running batch; cancel it before deleting the agent.');
     });
     const res = await api('delete', `/api/v1/agents/${a.agent_id}`);
     assert.equal(res.status, 409, res.text);
@@ -290,7 +301,12 @@ describe('agents: PATCH rules', () => {
   });
 
   it('realtime flags: left out unchanged, null back to enabled; voicemail and placeholders replace whole', async () => {
-    const a = await createAgent({ name: 'RT', realtime: { enable_webcam: false, enable_screen_share: false }, variable_placeholders: { a: '1', b: '2' }, voicemail_config: { enabled: true, message: 'm', detection_timeout_seconds: 10, retry_on_voicemail: false } });
+    const a = await createAgent({
+      name: 'RT',
+      realtime: { enable_webcam: false, enable_screen_share: false },
+      variable_placeholders: { a: '1', b: '2' },
+      voicemail_config: { enabled: true, message: 'm', detection_timeout_seconds: 10, retry_on_voicemail: false },
+    });
     const r1 = await api('patch', `/api/v1/agents/${a.agent_id}`, { realtime: { enable_screen_share: null } });
     assert.deepEqual(r1.body.realtime, { enable_webcam: false, enable_screen_share: true });
     const r2 = await api('patch', `/api/v1/agents/${a.agent_id}`, { variable_placeholders: { c: '3' }, voicemail_config: { enabled: true } });
@@ -332,7 +348,11 @@ describe('agents: PATCH rules', () => {
 describe('agents: credentials never come back out', () => {
   it('no response, error message or log line contains a credential', async () => {
     // Exercise every path that handles credentials once more, including failures.
-    const a = await createAgent({ name: 'Secrets', provider_a_config: { account_sid: 'AC1', auth_token: AUTH_TOKEN, phone_number: '+14155550106' }, provider_b_config: { api_key: API_KEY, public_key: PUBLIC_KEY } });
+    const a = await createAgent({
+      name: 'Secrets',
+      provider_a_config: { account_sid: 'AC1', auth_token: AUTH_TOKEN, phone_number: '+14155550106' },
+      provider_b_config: { api_key: API_KEY, public_key: PUBLIC_KEY },
+    });
     await api('patch', `/api/v1/agents/${a.agent_id}`, { provider_a_config: { auth_token: ROTATED_TOKEN } });
     await api('patch', `/api/v1/agents/${a.agent_id}`, { provider_a_config: { auth_token: ROTATED_TOKEN, bogus: AUTH_TOKEN } });
     await api('patch', `/api/v1/agents/${a.agent_id}`, { provider_b_config: { api_key: API_KEY, phone_number: API_KEY } });

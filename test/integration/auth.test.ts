@@ -144,7 +144,8 @@ describe('sign-up and login rate limit', () => {
     const limited = await startTestService({ AUTH_RATE_LIMIT_PER_MINUTE: '3' });
     try {
       const s = await signup(limited);
-      for (let i = 0; i < 2; i++) assert.equal((await limited.http.post('/api/v1/auth/login').send({ email: s.email, password: 'wrong-password' })).status, 401);
+      for (let i = 0; i < 2; i++)
+        assert.equal((await limited.http.post('/api/v1/auth/login').send({ email: s.email, password: 'wrong-password' })).status, 401);
       const [{ count: before }] = await limited.service.db.knex('users').count({ count: '*' });
       const refused = await limited.http.post('/api/v1/auth/signup').send({ email: uniqueEmail(), password: 'long-enough-pw', workspace_name: 'X' });
       assert.equal(refused.status, 429);

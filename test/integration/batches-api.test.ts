@@ -31,7 +31,11 @@ after(async () => {
 /** The workspace's stored batches and recipients, to show a refusal stored nothing. */
 async function stored(workspaceId: string): Promise<{ batches: number; recipients: number }> {
   const [{ count: batches }] = await t.service.db.knex('batches').where({ workspace_id: workspaceId }).count<{ count: string }[]>('* as count');
-  const [{ count: recipients }] = await t.service.db.knex('batch_recipients as r').join('batches as b', 'b.id', 'r.batch_id').where('b.workspace_id', workspaceId).count<{ count: string }[]>('* as count');
+  const [{ count: recipients }] = await t.service.db
+    .knex('batch_recipients as r')
+    .join('batches as b', 'b.id', 'r.batch_id')
+    .where('b.workspace_id', workspaceId)
+    .count<{ count: string }[]>('* as count');
   return { batches: Number(batches), recipients: Number(recipients) };
 }
 
@@ -75,10 +79,13 @@ describe('createBatch', () => {
     );
     assert.equal(batch.skipped.count, 2);
     const detail = await getBatch(t, tn, batch.batch_id);
-    assert.deepEqual(detail.recipients.map((r: Record<string, unknown>) => [r.to_number, r.first_message, r.timezone]), [
-      [a, null, null],
-      [b, 'Hi {{name}}!', 'Europe/Paris'],
-    ]);
+    assert.deepEqual(
+      detail.recipients.map((r: Record<string, unknown>) => [r.to_number, r.first_message, r.timezone]),
+      [
+        [a, null, null],
+        [b, 'Hi {{name}}!', 'Europe/Paris'],
+      ],
+    );
     await t.http.post(`/api/v1/batches/${batch.batch_id}/cancel`).set(bearer(tn.apiKey));
   });
 
@@ -88,8 +95,14 @@ describe('createBatch', () => {
     assert.equal(res.status, 422, JSON.stringify(res.body));
     assert.ok(Array.isArray(res.body.detail) && res.body.detail.length >= 3, JSON.stringify(res.body));
     const locs = res.body.detail.map((d: { loc: string[] }) => d.loc.join('.'));
-    assert.ok(locs.some((l: string) => l.includes('name')), `missing name: ${locs}`);
-    assert.ok(locs.some((l: string) => l.includes('concurrency')), `concurrency: ${locs}`);
+    assert.ok(
+      locs.some((l: string) => l.includes('name')),
+      `missing name: ${locs}`,
+    );
+    assert.ok(
+      locs.some((l: string) => l.includes('concurrency')),
+      `concurrency: ${locs}`,
+    );
     assert.ok(res.body.error.request_id, 'the envelope rides along');
     assert.deepEqual(await stored(tn.workspaceId), before);
   });
@@ -109,7 +122,11 @@ describe('createBatch', () => {
     for (const [body, type, status] of cases) {
       const res = await createBatch(t, tn, body);
       assert.equal(res.status, status, `${type}: ${JSON.stringify(res.body)}`);
-      if (status === 422) assert.ok(res.body.detail.some((d: { type: string }) => d.type === type), `${type}: ${JSON.stringify(res.body.detail)}`);
+      if (status === 422)
+        assert.ok(
+          res.body.detail.some((d: { type: string }) => d.type === type),
+          `${type}: ${JSON.stringify(res.body.detail)}`,
+        );
       else assert.equal(res.body.error.code, type);
     }
     const window = await createBatch(t, tn, { ...base, calling_window: { start: '18:00', end: '09:00', timezone: 'Mars/Olympus' } });
@@ -198,10 +215,13 @@ describe('createBatchFromCsv', () => {
       ],
     );
     const detail = await getBatch(t, tn, res.body.batch_id);
-    assert.deepEqual(detail.recipients.map((r: Record<string, unknown>) => [r.to_number, r.variables, r.first_message]), [
-      [a, { name: 'Grace' }, null],
-      [b, { name: 'Alan, Jr.' }, "Hi Alan,\nit's Acme."],
-    ]);
+    assert.deepEqual(
+      detail.recipients.map((r: Record<string, unknown>) => [r.to_number, r.variables, r.first_message]),
+      [
+        [a, { name: 'Grace' }, null],
+        [b, { name: 'Alan, Jr.' }, "Hi Alan,\nit's Acme."],
+      ],
+    );
     const done = await waitForBatch(t, tn, res.body.batch_id);
     assert.equal(done.status, 'completed');
     assert.equal(done.failed_count, 2, 'both busy, no retry left');
@@ -212,10 +232,13 @@ describe('createBatchFromCsv', () => {
     const noValid = await csvUpload(tn.apiKey, 'to_number,name\nnope,A\n,B\n', { agent_id: agentId, name: 'x' });
     assert.equal(noValid.status, 422, JSON.stringify(noValid.body));
     assert.equal(noValid.body.detail[0].type, 'no_valid_recipients');
-    assert.deepEqual(noValid.body.detail.slice(1).map((d: { loc: string[] }) => d.loc), [
-      ['file', '2', 'to_number'],
-      ['file', '3', 'to_number'],
-    ]);
+    assert.deepEqual(
+      noValid.body.detail.slice(1).map((d: { loc: string[] }) => d.loc),
+      [
+        ['file', '2', 'to_number'],
+        ['file', '3', 'to_number'],
+      ],
+    );
     const header = await csvUpload(tn.apiKey, 'phone,bad-name\n+14155550100,x\n', { agent_id: agentId, name: 'x' });
     assert.equal(header.status, 422);
     assert.deepEqual(header.body.detail.map((d: { type: string }) => d.type).sort(), ['csv_invalid_column', 'csv_missing_column']);
@@ -248,7 +271,12 @@ describe('createBatchFromCsv', () => {
 
 describe("another workspace's batch", () => {
   it('is 403 on every batch operation and absent from the list; its agent is 403 to create with', async () => {
-    const res = await createBatch(t, tn, { agent_id: agentId, name: 'Mine', recipients: [{ to_number: '+14155550199' }], scheduled_at: new Date(Date.now() + 3600_000).toISOString() });
+    const res = await createBatch(t, tn, {
+      agent_id: agentId,
+      name: 'Mine',
+      recipients: [{ to_number: '+14155550199' }],
+      scheduled_at: new Date(Date.now() + 3600_000).toISOString(),
+    });
     const id = res.body.batch_id as string;
     for (const [method, path] of [
       ['get', `/api/v1/batches/${id}`],

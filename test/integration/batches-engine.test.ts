@@ -29,7 +29,10 @@ before(async () => {
   sandbox = t.service.telephony.carriers.sandbox!.carriers;
   own = await startReceiver();
   registered = await startReceiver();
-  const res = await t.http.post('/api/v1/webhooks').set(bearer(tn.apiKey)).send({ url: registered.url, events: ['batch.completed'] });
+  const res = await t.http
+    .post('/api/v1/webhooks')
+    .set(bearer(tn.apiKey))
+    .send({ url: registered.url, events: ['batch.completed'] });
   assert.equal(res.status, 201, JSON.stringify(res.body));
 });
 
@@ -48,7 +51,11 @@ function sampleLive(batchId: string, stop: Promise<unknown>): Promise<number> {
   void stop.finally(() => (done = true));
   return (async () => {
     while (!done) {
-      const [{ count }] = await t.service.db.knex('calls').where({ batch_id: batchId }).whereIn('status', ['queued', 'initiated', 'ringing', 'in_progress']).count<{ count: string }[]>('* as count');
+      const [{ count }] = await t.service.db
+        .knex('calls')
+        .where({ batch_id: batchId })
+        .whereIn('status', ['queued', 'initiated', 'ringing', 'in_progress'])
+        .count<{ count: string }[]>('* as count');
       most = Math.max(most, Number(count));
       await new Promise((r) => setTimeout(r, 25));
     }
@@ -66,7 +73,13 @@ describe('a batch of 100 recipients with mixed outcomes', () => {
     const noAnswer = sandboxNumbers('0003', 15, 400);
     const refused = sandboxNumbers('0004', 15, 500);
     const numbers = [...people, ...voicemail, ...busy, ...noAnswer, ...refused].sort(() => Math.random() - 0.5);
-    const res = await createBatch(t, tn, { agent_id: agentId, name: 'Hundred', recipients: numbers.map((to_number) => ({ to_number })), concurrency: 25, webhook_url: own.url });
+    const res = await createBatch(t, tn, {
+      agent_id: agentId,
+      name: 'Hundred',
+      recipients: numbers.map((to_number) => ({ to_number })),
+      concurrency: 25,
+      webhook_url: own.url,
+    });
     assert.equal(res.status, 201, JSON.stringify(res.body));
     const batchId = res.body.batch_id as string;
     const finished = waitForBatch(t, tn, batchId, undefined, 120_000);
@@ -77,11 +90,22 @@ describe('a batch of 100 recipients with mixed outcomes', () => {
     assert.deepEqual([batch.completed_count, batch.voicemail_count, batch.failed_count], [40, 15, 45]);
     const byStatus = (s: string) => batch.recipients.filter((r: { status: string }) => r.status === s).length;
     assert.deepEqual([byStatus('completed'), byStatus('voicemail'), byStatus('busy'), byStatus('no_answer'), byStatus('failed')], [40, 15, 15, 15, 15]);
-    assert.ok(batch.recipients.every((r: Record<string, any>) => r.attempts === 1 && r.call_ids.length === 1 && r.call_id === r.call_ids[0] && r.outcome !== null));
+    assert.ok(
+      batch.recipients.every((r: Record<string, any>) => r.attempts === 1 && r.call_ids.length === 1 && r.call_id === r.call_ids[0] && r.outcome !== null),
+    );
     const calls = await batchCalls(t, tn, batchId);
     assert.equal(calls.length, 100, 'one call per recipient');
     assert.equal(new Set(calls.map((c) => c.to_number)).size, 100, 'nobody called twice');
-    assert.deepEqual(new Set(sandbox.calls().filter((c) => numbers.includes(c.to)).map((c) => c.to)).size, 100, 'the carrier dialed each once');
+    assert.deepEqual(
+      new Set(
+        sandbox
+          .calls()
+          .filter((c) => numbers.includes(c.to))
+          .map((c) => c.to),
+      ).size,
+      100,
+      'the carrier dialed each once',
+    );
     for (const r of [own, registered]) await waitFor(async () => eventsOf(r, batchId).length >= 1, 10_000, 'batch.completed');
     await new Promise((r) => setTimeout(r, 300));
     for (const r of [own, registered]) {
@@ -103,7 +127,12 @@ describe('capacity', () => {
     const ws = await tenant(t, 'Tiny');
     await setWorkspace(t, ws.workspaceId, { concurrent_session_limit: 1 });
     const agentId = await createPhoneAgent(t, ws, 'provider_b');
-    const res = await createBatch(t, ws, { agent_id: agentId, name: 'Narrow', recipients: sandboxNumbers('0002', 4, 600).map((to_number) => ({ to_number })), concurrency: 4 });
+    const res = await createBatch(t, ws, {
+      agent_id: agentId,
+      name: 'Narrow',
+      recipients: sandboxNumbers('0002', 4, 600).map((to_number) => ({ to_number })),
+      concurrency: 4,
+    });
     const finished = waitForBatch(t, ws, res.body.batch_id);
     const most = await sampleLive(res.body.batch_id, finished);
     const batch = await finished;
@@ -117,7 +146,12 @@ describe('scheduling', () => {
   it('starts at scheduled_at, not before', async () => {
     const agentId = await createPhoneAgent(t, tn, 'provider_a');
     const at = new Date(Date.now() + 1500);
-    const res = await createBatch(t, tn, { agent_id: agentId, name: 'Soon', recipients: [{ to_number: sandboxNumbers('0002', 1, 700)[0] }], scheduled_at: at.toISOString() });
+    const res = await createBatch(t, tn, {
+      agent_id: agentId,
+      name: 'Soon',
+      recipients: [{ to_number: sandboxNumbers('0002', 1, 700)[0] }],
+      scheduled_at: at.toISOString(),
+    });
     assert.equal(res.body.status, 'scheduled');
     const batch = await waitForBatch(t, tn, res.body.batch_id);
     const [call] = await batchCalls(t, tn, res.body.batch_id);
@@ -156,7 +190,13 @@ describe('cancel, pause and resume', () => {
     const agentId = await createPhoneAgent(t, tn, 'provider_b');
     const numbers = sandboxNumbers('5000', 6, 800);
     for (const to of numbers) sandbox.setScript(to, [{ pause: 60_000 }]);
-    const res = await createBatch(t, tn, { agent_id: agentId, name: 'Stop', recipients: numbers.map((to_number) => ({ to_number })), concurrency: 2, webhook_url: own.url });
+    const res = await createBatch(t, tn, {
+      agent_id: agentId,
+      name: 'Stop',
+      recipients: numbers.map((to_number) => ({ to_number })),
+      concurrency: 2,
+      webhook_url: own.url,
+    });
     const batchId = res.body.batch_id as string;
     await waitForBatch(t, tn, batchId, (b) => b.recipients.filter((r: { status: string }) => r.status === 'in_progress').length === 2);
     const canceled = await t.http.post(`/api/v1/batches/${batchId}/cancel`).set(bearer(tn.apiKey));
@@ -241,7 +281,12 @@ describe('retries', () => {
   it('voicemail is retried when the agent asks for it', async () => {
     const agentId = await createPhoneAgent(t, tn, 'provider_b', { voicemail_config: { enabled: true, message: null, retry_on_voicemail: true } });
     const [machine] = sandboxNumbers('0001', 1, 960);
-    const res = await createBatch(t, tn, { agent_id: agentId, name: 'Machine', recipients: [{ to_number: machine }], retry_policy: { max_attempts: 2, delay_seconds: 0 } });
+    const res = await createBatch(t, tn, {
+      agent_id: agentId,
+      name: 'Machine',
+      recipients: [{ to_number: machine }],
+      retry_policy: { max_attempts: 2, delay_seconds: 0 },
+    });
     const batch = await waitForBatch(t, tn, res.body.batch_id);
     assert.deepEqual([batch.recipients[0].status, batch.recipients[0].attempts, batch.voicemail_count], ['voicemail', 2, 1]);
   });
@@ -268,4 +313,3 @@ describe('a batch that cannot go on', () => {
     assert.equal(eventsOf(own, res.body.batch_id)[0].status, 'failed');
   });
 });
-

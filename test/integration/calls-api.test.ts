@@ -69,7 +69,10 @@ describe('placing a call: refusals', () => {
     const both = await createPhoneAgent(t, tn, 'provider_a', providerConfig('provider_b'));
     await refused(tn, { agent_id: both, to_number: '+14155550123' }, 422, 'provider_required', 'provider');
     const noNumber = await createPhoneAgent(t, tn, 'provider_a');
-    const patched = await t.http.patch(`/api/v1/agents/${noNumber}`).set(bearer(tn.apiKey)).send({ provider_a_config: { phone_number: null } });
+    const patched = await t.http
+      .patch(`/api/v1/agents/${noNumber}`)
+      .set(bearer(tn.apiKey))
+      .send({ provider_a_config: { phone_number: null } });
     assert.equal(patched.status, 200);
     await refused(tn, { agent_id: noNumber, to_number: '+14155550123' }, 422, 'from_number_missing', 'from_number');
     const withFrom = await placeCall(t, tn, { agent_id: noNumber, to_number: sandboxNumber('0002'), from_number: '+14155550111' });
@@ -98,7 +101,9 @@ describe('placing a call: refusals', () => {
     await setWorkspace(t, tn.workspaceId, { subscription_status: 'active', credit_balance_cents: 0 });
     await refused(tn, body, 402, 'insufficient_credit');
     await setWorkspace(t, tn.workspaceId, { credit_balance_cents: 1000 });
-    await t.service.db.knex('usage_records').insert({ workspace_id: tn.workspaceId, kind: 'phone_call', ref_id: `call_used_${tn.workspaceId}`, seconds: 600 * 60, cents: 0, started_at: new Date() });
+    await t.service.db
+      .knex('usage_records')
+      .insert({ workspace_id: tn.workspaceId, kind: 'phone_call', ref_id: `call_used_${tn.workspaceId}`, seconds: 600 * 60, cents: 0, started_at: new Date() });
     await refused(tn, body, 402, 'plan_limit_reached');
   });
 });
@@ -161,7 +166,11 @@ describe('reading calls', () => {
     const a = await createPhoneAgent(t, tn, 'provider_a');
     const b = await createPhoneAgent(t, tn, 'provider_b');
     const ids: string[] = [];
-    for (const [agent, suffix] of [[a, '0002'], [b, '0004'], [a, '0004']] as const) {
+    for (const [agent, suffix] of [
+      [a, '0002'],
+      [b, '0004'],
+      [a, '0004'],
+    ] as const) {
       const res = await placeCall(t, tn, { agent_id: agent, to_number: sandboxNumber(suffix) });
       ids.push(res.body.call_id);
       await waitForCall(t, tn, res.body.call_id);
@@ -171,17 +180,35 @@ describe('reading calls', () => {
       assert.equal(res.status, 200, JSON.stringify(res.body));
       return res.body;
     };
-    assert.deepEqual((await list()).data.map((c: { call_id: string }) => c.call_id), [...ids].reverse());
-    assert.deepEqual((await list(`?agent_id=${a}`)).data.map((c: { call_id: string }) => c.call_id), [ids[2], ids[0]]);
-    assert.deepEqual((await list('?status=busy')).data.map((c: { call_id: string }) => c.call_id), [ids[0]]);
+    assert.deepEqual(
+      (await list()).data.map((c: { call_id: string }) => c.call_id),
+      [...ids].reverse(),
+    );
+    assert.deepEqual(
+      (await list(`?agent_id=${a}`)).data.map((c: { call_id: string }) => c.call_id),
+      [ids[2], ids[0]],
+    );
+    assert.deepEqual(
+      (await list('?status=busy')).data.map((c: { call_id: string }) => c.call_id),
+      [ids[0]],
+    );
     assert.deepEqual((await list('?direction=inbound')).data, []);
     assert.equal((await list('?direction=outbound')).data.length, 3);
     const created = (await getCall(t, tn, ids[1])).created_at;
-    assert.deepEqual((await list(`?created_after=${encodeURIComponent(created)}`)).data.map((c: { call_id: string }) => c.call_id), [ids[2], ids[1]]);
-    assert.deepEqual((await list(`?created_before=${encodeURIComponent(created)}`)).data.map((c: { call_id: string }) => c.call_id), [ids[0]]);
+    assert.deepEqual(
+      (await list(`?created_after=${encodeURIComponent(created)}`)).data.map((c: { call_id: string }) => c.call_id),
+      [ids[2], ids[1]],
+    );
+    assert.deepEqual(
+      (await list(`?created_before=${encodeURIComponent(created)}`)).data.map((c: { call_id: string }) => c.call_id),
+      [ids[0]],
+    );
     const page = await list('?limit=2');
     assert.equal(page.has_more, true);
-    assert.deepEqual((await list(`?limit=2&starting_after=${page.next_cursor}`)).data.map((c: { call_id: string }) => c.call_id), [ids[0]]);
+    assert.deepEqual(
+      (await list(`?limit=2&starting_after=${page.next_cursor}`)).data.map((c: { call_id: string }) => c.call_id),
+      [ids[0]],
+    );
     assert.equal((await t.http.get('/api/v1/calls?status=talking').set(bearer(tn.apiKey))).status, 422);
     assert.equal((await t.http.get('/api/v1/calls?created_after=yesterday').set(bearer(tn.apiKey))).status, 422);
 
@@ -203,11 +230,15 @@ describe('reading calls', () => {
     const agentId = await createPhoneAgent(t, tn, 'provider_a');
     const res = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber('0002'), webhook_url: receiver.url });
     await waitForCall(t, tn, res.body.call_id);
-    const deliveries = await waitFor(async () => {
-      const d = await t.http.get(`/api/v1/calls/${res.body.call_id}/webhook-deliveries`).set(bearer(tn.apiKey));
-      assert.equal(d.status, 200);
-      return d.body.data.length === 1 && d.body.data[0].status ? d.body : null;
-    }, 5000, 'delivery');
+    const deliveries = await waitFor(
+      async () => {
+        const d = await t.http.get(`/api/v1/calls/${res.body.call_id}/webhook-deliveries`).set(bearer(tn.apiKey));
+        assert.equal(d.status, 200);
+        return d.body.data.length === 1 && d.body.data[0].status ? d.body : null;
+      },
+      5000,
+      'delivery',
+    );
     assert.equal(deliveries.data[0].target_url, receiver.url);
     assert.equal(deliveries.data[0].webhook_id, null);
     assert.equal(deliveries.data[0].call_id, res.body.call_id);

@@ -45,7 +45,21 @@ const formBody = (params: Record<string, string>) => new URLSearchParams(params)
 describe('carriers configured by URL', () => {
   it('runs a call through each carrier; provider_b events are verified with the agent public key', async () => {
     for (const provider of ['provider_a', 'provider_b'] as const) {
-      const agentId = await createPhoneAgent(t, tn, provider, provider === 'provider_b' ? { provider_b_config: { api_key: `KEY${randomBytes(12).toString('hex')}`, connection_id: '123456', phone_number: '+14155550101', public_key: external.providerBPublicKey } } : {});
+      const agentId = await createPhoneAgent(
+        t,
+        tn,
+        provider,
+        provider === 'provider_b'
+          ? {
+              provider_b_config: {
+                api_key: `KEY${randomBytes(12).toString('hex')}`,
+                connection_id: '123456',
+                phone_number: '+14155550101',
+                public_key: external.providerBPublicKey,
+              },
+            }
+          : {},
+      );
       const res = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber('5555') });
       const call = await waitForCall(t, tn, res.body.call_id);
       assert.equal(call.status, 'completed', provider);
@@ -62,13 +76,18 @@ describe('carriers configured by URL', () => {
     assert.equal(call.status, 'failed');
     assert.equal(call.end_reason, 'carrier_error');
     const sim = external.calls().find((c) => c.callSid === call.call_sid)!;
-    assert.ok(sim.callbacks.some((cb) => cb.httpStatus === 403), 'the carrier saw its events refused');
+    assert.ok(
+      sim.callbacks.some((cb) => cb.httpStatus === 403),
+      'the carrier saw its events refused',
+    );
   });
 
   it('the sandbox helper answers 409 sandbox_not_enabled against a real carrier', async () => {
     const res = await t.http.post('/api/v1/sandbox/inbound-calls').set(bearer(tn.apiKey)).send({ to_number: '+14155550100' });
     assert.equal(res.status, 404, 'no agent answers it');
-    const agentId = await createPhoneAgent(t, tn, 'provider_a', { provider_a_config: { account_sid: `AC${randomBytes(16).toString('hex')}`, auth_token: randomBytes(16).toString('hex'), phone_number: '+14155550177' } });
+    const agentId = await createPhoneAgent(t, tn, 'provider_a', {
+      provider_a_config: { account_sid: `AC${randomBytes(16).toString('hex')}`, auth_token: randomBytes(16).toString('hex'), phone_number: '+14155550177' },
+    });
     assert.equal((await t.http.post(`/api/v1/agents/${agentId}/telephony/provider_a/inbound`).set(bearer(tn.apiKey))).status, 200);
     const ring = await t.http.post('/api/v1/sandbox/inbound-calls').set(bearer(tn.apiKey)).send({ to_number: '+14155550177' });
     assert.equal(ring.status, 409);
@@ -95,26 +114,51 @@ describe('signed callbacks', () => {
     }
     assert.equal((await getCall(t, tn, callId)).status === 'busy', false, 'nothing changed');
     assert.ok(!t.logs.join('').includes(token), 'the auth token is never logged');
-    const good = await t.http.post(path).type('form').set('X-Twilio-Signature', providerASignature(token, `${t.url}${path}`, params)).send(formBody(params));
+    const good = await t.http
+      .post(path)
+      .type('form')
+      .set('X-Twilio-Signature', providerASignature(token, `${t.url}${path}`, params))
+      .send(formBody(params));
     assert.equal(good.status, 204);
     const call = await waitForCall(t, tn, callId);
     assert.ok(['busy', 'completed'].includes(call.status));
   });
 
   it('provider_a: a callback for an unknown call is acknowledged and ignored', async () => {
-    const res = await t.http.post('/telephony/provider_a/status').type('form').set('X-Twilio-Signature', 'x').send(formBody({ CallSid: 'CAunknown', AccountSid: 'ACx', CallStatus: 'completed' }));
+    const res = await t.http
+      .post('/telephony/provider_a/status')
+      .type('form')
+      .set('X-Twilio-Signature', 'x')
+      .send(formBody({ CallSid: 'CAunknown', AccountSid: 'ACx', CallStatus: 'completed' }));
     assert.equal(res.status, 204);
   });
 
   it('provider_b: a stale timestamp is 403 signature_expired, a forged one 403, a redelivered event applies once', async () => {
     const keys = signingKeyPairFromSeed(SEED);
-    const agentId = await createPhoneAgent(t, tn, 'provider_b', { provider_b_config: { api_key: `KEY${randomBytes(12).toString('hex')}`, connection_id: '654321', phone_number: '+14155550103', public_key: external.providerBPublicKey } });
+    const agentId = await createPhoneAgent(t, tn, 'provider_b', {
+      provider_b_config: {
+        api_key: `KEY${randomBytes(12).toString('hex')}`,
+        connection_id: '654321',
+        phone_number: '+14155550103',
+        public_key: external.providerBPublicKey,
+      },
+    });
     external.setScript('+14155558888', [{ waitForAgent: true }, { pause: 20_000 }]);
     const callId = (await placeCall(t, tn, { agent_id: agentId, to_number: '+14155558888' })).body.call_id;
     const live = await waitForCall(t, tn, callId, (c) => c.status === 'in_progress');
     const event = (id: string, type: string, payload: Record<string, unknown> = {}) =>
-      JSON.stringify({ data: { record_type: 'event', event_type: type, id, occurred_at: new Date().toISOString(), payload: { call_control_id: live.call_sid, client_state: encodeClientState({ call_id: callId }), ...payload } }, meta: { attempt: 1 } });
-    const post = (body: string, headers: Record<string, string>) => t.http.post('/telephony/provider_b/events').set('Content-Type', 'application/json').set(headers).send(body);
+      JSON.stringify({
+        data: {
+          record_type: 'event',
+          event_type: type,
+          id,
+          occurred_at: new Date().toISOString(),
+          payload: { call_control_id: live.call_sid, client_state: encodeClientState({ call_id: callId }), ...payload },
+        },
+        meta: { attempt: 1 },
+      });
+    const post = (body: string, headers: Record<string, string>) =>
+      t.http.post('/telephony/provider_b/events').set('Content-Type', 'application/json').set(headers).send(body);
     const now = Math.floor(Date.now() / 1000);
 
     const amd = event(randomBytes(8).toString('hex'), 'call.machine.detection.ended', { result: 'human' });
@@ -131,7 +175,10 @@ describe('signed callbacks', () => {
     const headers = signProviderBWebhook(keys.privateKey, hangup, now);
     assert.equal((await post(hangup, headers)).status, 204);
     assert.equal((await post(hangup, headers)).status, 204, 'a redelivery is acknowledged');
-    const seen = await t.service.db.knex('carrier_events').where({ provider: 'provider_b' }).whereIn('event_id', [JSON.parse(hangup).data.id]);
+    const seen = await t.service.db
+      .knex('carrier_events')
+      .where({ provider: 'provider_b' })
+      .whereIn('event_id', [JSON.parse(hangup).data.id]);
     assert.equal(seen.length, 1);
     const call = await waitForCall(t, tn, callId);
     assert.equal(call.status, 'completed');
@@ -144,7 +191,21 @@ describe('media streams', () => {
     await new Promise((r) => ws.once('open', r));
     const closed = new Promise<number>((r) => ws.once('close', (code) => r(code)));
     ws.send(JSON.stringify({ event: 'connected', protocol: 'Call', version: '1.0.0' }));
-    ws.send(JSON.stringify({ event: 'start', sequenceNumber: '1', streamSid: 'MZ1', start: { accountSid: 'AC1', streamSid: 'MZ1', callSid: 'CA1', tracks: ['inbound'], mediaFormat: { encoding: 'audio/x-mulaw', sampleRate: 8000, channels: 1 }, customParameters: { call_id: 'call_01JD5Z9K3M4N5P6Q7R8S9T0V1W', stream_token: 'mst_guess' } } }));
+    ws.send(
+      JSON.stringify({
+        event: 'start',
+        sequenceNumber: '1',
+        streamSid: 'MZ1',
+        start: {
+          accountSid: 'AC1',
+          streamSid: 'MZ1',
+          callSid: 'CA1',
+          tracks: ['inbound'],
+          mediaFormat: { encoding: 'audio/x-mulaw', sampleRate: 8000, channels: 1 },
+          customParameters: { call_id: 'call_01JD5Z9K3M4N5P6Q7R8S9T0V1W', stream_token: 'mst_guess' },
+        },
+      }),
+    );
     assert.equal(await closed, 1008);
   });
 });
@@ -156,7 +217,21 @@ describe('a carrier that never calls back', () => {
     try {
       ids = await Promise.all(
         (['provider_a', 'provider_b'] as const).map(async (provider) => {
-          const agentId = await createPhoneAgent(t, tn, provider, provider === 'provider_b' ? { provider_b_config: { api_key: `KEY${randomBytes(12).toString('hex')}`, connection_id: '777', phone_number: '+14155550104', public_key: external.providerBPublicKey } } : {});
+          const agentId = await createPhoneAgent(
+            t,
+            tn,
+            provider,
+            provider === 'provider_b'
+              ? {
+                  provider_b_config: {
+                    api_key: `KEY${randomBytes(12).toString('hex')}`,
+                    connection_id: '777',
+                    phone_number: '+14155550104',
+                    public_key: external.providerBPublicKey,
+                  },
+                }
+              : {},
+          );
           const callId = (await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber('0003') })).body.call_id as string;
           const call = await waitForCall(t, tn, callId, undefined, 20_000);
           assert.equal(call.status, 'failed', provider);

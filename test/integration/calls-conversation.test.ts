@@ -42,13 +42,21 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
     it('barge-in: the caller talks over the agent, the carrier buffer is cleared and the interruption counted', async () => {
       const agentId = await createPhoneAgent(t, tn, provider, { first_message: LONG_GREETING });
       const to = sandboxNumber('6001');
-      sandboxOf(t).setScript(to, [{ sayWhileAgentSpeaks: 'Sorry to interrupt, when do you open?' }, { waitForAgent: true }, { say: 'Thanks, goodbye.' }, { waitForAgent: true }, { hangup: true }]);
+      sandboxOf(t).setScript(to, [
+        { sayWhileAgentSpeaks: 'Sorry to interrupt, when do you open?' },
+        { waitForAgent: true },
+        { say: 'Thanks, goodbye.' },
+        { waitForAgent: true },
+        { hangup: true },
+      ]);
       const res = await placeCall(t, tn, { agent_id: agentId, to_number: to });
       const call = await waitForCall(t, tn, res.body.call_id);
       assert.equal(call.status, 'completed');
       assert.ok(call.interruption_count >= 1, `interruptions: ${call.interruption_count}`);
       assert.equal(call.first_message_delivered, false, 'the first message was cut off');
-      const sim = sandboxOf(t).calls().find((c) => c.callSid === call.call_sid)!;
+      const sim = sandboxOf(t)
+        .calls()
+        .find((c) => c.callSid === call.call_sid)!;
       assert.ok(sim.clears >= 1, 'the service told the carrier to drop the queued audio');
       assert.ok(call.transcript.some((e: { role: string; text: string }) => e.role === 'user' && e.text === 'Sorry to interrupt, when do you open?'));
     });
@@ -68,12 +76,24 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
       const tool = await t.http
         .post('/api/v1/tools')
         .set(bearer(tn.apiKey))
-        .send({ name: `check_order_${provider}`, description: 'Looks an order up.', url: `${peer.url}/orders`, parameters: { type: 'object', properties: { order_id: { type: 'string' } } } });
+        .send({
+          name: `check_order_${provider}`,
+          description: 'Looks an order up.',
+          url: `${peer.url}/orders`,
+          parameters: { type: 'object', properties: { order_id: { type: 'string' } } },
+        });
       assert.equal(tool.status, 201, JSON.stringify(tool.body));
       const agentId = await createPhoneAgent(t, tn, provider);
       assert.equal((await t.http.put(`/api/v1/agents/${agentId}/tools/${tool.body.tool_id}`).set(bearer(tn.apiKey))).status, 200);
       const to = sandboxNumber('6003');
-      sandboxOf(t).setScript(to, [{ waitForAgent: true }, { say: `Please run check_order_${provider} for A-42.` }, { waitForAgent: true }, { say: 'Great, goodbye.' }, { waitForAgent: true }, { hangup: true }]);
+      sandboxOf(t).setScript(to, [
+        { waitForAgent: true },
+        { say: `Please run check_order_${provider} for A-42.` },
+        { waitForAgent: true },
+        { say: 'Great, goodbye.' },
+        { waitForAgent: true },
+        { hangup: true },
+      ]);
       const before = peer.requests.length;
       const res = await placeCall(t, tn, { agent_id: agentId, to_number: to });
       const call = await waitForCall(t, tn, res.body.call_id);
@@ -83,7 +103,10 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
       assert.equal(call.tool_calls[0].ok, true);
       assert.deepEqual(call.tool_calls[0].result, { order: 'A-42', status: 'shipped yesterday' });
       assert.equal(peer.requests.length, before + 1, 'the tool endpoint was called once');
-      assert.ok(call.transcript.some((e: { role: string; text: string }) => e.role === 'model' && e.text.includes('shipped yesterday')), 'the agent answered from the result');
+      assert.ok(
+        call.transcript.some((e: { role: string; text: string }) => e.role === 'model' && e.text.includes('shipped yesterday')),
+        'the agent answered from the result',
+      );
     });
 
     it('transfer: the agent hands the call to its transfer number through the carrier', async () => {
@@ -95,7 +118,9 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
       assert.equal(call.status, 'completed');
       assert.equal(call.end_reason, 'transferred');
       assert.equal(call.tool_calls[0]?.name, 'transfer_call');
-      const sim = sandboxOf(t).calls().find((c) => c.callSid === call.call_sid)!;
+      const sim = sandboxOf(t)
+        .calls()
+        .find((c) => c.callSid === call.call_sid)!;
       assert.equal(sim.transferredTo, '+14155550199');
     });
 
@@ -134,7 +159,19 @@ describe('limits from configuration', () => {
     const agentId = await createPhoneAgent(short, s, 'provider_b');
     const to = sandboxNumber('6007');
     // Keeps talking so the silence timeout does not end it first.
-    sandboxOf(short).setScript(to, [{ waitForAgent: true }, { say: 'One.' }, { waitForAgent: true }, { say: 'Two.' }, { waitForAgent: true }, { say: 'Three.' }, { waitForAgent: true }, { say: 'Four.' }, { waitForAgent: true }, { say: 'Five.' }, { pause: 30_000 }]);
+    sandboxOf(short).setScript(to, [
+      { waitForAgent: true },
+      { say: 'One.' },
+      { waitForAgent: true },
+      { say: 'Two.' },
+      { waitForAgent: true },
+      { say: 'Three.' },
+      { waitForAgent: true },
+      { say: 'Four.' },
+      { waitForAgent: true },
+      { say: 'Five.' },
+      { pause: 30_000 },
+    ]);
     const res = await placeCall(short, s, { agent_id: agentId, to_number: to });
     const call = await waitForCall(short, s, res.body.call_id);
     assert.equal(call.end_reason, 'time_limit');

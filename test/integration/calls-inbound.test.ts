@@ -24,8 +24,10 @@ after(async () => {
   await t.close();
 });
 
-const enable = (agentId: string, provider: Provider, key = tn.apiKey) => t.http.post(`/api/v1/agents/${agentId}/telephony/${provider}/inbound`).set(bearer(key));
-const disable = (agentId: string, provider: Provider, key = tn.apiKey) => t.http.delete(`/api/v1/agents/${agentId}/telephony/${provider}/inbound`).set(bearer(key));
+const enable = (agentId: string, provider: Provider, key = tn.apiKey) =>
+  t.http.post(`/api/v1/agents/${agentId}/telephony/${provider}/inbound`).set(bearer(key));
+const disable = (agentId: string, provider: Provider, key = tn.apiKey) =>
+  t.http.delete(`/api/v1/agents/${agentId}/telephony/${provider}/inbound`).set(bearer(key));
 const ring = (body: Record<string, unknown>, key = tn.apiKey) => t.http.post('/api/v1/sandbox/inbound-calls').set(bearer(key)).send(body);
 
 for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
@@ -120,6 +122,9 @@ describe('inbound refusals', () => {
     const res = await ring({ to_number: number });
     assert.equal(res.status, 422);
     assert.equal(res.body.error.code, 'provider_required');
-    assert.equal((await ring({ to_number: number, provider: 'provider_b', from_number: `+1415${randomBytes(3).readUIntBE(0, 3) % 9000000 + 1000000}` })).status, 201);
+    assert.equal(
+      (await ring({ to_number: number, provider: 'provider_b', from_number: `+1415${(randomBytes(3).readUIntBE(0, 3) % 9000000) + 1000000}` })).status,
+      201,
+    );
   });
 });

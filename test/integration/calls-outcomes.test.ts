@@ -29,7 +29,10 @@ before(async () => {
   own = await startReceiver();
   registered = await startReceiver();
   for (const url of [own.url, registered.url]) {
-    const res = await t.http.post('/api/v1/webhooks').set(bearer(tn.apiKey)).send({ url, events: ['call.completed'] });
+    const res = await t.http
+      .post('/api/v1/webhooks')
+      .set(bearer(tn.apiKey))
+      .send({ url, events: ['call.completed'] });
     assert.ok(res.status === 201 || res.status === 200, JSON.stringify(res.body));
   }
   secret = (await t.http.get('/api/v1/webhooks/secret').set(bearer(tn.apiKey))).body.webhook_secret;
@@ -79,7 +82,8 @@ for (const provider of PROVIDERS) {
       assert.ok(call.call_sid, 'the carrier id is recorded');
       const said = call.transcript.map((e: { role: string; text: string }) => `${e.role}: ${e.text}`);
       assert.equal(said[0], 'model: Hello Ada! This is Acme Dental.', 'the first message is spoken first');
-      for (const line of ['user: Hello, this is Sam.', 'user: Can you tell me about my appointment?', 'user: Thanks, goodbye.']) assert.ok(said.includes(line), `${line} in ${said.join(' | ')}`);
+      for (const line of ['user: Hello, this is Sam.', 'user: Can you tell me about my appointment?', 'user: Thanks, goodbye.'])
+        assert.ok(said.includes(line), `${line} in ${said.join(' | ')}`);
       assert.equal(call.message_count, call.transcript.length);
       assert.ok(call.latency_avg_ms > 0, 'turn latency measured');
       assert.ok(call.answered_at && call.ended_at);
@@ -94,7 +98,19 @@ for (const provider of PROVIDERS) {
       assert.equal(events.own.length, 1, 'the call webhook_url gets it once');
       assert.equal(events.registered.length, 1, 'the registered webhook gets it once');
       const e = events.own[0];
-      const { call_id: _id, batch_id: _b, direction: _d, from_number: _f, answered_by: _a, end_reason: _r, webhook_url: _w, answered_at: _aa, ended_at: _e, tool_calls: _tc, ...shared } = call;
+      const {
+        call_id: _id,
+        batch_id: _b,
+        direction: _d,
+        from_number: _f,
+        answered_by: _a,
+        end_reason: _r,
+        webhook_url: _w,
+        answered_at: _aa,
+        ended_at: _e,
+        tool_calls: _tc,
+        ...shared
+      } = call;
       const { event, tool_calls: _etc, ...fromEvent } = e;
       assert.equal(event, 'call.completed');
       assert.deepEqual(fromEvent, shared, 'the record carries the same values as the event');
@@ -166,6 +182,12 @@ describe('usage', () => {
     const call = await waitForCall(t, other, talk.body.call_id);
     assert.equal(await credit(), before - 10, 'one started minute at CALL_CENTS_PER_MINUTE');
     const usage = await t.service.db.knex('usage_records').where({ workspace_id: other.workspaceId, kind: 'phone_call' });
-    assert.deepEqual(usage.map((u) => [u.ref_id, u.cents, u.seconds]).sort(), [[busy.body.call_id, 0, 0], [call.call_id, 10, call.duration]].sort());
+    assert.deepEqual(
+      usage.map((u) => [u.ref_id, u.cents, u.seconds]).sort(),
+      [
+        [busy.body.call_id, 0, 0],
+        [call.call_id, 10, call.duration],
+      ].sort(),
+    );
   });
 });

@@ -26,19 +26,38 @@ after(async () => {
 async function run(args: string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
-  const code = await main(args, (s) => (out += s), (s) => (err += s));
+  const code = await main(
+    args,
+    (s) => (out += s),
+    (s) => (err += s),
+  );
   return { code, out, err };
 }
 
 /** A proxy in front of the service; `rewrite` may answer a request itself. */
-async function proxy(rewrite: (req: http.IncomingMessage, body: Buffer, upstream: () => Promise<{ status: number; headers: Record<string, string>; body: Buffer }>) => Promise<{ status: number; headers: Record<string, string>; body: Buffer }>): Promise<{ url: string; close(): Promise<void> }> {
+async function proxy(
+  rewrite: (
+    req: http.IncomingMessage,
+    body: Buffer,
+    upstream: () => Promise<{ status: number; headers: Record<string, string>; body: Buffer }>,
+  ) => Promise<{ status: number; headers: Record<string, string>; body: Buffer }>,
+): Promise<{ url: string; close(): Promise<void> }> {
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', async () => {
       const body = Buffer.concat(chunks);
       const upstream = async () => {
-        const r = await fetch(`${t.url}${req.url}`, { method: req.method, headers: Object.fromEntries(Object.entries(req.headers).filter(([k]) => !['host', 'connection', 'content-length'].includes(k)).map(([k, v]) => [k, String(v)])), body: ['GET', 'HEAD'].includes(req.method!) ? undefined : body, redirect: 'manual' });
+        const r = await fetch(`${t.url}${req.url}`, {
+          method: req.method,
+          headers: Object.fromEntries(
+            Object.entries(req.headers)
+              .filter(([k]) => !['host', 'connection', 'content-length'].includes(k))
+              .map(([k, v]) => [k, String(v)]),
+          ),
+          body: ['GET', 'HEAD'].includes(req.method!) ? undefined : body,
+          redirect: 'manual',
+        });
         const headers: Record<string, string> = {};
         r.headers.forEach((v, k) => {
           if (!['content-length', 'content-encoding', 'transfer-encoding', 'connection'].includes(k)) headers[k] = v;
@@ -50,7 +69,10 @@ async function proxy(rewrite: (req: http.IncomingMessage, body: Buffer, upstream
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => new Promise<void>((r) => (server.closeAllConnections(), server.close(() => r()))) };
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise<void>((r) => (server.closeAllConnections(), server.close(() => r()))),
+  };
 }
 
 describe('voice-agent-conformance', () => {
@@ -88,7 +110,11 @@ describe('voice-agent-conformance', () => {
   });
 
   it('fails on an undeclared status, naming the operation', async () => {
-    const p = await proxy(async (req, _body, upstream) => (req.method === 'GET' && req.url?.startsWith('/api/v1/tools') ? { status: 418, headers: { 'content-type': 'application/json' }, body: Buffer.from('{"error":{}}') } : upstream()));
+    const p = await proxy(async (req, _body, upstream) =>
+      req.method === 'GET' && req.url?.startsWith('/api/v1/tools')
+        ? { status: 418, headers: { 'content-type': 'application/json' }, body: Buffer.from('{"error":{}}') }
+        : upstream(),
+    );
     try {
       const a = await tenant(t);
       const r = await run(['--base-url', p.url, '--api-key', a.apiKey]);
@@ -108,7 +134,11 @@ describe('voice-agent-conformance', () => {
     const p = await proxy(async (req, body, upstream) => {
       if (req.method === 'GET' && req.url === `/api/v1/agents/${agentB.agent_id}`) {
         const r = await fetch(`${t.url}${req.url}`, { headers: bearer(b.apiKey) });
-        return { status: r.status, headers: { 'content-type': 'application/json', 'x-request-id': r.headers.get('x-request-id') ?? 'req_x' }, body: Buffer.from(await r.arrayBuffer()) };
+        return {
+          status: r.status,
+          headers: { 'content-type': 'application/json', 'x-request-id': r.headers.get('x-request-id') ?? 'req_x' },
+          body: Buffer.from(await r.arrayBuffer()),
+        };
       }
       void body;
       return upstream();
@@ -124,7 +154,15 @@ describe('voice-agent-conformance', () => {
   });
 
   it('fails on a 5xx for a malformed body', async () => {
-    const p = await proxy(async (req, body, upstream) => (req.method === 'POST' && req.url === '/api/v1/agents' && body.toString() === '{"' ? { status: 500, headers: { 'content-type': 'application/json' }, body: Buffer.from('{"error":{"type":"api_error","code":"internal_error","message":"boom","param":null,"request_id":"req_x"}}') } : upstream()));
+    const p = await proxy(async (req, body, upstream) =>
+      req.method === 'POST' && req.url === '/api/v1/agents' && body.toString() === '{"'
+        ? {
+            status: 500,
+            headers: { 'content-type': 'application/json' },
+            body: Buffer.from('{"error":{"type":"api_error","code":"internal_error","message":"boom","param":null,"request_id":"req_x"}}'),
+          }
+        : upstream(),
+    );
     try {
       const r = await run(['--base-url', p.url, '--allow-writes']);
       assert.equal(r.code, 1, r.out);

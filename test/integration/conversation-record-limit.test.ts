@@ -24,7 +24,15 @@ after(async () => {
 
 async function runSession(t: TestService, messages: string[]): Promise<{ sessionId: string; workspaceId: string; apiKey: string }> {
   const tn = await tenant(t);
-  assert.equal((await t.http.post('/api/v1/webhooks').set(bearer(tn.apiKey)).send({ url: receiver.url, events: ['call.completed'] })).status, 201);
+  assert.equal(
+    (
+      await t.http
+        .post('/api/v1/webhooks')
+        .set(bearer(tn.apiKey))
+        .send({ url: receiver.url, events: ['call.completed'] })
+    ).status,
+    201,
+  );
   const agentId = await createAgent(t, tn);
   const c = connect((await mintSession(t, tn, agentId, 'text')).ws_url);
   const sessionId = String((await c.next('session_started')).session_id);
@@ -51,10 +59,14 @@ describe('conversation record size limit', () => {
     try {
       const messages = Array.from({ length: 12 }, (_, i) => `Message ${i}: ${'x'.repeat(600)}`);
       const { sessionId, workspaceId, apiKey } = await runSession(t, messages);
-      const record = await waitFor(async () => {
-        const res = await t.http.get(`/api/v1/realtime/conversations/${sessionId}`).set(bearer(apiKey));
-        return res.status === 200 ? res.body : null;
-      }, 8000, 'the record');
+      const record = await waitFor(
+        async () => {
+          const res = await t.http.get(`/api/v1/realtime/conversations/${sessionId}`).set(bearer(apiKey));
+          return res.status === 200 ? res.body : null;
+        },
+        8000,
+        'the record',
+      );
       assert.equal(record.transcript_truncated, true);
       assert.equal(record.status, 'completed');
       assert.ok(record.transcript.length < messages.length * 2, `kept ${record.transcript.length} entries`);

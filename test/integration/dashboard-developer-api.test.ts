@@ -68,7 +68,12 @@ describe('developer operations with a dashboard session', () => {
   });
 
   it('uploads take a session like a key: a CSV batch and a document as multipart; a viewer is refused and nothing is stored', async () => {
-    const agent = (await t.http.post('/api/v1/agents').set(bearer(owner.apiKey)).send({ name: 'Uploads', ...{ provider_a_config: { account_sid: `AC${'1'.repeat(32)}`, auth_token: 'x'.repeat(32), phone_number: '+14155550100' } } })).body;
+    const agent = (
+      await t.http
+        .post('/api/v1/agents')
+        .set(bearer(owner.apiKey))
+        .send({ name: 'Uploads', ...{ provider_a_config: { account_sid: `AC${'1'.repeat(32)}`, auth_token: 'x'.repeat(32), phone_number: '+14155550100' } } })
+    ).body;
     const csv = Buffer.from('to_number\n+14155550002\n');
     const batch = await t.http
       .post('/api/v1/batches/csv')
@@ -79,7 +84,10 @@ describe('developer operations with a dashboard session', () => {
       .attach('file', csv, { filename: 'numbers.csv', contentType: 'text/csv' });
     assert.equal(batch.status, 201, batch.text);
     assert.equal(batch.body.total, 1);
-    const doc = await t.http.post('/api/v1/documents').set(bearer(sessions.developer)).attach('file', Buffer.from('Open 9 to 5.'), { filename: 'hours.txt', contentType: 'text/plain' });
+    const doc = await t.http
+      .post('/api/v1/documents')
+      .set(bearer(sessions.developer))
+      .attach('file', Buffer.from('Open 9 to 5.'), { filename: 'hours.txt', contentType: 'text/plain' });
     assert.equal(doc.status, 201, doc.text);
 
     const batches = await t.service.db.knex('batches').where({ workspace_id: owner.workspaceId }).count({ n: '*' }).first();
@@ -91,7 +99,10 @@ describe('developer operations with a dashboard session', () => {
       .attach('file', csv, { filename: 'numbers.csv', contentType: 'text/csv' });
     assert.equal(viewerBatch.status, 403, viewerBatch.text);
     assert.equal(viewerBatch.body.error.code, 'insufficient_role');
-    const viewerDoc = await t.http.post('/api/v1/documents').set(bearer(sessions.viewer)).attach('file', Buffer.from('x'), { filename: 'x.txt', contentType: 'text/plain' });
+    const viewerDoc = await t.http
+      .post('/api/v1/documents')
+      .set(bearer(sessions.viewer))
+      .attach('file', Buffer.from('x'), { filename: 'x.txt', contentType: 'text/plain' });
     assert.equal(viewerDoc.status, 403, viewerDoc.text);
     assert.deepEqual(await t.service.db.knex('batches').where({ workspace_id: owner.workspaceId }).count({ n: '*' }).first(), batches);
   });

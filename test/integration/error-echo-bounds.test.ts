@@ -31,14 +31,21 @@ describe('bounded error echoes', () => {
 
   it('a deep body on a large-body route (batches) is a 422 too', async () => {
     const tn = await tenant(t);
-    const res = await t.http.post('/api/v1/batches').set(bearer(tn.apiKey)).set('Content-Type', 'application/json').send('['.repeat(20_000) + ']'.repeat(20_000));
+    const res = await t.http
+      .post('/api/v1/batches')
+      .set(bearer(tn.apiKey))
+      .set('Content-Type', 'application/json')
+      .send('['.repeat(20_000) + ']'.repeat(20_000));
     assert.equal(res.status, 422, res.text.slice(0, 300));
     assert.ok(res.headers['x-request-id']);
   });
 
   it('long strings and large arrays are cut in the echo', async () => {
     const tn = await tenant(t);
-    const res = await t.http.post('/api/v1/batches').set(bearer(tn.apiKey)).send({ agent_id: 'x'.repeat(100_000), recipients: Array.from({ length: 50_000 }, () => 5) });
+    const res = await t.http
+      .post('/api/v1/batches')
+      .set(bearer(tn.apiKey))
+      .send({ agent_id: 'x'.repeat(100_000), recipients: Array.from({ length: 50_000 }, () => 5) });
     assert.equal(res.status, 422);
     assert.ok(JSON.stringify(res.body).length < 20_000, `echo of ${JSON.stringify(res.body).length} bytes`);
   });

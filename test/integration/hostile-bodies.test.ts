@@ -30,7 +30,10 @@ describe('prototype keys in JSON bodies', () => {
       assert.equal(res.body.error.code, 'invalid_json');
       assert.match(res.body.error.message, /__proto__/);
     }
-    const ctor = await t.http.post('/api/v1/auth/login').set('Content-Type', 'application/json').send('{"email":"a@b.c","password":"hunter2-very-secret","constructor":{"prototype":{"x":1}}}');
+    const ctor = await t.http
+      .post('/api/v1/auth/login')
+      .set('Content-Type', 'application/json')
+      .send('{"email":"a@b.c","password":"hunter2-very-secret","constructor":{"prototype":{"x":1}}}');
     assert.equal(ctor.status, 422, 'an ordinary unknown field');
     assert.equal(ctor.body.error.code, 'unknown_field');
     assert.ok(!t.logs.some((l) => l.includes('hunter2-very-secret')), 'no log line holds the body');

@@ -41,7 +41,10 @@ function open(localAddress: string, first = ''): Promise<Raw> {
 
 /** The connection's end, or a failure if the server keeps it open far past the configured deadlines. */
 function closedSoon(raw: Raw): Promise<string> {
-  return Promise.race([raw.closed, new Promise<string>((_, reject) => setTimeout(() => reject(new Error('the server kept the slow connection open')), 20_000).unref())]);
+  return Promise.race([
+    raw.closed,
+    new Promise<string>((_, reject) => setTimeout(() => reject(new Error('the server kept the slow connection open')), 20_000).unref()),
+  ]);
 }
 
 async function healthz(localAddress: string): Promise<string> {
@@ -57,7 +60,10 @@ describe('connection limits', () => {
   });
 
   it('closes a request whose body does not arrive in time with 408', async () => {
-    const slow = await open(freshAddress(), 'POST /api/v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"email":');
+    const slow = await open(
+      freshAddress(),
+      'POST /api/v1/auth/login HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"email":',
+    );
     const keepSending = setInterval(() => slow.socket.write(' '), 100);
     try {
       assert.match(await closedSoon(slow), /^HTTP\/1\.1 408/);

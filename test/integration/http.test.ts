@@ -40,7 +40,10 @@ describe('routing errors', () => {
     const unreadable = await t.http.post('/api/v1/nothing-here').set('Content-Type', 'application/json').send('{"name": ');
     assert.equal(unreadable.status, 404);
     assert.equal(unreadable.body.error.code, 'route_not_found');
-    const huge = await t.http.post('/api/v1/nothing-here').set('Content-Type', 'application/json').send({ name: 'x'.repeat(2 * 1024 * 1024) });
+    const huge = await t.http
+      .post('/api/v1/nothing-here')
+      .set('Content-Type', 'application/json')
+      .send({ name: 'x'.repeat(2 * 1024 * 1024) });
     assert.equal(huge.status, 404, 'not 413: nothing was read for a route that does not exist');
     const wrongMethod = await t.http.put('/api/v1/keys').set('Content-Type', 'application/json').send('{"name": ');
     assert.equal(wrongMethod.status, 405);
@@ -89,7 +92,11 @@ describe('system routes', () => {
 
 describe('CORS', () => {
   it('allows configured origins', async () => {
-    const res = await t.http.options('/api/v1/keys').set('Origin', 'https://app.example.com').set('Access-Control-Request-Method', 'POST').set('Access-Control-Request-Headers', 'authorization,content-type');
+    const res = await t.http
+      .options('/api/v1/keys')
+      .set('Origin', 'https://app.example.com')
+      .set('Access-Control-Request-Method', 'POST')
+      .set('Access-Control-Request-Headers', 'authorization,content-type');
     assert.equal(res.status, 204);
     assert.equal(res.headers['access-control-allow-origin'], 'https://app.example.com');
     assert.match(res.headers['access-control-allow-headers'], /Authorization/);

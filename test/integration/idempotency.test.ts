@@ -201,7 +201,10 @@ describe('Idempotency-Key', () => {
 
   it('applies to every operation that declares the header, and each declares Idempotent-Replayed on its 2xx responses', () => {
     const contract = Contract.load();
-    const idempotent = [...contract.operations.values()].filter((o) => o.idempotent).map((o) => o.operationId).sort();
+    const idempotent = [...contract.operations.values()]
+      .filter((o) => o.idempotent)
+      .map((o) => o.operationId)
+      .sort();
     assert.deepEqual(idempotent, ['connectMcpServer', 'createBatch', 'createBatchFromCsv', 'createCall']);
     for (const operationId of idempotent) {
       const info = contract.operations.get(operationId)!;

@@ -100,7 +100,10 @@ describe('API keys', () => {
 
   it('uses the list-shaped 422 body on key routes and changes nothing', async () => {
     const s = await signup(t);
-    const unknown = await t.http.post('/api/v1/keys').set(bearer(s.sessionToken)).send({ name: 'x', scopes: ['read'] });
+    const unknown = await t.http
+      .post('/api/v1/keys')
+      .set(bearer(s.sessionToken))
+      .send({ name: 'x', scopes: ['read'] });
     assert.equal(unknown.status, 422);
     assert.deepEqual(unknown.body.detail[0].loc, ['body', 'scopes']);
     assert.equal(unknown.body.detail[0].type, 'extra_forbidden');
@@ -128,7 +131,11 @@ describe('API keys', () => {
     const none = await t.http.delete('/api/v1/keys/key_01JD5Z7Q8Y1C2B3A4N5M6K7P8R').set(bearer(a.sessionToken));
     assert.equal(none.status, 404);
     const listA = await t.http.get('/api/v1/keys').set(bearer(a.sessionToken));
-    assert.deepEqual(listA.body.map((k: { id: string }) => k.id), [a.keyId], 'a workspace sees only its own keys');
+    assert.deepEqual(
+      listA.body.map((k: { id: string }) => k.id),
+      [a.keyId],
+      'a workspace sees only its own keys',
+    );
   });
 
   it('lets developers and above create keys, not viewers', async () => {

@@ -56,7 +56,10 @@ describe('hostile documents', () => {
     const res = await upload(t, tn.apiKey, Buffer.from(html), 'page.html', 'text/html');
     assert.equal(res.status, 201, JSON.stringify(res.body));
     const chunks = await t.service.db.knex('knowledge_chunks').where({ document_id: res.body.doc_id }).select('text');
-    assert.deepEqual(chunks.map((c: { text: string }) => c.text), ['Visible & kept']);
+    assert.deepEqual(
+      chunks.map((c: { text: string }) => c.text),
+      ['Visible & kept'],
+    );
   });
 
   it('a file that takes longer than the time limit is refused, and the service goes on', async () => {

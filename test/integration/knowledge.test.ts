@@ -50,8 +50,17 @@ async function createAgent(key = tn.apiKey) {
   return res.body.agent_id as string;
 }
 
-const docCount = (workspaceId: string) => t.service.db.knex('documents').where({ workspace_id: workspaceId }).count<{ count: string }[]>('* as count').then((r) => Number(r[0].count));
-const chunkCount = () => t.service.db.knex('knowledge_chunks').count<{ count: string }[]>('* as count').then((r) => Number(r[0].count));
+const docCount = (workspaceId: string) =>
+  t.service.db
+    .knex('documents')
+    .where({ workspace_id: workspaceId })
+    .count<{ count: string }[]>('* as count')
+    .then((r) => Number(r[0].count));
+const chunkCount = () =>
+  t.service.db
+    .knex('knowledge_chunks')
+    .count<{ count: string }[]>('* as count')
+    .then((r) => Number(r[0].count));
 
 describe('knowledge: upload', () => {
   it('takes JSON {name, text}: stored as text/plain, chunked and indexed', async () => {
@@ -66,7 +75,10 @@ describe('knowledge: upload', () => {
     assert.ok(doc.chunk_count > 1);
     const chunks = await t.service.db.knex('knowledge_chunks').where({ document_id: doc.doc_id }).orderBy('chunk_index');
     assert.equal(chunks.length, doc.chunk_count);
-    assert.deepEqual(chunks.map((c) => c.chunk_index), [...Array(doc.chunk_count).keys()]);
+    assert.deepEqual(
+      chunks.map((c) => c.chunk_index),
+      [...Array(doc.chunk_count).keys()],
+    );
     assert.ok(chunks[0].tsv.length > 0, 'the passage is indexed');
     const got = await t.http.get(`/api/v1/documents/${doc.doc_id}`).set(bearer(tn.apiKey));
     assert.deepEqual(got.body, doc);
@@ -78,12 +90,15 @@ describe('knowledge: upload', () => {
     assert.equal(plain.body.name, 'parking.txt');
     assert.equal(plain.body.content_type, 'text/plain');
 
-    const md = await upload(Buffer.from('# Fees\n\nA missed appointment costs **25 dollars**.'), 'fees.md', 'application/octet-stream', { name: 'Fee schedule' });
+    const md = await upload(Buffer.from('# Fees\n\nA missed appointment costs **25 dollars**.'), 'fees.md', 'application/octet-stream', {
+      name: 'Fee schedule',
+    });
     assert.equal(md.status, 201, md.text);
     assert.equal(md.body.content_type, 'text/markdown');
     assert.equal(md.body.name, 'Fee schedule');
 
-    const html = '<!doctype html><html><head><title>T</title><style>.x{color:red}</style></head><body><script>var secret = 1;</script><h1>Insurance</h1><p>We accept Delta&nbsp;Dental &amp; Cigna.</p><!-- hidden --></body></html>';
+    const html =
+      '<!doctype html><html><head><title>T</title><style>.x{color:red}</style></head><body><script>var secret = 1;</script><h1>Insurance</h1><p>We accept Delta&nbsp;Dental &amp; Cigna.</p><!-- hidden --></body></html>';
     const h = await upload(Buffer.from(html), 'insurance.html', 'text/html');
     assert.equal(h.status, 201, h.text);
     assert.equal(h.body.content_type, 'text/html');
@@ -104,7 +119,13 @@ describe('knowledge: upload', () => {
     const chunksBefore = await chunkCount();
     const broken = (await pdfWithText(['Some text'])).subarray(0, 200);
     const cases: Array<[() => ReturnType<typeof upload> | Promise<Awaited<ReturnType<typeof upload>>>, number, string, string | null]> = [
-      [() => upload(Buffer.from('PK\u0003\u0004 docx'), 'policy.docx', 'application/vnd.openxmlformats-officedocument.wordprocessingml.document', {}, ws.apiKey), 415, 'unsupported_file_type', 'file'],
+      [
+        () =>
+          upload(Buffer.from('PK\u0003\u0004 docx'), 'policy.docx', 'application/vnd.openxmlformats-officedocument.wordprocessingml.document', {}, ws.apiKey),
+        415,
+        'unsupported_file_type',
+        'file',
+      ],
       [() => upload(Buffer.from('abc'), 'image.png', 'application/octet-stream', {}, ws.apiKey), 415, 'unsupported_file_type', 'file'],
       [() => upload(broken, 'broken.pdf', 'application/pdf', {}, ws.apiKey), 422, 'document_unreadable', 'file'],
       [async () => upload(await pdfWithoutText(), 'scan.pdf', 'application/pdf', {}, ws.apiKey), 422, 'document_unreadable', 'file'],
@@ -120,7 +141,11 @@ describe('knowledge: upload', () => {
       assert.equal(res.body.error.code, code, res.text);
       assert.equal(res.body.error.param, param);
     }
-    const two = await t.http.post('/api/v1/documents').set(bearer(ws.apiKey)).attach('file', Buffer.from('a'), 'a.txt').attach('file', Buffer.from('b'), 'b.txt');
+    const two = await t.http
+      .post('/api/v1/documents')
+      .set(bearer(ws.apiKey))
+      .attach('file', Buffer.from('a'), 'a.txt')
+      .attach('file', Buffer.from('b'), 'b.txt');
     assert.equal(two.status, 422, two.text);
     assert.equal(two.body.error.param, 'file');
     const noFile = await t.http.post('/api/v1/documents').set(bearer(ws.apiKey)).field('name', 'x');
@@ -138,7 +163,10 @@ describe('knowledge: upload', () => {
       assert.equal(res.body.error.code, code);
       assert.equal(res.body.error.param, param);
     }
-    const bigJson = await t.http.post('/api/v1/documents/text').set(bearer(ws.apiKey)).send({ name: 'big', text: 'a'.repeat(10 * 1024 * 1024 + 1) });
+    const bigJson = await t.http
+      .post('/api/v1/documents/text')
+      .set(bearer(ws.apiKey))
+      .send({ name: 'big', text: 'a'.repeat(10 * 1024 * 1024 + 1) });
     assert.equal(bigJson.status, 413);
     const wrongType = await t.http.post('/api/v1/documents').set(bearer(ws.apiKey)).set('Content-Type', 'text/plain').send('hello');
     assert.equal(wrongType.status, 415);
@@ -150,7 +178,10 @@ describe('knowledge: upload', () => {
     const unauthenticated = await t.http.post('/api/v1/documents').attach('file', Buffer.from('x'), 'x.txt');
     assert.equal(unauthenticated.status, 401);
     // An unknown key gets 401 like a missing one (body-parsing.ts checks the key before it parses anything).
-    const madeUpKey = await t.http.post('/api/v1/documents').set(bearer(`ek_${'x'.repeat(40)}`)).attach('file', Buffer.alloc(2 * 1024 * 1024, 'a'), 'big.txt');
+    const madeUpKey = await t.http
+      .post('/api/v1/documents')
+      .set(bearer(`ek_${'x'.repeat(40)}`))
+      .attach('file', Buffer.alloc(2 * 1024 * 1024, 'a'), 'big.txt');
     assert.equal(madeUpKey.status, 401);
     assert.equal(madeUpKey.body.error.code, 'unauthorized');
 
@@ -196,7 +227,10 @@ describe('knowledge: agent documents and search', () => {
     const res = await t.http.post(`/api/v1/agents/${agentId}/documents`).set(bearer(tn.apiKey)).send({ doc_id: doc.doc_id });
     assert.equal(res.status, 201, res.text);
     assert.match(res.body.doc_id, /^adoc_[0-9A-Z]{26}$/);
-    assert.deepEqual({ ...res.body, doc_id: undefined, created_at: undefined }, { ...doc, doc_id: undefined, created_at: undefined, source_doc_id: doc.doc_id, agent_id: agentId });
+    assert.deepEqual(
+      { ...res.body, doc_id: undefined, created_at: undefined },
+      { ...doc, doc_id: undefined, created_at: undefined, source_doc_id: doc.doc_id, agent_id: agentId },
+    );
 
     const again = await t.http.post(`/api/v1/agents/${agentId}/documents`).set(bearer(tn.apiKey)).send({ doc_id: doc.doc_id });
     assert.equal(again.status, 409);
@@ -235,7 +269,10 @@ describe('knowledge: agent documents and search', () => {
       [`/api/v1/agents/${agentId}/documents`, {}, 422, 'missing_field'],
     ];
     for (const [p, body, status, code] of cases) {
-      const res = await t.http.post(p).set(bearer(tn.apiKey)).send(body as object);
+      const res = await t.http
+        .post(p)
+        .set(bearer(tn.apiKey))
+        .send(body as object);
       assert.equal(res.status, status, `${p} ${JSON.stringify(body)}: ${res.text}`);
       assert.equal(res.body.error.code, code);
     }
@@ -249,7 +286,10 @@ describe('knowledge: agent documents and search', () => {
     const empty = await t.http.post(`/api/v1/agents/${agentId}/knowledge/search`).set(bearer(tn.apiKey)).send({ query: 'fee' });
     assert.deepEqual(empty.body, { object: 'list', data: [] });
 
-    const policy = await uploadText('Cancellation policy', 'Appointments cancelled less than 24 hours in advance are charged a cancellation fee of 25 dollars. The fee is waived for emergencies.');
+    const policy = await uploadText(
+      'Cancellation policy',
+      'Appointments cancelled less than 24 hours in advance are charged a cancellation fee of 25 dollars. The fee is waived for emergencies.',
+    );
     const hours = await uploadText('Opening hours', 'We are open Monday to Friday. A fee is never charged for walk-ins.');
     const unrelated = await uploadText('Parking', 'Parking is free behind the building.');
     const notAttached = await uploadText('Secret', 'cancellation fee cancellation fee cancellation fee');
@@ -272,12 +312,19 @@ describe('knowledge: agent documents and search', () => {
     const either = await t.http.post(`/api/v1/agents/${agentId}/knowledge/search`).set(bearer(tn.apiKey)).send({ query: 'fee or parking' });
     assert.equal(either.body.data.length, 3);
     const scores = either.body.data.map((h: { score: number }) => h.score);
-    assert.deepEqual(scores, [...scores].sort((a: number, b: number) => b - a), 'best first');
+    assert.deepEqual(
+      scores,
+      [...scores].sort((a: number, b: number) => b - a),
+      'best first',
+    );
     assert.equal(either.body.data[0].doc_id, copies[policy.doc_id], 'the passage with the word twice ranks first');
     const limited = await t.http.post(`/api/v1/agents/${agentId}/knowledge/search`).set(bearer(tn.apiKey)).send({ query: 'fee or parking', limit: 2 });
     assert.equal(limited.body.data.length, 2);
     const excluded = await t.http.post(`/api/v1/agents/${agentId}/knowledge/search`).set(bearer(tn.apiKey)).send({ query: 'fee -emergencies' });
-    assert.deepEqual(excluded.body.data.map((h: { doc_id: string }) => h.doc_id), [copies[hours.doc_id]]);
+    assert.deepEqual(
+      excluded.body.data.map((h: { doc_id: string }) => h.doc_id),
+      [copies[hours.doc_id]],
+    );
 
     for (const [body, code] of [
       [{ query: '!!! ...' }, 'empty_query'],
@@ -291,7 +338,10 @@ describe('knowledge: agent documents and search', () => {
     }
     const foreignAgent = await createAgent(other.apiKey);
     assert.equal((await t.http.post(`/api/v1/agents/${foreignAgent}/knowledge/search`).set(bearer(tn.apiKey)).send({ query: 'fee' })).status, 403);
-    assert.equal((await t.http.post('/api/v1/agents/agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V/knowledge/search').set(bearer(tn.apiKey)).send({ query: 'fee' })).status, 404);
+    assert.equal(
+      (await t.http.post('/api/v1/agents/agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V/knowledge/search').set(bearer(tn.apiKey)).send({ query: 'fee' })).status,
+      404,
+    );
 
     // Deleting the workspace document keeps the agent copy, searchable, with source_doc_id null.
     await t.http.delete(`/api/v1/documents/${policy.doc_id}`).set(bearer(tn.apiKey));

@@ -84,12 +84,22 @@ after(async () => {
 describe('a least-privilege database role', () => {
   it('runs the service end to end', async () => {
     const http = supertest(service.url);
-    const signup = await http.post('/api/v1/auth/signup').send({ email: `lp-${suffix}@example.com`, password: 'long-enough-pw', workspace_name: 'Least privilege' });
+    const signup = await http
+      .post('/api/v1/auth/signup')
+      .send({ email: `lp-${suffix}@example.com`, password: 'long-enough-pw', workspace_name: 'Least privilege' });
     assert.equal(signup.status, 201, JSON.stringify(signup.body));
     const key = await http.post('/api/v1/keys').set('Authorization', `Bearer ${signup.body.session_token}`).send({ name: 'k' });
     assert.equal(key.status, 201);
     const auth = { Authorization: `Bearer ${key.body.key}` };
-    assert.equal((await http.post('/api/v1/webhooks').set(auth).send({ url: receiver.url, events: ['call.completed'] })).status, 201);
+    assert.equal(
+      (
+        await http
+          .post('/api/v1/webhooks')
+          .set(auth)
+          .send({ url: receiver.url, events: ['call.completed'] })
+      ).status,
+      201,
+    );
     const agent = await http.post('/api/v1/agents').set(auth).send({ name: 'Helper', instruction: 'Help.' });
     assert.equal(agent.status, 201);
     const minted = await http.post('/api/v1/realtime/sessions').set(auth).send({ agent_id: agent.body.agent_id, user_id: 'visitor', source: 'text' });
@@ -107,7 +117,13 @@ describe('a least-privilege database role', () => {
     const c = new pg.Client({ connectionString: urlAs(APP) });
     await c.connect();
     try {
-      for (const sql of ['create table intruder (id int)', 'drop table agents', 'alter table agents add column x int', 'truncate knex_migrations', 'delete from knex_migrations']) {
+      for (const sql of [
+        'create table intruder (id int)',
+        'drop table agents',
+        'alter table agents add column x int',
+        'truncate knex_migrations',
+        'delete from knex_migrations',
+      ]) {
         await assert.rejects(c.query(sql), /permission denied|must be owner/, sql);
       }
       assert.ok((await c.query('select count(*) from agents')).rows[0]);

@@ -83,7 +83,10 @@ describe('connect an MCP server', () => {
     assert.deepEqual(got.body, res.body);
     const list = await t.http.get('/api/v1/mcp-servers').set(auth(tn));
     assert.equal(list.status, 200);
-    assert.deepEqual(list.body.data.map((s: { mcp_server_id: string }) => s.mcp_server_id), [row.id]);
+    assert.deepEqual(
+      list.body.data.map((s: { mcp_server_id: string }) => s.mcp_server_id),
+      [row.id],
+    );
   });
 
   it('connects over SSE with a static bearer token, which is write-only and sealed at rest', async () => {
@@ -107,7 +110,12 @@ describe('connect an MCP server', () => {
     closers.push(peer.close);
     secrets.push('k-123-secret-header');
     const tn = await tenant(t);
-    const res = await connect(tn, { name: 'Keyed', url: peer.streamableUrl, auth_type: 'static', static_auth: { headers: { 'X-Api-Key': 'k-123-secret-header' } } });
+    const res = await connect(tn, {
+      name: 'Keyed',
+      url: peer.streamableUrl,
+      auth_type: 'static',
+      static_auth: { headers: { 'X-Api-Key': 'k-123-secret-header' } },
+    });
     assert.equal(res.status, 201);
     assert.equal(res.body.status, 'ok', JSON.stringify(res.body.error));
     assert.deepEqual(res.body.static_auth, { has_credentials: true, header_names: ['X-Api-Key'] });
@@ -191,15 +199,59 @@ describe('connect an MCP server', () => {
       [{ name: 'x', url: open.streamableUrl, auth_type: 'oauth2' }, 'oauth_config_required', 'oauth_config'],
       [{ name: 'x', url: open.streamableUrl, static_auth: { bearer_token: 'abc' } }, 'auth_config_mismatch', 'static_auth'],
       [{ name: 'x', url: open.streamableUrl, auth_type: 'static', static_auth: { bearer_token: 'a', headers: { A: 'b' } } }, 'invalid_value', 'static_auth'],
-      [{ name: 'x', url: open.streamableUrl, auth_type: 'static', static_auth: { headers: { 'Content-Type': 'text/plain' } } }, 'reserved_header', 'static_auth.headers.Content-Type'],
+      [
+        { name: 'x', url: open.streamableUrl, auth_type: 'static', static_auth: { headers: { 'Content-Type': 'text/plain' } } },
+        'reserved_header',
+        'static_auth.headers.Content-Type',
+      ],
       [{ name: 'x', url: open.streamableUrl, auth_type: 'static', static_auth: { headers: { 'bad header': 'v' } } }, 'invalid_value', 'static_auth.headers'],
       [{ name: 'x', url: open.streamableUrl, auth_type: 'static', static_auth: {} }, 'invalid_value', 'static_auth'],
       [{ name: 'x', url: open.streamableUrl, auth_type: 'static', static_auth: { token: 'x' } }, 'unknown_field', 'static_auth.token'],
-      [{ name: 'x', url: open.streamableUrl, auth_type: 'oauth2', oauth_config: { client_id: 'c', authorization_url: oauth.authorizationUrl, token_url: oauth.tokenUrl, access_token: 'at_x' } }, 'unknown_field', 'oauth_config.access_token'],
-      [{ name: 'x', url: open.streamableUrl, auth_type: 'oauth2', oauth_config: { client_id: 'c', authorization_url: oauth.authorizationUrl, token_url: oauth.tokenUrl, refresh_token: 'rt_x' } }, 'unknown_field', 'oauth_config.refresh_token'],
-      [{ name: 'x', url: open.streamableUrl, auth_type: 'oauth2', oauth_config: { client_id: 'c', authorization_url: oauth.authorizationUrl, token_url: oauth.tokenUrl, expires_at: '2030-01-01T00:00:00Z' } }, 'unknown_field', 'oauth_config.expires_at'],
-      [{ name: 'x', url: open.streamableUrl, auth_type: 'oauth2', oauth_config: { client_id: 'c', authorization_url: oauth.authorizationUrl } }, 'missing_field', 'oauth_config.token_url'],
-      [{ name: 'x', url: open.streamableUrl, auth_type: 'oauth2', oauth_config: { client_id: 'c', authorization_url: 'javascript:alert(1)', token_url: oauth.tokenUrl } }, 'invalid_value', 'oauth_config.authorization_url'],
+      [
+        {
+          name: 'x',
+          url: open.streamableUrl,
+          auth_type: 'oauth2',
+          oauth_config: { client_id: 'c', authorization_url: oauth.authorizationUrl, token_url: oauth.tokenUrl, access_token: 'at_x' },
+        },
+        'unknown_field',
+        'oauth_config.access_token',
+      ],
+      [
+        {
+          name: 'x',
+          url: open.streamableUrl,
+          auth_type: 'oauth2',
+          oauth_config: { client_id: 'c', authorization_url: oauth.authorizationUrl, token_url: oauth.tokenUrl, refresh_token: 'rt_x' },
+        },
+        'unknown_field',
+        'oauth_config.refresh_token',
+      ],
+      [
+        {
+          name: 'x',
+          url: open.streamableUrl,
+          auth_type: 'oauth2',
+          oauth_config: { client_id: 'c', authorization_url: oauth.authorizationUrl, token_url: oauth.tokenUrl, expires_at: '2030-01-01T00:00:00Z' },
+        },
+        'unknown_field',
+        'oauth_config.expires_at',
+      ],
+      [
+        { name: 'x', url: open.streamableUrl, auth_type: 'oauth2', oauth_config: { client_id: 'c', authorization_url: oauth.authorizationUrl } },
+        'missing_field',
+        'oauth_config.token_url',
+      ],
+      [
+        {
+          name: 'x',
+          url: open.streamableUrl,
+          auth_type: 'oauth2',
+          oauth_config: { client_id: 'c', authorization_url: 'javascript:alert(1)', token_url: oauth.tokenUrl },
+        },
+        'invalid_value',
+        'oauth_config.authorization_url',
+      ],
     ]);
   });
 });
@@ -207,7 +259,16 @@ describe('connect an MCP server', () => {
 describe('MCP server URLs in production', () => {
   let prod: TestService;
   before(async () => {
-    prod = await startTestService({ NODE_ENV: 'production', VOICE_SERVICE_URL: 'ws://127.0.0.1:9', PROVIDER_A_API_URL: 'http://127.0.0.1:9', PROVIDER_B_API_URL: 'http://127.0.0.1:9/v2', SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'), PUBLIC_BASE_URL: 'https://voice.example.com', OUTBOUND_ALLOW_LIST: 'localhost', MCP_CONNECT_TIMEOUT_MS: '1500' });
+    prod = await startTestService({
+      NODE_ENV: 'production',
+      VOICE_SERVICE_URL: 'ws://127.0.0.1:9',
+      PROVIDER_A_API_URL: 'http://127.0.0.1:9',
+      PROVIDER_B_API_URL: 'http://127.0.0.1:9/v2',
+      SECRETS_KEY: Buffer.alloc(32, 7).toString('base64'),
+      PUBLIC_BASE_URL: 'https://voice.example.com',
+      OUTBOUND_ALLOW_LIST: 'localhost',
+      MCP_CONNECT_TIMEOUT_MS: '1500',
+    });
   });
   after(() => prod.close());
 
@@ -220,7 +281,15 @@ describe('MCP server URLs in production', () => {
       [{ name: 'Private', url: 'http://10.0.0.5/mcp' }, 'url'],
       [{ name: 'Metadata', url: 'http://169.254.169.254/latest/meta-data' }, 'url'],
       [{ name: 'IPv6 loopback', url: 'http://[::1]:8080/mcp' }, 'url'],
-      [{ name: 'OAuth', url: 'https://93.184.215.14/mcp', auth_type: 'oauth2', oauth_config: { client_id: 'c', authorization_url: 'https://93.184.215.14/authorize', token_url: 'http://192.168.1.1/token' } }, 'oauth_config.token_url'],
+      [
+        {
+          name: 'OAuth',
+          url: 'https://93.184.215.14/mcp',
+          auth_type: 'oauth2',
+          oauth_config: { client_id: 'c', authorization_url: 'https://93.184.215.14/authorize', token_url: 'http://192.168.1.1/token' },
+        },
+        'oauth_config.token_url',
+      ],
     ];
     for (const [body, param] of cases) {
       const res = await prod.http.post('/api/v1/mcp-servers').set(auth(tn)).send(body);
@@ -234,11 +303,17 @@ describe('MCP server URLs in production', () => {
   it('calls an internal host only when OUTBOUND_ALLOW_LIST names it; moving a server to a blocked address is refused and changes nothing', async () => {
     const tn = await tenant(prod);
     const port = open.url.split(':').pop();
-    const created = await prod.http.post('/api/v1/mcp-servers').set(auth(tn)).send({ name: 'Allowed', url: `http://localhost:${port}/mcp` });
+    const created = await prod.http
+      .post('/api/v1/mcp-servers')
+      .set(auth(tn))
+      .send({ name: 'Allowed', url: `http://localhost:${port}/mcp` });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     assert.equal(created.body.status, 'ok', JSON.stringify(created.body.error));
     const before = await prod.service.db.knex('mcp_servers').where({ id: created.body.mcp_server_id }).first();
-    const moved = await prod.http.patch(`/api/v1/mcp-servers/${created.body.mcp_server_id}`).set(auth(tn)).send({ url: `http://127.0.0.1:${port}/mcp` });
+    const moved = await prod.http
+      .patch(`/api/v1/mcp-servers/${created.body.mcp_server_id}`)
+      .set(auth(tn))
+      .send({ url: `http://127.0.0.1:${port}/mcp` });
     assert.equal(moved.status, 422);
     assert.equal(moved.body.error.code, 'url_not_allowed');
     assert.equal(moved.body.error.param, 'url');
@@ -253,7 +328,10 @@ describe('the connect timeout at its real value', () => {
     try {
       const tn = await tenant(real);
       const started = Date.now();
-      const res = await real.http.post('/api/v1/mcp-servers').set(auth(tn)).send({ name: 'Silent', url: `${silent.url}/mcp` });
+      const res = await real.http
+        .post('/api/v1/mcp-servers')
+        .set(auth(tn))
+        .send({ name: 'Silent', url: `${silent.url}/mcp` });
       const elapsed = Date.now() - started;
       assert.equal(res.status, 201);
       assert.equal(res.body.error.code, 'timeout');
@@ -289,7 +367,10 @@ describe('update, refresh, delete', () => {
     assert.equal(renamed.body.status, 'error', 'no reconnect on a rename');
     assert.equal(bearer.requests.length, before);
 
-    const rotated = await t.http.patch(`/api/v1/mcp-servers/${s.mcp_server_id}`).set(auth(tn)).send({ static_auth: { bearer_token: BEARER } });
+    const rotated = await t.http
+      .patch(`/api/v1/mcp-servers/${s.mcp_server_id}`)
+      .set(auth(tn))
+      .send({ static_auth: { bearer_token: BEARER } });
     assert.equal(rotated.status, 200);
     assert.equal(rotated.body.status, 'ok', JSON.stringify(rotated.body.error));
     assert.equal(rotated.body.tools.length, 2);
@@ -297,7 +378,10 @@ describe('update, refresh, delete', () => {
 
     const port = await closedPort();
     // Another origin: the credentials must come along (they are never moved to a new host on their own).
-    const moved = await t.http.patch(`/api/v1/mcp-servers/${s.mcp_server_id}`).set(auth(tn)).send({ url: `http://127.0.0.1:${port}/mcp`, static_auth: { bearer_token: BEARER } });
+    const moved = await t.http
+      .patch(`/api/v1/mcp-servers/${s.mcp_server_id}`)
+      .set(auth(tn))
+      .send({ url: `http://127.0.0.1:${port}/mcp`, static_auth: { bearer_token: BEARER } });
     assert.equal(moved.status, 200);
     assert.equal(moved.body.status, 'error');
     assert.equal(moved.body.error.code, 'unreachable');
@@ -324,7 +408,11 @@ describe('update, refresh, delete', () => {
       [{ auth_type: 'oauth2' }, 'oauth_config_required', 'oauth_config'],
       [{ auth_type: 'oauth2', oauth_config: { client_id: 'c' } }, 'oauth_config_required', 'oauth_config.authorization_url'],
       [{ oauth_config: { client_id: 'c' } }, 'auth_config_mismatch', 'oauth_config'],
-      [{ auth_type: 'oauth2', oauth_config: { client_id: 'c', authorization_url: oauth.authorizationUrl, token_url: oauth.tokenUrl, access_token: 'x' } }, 'unknown_field', 'oauth_config.access_token'],
+      [
+        { auth_type: 'oauth2', oauth_config: { client_id: 'c', authorization_url: oauth.authorizationUrl, token_url: oauth.tokenUrl, access_token: 'x' } },
+        'unknown_field',
+        'oauth_config.access_token',
+      ],
     ];
     for (const [body, code, param] of cases) {
       const res = await t.http.patch(`/api/v1/mcp-servers/${s.mcp_server_id}`).set(auth(tn)).send(body);
@@ -391,7 +479,12 @@ describe('agents and their MCP servers', () => {
     const tn = await tenant(t);
     const agent = (await t.http.post('/api/v1/agents').set(auth(tn)).send({ name: 'Support' })).body;
     const s = await serverOf(tn, { name: 'Orders', url: bearer.sseUrl, transport: 'sse', auth_type: 'static', static_auth: { bearer_token: BEARER } });
-    const pending = await serverOf(tn, { name: 'Calendar', url: oauthMcp.streamableUrl, auth_type: 'oauth2', oauth_config: { client_id: oauth.clientId, authorization_url: oauth.authorizationUrl, token_url: oauth.tokenUrl } });
+    const pending = await serverOf(tn, {
+      name: 'Calendar',
+      url: oauthMcp.streamableUrl,
+      auth_type: 'oauth2',
+      oauth_config: { client_id: oauth.clientId, authorization_url: oauth.authorizationUrl, token_url: oauth.tokenUrl },
+    });
     for (const sid of [s.mcp_server_id, pending.mcp_server_id, s.mcp_server_id]) {
       const res = await t.http.put(`/api/v1/agents/${agent.agent_id}/mcp-servers/${sid}`).set(auth(tn));
       assert.equal(res.status, 200, JSON.stringify(res.body));
@@ -427,7 +520,10 @@ describe('agents and their MCP servers', () => {
     assert.equal(notYet.errorCode, 'consent_required');
     const silent = await startPlainPeer(() => undefined);
     closers.push(silent.close);
-    await t.service.db.knex('mcp_servers').where({ id: s.mcp_server_id }).update({ url: `${silent.url}/sse` });
+    await t.service.db
+      .knex('mcp_servers')
+      .where({ id: s.mcp_server_id })
+      .update({ url: `${silent.url}/sse` });
     const slow = await t.service.mcp.callTool(tn.workspaceId, s.mcp_server_id, 'add', { a: 1, b: 1 }, { timeoutMs: 300 });
     assert.equal(slow.errorCode, 'timeout');
 
@@ -446,7 +542,10 @@ describe('agents and their MCP servers', () => {
     const foreignAgent = (await t.http.post('/api/v1/agents').set(auth(other)).send({ name: 'Theirs' })).body;
     const s = await serverOf(tn, { name: 'Orders', url: open.streamableUrl });
     const unknown = 'agt_01JD5Z8A1B2C3D4E5F6G7H8J9K';
-    for (const [agentId, status, code] of [[unknown, 404, 'agent_not_found'], [foreignAgent.agent_id, 403, 'forbidden']] as const) {
+    for (const [agentId, status, code] of [
+      [unknown, 404, 'agent_not_found'],
+      [foreignAgent.agent_id, 403, 'forbidden'],
+    ] as const) {
       for (const res of [
         await t.http.put(`/api/v1/agents/${agentId}/mcp-servers/${s.mcp_server_id}`).set(auth(tn)),
         await t.http.delete(`/api/v1/agents/${agentId}/mcp-servers/${s.mcp_server_id}`).set(auth(tn)),
@@ -475,7 +574,13 @@ describe('OAuth 2.0 MCP servers', () => {
     name: 'Clinic <calendar>',
     url: oauthMcp.streamableUrl,
     auth_type: 'oauth2',
-    oauth_config: { client_id: oauth.clientId, client_secret: oauth.clientSecret, authorization_url: oauth.authorizationUrl, token_url: oauth.tokenUrl, scopes: ['calendar.read', 'calendar.write'] },
+    oauth_config: {
+      client_id: oauth.clientId,
+      client_secret: oauth.clientSecret,
+      authorization_url: oauth.authorizationUrl,
+      token_url: oauth.tokenUrl,
+      scopes: ['calendar.read', 'calendar.write'],
+    },
   });
 
   it('is not usable until consent; consent with PKCE stores sealed tokens, lists tools, refreshes before expiry', async () => {
@@ -485,7 +590,14 @@ describe('OAuth 2.0 MCP servers', () => {
     assert.deepEqual(s.error, { code: 'consent_required', message: (s.error as { message: string }).message });
     assert.equal(s.oauth_status, 'consent_required');
     assert.equal(s.usable, false);
-    assert.deepEqual(s.oauth_config, { client_id: oauth.clientId, has_client_secret: true, authorization_url: oauth.authorizationUrl, token_url: oauth.tokenUrl, scopes: ['calendar.read', 'calendar.write'], expires_at: null });
+    assert.deepEqual(s.oauth_config, {
+      client_id: oauth.clientId,
+      has_client_secret: true,
+      authorization_url: oauth.authorizationUrl,
+      token_url: oauth.tokenUrl,
+      scopes: ['calendar.read', 'calendar.write'],
+      expires_at: null,
+    });
     assert.equal(oauthMcp.requests.length, 0, 'nothing is tried before consent');
 
     const started = await t.http.post(`/api/v1/mcp-servers/${s.mcp_server_id}/oauth/authorize`).set(auth(tn));
@@ -531,7 +643,10 @@ describe('OAuth 2.0 MCP servers', () => {
     assert.equal(replay.body.error.code, 'invalid_oauth_state', 'the state is single use');
 
     // Later updates keep the tokens: a rename and a client secret rotation.
-    const updated = await t.http.patch(`/api/v1/mcp-servers/${s.mcp_server_id}`).set(auth(tn)).send({ name: 'Clinic calendar', oauth_config: { client_secret: oauth.clientSecret, scopes: ['calendar.read', 'calendar.write'] } });
+    const updated = await t.http
+      .patch(`/api/v1/mcp-servers/${s.mcp_server_id}`)
+      .set(auth(tn))
+      .send({ name: 'Clinic calendar', oauth_config: { client_secret: oauth.clientSecret, scopes: ['calendar.read', 'calendar.write'] } });
     assert.equal(updated.status, 200);
     assert.equal(updated.body.oauth_status, 'authorized');
     assert.equal(updated.body.status, 'ok');
@@ -547,7 +662,10 @@ describe('OAuth 2.0 MCP servers', () => {
       assert.equal(refreshed.status, 200);
       assert.equal(refreshed.body.status, 'ok', JSON.stringify(refreshed.body.error));
       const grants = oauth.grants.slice(grantsBefore);
-      assert.deepEqual(grants.map((g) => g.grant_type), ['refresh_token']);
+      assert.deepEqual(
+        grants.map((g) => g.grant_type),
+        ['refresh_token'],
+      );
       const newest = oauth.issued.at(-2)!;
       assert.equal(oauthMcp.requests.at(-1)!.headers.authorization, `Bearer ${newest}`);
       assert.ok(Date.parse(refreshed.body.oauth_config.expires_at) > clock.now().getTime() + 3500 * 1000);
@@ -581,7 +699,8 @@ describe('OAuth 2.0 MCP servers', () => {
   it('answers the callback errors: missing, unknown and expired state, denied consent, missing code, failed exchange', async () => {
     const tn = await tenant(t);
     const s = await serverOf(tn, oauthBody());
-    const start = async () => new URL((await t.http.post(`/api/v1/mcp-servers/${s.mcp_server_id}/oauth/authorize`).set(auth(tn))).body.authorization_url).searchParams.get('state')!;
+    const start = async () =>
+      new URL((await t.http.post(`/api/v1/mcp-servers/${s.mcp_server_id}/oauth/authorize`).set(auth(tn))).body.authorization_url).searchParams.get('state')!;
     const callback = (q: Record<string, string>) => t.http.get(`/api/v1/mcp-servers/oauth/callback?${new URLSearchParams(q)}`);
     const before = await rowOf(s.mcp_server_id);
 
@@ -622,7 +741,8 @@ describe('OAuth 2.0 MCP servers', () => {
     assert.equal(res.body.oauth_status, 'not_applicable');
     assert.equal(res.body.status, 'ok');
     const row = await rowOf(s.mcp_server_id);
-    for (const col of ['oauth_client_id', 'oauth_client_secret', 'oauth_access_token', 'oauth_refresh_token', 'oauth_expires_at']) assert.equal(row[col], null, col);
+    for (const col of ['oauth_client_id', 'oauth_client_secret', 'oauth_access_token', 'oauth_refresh_token', 'oauth_expires_at'])
+      assert.equal(row[col], null, col);
   });
 });
 

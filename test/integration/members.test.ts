@@ -24,7 +24,10 @@ describe('members', () => {
     assert.equal(login.body.workspace.id, owner.workspaceId);
     const list = await t.http.get('/api/v1/members').set(bearer(login.body.session_token));
     assert.equal(list.status, 200);
-    assert.deepEqual(list.body.map((m: { role: string }) => m.role), ['owner', 'admin']);
+    assert.deepEqual(
+      list.body.map((m: { role: string }) => m.role),
+      ['owner', 'admin'],
+    );
   });
 
   it('refuses developers and viewers adding members, and creates no one', async () => {

@@ -43,12 +43,20 @@ describe('NUL characters in requests', () => {
       ['patch', `/api/v1/agents/${agentId}`, { variable_placeholders: { [NUL]: 'x' } }, 'variable_placeholders', bearer(tn.apiKey)],
       ['post', '/api/v1/tools', { name: 'nul_tool', description: NUL, url: `${peer.url}/x` }, 'description', bearer(tn.apiKey)],
       ['post', '/api/v1/mcp-servers', { name: NUL, url: `${peer.url}/mcp` }, 'name', bearer(tn.apiKey)],
-      ['post', '/api/v1/batches', { agent_id: agentId, name: 'x', recipients: [{ to_number: '+14155550100', variables: { name: NUL } }] }, 'recipients.0.variables.name', bearer(tn.apiKey)],
+      [
+        'post',
+        '/api/v1/batches',
+        { agent_id: agentId, name: 'x', recipients: [{ to_number: '+14155550100', variables: { name: NUL } }] },
+        'recipients.0.variables.name',
+        bearer(tn.apiKey),
+      ],
       ['post', '/api/v1/documents/text', { name: 'Doc', text: `x${NUL}` }, 'text', bearer(tn.apiKey)],
     ];
     const before = await counts();
     for (const [method, path, body, param, headers] of cases) {
-      const res = await t.http[method as 'post'](path).set(headers ?? {}).send(body);
+      const res = await t.http[method as 'post'](path)
+        .set(headers ?? {})
+        .send(body);
       assert.equal(res.status, 422, `${method} ${path}: ${JSON.stringify(res.body)}`);
       assert.equal(res.body.error.code, 'invalid_value', path);
       assert.equal(res.body.error.param, param, path);
@@ -78,7 +86,10 @@ describe('NUL characters in requests', () => {
   });
 
   it("a document file's NUL characters are dropped from its text", async () => {
-    const res = await t.http.post('/api/v1/documents').set(bearer(tn.apiKey)).attach('file', Buffer.from(`Opening${NUL} hours`), { filename: 'n.txt', contentType: 'text/plain' });
+    const res = await t.http
+      .post('/api/v1/documents')
+      .set(bearer(tn.apiKey))
+      .attach('file', Buffer.from(`Opening${NUL} hours`), { filename: 'n.txt', contentType: 'text/plain' });
     assert.equal(res.status, 201, JSON.stringify(res.body));
     const chunk = await t.service.db.knex('knowledge_chunks').where({ document_id: res.body.doc_id }).first('text');
     assert.equal(chunk.text, 'Openingab hours');

@@ -17,7 +17,12 @@ describe('operator API', () => {
     const res = await t.http.get(`/admin/v1/workspaces/${s.workspaceId}`).set(operator);
     assert.equal(res.status, 200);
     assert.deepEqual(
-      { plan: res.body.plan, subscription_status: res.body.subscription_status, credit_balance_cents: res.body.credit_balance_cents, concurrent_session_limit: res.body.concurrent_session_limit },
+      {
+        plan: res.body.plan,
+        subscription_status: res.body.subscription_status,
+        credit_balance_cents: res.body.credit_balance_cents,
+        concurrent_session_limit: res.body.concurrent_session_limit,
+      },
       { plan: 'trial', subscription_status: 'active', credit_balance_cents: 1000, concurrent_session_limit: 5 },
     );
   });
@@ -28,7 +33,10 @@ describe('operator API', () => {
     const first = await t.http.get('/admin/v1/workspaces?limit=2').set(operator);
     assert.equal(first.status, 200);
     assert.equal(first.body.object, 'list');
-    assert.deepEqual(first.body.data.map((w: { id: string }) => w.id), [ids[2], ids[1]]);
+    assert.deepEqual(
+      first.body.data.map((w: { id: string }) => w.id),
+      [ids[2], ids[1]],
+    );
     assert.equal(first.body.has_more, true);
     assert.equal(first.body.next_cursor, ids[1]);
     const second = await t.http.get(`/admin/v1/workspaces?limit=2&starting_after=${first.body.next_cursor}`).set(operator);
@@ -78,7 +86,12 @@ describe('operator API', () => {
 
   it('refuses a missing or wrong operator token, API keys and dashboard sessions with 401', async () => {
     const tn = await tenant(t);
-    for (const headers of [{}, { Authorization: 'Bearer wrong-token-wrong-token' }, { Authorization: `Bearer ${tn.apiKey}` }, { Authorization: `Bearer ${tn.sessionToken}` }]) {
+    for (const headers of [
+      {},
+      { Authorization: 'Bearer wrong-token-wrong-token' },
+      { Authorization: `Bearer ${tn.apiKey}` },
+      { Authorization: `Bearer ${tn.sessionToken}` },
+    ]) {
       const res = await t.http.get('/admin/v1/workspaces').set(headers);
       assert.equal(res.status, 401);
       assert.equal(res.body.error.code, 'unauthorized');

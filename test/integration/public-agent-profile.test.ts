@@ -47,7 +47,14 @@ describe('the public profile of an agent', () => {
     assert.deepEqual(res.body, { agent_id: agentId, name: 'Maya at Bright Smile', realtime: { enable_webcam: false, enable_screen_share: true } });
     assert.deepEqual(Object.keys(res.body).sort(), ['agent_id', 'name', 'realtime']);
     assert.deepEqual(Object.keys(res.body.realtime).sort(), ['enable_screen_share', 'enable_webcam']);
-    for (const secret of [...Object.values(secrets).flatMap((v) => (typeof v === 'string' ? [v] : Object.values(v))), 'AC0123456789abcdef', '9f8e7d6c5b4a', '+14155550100', a.workspaceId, 'door code']) {
+    for (const secret of [
+      ...Object.values(secrets).flatMap((v) => (typeof v === 'string' ? [v] : Object.values(v))),
+      'AC0123456789abcdef',
+      '9f8e7d6c5b4a',
+      '+14155550100',
+      a.workspaceId,
+      'door code',
+    ]) {
       assert.ok(!res.text.includes(secret), `the profile shows ${secret}`);
     }
 
@@ -61,9 +68,16 @@ describe('the public profile of an agent', () => {
     const agentId = await createAgent({ name: 'Front desk' });
     assert.deepEqual((await t.http.get(profileUrl(agentId))).body.realtime, { enable_webcam: true, enable_screen_share: true }, 'both default to enabled');
 
-    const patched = await t.http.patch(`/api/v1/agents/${agentId}`).set(bearer(a.apiKey)).send({ name: 'Reception', realtime: { enable_webcam: false } });
+    const patched = await t.http
+      .patch(`/api/v1/agents/${agentId}`)
+      .set(bearer(a.apiKey))
+      .send({ name: 'Reception', realtime: { enable_webcam: false } });
     assert.equal(patched.status, 200, JSON.stringify(patched.body));
-    assert.deepEqual((await t.http.get(profileUrl(agentId))).body, { agent_id: agentId, name: 'Reception', realtime: { enable_webcam: false, enable_screen_share: true } });
+    assert.deepEqual((await t.http.get(profileUrl(agentId))).body, {
+      agent_id: agentId,
+      name: 'Reception',
+      realtime: { enable_webcam: false, enable_screen_share: true },
+    });
 
     assert.equal((await t.http.delete(`/api/v1/agents/${agentId}`).set(bearer(a.apiKey))).status, 200);
     const gone = await t.http.get(profileUrl(agentId));
@@ -116,7 +130,14 @@ describe('agent ids cannot be guessed from other ids', () => {
       const u = id.slice(id.indexOf('_') + 1);
       return { time: u.slice(0, 10), random: [...u.slice(10)].reduce((n, c) => n * 32n + BigInt(B32.indexOf(c)), 0n) };
     };
-    const answers = await Promise.all(Array.from({ length: 40 }, (_, i) => t.http.post('/api/v1/agents').set(bearer(a.apiKey)).send({ name: `Guess me ${i}` })));
+    const answers = await Promise.all(
+      Array.from({ length: 40 }, (_, i) =>
+        t.http
+          .post('/api/v1/agents')
+          .set(bearer(a.apiKey))
+          .send({ name: `Guess me ${i}` }),
+      ),
+    );
     const agents = answers.map((r) => parts(r.body.agent_id as string));
     const others = [...answers.map((r) => parts(r.headers['x-request-id'] as string)), ...agents];
     let sameMillisecond = 0;
@@ -135,7 +156,11 @@ describe('agent ids cannot be guessed from other ids', () => {
 describe('CORS: open on the public path only', () => {
   it('a preflight from any origin is answered for the public path; the developer API still refuses that origin', async () => {
     const agentId = await createAgent({ name: 'Preflight' });
-    const pre = await t.http.options(profileUrl(agentId)).set('Origin', SITE).set('Access-Control-Request-Method', 'GET').set('Access-Control-Request-Headers', 'x-request-id');
+    const pre = await t.http
+      .options(profileUrl(agentId))
+      .set('Origin', SITE)
+      .set('Access-Control-Request-Method', 'GET')
+      .set('Access-Control-Request-Headers', 'x-request-id');
     assert.equal(pre.status, 204);
     assert.equal(pre.headers['access-control-allow-origin'], '*');
     assert.match(pre.headers['access-control-allow-methods'], /\bGET\b/);
@@ -147,6 +172,6 @@ describe('CORS: open on the public path only', () => {
     assert.equal(apiPre.body.error.code, 'origin_not_allowed');
     const apiGet = await t.http.get(`/api/v1/agents/${agentId}`).set('Origin', SITE).set(bearer(a.apiKey));
     assert.equal(apiGet.status, 200);
-    assert.equal(apiGet.headers['access-control-allow-origin'], undefined, "the developer API gives that origin no CORS headers");
+    assert.equal(apiGet.headers['access-control-allow-origin'], undefined, 'the developer API gives that origin no CORS headers');
   });
 });

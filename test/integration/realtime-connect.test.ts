@@ -36,7 +36,11 @@ before(async () => {
 after(() => t.close());
 
 async function leases(s: TestService, workspaceId: string): Promise<number> {
-  const [{ count }] = await s.service.db.knex('session_leases').where({ workspace_id: workspaceId }).where('expires_at', '>', new Date()).count<{ count: string }[]>('* as count');
+  const [{ count }] = await s.service.db
+    .knex('session_leases')
+    .where({ workspace_id: workspaceId })
+    .where('expires_at', '>', new Date())
+    .count<{ count: string }[]>('* as count');
   return Number(count);
 }
 
@@ -155,7 +159,15 @@ describe('4402, 4028, 4003, 4029, 1011 and their order', () => {
     const cam = await mintSession(t, a, agentId, 'camera');
     const screen = await mintSession(t, a, agentId, 'screen');
     const voice = await mintSession(t, a, agentId, 'voice');
-    assert.equal((await t.http.patch(`/api/v1/agents/${agentId}`).set(bearer(a.apiKey)).send({ realtime: { enable_webcam: false, enable_screen_share: false } })).status, 200);
+    assert.equal(
+      (
+        await t.http
+          .patch(`/api/v1/agents/${agentId}`)
+          .set(bearer(a.apiKey))
+          .send({ realtime: { enable_webcam: false, enable_screen_share: false } })
+      ).status,
+      200,
+    );
     await expectRefusal(cam.ws_url, ...CLOSE.camera);
     await expectRefusal(screen.ws_url, ...CLOSE.screen);
     const c = connect(voice.ws_url);
@@ -233,7 +245,10 @@ describe('the connected state', () => {
     const started = await c.next();
     assert.equal(started.type, 'session_started');
     assert.match(String(started.session_id), /^conv_[0-9A-Z]{26}$/);
-    assert.deepEqual([started.agent_id, started.user_id, started.source, started.audio_format], [agentId, 'visitor-77', 'voice', { encoding: 'pcm16le', sample_rate: 24000, channels: 1 }]);
+    assert.deepEqual(
+      [started.agent_id, started.user_id, started.source, started.audio_format],
+      [agentId, 'visitor-77', 'voice', { encoding: 'pcm16le', sample_rate: 24000, channels: 1 }],
+    );
     const err = await c.next('error');
     assert.equal(err.code, 'unsupported_mime_type');
     assert.equal(await leases(t, a.workspaceId), 1);
@@ -363,7 +378,15 @@ function rawRequest(url: string, request: string, timeoutMs = 3000): Promise<{ r
 }
 
 const upgradeRequest = (path: string, headers: Record<string, string> = { 'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Version': '13' }) =>
-  [`GET ${path} HTTP/1.1`, 'Host: 127.0.0.1', 'Upgrade: websocket', 'Connection: Upgrade', ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`), '', ''].join('\r\n');
+  [
+    `GET ${path} HTTP/1.1`,
+    'Host: 127.0.0.1',
+    'Upgrade: websocket',
+    'Connection: Upgrade',
+    ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+    '',
+    '',
+  ].join('\r\n');
 
 describe('upgrade requests the realtime endpoint does not take', () => {
   it('an upgrade to any other path gets 404 with the error envelope and Connection: close, and its socket is closed', async () => {
@@ -406,7 +429,13 @@ describe('ping/pong while a session is being admitted', () => {
   let sp: TestService;
   before(async () => {
     // Admission takes ~1.4 s of voice-service retries (200 + 400 + 800 ms), many ping intervals.
-    sp = await startTestService({ ...FAST, REALTIME_PING_INTERVAL_MS: '100', VOICE_RETRY_MAX: '3', VOICE_RETRY_BASE_MS: '200', VOICE_RETRY_MAX_DELAY_MS: '800' });
+    sp = await startTestService({
+      ...FAST,
+      REALTIME_PING_INTERVAL_MS: '100',
+      VOICE_RETRY_MAX: '3',
+      VOICE_RETRY_BASE_MS: '200',
+      VOICE_RETRY_MAX_DELAY_MS: '800',
+    });
   });
   after(() => sp.close());
 
@@ -442,7 +471,10 @@ describe('leases on the database clock, shared by two instances with skewed cloc
   let normal: TestService;
   const aheadClock: Clock = { now: () => new Date(Date.now() + 5 * 60_000) };
   const dbLease = async (s: TestService, id: unknown) =>
-    s.service.db.knex('session_leases').where({ id: String(id) }).first<{ id: string; left_ms: number } | undefined>('id', s.service.db.knex.raw('extract(epoch from expires_at - now()) * 1000 as left_ms'));
+    s.service.db
+      .knex('session_leases')
+      .where({ id: String(id) })
+      .first<{ id: string; left_ms: number } | undefined>('id', s.service.db.knex.raw('extract(epoch from expires_at - now()) * 1000 as left_ms'));
   before(async () => {
     ahead = await startTestService(FAST, { clock: aheadClock });
     normal = await startTestService({ ...FAST, DATABASE_URL: ahead.service.db.url });
@@ -478,7 +510,10 @@ describe('leases on the database clock, shared by two instances with skewed cloc
     await setWorkspace(normal, a.workspaceId, { concurrent_session_limit: 1 });
     const c = connect((await mintSession(normal, a, agentId, 'text')).ws_url);
     const sid = (await c.next('session_started')).session_id;
-    await normal.service.db.knex('session_leases').where({ id: String(sid) }).delete();
+    await normal.service.db
+      .knex('session_leases')
+      .where({ id: String(sid) })
+      .delete();
     await waitFor(() => dbLease(normal, sid), 3000, 'the lease to be re-created');
     await expectRefusal((await mintSession(ahead, a, agentId, 'text')).ws_url, ...CLOSE.slots);
     await c.close();
@@ -493,7 +528,10 @@ describe('leases on the database clock, shared by two instances with skewed cloc
     const keeper = normal.service.realtime.leases;
     keeper.stop();
     try {
-      await normal.service.db.knex('session_leases').where({ id: String(sid) }).delete();
+      await normal.service.db
+        .knex('session_leases')
+        .where({ id: String(sid) })
+        .delete();
       const other = connect((await mintSession(ahead, a, agentId, 'text')).ws_url);
       await other.next('session_started');
       await keeper.heartbeat();

@@ -42,14 +42,21 @@ after(async () => {
 const b64 = (s: string) => Buffer.from(s).toString('base64');
 
 async function withWebhook(tn: Tenant): Promise<string> {
-  const res = await t.http.post('/api/v1/webhooks').set(bearer(tn.apiKey)).send({ url: receiver.url, events: ['call.completed'] });
+  const res = await t.http
+    .post('/api/v1/webhooks')
+    .set(bearer(tn.apiKey))
+    .send({ url: receiver.url, events: ['call.completed'] });
   assert.ok(res.status === 201 || res.status === 200, JSON.stringify(res.body));
   const secret = await t.http.get('/api/v1/webhooks/secret').set(bearer(tn.apiKey));
   return secret.body.webhook_secret as string;
 }
 
 async function eventFor(conversationId: string): Promise<{ body: Record<string, any>; raw: Buffer; headers: http.IncomingHttpHeaders }> {
-  const found = await waitFor(async () => receiver.requests.find((r) => r.rawBody.toString().includes(conversationId)), 8000, `call.completed of ${conversationId}`);
+  const found = await waitFor(
+    async () => receiver.requests.find((r) => r.rawBody.toString().includes(conversationId)),
+    8000,
+    `call.completed of ${conversationId}`,
+  );
   return { body: JSON.parse(found.rawBody.toString()), raw: found.rawBody, headers: found.headers };
 }
 
@@ -86,7 +93,10 @@ describe('a finished session', () => {
     assert.ok(!('call_id' in e), 'the payload has exactly the fields of the spec');
     assert.equal(e.first_message, 'Hi! Ask me anything.');
     assert.equal(e.first_message_delivered, true);
-    assert.deepEqual(e.transcript.map((x: { role: string }) => x.role), ['model', 'user', 'model']);
+    assert.deepEqual(
+      e.transcript.map((x: { role: string }) => x.role),
+      ['model', 'user', 'model'],
+    );
     assert.equal(e.transcript[1].text, 'What are your opening hours on Saturday?');
     for (const x of e.transcript) assert.ok(x.timestamp >= before - 1 && x.timestamp <= Date.now() / 1000 + 1, `Unix seconds: ${x.timestamp}`);
     assert.equal(e.message_count, 3);
@@ -120,7 +130,11 @@ describe('a finished session', () => {
     await c.next('turn_complete');
     await c.close();
     const { body: e } = await eventFor(sessionId);
-    assert.deepEqual(e.transcript.map((x: { role: string }) => x.role), ['model', 'user', 'model'], JSON.stringify(e.transcript));
+    assert.deepEqual(
+      e.transcript.map((x: { role: string }) => x.role),
+      ['model', 'user', 'model'],
+      JSON.stringify(e.transcript),
+    );
     assert.match(e.transcript[1].text, /speech/);
     const row = await t.service.realtime.store.getConversation(sessionId);
     assert.equal(row!.cost_cents, 10, 'one started minute at REALTIME_CENTS_PER_MINUTE');
@@ -203,8 +217,14 @@ describe('during a session', () => {
     const base = `http://127.0.0.1:${(toolServer.address() as AddressInfo).port}`;
     try {
       const agentId = await createAgent(t, tn);
-      for (const [name, path] of [['lookup_appointment', '/fast'], ['slow_lookup', '/slow']]) {
-        const tool = await t.http.post('/api/v1/tools').set(bearer(tn.apiKey)).send({ name, description: `Looks up an appointment (${name}).`, url: `${base}${path}`, method: 'POST' });
+      for (const [name, path] of [
+        ['lookup_appointment', '/fast'],
+        ['slow_lookup', '/slow'],
+      ]) {
+        const tool = await t.http
+          .post('/api/v1/tools')
+          .set(bearer(tn.apiKey))
+          .send({ name, description: `Looks up an appointment (${name}).`, url: `${base}${path}`, method: 'POST' });
         assert.equal(tool.status, 201, JSON.stringify(tool.body));
         assert.equal((await t.http.put(`/api/v1/agents/${agentId}/tools/${tool.body.tool_id ?? tool.body.id}`).set(bearer(tn.apiKey))).status, 200);
       }
@@ -359,12 +379,19 @@ describe('reading finished sessions: getRealtimeConversation and listRealtimeCon
     await c.close();
     await eventFor(sessionId);
     const path = `/api/v1/realtime/conversations/${sessionId}/webhook-deliveries`;
-    const res = await waitFor(async () => {
-      const r = await t.http.get(path).set(bearer(tn.apiKey));
-      return r.status === 200 && r.body.data.length === 1 && r.body.data[0].status !== undefined ? r : undefined;
-    }, 5000, 'delivery recorded');
+    const res = await waitFor(
+      async () => {
+        const r = await t.http.get(path).set(bearer(tn.apiKey));
+        return r.status === 200 && r.body.data.length === 1 && r.body.data[0].status !== undefined ? r : undefined;
+      },
+      5000,
+      'delivery recorded',
+    );
     const [d] = res.body.data;
-    assert.deepEqual([d.event, d.call_id, d.target_url, d.status, d.status_code, d.signed], ['call.completed', sessionId, receiver.url, 'succeeded', 200, true]);
+    assert.deepEqual(
+      [d.event, d.call_id, d.target_url, d.status, d.status_code, d.signed],
+      ['call.completed', sessionId, receiver.url, 'succeeded', 200, true],
+    );
     assert.equal((await t.http.get(path).set(bearer(other.apiKey))).status, 403);
     const none = await t.http.get('/api/v1/realtime/conversations/conv_01JD5Z7Q8Y1C2B3A4N5M6K7P8R/webhook-deliveries').set(bearer(tn.apiKey));
     assert.equal(none.status, 404);
@@ -398,7 +425,12 @@ describe('reading finished sessions: getRealtimeConversation and listRealtimeCon
     const agentA = await createAgent(t, tn);
     const agentB = await createAgent(t, tn);
     const ids: string[] = [];
-    for (const [agent, user] of [[agentA, 'u-1'], [agentA, 'u-2'], [agentB, 'u-1'], [agentA, 'u-1']]) {
+    for (const [agent, user] of [
+      [agentA, 'u-1'],
+      [agentA, 'u-2'],
+      [agentB, 'u-1'],
+      [agentA, 'u-1'],
+    ]) {
       const c = connect((await mintSession(t, tn, agent, 'text', user)).ws_url);
       ids.push(String((await c.next('session_started')).session_id));
       await c.close();
@@ -408,18 +440,33 @@ describe('reading finished sessions: getRealtimeConversation and listRealtimeCon
     const newest = [...ids].reverse();
     const all = await list('');
     assert.equal(all.status, 200);
-    assert.deepEqual(all.body.data.map((x: { conversation_id: string }) => x.conversation_id), newest);
+    assert.deepEqual(
+      all.body.data.map((x: { conversation_id: string }) => x.conversation_id),
+      newest,
+    );
     assert.deepEqual([all.body.object, all.body.has_more, all.body.next_cursor], ['list', false, null]);
     const p1 = await list('?limit=3');
-    assert.deepEqual(p1.body.data.map((x: { conversation_id: string }) => x.conversation_id), newest.slice(0, 3));
+    assert.deepEqual(
+      p1.body.data.map((x: { conversation_id: string }) => x.conversation_id),
+      newest.slice(0, 3),
+    );
     assert.deepEqual([p1.body.has_more, p1.body.next_cursor], [true, newest[2]]);
     const p2 = await list(`?limit=3&starting_after=${p1.body.next_cursor}`);
-    assert.deepEqual(p2.body.data.map((x: { conversation_id: string }) => x.conversation_id), newest.slice(3));
+    assert.deepEqual(
+      p2.body.data.map((x: { conversation_id: string }) => x.conversation_id),
+      newest.slice(3),
+    );
     assert.deepEqual([p2.body.has_more, p2.body.next_cursor], [false, null]);
     const byAgent = await list(`?agent_id=${agentA}`);
-    assert.deepEqual(byAgent.body.data.map((x: { conversation_id: string }) => x.conversation_id), [ids[3], ids[1], ids[0]]);
+    assert.deepEqual(
+      byAgent.body.data.map((x: { conversation_id: string }) => x.conversation_id),
+      [ids[3], ids[1], ids[0]],
+    );
     const byUser = await list('?user_id=u-1');
-    assert.deepEqual(byUser.body.data.map((x: { conversation_id: string }) => x.conversation_id), [ids[3], ids[2], ids[0]]);
+    assert.deepEqual(
+      byUser.body.data.map((x: { conversation_id: string }) => x.conversation_id),
+      [ids[3], ids[2], ids[0]],
+    );
     const both = await list(`?user_id=u-1&agent_id=${agentA}&limit=1`);
     assert.deepEqual([both.body.data[0].conversation_id, both.body.has_more], [ids[3], true]);
     assert.deepEqual((await list('?user_id=nobody')).body.data, []);

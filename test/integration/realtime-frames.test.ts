@@ -91,7 +91,8 @@ describe('in-session errors (voice, camera and screen sessions)', () => {
       c.sendFrame('image/jpeg', `data:image/jpeg;base64,${img.toString('base64')}`);
       c.sendFrame('image/jpeg', img);
       const speech = fixture('audio/caller-question.pcm16le-16k.raw');
-      for (let i = 0; i < speech.length; i += 640) c.sendFrame('audio/pcm', i === 0 ? `data:audio/pcm;base64,${speech.subarray(i, i + 640).toString('base64')}` : speech.subarray(i, i + 640));
+      for (let i = 0; i < speech.length; i += 640)
+        c.sendFrame('audio/pcm', i === 0 ? `data:audio/pcm;base64,${speech.subarray(i, i + 640).toString('base64')}` : speech.subarray(i, i + 640));
       const silence = fixture('audio/silence-1s.pcm16le-16k.raw');
       for (let i = 0; i < silence.length; i += 640) c.sendFrame('audio/pcm', silence.subarray(i, i + 640));
       // The spoken turn is transcribed, answered with audio, and the turn completes.
@@ -169,7 +170,15 @@ describe('text sessions', () => {
     const before = c.messages.length;
     c.sendFrame('audio/pcm', fixture('audio/caller-hello.pcm16le-16k.raw'));
     c.sendFrame('image/jpeg', fixture('images/camera-frame.jpg'));
-    for (const raw of ['[1]', JSON.stringify({ data: 'AAAA' }), JSON.stringify({ mime_type: 3, data: 'AAAA' }), JSON.stringify({ mime_type: 'video/mp4', data: 'AAAA' }), JSON.stringify({ mime_type: 'text/plain', data: 5 }), JSON.stringify({ mime_type: 'text/plain', data: '***' }), JSON.stringify({ mime_type: 'text/plain', data: '' })]) {
+    for (const raw of [
+      '[1]',
+      JSON.stringify({ data: 'AAAA' }),
+      JSON.stringify({ mime_type: 3, data: 'AAAA' }),
+      JSON.stringify({ mime_type: 'video/mp4', data: 'AAAA' }),
+      JSON.stringify({ mime_type: 'text/plain', data: 5 }),
+      JSON.stringify({ mime_type: 'text/plain', data: '***' }),
+      JSON.stringify({ mime_type: 'text/plain', data: '' }),
+    ]) {
       c.ws.send(raw);
     }
     await settle(300);
@@ -197,7 +206,13 @@ describe('frames sent before session_started (the admission hold)', () => {
   let tn: Tenant;
   let agent: string;
   before(async () => {
-    th = await startTestService({ VOICE_SANDBOX_SPEED: '50', VOICE_SANDBOX_MS_PER_CHAR: '2', VOICE_SANDBOX_END_OF_TURN_MS: '150', REALTIME_ADMISSION_HOLD_FRAMES: '3', REALTIME_ADMISSION_HOLD_BYTES: '65536' });
+    th = await startTestService({
+      VOICE_SANDBOX_SPEED: '50',
+      VOICE_SANDBOX_MS_PER_CHAR: '2',
+      VOICE_SANDBOX_END_OF_TURN_MS: '150',
+      REALTIME_ADMISSION_HOLD_FRAMES: '3',
+      REALTIME_ADMISSION_HOLD_BYTES: '65536',
+    });
     tn = await tenant(th);
     agent = await createAgent(th, tn);
   });

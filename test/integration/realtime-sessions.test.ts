@@ -127,8 +127,17 @@ describe('session-creation errors, each in the spec order, and nothing stored', 
 
   it('404 agent_not_found and 403 for another workspace agent, before body validation', async () => {
     await unchanged(async () => {
-      await expectError(await create(a.apiKey, { agent_id: 'agt_01JD5Z8A1B2C3D4E5F6G7H8J9K', user_id: 'u', source: 'voice' }), 404, 'agent_not_found', 'agent_id');
-      await expectError(await create(a.apiKey, { agent_id: 'agt_01JD5Z8A1B2C3D4E5F6G7H8J9K', user_id: 'u', source: 'voice', unknown_field: 1 }), 404, 'agent_not_found');
+      await expectError(
+        await create(a.apiKey, { agent_id: 'agt_01JD5Z8A1B2C3D4E5F6G7H8J9K', user_id: 'u', source: 'voice' }),
+        404,
+        'agent_not_found',
+        'agent_id',
+      );
+      await expectError(
+        await create(a.apiKey, { agent_id: 'agt_01JD5Z8A1B2C3D4E5F6G7H8J9K', user_id: 'u', source: 'voice', unknown_field: 1 }),
+        404,
+        'agent_not_found',
+      );
       await expectError(await create(a.apiKey, { agent_id: 'nonsense', user_id: 'u', source: 'camera', unknown_field: 1 }), 404, 'agent_not_found');
       // Found by the contract fuzzing: an id holding NUL reached the database (a 500).
       await expectError(await create(a.apiKey, { agent_id: 'agt_\u0000x', user_id: 'u', source: 'voice' }), 404, 'agent_not_found');
@@ -147,7 +156,8 @@ describe('session-creation errors, each in the spec order, and nothing stored', 
       await expectError(await create(a.apiKey, { agent_id: agentId, user_id: 'has\ttab', source: 'voice' }), 422, 'invalid_value', 'user_id');
       await expectError(await create(a.apiKey, { agent_id: agentId, user_id: 'x'.repeat(129), source: 'voice' }), 422, 'invalid_value', 'user_id');
       // Only dots: `/ws/..` would collapse to `/` in the ws_url.
-      for (const dots of ['.', '..', '...']) await expectError(await create(a.apiKey, { agent_id: agentId, user_id: dots, source: 'voice' }), 422, 'invalid_value', 'user_id');
+      for (const dots of ['.', '..', '...'])
+        await expectError(await create(a.apiKey, { agent_id: agentId, user_id: dots, source: 'voice' }), 422, 'invalid_value', 'user_id');
       await expectError(await create(a.apiKey, { agent_id: 42, user_id: 'u', source: 'voice' }), 422, 'invalid_type', 'agent_id');
       await expectError(await create(a.apiKey, [1, 2]), 422);
       await expectError(await create(a.apiKey, {}), 422, 'missing_field');
@@ -168,7 +178,11 @@ describe('session-creation errors, each in the spec order, and nothing stored', 
       await expectError(bad, 422, 'invalid_json');
       const form = await t.http.post('/api/v1/realtime/sessions').set(bearer(a.apiKey)).set('Content-Type', 'text/plain').send('agent_id=x');
       await expectError(form, 415, 'unsupported_media_type');
-      const huge = await t.http.post('/api/v1/realtime/sessions').set(bearer(a.apiKey)).set('Content-Type', 'application/json').send(JSON.stringify({ agent_id: agentId, user_id: 'u', source: 'voice', pad: 'x'.repeat(1024 * 1024 + 10) }));
+      const huge = await t.http
+        .post('/api/v1/realtime/sessions')
+        .set(bearer(a.apiKey))
+        .set('Content-Type', 'application/json')
+        .send(JSON.stringify({ agent_id: agentId, user_id: 'u', source: 'voice', pad: 'x'.repeat(1024 * 1024 + 10) }));
       await expectError(huge, 413, 'payload_too_large');
     });
   });

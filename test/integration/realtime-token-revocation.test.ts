@@ -38,7 +38,8 @@ describe('realtime tokens follow their credential', () => {
   it('logging out a dashboard session voids the tokens it minted', async () => {
     const tn = await tenant(t);
     const agentId = await createAgent(t, tn, {});
-    const minted = (await t.http.post('/api/v1/realtime/sessions').set(bearer(tn.sessionToken)).send({ agent_id: agentId, user_id: 'u1', source: 'text' })).body;
+    const minted = (await t.http.post('/api/v1/realtime/sessions').set(bearer(tn.sessionToken)).send({ agent_id: agentId, user_id: 'u1', source: 'text' }))
+      .body;
     assert.ok(minted.ws_url);
     assert.equal((await t.http.post('/api/v1/auth/logout').set(bearer(tn.sessionToken))).status < 300, true);
     await expectRefusal(minted.ws_url, 4001, 'Invalid authentication token');

@@ -341,7 +341,11 @@ async function callbacksDone(record: SandboxCallRecord, event: string): Promise<
 
 function assertSignedAll(): void {
   const bad = svc.received.filter((r) => !r.signatureOk);
-  assert.deepEqual(bad.map((r) => `${r.provider} ${r.path}`), [], 'every carrier request is signed');
+  assert.deepEqual(
+    bad.map((r) => `${r.provider} ${r.path}`),
+    [],
+    'every carrier request is signed',
+  );
 }
 
 function assertContinuousMedia(conn: Conn): void {
@@ -595,7 +599,8 @@ describe('sandbox carriers', () => {
     it('with callbacks off, only the voice request is made and media still flows', async () => {
       sandbox.setCallbacksEnabled(false);
       try {
-        const sid = (await dialA('+15551230026', { MachineDetection: 'Enable', AsyncAmd: 'true', AsyncAmdStatusCallback: `${svc.url}/a/amd` })).body.sid as string;
+        const sid = (await dialA('+15551230026', { MachineDetection: 'Enable', AsyncAmd: 'true', AsyncAmdStatusCallback: `${svc.url}/a/amd` })).body
+          .sid as string;
         const record = await completed(sid);
         const conn = await svc.conn(sid);
         assert.deepEqual(record.spoken, PERSON_TEXTS);

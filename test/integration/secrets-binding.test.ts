@@ -35,15 +35,21 @@ describe('secrets bound to their row', () => {
     assert.ok(!t.logs.join('').includes(secretA), 'nor logged');
   });
 
-  it("a tool header copied into another tool is not sent by it", async () => {
+  it('a tool header copied into another tool is not sent by it', async () => {
     const a = await tenant(t);
     const b = await tenant(t);
     const create = (key: string, secret: string) =>
-      t.http.post('/api/v1/tools').set(bearer(key)).send({ name: 'lookup', description: 'Looks things up.', url: `${receiver.url}/tool`, headers: { Authorization: secret } });
+      t.http
+        .post('/api/v1/tools')
+        .set(bearer(key))
+        .send({ name: 'lookup', description: 'Looks things up.', url: `${receiver.url}/tool`, headers: { Authorization: secret } });
     const toolA = (await create(a.apiKey, 'Bearer secret-of-a-0123456789')).body;
     const toolB = (await create(b.apiKey, 'Bearer secret-of-b-0123456789')).body;
     const rowA = await t.service.db.knex('tools').where({ id: toolA.tool_id }).first();
-    await t.service.db.knex('tools').where({ id: toolB.tool_id }).update({ headers: JSON.stringify({ Authorization: rowA.headers.Authorization }) });
+    await t.service.db
+      .knex('tools')
+      .where({ id: toolB.tool_id })
+      .update({ headers: JSON.stringify({ Authorization: rowA.headers.Authorization }) });
     const before = receiver.requests.length;
     const res = await t.http.post(`/api/v1/tools/${toolB.tool_id}/test`).set(bearer(b.apiKey)).send({ arguments: {} });
     assert.equal(res.status, 500, res.text);
@@ -51,14 +57,29 @@ describe('secrets bound to their row', () => {
     assert.equal(receiver.requests.length, before, 'nothing was sent');
   });
 
-  it("a provider credential copied into another agent does not open for it", async () => {
+  it('a provider credential copied into another agent does not open for it', async () => {
     const a = await tenant(t);
-    const config = { provider_a_config: { account_sid: 'AC0123456789abcdef0123456789abcdef', auth_token: 'token-of-a-0123456789', phone_number: '+14155550100' } };
-    const agentA = (await t.http.post('/api/v1/agents').set(bearer(a.apiKey)).send({ name: 'A', ...config })).body;
-    const agentB = (await t.http.post('/api/v1/agents').set(bearer(a.apiKey)).send({ name: 'B', ...config })).body;
+    const config = {
+      provider_a_config: { account_sid: 'AC0123456789abcdef0123456789abcdef', auth_token: 'token-of-a-0123456789', phone_number: '+14155550100' },
+    };
+    const agentA = (
+      await t.http
+        .post('/api/v1/agents')
+        .set(bearer(a.apiKey))
+        .send({ name: 'A', ...config })
+    ).body;
+    const agentB = (
+      await t.http
+        .post('/api/v1/agents')
+        .set(bearer(a.apiKey))
+        .send({ name: 'B', ...config })
+    ).body;
     const rowA = await t.service.db.knex('agents').where({ id: agentA.agent_id }).first();
     const rowB = await t.service.db.knex('agents').where({ id: agentB.agent_id }).first();
-    await t.service.db.knex('agents').where({ id: agentB.agent_id }).update({ provider_a_config: JSON.stringify({ ...rowB.provider_a_config, auth_token: rowA.provider_a_config.auth_token }) });
+    await t.service.db
+      .knex('agents')
+      .where({ id: agentB.agent_id })
+      .update({ provider_a_config: JSON.stringify({ ...rowB.provider_a_config, auth_token: rowA.provider_a_config.auth_token }) });
     assert.equal((await t.service.agents.loadForRuntime(a.workspaceId, agentA.agent_id)).providerA?.authToken, 'token-of-a-0123456789');
     await assert.rejects(t.service.agents.loadForRuntime(a.workspaceId, agentB.agent_id));
   });

@@ -33,7 +33,16 @@ after(async () => {
 function start(secretsKey: string): Promise<RunningService> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-key-'));
   dirs.push(dataDir);
-  const config = loadConfig({ NODE_ENV: 'test', DATABASE_URL: db.url, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', SECRETS_KEY: secretsKey, SHUTDOWN_GRACE_MS: '500' });
+  const config = loadConfig({
+    NODE_ENV: 'test',
+    DATABASE_URL: db.url,
+    DATA_DIR: dataDir,
+    PORT: '0',
+    HOST: '127.0.0.1',
+    LOG_LEVEL: 'silent',
+    SECRETS_KEY: secretsKey,
+    SHUTDOWN_GRACE_MS: '500',
+  });
   return startService(config, createLogger('silent'));
 }
 
@@ -50,7 +59,11 @@ describe('SECRETS_KEY across instances', () => {
     } finally {
       await first.close();
     }
-    await assert.rejects(start(K2), (err: Error) => err instanceof SecretsKeyMismatchError && /SECRETS_KEY differs/.test(err.message) && !err.message.includes(K1) && !err.message.includes(K2));
+    await assert.rejects(
+      start(K2),
+      (err: Error) =>
+        err instanceof SecretsKeyMismatchError && /SECRETS_KEY differs/.test(err.message) && !err.message.includes(K1) && !err.message.includes(K2),
+    );
 
     const again = await start(K1);
     try {

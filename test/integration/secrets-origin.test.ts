@@ -26,11 +26,12 @@ const SECRET = 'Bearer sk_live_bound_to_home_0123';
 before(async () => {
   t = await startTestService();
   tn = await tenant(t);
-  const record = (peer: string) => async (req: { url: string; headers: Record<string, string | string[] | undefined> }, res: import('node:http').ServerResponse) => {
-    seen.push({ peer, auth: req.headers.authorization as string | undefined, path: req.url });
-    res.writeHead(200, { 'Content-Type': 'application/json' });
-    res.end('{}');
-  };
+  const record =
+    (peer: string) => async (req: { url: string; headers: Record<string, string | string[] | undefined> }, res: import('node:http').ServerResponse) => {
+      seen.push({ peer, auth: req.headers.authorization as string | undefined, path: req.url });
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end('{}');
+    };
   home = await startHttpPeer(record('home'));
   elsewhere = await startHttpPeer(record('elsewhere'));
   mcpHome = await startMcpPeer({ acceptBearer: (tok) => tok === 'mcp-static-secret' });
@@ -66,7 +67,14 @@ describe('tool headers', () => {
 
 describe('MCP credentials', () => {
   it('static credentials are not moved to another origin without being sent again', async () => {
-    const server = (await api('post', '/api/v1/mcp-servers', { name: 'Bound', url: mcpHome.streamableUrl, auth_type: 'static', static_auth: { bearer_token: 'mcp-static-secret' } })).body;
+    const server = (
+      await api('post', '/api/v1/mcp-servers', {
+        name: 'Bound',
+        url: mcpHome.streamableUrl,
+        auth_type: 'static',
+        static_auth: { bearer_token: 'mcp-static-secret' },
+      })
+    ).body;
     const refused = await api('patch', `/api/v1/mcp-servers/${server.mcp_server_id}`, { url: mcpElsewhere.streamableUrl });
     assert.equal(refused.status, 422, JSON.stringify(refused.body));
     assert.equal(refused.body.error.code, 'static_auth_required');
@@ -87,7 +95,10 @@ describe('MCP credentials', () => {
     const id = created.body.mcp_server_id as string;
     // As if consent had happened: tokens stored.
     const seal = (v: string, field: string) => t.service.secrets.seal(v, `mcp_servers/${id}/${field}`);
-    await t.service.db.knex('mcp_servers').where({ id }).update({ oauth_access_token: seal('at-1', 'oauth_access_token'), oauth_refresh_token: seal('rt-1', 'oauth_refresh_token'), oauth_status: 'authorized' });
+    await t.service.db
+      .knex('mcp_servers')
+      .where({ id })
+      .update({ oauth_access_token: seal('at-1', 'oauth_access_token'), oauth_refresh_token: seal('rt-1', 'oauth_refresh_token'), oauth_status: 'authorized' });
     const sameHost = await api('patch', `/api/v1/mcp-servers/${id}`, { oauth_config: { token_url: `${oauth.tokenUrl}?v=2` } });
     assert.equal(sameHost.status, 200, JSON.stringify(sameHost.body));
     let row = await t.service.db.knex('mcp_servers').where({ id }).first();

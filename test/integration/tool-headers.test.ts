@@ -27,16 +27,27 @@ const BAD = ['Bearer abc\r\nX-Injected: 1', 'line\nbreak', 'nul\u0000byte', 'bel
 describe('tool and MCP header values', () => {
   it('refuses bad values on create and update with 422 naming the header; nothing is stored or changed', async () => {
     for (const value of BAD) {
-      const res = await t.http.post('/api/v1/tools').set(bearer(tn.apiKey)).send({ name: 'lookup', description: 'd', url: `${receiver.url}/t`, headers: { 'X-Api-Key': value } });
+      const res = await t.http
+        .post('/api/v1/tools')
+        .set(bearer(tn.apiKey))
+        .send({ name: 'lookup', description: 'd', url: `${receiver.url}/t`, headers: { 'X-Api-Key': value } });
       assert.equal(res.status, 422, `${JSON.stringify(value)}: ${res.text}`);
       assert.equal(res.body.error.param, 'headers.X-Api-Key');
       assert.ok(!res.text.includes(value), 'the value is not echoed');
     }
     assert.deepEqual(await t.service.db.knex('tools').where({ workspace_id: tn.workspaceId }), []);
-    const tool = (await t.http.post('/api/v1/tools').set(bearer(tn.apiKey)).send({ name: 'lookup', description: 'd', url: `${receiver.url}/t`, headers: { 'X-Api-Key': 'good value é' } })).body;
+    const tool = (
+      await t.http
+        .post('/api/v1/tools')
+        .set(bearer(tn.apiKey))
+        .send({ name: 'lookup', description: 'd', url: `${receiver.url}/t`, headers: { 'X-Api-Key': 'good value é' } })
+    ).body;
     const before = await t.service.db.knex('tools').where({ id: tool.tool_id }).first();
     for (const value of BAD) {
-      const res = await t.http.patch(`/api/v1/tools/${tool.tool_id}`).set(bearer(tn.apiKey)).send({ headers: { 'X-Api-Key': value } });
+      const res = await t.http
+        .patch(`/api/v1/tools/${tool.tool_id}`)
+        .set(bearer(tn.apiKey))
+        .send({ headers: { 'X-Api-Key': value } });
       assert.equal(res.status, 422, JSON.stringify(value));
       assert.equal(res.body.error.param, 'headers.X-Api-Key');
     }
@@ -48,7 +59,10 @@ describe('tool and MCP header values', () => {
 
   it('refuses bad MCP static header values and bearer tokens', async () => {
     for (const static_auth of [{ headers: { 'X-Key': 'a\r\nb' } }, { bearer_token: 'tok en' }, { bearer_token: 'tok\u2603' }]) {
-      const res = await t.http.post('/api/v1/mcp-servers').set(bearer(tn.apiKey)).send({ name: 'mcp', url: `${receiver.url}/mcp`, auth_type: 'static', static_auth });
+      const res = await t.http
+        .post('/api/v1/mcp-servers')
+        .set(bearer(tn.apiKey))
+        .send({ name: 'mcp', url: `${receiver.url}/mcp`, auth_type: 'static', static_auth });
       assert.equal(res.status, 422, JSON.stringify(static_auth) + res.text);
     }
     assert.deepEqual(await t.service.db.knex('mcp_servers').where({ workspace_id: tn.workspaceId }), []);

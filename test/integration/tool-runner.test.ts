@@ -99,7 +99,10 @@ describe('ToolRunner', () => {
   it('reports a failing or slow tool as an outcome, never by throwing', async () => {
     const { agentId } = await agentWithEverything();
     const failed = await t.service.toolRunner.call(tn.workspaceId, agentId, 'always_fails', {});
-    assert.deepEqual({ ...failed, durationMs: 0 }, { ok: false, result: { error: 'boom' }, error: 'The endpoint answered 500.', durationMs: 0, source: 'http' });
+    assert.deepEqual(
+      { ...failed, durationMs: 0 },
+      { ok: false, result: { error: 'boom' }, error: 'The endpoint answered 500.', durationMs: 0, source: 'http' },
+    );
     const slow = await t.service.toolRunner.call(tn.workspaceId, agentId, 'slow_tool', {}, { timeoutMs: 150 });
     assert.equal(slow.ok, false);
     assert.equal(slow.error, 'No response within 150 ms.');

@@ -29,7 +29,10 @@ after(async () => {
 });
 
 const tool = (name: string, parameters: Record<string, unknown>) =>
-  t.http.post('/api/v1/tools').set(bearer(tn.apiKey)).send({ name, description: 'Looks things up.', url: `${peer.url}/lookup`, parameters });
+  t.http
+    .post('/api/v1/tools')
+    .set(bearer(tn.apiKey))
+    .send({ name, description: 'Looks things up.', url: `${peer.url}/lookup`, parameters });
 
 describe('hostile patterns in tool parameters', () => {
   it('a catastrophic pattern is matched in linear time, and /healthz keeps answering', async () => {
@@ -41,7 +44,11 @@ describe('hostile patterns in tool parameters', () => {
     });
     assert.equal(created.status, 201, JSON.stringify(created.body));
     const evil = `${'a'.repeat(5000)}!`;
-    const running = t.http.post(`/api/v1/tools/${created.body.tool_id}/test`).set(bearer(tn.apiKey)).send({ arguments: { code: evil, [`${'x'.repeat(5000)}`]: 'v' } }).then((r) => r);
+    const running = t.http
+      .post(`/api/v1/tools/${created.body.tool_id}/test`)
+      .set(bearer(tn.apiKey))
+      .send({ arguments: { code: evil, [`${'x'.repeat(5000)}`]: 'v' } })
+      .then((r) => r);
     const t0 = Date.now();
     const health = await t.http.get('/healthz');
     assert.equal(health.status, 200);
@@ -49,7 +56,10 @@ describe('hostile patterns in tool parameters', () => {
     const res = await running;
     assert.equal(res.status, 422, JSON.stringify(res.body));
     assert.equal(res.body.error.code, 'invalid_arguments');
-    const ok = await t.http.post(`/api/v1/tools/${created.body.tool_id}/test`).set(bearer(tn.apiKey)).send({ arguments: { code: 'aaaa' } });
+    const ok = await t.http
+      .post(`/api/v1/tools/${created.body.tool_id}/test`)
+      .set(bearer(tn.apiKey))
+      .send({ arguments: { code: 'aaaa' } });
     assert.equal(ok.status, 200, JSON.stringify(ok.body));
   });
 
@@ -59,7 +69,11 @@ describe('hostile patterns in tool parameters', () => {
       assert.equal(res.status, 422, `${pattern}: ${JSON.stringify(res.body)}`);
       assert.equal(res.body.error.code, 'invalid_parameters_schema');
     }
-    const [{ count }] = await t.service.db.knex('tools').where({ workspace_id: tn.workspaceId }).where('name', 'like', 'lookaround_%').count<{ count: string }[]>('* as count');
+    const [{ count }] = await t.service.db
+      .knex('tools')
+      .where({ workspace_id: tn.workspaceId })
+      .where('name', 'like', 'lookaround_%')
+      .count<{ count: string }[]>('* as count');
     assert.equal(Number(count), 0, 'nothing stored');
   });
 });

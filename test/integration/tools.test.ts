@@ -38,7 +38,14 @@ before(async () => {
       return res.end(JSON.stringify({ blob: 'é'.repeat(20_000) }));
     }
     res.writeHead(200, { 'Content-Type': 'application/json' });
-    res.end(JSON.stringify({ method: req.method, query: Object.fromEntries(u.searchParams), body: req.body ? JSON.parse(req.body) : null, auth: req.headers.authorization ? 'present' : 'absent' }));
+    res.end(
+      JSON.stringify({
+        method: req.method,
+        query: Object.fromEntries(u.searchParams),
+        body: req.body ? JSON.parse(req.body) : null,
+        auth: req.headers.authorization ? 'present' : 'absent',
+      }),
+    );
   });
 });
 after(async () => {
@@ -73,11 +80,21 @@ async function createAgent(key = tn.apiKey) {
 }
 
 const toolRow = (id: string) => t.service.db.knex('tools').where({ id }).first();
-const toolCount = (workspaceId: string) => t.service.db.knex('tools').where({ workspace_id: workspaceId }).count<{ count: string }[]>('* as count').then((r) => Number(r[0].count));
+const toolCount = (workspaceId: string) =>
+  t.service.db
+    .knex('tools')
+    .where({ workspace_id: workspaceId })
+    .count<{ count: string }[]>('* as count')
+    .then((r) => Number(r[0].count));
 
 describe('tools: CRUD', () => {
   it('creates a tool with defaults; header values are sealed and never returned', async () => {
-    const res = await api('post', '/api/v1/tools', { name: 'check_availability', description: 'Finds slots.', url: `${peer.url}/slots`, headers: { 'X-Clinic': '42', Authorization: HEADER_SECRET } });
+    const res = await api('post', '/api/v1/tools', {
+      name: 'check_availability',
+      description: 'Finds slots.',
+      url: `${peer.url}/slots`,
+      headers: { 'X-Clinic': '42', Authorization: HEADER_SECRET },
+    });
     assert.equal(res.status, 201, res.text);
     const tool = res.body;
     assert.match(tool.tool_id, /^tool_[0-9A-Z]{26}$/);
@@ -97,14 +114,25 @@ describe('tools: CRUD', () => {
     const a = await createTool({}, mine.apiKey);
     const b = await createTool({}, mine.apiKey);
     const list = await api('get', '/api/v1/tools?limit=1', undefined, mine.apiKey);
-    assert.deepEqual(list.body.data.map((x: { tool_id: string }) => x.tool_id), [b.tool_id]);
+    assert.deepEqual(
+      list.body.data.map((x: { tool_id: string }) => x.tool_id),
+      [b.tool_id],
+    );
     assert.equal(list.body.has_more, true);
     const next = await api('get', `/api/v1/tools?limit=1&starting_after=${list.body.next_cursor}`, undefined, mine.apiKey);
-    assert.deepEqual(next.body.data.map((x: { tool_id: string }) => x.tool_id), [a.tool_id]);
+    assert.deepEqual(
+      next.body.data.map((x: { tool_id: string }) => x.tool_id),
+      [a.tool_id],
+    );
 
     const foreign = await createTool({}, other.apiKey);
     const before = await toolRow(foreign.tool_id);
-    for (const [method, suffix, body] of [['get', '', undefined], ['patch', '', { description: 'x' }], ['delete', '', undefined], ['post', '/test', { arguments: {} }]] as const) {
+    for (const [method, suffix, body] of [
+      ['get', '', undefined],
+      ['patch', '', { description: 'x' }],
+      ['delete', '', undefined],
+      ['post', '/test', { arguments: {} }],
+    ] as const) {
       const res = await api(method, `/api/v1/tools/${foreign.tool_id}${suffix}`, body);
       assert.equal(res.status, 403, res.text);
       const none = await api(method, `/api/v1/tools/tool_01JD5Z7Q8Y1C2B3A4N5M6K7P9A${suffix}`, body);
@@ -200,7 +228,10 @@ describe('tools: attach to agents', () => {
     }
     await api('put', `/api/v1/agents/${agentId}/tools/${b.tool_id}`);
     const list = await api('get', `/api/v1/agents/${agentId}/tools`);
-    assert.deepEqual(list.body.data.map((x: { tool_id: string }) => x.tool_id), [b.tool_id, a.tool_id]);
+    assert.deepEqual(
+      list.body.data.map((x: { tool_id: string }) => x.tool_id),
+      [b.tool_id, a.tool_id],
+    );
     const page = await api('get', `/api/v1/agents/${agentId}/tools?limit=1`);
     assert.equal(page.body.has_more, true);
     assert.equal(page.body.next_cursor, b.tool_id);
@@ -209,7 +240,10 @@ describe('tools: attach to agents', () => {
       assert.equal(res.status, 200);
       assert.deepEqual(res.body, { status: 'detached', tool_id: a.tool_id });
     }
-    assert.deepEqual((await api('get', `/api/v1/agents/${agentId}/tools`)).body.data.map((x: { tool_id: string }) => x.tool_id), [b.tool_id]);
+    assert.deepEqual(
+      (await api('get', `/api/v1/agents/${agentId}/tools`)).body.data.map((x: { tool_id: string }) => x.tool_id),
+      [b.tool_id],
+    );
     assert.ok(await toolRow(a.tool_id), 'the workspace tool stays');
   });
 
@@ -238,7 +272,11 @@ describe('tools: attach to agents', () => {
 
 describe('tools: test runs against a real endpoint', () => {
   it('GET sends the arguments in the query string, with the stored headers', async () => {
-    const tool = await createTool({ method: 'GET', headers: { Authorization: HEADER_SECRET }, parameters: { type: 'object', properties: { date: { type: 'string' }, filter: { type: 'object' } }, required: ['date'] } });
+    const tool = await createTool({
+      method: 'GET',
+      headers: { Authorization: HEADER_SECRET },
+      parameters: { type: 'object', properties: { date: { type: 'string' }, filter: { type: 'object' } }, required: ['date'] },
+    });
     const before = peer.requests.length;
     const res = await api('post', `/api/v1/tools/${tool.tool_id}/test`, { arguments: { date: '2026-11-24', filter: { room: 2 } } });
     assert.equal(res.status, 200, res.text);
@@ -263,7 +301,17 @@ describe('tools: test runs against a real endpoint', () => {
     const fail = await createTool({ url: `${peer.url}/fail` });
     let res = await api('post', `/api/v1/tools/${fail.tool_id}/test`, {});
     assert.equal(res.status, 200);
-    assert.deepEqual({ ...res.body, duration_ms: 0 }, { ok: false, status_code: 503, duration_ms: 0, response_body: 'Service Unavailable', response_truncated: false, error: { code: 'http_error', message: 'The endpoint answered 503.' } });
+    assert.deepEqual(
+      { ...res.body, duration_ms: 0 },
+      {
+        ok: false,
+        status_code: 503,
+        duration_ms: 0,
+        response_body: 'Service Unavailable',
+        response_truncated: false,
+        error: { code: 'http_error', message: 'The endpoint answered 503.' },
+      },
+    );
 
     const redirect = await createTool({ url: `${peer.url}/redirect`, method: 'GET' });
     const before = peer.requests.length;
@@ -299,8 +347,28 @@ describe('tools: test runs against a real endpoint', () => {
 
   it('reports a TLS failure (self-signed certificate) as tls_error', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tls-'));
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=127.0.0.1'], { stdio: 'ignore' });
-    const server = https.createServer({ key: fs.readFileSync(path.join(dir, 'key.pem')), cert: fs.readFileSync(path.join(dir, 'cert.pem')) }, (_req, res) => res.end('{}'));
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        path.join(dir, 'key.pem'),
+        '-out',
+        path.join(dir, 'cert.pem'),
+        '-days',
+        '1',
+        '-subj',
+        '/CN=127.0.0.1',
+      ],
+      { stdio: 'ignore' },
+    );
+    const server = https.createServer({ key: fs.readFileSync(path.join(dir, 'key.pem')), cert: fs.readFileSync(path.join(dir, 'cert.pem')) }, (_req, res) =>
+      res.end('{}'),
+    );
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     try {
       const tool = await createTool({ url: `https://127.0.0.1:${(server.address() as AddressInfo).port}/x` });
@@ -324,7 +392,9 @@ describe('tools: test runs against a real endpoint', () => {
   });
 
   it('refuses arguments that do not match the parameters (422 invalid_arguments) without calling', async () => {
-    const tool = await createTool({ parameters: { type: 'object', properties: { date: { type: 'string' } }, required: ['date'], additionalProperties: false } });
+    const tool = await createTool({
+      parameters: { type: 'object', properties: { date: { type: 'string' } }, required: ['date'], additionalProperties: false },
+    });
     const before = peer.requests.length;
     for (const [args, param] of [
       [{}, 'arguments.date'],
@@ -351,7 +421,14 @@ describe('tools: test runs against a real endpoint', () => {
 
 describe('tools: the outbound guard in production', () => {
   it('refuses loopback tool URLs unless allowed, at write and at call time', async () => {
-    const prodEnv = { NODE_ENV: 'production', SECRETS_KEY: '0'.repeat(64), PUBLIC_BASE_URL: 'https://voice.example.com', VOICE_SERVICE_URL: 'ws://127.0.0.1:9', PROVIDER_A_API_URL: 'http://127.0.0.1:9', PROVIDER_B_API_URL: 'http://127.0.0.1:9/v2' };
+    const prodEnv = {
+      NODE_ENV: 'production',
+      SECRETS_KEY: '0'.repeat(64),
+      PUBLIC_BASE_URL: 'https://voice.example.com',
+      VOICE_SERVICE_URL: 'ws://127.0.0.1:9',
+      PROVIDER_A_API_URL: 'http://127.0.0.1:9',
+      PROVIDER_B_API_URL: 'http://127.0.0.1:9/v2',
+    };
     const prod = await startTestService(prodEnv);
     try {
       const owner = await tenant(prod);
@@ -362,7 +439,20 @@ describe('tools: the outbound guard in production', () => {
       assert.equal(refused.body.error.param, 'url');
       assert.equal((await prod.service.db.knex('tools')).length, 0);
       // A tool stored before the address became internal is refused when it runs.
-      const [row] = await prod.service.db.knex('tools').insert({ id: 'tool_01JD5Z7Q8Y1C2B3A4N5M6K7P9Z', workspace_id: owner.workspaceId, name: 'stale', description: 'x', parameters: JSON.stringify({ type: 'object' }), url: `${peer.url}/echo`, method: 'POST', headers: '{}', timeout_ms: 1000 }).returning('id');
+      const [row] = await prod.service.db
+        .knex('tools')
+        .insert({
+          id: 'tool_01JD5Z7Q8Y1C2B3A4N5M6K7P9Z',
+          workspace_id: owner.workspaceId,
+          name: 'stale',
+          description: 'x',
+          parameters: JSON.stringify({ type: 'object' }),
+          url: `${peer.url}/echo`,
+          method: 'POST',
+          headers: '{}',
+          timeout_ms: 1000,
+        })
+        .returning('id');
       const before = peer.requests.length;
       const run = await prod.http.post(`/api/v1/tools/${row.id}/test`).set(bearer(owner.apiKey)).send({});
       assert.equal(run.body.ok, false);
@@ -374,9 +464,15 @@ describe('tools: the outbound guard in production', () => {
     const allowed = await startTestService({ ...prodEnv, OUTBOUND_ALLOW_LIST: '127.0.0.1' });
     try {
       const owner = await tenant(allowed);
-      const created = await allowed.http.post('/api/v1/tools').set(bearer(owner.apiKey)).send({ name: 'local_tool', description: 'Local.', url: `${peer.url}/echo` });
+      const created = await allowed.http
+        .post('/api/v1/tools')
+        .set(bearer(owner.apiKey))
+        .send({ name: 'local_tool', description: 'Local.', url: `${peer.url}/echo` });
       assert.equal(created.status, 201, created.text);
-      const run = await allowed.http.post(`/api/v1/tools/${created.body.tool_id}/test`).set(bearer(owner.apiKey)).send({ arguments: { a: 1 } });
+      const run = await allowed.http
+        .post(`/api/v1/tools/${created.body.tool_id}/test`)
+        .set(bearer(owner.apiKey))
+        .send({ arguments: { a: 1 } });
       assert.equal(run.body.ok, true, run.text);
     } finally {
       await allowed.close();

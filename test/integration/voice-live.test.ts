@@ -104,7 +104,11 @@ describe('voice service: Gemini Live adapter with the sandbox voice service', ()
     sendFrames(session, fixture('silence-1s.pcm16le-16k.raw'));
     sendFrames(session, fixture('silence-1s.pcm16le-16k.raw'));
     await new Promise((r) => setTimeout(r, 900));
-    assert.deepEqual(rec.events.slice(from).map((e) => e.type), [], 'silence produced events');
+    assert.deepEqual(
+      rec.events.slice(from).map((e) => e.type),
+      [],
+      'silence produced events',
+    );
 
     sendFrames(session, fixture('caller-hello.pcm16le-16k.raw'));
     sendFrames(session, fixture('silence-1s.pcm16le-16k.raw'));
@@ -179,7 +183,10 @@ describe('voice service: Gemini Live adapter with the sandbox voice service', ()
     let from = may.rec.events.length;
     may.session.sendText('That is all, goodbye!');
     await may.rec.next('end_conversation', () => true, from);
-    const farewell = may.rec.events.slice(from).filter((e) => e.type === 'output_transcript').pop();
+    const farewell = may.rec.events
+      .slice(from)
+      .filter((e) => e.type === 'output_transcript')
+      .pop();
     assert.deepEqual(farewell, { type: 'output_transcript', text: 'Goodbye! Thank you for talking with a friendly receptionist for Acme Dental.' });
     await may.rec.next('turn_complete', () => true, from);
 
@@ -284,7 +291,10 @@ describe('voice service: barge-in, outages and refused starts', () => {
     const interrupted = await rec.next('interrupted');
     const at = rec.events.indexOf(interrupted);
     assert.ok(!rec.events.slice(0, at).some((e) => e.type === 'turn_complete'), 'interrupted before the greeting completed');
-    const greeting = rec.events.slice(0, at).filter((e) => e.type === 'output_transcript').pop();
+    const greeting = rec.events
+      .slice(0, at)
+      .filter((e) => e.type === 'output_transcript')
+      .pop();
     assert.ok(greeting && greeting.type === 'output_transcript' && greeting.text.length < 'Hello, thanks for calling Acme Dental!'.length);
     await service.close();
   });

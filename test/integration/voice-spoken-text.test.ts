@@ -39,7 +39,6 @@ function agent(overrides: Partial<VoiceSessionConfig> = {}): VoiceSessionConfig 
   };
 }
 
-
 /** A caller's line as the carrier delivers it: 8 kHz, mu-law on the wire, upsampled to 16 kHz. */
 function onTheLine(pcm8k: Buffer, leadSamples: number): Buffer {
   const line = Buffer.concat([Buffer.alloc(leadSamples * 2), pcm8k]);
@@ -137,7 +136,10 @@ describe('sandbox voice service: texts spoken as encoded audio', () => {
     speak(session, 'That is all, goodbye!');
     assert.equal((await rec.next('input_transcript', (e) => e.final, from)).text, 'That is all, goodbye!');
     await rec.next('end_conversation', () => true, from);
-    const farewell = rec.events.slice(from).filter((e) => e.type === 'output_transcript').pop();
+    const farewell = rec.events
+      .slice(from)
+      .filter((e) => e.type === 'output_transcript')
+      .pop();
     assert.deepEqual(farewell, { type: 'output_transcript', text: `Goodbye! Thank you for talking with ${ROLE}.` });
   });
 
@@ -145,8 +147,7 @@ describe('sandbox voice service: texts spoken as encoded audio', () => {
     const { session, rec } = await open();
     const part = (n: number) => `Part ${n}: ${'blah '.repeat(140)}`.trim();
     const pause = Buffer.alloc(2 * 1600);
-    const utterance = (parts: number) =>
-      Buffer.concat(Array.from({ length: parts }, (_, i) => [encodeSpokenText(part(i + 1)), pause]).flat());
+    const utterance = (parts: number) => Buffer.concat(Array.from({ length: parts }, (_, i) => [encodeSpokenText(part(i + 1)), pause]).flat());
 
     let from = rec.events.length;
     sendFrames(session, onTheLine(utterance(2), 77));

@@ -54,7 +54,10 @@ async function exampleReceiver(secrets: string[]) {
 }
 
 async function registerWebhook(tn: Tenant, url: string, events?: string[]) {
-  const res = await t.http.post('/api/v1/webhooks').set(bearer(tn.apiKey)).send(events ? { url, events } : { url });
+  const res = await t.http
+    .post('/api/v1/webhooks')
+    .set(bearer(tn.apiKey))
+    .send(events ? { url, events } : { url });
   assert.ok(res.status === 201 || res.status === 200, JSON.stringify(res.body));
   return res.body as { webhook_id: string };
 }
@@ -106,7 +109,10 @@ describe('webhook delivery', () => {
     const raised = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: facts.conversation_id, webhookUrl: null, payload: facts });
     assert.equal(raised.targets, 2);
     const rows = await settledDeliveries(t.service.db.knex, raised.eventId);
-    assert.deepEqual(rows.map((r) => r.status), ['succeeded', 'succeeded']);
+    assert.deepEqual(
+      rows.map((r) => r.status),
+      ['succeeded', 'succeeded'],
+    );
 
     // The example receiver accepted it with both schemes.
     assert.equal(example.events.length, 1);
@@ -124,7 +130,17 @@ describe('webhook delivery', () => {
     assert.ok(Math.abs(Number(req.headers['webhook-timestamp']) - Date.now() / 1000) < 60);
     const verified = new Webhook(secret).verify(body, req.headers as Record<string, string>);
     assert.deepEqual(verified, JSON.parse(body));
-    assert.ok(validHeaders(Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k === 'content-type' ? 'Content-Type' : k === 'user-agent' ? 'User-Agent' : k === 'x-webhook-signature' ? 'X-Webhook-Signature' : k, v]))), JSON.stringify(validHeaders.errors));
+    assert.ok(
+      validHeaders(
+        Object.fromEntries(
+          Object.entries(req.headers).map(([k, v]) => [
+            k === 'content-type' ? 'Content-Type' : k === 'user-agent' ? 'User-Agent' : k === 'x-webhook-signature' ? 'X-Webhook-Signature' : k,
+            v,
+          ]),
+        ),
+      ),
+      JSON.stringify(validHeaders.errors),
+    );
     assert.throws(() => new Webhook(secret).verify(body.replace('completed', 'c0mpleted'), req.headers as Record<string, string>), /No matching signature/);
 
     // The delivery log, through the API (the contract check validates the records).
@@ -198,7 +214,12 @@ describe('webhook delivery', () => {
     const body = '{"event":"call.completed"}';
     const stripped = await fetch(example.url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', 'x-webhook-signature': createHmac('sha256', await secretOf(tn)).update(body).digest('hex') },
+      headers: {
+        'content-type': 'application/json',
+        'x-webhook-signature': createHmac('sha256', await secretOf(tn))
+          .update(body)
+          .digest('hex'),
+      },
       body,
     });
     assert.equal(stripped.status, 401);
@@ -212,7 +233,12 @@ describe('webhook delivery', () => {
     const hook = await registerWebhook(tn, r.url);
     const facts = callFacts();
     // Same target written differently (host case, explicit default port does not apply to :port, so case only).
-    const raised = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: facts.conversation_id, webhookUrl: r.url.replace('http://', 'HTTP://'), payload: facts });
+    const raised = await t.service.events.callCompleted({
+      workspaceId: tn.workspaceId,
+      callId: facts.conversation_id,
+      webhookUrl: r.url.replace('http://', 'HTTP://'),
+      payload: facts,
+    });
     assert.equal(raised.targets, 1);
     const rows = await settledDeliveries(t.service.db.knex, raised.eventId);
     assert.equal(rows.length, 1);
@@ -221,7 +247,12 @@ describe('webhook delivery', () => {
 
     // The per-call URL alone (not registered, another receiver) gets its own event; the registered one too.
     const own = await receiver();
-    const second = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: facts.conversation_id, webhookUrl: own.url, payload: callFacts() });
+    const second = await t.service.events.callCompleted({
+      workspaceId: tn.workspaceId,
+      callId: facts.conversation_id,
+      webhookUrl: own.url,
+      payload: callFacts(),
+    });
     assert.equal(second.targets, 2);
     const rows2 = await settledDeliveries(t.service.db.knex, second.eventId);
     assert.deepEqual(rows2.map((x) => x.webhook_id).sort(), [hook.webhook_id, null].sort());
@@ -242,7 +273,12 @@ describe('webhook delivery', () => {
 
     const facts = batchFacts();
     const bat = await t.service.events.batchCompleted({ workspaceId: tn.workspaceId, batchId: facts.batch_id, webhookUrl: null, payload: facts });
-    const call = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: null, webhookUrl: null, payload: callFacts({ conversation_id: 'conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2', call_sid: null, to_number: null, provider: 'web' }) });
+    const call = await t.service.events.callCompleted({
+      workspaceId: tn.workspaceId,
+      callId: null,
+      webhookUrl: null,
+      payload: callFacts({ conversation_id: 'conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2', call_sid: null, to_number: null, provider: 'web' }),
+    });
     await settledDeliveries(t.service.db.knex, bat.eventId);
     await settledDeliveries(t.service.db.knex, call.eventId);
     assert.equal(batches.requests.length, 1);
@@ -261,7 +297,18 @@ describe('webhook delivery', () => {
     const r = await receiver();
     await registerWebhook(tn, r.url);
     const withTools = callFacts({
-      tool_calls: [{ name: 'lookup_appointment', source: 'http', arguments: { date: '2026-11-22' }, result: { found: true }, ok: true, error: null, duration_ms: 412, started_at: 1795305113.51 }],
+      tool_calls: [
+        {
+          name: 'lookup_appointment',
+          source: 'http',
+          arguments: { date: '2026-11-22' },
+          result: { found: true },
+          ok: true,
+          error: null,
+          duration_ms: 412,
+          started_at: 1795305113.51,
+        },
+      ],
     });
     const withoutTools = callFacts({ tool_calls: [] });
     const batch = batchFacts({ status: 'canceled' });
@@ -287,7 +334,19 @@ describe('webhook delivery', () => {
     assert.equal(a.created_at, '2026-11-21T23:51:18.000Z');
     assert.equal(a.conversation_id, withTools.conversation_id);
     assert.ok(!('call_id' in a), 'exactly the fields of the spec');
-    assert.deepEqual(Object.keys(c), ['event', 'batch_id', 'agent_id', 'name', 'status', 'total', 'completed_count', 'failed_count', 'voicemail_count', 'created_at', 'completed_at']);
+    assert.deepEqual(Object.keys(c), [
+      'event',
+      'batch_id',
+      'agent_id',
+      'name',
+      'status',
+      'total',
+      'completed_count',
+      'failed_count',
+      'voicemail_count',
+      'created_at',
+      'completed_at',
+    ]);
     assert.equal(c.status, 'canceled');
   });
 
@@ -303,7 +362,10 @@ describe('webhook delivery', () => {
     for (const payload of bad) {
       await assert.rejects(t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: null, webhookUrl: null, payload }), InvalidEventPayloadError);
     }
-    await assert.rejects(t.service.events.batchCompleted({ workspaceId: tn.workspaceId, batchId: 'bat_x', webhookUrl: null, payload: batchFacts({ total: -1 }) }), InvalidEventPayloadError);
+    await assert.rejects(
+      t.service.events.batchCompleted({ workspaceId: tn.workspaceId, batchId: 'bat_x', webhookUrl: null, payload: batchFacts({ total: -1 }) }),
+      InvalidEventPayloadError,
+    );
     assert.equal(await count(), 0);
     assert.equal((await t.service.db.knex('webhook_deliveries').where({ workspace_id: tn.workspaceId })).length, 0);
   });
@@ -332,13 +394,21 @@ describe('webhook delivery', () => {
       const redirecting = await receiver((_r, res) => res.writeHead(status, { Location: target.url }).end());
       await registerWebhook(tn, redirecting.url);
     }
-    const raised = await t.service.events.batchCompleted({ workspaceId: tn.workspaceId, batchId: batchFacts().batch_id, webhookUrl: null, payload: batchFacts() });
+    const raised = await t.service.events.batchCompleted({
+      workspaceId: tn.workspaceId,
+      batchId: batchFacts().batch_id,
+      webhookUrl: null,
+      payload: batchFacts(),
+    });
     const rows = await settledDeliveries(t.service.db.knex, raised.eventId);
-    assert.deepEqual(rows.map((r) => [r.status, r.status_code, r.error]), [
-      ['failed', 301, 'redirect_not_followed'],
-      ['failed', 302, 'redirect_not_followed'],
-      ['failed', 307, 'redirect_not_followed'],
-    ]);
+    assert.deepEqual(
+      rows.map((r) => [r.status, r.status_code, r.error]),
+      [
+        ['failed', 301, 'redirect_not_followed'],
+        ['failed', 302, 'redirect_not_followed'],
+        ['failed', 307, 'redirect_not_followed'],
+      ],
+    );
     assert.equal(target.requests.length, 0, 'the Location was never requested');
   });
 
@@ -378,7 +448,9 @@ describe('webhook delivery', () => {
       }, 100);
     });
     await registerWebhook(tn, slow.url);
-    const raised = await Promise.all(Array.from({ length: 12 }, () => t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: null, webhookUrl: null, payload: callFacts() })));
+    const raised = await Promise.all(
+      Array.from({ length: 12 }, () => t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: null, webhookUrl: null, payload: callFacts() })),
+    );
     for (const e of raised) await settledDeliveries(t.service.db.knex, e.eventId);
     assert.equal(slow.requests.length, 12);
     assert.ok(peak <= 4 && peak >= 2, `peak ${peak}`);
@@ -401,12 +473,19 @@ describe('webhook delivery', () => {
     assert.equal((req.headers['webhook-signature'] as string).split(' ').length, 2);
     assert.ok(new Webhook(newSecret).verify(body, req.headers as Record<string, string>));
     assert.ok(new Webhook(oldSecret).verify(body, req.headers as Record<string, string>));
-    assert.equal(req.headers['x-webhook-signature'], createHmac('sha256', newSecret).update(req.rawBody).digest('hex'), 'X-Webhook-Signature uses the new secret');
+    assert.equal(
+      req.headers['x-webhook-signature'],
+      createHmac('sha256', newSecret).update(req.rawBody).digest('hex'),
+      'X-Webhook-Signature uses the new secret',
+    );
     assert.equal(oldOnly.events.length, 1, 'a receiver still on the old secret keeps accepting during the overlap');
     assert.deepEqual(oldOnly.events[0].verified, { spec: false, standard: true });
 
     // The overlap ends (24 h later): only the new secret signs.
-    await t.service.db.knex('webhook_secrets').where({ workspace_id: tn.workspaceId }).update({ previous_expires_at: new Date(Date.now() - 1000) });
+    await t.service.db
+      .knex('webhook_secrets')
+      .where({ workspace_id: tn.workspaceId })
+      .update({ previous_expires_at: new Date(Date.now() - 1000) });
     const later = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: null, webhookUrl: null, payload: callFacts() });
     await settledDeliveries(t.service.db.knex, later.eventId);
     const after = raw.requests[1];
@@ -459,7 +538,10 @@ describe('webhook delivery when the secret cannot be loaded', () => {
     // The stored secret was sealed with a key this instance does not have (a SECRETS_KEY mix-up):
     // decryption fails at delivery time.
     const foreignBox = new SecretBox(randomBytes(32));
-    await t.service.db.knex('webhook_secrets').where({ workspace_id: tn.workspaceId }).update({ secret_sealed: foreignBox.seal(secret, `webhook_secrets/${tn.workspaceId}`) });
+    await t.service.db
+      .knex('webhook_secrets')
+      .where({ workspace_id: tn.workspaceId })
+      .update({ secret_sealed: foreignBox.seal(secret, `webhook_secrets/${tn.workspaceId}`) });
 
     const raised = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: null, webhookUrl: null, payload: callFacts() });
     const rows = await settledDeliveries(t.service.db.knex, raised.eventId);
@@ -505,7 +587,9 @@ describe('webhook delivery across instances and restarts', () => {
     const r = await receiver((_req, res) => setTimeout(() => res.writeHead(200).end(), 20));
     await registerWebhook(tn, r.url);
     const raised = await Promise.all(
-      Array.from({ length: 60 }, (_, i) => (i % 2 ? sibling : t.service).events.callCompleted({ workspaceId: tn.workspaceId, callId: null, webhookUrl: null, payload: callFacts() })),
+      Array.from({ length: 60 }, (_, i) =>
+        (i % 2 ? sibling : t.service).events.callCompleted({ workspaceId: tn.workspaceId, callId: null, webhookUrl: null, payload: callFacts() }),
+      ),
     );
     // Stop the sibling part-way: what it claimed finishes (a row left claimed would never settle),
     // what it did not claim is left to the other instance.
@@ -515,7 +599,10 @@ describe('webhook delivery across instances and restarts', () => {
     const ids = r.requests.map((x) => x.headers['webhook-id']);
     assert.equal(ids.length, 60, 'every event delivered');
     assert.equal(new Set(ids).size, 60, 'none twice');
-    const rows = await t.service.db.knex('webhook_deliveries').whereIn('event_id', raised.map((e) => e.eventId));
+    const rows = await t.service.db.knex('webhook_deliveries').whereIn(
+      'event_id',
+      raised.map((e) => e.eventId),
+    );
     assert.ok(rows.every((x) => x.state === 'done' && x.status === 'succeeded'));
   });
 

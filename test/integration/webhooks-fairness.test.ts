@@ -52,7 +52,10 @@ async function answeringReceiver(): Promise<Receiver> {
 
 async function withWebhook(url: string): Promise<Tenant> {
   const tn = await tenant(t);
-  const res = await t.http.post('/api/v1/webhooks').set(bearer(tn.apiKey)).send({ url, events: ['call.completed'] });
+  const res = await t.http
+    .post('/api/v1/webhooks')
+    .set(bearer(tn.apiKey))
+    .send({ url, events: ['call.completed'] });
   assert.equal(res.status, 201, JSON.stringify(res.body));
   return tn;
 }

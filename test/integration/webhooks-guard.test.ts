@@ -92,7 +92,12 @@ describe('webhook targets in production', () => {
     const tn = await tenant(t);
     const before = r.requests.length;
     const facts = callFacts();
-    const raised = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: facts.conversation_id, webhookUrl: `http://127.0.0.1:${r.port}/own`, payload: facts });
+    const raised = await t.service.events.callCompleted({
+      workspaceId: tn.workspaceId,
+      callId: facts.conversation_id,
+      webhookUrl: `http://127.0.0.1:${r.port}/own`,
+      payload: facts,
+    });
     const [row] = await settledDeliveries(t.service.db.knex, raised.eventId);
     assert.equal(row.status, 'failed');
     assert.equal(row.error, 'blocked_address');

@@ -12,7 +12,11 @@ before(async () => {
 after(() => t.close());
 
 const rows = (workspaceId: string) => t.service.db.knex('webhooks').where({ workspace_id: workspaceId }).orderBy('id');
-const register = (tn: Tenant, body: unknown) => t.http.post('/api/v1/webhooks').set(bearer(tn.apiKey)).send(body as object);
+const register = (tn: Tenant, body: unknown) =>
+  t.http
+    .post('/api/v1/webhooks')
+    .set(bearer(tn.apiKey))
+    .send(body as object);
 
 describe('webhook registry', () => {
   it('registers a URL for both events by default, lists it, and answers 200 with the same webhook on re-registration', async () => {
@@ -121,7 +125,10 @@ describe('webhook registry', () => {
     assert.equal(first.body.has_more, true);
     assert.equal(first.body.data[0].url, 'http://127.0.0.1:9/p/2');
     const second = await t.http.get(`/api/v1/webhooks?limit=2&starting_after=${first.body.next_cursor}`).set(bearer(tn.apiKey));
-    assert.deepEqual(second.body.data.map((w: { url: string }) => w.url), ['http://127.0.0.1:9/p/0']);
+    assert.deepEqual(
+      second.body.data.map((w: { url: string }) => w.url),
+      ['http://127.0.0.1:9/p/0'],
+    );
     assert.equal(second.body.has_more, false);
   });
 

@@ -50,7 +50,12 @@ async function generate(): Promise<void> {
     `module.exports = ${JSON.stringify({
       api: {
         input: { target: OPENAPI },
-        output: { target: path.join(dir, 'orval/api.ts'), client: 'fetch', mode: 'single', override: { mutator: { path: path.join(dir, 'orval/fetcher.ts'), name: 'customFetch' } } },
+        output: {
+          target: path.join(dir, 'orval/api.ts'),
+          client: 'fetch',
+          mode: 'single',
+          override: { mutator: { path: path.join(dir, 'orval/fetcher.ts'), name: 'customFetch' } },
+        },
       },
     })};\n`,
   );
@@ -73,7 +78,16 @@ before(async () => {
     path.join(dir, 'tsconfig.json'),
     JSON.stringify(
       {
-        compilerOptions: { strict: true, noEmit: true, target: 'ES2022', module: 'ESNext', moduleResolution: 'Bundler', lib: ['ES2022', 'DOM'], types: ['node'], skipLibCheck: true },
+        compilerOptions: {
+          strict: true,
+          noEmit: true,
+          target: 'ES2022',
+          module: 'ESNext',
+          moduleResolution: 'Bundler',
+          lib: ['ES2022', 'DOM'],
+          types: ['node'],
+          skipLibCheck: true,
+        },
         include: [...GENERATORS.map((g) => `${g}/**/*.ts`), 'modelina/**/*.ts'],
       },
       null,
@@ -96,7 +110,9 @@ after(async () => {
 });
 
 function generatedFiles(sub: string): string[] {
-  return (fs.readdirSync(path.join(dir, sub), { recursive: true }) as string[]).filter((f) => f.endsWith('.ts') && !f.endsWith('program.ts') && !f.endsWith('fetcher.ts')).map((f) => path.join(sub, f));
+  return (fs.readdirSync(path.join(dir, sub), { recursive: true }) as string[])
+    .filter((f) => f.endsWith('.ts') && !f.endsWith('program.ts') && !f.endsWith('fetcher.ts'))
+    .map((f) => path.join(sub, f));
 }
 
 describe('SDKs generated from the served documents', () => {
@@ -105,7 +121,8 @@ describe('SDKs generated from the served documents', () => {
     assert.ok(fs.existsSync(path.join(dir, 'hey-api/client/sdk.gen.ts')));
     assert.ok(fs.existsSync(path.join(dir, 'orval/api.ts')));
     const models = fs.readdirSync(path.join(dir, 'modelina'));
-    for (const m of ['CallCompletedEvent.ts', 'BatchCompletedEvent.ts', 'RealtimeClientMessage.ts', 'RealtimeSessionStarted.ts']) assert.ok(models.includes(m), `modelina wrote ${m}: ${models.join(', ')}`);
+    for (const m of ['CallCompletedEvent.ts', 'BatchCompletedEvent.ts', 'RealtimeClientMessage.ts', 'RealtimeSessionStarted.ts'])
+      assert.ok(models.includes(m), `modelina wrote ${m}: ${models.join(', ')}`);
   });
 
   it('no generated type is Record<string, never>', () => {
@@ -123,7 +140,9 @@ describe('SDKs generated from the served documents', () => {
   });
 
   it('the generated code and the programs compile with tsc --strict', async () => {
-    const res = await run(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', path.join(dir, 'tsconfig.json'), '--strict'], { cwd: dir }).catch((e: { stdout?: string; stderr?: string }) => e);
+    const res = await run(process.execPath, [path.join(root, 'node_modules/typescript/bin/tsc'), '-p', path.join(dir, 'tsconfig.json'), '--strict'], {
+      cwd: dir,
+    }).catch((e: { stdout?: string; stderr?: string }) => e);
     assert.equal(`${res.stdout ?? ''}${res.stderr ?? ''}`.trim(), '');
   });
 
@@ -132,11 +151,20 @@ describe('SDKs generated from the served documents', () => {
     const outputs = await Promise.all(
       GENERATORS.map(async (g) => {
         const to = sandboxNumber();
-        sandbox.setScript(to, [{ waitForAgent: true }, { say: 'Please run check_order for A-42.' }, { waitForAgent: true }, { say: 'Great, goodbye.' }, { waitForAgent: true }, { hangup: true }]);
+        sandbox.setScript(to, [
+          { waitForAgent: true },
+          { say: 'Please run check_order for A-42.' },
+          { waitForAgent: true },
+          { say: 'Great, goodbye.' },
+          { waitForAgent: true },
+          { hangup: true },
+        ]);
         const env = { ...process.env, NODE_OPTIONS: '', BASE_URL: t.url, TOOL_URL: peer.url, TO_NUMBER: to };
-        const res = await run(process.execPath, ['--import', 'tsx', path.join(dir, g, 'program.ts')], { cwd: dir, env, timeout: 60_000 }).catch((e: { stdout?: string; stderr?: string; message: string }) => {
-          throw new Error(`${g} failed: ${e.message}\n${e.stdout ?? ''}\n${e.stderr ?? ''}`);
-        });
+        const res = await run(process.execPath, ['--import', 'tsx', path.join(dir, g, 'program.ts')], { cwd: dir, env, timeout: 60_000 }).catch(
+          (e: { stdout?: string; stderr?: string; message: string }) => {
+            throw new Error(`${g} failed: ${e.message}\n${e.stdout ?? ''}\n${e.stderr ?? ''}`);
+          },
+        );
         return JSON.parse(res.stdout.trim().split('\n').pop()!) as Record<string, any>;
       }),
     );

@@ -109,9 +109,7 @@ describe('batch recipients CSV', () => {
 
   it('reports an empty to_number and too long values, one problem per row', async () => {
     const long = 'x'.repeat(11);
-    const r = accepted(
-      await csv(`name,to_number,first_message\nA,,hi\n${long},+1555,${long}\nB,+1666,${'é'.repeat(10)}\n`, { maxValueLength: 10 }),
-    );
+    const r = accepted(await csv(`name,to_number,first_message\nA,,hi\n${long},+1555,${long}\nB,+1666,${'é'.repeat(10)}\n`, { maxValueLength: 10 }));
     assert.deepEqual(r.problems, [
       { row: 2, column: 'to_number', reason: 'invalid_value', message: 'row 2 has no to_number', to_number: null },
       {

@@ -7,7 +7,8 @@ describe('normalizeNumber', () => {
   it('removes what people write between digits and keeps E.164 only', () => {
     assert.equal(normalizeNumber('+1 (415) 555-0123'), '+14155550123');
     assert.equal(normalizeNumber('+44.20.7946.0958'), '+442079460958');
-    for (const bad of ['4155550123', '+0123456', '+1', '+1234567890123456', '555-CALL-NOW', '+1 415 555 0123 ext 9', '']) assert.equal(normalizeNumber(bad), null, bad);
+    for (const bad of ['4155550123', '+0123456', '+1', '+1234567890123456', '555-CALL-NOW', '+1 415 555 0123 ext 9', ''])
+      assert.equal(normalizeNumber(bad), null, bad);
   });
 
   it('takes linear time on hostile input', () => {
@@ -25,7 +26,10 @@ describe('screenRecipients', () => {
       ],
       [{ index: 1, row: 3, column: null, reason: 'invalid_row', message: 'Row 3 has 1 field; the header has 2.', to_number: null }],
     );
-    assert.deepEqual(accepted.map((a) => a.number), ['+14155550123']);
+    assert.deepEqual(
+      accepted.map((a) => a.number),
+      ['+14155550123'],
+    );
     assert.deepEqual(
       skipped.map((s) => [s.index, s.row, s.reason]),
       [

@@ -26,14 +26,29 @@ describe('configuration', () => {
     [{ REALTIME_LEASE_HEARTBEAT_MS: '5000', REALTIME_LEASE_EXPIRY_MS: '4000' }, 'REALTIME_LEASE_HEARTBEAT_MS'],
     [{ NODE_ENV: 'production' }, 'SECRETS_KEY'],
     [{ NODE_ENV: 'production', SECRETS_KEY: '0'.repeat(64), PUBLIC_BASE_URL: 'https://voice.example.com' }, 'VOICE_SERVICE_URL'],
-    [{ NODE_ENV: 'production', SECRETS_KEY: '0'.repeat(64), PUBLIC_BASE_URL: 'https://voice.example.com', VOICE_SERVICE_URL: 'wss://v.example.com' }, 'PROVIDER_A_API_URL'],
-    [{ NODE_ENV: 'production', SECRETS_KEY: '0'.repeat(64), PUBLIC_BASE_URL: 'https://voice.example.com', VOICE_SERVICE_URL: 'wss://v.example.com', PROVIDER_A_API_URL: 'https://api.twilio.com' }, 'PROVIDER_B_API_URL'],
+    [
+      { NODE_ENV: 'production', SECRETS_KEY: '0'.repeat(64), PUBLIC_BASE_URL: 'https://voice.example.com', VOICE_SERVICE_URL: 'wss://v.example.com' },
+      'PROVIDER_A_API_URL',
+    ],
+    [
+      {
+        NODE_ENV: 'production',
+        SECRETS_KEY: '0'.repeat(64),
+        PUBLIC_BASE_URL: 'https://voice.example.com',
+        VOICE_SERVICE_URL: 'wss://v.example.com',
+        PROVIDER_A_API_URL: 'https://api.twilio.com',
+      },
+      'PROVIDER_B_API_URL',
+    ],
     [{ CALL_HEARTBEAT_MS: '5000', CALL_ORPHAN_AFTER_MS: '4000' }, 'CALL_HEARTBEAT_MS'],
     [{ PROVIDER_A_API_URL: 'ftp://carrier' }, 'PROVIDER_A_API_URL'],
   ];
   for (const [env, name] of bad) {
     it(`names ${name} when ${JSON.stringify(env)} is wrong`, () => {
-      assert.throws(() => loadConfig(env), (err: unknown) => err instanceof ConfigError && err.message.includes(name));
+      assert.throws(
+        () => loadConfig(env),
+        (err: unknown) => err instanceof ConfigError && err.message.includes(name),
+      );
     });
   }
 

@@ -39,8 +39,17 @@ describe('G.711 mu-law against the standard', () => {
 
   it('matches the decoder values of the standard table', () => {
     const table: Array<[number, number]> = [
-      [0xff, 0], [0xfe, 8], [0xf0, 120], [0xef, 132], [0xe0, 372], [0x80, 32124],
-      [0x7f, 0], [0x7e, -8], [0x70, -120], [0x6f, -132], [0x00, -32124],
+      [0xff, 0],
+      [0xfe, 8],
+      [0xf0, 120],
+      [0xef, 132],
+      [0xe0, 372],
+      [0x80, 32124],
+      [0x7f, 0],
+      [0x7e, -8],
+      [0x70, -120],
+      [0x6f, -132],
+      [0x00, -32124],
     ];
     for (const [code, value] of table) assert.equal(decode1(code), value, `code 0x${code.toString(16)}`);
   });

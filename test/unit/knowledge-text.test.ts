@@ -16,10 +16,17 @@ describe('chunkText', () => {
     for (const c of chunks) assert.ok(c.length <= 200, `${c.length}`);
     for (let i = 1; i < chunks.length; i++) {
       const prevTail = chunks[i - 1].split(' ').slice(-3);
-      assert.ok(prevTail.some((w) => chunks[i].split(' ').includes(w)), `passage ${i} overlaps the previous one`);
+      assert.ok(
+        prevTail.some((w) => chunks[i].split(' ').includes(w)),
+        `passage ${i} overlaps the previous one`,
+      );
     }
     const seen = new Set(chunks.flatMap((c) => c.split(' ')));
-    assert.deepEqual(words.filter((w) => !seen.has(w)), [], 'no word is lost or cut');
+    assert.deepEqual(
+      words.filter((w) => !seen.has(w)),
+      [],
+      'no word is lost or cut',
+    );
   });
 
   it('prefers paragraph and sentence boundaries', () => {
@@ -38,7 +45,8 @@ describe('chunkText', () => {
 
 describe('htmlToText', () => {
   it('keeps visible text, drops head, scripts, styles and comments, decodes references', () => {
-    const html = '<html><head><title>x</title></head><body><style>p{}</style><p>Fish &amp; chips&nbsp;&#8212; &#x41;<br>next</p><script>alert(1)</script><!-- no --><div>Last</div></body></html>';
+    const html =
+      '<html><head><title>x</title></head><body><style>p{}</style><p>Fish &amp; chips&nbsp;&#8212; &#x41;<br>next</p><script>alert(1)</script><!-- no --><div>Last</div></body></html>';
     assert.equal(normalise(htmlToText(html)), 'Fish & chips — A\nnext\n\nLast');
   });
 

@@ -25,12 +25,14 @@ describe('frame validation', () => {
     assert.deepEqual(decodeBase64('AAE'), Buffer.from([0, 1]));
     assert.deepEqual(decodeBase64('AAE='), Buffer.from([0, 1]));
     assert.deepEqual(decodeBase64('data:audio/pcm;base64,AAE='), Buffer.from([0, 1]));
-    for (const bad of ['A', 'AAE=A', 'AA==AA', 'AA E', 'AA-_', 'data:audio/pcm;base64', 'data:audio/pcm,AAEC', 'AAE==']) assert.equal(decodeBase64(bad), null, bad);
+    for (const bad of ['A', 'AAE=A', 'AA==AA', 'AA E', 'AA-_', 'data:audio/pcm;base64', 'data:audio/pcm,AAEC', 'AAE=='])
+      assert.equal(decodeBase64(bad), null, bad);
   });
 });
 
 describe('client address', () => {
-  const req = (peer: string, xff?: string) => ({ socket: { remoteAddress: peer }, headers: xff ? { 'x-forwarded-for': xff } : {} }) as unknown as IncomingMessage;
+  const req = (peer: string, xff?: string) =>
+    ({ socket: { remoteAddress: peer }, headers: xff ? { 'x-forwarded-for': xff } : {} }) as unknown as IncomingMessage;
 
   it('is the socket peer by default, whatever X-Forwarded-For says', () => {
     const resolve = clientAddressResolver([]);
@@ -49,7 +51,10 @@ describe('client address', () => {
 
   it('TRUSTED_PROXIES must hold addresses or CIDR ranges', () => {
     assert.deepEqual(loadConfig({ TRUSTED_PROXIES: '10.0.0.0/8, ::1' }).TRUSTED_PROXIES, ['10.0.0.0/8', '::1']);
-    assert.throws(() => loadConfig({ TRUSTED_PROXIES: 'proxy.local' }), (e: Error) => e instanceof ConfigError && /TRUSTED_PROXIES/.test(e.message));
+    assert.throws(
+      () => loadConfig({ TRUSTED_PROXIES: 'proxy.local' }),
+      (e: Error) => e instanceof ConfigError && /TRUSTED_PROXIES/.test(e.message),
+    );
   });
 });
 

@@ -12,8 +12,10 @@ import { asyncapiPayloadValidator, openapiDocument, withClosedObjects } from '..
 describe('open response schemas, strict checks', () => {
   it('the served document leaves response schemas open and request schemas closed', () => {
     const schemas = (openapiDocument().components as Record<string, any>).schemas;
-    for (const name of ['Agent', 'Call', 'Document', 'McpServer', 'VoicemailConfig', 'ToolCallRecord']) assert.equal(schemas[name].additionalProperties, undefined, name);
-    for (const name of ['AgentCreateRequest', 'VoicemailConfigInput', 'DocumentCreateRequest', 'McpServerCreateStatic', 'BatchCallingWindowInput']) assert.equal(schemas[name].additionalProperties, false, name);
+    for (const name of ['Agent', 'Call', 'Document', 'McpServer', 'VoicemailConfig', 'ToolCallRecord'])
+      assert.equal(schemas[name].additionalProperties, undefined, name);
+    for (const name of ['AgentCreateRequest', 'VoicemailConfigInput', 'DocumentCreateRequest', 'McpServerCreateStatic', 'BatchCallingWindowInput'])
+      assert.equal(schemas[name].additionalProperties, false, name);
   });
 
   it('the response check refuses a field the schema does not list, at any depth', () => {

@@ -40,7 +40,7 @@ function withNoise(pcm: Buffer, sigma: number, rnd: () => number): Buffer {
 /** Splits a buffer into pieces of random sizes (1..max bytes, even when `even`). */
 function chunks(buf: Buffer, rnd: () => number, max: number, even: boolean): Buffer[] {
   const out: Buffer[] = [];
-  for (let i = 0; i < buf.length; ) {
+  for (let i = 0; i < buf.length;) {
     let size = int(rnd, 1, max);
     if (even) size = Math.max(2, size & ~1);
     out.push(buf.subarray(i, Math.min(buf.length, i + size)));

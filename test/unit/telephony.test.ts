@@ -6,7 +6,13 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { providerASignature, verifyProviderASignature } from '../../src/telephony/provider-a/signature.js';
-import { generateSigningKeyPair, isPublicKeyShape, publicKeyFromBase64, signProviderBWebhook, verifyProviderBSignature } from '../../src/telephony/provider-b/signature.js';
+import {
+  generateSigningKeyPair,
+  isPublicKeyShape,
+  publicKeyFromBase64,
+  signProviderBWebhook,
+  verifyProviderBSignature,
+} from '../../src/telephony/provider-b/signature.js';
 import { dialTwiml, hangupTwiml, rejectTwiml, streamTwiml } from '../../src/telephony/provider-a/twiml.js';
 import { decodeClientState, encodeClientState } from '../../src/telephony/provider-b/rest.js';
 import { providerAMedia } from '../../src/telephony/provider-a/media.js';
@@ -95,9 +101,13 @@ describe('client_state and media frames', () => {
   });
 
   it('parses provider_a frames and writes ours with the stream sid', () => {
-    const start = providerAMedia.parse(JSON.stringify({ event: 'start', streamSid: 'MZ1', start: { streamSid: 'MZ1', callSid: 'CA1', customParameters: { call_id: 'c', stream_token: 't' } } }));
+    const start = providerAMedia.parse(
+      JSON.stringify({ event: 'start', streamSid: 'MZ1', start: { streamSid: 'MZ1', callSid: 'CA1', customParameters: { call_id: 'c', stream_token: 't' } } }),
+    );
     assert.deepEqual(start, { kind: 'start', streamId: 'MZ1', callSid: 'CA1', callId: 'c', streamToken: 't' });
-    const media = providerAMedia.parse(JSON.stringify({ event: 'media', media: { track: 'inbound', chunk: '7', payload: Buffer.alloc(160, 0xff).toString('base64') } }));
+    const media = providerAMedia.parse(
+      JSON.stringify({ event: 'media', media: { track: 'inbound', chunk: '7', payload: Buffer.alloc(160, 0xff).toString('base64') } }),
+    );
     assert.equal(media?.kind, 'media');
     assert.equal(providerAMedia.parse('not json'), null);
     assert.deepEqual(providerAMedia.parse('{"event":"something_new"}'), { kind: 'ignored' });
@@ -107,7 +117,9 @@ describe('client_state and media frames', () => {
 
   it('parses provider_b frames, their client_state, and ignores the outbound track', () => {
     const cs = encodeClientState({ call_id: 'call_01JD5Z9K3M4N5P6Q7R8S9T0V1W', stream_token: 'mst_y' });
-    const start = providerBMedia.parse(JSON.stringify({ event: 'start', stream_id: 's1', start: { call_control_id: 'v3:x', client_state: cs, media_format: { encoding: 'PCMU' } } }));
+    const start = providerBMedia.parse(
+      JSON.stringify({ event: 'start', stream_id: 's1', start: { call_control_id: 'v3:x', client_state: cs, media_format: { encoding: 'PCMU' } } }),
+    );
     assert.deepEqual(start, { kind: 'start', streamId: 's1', callSid: 'v3:x', callId: 'call_01JD5Z9K3M4N5P6Q7R8S9T0V1W', streamToken: 'mst_y' });
     assert.deepEqual(providerBMedia.parse(JSON.stringify({ event: 'media', media: { track: 'outbound', payload: 'AA==' } })), { kind: 'ignored' });
     assert.deepEqual(JSON.parse(providerBMedia.mark('s1', 'turn-1')), { event: 'mark', mark: { name: 'turn-1' } });
@@ -142,7 +154,10 @@ describe('call status rules', () => {
 
   it('ends answered calls as completed or voicemail with the reason known', () => {
     assert.deepEqual(finalState({ ...answered }, false), { status: 'completed', endReason: 'remote_hangup' });
-    assert.deepEqual(finalState({ ...answered, answered_by: 'machine', end_reason_hint: 'agent_hangup' }, false), { status: 'voicemail', endReason: 'agent_hangup' });
+    assert.deepEqual(finalState({ ...answered, answered_by: 'machine', end_reason_hint: 'agent_hangup' }, false), {
+      status: 'voicemail',
+      endReason: 'agent_hangup',
+    });
     assert.deepEqual(finalState({ ...answered, carrier_outcome: 'time_limit' }, false), { status: 'completed', endReason: 'time_limit' });
     assert.deepEqual(finalState({ ...answered, end_reason_hint: 'transferred' }, false), { status: 'completed', endReason: 'transferred' });
     assert.deepEqual(finalState({ ...answered, end_reason_hint: 'service_error' }, false), { status: 'failed', endReason: 'service_error' });

@@ -15,8 +15,7 @@ describe('deterministic post-call analysis', () => {
       t('model', 'Goodbye!', 5),
     ]);
     assert.deepEqual(result, {
-      summary:
-        'Conversation of 2 user and 3 agent turns. The user opened with "Hi, can you book me a cleaning on Tuesday?". The agent last said "Goodbye!".',
+      summary: 'Conversation of 2 user and 3 agent turns. The user opened with "Hi, can you book me a cleaning on Tuesday?". The agent last said "Goodbye!".',
       sentiment: 'positive',
       goal_met: true,
       needs_review: false,

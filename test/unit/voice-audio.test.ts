@@ -1,14 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import {
-  Downsampler24kTo8k,
-  Upsampler8kTo16k,
-  isSpeech,
-  mulawToPcm16,
-  pcm16ToMulaw,
-  rms,
-} from '../../src/voice/audio.js';
+import { Downsampler24kTo8k, Upsampler8kTo16k, isSpeech, mulawToPcm16, pcm16ToMulaw, rms } from '../../src/voice/audio.js';
 
 const FIXTURES = new URL('../fixtures/audio/', import.meta.url);
 const fixture = (name: string) => readFileSync(new URL(name, FIXTURES));

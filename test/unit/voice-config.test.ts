@@ -23,7 +23,10 @@ describe('voice service configuration', () => {
     [{ VOICE_SANDBOX_SPEED: '0' }, 'VOICE_SANDBOX_SPEED'],
   ] as const) {
     it(`names ${name} when ${JSON.stringify(env)} is wrong`, () => {
-      assert.throws(() => loadConfig(env), (err: unknown) => err instanceof ConfigError && err.message.includes(name));
+      assert.throws(
+        () => loadConfig(env),
+        (err: unknown) => err instanceof ConfigError && err.message.includes(name),
+      );
     });
   }
 

@@ -75,13 +75,17 @@ describe('Gemini Live setup', () => {
 
 describe('sandbox model rules', () => {
   const fns = [
-    { name: 'check_stock', description: '', parameters: { type: 'object', properties: { item: { type: 'string' }, qty: { type: 'integer' }, size: { type: 'string', enum: ['small', 'large'] } } } },
+    {
+      name: 'check_stock',
+      description: '',
+      parameters: { type: 'object', properties: { item: { type: 'string' }, qty: { type: 'integer' }, size: { type: 'string', enum: ['small', 'large'] } } },
+    },
     { name: 'end_conversation', description: '', parameters: null },
   ];
   const base = { instruction: 'You are a shop clerk. Be nice.', functions: fns, previousUserText: null };
 
   it('takes the role from the instruction', () => {
-    assert.equal(roleOf('Be nice. You are a shop clerk at Bob\'s! Sell.'), "a shop clerk at Bob's");
+    assert.equal(roleOf("Be nice. You are a shop clerk at Bob's! Sell."), "a shop clerk at Bob's");
     assert.equal(roleOf('Answer questions about trains.'), 'Answer questions about trains');
     assert.equal(roleOf(''), 'your assistant');
   });

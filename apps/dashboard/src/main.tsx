@@ -44,7 +44,14 @@ function View({ session, view, id }: { session: SignedIn; view: string; id: stri
     case 'members':
       return <MembersPage session={session} />;
     default:
-      return <section><h1>Not found</h1><p><a href="#/agents">Go to agents</a></p></section>;
+      return (
+        <section>
+          <h1>Not found</h1>
+          <p>
+            <a href="#/agents">Go to agents</a>
+          </p>
+        </section>
+      );
   }
 }
 
@@ -72,14 +79,18 @@ function App() {
         <strong class="brand">Voice Agents</strong>
         <nav aria-label="Dashboard">
           {VIEWS.filter((v) => v.view !== 'keys' || canAdminister(session) || session.user.role === 'developer').map((v) => (
-            <a key={v.view} href={`#/${v.view}`} aria-current={route.view === v.view ? 'page' : undefined}>{v.label}</a>
+            <a key={v.view} href={`#/${v.view}`} aria-current={route.view === v.view ? 'page' : undefined}>
+              {v.label}
+            </a>
           ))}
         </nav>
         <span class="who" title={`${session.user.email} in ${session.workspace.name}`}>
           {session.workspace.name} · {session.user.email}
         </span>
         <span class={`role role-${session.user.role}`}>{session.user.role}</span>
-        <button type="button" class="secondary" onClick={() => void logout()}>Log out</button>
+        <button type="button" class="secondary" onClick={() => void logout()}>
+          Log out
+        </button>
       </header>
       <main class="content">
         <View session={session} view={route.view} id={route.id} />

@@ -22,7 +22,12 @@ export function ErrorNote({ error }: { error: unknown }) {
         <small>
           {' '}
           <code>{e.code}</code>
-          {e.param && <> on <code>{e.param}</code></>}
+          {e.param && (
+            <>
+              {' '}
+              on <code>{e.param}</code>
+            </>
+          )}
           {e.requestId && <> · request {e.requestId}</>}
         </small>
       )}
@@ -78,22 +83,19 @@ export function usePaged<T>(fetchPage: (cursor: string | undefined) => Promise<P
   const [cursor, setCursor] = useState<string | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [loading, setLoading] = useState(true);
-  const load = useCallback(
-    async (after: string | undefined, append: boolean) => {
-      setLoading(true);
-      try {
-        const page = await fetchPage(after);
-        setItems((prev) => (append ? [...prev, ...page.data] : page.data));
-        setCursor(page.has_more ? page.next_cursor : null);
-        setError(null);
-      } catch (err) {
-        setError(err);
-      } finally {
-        setLoading(false);
-      }
-    },
-    deps,
-  );
+  const load = useCallback(async (after: string | undefined, append: boolean) => {
+    setLoading(true);
+    try {
+      const page = await fetchPage(after);
+      setItems((prev) => (append ? [...prev, ...page.data] : page.data));
+      setCursor(page.has_more ? page.next_cursor : null);
+      setError(null);
+    } catch (err) {
+      setError(err);
+    } finally {
+      setLoading(false);
+    }
+  }, deps);
   useEffect(() => void load(undefined, false), [load]);
   return {
     items,
@@ -133,9 +135,15 @@ export function Field({ label, hint, children }: { label: string; hint?: string;
   const id = useId();
   return (
     <div class="field">
-      <label for={id} class="label">{label}</label>
+      <label for={id} class="label">
+        {label}
+      </label>
       {cloneElement(children, { id, 'aria-describedby': hint ? `${id}-hint` : undefined } as { id: string })}
-      {hint && <small class="hint" id={`${id}-hint`}>{hint}</small>}
+      {hint && (
+        <small class="hint" id={`${id}-hint`}>
+          {hint}
+        </small>
+      )}
     </div>
   );
 }
@@ -151,7 +159,11 @@ export function Status({ value }: { value: string }) {
 }
 
 export function Loading({ when }: { when: boolean }) {
-  return when ? <p class="muted" aria-live="polite">Loading…</p> : null;
+  return when ? (
+    <p class="muted" aria-live="polite">
+      Loading…
+    </p>
+  ) : null;
 }
 
 export function MoreButton({ list }: { list: { hasMore: boolean; loading: boolean; more(): unknown } }) {
@@ -164,7 +176,17 @@ export function MoreButton({ list }: { list: { hasMore: boolean; loading: boolea
 }
 
 /** A form whose submission runs an action with the form (the page does not reload). */
-export function ActionForm({ action, label, inline, children }: { action: { run(form: HTMLFormElement): Promise<boolean> }; label?: string; inline?: boolean; children: ComponentChildren }) {
+export function ActionForm({
+  action,
+  label,
+  inline,
+  children,
+}: {
+  action: { run(form: HTMLFormElement): Promise<boolean> };
+  label?: string;
+  inline?: boolean;
+  children: ComponentChildren;
+}) {
   return (
     <form
       class={inline ? 'inline' : undefined}

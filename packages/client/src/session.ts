@@ -255,7 +255,8 @@ export class Session {
   private async openMedia(): Promise<void> {
     if (this.source === 'text') return;
     const media = navigator.mediaDevices;
-    if (!media?.getUserMedia) throw new VoiceAgentError('media_unavailable', 'This page cannot use the microphone (a secure context, https or localhost, is required).');
+    if (!media?.getUserMedia)
+      throw new VoiceAgentError('media_unavailable', 'This page cannot use the microphone (a secure context, https or localhost, is required).');
     const audio: MediaTrackConstraints = { echoCancellation: true, noiseSuppression: true, autoGainControl: true, channelCount: 1, ...this.opts.audio };
     if (this.source === 'screen') {
       // getDisplayMedia needs the click's user activation: asked for first.
@@ -268,9 +269,7 @@ export class Session {
     }
     const withCamera = this.source === 'camera';
     try {
-      this.streams.push(
-        await media.getUserMedia({ audio, video: withCamera ? { width: { ideal: 640 }, height: { ideal: 480 }, ...this.opts.video } : false }),
-      );
+      this.streams.push(await media.getUserMedia({ audio, video: withCamera ? { width: { ideal: 640 }, height: { ideal: 480 }, ...this.opts.video } : false }));
     } catch (err) {
       throw mediaError(err, withCamera ? 'microphone and camera' : 'microphone');
     }
@@ -379,7 +378,8 @@ export class Session {
     for (const s of this.streams) {
       for (const track of s.getTracks()) {
         track.addEventListener('ended', () => {
-          if (this._state === 'live') this.emit('error', new VoiceAgentError('media_ended', `The ${track.kind === 'audio' ? 'microphone' : track.label || 'video'} stopped.`));
+          if (this._state === 'live')
+            this.emit('error', new VoiceAgentError('media_ended', `The ${track.kind === 'audio' ? 'microphone' : track.label || 'video'} stopped.`));
         });
       }
     }
@@ -422,7 +422,10 @@ export class Session {
   private onClose(code: number, reason: string): void {
     this.releaseMedia();
     if (!this.stopping) {
-      this.emit('error', new VoiceAgentError('connection_lost', `The session was closed by the service (${code}${reason ? ` ${reason}` : ''}).`, { closeCode: code }));
+      this.emit(
+        'error',
+        new VoiceAgentError('connection_lost', `The session was closed by the service (${code}${reason ? ` ${reason}` : ''}).`, { closeCode: code }),
+      );
     }
     this.emit('close', { code, reason });
     this.setState('closed');

@@ -51,7 +51,10 @@ export async function checkDocument(ctx: RunContext): Promise<void> {
       results.fail('contract-document', `operation ${ours.operationId} (${ours.method} ${ours.path}) is missing`);
       continue;
     }
-    results.expect(theirs.method === ours.method && theirs.path === ours.path, `${ours.operationId} is ${theirs.method} ${theirs.path}, the reference has ${ours.method} ${ours.path}`);
+    results.expect(
+      theirs.method === ours.method && theirs.path === ours.path,
+      `${ours.operationId} is ${theirs.method} ${theirs.path}, the reference has ${ours.method} ${ours.path}`,
+    );
     for (const status of ours.statuses) results.expect(theirs.statuses.includes(status), `${ours.operationId} no longer declares ${status}`);
   }
 }
@@ -118,7 +121,7 @@ async function readAll(ctx: RunContext, ws: Workspace, check: string): Promise<v
 }
 
 export async function checkReads(ctx: RunContext): Promise<void> {
-  ctx.results.begin('reads', "every read operation answers its own workspace with a declared status, content type, headers and body");
+  ctx.results.begin('reads', 'every read operation answers its own workspace with a declared status, content type, headers and body');
   if (!ctx.workspaces.length) return ctx.results.skip('needs --api-key (or --allow-writes to sign up)');
   for (const ws of ctx.workspaces) await readAll(ctx, ws, 'reads');
 }
@@ -129,15 +132,23 @@ export async function checkIsolation(ctx: RunContext): Promise<void> {
   if (workspaces.length < 2) return results.skip('needs two workspaces: --api-key twice, or --allow-writes');
   const [a, b] = workspaces;
   const foreign = new Set([...b.ids.values()].flat());
-  if (!foreign.size) return results.skip("the second workspace has no resources to try (run with --allow-writes to create some)");
+  if (!foreign.size) return results.skip('the second workspace has no resources to try (run with --allow-writes to create some)');
   for (const op of developerOps(target.contract).filter((o) => o.pathParams.length > 0)) {
     if (op.method !== 'GET' && !ctx.allowWrites) continue;
     // A write attempt targets only what the checks created: a broken deployment must not damage real data.
     const values = op.pathParams.map((p) => (b.ids.get(p) ?? []).find((id) => op.method === 'GET' || ctx.created.has(id)));
     if (values.some((v) => v === undefined)) continue;
     const params = Object.fromEntries(op.pathParams.map((p, i) => [p, values[i]!]));
-    const res = await target.send('isolation', { op, params, token: a.apiKey, body: op.requestContentTypes.includes('application/json') ? (op.bodyExample ?? {}) : undefined });
-    results.expect(res.status === 403 || res.status === 404 || res.status === 422, `${op.method} ${op.path} with another workspace's ${op.pathParams.join(', ')} answered ${res.status}, not 403/404`);
+    const res = await target.send('isolation', {
+      op,
+      params,
+      token: a.apiKey,
+      body: op.requestContentTypes.includes('application/json') ? (op.bodyExample ?? {}) : undefined,
+    });
+    results.expect(
+      res.status === 403 || res.status === 404 || res.status === 422,
+      `${op.method} ${op.path} with another workspace's ${op.pathParams.join(', ')} answered ${res.status}, not 403/404`,
+    );
     if (res.status < 300) results.fail('isolation', `${op.operationId} served another workspace's resource: ${res.text.slice(0, 200)}`);
   }
   for (const op of developerOps(target.contract).filter((o) => o.method === 'GET' && o.pathParams.length === 0)) {
@@ -181,8 +192,13 @@ export async function checkBadBodies(ctx: RunContext): Promise<void> {
       // Ids in the example name nothing here: the workspace's own take their place, so only the unknown field is wrong.
       const example = Object.fromEntries(Object.entries(op.bodyExample as Record<string, unknown>).map(([k, v]) => [k, ws.ids.get(k)?.[0] ?? v]));
       const res = await target.send('bad-bodies', { op, params, token: ws.apiKey, body: { ...example, [field]: 1 } });
-      const named = res.json?.error?.param === field || (Array.isArray(res.json?.detail) && res.json.detail.some((d: any) => Array.isArray(d.loc) && d.loc.includes(field)));
-      results.expect(res.status === 422 && named, `${op.operationId} answered ${res.status} to an unknown field${res.status === 422 ? ' without naming it' : ''}`);
+      const named =
+        res.json?.error?.param === field ||
+        (Array.isArray(res.json?.detail) && res.json.detail.some((d: any) => Array.isArray(d.loc) && d.loc.includes(field)));
+      results.expect(
+        res.status === 422 && named,
+        `${op.operationId} answered ${res.status} to an unknown field${res.status === 422 ? ' without naming it' : ''}`,
+      );
     }
   }
 }
@@ -194,7 +210,10 @@ export async function signUpWorkspace(ctx: RunContext, label: string): Promise<W
   const createKey = target.op('createApiKey');
   if (!signup || !createKey) return null;
   const email = `conformance-${label}-${Date.now()}-${Math.random().toString(36).slice(2, 8)}@example.com`;
-  const s = await target.send('setup', { op: signup, body: { email, password: `conformance-${Math.random().toString(36)}`, workspace_name: `Conformance ${label}` } });
+  const s = await target.send('setup', {
+    op: signup,
+    body: { email, password: `conformance-${Math.random().toString(36)}`, workspace_name: `Conformance ${label}` },
+  });
   if (s.status !== 201) return null;
   const k = await target.send('setup', { op: createKey, token: s.json.session_token, body: { name: 'conformance' } });
   if (k.status !== 201) return null;
@@ -202,7 +221,14 @@ export async function signUpWorkspace(ctx: RunContext, label: string): Promise<W
 }
 
 /** Creates a resource from the contract's example, remembers its ids and how to delete it. */
-async function create(ctx: RunContext, ws: Workspace, operationId: string, body: unknown, deleteOperationId: string, idField: string): Promise<Response | null> {
+async function create(
+  ctx: RunContext,
+  ws: Workspace,
+  operationId: string,
+  body: unknown,
+  deleteOperationId: string,
+  idField: string,
+): Promise<Response | null> {
   const { target, results } = ctx;
   const op = target.op(operationId);
   if (!op) return null;
@@ -225,7 +251,14 @@ export async function checkWrites(ctx: RunContext): Promise<void> {
   if (!ctx.allowWrites) return results.skip('needs --allow-writes');
   for (const ws of workspaces) {
     await create(ctx, ws, 'createAgent', { name: 'Conformance agent', instruction: 'You answer questions about opening hours.' }, 'deleteAgent', 'agent_id');
-    await create(ctx, ws, 'createTool', { name: 'conformance_lookup', description: 'Looks up opening hours.', url: 'https://1.1.1.1/conformance-tool', method: 'POST' }, 'deleteTool', 'tool_id');
+    await create(
+      ctx,
+      ws,
+      'createTool',
+      { name: 'conformance_lookup', description: 'Looks up opening hours.', url: 'https://1.1.1.1/conformance-tool', method: 'POST' },
+      'deleteTool',
+      'tool_id',
+    );
     await create(ctx, ws, 'createWebhook', { url: 'https://1.1.1.1/conformance-hooks' }, 'deleteWebhook', 'webhook_id');
   }
   const ws = workspaces[0];
@@ -234,7 +267,10 @@ export async function checkWrites(ctx: RunContext): Promise<void> {
   const get = target.op('getAgent');
   if (agentId && update && get) {
     const patched = await target.send('writes', { op: update, params: { agent_id: agentId }, token: ws.apiKey, body: { name: 'Conformance agent, renamed' } });
-    results.expect(patched.status === 200 && patched.json?.name === 'Conformance agent, renamed', `updateAgent answered ${patched.status} without the new name`);
+    results.expect(
+      patched.status === 200 && patched.json?.name === 'Conformance agent, renamed',
+      `updateAgent answered ${patched.status} without the new name`,
+    );
     const read = await target.send('writes', { op: get, params: { agent_id: agentId }, token: ws.apiKey });
     results.expect(read.json?.name === 'Conformance agent, renamed', 'getAgent does not show the update');
   }
@@ -246,12 +282,17 @@ export async function checkWrites(ctx: RunContext): Promise<void> {
     results.expect(gone.status === 200 || gone.status === 204, `deleteAgent answered ${gone.status}`);
     const after = await target.send('writes', { op: get, params: { agent_id: id }, token: ws.apiKey });
     results.expect(after.status === 404, `a deleted agent answers ${after.status}, not 404`);
-    ws.ids.set('agent_id', (ws.ids.get('agent_id') ?? []).filter((x) => x !== id));
+    ws.ids.set(
+      'agent_id',
+      (ws.ids.get('agent_id') ?? []).filter((x) => x !== id),
+    );
   }
 }
 
 /** Waits for the first POST to a receiver this process runs; resolves with its headers and raw body. */
-function startReceiver(host: string): Promise<{ url: string; next: (timeoutMs: number) => Promise<{ headers: http.IncomingHttpHeaders; body: Buffer } | null>; close: () => Promise<void> }> {
+function startReceiver(
+  host: string,
+): Promise<{ url: string; next: (timeoutMs: number) => Promise<{ headers: http.IncomingHttpHeaders; body: Buffer } | null>; close: () => Promise<void> }> {
   const received: Array<{ headers: http.IncomingHttpHeaders; body: Buffer }> = [];
   const waiters: Array<() => void> = [];
   const server = http.createServer((req, res) => {
@@ -301,7 +342,10 @@ async function textSession(wsUrl: string): Promise<boolean> {
 
 export async function checkWebhookSignatures(ctx: RunContext): Promise<void> {
   const { results, target, workspaces } = ctx;
-  results.begin('webhook-signatures', 'a call.completed delivery carries an X-Webhook-Signature (and a Standard Webhooks signature) that verifies with the secret from the API');
+  results.begin(
+    'webhook-signatures',
+    'a call.completed delivery carries an X-Webhook-Signature (and a Standard Webhooks signature) that verifies with the secret from the API',
+  );
   if (!ctx.allowWrites) return results.skip('needs --allow-writes');
   const ops = ['createWebhook', 'getWebhookSecret', 'createAgent', 'createRealtimeSession'].map((id) => target.op(id));
   if (ops.some((o) => !o)) return results.skip('the deployment lacks the webhook or realtime operations');
@@ -314,14 +358,22 @@ export async function checkWebhookSignatures(ctx: RunContext): Promise<void> {
     results.expect(typeof secret === 'string' && secret.length > 0, 'getWebhookSecret gave no secret');
     const agent = await create(ctx, ws, 'createAgent', { name: 'Conformance webhook agent', instruction: 'Answer briefly.' }, 'deleteAgent', 'agent_id');
     if (!agent || !secret) return;
-    const minted = await target.send('webhook-signatures', { op: ops[3]!, token: ws.apiKey, body: { agent_id: agent.json.agent_id, user_id: 'conformance', source: 'text' } });
+    const minted = await target.send('webhook-signatures', {
+      op: ops[3]!,
+      token: ws.apiKey,
+      body: { agent_id: agent.json.agent_id, user_id: 'conformance', source: 'text' },
+    });
     if (minted.status !== 201) return results.fail('webhook-signatures', `createRealtimeSession answered ${minted.status}: ${minted.text.slice(0, 200)}`);
     results.expect(await textSession(minted.json.ws_url), 'the realtime session did not start');
     const delivery = await receiver.next(60_000);
-    if (!delivery) return results.fail('webhook-signatures', 'no webhook delivery arrived within 60 s (can the deployment reach ' + receiver.url + '? set --receiver-host)');
+    if (!delivery)
+      return results.fail('webhook-signatures', 'no webhook delivery arrived within 60 s (can the deployment reach ' + receiver.url + '? set --receiver-host)');
     const header = String(delivery.headers['x-webhook-signature'] ?? '');
     const expected = createHmac('sha256', Buffer.from(secret, 'utf8')).update(delivery.body).digest('hex');
-    results.expect(header.length === expected.length && timingSafeEqual(Buffer.from(header), Buffer.from(expected)), `X-Webhook-Signature '${header.slice(0, 16)}…' does not verify with the workspace secret`);
+    results.expect(
+      header.length === expected.length && timingSafeEqual(Buffer.from(header), Buffer.from(expected)),
+      `X-Webhook-Signature '${header.slice(0, 16)}…' does not verify with the workspace secret`,
+    );
     const standard = delivery.headers['webhook-signature'];
     if (standard) {
       const id = String(delivery.headers['webhook-id']);

@@ -39,7 +39,11 @@ Checks a deployment of the voice agent service against its contract (the deploym
 
 Exit status: 0 conforms, 1 violations found, 2 usage error or the deployment could not be read.`;
 
-export async function main(argv: string[], out: (s: string) => void = (s) => process.stdout.write(s), err: (s: string) => void = (s) => process.stderr.write(s)): Promise<number> {
+export async function main(
+  argv: string[],
+  out: (s: string) => void = (s) => process.stdout.write(s),
+  err: (s: string) => void = (s) => process.stderr.write(s),
+): Promise<number> {
   let args;
   try {
     args = parseArgs({

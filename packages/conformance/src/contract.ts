@@ -66,7 +66,10 @@ export class Contract {
   private deref(node: Json | undefined): Json | undefined {
     let n = node;
     for (let i = 0; n && typeof n.$ref === 'string' && i < 10; i++) {
-      n = n.$ref.slice(2).split('/').reduce((o: Json | undefined, k: string) => o?.[k.replace(/~1/g, '/').replace(/~0/g, '~')], this.document);
+      n = n.$ref
+        .slice(2)
+        .split('/')
+        .reduce((o: Json | undefined, k: string) => o?.[k.replace(/~1/g, '/').replace(/~0/g, '~')], this.document);
     }
     return n;
   }
@@ -84,7 +87,14 @@ export class Contract {
   check(op: Operation, reply: Reply): string[] {
     const base = `#/paths/${escape(op.path)}/${op.method.toLowerCase()}/responses`;
     const responses = this.deref({ $ref: base }) ?? {};
-    const key = String(reply.status) in responses ? String(reply.status) : `${String(reply.status)[0]}XX` in responses ? `${String(reply.status)[0]}XX` : 'default' in responses ? 'default' : null;
+    const key =
+      String(reply.status) in responses
+        ? String(reply.status)
+        : `${String(reply.status)[0]}XX` in responses
+          ? `${String(reply.status)[0]}XX`
+          : 'default' in responses
+            ? 'default'
+            : null;
     if (!key) return [`status ${reply.status} is not declared (declared: ${Object.keys(responses).join(', ')})`];
     const response = this.deref(responses[key]) ?? {};
     const problems: string[] = [];
@@ -112,7 +122,9 @@ export class Contract {
     const validate = this.validator(pointer);
     if (!validate(body)) {
       const e = validate.errors?.[0];
-      problems.push(`${reply.status} body does not match the schema: ${e?.instancePath || '/'} ${e?.message ?? ''}${e?.params ? ' ' + JSON.stringify(e.params) : ''}`);
+      problems.push(
+        `${reply.status} body does not match the schema: ${e?.instancePath || '/'} ${e?.message ?? ''}${e?.params ? ' ' + JSON.stringify(e.params) : ''}`,
+      );
     }
     return problems;
   }

@@ -69,8 +69,11 @@ export function tap(r: Results): string {
 }
 
 // XML 1.0 cannot carry these control characters, not even escaped: they are dropped.
-// eslint-disable-next-line no-control-regex
-const xml = (s: string) => s.replace(/[<>&'"]/g, (ch) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', "'": '&apos;', '"': '&quot;' })[ch]!).replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f]/g, '');
+const xml = (s: string) =>
+  s
+    .replace(/[<>&'"]/g, (ch) => ({ '<': '&lt;', '>': '&gt;', '&': '&amp;', "'": '&apos;', '"': '&quot;' })[ch]!)
+    // eslint-disable-next-line no-control-regex
+    .replace(/[\u0000-\u0008\u000b\u000c\u000e-\u001f]/g, '');
 
 export function junit(r: Results, seconds: number): string {
   const failures = r.checks.filter((c) => c.violations.length).length;

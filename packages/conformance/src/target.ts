@@ -46,7 +46,13 @@ export class Target {
       headers['Content-Type'] = 'application/json';
       payload = JSON.stringify(call.body);
     }
-    const res = await fetch(this.url(call.op, call.params, call.query), { method: call.op.method, headers, body: payload, redirect: 'manual', signal: AbortSignal.timeout(this.timeoutMs) });
+    const res = await fetch(this.url(call.op, call.params, call.query), {
+      method: call.op.method,
+      headers,
+      body: payload,
+      redirect: 'manual',
+      signal: AbortSignal.timeout(this.timeoutMs),
+    });
     const text = await res.text();
     let json: unknown;
     try {
@@ -58,7 +64,11 @@ export class Target {
     const problems = this.contract.check(call.op, reply);
     const where = `${call.op.method} ${call.op.path} (${call.op.operationId})`;
     if (problems.length) this.results.fail(check, `${where} answered ${res.status}: ${problems.join('; ')}`);
-    if (res.status >= 500) this.results.fail(check, `${where} answered ${res.status}: a server error${json && typeof json === 'object' ? ` (${JSON.stringify((json as any).error?.code ?? '')})` : ''}`);
+    if (res.status >= 500)
+      this.results.fail(
+        check,
+        `${where} answered ${res.status}: a server error${json && typeof json === 'object' ? ` (${JSON.stringify((json as any).error?.code ?? '')})` : ''}`,
+      );
     return reply;
   }
 }

@@ -29,7 +29,6 @@ import { childStats } from '../child-stats.js';
 let running: RunningService | undefined;
 const stats = childStats({ onExit: () => running?.close() ?? Promise.resolve() });
 
-
 async function service(): Promise<string> {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-bench-calls-'));
   const config = loadConfig({ ...process.env, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', CONTRACT_CHECK: 'off' });
@@ -47,8 +46,24 @@ async function voice(): Promise<string> {
 
 async function relay(): Promise<string> {
   const upstreamUrl = bidiUrl(process.env.VOICE_URL!, undefined).toString();
-  const setup = JSON.stringify({ setup: { model: 'models/bench', generationConfig: { responseModalities: ['AUDIO'] }, systemInstruction: { parts: [{ text: 'You are the receptionist of Acme Dental.' }] } } });
-  const opening = JSON.stringify({ clientContent: { turns: [{ role: 'user', parts: [{ text: '(The conversation has started.) Open it now: say exactly: "Hello! This is Acme Dental. How can I help you today?"' }] }], turnComplete: true } });
+  const setup = JSON.stringify({
+    setup: {
+      model: 'models/bench',
+      generationConfig: { responseModalities: ['AUDIO'] },
+      systemInstruction: { parts: [{ text: 'You are the receptionist of Acme Dental.' }] },
+    },
+  });
+  const opening = JSON.stringify({
+    clientContent: {
+      turns: [
+        {
+          role: 'user',
+          parts: [{ text: '(The conversation has started.) Open it now: say exactly: "Hello! This is Acme Dental. How can I help you today?"' }],
+        },
+      ],
+      turnComplete: true,
+    },
+  });
   const server = http.createServer((_req, res) => res.writeHead(200).end());
   const wss = new WebSocketServer({ noServer: true, perMessageDeflate: false });
   server.on('upgrade', (req, socket, head) => {
@@ -57,11 +72,15 @@ async function relay(): Promise<string> {
       const upstream = new WebSocket(upstreamUrl, { perMessageDeflate: false });
       upstream.on('open', () => upstream.send(setup));
       upstream.on('message', (data: Buffer) => {
-        const msg = JSON.parse(data.toString()) as { setupComplete?: unknown; serverContent?: { modelTurn?: { parts?: Array<{ inlineData?: { data?: string } }> } } };
+        const msg = JSON.parse(data.toString()) as {
+          setupComplete?: unknown;
+          serverContent?: { modelTurn?: { parts?: Array<{ inlineData?: { data?: string } }> } };
+        };
         if (msg.setupComplete) upstream.send(opening);
         for (const part of msg.serverContent?.modelTurn?.parts ?? []) {
           if (!part.inlineData?.data) continue;
-          for (const frame of transcoder.toCaller(Buffer.from(part.inlineData.data, 'base64'))) ws.send(`{"event":"media","media":{"payload":"${frame.toString('base64')}"}}`);
+          for (const frame of transcoder.toCaller(Buffer.from(part.inlineData.data, 'base64')))
+            ws.send(`{"event":"media","media":{"payload":"${frame.toString('base64')}"}}`);
         }
       });
       upstream.on('error', () => undefined);
@@ -70,7 +89,8 @@ async function relay(): Promise<string> {
         const msg = JSON.parse(data.toString()) as { event: string; media?: { payload?: string } };
         if (msg.event !== 'media' || !msg.media?.payload) return;
         const pcm = transcoder.toModel(Buffer.from(msg.media.payload, 'base64'));
-        if (upstream.readyState === upstream.OPEN) upstream.send(`{"realtimeInput":{"audio":{"mimeType":"audio/pcm;rate=16000","data":"${pcm.toString('base64')}"}}}`);
+        if (upstream.readyState === upstream.OPEN)
+          upstream.send(`{"realtimeInput":{"audio":{"mimeType":"audio/pcm;rate=16000","data":"${pcm.toString('base64')}"}}}`);
         stats.record(process.hrtime.bigint() - t0);
       });
       ws.on('close', () => upstream.close());

@@ -5,7 +5,16 @@
  * ring timeout and the time limit; the call id rides in each callback URL's query so a callback can be
  * matched even before the dial request's answer is stored.
  */
-import { carrierErrorFromStatus, carrierFetch, CarrierError, type CallbackUrls, type Carrier, type CarrierCredentials, type DialRequest, type ProviderACredentials } from '../carrier.js';
+import {
+  carrierErrorFromStatus,
+  carrierFetch,
+  CarrierError,
+  type CallbackUrls,
+  type Carrier,
+  type CarrierCredentials,
+  type DialRequest,
+  type ProviderACredentials,
+} from '../carrier.js';
 import { dialTwiml } from './twiml.js';
 
 export const API_VERSION = '2010-04-01';
@@ -34,7 +43,12 @@ export class ProviderACarrier implements Carrier {
     return `${this.apiUrl.replace(/\/+$/, '')}/${API_VERSION}/Accounts/${encodeURIComponent(c.accountSid)}/${rest}`;
   }
 
-  private async request(c: ProviderACredentials, method: 'GET' | 'POST', rest: string, params?: Record<string, string | string[]>): Promise<Record<string, unknown>> {
+  private async request(
+    c: ProviderACredentials,
+    method: 'GET' | 'POST',
+    rest: string,
+    params?: Record<string, string | string[]>,
+  ): Promise<Record<string, unknown>> {
     const res = await carrierFetch(
       this.accountUrl(c, rest),
       {

@@ -5,7 +5,16 @@
  * carries the call id and the stream token (base64 JSON) into every event and the stream's `start`;
  * `command_id` makes a repeated command a no-op at the carrier.
  */
-import { carrierErrorFromStatus, carrierFetch, CarrierError, type CallbackUrls, type Carrier, type CarrierCredentials, type DialRequest, type ProviderBCredentials } from '../carrier.js';
+import {
+  carrierErrorFromStatus,
+  carrierFetch,
+  CarrierError,
+  type CallbackUrls,
+  type Carrier,
+  type CarrierCredentials,
+  type DialRequest,
+  type ProviderBCredentials,
+} from '../carrier.js';
 
 /** What the service puts in `client_state`. */
 export interface ClientState {

@@ -74,8 +74,7 @@ export interface CalleeLine {
 export const frames = (ms: number) => Math.max(1, Math.ceil(ms / FRAME_MS));
 
 const pause = (line: CalleeLine, ms: number) => line.until(() => false, frames(ms));
-const agentPlaying = (line: CalleeLine, startWithinMs = DEFAULT_START_WITHIN_MS) =>
-  line.until(() => line.agentPlayedNow > 0, frames(startWithinMs));
+const agentPlaying = (line: CalleeLine, startWithinMs = DEFAULT_START_WITHIN_MS) => line.until(() => line.agentPlayedNow > 0, frames(startWithinMs));
 
 async function say(line: CalleeLine, text: string): Promise<void> {
   line.said(text);
@@ -135,4 +134,3 @@ export async function runVoicemail(line: CalleeLine, onBeep: () => void, onRecor
   }, frames(RECORD_MAX_MS));
   line.hangup();
 }
-

@@ -20,12 +20,9 @@ import type {
 } from '../../../generated/asyncapi-types.js';
 
 /** A frame from the service, read; `problem` names what the real carrier would object to. */
-export type ServiceFrame = (
-  | { kind: 'media'; payload: Buffer }
-  | { kind: 'mark'; name: string }
-  | { kind: 'clear' }
-  | { kind: 'invalid' }
-) & { problem?: string };
+export type ServiceFrame = ({ kind: 'media'; payload: Buffer } | { kind: 'mark'; name: string } | { kind: 'clear' } | { kind: 'invalid' }) & {
+  problem?: string;
+};
 
 export interface Framing {
   readonly streamId: string;
@@ -115,19 +112,14 @@ export function providerAFraming(info: { accountSid: string; callSid: string; cu
     read(raw) {
       const msg = parseJson(raw);
       if (!msg) return { kind: 'invalid', problem: 'frame is not a JSON object' };
-      if (msg.streamSid !== streamSid) return { kind: 'invalid', problem: `${String(msg.event)} frame with streamSid ${JSON.stringify(msg.streamSid)}, not ${streamSid}` };
+      if (msg.streamSid !== streamSid)
+        return { kind: 'invalid', problem: `${String(msg.event)} frame with streamSid ${JSON.stringify(msg.streamSid)}, not ${streamSid}` };
       return readCommon(msg, ['event', 'streamSid']);
     },
   };
 }
 
-export function providerBFraming(info: {
-  callControlId: string;
-  callSessionId: string;
-  from: string;
-  to: string;
-  clientState: string | null;
-}): Framing {
+export function providerBFraming(info: { callControlId: string; callSessionId: string; from: string; to: string; clientState: string | null }): Framing {
   const streamId = randomUUID();
   let seq = 0;
   const next = () => String(++seq);

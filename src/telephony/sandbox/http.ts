@@ -65,11 +65,7 @@ export interface Delivery {
 }
 
 /** One request from the carrier to the service: no redirects, a deadline, the answer's text capped. */
-export async function deliver(
-  url: string,
-  init: { method: string; headers: Record<string, string>; body?: string },
-  signal: AbortSignal,
-): Promise<Delivery> {
+export async function deliver(url: string, init: { method: string; headers: Record<string, string>; body?: string }, signal: AbortSignal): Promise<Delivery> {
   try {
     const res = await fetch(url, {
       method: init.method,

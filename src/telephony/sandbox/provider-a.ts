@@ -2,7 +2,18 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type http from 'node:http';
 import { SimCall } from './call.js';
-import { DEFAULT_TIME_LIMIT_S, E164, calleeOf, inboundPlan, numberExists, outboundPlan, outcomeOf, INBOUND_GIVE_UP_MS, type CarrierContext, type RingInput } from './carrier.js';
+import {
+  DEFAULT_TIME_LIMIT_S,
+  E164,
+  calleeOf,
+  inboundPlan,
+  numberExists,
+  outboundPlan,
+  outcomeOf,
+  INBOUND_GIVE_UP_MS,
+  type CarrierContext,
+  type RingInput,
+} from './carrier.js';
 import { formValue, formValues, parseForm, readBody, sendJson } from './http.js';
 import { API_VERSION, ProviderACall, rfc2822, type HttpMethod, type ProviderAInstructions } from './provider-a-call.js';
 import { newRecord, withoutSecrets } from './records.js';
@@ -199,7 +210,11 @@ export function createProviderA(ctx: CarrierContext): ProviderA {
       twiml: twiml ?? null,
       statusCallback,
       statusCallbackMethod: statusMethod,
-      statusEvents: new Set(formValues(p, 'StatusCallbackEvent').flatMap((v) => v.split(/[\s,]+/)).filter(Boolean)),
+      statusEvents: new Set(
+        formValues(p, 'StatusCallbackEvent')
+          .flatMap((v) => v.split(/[\s,]+/))
+          .filter(Boolean),
+      ),
       machineDetection: amd,
       machineDetectionTimeoutMs: amdTimeoutS * 1000,
       asyncAmd: formValue(p, 'AsyncAmd') === 'true',

@@ -5,7 +5,18 @@
 import { createHash, randomBytes, type KeyObject } from 'node:crypto';
 import type http from 'node:http';
 import { SimCall } from './call.js';
-import { DEFAULT_TIME_LIMIT_S, E164, INBOUND_GIVE_UP_MS, calleeOf, inboundPlan, numberExists, outboundPlan, outcomeOf, type CarrierContext, type RingInput } from './carrier.js';
+import {
+  DEFAULT_TIME_LIMIT_S,
+  E164,
+  INBOUND_GIVE_UP_MS,
+  calleeOf,
+  inboundPlan,
+  numberExists,
+  outboundPlan,
+  outcomeOf,
+  type CarrierContext,
+  type RingInput,
+} from './carrier.js';
 import { readBody, sendJson } from './http.js';
 import { ProviderBCall, type StreamParams } from './provider-b-call.js';
 import { newRecord, withoutSecrets } from './records.js';
@@ -34,8 +45,7 @@ class ApiError extends Error {
   }
 }
 
-const invalid = (pointer: string, detail: string, code = '10015', title = 'Invalid value') =>
-  new ApiError(422, { code, title, detail, source: { pointer } });
+const invalid = (pointer: string, detail: string, code = '10015', title = 'Invalid value') => new ApiError(422, { code, title, detail, source: { pointer } });
 const invalidNumber = (pointer: string, value: unknown) =>
   invalid(pointer, `${JSON.stringify(value)} is not a valid phone number.`, '10016', 'Invalid phone number');
 const notFound = (detail: string) => new ApiError(404, { code: '10005', title: 'Resource not found', detail });
@@ -315,7 +325,8 @@ export function createProviderB(ctx: CarrierContext, signingKey: KeyObject): Pro
         const body = await jsonBody(req);
         if ('connection_id' in body) {
           const id = body.connection_id;
-          if (id !== null && (typeof id !== 'string' || !CONNECTION_ID.test(id))) throw invalid('/connection_id', 'connection_id must be 1-128 letters, digits, _ or -, or null.');
+          if (id !== null && (typeof id !== 'string' || !CONNECTION_ID.test(id)))
+            throw invalid('/connection_id', 'connection_id must be 1-128 letters, digits, _ or -, or null.');
           numbers.set(phoneNumber, { connectionId: id as string | null, updatedAt: new Date().toISOString() });
           ctx.log.debug({ phoneNumber, connectionId: id }, 'sandbox provider_b number configured');
         }
@@ -358,7 +369,8 @@ export function createProviderB(ctx: CarrierContext, signingKey: KeyObject): Pro
   async function ring(input: RingInput): Promise<{ callSid: string }> {
     const connectionId = numbers.get(input.to)?.connectionId;
     if (!connectionId) throw new Error(`provider_b: ${input.to} is attached to no connection (PATCH /phone_numbers/{id})`);
-    if (!connectionWebhook(connectionId)) throw new Error(`provider_b: connection ${connectionId} has no webhook_event_url (PATCH /call_control_applications/{id})`);
+    if (!connectionWebhook(connectionId))
+      throw new Error(`provider_b: connection ${connectionId} has no webhook_event_url (PATCH /call_control_applications/{id})`);
     if (!E164.test(input.from)) throw new Error(`provider_b: caller ${input.from} is not E.164`);
     const callSid = newCallControlId();
     const record = newRecord({

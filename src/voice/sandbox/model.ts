@@ -30,9 +30,7 @@ export interface DeclaredFunction {
 export type UserTurn = { kind: 'text'; text: string } | { kind: 'speech'; seconds: number };
 
 export type ModelAction =
-  | { kind: 'say'; text: string }
-  | { kind: 'farewell'; text: string; endConversation: boolean }
-  | { kind: 'call'; name: string; args: Record<string, unknown> };
+  { kind: 'say'; text: string } | { kind: 'farewell'; text: string; endConversation: boolean } | { kind: 'call'; name: string; args: Record<string, unknown> };
 
 export const END_CONVERSATION = 'end_conversation';
 
@@ -74,7 +72,10 @@ export function deriveArguments(fn: DeclaredFunction, text: string): Record<stri
   const props = (fn.parameters?.properties ?? {}) as Record<string, { type?: unknown; enum?: unknown }>;
   const at = mentions(text, fn.name);
   const after = at >= 0 ? text.slice(at + fn.name.length) : '';
-  const tail = after.replace(/^[\s:,.!?-]*(?:(?:for|to|with|about|on|the|a|an)\s+)*/i, '').replace(/[.!?]+$/, '').trim();
+  const tail = after
+    .replace(/^[\s:,.!?-]*(?:(?:for|to|with|about|on|the|a|an)\s+)*/i, '')
+    .replace(/[.!?]+$/, '')
+    .trim();
   const number = /-?\d+(?:\.\d+)?/.exec(text);
   const args: Record<string, unknown> = {};
   for (const [key, schema] of Object.entries(props)) {
@@ -94,12 +95,7 @@ export function deriveArguments(fn: DeclaredFunction, text: string): Record<stri
   return args;
 }
 
-export function decide(input: {
-  instruction: string;
-  functions: DeclaredFunction[];
-  turn: UserTurn;
-  previousUserText: string | null;
-}): ModelAction {
+export function decide(input: { instruction: string; functions: DeclaredFunction[]; turn: UserTurn; previousUserText: string | null }): ModelAction {
   const role = roleOf(input.instruction);
   if (input.turn.kind === 'speech') {
     return { kind: 'say', text: `As ${role}, I heard ${input.turn.seconds.toFixed(1)} seconds of speech.` };

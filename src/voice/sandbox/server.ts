@@ -92,7 +92,10 @@ export async function startSandboxVoiceService(options: SandboxOptions = {}): Pr
       let prompt = '';
       try {
         const body = JSON.parse(Buffer.concat(chunks).toString()) as { contents?: Array<{ parts?: Array<{ text?: string }> }> };
-        prompt = (body.contents ?? []).flatMap((c) => c.parts ?? []).map((p) => p.text ?? '').join('\n');
+        prompt = (body.contents ?? [])
+          .flatMap((c) => c.parts ?? [])
+          .map((p) => p.text ?? '')
+          .join('\n');
       } catch {
         /* answered below */
       }

@@ -15,8 +15,7 @@ function synthesiseLoop(): Buffer {
   for (let i = 0; i < n; i++) {
     const t = i / OUTPUT_RATE;
     const syllable = 0.5 - 0.5 * Math.cos(2 * Math.PI * 4 * t);
-    const voiced =
-      Math.sin(2 * Math.PI * 140 * t) + 0.6 * Math.sin(2 * Math.PI * 700 * t) + 0.35 * Math.sin(2 * Math.PI * 1220 * t);
+    const voiced = Math.sin(2 * Math.PI * 140 * t) + 0.6 * Math.sin(2 * Math.PI * 700 * t) + 0.35 * Math.sin(2 * Math.PI * 1220 * t);
     out.writeInt16LE(Math.round(6000 * syllable * (voiced / 1.95)), i * 2);
   }
   return out;

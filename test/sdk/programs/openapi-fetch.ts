@@ -8,7 +8,11 @@
 import createClient from 'openapi-fetch';
 import type { paths } from './schema.js';
 
-const env = (name: string): string => process.env[name] ?? (() => { throw new Error(`${name} is not set`); })();
+const env = (name: string): string =>
+  process.env[name] ??
+  (() => {
+    throw new Error(`${name} is not set`);
+  })();
 const BASE_URL = env('BASE_URL');
 const TOOL_URL = env('TOOL_URL');
 const TO_NUMBER = env('TO_NUMBER');
@@ -21,7 +25,10 @@ function ok<T>(r: { data?: T; error?: unknown; response: Response }, what: strin
 
 // Sign up (no credentials), then a key (dashboard session only).
 const anonymous = createClient<paths>({ baseUrl: BASE_URL });
-const session = ok(await anonymous.POST('/api/v1/auth/signup', { body: { email: `sdk-${hex(6)}@example.com`, password: 'correct-horse-battery', workspace_name: 'SDK check' } }), 'signup');
+const session = ok(
+  await anonymous.POST('/api/v1/auth/signup', { body: { email: `sdk-${hex(6)}@example.com`, password: 'correct-horse-battery', workspace_name: 'SDK check' } }),
+  'signup',
+);
 const dashboard = createClient<paths>({ baseUrl: BASE_URL, headers: { Authorization: `Bearer ${session.session_token}` } });
 const key = ok(await dashboard.POST('/api/v1/keys', { body: { name: 'openapi-fetch' } }), 'create key');
 const api = createClient<paths>({ baseUrl: BASE_URL, headers: { Authorization: `Bearer ${key.key}` } });
@@ -29,11 +36,19 @@ const api = createClient<paths>({ baseUrl: BASE_URL, headers: { Authorization: `
 // A tool, tested with arguments.
 const tool = ok(
   await api.POST('/api/v1/tools', {
-    body: { name: 'check_order', description: 'Looks an order up.', url: `${TOOL_URL}/orders`, parameters: { type: 'object', properties: { order_id: { type: 'string' } } } },
+    body: {
+      name: 'check_order',
+      description: 'Looks an order up.',
+      url: `${TOOL_URL}/orders`,
+      parameters: { type: 'object', properties: { order_id: { type: 'string' } } },
+    },
   }),
   'create tool',
 );
-const tested = ok(await api.POST('/api/v1/tools/{tool_id}/test', { params: { path: { tool_id: tool.tool_id } }, body: { arguments: { order_id: 'A-42' } } }), 'test tool');
+const tested = ok(
+  await api.POST('/api/v1/tools/{tool_id}/test', { params: { path: { tool_id: tool.tool_id } }, body: { arguments: { order_id: 'A-42' } } }),
+  'test tool',
+);
 
 // An agent with a provider config and a partial voicemail config; two more; paged through.
 const agent = ok(
@@ -92,7 +107,10 @@ const toolCall = call.tool_calls?.find((c) => c.name === 'check_order');
 const orderId: unknown = toolCall?.arguments.order_id;
 
 // A realtime session.
-const realtime = ok(await api.POST('/api/v1/realtime/sessions', { body: { agent_id: agent.agent_id, user_id: 'user-42', source: 'voice' } }), 'create realtime session');
+const realtime = ok(
+  await api.POST('/api/v1/realtime/sessions', { body: { agent_id: agent.agent_id, user_id: 'user-42', source: 'voice' } }),
+  'create realtime session',
+);
 
 console.log(
   JSON.stringify({

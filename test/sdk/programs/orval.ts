@@ -23,7 +23,11 @@ import {
 import type { Call } from './api.js';
 import { setToken } from './fetcher.js';
 
-const env = (name: string): string => process.env[name] ?? (() => { throw new Error(`${name} is not set`); })();
+const env = (name: string): string =>
+  process.env[name] ??
+  (() => {
+    throw new Error(`${name} is not set`);
+  })();
 const TOOL_URL = env('TOOL_URL');
 const TO_NUMBER = env('TO_NUMBER');
 env('BASE_URL');
@@ -39,16 +43,27 @@ setToken(session.session_token);
 const key = body(await createApiKey({ name: 'orval' }), 201);
 setToken(key.key);
 
-const tool = body(await createTool({ name: 'check_order', description: 'Looks an order up.', url: `${TOOL_URL}/orders`, parameters: { type: 'object', properties: { order_id: { type: 'string' } } } }), 201);
+const tool = body(
+  await createTool({
+    name: 'check_order',
+    description: 'Looks an order up.',
+    url: `${TOOL_URL}/orders`,
+    parameters: { type: 'object', properties: { order_id: { type: 'string' } } },
+  }),
+  201,
+);
 const tested = body(await testTool(tool.tool_id, { arguments: { order_id: 'A-42' } }), 200);
 
-const agent = body(await createAgent({
+const agent = body(
+  await createAgent({
     name: 'Receptionist',
     instruction: 'You are the receptionist of Acme Dental.',
     first_message: 'Hello! This is Acme Dental.',
     provider_a_config: { account_sid: `AC${hex(16)}`, auth_token: hex(16), phone_number: '+14155555000' },
     voicemail_config: { enabled: true },
-  }), 201);
+  }),
+  201,
+);
 for (const name of ['Second', 'Third']) await createAgent({ name });
 const agentIds: string[] = [];
 let cursor: string | undefined;

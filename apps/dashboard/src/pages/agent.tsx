@@ -24,7 +24,9 @@ const NULLABLE_TEXTS = ['voice_id', 'language', 'language_code', 'accent', 'tran
 class FormProblem extends Error {}
 
 function placeholdersText(map: Record<string, string>): string {
-  return Object.entries(map).map(([k, v]) => `${k}=${v}`).join('\n');
+  return Object.entries(map)
+    .map(([k, v]) => `${k}=${v}`)
+    .join('\n');
 }
 
 function parsePlaceholders(text: string): Record<string, string> {
@@ -38,8 +40,7 @@ function parsePlaceholders(text: string): Record<string, string> {
   return map;
 }
 
-const sameMap = (a: Record<string, string>, b: Record<string, string>) =>
-  JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
+const sameMap = (a: Record<string, string>, b: Record<string, string>) => JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
 
 /** The fields of a provider config that were typed (credentials are never shown, so empty means unchanged). */
 function typed<K extends string>(f: FormData, prefix: string, names: readonly K[]): Partial<Record<K, string>> {
@@ -114,7 +115,17 @@ function ProviderFields({ provider, agent, fields }: { provider: Provider; agent
       </legend>
       <div class="row">
         {fields.map((fd) => (
-          <Field key={fd.name} label={fd.label} hint={fd.secret ? 'Write-only: never shown. Leave empty to keep the stored value.' : fd.name === 'phone_number' ? 'E.164, e.g. +14155550100' : 'Not shown once stored; leave empty to keep it.'}>
+          <Field
+            key={fd.name}
+            label={fd.label}
+            hint={
+              fd.secret
+                ? 'Write-only: never shown. Leave empty to keep the stored value.'
+                : fd.name === 'phone_number'
+                  ? 'E.164, e.g. +14155550100'
+                  : 'Not shown once stored; leave empty to keep it.'
+            }
+          >
             {fd.secret ? <input type="password" {...inputProps(fd.name)} /> : <input type="text" {...inputProps(fd.name)} />}
           </Field>
         ))}
@@ -151,7 +162,11 @@ export function AgentPage({ session, agentId }: { session: SignedIn; agentId: st
   });
   const inbound = useAction(async (provider: Provider, on: boolean) => {
     const params = { path: { agent_id: agentId, provider } };
-    await ok(on ? api.POST('/api/v1/agents/{agent_id}/telephony/{provider}/inbound', { params }) : api.DELETE('/api/v1/agents/{agent_id}/telephony/{provider}/inbound', { params }));
+    await ok(
+      on
+        ? api.POST('/api/v1/agents/{agent_id}/telephony/{provider}/inbound', { params })
+        : api.DELETE('/api/v1/agents/{agent_id}/telephony/{provider}/inbound', { params }),
+    );
     loaded.reload();
   });
   const remove = useAction(async () => {
@@ -160,17 +175,29 @@ export function AgentPage({ session, agentId }: { session: SignedIn; agentId: st
     navigate('agents');
   });
 
-  if (!agent) return <section><ErrorNote error={loaded.error} /><Loading when={loaded.loading} /></section>;
+  if (!agent)
+    return (
+      <section>
+        <ErrorNote error={loaded.error} />
+        <Loading when={loaded.loading} />
+      </section>
+    );
   const vm = agent.voicemail_config ?? null;
   return (
     <section>
-      <p><a href="#/agents">← Agents</a></p>
+      <p>
+        <a href="#/agents">← Agents</a>
+      </p>
       <h1>{agent.name}</h1>
-      <p class="muted"><code>{agent.agent_id}</code></p>
+      <p class="muted">
+        <code>{agent.agent_id}</code>
+      </p>
       <ActionForm key={version} action={save} label="Agent settings">
         <fieldset disabled={!writable}>
           <legend>Persona</legend>
-          <Field label="Name"><input name="name" required maxLength={200} defaultValue={agent.name} /></Field>
+          <Field label="Name">
+            <input name="name" required maxLength={200} defaultValue={agent.name} />
+          </Field>
           <Field label="Description" hint="For people; the model does not see it.">
             <textarea name="description" maxLength={2000} rows={2} defaultValue={agent.description} />
           </Field>
@@ -184,54 +211,119 @@ export function AgentPage({ session, agentId }: { session: SignedIn; agentId: st
             <textarea name="variable_placeholders" rows={3} defaultValue={placeholdersText(agent.variable_placeholders ?? {})} />
           </Field>
           <div class="row">
-            <Field label="Voice"><input name="voice_id" maxLength={100} defaultValue={agent.voice_id ?? ''} /></Field>
-            <Field label="Language"><input name="language" maxLength={64} defaultValue={agent.language ?? ''} placeholder="English" /></Field>
-            <Field label="Language code"><input name="language_code" maxLength={35} defaultValue={agent.language_code ?? ''} placeholder="en-US" /></Field>
-            <Field label="Accent"><input name="accent" maxLength={64} defaultValue={agent.accent ?? ''} /></Field>
+            <Field label="Voice">
+              <input name="voice_id" maxLength={100} defaultValue={agent.voice_id ?? ''} />
+            </Field>
+            <Field label="Language">
+              <input name="language" maxLength={64} defaultValue={agent.language ?? ''} placeholder="English" />
+            </Field>
+            <Field label="Language code">
+              <input name="language_code" maxLength={35} defaultValue={agent.language_code ?? ''} placeholder="en-US" />
+            </Field>
+            <Field label="Accent">
+              <input name="accent" maxLength={64} defaultValue={agent.accent ?? ''} />
+            </Field>
           </div>
-          <label class="check"><input type="checkbox" name="can_end_conversation" defaultChecked={agent.can_end_conversation ?? false} /> The agent may end the conversation</label>
+          <label class="check">
+            <input type="checkbox" name="can_end_conversation" defaultChecked={agent.can_end_conversation ?? false} /> The agent may end the conversation
+          </label>
         </fieldset>
         <fieldset disabled={!writable}>
           <legend>Transfer</legend>
           <div class="row">
-            <Field label="Transfer to" hint="E.164; empty turns transfer off."><input name="transfer_phone_number" defaultValue={agent.transfer_phone_number ?? ''} /></Field>
-            <Field label="When to transfer"><textarea name="transfer_criteria" maxLength={2000} rows={2} defaultValue={agent.transfer_criteria ?? ''} /></Field>
+            <Field label="Transfer to" hint="E.164; empty turns transfer off.">
+              <input name="transfer_phone_number" defaultValue={agent.transfer_phone_number ?? ''} />
+            </Field>
+            <Field label="When to transfer">
+              <textarea name="transfer_criteria" maxLength={2000} rows={2} defaultValue={agent.transfer_criteria ?? ''} />
+            </Field>
           </div>
         </fieldset>
         <fieldset disabled={!writable}>
           <legend>Answering machines</legend>
           <Field label="Voicemail handling">
             <select name="vm_mode">
-              <option value="none" selected={!vm}>Not configured</option>
-              <option value="configured" selected={!!vm}>Configured as below</option>
+              <option value="none" selected={!vm}>
+                Not configured
+              </option>
+              <option value="configured" selected={!!vm}>
+                Configured as below
+              </option>
             </select>
           </Field>
-          <label class="check"><input type="checkbox" name="vm_enabled" defaultChecked={vm?.enabled ?? false} /> Detect answering machines</label>
-          <label class="check"><input type="checkbox" name="vm_retry" defaultChecked={vm?.retry_on_voicemail ?? true} /> Batches call again after voicemail</label>
+          <label class="check">
+            <input type="checkbox" name="vm_enabled" defaultChecked={vm?.enabled ?? false} /> Detect answering machines
+          </label>
+          <label class="check">
+            <input type="checkbox" name="vm_retry" defaultChecked={vm?.retry_on_voicemail ?? true} /> Batches call again after voicemail
+          </label>
           <div class="row">
-            <Field label="Message after the beep" hint="Empty: hang up without a message."><textarea name="vm_message" maxLength={2000} rows={2} defaultValue={vm?.message ?? ''} /></Field>
-            <Field label="Detection timeout (s)"><input name="vm_timeout" type="number" min={3} max={60} defaultValue={vm?.detection_timeout_seconds?.toString() ?? ''} /></Field>
+            <Field label="Message after the beep" hint="Empty: hang up without a message.">
+              <textarea name="vm_message" maxLength={2000} rows={2} defaultValue={vm?.message ?? ''} />
+            </Field>
+            <Field label="Detection timeout (s)">
+              <input name="vm_timeout" type="number" min={3} max={60} defaultValue={vm?.detection_timeout_seconds?.toString() ?? ''} />
+            </Field>
           </div>
         </fieldset>
         <fieldset disabled={!writable}>
           <legend>Web sessions</legend>
-          <label class="check"><input type="checkbox" name="rt_webcam" defaultChecked={agent.realtime.enable_webcam} /> Camera</label>
-          <label class="check"><input type="checkbox" name="rt_screen" defaultChecked={agent.realtime.enable_screen_share} /> Screen sharing</label>
+          <label class="check">
+            <input type="checkbox" name="rt_webcam" defaultChecked={agent.realtime.enable_webcam} /> Camera
+          </label>
+          <label class="check">
+            <input type="checkbox" name="rt_screen" defaultChecked={agent.realtime.enable_screen_share} /> Screen sharing
+          </label>
         </fieldset>
         <fieldset disabled={!writable} class="providers">
           <legend>Telephony</legend>
-          <ProviderFields provider="provider_a" agent={agent} fields={[{ name: 'account_sid', label: 'Account SID' }, { name: 'auth_token', label: 'Auth token', secret: true }, { name: 'phone_number', label: 'Phone number' }]} />
-          <ProviderFields provider="provider_b" agent={agent} fields={[{ name: 'api_key', label: 'API key', secret: true }, { name: 'connection_id', label: 'Connection id' }, { name: 'account_sid', label: 'Account id' }, { name: 'public_key', label: 'Public key', secret: true }, { name: 'phone_number', label: 'Phone number' }]} />
+          <ProviderFields
+            provider="provider_a"
+            agent={agent}
+            fields={[
+              { name: 'account_sid', label: 'Account SID' },
+              { name: 'auth_token', label: 'Auth token', secret: true },
+              { name: 'phone_number', label: 'Phone number' },
+            ]}
+          />
+          <ProviderFields
+            provider="provider_b"
+            agent={agent}
+            fields={[
+              { name: 'api_key', label: 'API key', secret: true },
+              { name: 'connection_id', label: 'Connection id' },
+              { name: 'account_sid', label: 'Account id' },
+              { name: 'public_key', label: 'Public key', secret: true },
+              { name: 'phone_number', label: 'Phone number' },
+            ]}
+          />
         </fieldset>
         <ErrorNote error={save.error} />
-        {saved && <p class="notice" role="status">{saved}</p>}
-        {writable && <button type="submit" disabled={save.busy}>Save changes</button>}
+        {saved && (
+          <p class="notice" role="status">
+            {saved}
+          </p>
+        )}
+        {writable && (
+          <button type="submit" disabled={save.busy}>
+            Save changes
+          </button>
+        )}
       </ActionForm>
 
       <h2>Inbound calls</h2>
       <ErrorNote error={inbound.error ?? clearProvider.error} />
       <table>
-        <thead><tr><th>Provider</th><th>Number</th><th>Inbound</th><th><span class="sr-only">Actions</span></th></tr></thead>
+        <thead>
+          <tr>
+            <th>Provider</th>
+            <th>Number</th>
+            <th>Inbound</th>
+            <th>
+              <span class="sr-only">Actions</span>
+            </th>
+          </tr>
+        </thead>
         <tbody>
           {(['provider_a', 'provider_b'] as const).map((p) => {
             const st = agent.telephony[p];
@@ -247,7 +339,9 @@ export function AgentPage({ session, agentId }: { session: SignedIn; agentId: st
                     </button>
                   )}
                   {writable && st.configured && (
-                    <button type="button" class="danger" disabled={clearProvider.busy} onClick={() => void clearProvider.run(p)}>Remove {p}</button>
+                    <button type="button" class="danger" disabled={clearProvider.busy} onClick={() => void clearProvider.run(p)}>
+                      Remove {p}
+                    </button>
                   )}
                 </td>
               </tr>
@@ -263,7 +357,9 @@ export function AgentPage({ session, agentId }: { session: SignedIn; agentId: st
         <>
           <h2>Danger zone</h2>
           <ErrorNote error={remove.error} />
-          <button type="button" class="danger" disabled={remove.busy} onClick={() => void remove.run()}>Delete agent</button>
+          <button type="button" class="danger" disabled={remove.busy} onClick={() => void remove.run()}>
+            Delete agent
+          </button>
         </>
       )}
     </section>

@@ -18,24 +18,48 @@ export function AgentsPage({ session }: { session: SignedIn }) {
           <Field label="New agent's name">
             <input name="name" required maxLength={200} placeholder="Appointment reminder" />
           </Field>
-          <button type="submit" disabled={create.busy}>Create agent</button>
+          <button type="submit" disabled={create.busy}>
+            Create agent
+          </button>
         </ActionForm>
       )}
       <ErrorNote error={create.error ?? agents.error} />
       <Loading when={agents.loading && agents.items.length === 0} />
       <table>
-        <thead><tr><th>Name</th><th>provider_a</th><th>provider_b</th><th>Web sessions</th><th>Created</th></tr></thead>
+        <thead>
+          <tr>
+            <th>Name</th>
+            <th>provider_a</th>
+            <th>provider_b</th>
+            <th>Web sessions</th>
+            <th>Created</th>
+          </tr>
+        </thead>
         <tbody>
           {agents.items.map((a) => (
             <tr key={a.agent_id}>
-              <td><a href={`#/agents/${a.agent_id}`}>{a.name}</a><br /><small class="muted"><code>{a.agent_id}</code></small></td>
+              <td>
+                <a href={`#/agents/${a.agent_id}`}>{a.name}</a>
+                <br />
+                <small class="muted">
+                  <code>{a.agent_id}</code>
+                </small>
+              </td>
               <td>{a.telephony.provider_a.configured ? a.telephony.provider_a.phone_number : <span class="muted">not set up</span>}</td>
               <td>{a.telephony.provider_b.configured ? a.telephony.provider_b.phone_number : <span class="muted">not set up</span>}</td>
               <td>{[a.realtime.enable_webcam && 'camera', a.realtime.enable_screen_share && 'screen'].filter(Boolean).join(', ') || 'voice and text'}</td>
-              <td><When iso={a.created_at} /></td>
+              <td>
+                <When iso={a.created_at} />
+              </td>
             </tr>
           ))}
-          {!agents.loading && agents.items.length === 0 && <tr><td colSpan={5} class="muted">No agents yet.</td></tr>}
+          {!agents.loading && agents.items.length === 0 && (
+            <tr>
+              <td colSpan={5} class="muted">
+                No agents yet.
+              </td>
+            </tr>
+          )}
         </tbody>
       </table>
       <MoreButton list={agents} />

@@ -18,7 +18,11 @@ export function AuthPage({ mode, notice }: { mode: 'login' | 'signup'; notice?: 
   return (
     <main class="auth">
       <h1>{mode === 'signup' ? 'Create your workspace' : 'Log in'}</h1>
-      {notice && <p class="notice" role="status">{notice}</p>}
+      {notice && (
+        <p class="notice" role="status">
+          {notice}
+        </p>
+      )}
       <ActionForm action={submit}>
         {mode === 'signup' && (
           <Field label="Workspace name">
@@ -29,7 +33,14 @@ export function AuthPage({ mode, notice }: { mode: 'login' | 'signup'; notice?: 
           <input name="email" type="email" required maxLength={254} autoComplete="email" />
         </Field>
         <Field label="Password" hint={mode === 'signup' ? 'At least 8 characters.' : undefined}>
-          <input name="password" type="password" required minLength={mode === 'signup' ? 8 : 1} maxLength={256} autoComplete={mode === 'signup' ? 'new-password' : 'current-password'} />
+          <input
+            name="password"
+            type="password"
+            required
+            minLength={mode === 'signup' ? 8 : 1}
+            maxLength={256}
+            autoComplete={mode === 'signup' ? 'new-password' : 'current-password'}
+          />
         </Field>
         <ErrorNote error={submit.error} />
         <button type="submit" disabled={submit.busy}>
@@ -38,9 +49,13 @@ export function AuthPage({ mode, notice }: { mode: 'login' | 'signup'; notice?: 
       </ActionForm>
       <p>
         {mode === 'signup' ? (
-          <>Have an account? <a href="#/login">Log in</a></>
+          <>
+            Have an account? <a href="#/login">Log in</a>
+          </>
         ) : (
-          <>New here? <a href="#/signup">Create a workspace</a></>
+          <>
+            New here? <a href="#/signup">Create a workspace</a>
+          </>
         )}
       </p>
     </main>

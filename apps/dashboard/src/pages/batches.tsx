@@ -45,7 +45,12 @@ function SkippedRows({ items }: { items: Skipped[] }) {
         {items.slice(0, 200).map((s) => (
           <li key={s.index}>
             {s.row !== null && <>Line {s.row}</>}
-            {s.column && <>, column <code>{s.column}</code></>}: {s.message}
+            {s.column && (
+              <>
+                , column <code>{s.column}</code>
+              </>
+            )}
+            : {s.message}
           </li>
         ))}
       </ul>
@@ -77,15 +82,25 @@ function NewBatch({ onCreated }: { onCreated(batch: Schemas['Batch']): void }) {
   return (
     <ActionForm action={upload} label="New batch from a CSV file">
       <h2>New batch from a CSV file</h2>
-      <p class="muted">A header row with a <code>to_number</code> column; an optional <code>first_message</code>; every other column is a placeholder of the row.</p>
+      <p class="muted">
+        A header row with a <code>to_number</code> column; an optional <code>first_message</code>; every other column is a placeholder of the row.
+      </p>
       <div class="row">
-        <Field label="CSV file"><input name="file" type="file" accept=".csv,text/csv" required /></Field>
+        <Field label="CSV file">
+          <input name="file" type="file" accept=".csv,text/csv" required />
+        </Field>
         <Field label="Agent">
           <select name="agent_id" required>
-            {(agents.data ?? []).map((a) => <option key={a.agent_id} value={a.agent_id}>{a.name}</option>)}
+            {(agents.data ?? []).map((a) => (
+              <option key={a.agent_id} value={a.agent_id}>
+                {a.name}
+              </option>
+            ))}
           </select>
         </Field>
-        <Field label="Batch name"><input name="name" required maxLength={200} /></Field>
+        <Field label="Batch name">
+          <input name="name" required maxLength={200} />
+        </Field>
         <Field label="Provider">
           <select name="provider">
             <option value="">the agent's configured one</option>
@@ -97,24 +112,46 @@ function NewBatch({ onCreated }: { onCreated(batch: Schemas['Batch']): void }) {
       <details>
         <summary>Schedule, concurrency, retries and calling window</summary>
         <div class="row">
-          <Field label="Start at" hint="Empty: now."><input name="scheduled_at" type="datetime-local" /></Field>
-          <Field label="Concurrent calls" hint="Default 10."><input name="concurrency" type="number" min={1} max={1000} /></Field>
-          <Field label="Webhook URL"><input name="webhook_url" type="url" maxLength={2048} /></Field>
+          <Field label="Start at" hint="Empty: now.">
+            <input name="scheduled_at" type="datetime-local" />
+          </Field>
+          <Field label="Concurrent calls" hint="Default 10.">
+            <input name="concurrency" type="number" min={1} max={1000} />
+          </Field>
+          <Field label="Webhook URL">
+            <input name="webhook_url" type="url" maxLength={2048} />
+          </Field>
         </div>
         <div class="row">
-          <Field label="Attempts per number" hint="Default 3."><input name="retry_max_attempts" type="number" min={1} max={10} /></Field>
-          <Field label="Seconds between attempts" hint="Default 900."><input name="retry_delay_seconds" type="number" min={0} max={604800} /></Field>
-          <Field label="Retry on" hint="Comma-separated: busy, no_answer, failed."><input name="retry_on" maxLength={64} /></Field>
+          <Field label="Attempts per number" hint="Default 3.">
+            <input name="retry_max_attempts" type="number" min={1} max={10} />
+          </Field>
+          <Field label="Seconds between attempts" hint="Default 900.">
+            <input name="retry_delay_seconds" type="number" min={0} max={604800} />
+          </Field>
+          <Field label="Retry on" hint="Comma-separated: busy, no_answer, failed.">
+            <input name="retry_on" maxLength={64} />
+          </Field>
         </div>
         <div class="row">
-          <Field label="Window opens"><input name="calling_window_start" type="time" /></Field>
-          <Field label="Window closes"><input name="calling_window_end" type="time" /></Field>
-          <Field label="Time zone" hint="e.g. America/New_York"><input name="calling_window_timezone" maxLength={64} /></Field>
-          <Field label="Days" hint="e.g. mon,tue,wed,thu,fri"><input name="calling_window_days" maxLength={64} /></Field>
+          <Field label="Window opens">
+            <input name="calling_window_start" type="time" />
+          </Field>
+          <Field label="Window closes">
+            <input name="calling_window_end" type="time" />
+          </Field>
+          <Field label="Time zone" hint="e.g. America/New_York">
+            <input name="calling_window_timezone" maxLength={64} />
+          </Field>
+          <Field label="Days" hint="e.g. mon,tue,wed,thu,fri">
+            <input name="calling_window_days" maxLength={64} />
+          </Field>
         </div>
       </details>
       <ErrorNote error={upload.error ?? agents.error} />
-      <button type="submit" disabled={upload.busy}>Upload and start</button>
+      <button type="submit" disabled={upload.busy}>
+        Upload and start
+      </button>
     </ActionForm>
   );
 }
@@ -128,18 +165,43 @@ export function BatchesPage({ session }: { session: SignedIn }) {
       <ErrorNote error={batches.error} />
       <Loading when={batches.loading && batches.items.length === 0} />
       <table>
-        <thead><tr><th>Batch</th><th>Status</th><th>Numbers</th><th>Done</th><th>Created</th></tr></thead>
+        <thead>
+          <tr>
+            <th>Batch</th>
+            <th>Status</th>
+            <th>Numbers</th>
+            <th>Done</th>
+            <th>Created</th>
+          </tr>
+        </thead>
         <tbody>
           {batches.items.map((b) => (
             <tr key={b.batch_id}>
-              <td><a href={`#/batches/${b.batch_id}`}>{b.name}</a></td>
-              <td><Status value={b.status} /></td>
-              <td>{b.total}{b.skipped.count > 0 && <span class="muted"> (+{b.skipped.count} skipped)</span>}</td>
-              <td>{b.completed_count + b.failed_count + b.voicemail_count} / {b.total}</td>
-              <td><When iso={b.created_at} /></td>
+              <td>
+                <a href={`#/batches/${b.batch_id}`}>{b.name}</a>
+              </td>
+              <td>
+                <Status value={b.status} />
+              </td>
+              <td>
+                {b.total}
+                {b.skipped.count > 0 && <span class="muted"> (+{b.skipped.count} skipped)</span>}
+              </td>
+              <td>
+                {b.completed_count + b.failed_count + b.voicemail_count} / {b.total}
+              </td>
+              <td>
+                <When iso={b.created_at} />
+              </td>
             </tr>
           ))}
-          {!batches.loading && batches.items.length === 0 && <tr><td colSpan={5} class="muted">No batches yet.</td></tr>}
+          {!batches.loading && batches.items.length === 0 && (
+            <tr>
+              <td colSpan={5} class="muted">
+                No batches yet.
+              </td>
+            </tr>
+          )}
         </tbody>
       </table>
       <MoreButton list={batches} />
@@ -165,52 +227,105 @@ export function BatchPage({ session, batchId }: { session: SignedIn; batchId: st
     else await ok(api.POST('/api/v1/batches/{batch_id}/resume', { params }));
     batch.reload();
   });
-  if (!b) return <section><ErrorNote error={batch.error} /><Loading when={batch.loading} /></section>;
+  if (!b)
+    return (
+      <section>
+        <ErrorNote error={batch.error} />
+        <Loading when={batch.loading} />
+      </section>
+    );
   const done = b.completed_count + b.failed_count + b.voicemail_count;
   const writable = canWrite(session);
   return (
     <section>
-      <p><a href="#/batches">← Batches</a></p>
+      <p>
+        <a href="#/batches">← Batches</a>
+      </p>
       <h1>{b.name}</h1>
       <p>
         <Status value={b.status} /> <code class="muted">{b.batch_id}</code>
       </p>
       <label class="progress">
-        <span>{done} of {b.total} numbers finished</span>
+        <span>
+          {done} of {b.total} numbers finished
+        </span>
         <progress max={Math.max(b.total, 1)} value={done} aria-label="Batch progress" />
       </label>
       <dl class="facts">
-        <dt>Completed</dt><dd data-count="completed">{b.completed_count}</dd>
-        <dt>Voicemail</dt><dd data-count="voicemail">{b.voicemail_count}</dd>
-        <dt>Failed</dt><dd data-count="failed">{b.failed_count}</dd>
-        <dt>Agent</dt><dd><a href={`#/agents/${b.agent_id}`}><code>{b.agent_id}</code></a> via {b.provider}</dd>
-        <dt>Concurrency</dt><dd>{b.concurrency}</dd>
-        <dt>Scheduled</dt><dd><When iso={b.scheduled_at} /></dd>
-        <dt>Finished</dt><dd><When iso={b.completed_at} /></dd>
+        <dt>Completed</dt>
+        <dd data-count="completed">{b.completed_count}</dd>
+        <dt>Voicemail</dt>
+        <dd data-count="voicemail">{b.voicemail_count}</dd>
+        <dt>Failed</dt>
+        <dd data-count="failed">{b.failed_count}</dd>
+        <dt>Agent</dt>
+        <dd>
+          <a href={`#/agents/${b.agent_id}`}>
+            <code>{b.agent_id}</code>
+          </a>{' '}
+          via {b.provider}
+        </dd>
+        <dt>Concurrency</dt>
+        <dd>{b.concurrency}</dd>
+        <dt>Scheduled</dt>
+        <dd>
+          <When iso={b.scheduled_at} />
+        </dd>
+        <dt>Finished</dt>
+        <dd>
+          <When iso={b.completed_at} />
+        </dd>
       </dl>
       {writable && running && (
         <p class="actions">
           {b.status === 'paused' ? (
-            <button type="button" disabled={act.busy} onClick={() => void act.run('resume')}>Resume</button>
+            <button type="button" disabled={act.busy} onClick={() => void act.run('resume')}>
+              Resume
+            </button>
           ) : (
-            <button type="button" class="secondary" disabled={act.busy} onClick={() => void act.run('pause')}>Pause</button>
+            <button type="button" class="secondary" disabled={act.busy} onClick={() => void act.run('pause')}>
+              Pause
+            </button>
           )}
-          <button type="button" class="danger" disabled={act.busy} onClick={() => void act.run('cancel')}>Cancel batch</button>
+          <button type="button" class="danger" disabled={act.busy} onClick={() => void act.run('cancel')}>
+            Cancel batch
+          </button>
         </p>
       )}
       <ErrorNote error={act.error ?? batch.error} />
       <SkippedRows items={b.skipped.items} />
       <h2>Numbers</h2>
       <table>
-        <thead><tr><th>Number</th><th>Status</th><th>Attempts</th><th>Outcome</th><th>Call</th></tr></thead>
+        <thead>
+          <tr>
+            <th>Number</th>
+            <th>Status</th>
+            <th>Attempts</th>
+            <th>Outcome</th>
+            <th>Call</th>
+          </tr>
+        </thead>
         <tbody>
           {b.recipients.map((r) => (
             <tr key={r.recipient_id}>
               <td>{r.to_number}</td>
-              <td><Status value={r.status} /></td>
+              <td>
+                <Status value={r.status} />
+              </td>
               <td>{r.attempts}</td>
-              <td>{r.outcome ?? '—'}{r.last_error && <span class="muted"> ({r.last_error})</span>}</td>
-              <td>{r.call_id ? <a href={`#/calls/${r.call_id}`}><code>{r.call_id}</code></a> : '—'}</td>
+              <td>
+                {r.outcome ?? '—'}
+                {r.last_error && <span class="muted"> ({r.last_error})</span>}
+              </td>
+              <td>
+                {r.call_id ? (
+                  <a href={`#/calls/${r.call_id}`}>
+                    <code>{r.call_id}</code>
+                  </a>
+                ) : (
+                  '—'
+                )}
+              </td>
             </tr>
           ))}
         </tbody>
@@ -222,7 +337,9 @@ export function BatchPage({ session, batchId }: { session: SignedIn; batchId: st
           {deliveries.data && <DeliveryTable deliveries={deliveries.data} />}
         </>
       ) : (
-        <button type="button" class="secondary" onClick={() => setShowDeliveries(true)}>Show deliveries</button>
+        <button type="button" class="secondary" onClick={() => setShowDeliveries(true)}>
+          Show deliveries
+        </button>
       )}
     </section>
   );

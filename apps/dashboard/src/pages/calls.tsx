@@ -23,26 +23,54 @@ export function CallsPage() {
         Status{' '}
         <select value={status} onChange={(e) => setStatus(e.currentTarget.value as CallStatus | '')}>
           <option value="">any</option>
-          {STATUSES.map((s) => <option key={s} value={s}>{s.replace(/_/g, ' ')}</option>)}
+          {STATUSES.map((s) => (
+            <option key={s} value={s}>
+              {s.replace(/_/g, ' ')}
+            </option>
+          ))}
         </select>
       </label>
       <ErrorNote error={calls.error} />
       <Loading when={calls.loading && calls.items.length === 0} />
       <table>
-        <thead><tr><th>Call</th><th>Direction</th><th>From</th><th>To</th><th>Status</th><th>Duration</th><th>Started</th></tr></thead>
+        <thead>
+          <tr>
+            <th>Call</th>
+            <th>Direction</th>
+            <th>From</th>
+            <th>To</th>
+            <th>Status</th>
+            <th>Duration</th>
+            <th>Started</th>
+          </tr>
+        </thead>
         <tbody>
           {calls.items.map((c) => (
             <tr key={c.call_id}>
-              <td><a href={`#/calls/${c.call_id}`}><code>{c.call_id}</code></a></td>
+              <td>
+                <a href={`#/calls/${c.call_id}`}>
+                  <code>{c.call_id}</code>
+                </a>
+              </td>
               <td>{c.direction}</td>
               <td>{c.from_number}</td>
               <td>{c.to_number}</td>
-              <td><Status value={c.status} /></td>
+              <td>
+                <Status value={c.status} />
+              </td>
               <td>{c.duration} s</td>
-              <td><When iso={c.created_at} /></td>
+              <td>
+                <When iso={c.created_at} />
+              </td>
             </tr>
           ))}
-          {!calls.loading && calls.items.length === 0 && <tr><td colSpan={7} class="muted">No calls.</td></tr>}
+          {!calls.loading && calls.items.length === 0 && (
+            <tr>
+              <td colSpan={7} class="muted">
+                No calls.
+              </td>
+            </tr>
+          )}
         </tbody>
       </table>
       <MoreButton list={calls} />
@@ -54,14 +82,30 @@ function Analysis({ call }: { call: Schemas['Call'] }) {
   const yesNo = (v: boolean | null) => (v === null ? '—' : v ? 'yes' : 'no');
   return (
     <dl class="facts">
-      <dt>Summary</dt><dd>{call.summary ?? <span class="muted">none yet</span>}</dd>
-      <dt>Sentiment</dt><dd>{call.sentiment ?? '—'}</dd>
-      <dt>Goal met</dt><dd>{yesNo(call.goal_met)}</dd>
-      <dt>Needs review</dt><dd>{yesNo(call.needs_review)}</dd>
+      <dt>Summary</dt>
+      <dd>{call.summary ?? <span class="muted">none yet</span>}</dd>
+      <dt>Sentiment</dt>
+      <dd>{call.sentiment ?? '—'}</dd>
+      <dt>Goal met</dt>
+      <dd>{yesNo(call.goal_met)}</dd>
+      <dt>Needs review</dt>
+      <dd>{yesNo(call.needs_review)}</dd>
       <dt>Unanswered questions</dt>
-      <dd>{call.unanswered_questions.length ? <ul>{call.unanswered_questions.map((q, i) => <li key={i}>{q}</li>)}</ul> : '—'}</dd>
-      <dt>Interruptions</dt><dd>{call.interruption_count}</dd>
-      <dt>Average latency</dt><dd>{call.latency_avg_ms === null ? '—' : `${Math.round(call.latency_avg_ms)} ms`}</dd>
+      <dd>
+        {call.unanswered_questions.length ? (
+          <ul>
+            {call.unanswered_questions.map((q, i) => (
+              <li key={i}>{q}</li>
+            ))}
+          </ul>
+        ) : (
+          '—'
+        )}
+      </dd>
+      <dt>Interruptions</dt>
+      <dd>{call.interruption_count}</dd>
+      <dt>Average latency</dt>
+      <dd>{call.latency_avg_ms === null ? '—' : `${Math.round(call.latency_avg_ms)} ms`}</dd>
     </dl>
   );
 }
@@ -79,26 +123,75 @@ export function CallPage({ session, callId }: { session: SignedIn; callId: strin
     call.reload();
   });
   const c = call.data;
-  if (!c) return <section><ErrorNote error={call.error} /><Loading when={call.loading} /></section>;
+  if (!c)
+    return (
+      <section>
+        <ErrorNote error={call.error} />
+        <Loading when={call.loading} />
+      </section>
+    );
   return (
     <section>
-      <p><a href="#/calls">← Calls</a></p>
-      <h1>Call <code>{c.call_id}</code></h1>
+      <p>
+        <a href="#/calls">← Calls</a>
+      </p>
+      <h1>
+        Call <code>{c.call_id}</code>
+      </h1>
       <dl class="facts">
-        <dt>Status</dt><dd><Status value={c.status} />{c.end_reason && <span class="muted"> ({c.end_reason.replace(/_/g, ' ')})</span>}</dd>
-        <dt>Agent</dt><dd><a href={`#/agents/${c.agent_id}`}><code>{c.agent_id}</code></a></dd>
-        {c.batch_id && <><dt>Batch</dt><dd><a href={`#/batches/${c.batch_id}`}><code>{c.batch_id}</code></a></dd></>}
-        <dt>Direction</dt><dd>{c.direction} via {c.provider}</dd>
-        <dt>From → to</dt><dd>{c.from_number} → {c.to_number}</dd>
-        <dt>Answered by</dt><dd>{c.answered_by ?? '—'}</dd>
-        <dt>Created</dt><dd><When iso={c.created_at} /></dd>
-        <dt>Answered</dt><dd><When iso={c.answered_at} /></dd>
-        <dt>Ended</dt><dd><When iso={c.ended_at} /></dd>
-        <dt>Duration</dt><dd>{c.duration} s, {c.message_count} messages</dd>
+        <dt>Status</dt>
+        <dd>
+          <Status value={c.status} />
+          {c.end_reason && <span class="muted"> ({c.end_reason.replace(/_/g, ' ')})</span>}
+        </dd>
+        <dt>Agent</dt>
+        <dd>
+          <a href={`#/agents/${c.agent_id}`}>
+            <code>{c.agent_id}</code>
+          </a>
+        </dd>
+        {c.batch_id && (
+          <>
+            <dt>Batch</dt>
+            <dd>
+              <a href={`#/batches/${c.batch_id}`}>
+                <code>{c.batch_id}</code>
+              </a>
+            </dd>
+          </>
+        )}
+        <dt>Direction</dt>
+        <dd>
+          {c.direction} via {c.provider}
+        </dd>
+        <dt>From → to</dt>
+        <dd>
+          {c.from_number} → {c.to_number}
+        </dd>
+        <dt>Answered by</dt>
+        <dd>{c.answered_by ?? '—'}</dd>
+        <dt>Created</dt>
+        <dd>
+          <When iso={c.created_at} />
+        </dd>
+        <dt>Answered</dt>
+        <dd>
+          <When iso={c.answered_at} />
+        </dd>
+        <dt>Ended</dt>
+        <dd>
+          <When iso={c.ended_at} />
+        </dd>
+        <dt>Duration</dt>
+        <dd>
+          {c.duration} s, {c.message_count} messages
+        </dd>
       </dl>
       {live && canWrite(session) && (
         <p>
-          <button type="button" class="danger" disabled={hangup.busy} onClick={() => void hangup.run()}>Hang up</button>
+          <button type="button" class="danger" disabled={hangup.busy} onClick={() => void hangup.run()}>
+            Hang up
+          </button>
           <ErrorNote error={hangup.error} />
         </p>
       )}
@@ -122,13 +215,23 @@ export function CallPage({ session, callId }: { session: SignedIn; callId: strin
         <p class="muted">None.</p>
       ) : (
         <table>
-          <thead><tr><th>Tool</th><th>Source</th><th>Arguments</th><th>Result</th><th>Time</th></tr></thead>
+          <thead>
+            <tr>
+              <th>Tool</th>
+              <th>Source</th>
+              <th>Arguments</th>
+              <th>Result</th>
+              <th>Time</th>
+            </tr>
+          </thead>
           <tbody>
             {c.tool_calls.map((t, i) => (
               <tr key={i}>
                 <td>{t.name}</td>
                 <td>{t.source}</td>
-                <td><pre>{JSON.stringify(t.arguments, null, 1)}</pre></td>
+                <td>
+                  <pre>{JSON.stringify(t.arguments, null, 1)}</pre>
+                </td>
                 <td>{t.ok ? <pre>{JSON.stringify(t.result, null, 1)?.slice(0, 2000)}</pre> : <span class="error-text">{t.error}</span>}</td>
                 <td>{t.duration_ms} ms</td>
               </tr>

@@ -28,7 +28,9 @@ export function KeysPage({ session }: { session: SignedIn }) {
           <Field label="Key name">
             <input name="name" required maxLength={100} placeholder="Production server" />
           </Field>
-          <button type="submit" disabled={create.busy}>Create key</button>
+          <button type="submit" disabled={create.busy}>
+            Create key
+          </button>
         </ActionForm>
       )}
       <ErrorNote error={create.error} />
@@ -38,8 +40,12 @@ export function KeysPage({ session }: { session: SignedIn }) {
             <strong>Copy your new key now.</strong> It is shown only this once.
           </p>
           <input class="secret" readOnly value={created.key} aria-label="New API key" onFocus={(e) => e.currentTarget.select()} />
-          <button type="button" class="secondary" onClick={() => void navigator.clipboard?.writeText(created.key)}>Copy</button>
-          <button type="button" class="secondary" onClick={() => setCreated(null)}>Done</button>
+          <button type="button" class="secondary" onClick={() => void navigator.clipboard?.writeText(created.key)}>
+            Copy
+          </button>
+          <button type="button" class="secondary" onClick={() => setCreated(null)}>
+            Done
+          </button>
         </div>
       )}
       <ErrorNote error={keys.error ?? revoke.error} />
@@ -47,15 +53,30 @@ export function KeysPage({ session }: { session: SignedIn }) {
       {keys.data && (
         <table>
           <thead>
-            <tr><th>Name</th><th>Key</th><th>Created</th><th>Last used</th><th>State</th><th><span class="sr-only">Actions</span></th></tr>
+            <tr>
+              <th>Name</th>
+              <th>Key</th>
+              <th>Created</th>
+              <th>Last used</th>
+              <th>State</th>
+              <th>
+                <span class="sr-only">Actions</span>
+              </th>
+            </tr>
           </thead>
           <tbody>
             {keys.data.map((k) => (
               <tr key={k.id} data-key-id={k.id}>
                 <td>{k.name}</td>
-                <td><code>{k.key_prefix}…</code></td>
-                <td><When iso={k.created_at} /></td>
-                <td><When iso={k.last_used_at} /></td>
+                <td>
+                  <code>{k.key_prefix}…</code>
+                </td>
+                <td>
+                  <When iso={k.created_at} />
+                </td>
+                <td>
+                  <When iso={k.last_used_at} />
+                </td>
                 <td>{k.revoked ? <span class="status status-revoked">revoked</span> : <span class="status status-active">active</span>}</td>
                 <td>
                   {writable && !k.revoked && (
@@ -66,7 +87,13 @@ export function KeysPage({ session }: { session: SignedIn }) {
                 </td>
               </tr>
             ))}
-            {keys.data.length === 0 && <tr><td colSpan={6} class="muted">No keys yet.</td></tr>}
+            {keys.data.length === 0 && (
+              <tr>
+                <td colSpan={6} class="muted">
+                  No keys yet.
+                </td>
+              </tr>
+            )}
           </tbody>
         </table>
       )}

@@ -32,13 +32,26 @@ export function MembersPage({ session }: { session: SignedIn }) {
       <Loading when={members.loading && !members.data} />
       {members.data && (
         <table>
-          <thead><tr><th>Email</th><th>Role</th><th>Joined</th></tr></thead>
+          <thead>
+            <tr>
+              <th>Email</th>
+              <th>Role</th>
+              <th>Joined</th>
+            </tr>
+          </thead>
           <tbody>
             {members.data.map((m) => (
               <tr key={m.id}>
-                <td>{m.email}{m.id === session.user.id && <span class="muted"> (you)</span>}</td>
-                <td><span class={`role role-${m.role}`}>{m.role}</span></td>
-                <td><When iso={m.created_at} /></td>
+                <td>
+                  {m.email}
+                  {m.id === session.user.id && <span class="muted"> (you)</span>}
+                </td>
+                <td>
+                  <span class={`role role-${m.role}`}>{m.role}</span>
+                </td>
+                <td>
+                  <When iso={m.created_at} />
+                </td>
               </tr>
             ))}
           </tbody>
@@ -48,18 +61,26 @@ export function MembersPage({ session }: { session: SignedIn }) {
         <ActionForm action={add}>
           <h2>Add a member</h2>
           <div class="row">
-            <Field label="Email"><input name="email" type="email" required maxLength={254} autoComplete="off" /></Field>
+            <Field label="Email">
+              <input name="email" type="email" required maxLength={254} autoComplete="off" />
+            </Field>
             <Field label="Initial password" hint="At least 8 characters; share it with them privately.">
               <input name="password" type="password" required minLength={8} maxLength={256} autoComplete="new-password" />
             </Field>
             <Field label="Role">
               <select name="role">
-                {ROLES.map((r) => <option key={r.role} value={r.role} selected={r.role === 'developer'}>{r.role}: {r.says}</option>)}
+                {ROLES.map((r) => (
+                  <option key={r.role} value={r.role} selected={r.role === 'developer'}>
+                    {r.role}: {r.says}
+                  </option>
+                ))}
               </select>
             </Field>
           </div>
           <ErrorNote error={add.error} />
-          <button type="submit" disabled={add.busy}>Add member</button>
+          <button type="submit" disabled={add.busy}>
+            Add member
+          </button>
         </ActionForm>
       )}
     </section>

@@ -45,7 +45,9 @@ export function TryAgent({ agentId }: { agentId: string }) {
   if (!shown) {
     return (
       <p>
-        <button type="button" class="secondary" onClick={() => setShown(true)}>Talk to this agent</button>{' '}
+        <button type="button" class="secondary" onClick={() => setShown(true)}>
+          Talk to this agent
+        </button>{' '}
         <span class="muted">Opens the web widget, as your site would show it.</span>
       </p>
     );

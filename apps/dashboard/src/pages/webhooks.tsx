@@ -23,14 +23,24 @@ function SigningSecret() {
   return (
     <div>
       <h2>Signing secret</h2>
-      <p class="muted">Every delivery is signed with it (headers <code>webhook-signature</code> and <code>X-Webhook-Signature</code>).</p>
+      <p class="muted">
+        Every delivery is signed with it (headers <code>webhook-signature</code> and <code>X-Webhook-Signature</code>).
+      </p>
       {secret ? (
         <input class="secret" readOnly value={secret} aria-label="Webhook signing secret" onFocus={(e) => e.currentTarget.select()} />
       ) : (
-        <button type="button" class="secondary" disabled={reveal.busy} onClick={() => void reveal.run()}>Show secret</button>
+        <button type="button" class="secondary" disabled={reveal.busy} onClick={() => void reveal.run()}>
+          Show secret
+        </button>
       )}{' '}
-      <button type="button" class="secondary" disabled={rotate.busy} onClick={() => void rotate.run()}>Rotate</button>
-      {note && <p class="notice" role="status">{note}</p>}
+      <button type="button" class="secondary" disabled={rotate.busy} onClick={() => void rotate.run()}>
+        Rotate
+      </button>
+      {note && (
+        <p class="notice" role="status">
+          {note}
+        </p>
+      )}
       <ErrorNote error={reveal.error ?? rotate.error} />
     </div>
   );
@@ -38,7 +48,8 @@ function SigningSecret() {
 
 function Deliveries({ webhookId }: { webhookId: string }) {
   const list = usePaged(
-    (starting_after) => ok(api.GET('/api/v1/webhooks/{webhook_id}/deliveries', { params: { path: { webhook_id: webhookId }, query: { limit: 50, starting_after } } })),
+    (starting_after) =>
+      ok(api.GET('/api/v1/webhooks/{webhook_id}/deliveries', { params: { path: { webhook_id: webhookId }, query: { limit: 50, starting_after } } })),
     [webhookId],
   );
   return (
@@ -80,39 +91,73 @@ export function WebhooksPage({ session }: { session: SignedIn }) {
             <fieldset class="events">
               <legend>Events</legend>
               {EVENTS.map((e) => (
-                <label key={e} class="check"><input type="checkbox" name={`event:${e}`} defaultChecked /> {e}</label>
+                <label key={e} class="check">
+                  <input type="checkbox" name={`event:${e}`} defaultChecked /> {e}
+                </label>
               ))}
             </fieldset>
           </div>
           <ErrorNote error={add.error} />
-          <button type="submit" disabled={add.busy}>Register webhook</button>
+          <button type="submit" disabled={add.busy}>
+            Register webhook
+          </button>
         </ActionForm>
       )}
       <ErrorNote error={hooks.error ?? remove.error} />
       <Loading when={hooks.loading && !hooks.data} />
       {hooks.data && (
         <table>
-          <thead><tr><th>URL</th><th>Events</th><th>Registered</th><th><span class="sr-only">Actions</span></th></tr></thead>
+          <thead>
+            <tr>
+              <th>URL</th>
+              <th>Events</th>
+              <th>Registered</th>
+              <th>
+                <span class="sr-only">Actions</span>
+              </th>
+            </tr>
+          </thead>
           <tbody>
             {hooks.data.map((h) => (
               <Fragment key={h.webhook_id}>
                 <tr>
                   <td class="url">{h.url}</td>
                   <td>{h.events.join(', ')}</td>
-                  <td><When iso={h.created_at} /></td>
                   <td>
-                    <button type="button" class="secondary" aria-expanded={open === h.webhook_id} onClick={() => setOpen(open === h.webhook_id ? null : h.webhook_id)}>
+                    <When iso={h.created_at} />
+                  </td>
+                  <td>
+                    <button
+                      type="button"
+                      class="secondary"
+                      aria-expanded={open === h.webhook_id}
+                      onClick={() => setOpen(open === h.webhook_id ? null : h.webhook_id)}
+                    >
                       Deliveries
                     </button>
-                    {writable && <button type="button" class="danger" disabled={remove.busy} onClick={() => void remove.run(h)}>Delete</button>}
+                    {writable && (
+                      <button type="button" class="danger" disabled={remove.busy} onClick={() => void remove.run(h)}>
+                        Delete
+                      </button>
+                    )}
                   </td>
                 </tr>
                 {open === h.webhook_id && (
-                  <tr><td colSpan={4}><Deliveries webhookId={h.webhook_id} /></td></tr>
+                  <tr>
+                    <td colSpan={4}>
+                      <Deliveries webhookId={h.webhook_id} />
+                    </td>
+                  </tr>
                 )}
               </Fragment>
             ))}
-            {hooks.data.length === 0 && <tr><td colSpan={4} class="muted">No webhooks yet.</td></tr>}
+            {hooks.data.length === 0 && (
+              <tr>
+                <td colSpan={4} class="muted">
+                  No webhooks yet.
+                </td>
+              </tr>
+            )}
           </tbody>
         </table>
       )}
