@@ -41,7 +41,7 @@ export function batchNotFound(batchId: string) {
 
 const issue = (loc: string[], msg: string, type: string, input?: unknown): ValidationIssue => ({ loc, msg, type, ...(input !== undefined ? { input } : {}) });
 
-function refuse(issues: ValidationIssue[]): ApiError {
+function refuse(issues: ValidationIssue[]): ApiError<422> {
   const first = issues[0];
   return new ApiError(422, 'invalid_request_error', code422(first.type), first.msg, { param: first.loc.slice(1).join('.') || null, issues });
 }
@@ -179,7 +179,7 @@ export class BatchService {
     return this.get(workspaceId, batchId);
   }
 
-  private static alreadyTerminal(batch: BatchRow): ApiError {
+  private static alreadyTerminal(batch: BatchRow): ApiError<409> {
     return conflict('batch_already_terminal', `The batch is already ${batch.status}.`);
   }
 

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { components } from '../../generated/openapi.js';
-import { ApiError, conflict, notFound, otherWorkspace, paymentRequired, unprocessable, badGateway, type CodeFor } from '../errors/api-error.js';
+import { ApiError, conflict, notFound, otherWorkspace, paymentRequired, unprocessable, badGateway, withParam, type CodeFor } from '../errors/api-error.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import { sha256Hex } from '../lib/tokens.js';
@@ -136,7 +136,7 @@ export class CallService {
     try {
       agent = await this.agents.loadForRuntime(workspaceId, body.agent_id);
     } catch (err) {
-      if (err instanceof ApiError) throw new ApiError(err.status, err.type, err.code, err.message, { param: 'agent_id' });
+      if (err instanceof ApiError) throw withParam(err, 'agent_id');
       throw err;
     }
     const provider = chooseProvider(agent, body.provider);

@@ -89,6 +89,10 @@ export const internalError = () =>
 export const serviceUnavailable = (message = 'The service is temporarily unavailable; retry shortly.', code: CodeFor<503> = 'service_unavailable') =>
   new ApiError(503, 'api_error', code, message);
 
+/** The same error, blamed on one field of the request (an agent's 404 as the `agent_id` of a call, ...). */
+export const withParam = <S extends number>(err: ApiError<S>, param: string): ApiError<S> =>
+  new ApiError(err.status, err.type, err.code as CodeFor<S>, err.message, { param, headers: err.headers, issues: err.issues });
+
 /** A 422 code named by a problem's kind when the catalogue lists it with 422, else the generic `invalid_value`. */
 export function code422(kind: string): CodeFor<422> {
   const entry = (errorCatalogue as Record<string, { statuses: readonly number[] }>)[kind];

@@ -10,7 +10,7 @@ import { fromHttpError } from './envelope.js';
 import { ApiError, badRequest } from './errors.js';
 
 /** The body parser's failure kept for this request, as the API error it would have been. */
-export function deferredBodyError(ctx: Context, bodyLimitBytes: number): ApiError | null {
+export function deferredBodyError(ctx: Context, bodyLimitBytes: number): ApiError<400 | 413 | 415 | 422> | null {
   const err = ctx.state.bodyError as Error | undefined;
   if (!err) return null;
   return fromHttpError(err, bodyLimitBytes) ?? badRequest('invalid_request', 'The request body could not be read.');

@@ -15,7 +15,7 @@ interface HttpishError extends Error {
 }
 
 /** Maps errors thrown by Koa and koa-body (raw-body, co-body) onto the catalogue. */
-export function fromHttpError(err: HttpishError, limitBytes: number): ApiError | null {
+export function fromHttpError(err: HttpishError, limitBytes: number): ApiError<400 | 413 | 415 | 422> | null {
   const status = err.status ?? err.statusCode;
   if (err.type === 'entity.too.large' || status === 413) {
     return payloadTooLarge(`The request body exceeds the limit of ${limitBytes} bytes.`);

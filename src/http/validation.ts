@@ -191,7 +191,7 @@ function dropNullBranchNoise(errors: ErrorObject[]): ErrorObject[] {
 }
 
 /** `data` is the object validated: {requestBody, query, path, header}. */
-export function validationError(errors: ErrorObject[], data?: unknown): ApiError {
+export function validationError(errors: ErrorObject[], data?: unknown): ApiError<422> {
   const seen = new Set<string>();
   const mapped = dropNullBranchNoise(errors)
     .map((e) => mapOne(e, data))

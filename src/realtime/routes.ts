@@ -25,7 +25,7 @@ function mintedBy(p: Principal): string | null {
 }
 
 /** Ajv errors of the request schema (instance paths relative to the body) as the API's 422. */
-function bodyError(errors: ErrorObject[], body: unknown): ApiError {
+function bodyError(errors: ErrorObject[], body: unknown): ApiError<422> {
   return validationError(
     errors.map((e) => ({ ...e, instancePath: `/requestBody${e.instancePath}` })),
     { requestBody: body },

@@ -3,7 +3,7 @@
  * admission of a WebSocket connection in the order 4001 -> 4402 -> 4028 -> 4003 -> 4029 -> 1011.
  */
 import type { Logger } from 'pino';
-import { ApiError, forbidden, paymentRequired, tooManyRequests } from '../errors/api-error.js';
+import { ApiError, forbidden, paymentRequired, tooManyRequests, withParam } from '../errors/api-error.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import { agentNotFound, type RuntimeAgent } from '../agents/service.js';
@@ -101,7 +101,7 @@ export class RealtimeService {
       if (agent && b.source === 'screen' && !agent.realtime.enableScreenShare) {
         throw forbidden('screen_share_disabled', 'Screen sharing is not enabled for this agent.', 'source');
       }
-      if (agentError instanceof ApiError) throw new ApiError(agentError.status, agentError.type, agentError.code, agentError.message, { param: 'agent_id' });
+      if (agentError instanceof ApiError) throw withParam(agentError, 'agent_id');
       if (agentError) throw agentError;
     }
     // 5. Body.

@@ -92,9 +92,9 @@ export class WorkspaceService {
     const user = await this.store.findUserByEmail(input.email.trim());
     // Verify against a dummy hash for unknown emails so timing does not reveal which emails exist.
     const ok = await verifyPassword(input.password, user?.password_hash ?? DUMMY_HASH);
-    if (!user || !ok) throw new ApiError(401, 'authentication_error', 'invalid_credentials', 'Incorrect email or password.');
-    const workspace = await this.store.getWorkspace(user.workspace_id);
-    if (!workspace) throw notFound('workspace_not_found', 'The workspace of this account no longer exists.');
+    const workspace = user && ok ? await this.store.getWorkspace(user.workspace_id) : undefined;
+    // An account whose workspace is gone is no account (login declares no 404).
+    if (!user || !workspace) throw new ApiError(401, 'authentication_error', 'invalid_credentials', 'Incorrect email or password.');
     return { ...(await this.startSession(user)), user: toUser(user), workspace: toWorkspaceSummary(workspace) };
   }
 

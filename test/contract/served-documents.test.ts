@@ -1,15 +1,19 @@
 /**
  * The documents the service serves are the ones client teams generate from: /openapi.json and
  * /asyncapi.json are the generated bundles byte for byte in content, the AsyncAPI one passes the
- * official parser with no error (operation messages referring to their channel's), and the OpenAPI
- * ones pass redocly's recommended rules with no error. /openapi.json holds what API clients may call;
+ * official parser with no error (operation messages referring to their channel's), the OpenAPI
+ * ones pass redocly's recommended rules with no error, and all three pass Spectral with our ruleset
+ * (.spectral.yaml, what `npm run lint` runs) with no error. /openapi.json holds what API clients may call;
  * /internal/openapi.json holds every operation the service routes, and nothing internal leaks into
  * the public one.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { Parser } from '@asyncapi/parser';
 import { createConfig, lintFromString } from '@redocly/openapi-core';
 import { startTestService, type TestService } from '../helpers/service.js';
@@ -34,6 +38,24 @@ async function assertLintsClean(url: string, body: unknown): Promise<void> {
   );
 }
 
+const root = path.resolve(import.meta.dirname, '../..');
+
+/** Spectral's CLI with the project's ruleset over what the service answered: no error-level problem. */
+async function assertSpectralClean(name: string, body: unknown): Promise<void> {
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'served-'));
+  try {
+    const file = path.join(dir, name);
+    writeFileSync(file, JSON.stringify(body));
+    const args = ['lint', file, '--ruleset', path.join(root, '.spectral.yaml'), '--fail-severity', 'error', '--format', 'text'];
+    const res = await promisify(execFile)(path.join(root, 'node_modules/.bin/spectral'), args, { cwd: root }).catch(
+      (e: { stdout?: string; code?: number }) => e,
+    );
+    assert.equal('code' in res ? res.code : 0, 0, `spectral on the served ${name}:\n${res.stdout ?? ''}`);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 let t: TestService;
 before(async () => {
   t = await startTestService();
@@ -47,6 +69,7 @@ describe('served contract documents', () => {
     const res = await t.http.get('/asyncapi.json');
     assert.equal(res.status, 200);
     assert.deepEqual(res.body, JSON.parse(readFileSync(path.join(generatedDir, 'asyncapi.json'), 'utf8')));
+    await assertSpectralClean('asyncapi.json', res.body);
     const diagnostics = await new Parser().validate(JSON.stringify(res.body));
     const errors = diagnostics.filter((d) => d.severity === 0);
     assert.deepEqual(
@@ -60,6 +83,7 @@ describe('served contract documents', () => {
     assert.equal(res.status, 200);
     assert.deepEqual(res.body, JSON.parse(readFileSync(path.join(generatedDir, 'openapi.json'), 'utf8')));
     await assertLintsClean(`${t.url}/openapi.json`, res.body);
+    await assertSpectralClean('openapi.json', res.body);
   });
 
   it('/internal/openapi.json is the whole bundle and passes redocly lint with no error', async () => {
@@ -67,6 +91,7 @@ describe('served contract documents', () => {
     assert.equal(res.status, 200);
     assert.deepEqual(res.body, JSON.parse(readFileSync(path.join(generatedDir, 'openapi-internal.json'), 'utf8')));
     await assertLintsClean(`${t.url}/internal/openapi.json`, res.body);
+    await assertSpectralClean('openapi-internal.json', res.body);
     assert.deepEqual(operationIds(res.body).sort(), operations.map((o) => o.operationId).sort(), 'every operation the service routes');
   });
 
