@@ -51,6 +51,14 @@ async function fromMultipart(ctx: Context): Promise<UploadInput> {
 export function knowledgeRoutes(knowledge: KnowledgeService): Handlers {
   return {
     uploadDocument: async (req) => {
+      if (req.ctx.is('application/json')) {
+        throw new ApiError(
+          415,
+          'invalid_request_error',
+          'unsupported_media_type',
+          "Content-Type must be multipart/form-data with the file in the part 'file'. Text as JSON {name, text} goes to POST /api/v1/documents/text.",
+        );
+      }
       checkContentType(req.ctx);
       return { status: 201, body: await knowledge.upload(workspaceOf(req.auth), await fromMultipart(req.ctx)) };
     },

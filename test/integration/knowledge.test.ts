@@ -175,6 +175,7 @@ describe('knowledge: upload', () => {
     const jsonToUpload = await t.http.post('/api/v1/documents').set(bearer(ws.apiKey)).send({ name: 'x', text: 'y' });
     assert.equal(jsonToUpload.status, 415, jsonToUpload.text);
     assert.equal(jsonToUpload.body.error.code, 'unsupported_media_type');
+    assert.match(jsonToUpload.body.error.message, /POST \/api\/v1\/documents\/text/, 'says where JSON text goes');
     const unauthenticated = await t.http.post('/api/v1/documents').attach('file', Buffer.from('x'), 'x.txt');
     assert.equal(unauthenticated.status, 401);
     // An unknown key gets 401 like a missing one (body-parsing.ts checks the key before it parses anything).
