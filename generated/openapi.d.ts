@@ -1683,7 +1683,7 @@ export interface paths {
          * @description Everything the service routes and validates with: the public document's operations plus operator
          *     administration (`/admin/v1`), the carriers' callbacks, the system routes (health, metrics, these
          *     documents) and the served browser files, with the extensions the service reads itself
-         *     (`x-validate-in-handler`, `x-unsupported-values`). Not for generating client SDKs.
+         *     (`x-validate-in-handler`, `x-validate-as`, `x-unsupported-values`). Not for generating client SDKs.
          */
         get: operations["getInternalOpenApiDocument"];
         put?: never;
@@ -11140,6 +11140,10 @@ export interface operations {
                      *     }
                      */
                     "application/json": {
+                        openapi: string;
+                        info: Record<string, never>;
+                        paths: Record<string, never>;
+                    } & {
                         [key: string]: unknown;
                     };
                 };
@@ -11173,6 +11177,10 @@ export interface operations {
                      *     }
                      */
                     "application/json": {
+                        openapi: string;
+                        info: Record<string, never>;
+                        paths: Record<string, never>;
+                    } & {
                         [key: string]: unknown;
                     };
                 };
@@ -11205,6 +11213,9 @@ export interface operations {
                      *     }
                      */
                     "application/json": {
+                        asyncapi: string;
+                        info: Record<string, never>;
+                    } & {
                         [key: string]: unknown;
                     };
                 };

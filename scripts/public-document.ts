@@ -45,12 +45,17 @@ const resolve = (doc: Json, ref: string): unknown =>
     .split('/')
     .reduce<unknown>((n, part) => (n as Json | undefined)?.[part.replace(/~1/g, '/').replace(/~0/g, '~')], doc);
 
-/** Keeps the components reachable from what remains (paths, webhooks, security schemes) and ALWAYS_KEPT. */
+/** Keeps the components reachable from what remains (paths, webhooks, the security schemes they use) and ALWAYS_KEPT. */
 function pruneComponents(doc: Json): void {
   const reached = new Set<string>();
   const queue: string[] = [...ALWAYS_KEPT].filter((r) => resolve(doc, r) !== undefined);
   refsIn([doc.paths, doc.webhooks], queue);
-  for (const scheme of Object.keys(doc.components?.securitySchemes ?? {})) reached.add(`#/components/securitySchemes/${scheme}`);
+  // Security schemes are named, not referenced: keep those the global or an operation's security uses.
+  const requirements = [
+    ...(doc.security ?? []),
+    ...Object.values(doc.paths as Record<string, Json>).flatMap((item) => METHODS.flatMap((m) => item[m]?.security ?? [])),
+  ];
+  for (const requirement of requirements as Json[]) for (const scheme of Object.keys(requirement)) reached.add(`#/components/securitySchemes/${scheme}`);
   while (queue.length) {
     const ref = queue.pop()!;
     if (reached.has(ref) || !ref.startsWith('#/components/')) continue;

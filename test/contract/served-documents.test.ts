@@ -118,6 +118,7 @@ describe('served contract documents', () => {
     // Components only internal operations use are not in the public document; every public $ref resolves.
     assert.equal(pub.components.schemas.ProviderAVoiceRequest, undefined);
     assert.equal(pub.components.schemas.WorkspaceList, undefined);
+    assert.deepEqual(Object.keys(pub.components.securitySchemes).sort(), ['ApiKey', 'DashboardSession'], 'no operator or metrics scheme');
     const refs = [...text.matchAll(/"\$ref":"#\/components\/(\w+)\/([^"]+)"/g)];
     for (const [, kind, name] of refs) assert.ok(pub.components[kind!]?.[name!], `#/components/${kind}/${name}`);
   });

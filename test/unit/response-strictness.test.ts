@@ -7,15 +7,52 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { Contract } from '../../src/http/contract.js';
-import { asyncapiPayloadValidator, openapiDocument, withClosedObjects } from '../../src/contract/documents.js';
+import { asyncapiDocument, asyncapiPayloadValidator, openapiDocument, withClosedObjects } from '../../src/contract/documents.js';
+import { realtimeServerMessages } from '../../generated/asyncapi-types.js';
+
+const realtimeServerMessageComponents = Object.values(realtimeServerMessages) as string[];
+
+/** Where, in the schemas reachable from `roots` (following local $refs), an object sets `additionalProperties: false`. */
+function closedObjectsIn(doc: Record<string, any>, roots: unknown[]): string[] {
+  const seen = new Set<string>();
+  const found: string[] = [];
+  const resolve = (ref: string) =>
+    ref
+      .replace(/^#\//, '')
+      .split('/')
+      .reduce((o: any, k) => o?.[k.replace(/~1/g, '/').replace(/~0/g, '~')], doc);
+  const walk = (node: unknown, at: string): void => {
+    if (Array.isArray(node)) return node.forEach((n) => walk(n, at));
+    if (!node || typeof node !== 'object') return;
+    const n = node as Record<string, unknown>;
+    if (typeof n.$ref === 'string') {
+      if (!seen.has(n.$ref)) {
+        seen.add(n.$ref);
+        walk(resolve(n.$ref), n.$ref);
+      }
+      return;
+    }
+    if (n.additionalProperties === false) found.push(at);
+    for (const [k, v] of Object.entries(n)) if (k !== 'example' && k !== 'examples') walk(v, at);
+  };
+  walk(roots, 'root');
+  return [...new Set(found)];
+}
 
 describe('open response schemas, strict checks', () => {
   it('the served document leaves response schemas open and request schemas closed', () => {
-    const schemas = (openapiDocument().components as Record<string, any>).schemas;
-    for (const name of ['Agent', 'Call', 'Document', 'McpServer', 'VoicemailConfig', 'ToolCallRecord'])
-      assert.equal(schemas[name].additionalProperties, undefined, name);
+    const doc = openapiDocument() as Record<string, any>;
+    const schemas = doc.components.schemas;
+    const responses = Object.values(doc.paths as Record<string, any>).flatMap((item) => Object.values(item).map((op: any) => op?.responses));
+    assert.deepEqual(closedObjectsIn(doc, responses), [], 'no object reachable from a response refuses unknown fields');
     for (const name of ['AgentCreateRequest', 'VoicemailConfigInput', 'DocumentCreateRequest', 'McpServerCreateStatic', 'BatchCallingWindowInput'])
       assert.equal(schemas[name].additionalProperties, false, name);
+  });
+
+  it('the realtime messages the service sends, and the webhook events, leave objects open too', () => {
+    const doc = asyncapiDocument() as Record<string, any>;
+    const sent = [...realtimeServerMessageComponents, 'callCompleted', 'batchCompleted'].map((m) => doc.components.messages[m]);
+    assert.deepEqual(closedObjectsIn(doc, sent), []);
   });
 
   it('the response check refuses a field the schema does not list, at any depth', () => {
