@@ -6,8 +6,9 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { operations } from '../../generated/operations.js';
 import { Contract } from '../../src/http/contract.js';
-import { ADMIN_TOKEN, startTestService, type TestService } from '../helpers/service.js';
+import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
+import { operationRequest } from '../helpers/operations.js';
 
 let t: TestService;
 let tn: Tenant;
@@ -44,21 +45,7 @@ describe('operations', () => {
   it('answers 501 in the envelope on every unimplemented operation', async () => {
     const implemented = new Set(t.service.implemented);
     for (const o of operations.filter((x) => !implemented.has(x.operationId))) {
-      const info = contract.operations.get(o.operationId)!;
-      const path = o.path.replace(/\{(\w+)\}/g, (_m, name: string) =>
-        name === 'provider' ? 'provider_a' : `${name.split('_')[0]}_01JD5Z7Q8Y1C2B3A4N5M6K7P8R`,
-      );
-      const schemes = info.security.flatMap((s) => Object.keys(s));
-      const token = schemes.includes('ApiKey')
-        ? tn.apiKey
-        : schemes.includes('DashboardSession')
-          ? tn.sessionToken
-          : schemes.includes('OperatorToken')
-            ? ADMIN_TOKEN
-            : null;
-      let req = t.http[o.method.toLowerCase() as 'get'](path);
-      if (token) req = req.set('Authorization', `Bearer ${token}`);
-      const res = await req;
+      const res = await operationRequest(t, tn, contract, o);
       assert.equal(res.status, 501, `${o.operationId}: ${JSON.stringify(res.body)}`);
       assert.equal(res.body.error.code, 'not_implemented');
     }

@@ -10,8 +10,9 @@ import assert from 'node:assert/strict';
 import { LARGE_BODIES } from '../../src/http/body-parsing.js';
 import { operations } from '../../generated/operations.js';
 import { Contract } from '../../src/http/contract.js';
-import { ADMIN_TOKEN, startTestService, type TestService } from '../helpers/service.js';
+import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
+import { operationRequest } from '../helpers/operations.js';
 
 const LIMIT = 4096;
 let t: TestService;
@@ -25,20 +26,7 @@ after(() => t.close());
 const contract = Contract.load();
 const withJsonBody = operations.filter((o) => contract.operations.get(o.operationId)!.requestContentTypes.includes('application/json'));
 
-function request(o: (typeof operations)[number]) {
-  const info = contract.operations.get(o.operationId)!;
-  const path = o.path.replace(/\{(\w+)\}/g, (_m, name: string) => (name === 'provider' ? 'provider_a' : `${name.split('_')[0]}_01JD5Z7Q8Y1C2B3A4N5M6K7P8R`));
-  const schemes = info.security.flatMap((s) => Object.keys(s));
-  const token = schemes.includes('ApiKey')
-    ? tn.apiKey
-    : schemes.includes('DashboardSession')
-      ? tn.sessionToken
-      : schemes.includes('OperatorToken')
-        ? ADMIN_TOKEN
-        : null;
-  const req = t.http[o.method.toLowerCase() as 'post'](path);
-  return token ? req.set('Authorization', `Bearer ${token}`) : req;
-}
+const request = (o: (typeof operations)[number]) => operationRequest(t, tn, contract, o);
 
 function assertEnvelope(
   o: { operationId: string },
