@@ -8,7 +8,7 @@
  * next calls to `to`) and `{cmd: 'calls'}` (answers `{calls: n}`).
  */
 import pino from 'pino';
-import { startSandboxCarriers, type CalleeScript } from '../src/telephony/sandbox/server.js';
+import { startSandboxCarriers, type CalleeScript } from '../src/sandbox/carriers/server.js';
 
 function option(name: string, env: string): string | undefined {
   const flag = `--${name}=`;

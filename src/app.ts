@@ -18,7 +18,7 @@ import { matchOperation } from './http/route-match.js';
 import { parseBodyByOperation } from './http/body-parsing.js';
 import { securityHandlers, type Authenticators } from './http/security.js';
 import type { Contract } from './http/contract.js';
-import type { Handlers } from './http/handler-types.js';
+import type { Handlers } from './contract/handlers.js';
 import type { Idempotency } from './http/idempotency.js';
 import type { Config } from './config.js';
 

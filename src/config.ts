@@ -217,7 +217,7 @@ const schema = z.object({
   /** Metering: cents per started minute of a voice/camera/screen session, and of a text session. */
   REALTIME_CENTS_PER_MINUTE: z.coerce.number().int().min(0).default(10),
   REALTIME_TEXT_CENTS_PER_MINUTE: z.coerce.number().int().min(0).default(0),
-  // Phone calls (src/calls/, src/telephony/).
+  // Phone calls (src/calls/, src/carriers/) and the sandbox carriers (src/sandbox/).
   /**
    * Base URL of provider_a's REST API (`https://api.twilio.com`) and of provider_b's (`https://api.telnyx.com/v2`).
    * Unset: the sandbox carrier of that provider, started in-process (not allowed in production).

@@ -12,7 +12,7 @@ import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { Config } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
 import { Contract } from './http/contract.js';
-import type { Handlers } from './http/handler-types.js';
+import type { Handlers } from './contract/handlers.js';
 import { createApp } from './app.js';
 import { systemClock, type Clock } from './lib/clock.js';
 import { loadSecretBox, type SecretBox } from './crypto/secrets.js';
@@ -46,17 +46,17 @@ import { McpStore } from './mcp/store.js';
 import { McpService } from './mcp/service.js';
 import { mcpRoutes } from './mcp/routes.js';
 import { Idempotency } from './http/idempotency.js';
-import { createVoiceService, type VoiceServiceHandle } from './voice/index.js';
+import { createVoiceService, type VoiceService } from './voice/index.js';
+import { startSandboxes, type Sandboxes } from './sandbox/index.js';
 import { createRealtime, type Realtime } from './realtime/index.js';
 import { routeUpgrades } from './http/upgrades.js';
 import { JobQueue } from './jobs/queue.js';
-import { callbackUrls } from './telephony/carrier.js';
-import { createCarriers, type Carriers } from './telephony/index.js';
-import { CallSignals } from './telephony/signals.js';
-import { CarrierCallbacks } from './telephony/callbacks.js';
-import { InboundNumbers } from './telephony/inbound.js';
-import { MediaServer } from './telephony/media-server.js';
-import { telephonyRoutes } from './telephony/routes.js';
+import { callbackUrls } from './carriers/carrier.js';
+import { createCarriers, type Carriers } from './carriers/index.js';
+import { CallSignals } from './calls/live/signals.js';
+import { CarrierCallbacks } from './calls/callbacks.js';
+import { InboundNumbers } from './calls/inbound.js';
+import { MediaServer } from './calls/live/media-server.js';
 import { CallStore } from './calls/store.js';
 import { CallFinaliser } from './calls/finaliser.js';
 import { CallService } from './calls/service.js';
@@ -86,15 +86,17 @@ export interface RunningService {
   webhooks: WebhookService;
   /** Raises call.completed and batch.completed (recorded durably, delivered in the background). */
   events: EventPublisher;
-  /** The voice service (Gemini Live adapter; the in-process sandbox when VOICE_SERVICE_URL is unset). */
-  voice: VoiceServiceHandle;
+  /** The voice service (the Gemini Live adapter, pointed at VOICE_SERVICE_URL or the sandbox). */
+  voice: VoiceService;
+  /** The simulators started in-process for what the configuration gives no URL (tests use their controls). */
+  sandbox: Sandboxes;
   /** Realtime web sessions: POST /realtime/sessions and the /ws/{user_id} WebSocket. */
   realtime: Realtime;
   /** Phone calls: the API's rules, their store and finalisation. */
   calls: { service: CallService; store: CallStore; finaliser: CallFinaliser; jobs: CallJobs };
   /** Batches: the API's rules, their store and the dispatch engine. */
   batches: { service: BatchService; store: BatchStore; engine: BatchEngine };
-  /** The carrier adapters, the sandbox carriers when in use, and the media stream endpoints. */
+  /** The carrier adapters, the media stream endpoints, and the signals to live calls' bridges. */
   telephony: { carriers: Carriers; media: MediaServer; signals: CallSignals };
   /** The PostgreSQL job queue (dialing, call deadlines). */
   jobs: JobQueue;
@@ -127,18 +129,22 @@ export async function startService(
     poolMax: config.DATABASE_POOL_MAX,
     log,
   });
-  try {
-    await checkSecretsKey(db.knex, secrets);
-  } catch (err) {
-    await db.close();
-    throw err;
-  }
 
   const metrics = new Registry();
   collectDefaultMetrics({ register: metrics });
   let shuttingDown = false;
 
   const outbound: OutboundPolicy = { production: config.NODE_ENV === 'production', allowList: config.OUTBOUND_ALLOW_LIST };
+
+  const webhookStore = new WebhookStore(db.knex);
+  const webhooks = new WebhookService(webhookStore, secrets, outbound, clock, { secretOverlapMs: config.WEBHOOK_SECRET_OVERLAP_MS }, log);
+  // Before anything reads a secret: this instance's SECRETS_KEY must be the one this database's secrets are sealed with.
+  try {
+    await checkSecretsKey(db.knex, secrets, () => webhooks.sealedSample());
+  } catch (err) {
+    await db.close();
+    throw err;
+  }
 
   // Domain services, each built from what it needs. Later domains add theirs below, in dependency order.
   const workspaces = new WorkspaceService(
@@ -173,8 +179,6 @@ export async function startService(
     log,
   );
   const toolRunner = new ToolRunner(tools, knowledge, mcp);
-  const webhookStore = new WebhookStore(db.knex);
-  const webhooks = new WebhookService(webhookStore, secrets, outbound, clock, { secretOverlapMs: config.WEBHOOK_SECRET_OVERLAP_MS }, log);
   const webhookDispatcher = new WebhookDispatcher(
     webhookStore,
     (workspaceId, known) => webhooks.signingSecrets(workspaceId, known),
@@ -190,7 +194,9 @@ export async function startService(
     db.url,
   );
   const events = new EventPublisher(webhookStore, () => webhookDispatcher.kick());
-  const voice = await createVoiceService(config, log);
+  // The simulators stand in for the carriers and the voice service that have no URL configured.
+  const sandbox = await startSandboxes(config, log);
+  const voice = createVoiceService(config, { url: config.VOICE_SERVICE_URL ?? sandbox.voice!.url, sandbox: !config.VOICE_SERVICE_URL }, log);
   const realtime = createRealtime({
     config,
     knex: db.knex,
@@ -216,7 +222,17 @@ export async function startService(
   };
   const urls = callbackUrls(publicBaseUrl);
   const jobs = new JobQueue(db.knex, { connectionString: db.url, concurrency: config.JOBS_CONCURRENCY, pollIntervalMs: config.JOBS_POLL_INTERVAL_MS }, log);
-  const carriers = await createCarriers(config, urls, log);
+  const carriers = createCarriers(
+    {
+      providerAUrl: config.PROVIDER_A_API_URL ?? sandbox.carriers!.server.providerAUrl,
+      providerBUrl: config.PROVIDER_B_API_URL ?? sandbox.carriers!.server.providerBUrl,
+      timeoutMs: config.CARRIER_TIMEOUT_MS,
+    },
+    urls,
+  );
+  log.info({ sandbox: [...(sandbox.carriers?.providers ?? [])], sandboxUrl: sandbox.carriers?.server.url }, 'carriers ready');
+  // provider_b webhooks from the sandbox are verified with its own key: it cannot sign with an agent's.
+  const providerBKeyOverride = sandbox.carriers?.providers.has('provider_b') ? sandbox.carriers.server.providerBPublicKey : null;
   const timing = {
     ringTimeoutS: config.CALL_RING_TIMEOUT_S,
     maxDurationS: config.CALL_MAX_DURATION_S,
@@ -267,10 +283,11 @@ export async function startService(
     carriers.providerB,
     urls,
     clock,
-    { orphanAfterMs: config.CALL_ORPHAN_AFTER_MS, statusGraceMs: config.CALL_STATUS_GRACE_MS, providerBKeyOverride: carriers.providerBKeyOverride },
+    { orphanAfterMs: config.CALL_ORPHAN_AFTER_MS, statusGraceMs: config.CALL_STATUS_GRACE_MS, providerBKeyOverride },
     callLog,
   );
-  const inbound = new InboundNumbers(agents, carriers.byProvider, callStore, carriers.sandbox, callLog);
+  const ringer = sandbox.carriers && { providers: sandbox.carriers.providers, ring: sandbox.carriers.server.ring };
+  const inbound = new InboundNumbers(agents, carriers.byProvider, callStore, ringer, callLog);
   const media = new MediaServer(
     { store: callStore, voice, tools: toolRunner, finaliser, clock, carriers: carriers.byProvider, agents, admission, signals },
     {
@@ -300,9 +317,8 @@ export async function startService(
     ...webhookRoutes(webhooks),
     ...mcpRoutes(mcp),
     ...realtime.routes,
-    ...callRoutes(callService, (workspaceId, callId, params) => webhooks.callDeliveries(workspaceId, callId, params)),
+    ...callRoutes(callService, callbacks, inbound, (workspaceId, callId, params) => webhooks.callDeliveries(workspaceId, callId, params)),
     ...batchRoutes(batchService, contract, (workspaceId, batchId, params) => webhooks.batchDeliveries(workspaceId, batchId, params)),
-    ...telephonyRoutes(callbacks, inbound),
     ...systemRoutes({ db: db.knex, metrics, isShuttingDown: () => shuttingDown }),
   };
   // Work to finish on shutdown after the HTTP server stops (background workers, open sessions), in order.
@@ -319,11 +335,12 @@ export async function startService(
   await jobs.start();
   stopHooks.push(['job queue', () => jobs.stop()]);
   media.start();
-  stopHooks.push(['sandbox carriers', () => carriers.close()]);
+
   // Connections kept open for MCP tool calls.
   stopHooks.push(['MCP connections', () => mcp.close()]);
   stopHooks.push(['extraction pool', () => extractor.close()]);
   stopHooks.push(['voice service', () => voice.close()]);
+  stopHooks.push(['sandboxes', () => sandbox.close()]);
   stopHooks.push(['auth limiter', async () => authLimit.close()]);
   const app = createApp({
     config,
@@ -381,6 +398,7 @@ export async function startService(
     webhooks,
     events,
     voice,
+    sandbox,
     realtime,
     calls: { service: callService, store: callStore, finaliser, jobs: callJobs },
     batches: { service: batchService, store: batchStore, engine: batchEngine },

@@ -52,7 +52,7 @@ import { createLogger } from '../../src/log.js';
 import { JobQueue } from '../../src/jobs/queue.js';
 import { newId } from '../../src/lib/ids.js';
 import type { RunningService } from '../../src/service.js';
-import type { SandboxCallRecord } from '../../src/telephony/sandbox/server.js';
+import type { SandboxCallRecord } from '../../src/sandbox/carriers/server.js';
 
 const ADMIN = 'bench-operator-token-0123456789';
 const PASS_THROUGH = [
@@ -225,7 +225,7 @@ async function create(c: Ctx): Promise<void> {
  * goes to the phase that placed a call to its number.
  */
 function carrierWatch(service: RunningService) {
-  const sandbox = service.telephony.carriers.sandbox?.carriers;
+  const sandbox = service.sandbox.carriers?.server;
   if (!sandbox) throw new Error('the bench needs the in-process sandbox carriers');
   const seen = new Set<string>();
   const phases: Array<{ nums: Set<string>; records: SandboxCallRecord[] }> = [];

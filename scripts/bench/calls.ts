@@ -22,9 +22,9 @@ import { randomBytes } from 'node:crypto';
 import alawmulaw from 'alawmulaw';
 import { benchDatabase, forkChild, table, type BenchChild } from './lib.js';
 import type { ChildStats } from './child-stats.js';
-import { CallTranscoder } from '../../src/telephony/transcode.js';
-import { Downsampler24kTo8k, Upsampler8kTo16k } from '../../src/voice/audio.js';
-import { FRAMES_B64 } from '../../src/voice/sandbox/speech.js';
+import { CallTranscoder } from '../../src/carriers/transcode.js';
+import { Downsampler24kTo8k, Upsampler8kTo16k } from '../../src/audio/pcm16.js';
+import { FRAMES_B64 } from '../../src/sandbox/voice/speech.js';
 
 const ADMIN = 'bench-operator-token-0123456789';
 const root = path.resolve(import.meta.dirname, '../..');

@@ -3,8 +3,8 @@
  * agent's public profile (no credentials; CORS open on /api/v1/public/, src/http/cors.ts). Thin: the
  * rules live in service.ts.
  */
-import type { Handlers } from '../http/handler-types.js';
-import { workspaceOf } from '../workspaces/principal.js';
+import type { Handlers } from '../contract/handlers.js';
+import { workspaceOf } from '../contract/principal.js';
 import type { AgentService } from './service.js';
 
 export function agentRoutes(agents: AgentService): Handlers {

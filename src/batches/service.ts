@@ -11,7 +11,7 @@ import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { CallService } from '../calls/service.js';
-import type { Provider } from '../telephony/carrier.js';
+import type { Provider } from '../carriers/carrier.js';
 import { isValidTimeZone, windowProblems, type CallingWindow } from './calling-window.js';
 import { screenRecipients, type RecipientInput, type RowProblem } from './recipients.js';
 import { toBatch, toDetail, toSummary, type Batch, type BatchDetail, type BatchSummary } from './records.js';

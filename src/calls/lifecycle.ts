@@ -1,84 +1,15 @@
 /**
  * The rules of a call's status (the transition table of `Call` in the contract), as pure functions:
- * how a carrier's progress report moves a live call, and what terminal status and end reason a call
- * ends with given everything recorded about it.
+ * how a carrier's progress report (already in our words, src/carriers/) moves a live call, and what
+ * terminal status and end reason a call ends with given everything recorded about it.
  */
-import type { AnsweredBy, CallRow, CallStatus, CarrierOutcome, EndReason, LiveStatus } from './store.js';
+import type { CallRow, CallStatus, EndReason, LiveStatus } from './store.js';
 
 const ORDER: Record<LiveStatus, number> = { queued: 0, initiated: 1, ringing: 2, in_progress: 3 };
-
-/** A report from the carrier about a call, in our words. */
-export type CarrierUpdate =
-  | { kind: 'progress'; status: 'initiated' | 'ringing' | 'in_progress'; at: Date }
-  | { kind: 'ended'; outcome: CarrierOutcome; at: Date }
-  | { kind: 'amd'; answeredBy: AnsweredBy; greetingEnded: boolean }
-  | { kind: 'greeting_ended' };
 
 /** The statuses from which `to` is a forward move (carriers report out of order; never go back). */
 export function movableFrom(to: 'initiated' | 'ringing' | 'in_progress'): LiveStatus[] {
   return (Object.keys(ORDER) as LiveStatus[]).filter((s) => ORDER[s] < ORDER[to]);
-}
-
-/** provider_a's CallStatus in our words (`queued`/`initiated` both mean the carrier took the call). */
-export function providerAStatus(
-  value: string,
-): { kind: 'progress'; status: 'initiated' | 'ringing' | 'in_progress' } | { kind: 'ended'; outcome: CarrierOutcome } | null {
-  switch (value) {
-    case 'queued':
-    case 'initiated':
-      return { kind: 'progress', status: 'initiated' };
-    case 'ringing':
-      return { kind: 'progress', status: 'ringing' };
-    case 'in-progress':
-    case 'answered':
-      return { kind: 'progress', status: 'in_progress' };
-    case 'completed':
-      return { kind: 'ended', outcome: 'completed' };
-    case 'busy':
-      return { kind: 'ended', outcome: 'busy' };
-    case 'no-answer':
-      return { kind: 'ended', outcome: 'no_answer' };
-    case 'failed':
-      return { kind: 'ended', outcome: 'failed' };
-    case 'canceled':
-      return { kind: 'ended', outcome: 'canceled' };
-    default:
-      return null;
-  }
-}
-
-/** provider_a's AnsweredBy in our words; `machine_end_*` also means the greeting is over. */
-export function providerAAnsweredBy(value: string): { answeredBy: AnsweredBy; greetingEnded: boolean } {
-  if (value === 'human') return { answeredBy: 'human', greetingEnded: false };
-  if (value.startsWith('machine_end_')) return { answeredBy: 'machine', greetingEnded: true };
-  if (value.startsWith('machine') || value === 'fax') return { answeredBy: 'machine', greetingEnded: false };
-  return { answeredBy: 'unknown', greetingEnded: false };
-}
-
-/** provider_b's hangup_cause in our words (whether the call was answered decides what is left). */
-export function providerBHangup(cause: string | null): CarrierOutcome {
-  switch (cause) {
-    case 'user_busy':
-    case 'call_rejected':
-      return 'busy';
-    case 'timeout':
-    case 'no_answer':
-      return 'no_answer';
-    case 'originator_cancel':
-      return 'canceled';
-    case 'time_limit':
-      return 'time_limit';
-    case 'normal_clearing':
-      return 'completed';
-    default:
-      return 'failed';
-  }
-}
-
-export function providerBAnsweredBy(result: string | null): AnsweredBy {
-  if (result === 'human') return 'human';
-  if (result === 'machine') return 'machine';
-  return 'unknown';
 }
 
 /**

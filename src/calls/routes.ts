@@ -1,14 +1,34 @@
-/** Handlers of the Calls operations (thin: the rules are in service.ts). */
-import type { Handlers } from '../http/handler-types.js';
-import { workspaceOf } from '../workspaces/principal.js';
+/**
+ * Handlers of the Calls operations, the carriers' callbacks, inbound number configuration and the
+ * sandbox ringing helper (thin: the rules are in service.ts, callbacks.ts and inbound.ts).
+ */
+import type { Handlers } from '../contract/handlers.js';
+import { workspaceOf } from '../contract/principal.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { components } from '../../generated/openapi.js';
 import type { CallService } from './service.js';
+import type { Context } from 'koa';
+import type { CarrierCallbacks, CarrierRequest } from './callbacks.js';
+import type { InboundNumbers } from './inbound.js';
 
 type WebhookDelivery = components['schemas']['WebhookDelivery'];
 
+/** A carrier callback as its signature covers it (koa-body keeps the raw body, `includeUnparsed`). */
+function carrierRequest(ctx: Context): CarrierRequest {
+  const raw = (ctx.request as { rawBody?: unknown }).rawBody;
+  const callId = ctx.query.call_id;
+  return {
+    url: ctx.url,
+    callId: typeof callId === 'string' ? callId : undefined,
+    rawBody: typeof raw === 'string' ? raw : '',
+    header: (name) => ctx.get(name) || undefined,
+  };
+}
+
 export function callRoutes(
   calls: CallService,
+  callbacks: CarrierCallbacks,
+  inbound: InboundNumbers,
   deliveries: (workspaceId: string, callId: string, params: PageParams) => Promise<Page<WebhookDelivery>>,
 ): Handlers {
   return {
@@ -21,5 +41,21 @@ export function callRoutes(
       await calls.owned(workspaceId, req.params.call_id);
       return { status: 200, body: await deliveries(workspaceId, req.params.call_id, req.query) };
     },
+    providerAVoiceWebhook: async (req) => ({ status: 200, body: await callbacks.providerAVoice(carrierRequest(req.ctx)), type: 'text/xml' }),
+    providerAStatusCallback: async (req) => {
+      await callbacks.providerAStatus(carrierRequest(req.ctx));
+      return { status: 204, body: undefined };
+    },
+    providerAAmdCallback: async (req) => {
+      await callbacks.providerAAmd(carrierRequest(req.ctx));
+      return { status: 204, body: undefined };
+    },
+    providerBEvent: async (req) => {
+      await callbacks.providerBEvent(carrierRequest(req.ctx), req.body as never);
+      return { status: 204, body: undefined };
+    },
+    enableInbound: async (req) => ({ status: 200, body: await inbound.enable(workspaceOf(req.auth), req.params.agent_id, req.params.provider) }),
+    disableInbound: async (req) => ({ status: 200, body: await inbound.disable(workspaceOf(req.auth), req.params.agent_id, req.params.provider) }),
+    createSandboxInboundCall: async (req) => ({ status: 201, body: await inbound.ringSandbox(workspaceOf(req.auth), req.body) }),
   };
 }

@@ -18,8 +18,8 @@ import type { RuntimeAgent } from '../agents/service.js';
 import type { WorkspaceAdmission, BillingRefusal, WorkspaceBilling } from '../workspaces/admission.js';
 import { conversationVariables, fillPlaceholders } from '../conversation/placeholders.js';
 import type { JobQueue } from '../jobs/queue.js';
-import { CarrierError, type Carrier, type CarrierCredentials, type Provider } from '../telephony/carrier.js';
-import { credentialsOf } from '../telephony/credentials.js';
+import { CarrierError, type Carrier, type CarrierCredentials, type Provider } from '../carriers/carrier.js';
+import { canDial, credentialsOf } from '../carriers/credentials.js';
 import { DEADLINE_JOB, deadlineJobKey, type CallFinaliser } from './finaliser.js';
 import { toCall, type Call } from './records.js';
 import { isTerminal, type CallFilters, type CallRow, type CallStore } from './store.js';
@@ -72,13 +72,6 @@ const BILLING_REFUSALS: Record<BillingRefusal, { code: CodeFor<402>; message: st
   plan_limit: { code: 'plan_limit_reached', message: "The workspace's plan has used its conversation minutes for this month." },
   insufficient_credit: { code: 'insufficient_credit', message: 'The workspace has no credit left; add credit to place calls.' },
 };
-
-/** Whether the agent has the credentials to place calls through `provider` (its number may come with the call). */
-function canDial(agent: RuntimeAgent, provider: Provider): boolean {
-  return provider === 'provider_a'
-    ? Boolean(agent.providerA?.accountSid && agent.providerA.authToken)
-    : Boolean(agent.providerB?.apiKey && agent.providerB.connectionId);
-}
 
 /** Which provider a call uses: the one asked for, else the agent's only configured one. */
 function chooseProvider(agent: RuntimeAgent, asked: Provider | undefined): Provider {

@@ -7,6 +7,9 @@ import type { Knex } from 'knex';
 import { paginate, type Page, type PageParams } from '../lib/pagination.js';
 import type { ToolCallRecord } from '../conversation/engine.js';
 import type { TranscriptTurn } from '../voice/types.js';
+import type { AnsweredBy, CarrierOutcome } from '../carriers/carrier.js';
+
+export type { AnsweredBy, CarrierOutcome };
 
 export type CallStatus = 'queued' | 'initiated' | 'ringing' | 'in_progress' | 'completed' | 'busy' | 'no_answer' | 'failed' | 'canceled' | 'voicemail';
 export type LiveStatus = 'queued' | 'initiated' | 'ringing' | 'in_progress';
@@ -23,9 +26,6 @@ export type EndReason =
   | 'carrier_error'
   | 'service_error'
   | 'not_allowed';
-/** What the carrier said became of the call, in our words. */
-export type CarrierOutcome = 'completed' | 'busy' | 'no_answer' | 'failed' | 'canceled' | 'time_limit';
-export type AnsweredBy = 'human' | 'machine' | 'unknown';
 
 export const LIVE_STATUSES: readonly LiveStatus[] = ['queued', 'initiated', 'ringing', 'in_progress'];
 export const TERMINAL_STATUSES: readonly CallStatus[] = ['completed', 'busy', 'no_answer', 'failed', 'canceled', 'voicemail'];

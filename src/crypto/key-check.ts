@@ -6,23 +6,23 @@
  */
 import type { Knex } from 'knex';
 import type { SecretBox } from './secrets.js';
-import { webhookSecretContext } from '../webhooks/service.js';
 
 export class SecretsKeyMismatchError extends Error {}
 
 const SETTING = 'secrets_key_fingerprint';
 
-/** A sealed value already stored, if any, with its context (one kind of secret is enough to judge the key). */
-async function anySealed(db: Knex): Promise<{ sealed: string; context: string } | undefined> {
-  const row = await db('webhook_secrets').first('secret_sealed', 'workspace_id');
-  return row ? { sealed: row.secret_sealed as string, context: webhookSecretContext(row.workspace_id as string) } : undefined;
+/** A sealed value already stored, with its context (one kind of secret is enough to judge the key). */
+export interface SealedSample {
+  sealed: string;
+  context: string;
 }
 
-export async function checkSecretsKey(db: Knex, box: SecretBox): Promise<void> {
+/** `sample` reads any one sealed value the database holds (none: undefined). */
+export async function checkSecretsKey(db: Knex, box: SecretBox, sample: () => Promise<SealedSample | undefined>): Promise<void> {
   const mine = box.fingerprint();
   const stored = (await db('service_settings').where({ key: SETTING }).first('value'))?.value as string | undefined;
   if (stored === undefined) {
-    const sealed = await anySealed(db);
+    const sealed = await sample();
     if (sealed !== undefined) {
       try {
         box.open(sealed.sealed, sealed.context);
@@ -33,7 +33,7 @@ export async function checkSecretsKey(db: Knex, box: SecretBox): Promise<void> {
       }
     }
     await db('service_settings').insert({ key: SETTING, value: mine }).onConflict('key').ignore();
-    return checkSecretsKey(db, box);
+    return checkSecretsKey(db, box, sample);
   }
   if (stored !== mine) {
     throw new SecretsKeyMismatchError(

@@ -6,7 +6,7 @@
  * draft-07 Ajv; we skip its definition check (Spectral and redocly lint the contract) and hand it
  * Ajv2020 so 3.1 schemas (type arrays, const, unevaluatedProperties) validate correctly.
  */
-import type { Role } from '../workspaces/principal.js';
+import type { Role } from '../contract/principal.js';
 import { OpenAPIBackend, type Document } from 'openapi-backend';
 import type { Ajv2020, ValidateFunction, Options as AjvOptions } from 'ajv/dist/2020.js';
 import { internalOpenapiDocument, makeAjv, withClosedObjects } from '../contract/documents.js';

@@ -18,7 +18,7 @@ import type { Clock } from '../lib/clock.js';
 import { ApiError, type CodeFor } from './errors.js';
 import { renderError } from './envelope.js';
 import type { Contract } from './contract.js';
-import type { AnyReply } from './handler-types.js';
+import type { AnyReply } from '../contract/handlers.js';
 
 export interface IdempotencyOptions {
   ttlMs: number;

@@ -10,8 +10,8 @@ import { refuseNul } from './nul.js';
 import { ApiError, forbidden, notImplemented, routeNotFound, unauthorized } from './errors.js';
 import { validationError } from './validation.js';
 import type { Contract } from './contract.js';
-import type { AnyHandler, Handlers, OperationId } from './handler-types.js';
-import { hasRole, type Principal } from '../workspaces/principal.js';
+import type { AnyHandler, Handlers, OperationId } from '../contract/handlers.js';
+import { hasRole, type Principal } from '../contract/principal.js';
 import type { Idempotency } from './idempotency.js';
 import { isWrongKind } from './security.js';
 

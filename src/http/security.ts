@@ -5,7 +5,7 @@
 import type { Context as ApiContext } from 'openapi-backend';
 import { safeEqual } from '../lib/tokens.js';
 import { type ApiError, unauthorized } from './errors.js';
-import type { Principal } from '../workspaces/principal.js';
+import type { Principal } from '../contract/principal.js';
 
 export interface Authenticators {
   apiKey(token: string): Promise<Principal | null>;

@@ -3,8 +3,8 @@
  * was validated as McpServerCreateFields (`x-validate-as`): `auth_type` may be absent (taken as `none`),
  * and its rules are the service's.
  */
-import type { Handlers } from '../http/handler-types.js';
-import { workspaceOf } from '../workspaces/principal.js';
+import type { Handlers } from '../contract/handlers.js';
+import { workspaceOf } from '../contract/principal.js';
 import type { McpServerCreateInput, McpService } from './service.js';
 
 export function mcpRoutes(mcp: McpService): Handlers {

@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { Clock } from '../lib/clock.js';
 import type { Contract } from '../http/contract.js';
-import type { Handlers } from '../http/handler-types.js';
+import type { Handlers } from '../contract/handlers.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { components } from '../../generated/openapi.js';
 import type { UpgradeRoute } from '../http/upgrades.js';

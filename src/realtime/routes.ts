@@ -2,9 +2,9 @@
  * Handlers of the Realtime operations: createRealtimeSession (it validates its own body, at step 5 of
  * the spec's check order) and the reads of finished web sessions.
  */
-import type { Handlers } from '../http/handler-types.js';
+import type { Handlers } from '../contract/handlers.js';
 import type { Contract } from '../http/contract.js';
-import { workspaceOf, type Principal } from '../workspaces/principal.js';
+import { workspaceOf, type Principal } from '../contract/principal.js';
 import { checkContentType } from '../http/router.js';
 import { deferredBodyError } from '../http/deferred-body.js';
 import { validationError } from '../http/validation.js';

@@ -4,7 +4,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Knex } from 'knex';
 import type { Registry } from 'prom-client';
-import type { Handlers } from '../http/handler-types.js';
+import type { Handlers } from '../contract/handlers.js';
 import { asyncapiDocument, generatedDir, internalOpenapiDocument, openapiDocument, rootDir } from '../contract/documents.js';
 import { serviceUnavailable } from '../errors/api-error.js';
 

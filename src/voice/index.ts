@@ -1,18 +1,13 @@
-/**
- * The voice service for the rest of the system: the Gemini Live adapter pointed at VOICE_SERVICE_URL, or,
- * when that is unset, at the sandbox voice service started here in-process (stopped by close()).
- */
+/** The voice service for the rest of the system: the Gemini Live adapter pointed at the voice service's URL. */
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import { createGeminiLiveService } from './gemini-live.js';
-import { startSandboxVoiceService, type SandboxVoiceService } from './sandbox/server.js';
 import type { VoiceService } from './types.js';
 
 export type { VoiceService } from './types.js';
 
 type VoiceConfig = Pick<
   Config,
-  | 'VOICE_SERVICE_URL'
   | 'GEMINI_API_KEY'
   | 'VOICE_MODEL'
   | 'VOICE_ANALYSIS_MODEL'
@@ -21,29 +16,17 @@ type VoiceConfig = Pick<
   | 'VOICE_RETRY_BASE_MS'
   | 'VOICE_RETRY_MAX_DELAY_MS'
   | 'VOICE_RECONNECT_QUEUE_LIMIT'
-  | 'VOICE_SANDBOX_END_OF_TURN_MS'
-  | 'VOICE_SANDBOX_MS_PER_CHAR'
-  | 'VOICE_SANDBOX_SPEED'
 >;
 
-export interface VoiceServiceHandle extends VoiceService {
-  /** The in-process sandbox, when VOICE_SERVICE_URL is unset (tests use its controls). */
-  readonly sandbox: SandboxVoiceService | null;
-}
-
-export async function createVoiceService(config: VoiceConfig, log: Logger): Promise<VoiceServiceHandle> {
-  const sandbox = config.VOICE_SERVICE_URL
-    ? null
-    : await startSandboxVoiceService({
-        endOfTurnMs: config.VOICE_SANDBOX_END_OF_TURN_MS,
-        msPerChar: config.VOICE_SANDBOX_MS_PER_CHAR,
-        speed: config.VOICE_SANDBOX_SPEED,
-      });
-  const url = config.VOICE_SERVICE_URL ?? sandbox!.url;
+/**
+ * `url`: VOICE_SERVICE_URL, or the sandbox voice service's when it is unset (src/service.ts starts it);
+ * `sandbox` only says which, for the log.
+ */
+export function createVoiceService(config: VoiceConfig, endpoint: { url: string; sandbox: boolean }, log: Logger): VoiceService {
   const voiceLog = log.child({ component: 'voice' });
-  voiceLog.info({ endpoint: sandbox ? 'sandbox' : new URL(url).host, model: config.VOICE_MODEL }, 'voice service ready');
-  const service = createGeminiLiveService({
-    url,
+  voiceLog.info({ endpoint: endpoint.sandbox ? 'sandbox' : new URL(endpoint.url).host, model: config.VOICE_MODEL }, 'voice service ready');
+  return createGeminiLiveService({
+    url: endpoint.url,
     apiKey: config.GEMINI_API_KEY,
     model: config.VOICE_MODEL,
     analysisModel: config.VOICE_ANALYSIS_MODEL,
@@ -54,13 +37,4 @@ export async function createVoiceService(config: VoiceConfig, log: Logger): Prom
     reconnectQueueLimit: config.VOICE_RECONNECT_QUEUE_LIMIT,
     log: voiceLog,
   });
-  return {
-    sandbox,
-    open: (c) => service.open(c),
-    analyze: (input) => service.analyze(input),
-    async close() {
-      await service.close();
-      await sandbox?.close();
-    },
-  };
 }

@@ -1,6 +1,6 @@
 /** Handlers of the Webhooks operations. Thin: the rules live in service.ts. */
-import type { Handlers } from '../http/handler-types.js';
-import { workspaceOf } from '../workspaces/principal.js';
+import type { Handlers } from '../contract/handlers.js';
+import { workspaceOf } from '../contract/principal.js';
 import type { WebhookService } from './service.js';
 
 export function webhookRoutes(service: WebhookService): Handlers {

@@ -46,7 +46,7 @@ function toDelivery(row: DeliveryRow): WebhookDelivery {
 }
 
 /** The context a workspace's webhook secret is sealed for (the previous one keeps it through a rotation). */
-export const webhookSecretContext = (workspaceId: string) => `webhook_secrets/${workspaceId}`;
+const webhookSecretContext = (workspaceId: string) => `webhook_secrets/${workspaceId}`;
 
 export class WebhookService {
   constructor(
@@ -57,6 +57,12 @@ export class WebhookService {
     private readonly settings: WebhookSettings,
     private readonly log: Logger,
   ) {}
+
+  /** Any one stored webhook secret as sealed, with its context: how an instance tells whether its SECRETS_KEY opens this database's secrets. */
+  async sealedSample(): Promise<{ sealed: string; context: string } | undefined> {
+    const row = await this.store.anySecret();
+    return row ? { sealed: row.secret_sealed, context: webhookSecretContext(row.workspace_id) } : undefined;
+  }
 
   /** Checks a target URL for registration: absolute http(s), and not a blocked address where it resolves. */
   private async allowedUrl(url: string): Promise<void> {

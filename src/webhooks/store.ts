@@ -135,6 +135,11 @@ export class WebhookStore {
     return this.db('webhook_secrets').where({ workspace_id: workspaceId }).first();
   }
 
+  /** Any one workspace's secret row (none stored yet: undefined). */
+  anySecret(): Promise<SecretRow | undefined> {
+    return this.db('webhook_secrets').first();
+  }
+
   /** Stores the secret unless the workspace already has one; returns the one that won. */
   async insertSecret(workspaceId: string, sealed: string): Promise<SecretRow> {
     await this.db('webhook_secrets').insert({ workspace_id: workspaceId, secret_sealed: sealed }).onConflict('workspace_id').ignore();

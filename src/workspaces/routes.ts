@@ -1,6 +1,6 @@
 /** Handlers of the Auth, Members, API Keys and Operator operations. Thin: the rules live in service.ts. */
-import type { Handlers, HandlerRequest, OperationId } from '../http/handler-types.js';
-import type { Principal } from './principal.js';
+import type { Handlers, HandlerRequest, OperationId } from '../contract/handlers.js';
+import type { Principal } from '../contract/principal.js';
 import type { WorkspaceService } from './service.js';
 import type { AuthRateLimit } from './auth-rate-limit.js';
 

@@ -8,7 +8,7 @@ import { newApiKey, newDashboardSessionToken, sha256Hex } from '../lib/tokens.js
 import type { Clock } from '../lib/clock.js';
 import type { PageParams } from '../lib/pagination.js';
 import { ApiError, forbidden, notFound, otherWorkspace, unauthorized } from '../errors/api-error.js';
-import { hasRole, type Principal, type Role } from './principal.js';
+import { hasRole, type Principal, type Role } from '../contract/principal.js';
 import { DUMMY_HASH, hashPassword, verifyPassword } from './passwords.js';
 import type { ApiKeyRow, UserRow, WorkspaceRow, WorkspaceStore } from './store.js';
 

@@ -3,7 +3,7 @@ import type { Knex } from 'knex';
 import { conflict } from '../errors/api-error.js';
 import { isUniqueViolation } from '../lib/db-errors.js';
 import { paginate, type PageParams } from '../lib/pagination.js';
-import type { Role } from './principal.js';
+import type { Role } from '../contract/principal.js';
 
 export interface WorkspaceRow {
   id: string;

@@ -140,11 +140,11 @@ describe('refusals of the realtime WebSocket (close codes)', () => {
 
   it('server_error (1011): the agent session could not start', async () => {
     const { a, agentId } = await workspace();
-    site.afterMint = async () => t.service.voice.sandbox!.setUnavailable(true);
+    site.afterMint = async () => t.service.sandbox.voice!.setUnavailable(true);
     try {
       await expectStartError({ tokenUrl: site.tokenUrl, agentId, userId: 'visitor-1', source: 'voice' }, 'server_error', 1011);
     } finally {
-      t.service.voice.sandbox!.setUnavailable(false);
+      t.service.sandbox.voice!.setUnavailable(false);
     }
     assert.equal(await leases(a.workspaceId), 0);
   });

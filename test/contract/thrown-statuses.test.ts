@@ -58,7 +58,7 @@ class StatusFinder {
     }
   }
 
-  /** An object literal typed as `Handlers` (src/http/handler-types.ts). */
+  /** An object literal typed as `Handlers` (src/contract/handlers.ts). */
   isHandlers(obj: ts.ObjectLiteralExpression): boolean {
     return this.checker.getContextualType(obj)?.aliasSymbol?.getName() === 'Handlers';
   }

@@ -31,7 +31,7 @@ import { providerConfig } from '../helpers/calls.js';
 import { sandboxNumbers } from '../helpers/batches.js';
 import { operator, waitFor } from '../helpers/realtime.js';
 import { ADMIN_TOKEN } from '../helpers/service.js';
-import { startSandboxCarriers, type SandboxCarriers } from '../../src/telephony/sandbox/server.js';
+import { startSandboxCarriers, type SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 
 type Http = ReturnType<typeof supertest>;
 type Auth = { Authorization: string };

@@ -14,7 +14,7 @@ import { createTestDatabase } from '../helpers/database.js';
 import { providerConfig } from '../helpers/calls.js';
 import { sandboxNumbers } from '../helpers/batches.js';
 import { waitFor } from '../helpers/realtime.js';
-import { startSandboxCarriers, type SandboxCarriers } from '../../src/telephony/sandbox/server.js';
+import { startSandboxCarriers, type SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 
 let carriers: SandboxCarriers;
 let db: { url: string; drop(): Promise<void> };

@@ -16,7 +16,7 @@ import { createTestDatabase } from '../helpers/database.js';
 import { startReceiver, type Receiver } from '../helpers/webhooks.js';
 import { providerConfig, sandboxNumber } from '../helpers/calls.js';
 import { waitFor } from '../helpers/realtime.js';
-import { startSandboxCarriers, type SandboxCarriers } from '../../src/telephony/sandbox/server.js';
+import { startSandboxCarriers, type SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 
 let carriers: SandboxCarriers;
 let receiver: Receiver;

@@ -34,7 +34,7 @@ describe('the compiled service', () => {
   it('builds to dist/ and runs there with plain node', async () => {
     assert.ok(fs.existsSync(path.join(root, 'dist/src/main.js')));
     assert.ok(fs.existsSync(path.join(root, 'dist/src/knowledge/extract-worker.js')), 'the extraction worker is compiled too');
-    assert.ok(fs.existsSync(path.join(root, 'dist/src/telephony/sandbox/audio/beep.ulaw-8k.raw')), 'assets beside their modules');
+    assert.ok(fs.existsSync(path.join(root, 'dist/src/sandbox/carriers/audio/beep.ulaw-8k.raw')), 'assets beside their modules');
 
     service = await startProcess({ DATABASE_URL: db.url, DATA_DIR: dataDir }, { compiled: true });
     const pid = service.child.pid!;

@@ -24,7 +24,7 @@ export const FAST_CALLS: Record<string, string> = {
 
 const hex = (n: number) => randomBytes(n).toString('hex');
 
-/** A number of the sandbox whose last four digits pick its outcome (see src/telephony/sandbox/server.ts). */
+/** A number of the sandbox whose last four digits pick its outcome (see src/sandbox/carriers/server.ts). */
 export function sandboxNumber(suffix = `${Math.floor(Math.random() * 8000) + 1000}`): string {
   return `+1415${String(Math.floor(Math.random() * 900) + 100)}${suffix}`;
 }

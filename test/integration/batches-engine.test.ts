@@ -14,7 +14,7 @@ import { startReceiver, type Receiver } from '../helpers/webhooks.js';
 import { bearer, setWorkspace, waitFor } from '../helpers/realtime.js';
 import { FAST_CALLS, createPhoneAgent } from '../helpers/calls.js';
 import { batchCalls, createBatch, getBatch, sandboxNumbers, waitForBatch } from '../helpers/batches.js';
-import type { SandboxCarriers } from '../../src/telephony/sandbox/server.js';
+import type { SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 
 let t: TestService;
 let tn: Tenant;
@@ -26,7 +26,7 @@ before(async () => {
   t = await startTestService({ ...FAST_CALLS, BATCH_CAPACITY_RETRY_MS: '100' });
   tn = await tenant(t);
   await setWorkspace(t, tn.workspaceId, { concurrent_session_limit: 40 });
-  sandbox = t.service.telephony.carriers.sandbox!.carriers;
+  sandbox = t.service.sandbox.carriers!.server;
   own = await startReceiver();
   registered = await startReceiver();
   const res = await t.http

@@ -11,7 +11,7 @@ import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer, connect, mintSession, setWorkspace, waitFor, createAgent } from '../helpers/realtime.js';
 import { startReceiver, type Receiver } from '../helpers/webhooks.js';
 import { FAST_CALLS, createPhoneAgent, getCall, placeCall, providerConfig, sandboxNumber, waitForCall } from '../helpers/calls.js';
-import type { SandboxCarriers } from '../../src/telephony/sandbox/server.js';
+import type { SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 
 let t: TestService;
 let sandbox: SandboxCarriers;
@@ -19,7 +19,7 @@ let receiver: Receiver;
 
 before(async () => {
   t = await startTestService(FAST_CALLS);
-  sandbox = t.service.telephony.carriers.sandbox!.carriers;
+  sandbox = t.service.sandbox.carriers!.server;
   receiver = await startReceiver();
 });
 

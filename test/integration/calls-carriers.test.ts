@@ -12,10 +12,10 @@ import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer } from '../helpers/realtime.js';
 import { FAST_CALLS, createPhoneAgent, getCall, placeCall, sandboxNumber, waitForCall } from '../helpers/calls.js';
-import { startSandboxCarriers, type SandboxCarriers } from '../../src/telephony/sandbox/server.js';
-import { providerASignature } from '../../src/telephony/provider-a/signature.js';
-import { signingKeyPairFromSeed, signProviderBWebhook } from '../../src/telephony/provider-b/signature.js';
-import { encodeClientState } from '../../src/telephony/provider-b/rest.js';
+import { startSandboxCarriers, type SandboxCarriers } from '../../src/sandbox/carriers/server.js';
+import { providerASignature } from '../../src/carriers/provider-a/signature.js';
+import { signingKeyPairFromSeed, signProviderBWebhook } from '../../src/carriers/provider-b/signature.js';
+import { encodeClientState } from '../../src/carriers/provider-b/rest.js';
 
 const SEED = randomBytes(32);
 let external: SandboxCarriers;
@@ -65,7 +65,7 @@ describe('carriers configured by URL', () => {
       assert.equal(call.status, 'completed', provider);
       assert.equal(call.answered_by, 'human');
     }
-    assert.equal(t.service.telephony.carriers.sandbox, null, 'no in-process sandbox');
+    assert.equal(t.service.sandbox.carriers, null, 'no in-process sandbox');
   });
 
   it('a provider_b agent whose public_key is not the carrier key gets no event through', async () => {

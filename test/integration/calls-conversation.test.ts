@@ -11,13 +11,13 @@ import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { startHttpPeer, type HttpPeer } from '../helpers/http-peer.js';
 import { bearer } from '../helpers/realtime.js';
 import { FAST_CALLS, createPhoneAgent, placeCall, sandboxNumber, waitForCall, type Provider } from '../helpers/calls.js';
-import type { SandboxCarriers } from '../../src/telephony/sandbox/server.js';
+import type { SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 
 let t: TestService;
 let short: TestService;
 let tn: Tenant;
 let peer: HttpPeer;
-const sandboxOf = (s: TestService): SandboxCarriers => s.service.telephony.carriers.sandbox!.carriers;
+const sandboxOf = (s: TestService): SandboxCarriers => s.service.sandbox.carriers!.server;
 
 before(async () => {
   [t, short] = await Promise.all([

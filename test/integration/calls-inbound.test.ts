@@ -108,7 +108,7 @@ describe('inbound refusals', () => {
     const res = await ring({ to_number: number }, other.apiKey);
     assert.equal(res.status, 409);
     assert.equal(res.body.error.code, 'inbound_call_rejected');
-    const sim = t.service.telephony.carriers.sandbox!.carriers.calls().filter((c) => c.to === number);
+    const sim = t.service.sandbox.carriers!.server.calls().filter((c) => c.to === number);
     assert.equal(sim.at(-1)?.outcome, 'rejected');
     const calls = await t.http.get('/api/v1/calls').set(bearer(other.apiKey));
     assert.deepEqual(calls.body.data, []);

@@ -13,7 +13,7 @@ import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { startReceiver, type Receiver } from '../helpers/webhooks.js';
 import { bearer, waitFor } from '../helpers/realtime.js';
 import { FAST_CALLS, createPhoneAgent, placeCall, sandboxNumber, waitForCall, type Provider } from '../helpers/calls.js';
-import type { SandboxCarriers } from '../../src/telephony/sandbox/server.js';
+import type { SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 
 let t: TestService;
 let tn: Tenant;
@@ -25,7 +25,7 @@ let secret: string;
 before(async () => {
   t = await startTestService(FAST_CALLS);
   tn = await tenant(t);
-  sandbox = t.service.telephony.carriers.sandbox!.carriers;
+  sandbox = t.service.sandbox.carriers!.server;
   own = await startReceiver();
   registered = await startReceiver();
   for (const url of [own.url, registered.url]) {

@@ -195,11 +195,11 @@ describe('4402, 4028, 4003, 4029, 1011 and their order', () => {
     const a = await tenant(t);
     const agentId = await createAgent(t, a);
     const s = await mintSession(t, a, agentId, 'voice');
-    t.service.voice.sandbox!.setUnavailable(true);
+    t.service.sandbox.voice!.setUnavailable(true);
     try {
       await expectRefusal(s.ws_url, ...CLOSE.start);
     } finally {
-      t.service.voice.sandbox!.setUnavailable(false);
+      t.service.sandbox.voice!.setUnavailable(false);
     }
     assert.equal(await leases(t, a.workspaceId), 0);
   });
@@ -213,7 +213,7 @@ describe('4402, 4028, 4003, 4029, 1011 and their order', () => {
     // Everything wrong at once.
     await setWorkspace(t, a.workspaceId, { subscription_status: 'past_due', credit_balance_cents: 0, concurrent_session_limit: 0 });
     await patch({ realtime: { enable_webcam: false } });
-    t.service.voice.sandbox!.setUnavailable(true);
+    t.service.sandbox.voice!.setUnavailable(true);
     try {
       await expectRefusal(tokens[0].ws_url.replace('/ws/visitor-9?', '/ws/visitor-8?'), ...CLOSE.token);
       await expectRefusal(tokens[1].ws_url, ...CLOSE.billing);
@@ -226,7 +226,7 @@ describe('4402, 4028, 4003, 4029, 1011 and their order', () => {
       await setWorkspace(t, a.workspaceId, { concurrent_session_limit: 5 });
       await expectRefusal(tokens[5].ws_url, ...CLOSE.start);
     } finally {
-      t.service.voice.sandbox!.setUnavailable(false);
+      t.service.sandbox.voice!.setUnavailable(false);
     }
     // Refusals leave nothing behind: no slot, no conversation record, no credit used.
     assert.equal(await leases(t, a.workspaceId), 0);
@@ -443,12 +443,12 @@ describe('ping/pong while a session is being admitted', () => {
     const a = await tenant(sp);
     const agentId = await createAgent(sp, a);
     const s = await mintSession(sp, a, agentId, 'voice');
-    sp.service.voice.sandbox!.setUnavailable(true);
+    sp.service.sandbox.voice!.setUnavailable(true);
     const started = Date.now();
     try {
       await expectRefusal(s.ws_url, ...CLOSE.start);
     } finally {
-      sp.service.voice.sandbox!.setUnavailable(false);
+      sp.service.sandbox.voice!.setUnavailable(false);
     }
     assert.ok(Date.now() - started >= 1000, 'admission outlasted several ping intervals');
     assert.equal(await leases(sp, a.workspaceId), 0);
@@ -458,9 +458,9 @@ describe('ping/pong while a session is being admitted', () => {
     const a = await tenant(sp);
     const agentId = await createAgent(sp, a);
     const s = await mintSession(sp, a, agentId, 'voice');
-    sp.service.voice.sandbox!.setUnavailable(true);
+    sp.service.sandbox.voice!.setUnavailable(true);
     const c = connect(s.ws_url);
-    setTimeout(() => sp.service.voice.sandbox!.setUnavailable(false), 500);
+    setTimeout(() => sp.service.sandbox.voice!.setUnavailable(false), 500);
     assert.equal((await c.next('session_started', 5000)).type, 'session_started');
     await c.close();
   });

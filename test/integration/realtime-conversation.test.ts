@@ -264,7 +264,7 @@ describe('during a session', () => {
     const agentId = await createAgent(t, tn);
     const { c, sessionId } = await open(tn, agentId, 'voice');
     await c.next('turn_complete');
-    const sandbox = t.service.voice.sandbox!;
+    const sandbox = t.service.sandbox.voice!;
     sandbox.setUnavailable(true);
     try {
       sandbox.dropConnections();
@@ -290,7 +290,7 @@ describe('forward_failed', () => {
       const c = connect((await mintSession(s, tn, agentId, 'voice')).ws_url);
       const sessionId = String((await c.next('session_started')).session_id);
       await c.next('turn_complete');
-      const sandbox = s.service.voice.sandbox!;
+      const sandbox = s.service.sandbox.voice!;
       sandbox.setUnavailable(true);
       sandbox.dropConnections();
       await new Promise((r) => setTimeout(r, 50));
@@ -325,7 +325,7 @@ describe('forward_failed in a text session', () => {
       const c = connect((await mintSession(s, tn, agentId, 'text')).ws_url);
       await c.next('session_started');
       await c.next('turn_complete');
-      const sandbox = s.service.voice.sandbox!;
+      const sandbox = s.service.sandbox.voice!;
       sandbox.setUnavailable(true);
       sandbox.dropConnections();
       await new Promise((r) => setTimeout(r, 50));

@@ -10,11 +10,11 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { verifyProviderASignature, type FormParams } from '../../src/telephony/provider-a/signature.js';
-import { publicKeyFromBase64, verifyProviderBSignature } from '../../src/telephony/provider-b/signature.js';
-import { startSandboxCarriers, type CalleeScript, type SandboxCallRecord, type SandboxCarriers } from '../../src/telephony/sandbox/server.js';
-import { mulawToPcm16, pcm16ToMulaw, rms } from '../../src/voice/audio.js';
-import { decodeSpokenText } from '../../src/voice/sandbox/spoken-text.js';
+import { verifyProviderASignature, type FormParams } from '../../src/carriers/provider-a/signature.js';
+import { publicKeyFromBase64, verifyProviderBSignature } from '../../src/carriers/provider-b/signature.js';
+import { startSandboxCarriers, type CalleeScript, type SandboxCallRecord, type SandboxCarriers } from '../../src/sandbox/carriers/server.js';
+import { mulawToPcm16, pcm16ToMulaw, rms } from '../../src/audio/pcm16.js';
+import { decodeSpokenText } from '../../src/sandbox/spoken-text.js';
 
 const ACCOUNT = 'AC0123456789abcdef0123456789abcdef';
 const TOKEN = '0123456789abcdef0123456789abcdef';

@@ -9,9 +9,9 @@ import net from 'node:net';
 import { Writable } from 'node:stream';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
-import { createVoiceService, type VoiceServiceHandle } from '../../src/voice/index.js';
+import { createVoiceService, type VoiceService } from '../../src/voice/index.js';
 import { createGeminiLiveService } from '../../src/voice/gemini-live.js';
-import { startSandboxVoiceService, type SandboxVoiceService } from '../../src/voice/sandbox/server.js';
+import { startSandboxVoiceService, type SandboxVoiceService } from '../../src/sandbox/voice/server.js';
 import { analyzeTranscript } from '../../src/voice/analysis.js';
 import type { VoiceEvent, VoiceSession, VoiceSessionConfig } from '../../src/voice/types.js';
 import { Recorder } from '../helpers/voice.js';
@@ -56,7 +56,8 @@ async function freePort(): Promise<number> {
 }
 
 describe('voice service: Gemini Live adapter with the sandbox voice service', () => {
-  let voice: VoiceServiceHandle;
+  let voice: VoiceService;
+  let sandbox: SandboxVoiceService;
   const sessions: VoiceSession[] = [];
   const open = async (config: VoiceSessionConfig) => {
     const s = await voice.open(config);
@@ -65,12 +66,18 @@ describe('voice service: Gemini Live adapter with the sandbox voice service', ()
   };
 
   before(async () => {
-    voice = await createVoiceService(loadConfig(FAST_ENV), quietLog);
-    assert.ok(voice.sandbox, 'the sandbox starts when VOICE_SERVICE_URL is unset');
+    const config = loadConfig(FAST_ENV);
+    sandbox = await startSandboxVoiceService({
+      endOfTurnMs: config.VOICE_SANDBOX_END_OF_TURN_MS,
+      msPerChar: config.VOICE_SANDBOX_MS_PER_CHAR,
+      speed: config.VOICE_SANDBOX_SPEED,
+    });
+    voice = createVoiceService(config, { url: sandbox.url, sandbox: true }, quietLog);
   });
   after(async () => {
     await Promise.all(sessions.map((s) => s.close()));
     await voice.close();
+    await sandbox.close();
   });
 
   it('greets with the first message in 20 ms PCM16 24 kHz frames and its transcript', async () => {
@@ -219,13 +226,13 @@ describe('voice service: Gemini Live adapter with the sandbox voice service', ()
     let from = rec.events.length;
     session.sendText('My name is Ada');
     await rec.agentTurn(from);
-    const setupsBefore = voice.sandbox!.setups.length;
-    voice.sandbox!.goAway(50);
+    const setupsBefore = sandbox.setups.length;
+    sandbox.goAway(50);
     const deadline = Date.now() + 3000;
-    while (!voice.sandbox!.setups.slice(setupsBefore).some((s) => s.resumedFrom) && Date.now() < deadline) {
+    while (!sandbox.setups.slice(setupsBefore).some((s) => s.resumedFrom) && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 10));
     }
-    const resumed = voice.sandbox!.setups.slice(setupsBefore).filter((s) => s.resumedFrom);
+    const resumed = sandbox.setups.slice(setupsBefore).filter((s) => s.resumedFrom);
     assert.ok(resumed.length >= 1, 'a setup carried a resumption handle');
     from = rec.events.length;
     session.sendText('what did I say?');
@@ -239,13 +246,13 @@ describe('voice service: Gemini Live adapter with the sandbox voice service', ()
     let from = rec.events.length;
     session.sendText('Remember the word zebra');
     await rec.agentTurn(from);
-    const setupsBefore = voice.sandbox!.setups.length;
-    voice.sandbox!.dropConnections();
+    const setupsBefore = sandbox.setups.length;
+    sandbox.dropConnections();
     from = rec.events.length;
     // Sent while the adapter has not yet noticed or is reconnecting: held, then delivered.
     session.sendText('what did I say?');
     assert.equal(await rec.agentTurn(from), 'You said: "Remember the word zebra".');
-    assert.ok(voice.sandbox!.setups.slice(setupsBefore).some((s) => s.resumedFrom));
+    assert.ok(sandbox.setups.slice(setupsBefore).some((s) => s.resumedFrom));
     assert.equal(rec.events.filter((e) => e.type === 'unavailable' || e.type === 'closed').length, 0);
   });
 

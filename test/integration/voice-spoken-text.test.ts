@@ -1,5 +1,5 @@
 /**
- * The sandbox voice service hears texts spoken as encoded audio (src/voice/sandbox/spoken-text.ts), as the
+ * The sandbox voice service hears texts spoken as encoded audio (src/sandbox/spoken-text.ts), as the
  * sandbox carrier's simulated caller speaks them, through the real Gemini Live adapter: the input
  * transcript is the text and the model's rules apply to it (tool call by name, "what did I say",
  * goodbye -> end_conversation); real speech still gets the `[speech n.ns]` placeholder.
@@ -8,10 +8,10 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { createLogger } from '../../src/log.js';
-import { Upsampler8kTo16k, mulawToPcm16, pcm16ToMulaw } from '../../src/voice/audio.js';
+import { Upsampler8kTo16k, mulawToPcm16, pcm16ToMulaw } from '../../src/audio/pcm16.js';
 import { createGeminiLiveService } from '../../src/voice/gemini-live.js';
-import { startSandboxVoiceService, type SandboxVoiceService } from '../../src/voice/sandbox/server.js';
-import { encodeSpokenText } from '../../src/voice/sandbox/spoken-text.js';
+import { startSandboxVoiceService, type SandboxVoiceService } from '../../src/sandbox/voice/server.js';
+import { encodeSpokenText } from '../../src/sandbox/spoken-text.js';
 import type { VoiceEvent, VoiceService, VoiceSession, VoiceSessionConfig } from '../../src/voice/types.js';
 import { Recorder } from '../helpers/voice.js';
 

@@ -147,7 +147,7 @@ describe('SDKs generated from the served documents', () => {
   });
 
   it('each program runs against the service and sees what it asked for', async () => {
-    const sandbox = t.service.telephony.carriers.sandbox!.carriers;
+    const sandbox = t.service.sandbox.carriers!.server;
     const outputs = await Promise.all(
       GENERATORS.map(async (g) => {
         const to = sandboxNumber();

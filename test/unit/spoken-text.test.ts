@@ -1,5 +1,5 @@
 /**
- * The sandbox's acoustic text codec (src/voice/sandbox/spoken-text.ts): texts survive the telephone path
+ * The sandbox's acoustic text codec (src/sandbox/spoken-text.ts): texts survive the telephone path
  * (8 kHz, G.711 mu-law, the linear 8 -> 16 kHz upsampler, arbitrary chunking, unaligned leading and
  * trailing silence, low noise), and nothing else decodes: real speech, silence, noise, a tone, a cut or
  * altered signal. Random choices come from a seeded PRNG; a failure names its seed.
@@ -7,8 +7,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
-import { Upsampler8kTo16k, mulawToPcm16, pcm16ToMulaw, rms } from '../../src/voice/audio.js';
-import { SPOKEN_TEXT_MS_PER_BYTE, decodeSpokenText, encodeSpokenText } from '../../src/voice/sandbox/spoken-text.js';
+import { Upsampler8kTo16k, mulawToPcm16, pcm16ToMulaw, rms } from '../../src/audio/pcm16.js';
+import { SPOKEN_TEXT_MS_PER_BYTE, decodeSpokenText, encodeSpokenText } from '../../src/sandbox/spoken-text.js';
 
 const FIXTURES = new URL('../fixtures/audio/', import.meta.url);
 const fixture = (name: string) => readFileSync(new URL(name, FIXTURES));

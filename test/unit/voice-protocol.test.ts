@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildSetup, openingTurn } from '../../src/voice/gemini-live.js';
 import { bidiUrl, loggableUrl } from '../../src/voice/live-protocol.js';
-import { decide, deriveArguments, roleOf } from '../../src/voice/sandbox/model.js';
+import { decide, deriveArguments, roleOf } from '../../src/sandbox/voice/model.js';
 import type { VoiceSessionConfig } from '../../src/voice/types.js';
 
 const config: VoiceSessionConfig = {

@@ -21,9 +21,9 @@ import { WebSocketServer, WebSocket } from 'ws';
 import { loadConfig } from '../../../src/config.js';
 import { createLogger } from '../../../src/log.js';
 import { startService, type RunningService } from '../../../src/service.js';
-import { startSandboxVoiceService } from '../../../src/voice/sandbox/server.js';
+import { startSandboxVoiceService } from '../../../src/sandbox/voice/server.js';
 import { bidiUrl } from '../../../src/voice/live-protocol.js';
-import { CallTranscoder } from '../../../src/telephony/transcode.js';
+import { CallTranscoder } from '../../../src/carriers/transcode.js';
 import { childStats } from '../child-stats.js';
 
 let running: RunningService | undefined;

@@ -1,0 +1,49 @@
+/**
+ * The rooms of src/ and the direction their imports run: a room may import rooms of its own layer or
+ * below, never above, and no two rooms import each other (test/unit/import-graph.test.ts checks the
+ * whole graph; eslint.config.js turns each room's forbidden rooms into no-restricted-imports errors).
+ * The files at the top of src/ (main.ts, service.ts, app.ts) assemble everything and may import any
+ * room; config.ts and log.ts are read by all.
+ */
+
+/** Lowest first. */
+export const LAYERS = [
+  // Foundations: no domain knowledge. http/ is the contract wiring the domains' routes plug into.
+  ['lib', 'audio', 'errors', 'contract', 'crypto', 'net', 'db', 'jobs', 'http'],
+  // Our peers, as adapters: what a carrier is, what the voice service is.
+  ['carriers', 'voice'],
+  // Domains that stand alone, and the simulators of our peers.
+  ['workspaces', 'agents', 'tools', 'knowledge', 'mcp', 'webhooks', 'system', 'sandbox'],
+  // The engine web sessions and phone calls share.
+  ['conversation'],
+  // Conversations: web sessions and phone calls.
+  ['realtime', 'calls'],
+  // Campaigns of calls.
+  ['batches'],
+];
+
+/** Files at the top of src/ that only assemble (they may import any room). */
+export const ASSEMBLY = ['main.ts', 'service.ts', 'app.ts'];
+
+/** Rooms only the assembly may import (the service starts them; nothing uses their insides). */
+export const STARTED_ONLY = ['sandbox'];
+
+/** Rooms with a narrower rule than their layer's: what they must never import, packages included. */
+export const PURE = {
+  // A carrier is an adapter and nothing else: no call, agent, database or API error of ours.
+  carriers: { rooms: ['errors', 'db', 'jobs', 'http', 'contract', 'crypto', 'voice'], packages: ['knex', 'pg', 'koa'] },
+};
+
+export const ROOMS = LAYERS.flat();
+
+export function layerOf(room) {
+  return LAYERS.findIndex((layer) => layer.includes(room));
+}
+
+/** The rooms `room` may not import. */
+export function forbiddenFor(room) {
+  const layer = layerOf(room);
+  const above = LAYERS.slice(layer + 1).flat();
+  const started = STARTED_ONLY.filter((r) => r !== room);
+  return [...new Set([...above, ...started, ...(PURE[room]?.rooms ?? [])])];
+}

@@ -1,0 +1,291 @@
+/**
+ * What the carriers tell us, verified and applied: provider_a's voice webhook (answer a call with our
+ * media stream, inbound or outbound), its progress and answering-machine callbacks, and provider_b's
+ * Call Control events. Each request is authenticated by the carrier's signature with the credentials of
+ * the agent the call belongs to (provider_a: HMAC-SHA1 with the auth token over the URL as called and
+ * the form parameters; provider_b: Ed25519 with the account's public key, 300 s window) before it
+ * changes anything; a failed check is refused with 403 and logged without secrets.
+ *
+ * Effects go through the call record (guarded moves of its status, see src/calls/lifecycle.ts); the
+ * bridge running the call's media, wherever it is, hears of answering-machine results and of the
+ * carrier's end of the call through CallSignals; a call with no live media is finalised here.
+ */
+import type { KeyObject } from 'node:crypto';
+import type { Logger } from 'pino';
+import { forbidden, notFound } from '../errors/api-error.js';
+import type { Clock } from '../lib/clock.js';
+import { sha256Hex } from '../lib/tokens.js';
+import type { RuntimeAgent } from '../agents/service.js';
+import type { CallService } from './service.js';
+import type { CallFinaliser } from './finaliser.js';
+import { movableFrom } from './lifecycle.js';
+import { newStreamToken } from './service.js';
+import { isTerminal, type CallRow, type CallStore, type CarrierOutcome } from './store.js';
+import type { CallbackUrls, Provider } from '../carriers/carrier.js';
+import { credentialsOf } from '../carriers/credentials.js';
+import { verifyProviderASignature, type FormParams } from '../carriers/provider-a/signature.js';
+import { providerAAnsweredBy, providerAStatus } from '../carriers/provider-a/status.js';
+import { hangupTwiml, rejectTwiml, streamTwiml } from '../carriers/provider-a/twiml.js';
+import { decodeClientState, type ProviderBCarrier } from '../carriers/provider-b/rest.js';
+import { publicKeyFromBase64, SIGNATURE_HEADER, TIMESTAMP_HEADER, verifyProviderBSignature } from '../carriers/provider-b/signature.js';
+import { providerBAnsweredBy, providerBHangup } from '../carriers/provider-b/status.js';
+import type { CallSignals } from './live/signals.js';
+
+const CALL_ID = /^call_[0-9A-Z]{26}$/;
+
+export interface InboundAgents {
+  loadForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent>;
+  /** The agent answering inbound calls to `phoneNumber` at `provider`, if any. */
+  inboundAgent(provider: Provider, phoneNumber: string): Promise<RuntimeAgent | null>;
+}
+
+export interface CallbackOptions {
+  orphanAfterMs: number;
+  statusGraceMs: number;
+  /** provider_b webhooks are verified with this key instead of the agent's (the sandbox carrier's own key). */
+  providerBKeyOverride: string | null;
+}
+
+const invalidSignature = () => forbidden('invalid_signature', 'The request signature is missing or wrong.');
+
+/** A carrier's request as its signature covers it. */
+export interface CarrierRequest {
+  /** Path and query as called. */
+  url: string;
+  /** Our `call_id` query parameter, when the callback URL carries one. */
+  callId: string | undefined;
+  /** The body exactly as received. */
+  rawBody: string;
+  header(name: string): string | undefined;
+}
+
+/** Form parameters as sent, repeated names kept in order (not qs's nested objects). */
+export function formParams(raw: string): FormParams {
+  const out: Record<string, string | string[]> = {};
+  for (const [k, v] of new URLSearchParams(raw)) {
+    const prev = out[k];
+    out[k] = prev === undefined ? v : Array.isArray(prev) ? [...prev, v] : [prev, v];
+  }
+  return out;
+}
+
+const one = (p: FormParams, name: string): string => {
+  const v = p[name];
+  return Array.isArray(v) ? (v[0] ?? '') : (v ?? '');
+};
+
+export class CarrierCallbacks {
+  constructor(
+    private readonly store: CallStore,
+    private readonly agents: InboundAgents,
+    private readonly calls: CallService,
+    private readonly finaliser: CallFinaliser,
+    private readonly signals: CallSignals,
+    private readonly providerB: ProviderBCarrier,
+    private readonly urls: CallbackUrls,
+    private readonly clock: Clock,
+    private readonly opts: CallbackOptions,
+    private readonly log: Logger,
+  ) {}
+
+  // provider_a
+
+  private async agentOf(call: CallRow): Promise<RuntimeAgent | null> {
+    try {
+      return await this.agents.loadForRuntime(call.workspace_id, call.agent_id);
+    } catch {
+      return null;
+    }
+  }
+
+  /** Checks `X-Twilio-Signature` with the agent's provider_a token; the account must be the agent's. */
+  private verifyA(req: CarrierRequest, agent: RuntimeAgent | null, params: FormParams): void {
+    const a = agent?.providerA;
+    const good =
+      Boolean(a?.authToken && a.accountSid === one(params, 'AccountSid')) &&
+      verifyProviderASignature(a!.authToken!, `${this.urls.base()}${req.url}`, params, req.header('X-Twilio-Signature'));
+    if (!good) {
+      this.log.warn({ path: req.url.split('?')[0], callSid: one(params, 'CallSid').slice(0, 64) }, 'provider_a callback refused: bad signature');
+      throw invalidSignature();
+    }
+  }
+
+  /** The call a provider_a callback is about: by the call id we put in its URL, else by CallSid. */
+  private async callForA(req: CarrierRequest, params: FormParams): Promise<CallRow | undefined> {
+    const callId = req.callId !== undefined && CALL_ID.test(req.callId) ? req.callId : null;
+    const call = callId ? await this.store.get(callId) : await this.store.findByCallSid('provider_a', one(params, 'CallSid'));
+    return call?.provider === 'provider_a' ? call : undefined;
+  }
+
+  /** The voice webhook: TwiML connecting the call to our media stream (or rejecting / hanging it up). */
+  async providerAVoice(req: CarrierRequest): Promise<string> {
+    const params = formParams(req.rawBody);
+    const callSid = one(params, 'CallSid');
+    const outbound = one(params, 'Direction') !== 'inbound' || req.callId !== undefined;
+    if (outbound) {
+      const call = await this.callForA(req, params);
+      if (!call) throw notFound('no_agent_for_number', 'No call matches this request.', 'CallSid');
+      this.verifyA(req, await this.agentOf(call), params);
+      if (isTerminal(call.status) || call.hangup_requested_at) return hangupTwiml();
+      const token = newStreamToken();
+      const now = this.clock.now();
+      const moved = await this.store.update(call.id, {
+        stream_token_hash: sha256Hex(token),
+        call_sid: call.call_sid ?? callSid,
+        status: 'in_progress',
+        answered_at: call.answered_at ?? now,
+        deadline_at: new Date(now.getTime() + this.opts.orphanAfterMs),
+      });
+      if (!moved) return hangupTwiml();
+      return streamTwiml(this.urls.media('provider_a'), { call_id: call.id, stream_token: token });
+    }
+    const to = one(params, 'To');
+    const agent = await this.agents.inboundAgent('provider_a', to);
+    if (!agent) throw notFound('no_agent_for_number', 'No agent takes inbound calls on this number.', 'To');
+    this.verifyA(req, agent, params);
+    const existing = await this.store.findByCallSid('provider_a', callSid);
+    if (existing) {
+      // The carrier asked again (a retry): a fresh stream token for the same call.
+      if (isTerminal(existing.status)) return hangupTwiml();
+      const token = newStreamToken();
+      await this.store.update(existing.id, { stream_token_hash: sha256Hex(token) });
+      return streamTwiml(this.urls.media('provider_a'), { call_id: existing.id, stream_token: token });
+    }
+    const created = await this.calls.createInbound(agent, { provider: 'provider_a', callSid, from: one(params, 'From'), to });
+    if (!created) return rejectTwiml('busy');
+    return streamTwiml(this.urls.media('provider_a'), { call_id: created.row.id, stream_token: created.streamToken });
+  }
+
+  async providerAStatus(req: CarrierRequest): Promise<void> {
+    const params = formParams(req.rawBody);
+    const call = await this.callForA(req, params);
+    if (!call) return;
+    this.verifyA(req, await this.agentOf(call), params);
+    const seq = Number(one(params, 'SequenceNumber'));
+    if (Number.isFinite(seq) && call.carrier_seq !== null && seq <= call.carrier_seq) return;
+    const mapped = providerAStatus(one(params, 'CallStatus'));
+    const seqPatch = Number.isFinite(seq) ? { carrier_seq: seq } : {};
+    const callSid = one(params, 'CallSid');
+    if (!mapped) {
+      await this.store.update(call.id, seqPatch);
+      return;
+    }
+    if (mapped.kind === 'progress') await this.progress(call, mapped.status, { ...seqPatch, call_sid: call.call_sid ?? callSid });
+    else await this.ended(call, mapped.outcome, seqPatch);
+  }
+
+  async providerAAmd(req: CarrierRequest): Promise<void> {
+    const params = formParams(req.rawBody);
+    const call = await this.callForA(req, params);
+    if (!call) return;
+    this.verifyA(req, await this.agentOf(call), params);
+    const { answeredBy, greetingEnded } = providerAAnsweredBy(one(params, 'AnsweredBy'));
+    await this.machineDetected(call, answeredBy, greetingEnded);
+  }
+
+  // Shared effects
+
+  private async progress(call: CallRow, status: 'initiated' | 'ringing' | 'in_progress', extra: Partial<CallRow> = {}): Promise<void> {
+    const now = this.clock.now();
+    const answered =
+      status === 'in_progress'
+        ? { answered_at: call.answered_at ?? now, deadline_at: call.media_started_at ? call.deadline_at : new Date(now.getTime() + this.opts.orphanAfterMs) }
+        : {};
+    const moved = await this.store.update(call.id, { status, ...answered, ...extra }, movableFrom(status));
+    if (!moved && Object.keys(extra).length) await this.store.update(call.id, extra);
+  }
+
+  /** The carrier says the call is over: a call with live media hears it from its bridge; others end now. */
+  private async ended(call: CallRow, outcome: CarrierOutcome, extra: Partial<CallRow> = {}): Promise<void> {
+    const now = this.clock.now();
+    const updated = await this.store.update(call.id, { carrier_outcome: outcome, ended_at: call.ended_at ?? now, ...extra });
+    if (!updated) return;
+    if (updated.media_started_at && !updated.media_ended_at) {
+      await this.store.update(call.id, { deadline_at: new Date(now.getTime() + this.opts.statusGraceMs) });
+      await this.signals.send({ callId: call.id, kind: 'carrier_ended' }, this.store.knex);
+      return;
+    }
+    await this.finaliser.finalise(call.id);
+  }
+
+  private async machineDetected(call: CallRow, answeredBy: 'human' | 'machine' | 'unknown', greetingEnded: boolean): Promise<void> {
+    const updated = await this.store.update(call.id, { answered_by: answeredBy });
+    if (!updated) return;
+    await this.signals.send({ callId: call.id, kind: 'amd', answeredBy, greetingEnded }, this.store.knex);
+  }
+
+  // provider_b
+
+  private async keysFor(call: CallRow | undefined, inboundAgent: RuntimeAgent | null): Promise<KeyObject[]> {
+    if (this.opts.providerBKeyOverride) return [publicKeyFromBase64(this.opts.providerBKeyOverride)].filter((k): k is KeyObject => k !== null);
+    const agent = inboundAgent ?? (call ? await this.agentOf(call) : null);
+    const key = agent?.providerB?.publicKey ? publicKeyFromBase64(agent.providerB.publicKey) : null;
+    return key ? [key] : [];
+  }
+
+  async providerBEvent(req: CarrierRequest, body: { data: { event_type: string; id: string; payload: Record<string, unknown> } }): Promise<void> {
+    const { event_type: type, id, payload } = body.data;
+    const callSid = String(payload.call_control_id);
+    const state = decodeClientState(payload.client_state);
+    let call = state ? await this.store.get(state.call_id) : await this.store.findByCallSid('provider_b', callSid);
+    if (call && call.provider !== 'provider_b') call = undefined;
+    const incoming = type === 'call.initiated' && payload.direction === 'incoming' && !call;
+    const inboundAgent = incoming && typeof payload.to === 'string' ? await this.agents.inboundAgent('provider_b', payload.to) : null;
+    if (!call && !inboundAgent && !incoming) return;
+    const keys = await this.keysFor(call, inboundAgent);
+    const check = keys.length
+      ? verifyProviderBSignature(keys, req.rawBody, req.header(SIGNATURE_HEADER), req.header(TIMESTAMP_HEADER), Math.floor(this.clock.now().getTime() / 1000))
+      : 'invalid_signature';
+    if (check !== 'ok') {
+      this.log.warn({ eventType: type, check }, 'provider_b event refused');
+      if (check === 'signature_expired') throw forbidden('signature_expired', 'The request timestamp is more than 300 seconds from now.');
+      throw invalidSignature();
+    }
+    if (!(await this.store.firstSighting('provider_b', id))) return;
+    if (incoming) {
+      await this.inboundB(inboundAgent, callSid, payload);
+      return;
+    }
+    if (!call) return;
+    switch (type) {
+      case 'call.initiated':
+        await this.progress(call, 'initiated', { call_sid: call.call_sid ?? callSid });
+        return;
+      case 'call.answered':
+        await this.progress(call, 'in_progress', { call_sid: call.call_sid ?? callSid });
+        return;
+      case 'call.machine.detection.ended':
+        await this.machineDetected(call, providerBAnsweredBy(typeof payload.result === 'string' ? payload.result : null), false);
+        return;
+      case 'call.machine.greeting.ended':
+        await this.signals.send({ callId: call.id, kind: 'greeting_ended' }, this.store.knex);
+        return;
+      case 'call.hangup': {
+        const cause = typeof payload.hangup_cause === 'string' ? payload.hangup_cause : null;
+        await this.ended(call, providerBHangup(cause, Boolean(call.answered_at)));
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  private async inboundB(agent: RuntimeAgent | null, callSid: string, payload: Record<string, unknown>): Promise<void> {
+    if (!agent) {
+      this.log.info('provider_b inbound call to a number no agent answers; ignored');
+      return;
+    }
+    const credentials = credentialsOf(agent, 'provider_b');
+    const created = await this.calls.createInbound(agent, { provider: 'provider_b', callSid, from: String(payload.from ?? ''), to: String(payload.to ?? '') });
+    try {
+      if (!created) await this.providerB.reject(credentials, callSid);
+      else await this.providerB.answer(credentials, callSid, { call_id: created.row.id, stream_token: created.streamToken });
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'provider_b did not take our answer to an inbound call');
+      if (created) {
+        await this.store.update(created.row.id, { carrier_outcome: 'failed' });
+        await this.finaliser.finalise(created.row.id);
+      }
+    }
+  }
+}

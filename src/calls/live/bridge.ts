@@ -1,0 +1,513 @@
+/**
+ * One live phone call: the carrier's media stream around a Conversation (src/conversation/engine.ts).
+ *
+ * Caller audio (mu-law 8 kHz, reordered when the carrier delivers out of order) is transcoded and
+ * passed to the voice session; the agent's audio is transcoded back and sent in 20 ms frames, a `mark`
+ * after each agent turn so we learn when it has been heard; when the caller speaks over the agent the
+ * carrier's buffer is cleared (`clear`) and the interruption counted. The first message counts as
+ * delivered once its mark comes back without a clear in between.
+ *
+ * The bridge also ends calls: the agent's `end_conversation` (after its goodbye has played) and the
+ * built-in `transfer_call` tool, the silence timeout, the maximum call length and the workspace's
+ * credit (each hangs up at the carrier with its end reason), and answering machines: on a machine the
+ * caller's audio stops going to the model; after the greeting the agent's voicemail message is spoken
+ * (when enabled) and the call hung up once it has played.
+ *
+ * The conversation so far is written to the call as it goes; when the stream ends the bridge writes
+ * the rest and finalises the call (src/calls/finaliser.ts).
+ */
+import type { WebSocket } from 'ws';
+import type { Logger } from 'pino';
+import type { Clock } from '../../lib/clock.js';
+import { DEFAULT_SPEECH_RMS, rms } from '../../audio/pcm16.js';
+import type { VoiceService } from '../../voice/types.js';
+import type { RuntimeAgent } from '../../agents/service.js';
+import { Conversation, type ConversationTools } from '../../conversation/engine.js';
+import { conversationVariables, fillPlaceholders } from '../../conversation/placeholders.js';
+import type { CallFinaliser } from '../finaliser.js';
+import type { CallRow, CallStore, EndReason } from '../store.js';
+import { CallTranscoder } from '../../carriers/transcode.js';
+import type { MediaDialect, MediaEvent } from '../../carriers/media.js';
+import type { Carrier } from '../../carriers/carrier.js';
+import { credentialsOf } from '../../carriers/credentials.js';
+import type { CallSignal } from './signals.js';
+
+export const TRANSFER_TOOL = 'transfer_call';
+
+export interface CallBridgeOptions {
+  toolTimeoutMs: number;
+  toolFillerMs: number;
+  recordMaxBytes: number;
+  silenceTimeoutMs: number;
+  maxDurationMs: number;
+  centsPerMinute: number;
+  /** Benchmarks: time from a caller frame's receipt to its hand-over to the voice session. */
+  onForward?: (nanoseconds: bigint) => void;
+}
+
+export interface CallBridgeDeps {
+  store: CallStore;
+  voice: VoiceService;
+  tools: ConversationTools | null;
+  carrier: Carrier;
+  finaliser: CallFinaliser;
+  clock: Clock;
+  log: Logger;
+}
+
+/** Frames held waiting for a missing one before it is given up (provider_b may reorder). */
+const REORDER_WINDOW = 3;
+/** Caller frames held while the voice session opens (1 s). */
+const OPEN_HOLD_FRAMES = 50;
+/** After the agent's last words (goodbye, voicemail message), how long to wait for their mark. */
+const PLAYBACK_WAIT_MS = 8000;
+/** After we hang up, how long the carrier has to close the stream before we close it. */
+const STREAM_CLOSE_WAIT_MS = 3000;
+/** The conversation so far is written at most once per this interval (a crash loses at most this much). */
+const PROGRESS_DEBOUNCE_MS = 1000;
+
+export class CallBridge {
+  private readonly transcoder = new CallTranscoder();
+  private conversation: Conversation | null = null;
+  private readonly held: Buffer[] = [];
+  private nextSeq: number | null = null;
+  private readonly reorder = new Map<number, Buffer>();
+  private turn = 0;
+  private readonly pendingMarks = new Set<string>();
+  private firstMark: string | null = null;
+  private firstMarkPlayed = false;
+  private clearedSinceFirstMark = false;
+  private lastActivity: number;
+  /** performance.now() of the caller's last loud frame, of the start of their current turn, of the agent's last audio. */
+  private callerSpokeAt: number | null = null;
+  private callerTurnAt: number | null = null;
+  private agentAudioAt = 0;
+  private voicemail: 'no' | 'waiting_greeting' | 'leaving_message' | 'done' = 'no';
+  private messageRequestedAt: number | null = null;
+  private heardAfterMessage = false;
+  private hangingUp = false;
+  private hangupAfterPlayback = false;
+  /** The agent ended the conversation: hang up once its last turn (the goodbye) has played. */
+  private awaitingFinalTurn = false;
+  private endReason: EndReason | null = null;
+  private finished = false;
+  private stopReceived = false;
+  private readonly timers: NodeJS.Timeout[] = [];
+  private progressTimer: NodeJS.Timeout | undefined;
+  private saving: Promise<void> = Promise.resolve();
+  private resolveDone!: () => void;
+  /** Resolves once the call's stream has ended and the call has been finalised (or handed over). */
+  readonly done = new Promise<void>((r) => (this.resolveDone = r));
+
+  constructor(
+    private readonly ws: WebSocket,
+    private readonly dialect: MediaDialect,
+    private readonly streamId: string,
+    private call: CallRow,
+    private readonly agent: RuntimeAgent,
+    private readonly deps: CallBridgeDeps,
+    private readonly opts: CallBridgeOptions,
+    private readonly log: Logger,
+  ) {
+    this.lastActivity = this.now();
+    ws.on('close', () => void this.finish('stream_closed'));
+  }
+
+  get callId(): string {
+    return this.call.id;
+  }
+
+  private now(): number {
+    return this.deps.clock.now().getTime();
+  }
+
+  private send(json: string): void {
+    if (this.ws.readyState === this.ws.OPEN) this.ws.send(json);
+  }
+
+  /** Opens the voice session and starts the conversation; the agent speaks its first message first. */
+  async start(): Promise<void> {
+    const agent = this.agent;
+    const tools = this.deps.tools ? await this.deps.tools.declarations(agent.workspaceId, agent.id).catch(() => []) : [];
+    if (agent.transferPhoneNumber) {
+      tools.push({
+        name: TRANSFER_TOOL,
+        description: `Transfers the call to a person.${agent.transferCriteria ? ` Use it when: ${agent.transferCriteria}` : ' Use it when the caller asks for a person.'} Tell the caller you are transferring them first.`,
+        parameters: { type: 'object', properties: { reason: { type: 'string', description: 'Why the call is transferred, in a few words.' } } },
+      });
+    }
+    let voice;
+    try {
+      voice = await this.deps.voice.open({
+        instruction: this.call.instruction,
+        firstMessage: this.call.first_message,
+        voiceId: agent.voiceId,
+        language: agent.language,
+        languageCode: agent.languageCode,
+        tools,
+        canEndConversation: agent.canEndConversation,
+        source: 'phone',
+      });
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'voice session could not start; ending the call');
+      this.endReason = 'service_error';
+      await this.hangup();
+      this.ws.close(1011);
+      return;
+    }
+    if (this.finished) {
+      await voice.close().catch(() => undefined);
+      return;
+    }
+    const conversation = new Conversation(
+      voice,
+      { id: this.call.id, workspaceId: agent.workspaceId, agentId: agent.id, firstMessage: this.call.first_message, textMode: false, externalLatency: true },
+      this.deps.tools,
+      this.deps.clock,
+      this.opts,
+      {
+        agentAudio: (pcm) => this.agentAudio(pcm),
+        turnComplete: () => this.turnComplete(),
+        interrupted: () => this.interrupted(),
+        committed: () => this.scheduleProgress(),
+        toolCall: (_name, status) => {
+          if (status !== 'started') this.scheduleProgress();
+        },
+        agentEnded: () => this.agentEnded(),
+        upstreamLost: (message) => this.upstreamLost(message),
+      },
+      this.log,
+    );
+    if (agent.transferPhoneNumber) {
+      const to = agent.transferPhoneNumber;
+      conversation.addBuiltin({
+        declaration: tools.find((t) => t.name === TRANSFER_TOOL)!,
+        run: async () => this.transfer(to),
+      });
+    }
+    this.conversation = conversation;
+    for (const frame of this.held.splice(0)) this.toModel(frame, null);
+    this.startTimers();
+  }
+
+  private startTimers(): void {
+    // The stream may have ended while the conversation was being set up: no timers outlive the bridge.
+    if (this.finished) return;
+    if (this.opts.silenceTimeoutMs > 0) {
+      const every = Math.max(50, Math.min(1000, Math.floor(this.opts.silenceTimeoutMs / 4)));
+      this.timers.push(
+        setInterval(() => {
+          if (this.now() - this.lastActivity >= this.opts.silenceTimeoutMs && !this.hangingUp) {
+            this.log.info('silence timeout');
+            void this.endCall('silence_timeout');
+          }
+        }, every),
+      );
+    }
+    const answeredAt = this.call.answered_at ? new Date(this.call.answered_at).getTime() : this.now();
+    const left = Math.max(0, answeredAt + this.opts.maxDurationMs - this.now());
+    this.timers.push(setTimeout(() => void this.endCall('time_limit'), left));
+  }
+
+  /** Ends the call for lack of credit after `ms` (the workspace's balance at the start, at the call rate). */
+  limitByCredit(creditCents: number): void {
+    if (this.opts.centsPerMinute <= 0) return;
+    const ms = Math.floor(creditCents / this.opts.centsPerMinute) * 60_000;
+    if (ms < this.opts.maxDurationMs && !this.finished) this.timers.push(setTimeout(() => void this.endCall('insufficient_credit'), Math.max(0, ms)));
+  }
+
+  // Carrier -> model
+
+  handleMessage(raw: string, receivedAt: bigint): void {
+    const event = this.dialect.parse(raw);
+    if (!event) {
+      this.log.debug('unusable media stream frame ignored');
+      return;
+    }
+    this.onMediaEvent(event, receivedAt);
+  }
+
+  private onMediaEvent(e: MediaEvent, receivedAt: bigint): void {
+    switch (e.kind) {
+      case 'media':
+        this.callerAudio(e.payload, e.seq, receivedAt);
+        return;
+      case 'mark':
+        this.markPlayed(e.name);
+        return;
+      case 'stop':
+        this.stopReceived = true;
+        void this.finish('stream_stopped');
+        return;
+      case 'error':
+        this.log.warn({ message: e.message }, 'carrier reported a media stream error');
+        return;
+      default:
+        return;
+    }
+  }
+
+  private callerAudio(payload: Buffer, seq: number | null, receivedAt: bigint): void {
+    if (seq === null || this.nextSeq === null) {
+      if (seq !== null) this.nextSeq = seq + 1;
+      this.toModel(payload, receivedAt);
+      return;
+    }
+    if (seq < this.nextSeq) return;
+    if (seq === this.nextSeq && this.reorder.size === 0) {
+      // In order (nearly always): no buffering.
+      this.nextSeq += 1;
+      this.toModel(payload, receivedAt);
+      return;
+    }
+    this.reorder.set(seq, payload);
+    while (this.reorder.has(this.nextSeq) || this.reorder.size > REORDER_WINDOW) {
+      if (!this.reorder.has(this.nextSeq)) this.nextSeq = Math.min(...this.reorder.keys());
+      const frame = this.reorder.get(this.nextSeq)!;
+      this.reorder.delete(this.nextSeq);
+      this.nextSeq += 1;
+      this.toModel(frame, receivedAt);
+    }
+  }
+
+  private toModel(ulaw: Buffer, receivedAt: bigint | null): void {
+    const pcm = this.transcoder.toModel(ulaw);
+    if (rms(pcm) >= DEFAULT_SPEECH_RMS) {
+      this.lastActivity = this.now();
+      const t = performance.now();
+      this.callerSpokeAt = t;
+      this.callerTurnAt ??= t;
+    }
+    const conversation = this.conversation;
+    if (!conversation) {
+      if (this.held.length < OPEN_HOLD_FRAMES) this.held.push(ulaw);
+      return;
+    }
+    // An answering machine's greeting is not a turn of the conversation.
+    if (this.voicemail !== 'no' || conversation.ended || this.hangingUp) return;
+    try {
+      conversation.sendAudio(pcm);
+      if (receivedAt !== null) this.opts.onForward?.(process.hrtime.bigint() - receivedAt);
+    } catch {
+      // The voice session is reconnecting and its queue is full: this frame is lost, the call goes on.
+    }
+  }
+
+  // Model -> carrier
+
+  private agentAudio(pcm24k: Buffer): void {
+    this.lastActivity = this.now();
+    this.measureLatency();
+    if (this.messageRequestedAt !== null) this.heardAfterMessage = true;
+    for (const frame of this.transcoder.toCaller(pcm24k)) this.send(this.dialect.media(this.streamId, frame.toString('base64')));
+  }
+
+  /**
+   * Turn latency: from the caller's last loud frame to the agent's first audio after it, for a caller
+   * turn that began while the agent was silent (speech over the agent is a barge-in, not a turn).
+   */
+  private measureLatency(): void {
+    const now = performance.now();
+    if (this.callerTurnAt !== null && this.callerSpokeAt !== null && this.agentAudioAt < this.callerTurnAt) {
+      this.conversation?.recordLatency(now - this.callerSpokeAt);
+    }
+    this.callerTurnAt = null;
+    this.agentAudioAt = now;
+  }
+
+  private turnComplete(): void {
+    const last = this.transcoder.flush();
+    if (last) this.send(this.dialect.media(this.streamId, last.toString('base64')));
+    this.turn += 1;
+    const name = `turn-${this.turn}`;
+    this.firstMark ??= name;
+    this.pendingMarks.add(name);
+    this.send(this.dialect.mark(this.streamId, name));
+    if (this.voicemail === 'leaving_message' && this.heardAfterMessage) this.afterPlayback('agent_hangup');
+    if (this.awaitingFinalTurn) {
+      this.awaitingFinalTurn = false;
+      this.afterPlayback('agent_hangup');
+    }
+  }
+
+  private interrupted(): void {
+    this.transcoder.discard();
+    this.send(this.dialect.clear(this.streamId));
+    if (this.pendingMarks.size) this.clearedSinceFirstMark = true;
+  }
+
+  private markPlayed(name: string): void {
+    if (!this.pendingMarks.delete(name)) return;
+    if (name === this.firstMark && !this.clearedSinceFirstMark) this.firstMarkPlayed = true;
+    if (this.hangupAfterPlayback && this.pendingMarks.size === 0) void this.hangup();
+  }
+
+  /** Hangs up once what the agent said has been heard (its marks came back), or after PLAYBACK_WAIT_MS. */
+  private afterPlayback(reason: EndReason): void {
+    this.endReason ??= reason;
+    this.hangupAfterPlayback = true;
+    if (this.pendingMarks.size === 0) {
+      void this.hangup();
+      return;
+    }
+    this.timers.push(setTimeout(() => void this.hangup(), PLAYBACK_WAIT_MS));
+  }
+
+  private agentEnded(): void {
+    this.log.info('agent ended the conversation');
+    // The goodbye's turn completes after end_conversation; hang up once it has played.
+    this.endReason ??= 'agent_hangup';
+    this.awaitingFinalTurn = true;
+    this.timers.push(
+      setTimeout(() => {
+        if (!this.awaitingFinalTurn) return;
+        this.awaitingFinalTurn = false;
+        this.afterPlayback('agent_hangup');
+      }, PLAYBACK_WAIT_MS),
+    );
+  }
+
+  private upstreamLost(message: string): void {
+    if (this.finished) return;
+    this.log.warn({ message }, 'voice service lost; ending the call');
+    this.conversation?.markFailed();
+    void this.endCall('service_error');
+  }
+
+  private async transfer(to: string): Promise<{ ok: boolean; result: unknown; error: string | null }> {
+    try {
+      this.endReason = 'transferred';
+      await this.deps.carrier.transfer(credentialsOf(this.agent, this.call.provider), this.call.call_sid ?? '', to);
+      this.log.info('call transferred');
+      return { ok: true, result: 'The call is being transferred.', error: null };
+    } catch (err) {
+      this.endReason = null;
+      this.log.warn({ err: (err as Error).message }, 'transfer failed');
+      return { ok: false, result: null, error: 'The transfer failed; tell the caller and carry on.' };
+    }
+  }
+
+  // Signals (answering machine, the carrier's end of the call)
+
+  onSignal(signal: CallSignal): void {
+    if (this.finished) return;
+    if (signal.kind === 'carrier_ended') {
+      // The carrier closes the stream itself; if it does not, close it after a short wait.
+      this.timers.push(setTimeout(() => this.ws.close(1000), STREAM_CLOSE_WAIT_MS));
+      return;
+    }
+    if (signal.kind === 'amd') {
+      if (signal.answeredBy !== 'machine' || this.voicemail !== 'no') return;
+      this.log.info({ greetingEnded: signal.greetingEnded }, 'answering machine detected');
+      this.voicemail = 'waiting_greeting';
+      this.interrupted();
+      if (signal.greetingEnded) this.leaveMessage();
+      else this.timers.push(setTimeout(() => this.leaveMessage(), 30_000));
+      return;
+    }
+    if (signal.kind === 'greeting_ended' && this.voicemail === 'waiting_greeting') this.leaveMessage();
+  }
+
+  private leaveMessage(): void {
+    if (this.voicemail !== 'waiting_greeting') return;
+    const vm = this.agent.voicemailConfig;
+    const message =
+      vm?.enabled && vm.message ? fillPlaceholders(vm.message, conversationVariables(this.agent.variablePlaceholders, this.call.variables)) : null;
+    if (!message || !this.conversation) {
+      this.voicemail = 'done';
+      void this.endCall('agent_hangup');
+      return;
+    }
+    this.voicemail = 'leaving_message';
+    this.messageRequestedAt = this.now();
+    try {
+      this.conversation.say(message);
+    } catch {
+      void this.endCall('agent_hangup');
+      return;
+    }
+    this.timers.push(setTimeout(() => void this.endCall('agent_hangup'), PLAYBACK_WAIT_MS + message.length * 120));
+  }
+
+  // Ending
+
+  private async endCall(reason: EndReason): Promise<void> {
+    this.endReason ??= reason;
+    await this.hangup();
+  }
+
+  private async hangup(): Promise<void> {
+    if (this.hangingUp || this.finished) return;
+    this.hangingUp = true;
+    try {
+      await this.deps.carrier.hangup(credentialsOf(this.agent, this.call.provider), this.call.call_sid ?? '', { answered: true });
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'hang-up at the carrier failed; closing the stream');
+    }
+    this.timers.push(setTimeout(() => this.ws.close(1000), STREAM_CLOSE_WAIT_MS));
+  }
+
+  /** Closes the stream from our side (shutdown); the call is finalised as usual. */
+  close(): void {
+    if (this.ws.readyState === this.ws.OPEN) this.ws.close(1001, 'Server shutting down');
+    else void this.finish('stream_closed');
+  }
+
+  private scheduleProgress(): void {
+    if (this.progressTimer || this.finished) return;
+    this.progressTimer = setTimeout(() => {
+      this.progressTimer = undefined;
+      this.saving = this.saving.then(() => this.saveProgress()).catch((err) => this.log.warn({ err }, 'could not save call progress'));
+    }, PROGRESS_DEBOUNCE_MS);
+  }
+
+  private async saveProgress(): Promise<void> {
+    const c = this.conversation;
+    if (!c || this.finished) return;
+    const s = c.snapshot();
+    await this.deps.store.saveProgress(this.call.id, {
+      transcript: s.transcript,
+      transcript_truncated: s.transcriptTruncated,
+      interruption_count: s.interruptionCount,
+      latencies_ms: s.latenciesMs,
+      tool_calls: s.toolCalls,
+      first_message_delivered: s.firstMessageDelivered && this.firstMarkPlayed,
+    });
+  }
+
+  private async finish(why: 'stream_stopped' | 'stream_closed'): Promise<void> {
+    if (this.finished) return;
+    this.finished = true;
+    for (const t of this.timers) clearTimeout(t);
+    clearTimeout(this.progressTimer);
+    const endedAt = this.deps.clock.now();
+    try {
+      await this.saving;
+      const outcome = this.conversation ? await this.conversation.finish() : null;
+      if (outcome?.status === 'failed') this.endReason ??= 'service_error';
+      if (why === 'stream_closed' && !this.stopReceived && !this.hangingUp) {
+        // Our side of the stream went away without the carrier ending the call: end it there too.
+        await this.deps.carrier.hangup(credentialsOf(this.agent, this.call.provider), this.call.call_sid ?? '', { answered: true }).catch(() => undefined);
+      }
+      await this.deps.store.update(this.call.id, {
+        media_ended_at: endedAt,
+        ...(this.endReason ? { end_reason_hint: this.endReason } : {}),
+        ...(outcome
+          ? {
+              transcript: outcome.transcript,
+              transcript_truncated: outcome.transcriptTruncated,
+              interruption_count: outcome.interruptionCount,
+              latencies_ms: outcome.latenciesMs,
+              tool_calls: outcome.toolCalls,
+              first_message_delivered: outcome.firstMessageDelivered && this.firstMarkPlayed,
+            }
+          : {}),
+      });
+      await this.deps.finaliser.finalise(this.call.id, { endedAt });
+    } catch (err) {
+      this.log.error({ err }, 'call bridge could not finish the call; its deadline will');
+    } finally {
+      this.resolveDone();
+    }
+  }
+}

@@ -1,0 +1,94 @@
+/**
+ * The one interface the rest of the service uses to talk to a telephony provider, whichever it is:
+ * place a call with a media stream and answering-machine detection, hang it up, transfer it, and point
+ * a number's inbound calls at this service. `provider-a/` and `provider-b/` implement it over the real
+ * wire protocols (`../shared/PROTOCOLS.md`), against the real carrier or the sandbox carriers
+ * (`sandbox/`): only the base URL differs.
+ */
+export type Provider = 'provider_a' | 'provider_b';
+
+/**
+ * A carrier's news about a call in our words; each provider's own values are translated by its
+ * `status.ts`. What the carrier said became of the call:
+ */
+export type CarrierOutcome = 'completed' | 'busy' | 'no_answer' | 'failed' | 'canceled' | 'time_limit';
+/** Who answered, by answering-machine detection. */
+export type AnsweredBy = 'human' | 'machine' | 'unknown';
+/** A carrier's report of a call's progress or end. */
+export type CarrierStatus = { kind: 'progress'; status: 'initiated' | 'ringing' | 'in_progress' } | { kind: 'ended'; outcome: CarrierOutcome };
+
+/** An agent's provider_a account (from its stored config; the token never leaves the process otherwise). */
+export interface ProviderACredentials {
+  provider: 'provider_a';
+  accountSid: string;
+  authToken: string;
+}
+
+/** An agent's provider_b account and Call Control connection. */
+export interface ProviderBCredentials {
+  provider: 'provider_b';
+  apiKey: string;
+  connectionId: string;
+}
+
+export type CarrierCredentials = ProviderACredentials | ProviderBCredentials;
+
+export interface DialRequest {
+  callId: string;
+  from: string;
+  to: string;
+  /** Single-use secret the media stream must present (TwiML `<Parameter>` / `client_state`). */
+  streamToken: string;
+  ringTimeoutS: number;
+  timeLimitS: number;
+  /** Answering-machine detection; null: none. */
+  machineDetection: { timeoutS: number } | null;
+}
+
+export type CarrierErrorKind =
+  /** The carrier rejected the credentials. */
+  | 'auth'
+  /** The carrier refused the request as such (an invalid or unreachable number...). */
+  | 'refused'
+  /** The number or call does not exist at the carrier. */
+  | 'not_found'
+  /** No usable answer: network failure, timeout, 5xx. The request may or may not have taken effect. */
+  | 'unavailable';
+
+export class CarrierError extends Error {
+  constructor(
+    readonly kind: CarrierErrorKind,
+    message: string,
+    /** The HTTP status and the carrier's own error code, for logs. */
+    readonly detail: { status?: number; code?: string } = {},
+  ) {
+    super(message);
+  }
+}
+
+export interface Carrier {
+  readonly provider: Provider;
+  /** Places the call; resolves with the carrier's id of it (provider_a CallSid, provider_b call_control_id). */
+  dial(credentials: CarrierCredentials, request: DialRequest): Promise<{ callSid: string }>;
+  /** Ends the call (cancels it before answer). A call already over is not an error. */
+  hangup(credentials: CarrierCredentials, callSid: string, opts: { answered: boolean }): Promise<void>;
+  /** Hands the call over to `to` (the agent's transfer number); the media stream ends. */
+  transfer(credentials: CarrierCredentials, callSid: string, to: string): Promise<void>;
+  /** Points (or stops pointing) inbound calls of `phoneNumber` at this service. */
+  setInbound(credentials: CarrierCredentials, phoneNumber: string, enabled: boolean): Promise<void>;
+}
+
+/** The URLs of this service the carriers call, from PUBLIC_BASE_URL. */
+export interface CallbackUrls {
+  /** http(s) origin, no trailing slash. */
+  base(): string;
+  /** ws(s) URL of a provider's media stream endpoint. */
+  media(provider: Provider): string;
+}
+
+export function callbackUrls(publicBaseUrl: () => string): CallbackUrls {
+  return {
+    base: () => publicBaseUrl().replace(/\/+$/, ''),
+    media: (provider) => `${publicBaseUrl().replace(/\/+$/, '').replace(/^http/, 'ws')}/telephony/${provider}/media`,
+  };
+}

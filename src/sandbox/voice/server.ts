@@ -1,0 +1,154 @@
+/**
+ * The sandbox voice service: a local server speaking the Gemini Live BidiGenerateContent protocol over
+ * WebSocket (and the REST generateContent call used for post-call analysis), so the real adapter runs in
+ * development and in every test. Listens on 127.0.0.1, random port by default.
+ *
+ * Operations for tests and demos (the peer's own controls, not a protocol feature):
+ * - goAway(timeLeftMs): every open connection gets `goAway` and is closed after timeLeftMs;
+ * - setUnavailable(true): new connections are refused with HTTP 503 (as an overloaded service does);
+ * - dropConnections(): every open connection is cut without a close frame.
+ */
+import http from 'node:http';
+import { randomBytes } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer } from 'ws';
+import { analyzeTranscript, parseAnalysisPrompt } from '../../voice/analysis.js';
+import { DEFAULT_SPEECH_RMS } from '../../audio/pcm16.js';
+import { BIDI_PATH } from '../../voice/live-protocol.js';
+import { SandboxConnection, type Conversation, type ConversationRegistry, type SandboxTiming, type SetupRecord } from './connection.js';
+
+export interface SandboxOptions extends Partial<SandboxTiming> {
+  host?: string;
+  port?: number;
+}
+
+export interface SandboxVoiceService {
+  /** ws://host:port: the adapter adds the BidiGenerateContent path. */
+  readonly url: string;
+  /** Every setup received, in order (model and the resumption handle it carried). */
+  readonly setups: readonly SetupRecord[];
+  openConnections(): number;
+  /** Connection attempts refused while unavailable. */
+  refusedConnections(): number;
+  goAway(timeLeftMs?: number): void;
+  setUnavailable(unavailable: boolean): void;
+  dropConnections(): void;
+  close(): Promise<void>;
+}
+
+/** Conversations by resumption handle; only a conversation's latest handle is kept. */
+class Registry implements ConversationRegistry {
+  private byHandle = new Map<string, Conversation>();
+  constructor(private readonly max = 10_000) {}
+
+  get(handle: string) {
+    return this.byHandle.get(handle);
+  }
+
+  issue(conversation: Conversation): string {
+    if (conversation.handle) this.byHandle.delete(conversation.handle);
+    const handle = randomBytes(16).toString('base64url');
+    conversation.handle = handle;
+    this.byHandle.set(handle, conversation);
+    if (this.byHandle.size > this.max) this.byHandle.delete(this.byHandle.keys().next().value!);
+    return handle;
+  }
+
+  forget(conversation: Conversation): void {
+    if (conversation.handle) this.byHandle.delete(conversation.handle);
+    conversation.handle = null;
+  }
+}
+
+const GENERATE_CONTENT = /^\/v1beta\/models\/[^/:]+:generateContent$/;
+
+export async function startSandboxVoiceService(options: SandboxOptions = {}): Promise<SandboxVoiceService> {
+  const timing: SandboxTiming = {
+    endOfTurnMs: options.endOfTurnMs ?? 600,
+    msPerChar: options.msPerChar ?? 60,
+    speed: options.speed ?? 1,
+    speechRms: options.speechRms ?? DEFAULT_SPEECH_RMS,
+    minSpeechMs: options.minSpeechMs ?? 100,
+  };
+  const registry = new Registry();
+  const setups: SetupRecord[] = [];
+  const connections = new Map<import('ws').WebSocket, SandboxConnection>();
+  let unavailable = false;
+  let refused = 0;
+
+  const server = http.createServer((req, res) => {
+    const path = (req.url ?? '').split('?')[0];
+    if (req.method !== 'POST' || !GENERATE_CONTENT.test(path)) {
+      res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"code":404,"message":"Not found"}}');
+      return;
+    }
+    if (unavailable) {
+      res.writeHead(503, { 'content-type': 'application/json' }).end('{"error":{"code":503,"message":"Unavailable"}}');
+      return;
+    }
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      let prompt = '';
+      try {
+        const body = JSON.parse(Buffer.concat(chunks).toString()) as { contents?: Array<{ parts?: Array<{ text?: string }> }> };
+        prompt = (body.contents ?? [])
+          .flatMap((c) => c.parts ?? [])
+          .map((p) => p.text ?? '')
+          .join('\n');
+      } catch {
+        /* answered below */
+      }
+      const parsed = parseAnalysisPrompt(prompt);
+      if (!parsed) {
+        res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":{"code":400,"message":"Invalid argument"}}');
+        return;
+      }
+      const text = JSON.stringify(analyzeTranscript(parsed.transcript));
+      res
+        .writeHead(200, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ candidates: [{ content: { role: 'model', parts: [{ text }] }, finishReason: 'STOP' }] }));
+    });
+  });
+
+  const wss = new WebSocketServer({ noServer: true, maxPayload: 16 * 1024 * 1024 });
+  server.on('upgrade', (req, socket, head) => {
+    const path = (req.url ?? '').split('?')[0];
+    if (path !== BIDI_PATH || unavailable) {
+      if (path === BIDI_PATH) refused++;
+      socket.end(path !== BIDI_PATH ? 'HTTP/1.1 404 Not Found\r\n\r\n' : 'HTTP/1.1 503 Service Unavailable\r\n\r\n');
+      return;
+    }
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      connections.set(ws, new SandboxConnection(ws, timing, registry, (r) => setups.push(r)));
+      ws.on('close', () => connections.delete(ws));
+    });
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
+  });
+  const { address, port } = server.address() as AddressInfo;
+
+  return {
+    url: `ws://${address}:${port}`,
+    setups,
+    openConnections: () => connections.size,
+    refusedConnections: () => refused,
+    goAway(timeLeftMs = 100) {
+      for (const c of connections.values()) c.goAway(timeLeftMs);
+    },
+    setUnavailable(value: boolean) {
+      unavailable = value;
+    },
+    dropConnections() {
+      for (const ws of connections.keys()) ws.terminate();
+    },
+    async close() {
+      for (const ws of connections.keys()) ws.terminate();
+      wss.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
