@@ -12,7 +12,7 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import pg from 'pg';
+import { Listener } from '../db/listener.js';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import { guardedRequest, OutboundRequestError } from '../net/guarded-request.js';
@@ -68,8 +68,7 @@ export class WebhookDispatcher {
   private again = false;
   private stopped = true;
   private timer: NodeJS.Timeout | undefined;
-  private listener: pg.Client | undefined;
-  private relistening: Promise<void> | undefined;
+  private readonly listener: Listener | undefined;
   private lastPurge = 0;
   private housekeepingRun: Promise<void> | undefined;
   private readonly outcomes: Array<{ id: string; outcome: DeliveryOutcome; stored: () => void }> = [];
@@ -82,46 +81,24 @@ export class WebhookDispatcher {
     private readonly clock: Clock,
     private readonly settings: DispatcherSettings,
     private readonly log: Logger,
-    private readonly databaseUrl?: string,
+    databaseUrl?: string,
   ) {
     const opts = { keepAlive: true, maxSockets: settings.concurrency };
     this.agents = { http: new http.Agent(opts), https: new https.Agent(opts) };
+    // Events raised by other instances; the poll covers any notification missed while it is down.
+    this.listener = databaseUrl ? new Listener(databaseUrl, NOTIFY_CHANNEL, () => this.kick(), log) : undefined;
   }
 
   async start(): Promise<void> {
     this.stopped = false;
-    await this.listen();
+    await this.listener?.start();
     this.timer = setInterval(() => this.tick(), this.settings.pollIntervalMs);
     this.timer.unref();
     this.tick();
   }
 
-  /** Listens for events raised by other instances; the poll covers any notification missed. */
-  private async listen(): Promise<void> {
-    if (!this.databaseUrl) return;
-    const client = new pg.Client({ connectionString: this.databaseUrl });
-    client.on('error', (err) => {
-      this.log.warn({ err: err.message }, 'webhook dispatcher lost its LISTEN connection; polling until it is back');
-      if (this.listener === client) this.listener = undefined;
-      client.end().catch(() => undefined);
-    });
-    client.on('notification', () => this.kick());
-    try {
-      await client.connect();
-      await client.query(`listen ${NOTIFY_CHANNEL}`);
-      this.listener = client;
-    } catch (err) {
-      this.log.warn({ err: (err as Error).message }, 'webhook dispatcher could not LISTEN; polling only');
-      await client.end().catch(() => undefined);
-    }
-  }
-
   private tick(): void {
     if (this.stopped) return;
-    // A lost LISTEN connection is re-opened on the next poll tick; the poll covers the gap.
-    if (this.databaseUrl && !this.listener && !this.relistening) {
-      this.relistening = this.listen().finally(() => (this.relistening = undefined));
-    }
     this.housekeepingRun ??= this.housekeeping().finally(() => (this.housekeepingRun = undefined));
     this.kick();
   }
@@ -286,10 +263,8 @@ export class WebhookDispatcher {
     clearInterval(this.timer);
     await this.pumping;
     await this.housekeepingRun;
-    await this.relistening;
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
-    await this.listener?.end().catch(() => undefined);
-    this.listener = undefined;
+    await this.listener?.stop();
     this.agents.http.destroy();
     this.agents.https.destroy();
   }

@@ -5,8 +5,8 @@
  * other goes out by PostgreSQL NOTIFY, and the instance holding that bridge acts on it. A signal for a
  * call no bridge holds is dropped (the call's record already carries the fact for whoever needs it).
  */
-import pg from 'pg';
 import type { Logger } from 'pino';
+import { Listener } from '../../db/listener.js';
 import type { AnsweredBy } from '../store.js';
 
 export type CallSignal =
@@ -17,58 +17,32 @@ export type CallSignal =
 const CHANNEL = 'call_signals';
 /** NOTIFY payloads are limited to 8000 bytes; ours are far smaller. */
 const MAX_PAYLOAD = 7000;
-const RELISTEN_MS = 2000;
 
 export class CallSignals {
   private readonly handlers = new Map<string, (s: CallSignal) => void>();
-  private client: pg.Client | undefined;
-  private stopped = false;
-  private retry: NodeJS.Timeout | undefined;
+  private readonly listener: Listener;
 
   constructor(
-    private readonly databaseUrl: string,
+    databaseUrl: string,
     private readonly log: Logger,
-  ) {}
-
-  async start(): Promise<void> {
-    await this.listen();
+  ) {
+    this.listener = new Listener(
+      databaseUrl,
+      CHANNEL,
+      (payload) => {
+        if (!payload) return;
+        try {
+          this.deliver(JSON.parse(payload) as CallSignal);
+        } catch {
+          this.log.warn('unreadable call signal ignored');
+        }
+      },
+      log,
+    );
   }
 
-  private async listen(): Promise<void> {
-    if (this.stopped) return;
-    const client = new pg.Client({ connectionString: this.databaseUrl });
-    client.on('error', (err) => {
-      this.log.warn({ err: err.message }, 'call signal listener lost; listening again');
-      if (this.client === client) this.client = undefined;
-      client.end().catch(() => undefined);
-      this.scheduleRelisten();
-    });
-    client.on('notification', (n) => {
-      if (n.channel !== CHANNEL || !n.payload) return;
-      try {
-        this.deliver(JSON.parse(n.payload) as CallSignal);
-      } catch {
-        this.log.warn('unreadable call signal ignored');
-      }
-    });
-    try {
-      await client.connect();
-      await client.query(`listen ${CHANNEL}`);
-      this.client = client;
-    } catch (err) {
-      this.log.warn({ err: (err as Error).message }, 'call signal listener could not LISTEN; retrying');
-      await client.end().catch(() => undefined);
-      this.scheduleRelisten();
-    }
-  }
-
-  private scheduleRelisten(): void {
-    if (this.stopped || this.retry) return;
-    this.retry = setTimeout(() => {
-      this.retry = undefined;
-      void this.listen();
-    }, RELISTEN_MS);
-    this.retry.unref();
+  start(): Promise<void> {
+    return this.listener.start();
   }
 
   private deliver(signal: CallSignal): boolean {
@@ -99,10 +73,7 @@ export class CallSignals {
     await knex.raw('select pg_notify(?, ?)', [CHANNEL, payload]);
   }
 
-  async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.retry);
-    await this.client?.end().catch(() => undefined);
-    this.client = undefined;
+  stop(): Promise<void> {
+    return this.listener.stop();
   }
 }
