@@ -7,21 +7,11 @@
 import { isUtf8 } from 'node:buffer';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { CsvError, parse } from 'csv-parse';
+import { findNul } from '../lib/nul.js';
+import type { RecipientInput, RowProblem } from './recipients.js';
 
-export interface CsvRecipient {
-  row: number;
-  to_number: string;
-  variables: Record<string, string>;
-  first_message?: string;
-}
-
-export interface CsvRowProblem {
-  row: number;
-  column: string | null;
-  reason: 'invalid_row' | 'invalid_value';
-  message: string;
-  to_number: string | null;
-}
+/** A data row that became a recipient: `index` is its position among the file's data rows (from 0), `row` its line. */
+export type CsvRecipient = RecipientInput & { index: number; row: number; variables: Record<string, string> };
 
 export interface CsvFileProblem {
   type: string;
@@ -29,7 +19,8 @@ export interface CsvFileProblem {
   column: string | null;
 }
 
-export type CsvParseResult = { ok: true; recipients: CsvRecipient[]; problems: CsvRowProblem[] } | { ok: false; problems: CsvFileProblem[] };
+/** The file's data rows in order, each a recipient or a problem (numbered together by `index`), or why the file as a whole is refused. */
+export type CsvParseResult = { ok: true; recipients: CsvRecipient[]; problems: RowProblem[] } | { ok: false; problems: CsvFileProblem[] };
 
 export interface CsvLimits {
   maxRows?: number;
@@ -87,7 +78,7 @@ export async function parseRecipientsCsv(data: Buffer, limits: CsvLimits = {}): 
   let header: Header | undefined;
   let dataRows = 0;
   const recipients: CsvRecipient[] = [];
-  const problems: CsvRowProblem[] = [];
+  const problems: RowProblem[] = [];
   try {
     for await (const record of parser as AsyncIterable<string[]>) {
       const row = rowNumbers[nextRowNumber++];
@@ -106,7 +97,7 @@ export async function parseRecipientsCsv(data: Buffer, limits: CsvLimits = {}): 
       if (dataRows > maxRows) {
         return refuse('csv_too_many_rows', `the file has more than ${maxRows} recipient rows; split it into several batches`);
       }
-      const result = readRow(record, row, header, maxValueLength);
+      const result = readRow(record, dataRows - 1, row, header, maxValueLength);
       if ('reason' in result) problems.push(result);
       else recipients.push(result);
     }
@@ -207,40 +198,43 @@ function readHeader(record: string[], maxVariables: number): { ok: true; header:
   return { ok: true, header: { names, columns, toNumberIndex } };
 }
 
-function readRow(record: string[], row: number, header: Header, maxValueLength: number): CsvRecipient | CsvRowProblem {
+/** A column as the contract names it: `to_number` and `first_message` however the header wrote them. */
+const columnName = (column: Column, name: string) => (column.kind === 'variable' ? name : column.kind);
+
+function readRow(record: string[], index: number, row: number, header: Header, maxValueLength: number): CsvRecipient | RowProblem {
   const toNumber = (record[header.toNumberIndex] ?? '').trim();
-  const toNumberOrNull = toNumber === '' ? null : toNumber;
+  const toNumberOrNull = toNumber === '' || toNumber.includes('\0') ? null : toNumber;
+  const problem = (column: string | null, reason: RowProblem['reason'], message: string): RowProblem => ({
+    index,
+    row,
+    column,
+    reason,
+    message,
+    to_number: toNumberOrNull,
+  });
 
   if (record.length !== header.columns.length) {
-    return {
-      row,
-      column: null,
-      reason: 'invalid_row',
-      message: `row ${row} has ${record.length} fields; the header has ${header.columns.length}`,
-      to_number: toNumberOrNull,
-    };
+    return problem(null, 'invalid_row', `row ${row} has ${record.length} fields; the header has ${header.columns.length}`);
   }
 
-  const recipient: CsvRecipient = { row, to_number: toNumber, variables: {} };
+  const recipient: CsvRecipient = { index, row, to_number: toNumber, variables: {} };
   for (let i = 0; i < record.length; i++) {
     const value = record[i].trim();
     const column = header.columns[i];
-    const name = header.names[i];
-    if (column.kind === 'to_number' && value === '') {
-      return { row, column: name, reason: 'invalid_value', message: `row ${row} has no to_number`, to_number: null };
-    }
+    const name = columnName(column, header.names[i]);
+    if (column.kind === 'to_number' && value === '') return { ...problem(name, 'invalid_value', `row ${row} has no to_number`), to_number: null };
     if (exceedsLength(value, maxValueLength)) {
-      return {
-        row,
-        column: name,
-        reason: 'invalid_value',
-        message: `row ${row}: the value of ${name} is longer than ${maxValueLength} characters`,
-        to_number: toNumberOrNull,
-      };
+      return problem(name, 'invalid_value', `row ${row}: the value of ${name} is longer than ${maxValueLength} characters`);
     }
     if (value === '') continue;
     if (column.kind === 'first_message') recipient.first_message = value;
     else if (column.kind === 'variable') recipient.variables[column.name] = value;
+  }
+  // PostgreSQL cannot store a NUL: the row is skipped, naming the cell.
+  const nul = findNul({ to_number: recipient.to_number, first_message: recipient.first_message, ...recipient.variables }, 'row');
+  if (nul !== null) {
+    const column = nul.slice('row.'.length);
+    return problem(column, 'invalid_value', `Row ${row}: '${column}' contains a NUL character (U+0000).`);
   }
   return recipient;
 }

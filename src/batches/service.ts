@@ -14,6 +14,8 @@ import type { CallService } from '../calls/service.js';
 import type { Provider } from '../carriers/carrier.js';
 import { isValidTimeZone, windowProblems, type CallingWindow } from './calling-window.js';
 import { screenRecipients, type RecipientInput, type RowProblem } from './recipients.js';
+import { parseRecipientsCsv } from './csv.js';
+import { batchInputFromCsvForm, type CsvForm } from './csv-form.js';
 import { toBatch, toDetail, toSummary, type Batch, type BatchDetail, type BatchSummary } from './records.js';
 import type { BatchEngine } from './engine.js';
 import { TERMINAL_BATCH, type BatchFilters, type BatchRow, type BatchStore, type NewRecipient, type RetryOutcome } from './store.js';
@@ -82,6 +84,19 @@ export class BatchService {
   }
 
   /** POST /api/v1/batches and /batches/csv: 201 with the batch, or a refusal with nothing stored. */
+  /**
+   * POST /api/v1/batches/csv, once its form is validated: the file is refused as a whole (422 with each
+   * problem) or its unreadable rows are skipped with their reasons beside the rest.
+   */
+  async createFromCsv(workspaceId: string, form: CsvForm, file: Buffer): Promise<Batch> {
+    const parsed = await parseRecipientsCsv(file);
+    if (!parsed.ok) {
+      const issues = parsed.problems.map((p) => issue(['file', ...(p.column ? [p.column] : [])], p.message, p.type));
+      throw new ApiError(422, 'invalid_request_error', code422(parsed.problems[0].type), parsed.problems[0].message, { param: 'file', issues });
+    }
+    return this.create(workspaceId, batchInputFromCsvForm(form, parsed.recipients), parsed.problems);
+  }
+
   async create(workspaceId: string, input: BatchInput, rowProblems: RowProblem[] = []): Promise<Batch> {
     const now = this.clock.now();
     const issues = this.settingIssues(input, now);

@@ -209,3 +209,11 @@ export function validationError(errors: ErrorObject[], data?: unknown): ApiError
     .map(({ loc, msg, type, input, ctx }) => ({ loc, msg, type, ...(input !== undefined ? { input } : {}), ...(ctx ? { ctx } : {}) }));
   return new ApiError(422, 'invalid_request_error', code422(first.code), first.msg, { param: first.param || null, issues });
 }
+
+/** Ajv errors of a request body schema (instance paths relative to the body) as the API's 422. */
+export function bodyValidationError(errors: ErrorObject[], body: unknown): ApiError<422> {
+  return validationError(
+    errors.map((e) => ({ ...e, instancePath: `/requestBody${e.instancePath}` })),
+    { requestBody: body },
+  );
+}

@@ -7,9 +7,7 @@ import type { Contract } from '../http/contract.js';
 import { workspaceOf, type Principal } from '../contract/principal.js';
 import { checkContentType } from '../http/router.js';
 import { deferredBodyError } from '../http/deferred-body.js';
-import { validationError } from '../http/validation.js';
-import type { ApiError } from '../errors/api-error.js';
-import type { ErrorObject } from 'ajv';
+import { bodyValidationError } from '../http/validation.js';
 import type { RealtimeService } from './service.js';
 import type { ConversationRecords } from './records.js';
 import type { Page, PageParams } from '../lib/pagination.js';
@@ -22,14 +20,6 @@ function mintedBy(p: Principal): string | null {
   if (p.kind === 'api_key') return p.keyId;
   if (p.kind === 'dashboard') return p.sessionId;
   return null;
-}
-
-/** Ajv errors of the request schema (instance paths relative to the body) as the API's 422. */
-function bodyError(errors: ErrorObject[], body: unknown): ApiError<422> {
-  return validationError(
-    errors.map((e) => ({ ...e, instancePath: `/requestBody${e.instancePath}` })),
-    { requestBody: body },
-  );
 }
 
 export function realtimeRoutes(
@@ -52,9 +42,9 @@ export function realtimeRoutes(
           if (unreadable) throw unreadable;
           checkContentType(req.ctx);
           if (b === undefined) {
-            throw bodyError([{ instancePath: '', schemaPath: '', keyword: 'required', params: { missingProperty: 'requestBody' } }], b);
+            throw bodyValidationError([{ instancePath: '', schemaPath: '', keyword: 'required', params: { missingProperty: 'requestBody' } }], b);
           }
-          if (!validate(b)) throw bodyError(validate.errors ?? [], b);
+          if (!validate(b)) throw bodyValidationError(validate.errors ?? [], b);
         },
         mintedBy(req.auth),
       );

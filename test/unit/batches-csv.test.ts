@@ -31,36 +31,36 @@ describe('batch recipients CSV', () => {
     );
     assert.deepEqual(r.problems, []);
     assert.deepEqual(r.recipients, [
-      { row: 2, to_number: '+15550001', variables: { name: 'Doe, Jane', note: 'She said "hi"' } },
-      { row: 3, to_number: '+15550002', variables: { name: 'Bob', note: 'line one\nline two\nline three' } },
-      { row: 7, to_number: '+15550003', variables: { name: 'Carol', note: 'plain' } },
+      { index: 0, row: 2, to_number: '+15550001', variables: { name: 'Doe, Jane', note: 'She said "hi"' } },
+      { index: 1, row: 3, to_number: '+15550002', variables: { name: 'Bob', note: 'line one\nline two\nline three' } },
+      { index: 2, row: 7, to_number: '+15550003', variables: { name: 'Carol', note: 'plain' } },
     ]);
   });
 
   it('ignores a BOM and reads CRLF line ends, also inside quoted fields', async () => {
     const r = accepted(await csv('\uFEFFto_number,note\r\n+1555,"a\r\nb"\r\n\r\n+1666,c\r\n'));
     assert.deepEqual(r.recipients, [
-      { row: 2, to_number: '+1555', variables: { note: 'a\r\nb' } },
-      { row: 5, to_number: '+1666', variables: { note: 'c' } },
+      { index: 0, row: 2, to_number: '+1555', variables: { note: 'a\r\nb' } },
+      { index: 1, row: 5, to_number: '+1666', variables: { note: 'c' } },
     ]);
   });
 
   it('matches to_number and first_message case-insensitively and trims headers and values', async () => {
     const r = accepted(await csv(' To_Number , First_MESSAGE ,Name\n  +1555 ,  Hello there  , Ann \n'));
-    assert.deepEqual(r.recipients, [{ row: 2, to_number: '+1555', first_message: 'Hello there', variables: { Name: 'Ann' } }]);
+    assert.deepEqual(r.recipients, [{ index: 0, row: 2, to_number: '+1555', first_message: 'Hello there', variables: { Name: 'Ann' } }]);
   });
 
   it('leaves out empty variable cells and an empty first_message', async () => {
     const r = accepted(await csv('to_number,first_message,name,city\n+1555,,,Oslo\n+1666,"  ",Bo,\n'));
     assert.deepEqual(r.recipients, [
-      { row: 2, to_number: '+1555', variables: { city: 'Oslo' } },
-      { row: 3, to_number: '+1666', variables: { name: 'Bo' } },
+      { index: 0, row: 2, to_number: '+1555', variables: { city: 'Oslo' } },
+      { index: 1, row: 3, to_number: '+1666', variables: { name: 'Bo' } },
     ]);
   });
 
   it('skips empty and whitespace-only rows', async () => {
     const r = accepted(await csv('to_number,name\n\n   \n, \n+1555,A\n'));
-    assert.deepEqual(r.recipients, [{ row: 5, to_number: '+1555', variables: { name: 'A' } }]);
+    assert.deepEqual(r.recipients, [{ index: 0, row: 5, to_number: '+1555', variables: { name: 'A' } }]);
     assert.deepEqual(r.problems, []);
   });
 
@@ -99,11 +99,11 @@ describe('batch recipients CSV', () => {
 
   it('reports a row with the wrong number of fields and keeps the other rows', async () => {
     const r = accepted(await csv('to_number,name,city\n+1555,A,Oslo\n+1666,B\n\n+1777,C,Rome,extra\n,D\n'));
-    assert.deepEqual(r.recipients, [{ row: 2, to_number: '+1555', variables: { name: 'A', city: 'Oslo' } }]);
+    assert.deepEqual(r.recipients, [{ index: 0, row: 2, to_number: '+1555', variables: { name: 'A', city: 'Oslo' } }]);
     assert.deepEqual(r.problems, [
-      { row: 3, column: null, reason: 'invalid_row', message: 'row 3 has 2 fields; the header has 3', to_number: '+1666' },
-      { row: 5, column: null, reason: 'invalid_row', message: 'row 5 has 4 fields; the header has 3', to_number: '+1777' },
-      { row: 6, column: null, reason: 'invalid_row', message: 'row 6 has 2 fields; the header has 3', to_number: null },
+      { index: 1, row: 3, column: null, reason: 'invalid_row', message: 'row 3 has 2 fields; the header has 3', to_number: '+1666' },
+      { index: 2, row: 5, column: null, reason: 'invalid_row', message: 'row 5 has 4 fields; the header has 3', to_number: '+1777' },
+      { index: 3, row: 6, column: null, reason: 'invalid_row', message: 'row 6 has 2 fields; the header has 3', to_number: null },
     ]);
   });
 
@@ -111,8 +111,9 @@ describe('batch recipients CSV', () => {
     const long = 'x'.repeat(11);
     const r = accepted(await csv(`name,to_number,first_message\nA,,hi\n${long},+1555,${long}\nB,+1666,${'é'.repeat(10)}\n`, { maxValueLength: 10 }));
     assert.deepEqual(r.problems, [
-      { row: 2, column: 'to_number', reason: 'invalid_value', message: 'row 2 has no to_number', to_number: null },
+      { index: 0, row: 2, column: 'to_number', reason: 'invalid_value', message: 'row 2 has no to_number', to_number: null },
       {
+        index: 1,
         row: 3,
         column: 'name',
         reason: 'invalid_value',
@@ -120,7 +121,25 @@ describe('batch recipients CSV', () => {
         to_number: '+1555',
       },
     ]);
-    assert.deepEqual(r.recipients, [{ row: 4, to_number: '+1666', first_message: 'é'.repeat(10), variables: { name: 'B' } }]);
+    assert.deepEqual(r.recipients, [{ index: 2, row: 4, to_number: '+1666', first_message: 'é'.repeat(10), variables: { name: 'B' } }]);
+  });
+
+  it('numbers recipients and problems together, names columns as the contract does, and skips a row holding a NUL', async () => {
+    const r = accepted(await csv('To_Number,First_Message,name\n+1555,hi\u0000,A\n+1666,,B,extra\n+1777,,C\u0000\n+1\u00008,,D\n+1999,,E\n'));
+    assert.deepEqual(r.recipients, [{ index: 4, row: 6, to_number: '+1999', variables: { name: 'E' } }]);
+    assert.deepEqual(r.problems, [
+      {
+        index: 0,
+        row: 2,
+        column: 'first_message',
+        reason: 'invalid_value',
+        message: "Row 2: 'first_message' contains a NUL character (U+0000).",
+        to_number: '+1555',
+      },
+      { index: 1, row: 3, column: null, reason: 'invalid_row', message: 'row 3 has 4 fields; the header has 3', to_number: '+1666' },
+      { index: 2, row: 4, column: 'name', reason: 'invalid_value', message: "Row 4: 'name' contains a NUL character (U+0000).", to_number: '+1777' },
+      { index: 3, row: 5, column: 'to_number', reason: 'invalid_value', message: "Row 5: 'to_number' contains a NUL character (U+0000).", to_number: null },
+    ]);
   });
 
   it('refuses more rows than the limit, counting only non-empty rows', async () => {
@@ -174,7 +193,7 @@ describe('batch recipients CSV', () => {
     const rows = Array.from({ length: 5000 }, (_, i) => `+1555${String(i).padStart(6, '0')},Zoë ${i},"ünïcödé, ${i}"`);
     const r = accepted(await csv(`to_number,name,note\n${rows.join('\n')}\n`));
     assert.equal(r.recipients.length, 5000);
-    assert.deepEqual(r.recipients[4999], { row: 5001, to_number: '+1555004999', variables: { name: 'Zoë 4999', note: 'ünïcödé, 4999' } });
+    assert.deepEqual(r.recipients[4999], { index: 4999, row: 5001, to_number: '+1555004999', variables: { name: 'Zoë 4999', note: 'ünïcödé, 4999' } });
     assert.ok(r.recipients.every((rec, i) => rec.row === i + 2 && rec.variables.name === `Zoë ${i}`));
   });
 });
