@@ -49,7 +49,7 @@ import knexFactory, { type Knex } from 'knex';
 import { benchDatabase, forkChild, percentile, startBenchService, table, type BenchChild } from './lib.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
-import { JobQueue } from '../../src/jobs/queue.js';
+import { JobQueue, jobKind } from '../../src/jobs/queue.js';
 import { newId } from '../../src/lib/ids.js';
 import type { RunningService } from '../../src/service.js';
 import type { SandboxCallRecord } from '../../src/sandbox/carriers/server.js';
@@ -422,8 +422,13 @@ async function lag(c: Ctx, watch: Watch, env: Record<string, string>): Promise<v
     { connectionString: c.service.db.url, concurrency: config.JOBS_CONCURRENCY, pollIntervalMs: config.JOBS_POLL_INTERVAL_MS },
     createLogger('silent'),
   );
-  queue.register('bench_timer', async (payload) => {
-    baselineLags.push(Date.now() - Date.parse(String(payload.at)));
+  const timer = jobKind<{ at: string; n: number }>({
+    name: 'bench_timer',
+    parse: (raw) => (typeof raw.at === 'string' && typeof raw.n === 'number' ? { at: raw.at, n: raw.n } : null),
+    key: (p) => `bench_timer:${p.n}`,
+  });
+  queue.register(timer, async (payload) => {
+    baselineLags.push(Date.now() - Date.parse(payload.at));
   });
   await queue.start();
   const batches: Array<{ id: string; at: number; to: string }> = [];
@@ -439,7 +444,7 @@ async function lag(c: Ctx, watch: Watch, env: Record<string, string>): Promise<v
         recipients: [{ to_number: to }],
         scheduled_at: at.toISOString(),
       });
-      await queue.add('bench_timer', { at: at.toISOString() }, { runAt: at });
+      await queue.add(timer, { at: at.toISOString(), n: i }, { runAt: at });
       batches.push({ id: b.batch_id, at: at.getTime(), to });
     }
     const last = Math.max(...batches.map((b) => b.at));

@@ -218,6 +218,20 @@ export class AgentService {
     return this.runtime(await this.owned(workspaceId, agentId));
   }
 
+  /** The workspace's agent for a conversation, decrypted, or why there is none (no error: callers decide what it means). */
+  async runtimeOf(workspaceId: string, agentId: string): Promise<RuntimeAgent | 'not_found' | 'other_workspace'> {
+    const row = await this.store.find(agentId);
+    if (!row) return 'not_found';
+    if (row.workspace_id !== workspaceId) return 'other_workspace';
+    return this.runtime(row);
+  }
+
+  /** The workspace's agent for a conversation, decrypted; null when it is gone. */
+  async findForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent | null> {
+    const found = await this.runtimeOf(workspaceId, agentId);
+    return typeof found === 'string' ? null : found;
+  }
+
   /** The agent that answers inbound calls to `phoneNumber` at `provider`, decrypted; null when none. */
   async inboundAgent(provider: 'provider_a' | 'provider_b', phoneNumber: string): Promise<RuntimeAgent | null> {
     const row = await this.store.findInbound(provider, phoneNumber);

@@ -14,20 +14,26 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { ApiError } from '../errors/api-error.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
-import type { JobQueue } from '../jobs/queue.js';
+import { idPayload, jobKind, type JobQueue } from '../jobs/queue.js';
 import type { CallService, OutboundPlan } from '../calls/service.js';
+import { isRefusal } from '../calls/refusals.js';
 import type { CallRow } from '../calls/store.js';
 import type { WorkspaceAdmission } from '../workspaces/admission.js';
 import type { BatchCompletedPublisher } from '../webhooks/events.js';
 import { nextOpening } from './calling-window.js';
 import { TERMINAL_BATCH, type BatchRow, type BatchStore, type RecipientRow, type RecipientStatus } from './store.js';
 
-export const DISPATCH_JOB = 'batch_dispatch';
-const wakeKey = (batchId: string) => `batch_dispatch:${batchId}`;
-const timerKey = (batchId: string) => `batch_timer:${batchId}`;
+/** A dispatch round asked for now (API actions, a call that ended); asks while one is pending join it. */
+const DISPATCH_JOB = jobKind<{ batch_id: string }>({
+  name: 'batch_dispatch',
+  parse: idPayload('batch_id'),
+  key: (p) => `batch_dispatch:${p.batch_id}`,
+  maxAttempts: 10,
+});
+/** The same round at a time the last round chose: a key of its own, so it never cancels a wake-up. */
+const TIMER_JOB = jobKind<{ batch_id: string }>({ ...DISPATCH_JOB, key: (p) => `batch_timer:${p.batch_id}` });
 
 /** Claim passes per round when recipients outside the calling window are set aside. */
 const MAX_CLAIM_PASSES = 20;
@@ -59,29 +65,26 @@ export class BatchEngine {
   ) {}
 
   register(): void {
-    this.jobs.register(DISPATCH_JOB, (payload) => this.dispatch(String(payload.batch_id)));
+    this.jobs.register(DISPATCH_JOB, (p) => this.dispatch(p.batch_id));
   }
 
   /** Asks for a dispatch round (with `trx`, once it commits); asks while one is pending join it. */
   wake(batchId: string, trx?: Knex.Transaction): Promise<void> {
     const runAt = new Date(this.clock.now().getTime() + this.opts.wakeDelayMs);
-    return this.jobs.add(DISPATCH_JOB, { batch_id: batchId }, { jobKey: wakeKey(batchId), runAt, keyMode: 'preserve_run_at', maxAttempts: 10 }, trx);
+    return this.jobs.add(DISPATCH_JOB, { batch_id: batchId }, { runAt, keyMode: 'preserve_run_at' }, trx);
   }
 
   private setTimer(trx: Knex.Transaction, batchId: string, at: Date): Promise<void> {
-    return this.jobs.add(DISPATCH_JOB, { batch_id: batchId }, { jobKey: timerKey(batchId), runAt: at, maxAttempts: 10 }, trx);
+    return this.jobs.add(TIMER_JOB, { batch_id: batchId }, { runAt: at }, trx);
   }
 
   /** Whether the batch's calls can be placed now: its agent and provider, and the workspace's billing. */
   private async readiness(batch: BatchRow): Promise<Readiness> {
-    try {
-      const plan = await this.calls.plan(batch.workspace_id, { agent_id: batch.agent_id, provider: batch.provider });
-      const workspace = await this.calls.checkBilling(batch.workspace_id);
-      return { plan, limit: workspace.concurrent_session_limit };
-    } catch (err) {
-      if (err instanceof ApiError && err.status < 500 && err.status !== 429) return { refusal: err.code };
-      throw err;
-    }
+    const plan = await this.calls.planOrRefusal(batch.workspace_id, { agent_id: batch.agent_id, provider: batch.provider });
+    if (isRefusal(plan)) return { refusal: plan.code };
+    const billing = await this.calls.billing(batch.workspace_id);
+    if (isRefusal(billing)) return { refusal: billing.code };
+    return { plan, limit: billing.concurrent_session_limit };
   }
 
   /** One dispatch round (the job's handler). */

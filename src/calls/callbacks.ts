@@ -19,7 +19,7 @@ import type { RuntimeAgent } from '../agents/service.js';
 import type { CallService } from './service.js';
 import type { CallFinaliser } from './finaliser.js';
 import { movableFrom } from './lifecycle.js';
-import { newStreamToken } from './service.js';
+import { newStreamToken } from './stream-token.js';
 import { isTerminal, type CallRow, type CallStore, type CarrierOutcome } from './store.js';
 import type { CallbackUrls, Provider } from '../carriers/carrier.js';
 import { credentialsOf } from '../carriers/credentials.js';
@@ -34,7 +34,7 @@ import type { CallSignals } from './live/signals.js';
 const CALL_ID = /^call_[0-9A-Z]{26}$/;
 
 export interface InboundAgents {
-  loadForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent>;
+  findForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent | null>;
   /** The agent answering inbound calls to `phoneNumber` at `provider`, if any. */
   inboundAgent(provider: Provider, phoneNumber: string): Promise<RuntimeAgent | null>;
 }
@@ -90,12 +90,8 @@ export class CarrierCallbacks {
 
   // provider_a
 
-  private async agentOf(call: CallRow): Promise<RuntimeAgent | null> {
-    try {
-      return await this.agents.loadForRuntime(call.workspace_id, call.agent_id);
-    } catch {
-      return null;
-    }
+  private agentOf(call: CallRow): Promise<RuntimeAgent | null> {
+    return this.agents.findForRuntime(call.workspace_id, call.agent_id);
   }
 
   /** Checks `X-Twilio-Signature` with the agent's provider_a token; the account must be the agent's. */

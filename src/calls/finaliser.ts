@@ -15,11 +15,9 @@ import { costOf, type WorkspaceAdmission } from '../workspaces/admission.js';
 import type { CallCompletedPublisher } from '../webhooks/events.js';
 import type { JobQueue } from '../jobs/queue.js';
 import { finalState } from './lifecycle.js';
+import { DEADLINE_JOB } from './jobs.js';
 import { callCompletedFacts } from './records.js';
 import { LIVE_STATUSES, type CallRow, type CallStore, type EndReason } from './store.js';
-
-export const DEADLINE_JOB = 'call_deadline';
-export const deadlineJobKey = (callId: string) => `call_deadline:${callId}`;
 
 /** A claim older than this is presumed dead (analysis is bounded well below it). */
 const STALE_CLAIM_MS = 2 * 60 * 1000;
@@ -110,7 +108,7 @@ export class CallFinaliser {
       );
       await this.admission.slots.releaseFixed(done.id, trx);
       for (const hook of this.hooks) await hook(done, trx);
-      await this.jobs.remove(deadlineJobKey(done.id), trx);
+      await this.jobs.remove(DEADLINE_JOB, { call_id: done.id }, trx);
       return done;
     });
     if (final) log.info({ status: final.status, endReason: final.end_reason, duration: final.duration, forced: o.forced ?? false }, 'call finalised');

@@ -10,20 +10,23 @@
  *   later (a live call's bridge renews it) is rescheduled instead.
  */
 import type { Logger } from 'pino';
-import { ApiError } from '../errors/api-error.js';
 import { sha256Hex } from '../lib/tokens.js';
 import type { Clock } from '../lib/clock.js';
-import type { JobQueue } from '../jobs/queue.js';
+import { idPayload, jobKind, type JobQueue } from '../jobs/queue.js';
 import { CarrierError, type Carrier, type Provider } from '../carriers/carrier.js';
 import { credentialsOf, MissingCredentialsError } from '../carriers/credentials.js';
-import { DEADLINE_JOB, deadlineJobKey, type CallFinaliser } from './finaliser.js';
-import { DIAL_JOB, newStreamToken, type CallAgents, type CallTiming } from './service.js';
+import type { CallFinaliser } from './finaliser.js';
+import type { CallAgents, CallTiming } from './service.js';
+import { newStreamToken } from './stream-token.js';
 import { isTerminal, type CallStore } from './store.js';
 
 /** The carrier's own time limit is this much later than the bridge's, so the bridge's comes first. */
 const CARRIER_TIME_LIMIT_MARGIN_S = 10;
 
-const callIdOf = (payload: Record<string, unknown>) => (typeof payload.call_id === 'string' ? payload.call_id : null);
+/** Hands a queued call to its carrier (one per call: a second add while one is pending replaces it). */
+export const DIAL_JOB = jobKind<{ call_id: string }>({ name: 'call_dial', parse: idPayload('call_id'), key: (p) => `call_dial:${p.call_id}` });
+/** Ends a call nothing else ended in time; keyed, so a later deadline replaces the pending one. */
+export const DEADLINE_JOB = jobKind<{ call_id: string }>({ name: 'call_deadline', parse: idPayload('call_id'), key: (p) => `call_deadline:${p.call_id}` });
 
 export class CallJobs {
   constructor(
@@ -38,20 +41,16 @@ export class CallJobs {
   ) {}
 
   register(): void {
-    this.jobs.register(DIAL_JOB, (p) => this.dial(callIdOf(p)));
-    this.jobs.register(DEADLINE_JOB, (p) => this.deadline(callIdOf(p)));
+    this.jobs.register(DIAL_JOB, (p) => this.dial(p.call_id));
+    this.jobs.register(DEADLINE_JOB, (p) => this.deadline(p.call_id));
   }
 
-  async dial(callId: string | null): Promise<void> {
-    if (!callId) return;
+  async dial(callId: string): Promise<void> {
     const queued = await this.store.get(callId);
     if (!queued || queued.status !== 'queued' || queued.dial_attempted_at || queued.hangup_requested_at) return;
     const log = this.log.child({ callId });
-    let agent;
-    try {
-      agent = await this.agents.loadForRuntime(queued.workspace_id, queued.agent_id);
-    } catch (err) {
-      if (!(err instanceof ApiError)) throw err;
+    const agent = await this.agents.findForRuntime(queued.workspace_id, queued.agent_id);
+    if (!agent) {
       log.warn('agent gone before dialing; the call fails');
       await this.finaliser.finalise(callId, { endReason: 'not_allowed' });
       return;
@@ -97,26 +96,26 @@ export class CallJobs {
     }
   }
 
-  async deadline(callId: string | null): Promise<void> {
-    if (!callId) return;
+  async deadline(callId: string): Promise<void> {
     const call = await this.store.get(callId);
     if (!call || isTerminal(call.status)) return;
     if (call.status === 'queued' && !call.dial_attempted_at && !call.hangup_requested_at) {
       this.log.warn({ callId }, 'call not dialed within the dial grace (its dial job was lost or is late); dialing it now');
-      await this.jobs.add(DEADLINE_JOB, { call_id: callId }, { runAt: new Date(call.deadline_at), jobKey: deadlineJobKey(callId) });
+      await this.jobs.add(DEADLINE_JOB, { call_id: callId }, { runAt: new Date(call.deadline_at) });
       await this.dial(callId);
       return;
     }
     const now = this.clock.now().getTime();
     const deadline = new Date(call.deadline_at).getTime();
     if (deadline > now + 250) {
-      await this.jobs.add(DEADLINE_JOB, { call_id: callId }, { runAt: new Date(deadline), jobKey: deadlineJobKey(callId) });
+      await this.jobs.add(DEADLINE_JOB, { call_id: callId }, { runAt: new Date(deadline) });
       return;
     }
     this.log.warn({ callId, status: call.status }, 'call deadline passed; ending it');
     if (call.call_sid) {
       try {
-        const agent = await this.agents.loadForRuntime(call.workspace_id, call.agent_id);
+        const agent = await this.agents.findForRuntime(call.workspace_id, call.agent_id);
+        if (!agent) throw new MissingCredentialsError('the agent is gone');
         await this.carriers[call.provider].hangup(credentialsOf(agent, call.provider), call.call_sid, { answered: Boolean(call.answered_at) });
       } catch (err) {
         this.log.warn({ callId, err: (err as Error).message }, 'could not hang the overdue call up at the carrier');
@@ -127,7 +126,7 @@ export class CallJobs {
       // Someone holds a claim on its finalisation: look again shortly (a dead claimant's claim goes stale).
       const again = await this.store.get(callId);
       if (again && !isTerminal(again.status)) {
-        await this.jobs.add(DEADLINE_JOB, { call_id: callId }, { runAt: new Date(now + 30_000), jobKey: deadlineJobKey(callId) });
+        await this.jobs.add(DEADLINE_JOB, { call_id: callId }, { runAt: new Date(now + 30_000) });
       }
     }
   }

@@ -4,29 +4,29 @@
  * dial job and its deadline job written in one transaction), reading and listing calls, hanging up,
  * and the inbound call record a carrier callback creates.
  */
-import { randomBytes } from 'node:crypto';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { components } from '../../generated/openapi.js';
-import { ApiError, conflict, notFound, otherWorkspace, paymentRequired, unprocessable, badGateway, withParam, type CodeFor } from '../errors/api-error.js';
+import { ApiError, conflict, notFound, otherWorkspace, unprocessable, badGateway } from '../errors/api-error.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import { sha256Hex } from '../lib/tokens.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import { BlockedUrlError, checkUrl, type OutboundPolicy } from '../net/outbound-guard.js';
 import type { RuntimeAgent } from '../agents/service.js';
-import type { WorkspaceAdmission, BillingRefusal, WorkspaceBilling } from '../workspaces/admission.js';
+import type { WorkspaceAdmission, WorkspaceBilling } from '../workspaces/admission.js';
 import { conversationVariables, fillPlaceholders } from '../conversation/placeholders.js';
-import type { JobQueue } from '../jobs/queue.js';
+import { job, type JobQueue } from '../jobs/queue.js';
 import { CarrierError, type Carrier, type CarrierCredentials, type Provider } from '../carriers/carrier.js';
-import { canDial, credentialsOf } from '../carriers/credentials.js';
-import { DEADLINE_JOB, deadlineJobKey, type CallFinaliser } from './finaliser.js';
+import { canDial, credentialsOf, MissingCredentialsError } from '../carriers/credentials.js';
+import type { CallFinaliser } from './finaliser.js';
+import { DEADLINE_JOB, DIAL_JOB } from './jobs.js';
+import { newStreamToken } from './stream-token.js';
 import { toCall, type Call } from './records.js';
+import { isRefusal, refusalError, type CallRefusal } from './refusals.js';
 import { isTerminal, type CallFilters, type CallRow, type CallStore } from './store.js';
 
 type CreateRequest = components['schemas']['CallCreateRequest'];
-
-export const DIAL_JOB = 'call_dial';
 
 /** Who places an outbound call and from which number, resolved once for any number of calls. */
 export interface OutboundPlan {
@@ -53,40 +53,29 @@ export interface CallTiming {
   orphanAfterMs: number;
 }
 
-/** AgentService as calls use it (404 agent_not_found / 403 for another workspace's agent). */
+/** AgentService as calls use it. */
 export interface CallAgents {
-  loadForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent>;
+  runtimeOf(workspaceId: string, agentId: string): Promise<RuntimeAgent | 'not_found' | 'other_workspace'>;
+  /** null: the agent is gone. */
+  findForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent | null>;
 }
+
+const BILLING_CODES = { subscription_inactive: 'subscription_inactive', plan_limit: 'plan_limit_reached', insufficient_credit: 'insufficient_credit' } as const;
 
 export function callNotFound(callId: string) {
   return notFound('call_not_found', `No call ${callId.slice(0, 64)}.`, 'call_id');
 }
 
-/** A single-use secret the carrier's media stream presents (`mst_` + 43 base64url characters). */
-export function newStreamToken(): string {
-  return `mst_${randomBytes(32).toString('base64url')}`;
-}
-
-const BILLING_REFUSALS: Record<BillingRefusal, { code: CodeFor<402>; message: string }> = {
-  subscription_inactive: { code: 'subscription_inactive', message: 'The workspace subscription is not active; update billing to place calls.' },
-  plan_limit: { code: 'plan_limit_reached', message: "The workspace's plan has used its conversation minutes for this month." },
-  insufficient_credit: { code: 'insufficient_credit', message: 'The workspace has no credit left; add credit to place calls.' },
-};
-
 /** Which provider a call uses: the one asked for, else the agent's only configured one. */
-function chooseProvider(agent: RuntimeAgent, asked: Provider | undefined): Provider {
+function chooseProvider(agent: RuntimeAgent, asked: Provider | undefined): Provider | CallRefusal {
   const configured = (['provider_a', 'provider_b'] as const).filter((p) => canDial(agent, p));
-  if (asked) {
-    if (!configured.includes(asked)) throw unprocessable('provider_not_configured', `The agent has no complete ${asked} configuration.`, 'provider');
-    return asked;
-  }
+  if (asked) return configured.includes(asked) ? asked : { code: 'provider_not_configured', message: `The agent has no complete ${asked} configuration.` };
   if (configured.length === 0)
-    throw unprocessable(
-      'provider_not_configured',
-      'The agent has no telephony provider configured; set provider_a_config or provider_b_config first.',
-      'provider',
-    );
-  if (configured.length > 1) throw unprocessable('provider_required', 'The agent has both providers configured; say which one places the call.', 'provider');
+    return {
+      code: 'provider_not_configured',
+      message: 'The agent has no telephony provider configured; set provider_a_config or provider_b_config first.',
+    };
+  if (configured.length > 1) return { code: 'provider_required' };
   return configured[0];
 }
 
@@ -111,33 +100,42 @@ export class CallService {
     return new Date(this.clock.now().getTime() + t.dialGraceMs + t.ringTimeoutS * 1000 + t.orphanAfterMs);
   }
 
-  /** The workspace's billing fields; 402 when billing refuses a conversation now. */
-  async checkBilling(workspaceId: string): Promise<WorkspaceBilling> {
+  /** The workspace's billing fields, or why billing refuses a conversation now. */
+  async billing(workspaceId: string): Promise<WorkspaceBilling | CallRefusal> {
     const workspace = await this.admission.workspace(workspaceId);
-    if (!workspace) throw new ApiError(401, 'authentication_error', 'unauthorized', 'The workspace of this API key no longer exists.');
+    if (!workspace) return { code: 'unauthorized' };
     const refusal = await this.admission.refusal(workspace, Math.max(1, this.opts.centsPerMinute));
-    if (refusal) throw paymentRequired(BILLING_REFUSALS[refusal].code, BILLING_REFUSALS[refusal].message);
-    return workspace;
+    return refusal ? { code: BILLING_CODES[refusal] } : workspace;
+  }
+
+  /** The workspace's billing fields; 401/402 when billing refuses a conversation now. */
+  async checkBilling(workspaceId: string): Promise<WorkspaceBilling> {
+    const billing = await this.billing(workspaceId);
+    if (isRefusal(billing)) throw refusalError(billing);
+    return billing;
   }
 
   /**
-   * The agent, provider and caller number of an outbound call (404/403 for the agent, 422 for the
-   * provider and number). A batch plans once per dispatch round.
+   * The agent, provider and caller number of an outbound call, or why it cannot be placed. A batch
+   * plans once per dispatch round.
    */
-  async plan(workspaceId: string, body: { agent_id: string; provider?: Provider; from_number?: string }): Promise<OutboundPlan> {
-    let agent: RuntimeAgent;
-    try {
-      agent = await this.agents.loadForRuntime(workspaceId, body.agent_id);
-    } catch (err) {
-      if (err instanceof ApiError) throw withParam(err, 'agent_id');
-      throw err;
-    }
+  async planOrRefusal(workspaceId: string, body: { agent_id: string; provider?: Provider; from_number?: string }): Promise<OutboundPlan | CallRefusal> {
+    const agent = await this.agents.runtimeOf(workspaceId, body.agent_id);
+    if (agent === 'not_found') return { code: 'agent_not_found', agentId: body.agent_id };
+    if (agent === 'other_workspace') return { code: 'forbidden' };
     const provider = chooseProvider(agent, body.provider);
+    if (typeof provider !== 'string') return provider;
     const config = provider === 'provider_a' ? agent.providerA : agent.providerB;
     const from = body.from_number ?? config?.phoneNumber ?? null;
-    if (!from)
-      throw unprocessable('from_number_missing', `The agent's ${provider} configuration has no phone_number; set it or send from_number.`, 'from_number');
+    if (!from) return { code: 'from_number_missing', message: `The agent's ${provider} configuration has no phone_number; set it or send from_number.` };
     return { workspaceId, agent, provider, from };
+  }
+
+  /** The plan of an outbound call (404/403 for the agent, 422 for the provider and number). */
+  async plan(workspaceId: string, body: { agent_id: string; provider?: Provider; from_number?: string }): Promise<OutboundPlan> {
+    const plan = await this.planOrRefusal(workspaceId, body);
+    if (isRefusal(plan)) throw refusalError(plan);
+    return plan;
   }
 
   /** 422 `url_not_allowed` unless the webhook target passes the outbound guard. */
@@ -191,14 +189,9 @@ export class CallService {
     );
     await this.jobs.addMany(
       calls.flatMap((c) => [
-        { name: DIAL_JOB, payload: { call_id: c.callId }, jobKey: `call_dial:${c.callId}` },
+        job(DIAL_JOB, { call_id: c.callId }),
         // First at the end of the dial grace (a dial job lost with its instance is taken over), then at the deadline.
-        {
-          name: DEADLINE_JOB,
-          payload: { call_id: c.callId },
-          runAt: new Date(this.clock.now().getTime() + this.timing.dialGraceMs),
-          jobKey: deadlineJobKey(c.callId),
-        },
+        job(DEADLINE_JOB, { call_id: c.callId }, new Date(this.clock.now().getTime() + this.timing.dialGraceMs)),
       ]),
       trx,
     );
@@ -279,10 +272,13 @@ export class CallService {
   /** Tells the carrier to end the call; a carrier failure is 502 (the call is left as it is). */
   async hangupAtCarrier(row: CallRow): Promise<void> {
     if (!row.call_sid) return;
+    const agent = await this.agents.findForRuntime(row.workspace_id, row.agent_id);
     let credentials: CarrierCredentials;
     try {
-      credentials = credentialsOf(await this.agents.loadForRuntime(row.workspace_id, row.agent_id), row.provider);
-    } catch {
+      if (!agent) throw new MissingCredentialsError('the agent is gone');
+      credentials = credentialsOf(agent, row.provider);
+    } catch (err) {
+      if (!(err instanceof MissingCredentialsError)) throw err;
       throw badGateway('carrier_error', 'The call cannot be hung up: its agent or provider configuration is gone.');
     }
     try {
@@ -342,7 +338,7 @@ export class CallService {
           },
           trx,
         );
-        await this.jobs.add(DEADLINE_JOB, { call_id: callId }, { runAt: deadline, jobKey: deadlineJobKey(callId) }, trx);
+        await this.jobs.add(DEADLINE_JOB, { call_id: callId }, { runAt: deadline }, trx);
         return created;
       });
       this.log.info({ callId, agentId: agent.id, provider: input.provider }, 'inbound call answered');

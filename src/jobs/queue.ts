@@ -2,9 +2,11 @@
  * Background and scheduled work on PostgreSQL through graphile-worker: jobs are rows, so a job added in
  * the same transaction as the data it acts on exists exactly when that data does, survives a restart,
  * and is run once by whichever instance takes it (row locks; LISTEN/NOTIFY wakes a runner at once).
- * Domains register their tasks by name; `add` enqueues, optionally inside a knex transaction.
+ * Each kind of job is declared once, beside the handler its domain registers for it (`JobKind`: its
+ * name, how its payload is read back, how its jobs are keyed), so what is enqueued, how it is keyed
+ * and what runs it cannot drift apart; `add` enqueues, optionally inside a knex transaction.
  *
- * Job keys: a job added with a `jobKey` replaces a pending job of the same key (graphile-worker's
+ * Job keys: a job whose kind has a key replaces a pending job of the same key (graphile-worker's
  * `replace` mode), which is how a deadline moves later without leaving stale jobs behind.
  */
 import pg from 'pg';
@@ -12,22 +14,36 @@ import type { Knex } from 'knex';
 import type { Logger as PinoLogger } from 'pino';
 import { Logger as GraphileLogger, run, runMigrations, type Runner, type Task, type TaskList } from 'graphile-worker';
 
+/** One kind of job: its task name, its payload read back from the queue, and its key (every job is keyed, so adding one again never doubles it). */
+export interface JobKind<P extends object> {
+  readonly name: string;
+  /** The payload as the handler takes it; null: not a payload of this kind (the job is dropped and logged). */
+  readonly parse: (raw: Record<string, unknown>) => P | null;
+  /** The key of a job of this kind: a pending job with the same key is replaced. */
+  readonly key: (payload: NoInfer<P>) => string;
+  /** Attempts before a job is given up (default 5; handlers are idempotent). */
+  readonly maxAttempts?: number;
+}
+
+export function jobKind<P extends object>(kind: JobKind<P>): JobKind<P> {
+  return kind;
+}
+
+/** A payload of one string id field, e.g. `{call_id}` (the usual kind). */
+export function idPayload<F extends string>(field: F): (raw: Record<string, unknown>) => Record<F, string> | null {
+  return (raw) => (typeof raw[field] === 'string' ? ({ [field]: raw[field] } as Record<F, string>) : null);
+}
+
 export interface JobOptions {
   /** When to run (default: now). */
   runAt?: Date;
-  /** Replaces a pending job with the same key. */
-  jobKey?: string;
-  /** Attempts before the job is given up (default 5; handlers are idempotent). */
-  maxAttempts?: number;
   /**
-   * With `jobKey`: `replace` (default) moves a pending job of the key to this job's time;
+   * With a keyed kind: `replace` (default) moves a pending job of the key to this job's time;
    * `preserve_run_at` keeps the pending job's time (a wake-up that is already due stays due, so a
    * stream of adds cannot keep pushing it later).
    */
   keyMode?: 'replace' | 'preserve_run_at';
 }
-
-export type JobHandler = (payload: Record<string, unknown>) => Promise<void>;
 
 /** graphile-worker's log lines through pino (its debug chatter stays at debug). */
 function graphileLogger(log: PinoLogger): GraphileLogger {
@@ -58,6 +74,16 @@ export async function migrateJobQueue(connectionString: string): Promise<void> {
   }
 }
 
+/** One job of some kind, for addMany. */
+export interface Job {
+  kind: JobKind<any>;
+  payload: object;
+  runAt?: Date;
+}
+
+/** A job of `kind` for addMany (keeps the payload checked against its kind). */
+export const job = <P extends object>(kind: JobKind<P>, payload: P, runAt?: Date): Job => ({ kind, payload, runAt });
+
 export class JobQueue {
   private readonly tasks: TaskList = {};
   private runner: Runner | undefined;
@@ -69,10 +95,17 @@ export class JobQueue {
     private readonly log: PinoLogger,
   ) {}
 
-  /** Registers the handler of a task (before start()). A handler that throws is retried with backoff. */
-  register(name: string, handler: JobHandler): void {
-    const task: Task = async (payload) => handler((payload ?? {}) as Record<string, unknown>);
-    this.tasks[name] = task;
+  /** Registers the handler of a kind of job (before start()). A handler that throws is retried with backoff. */
+  register<P extends object>(kind: JobKind<P>, handler: (payload: P) => Promise<void>): void {
+    const task: Task = async (raw) => {
+      const payload = kind.parse((raw && typeof raw === 'object' ? raw : {}) as Record<string, unknown>);
+      if (payload === null) {
+        this.log.warn({ job: kind.name }, 'job with an unreadable payload dropped');
+        return;
+      }
+      await handler(payload);
+    };
+    this.tasks[kind.name] = task;
   }
 
   async start(): Promise<void> {
@@ -89,29 +122,22 @@ export class JobQueue {
   }
 
   /** Enqueues a job, in `trx` when given (it then exists only if the transaction commits). */
-  async add(name: string, payload: Record<string, unknown>, options: JobOptions = {}, trx?: Knex.Transaction): Promise<void> {
+  async add<P extends object>(kind: JobKind<P>, payload: P, options: JobOptions = {}, trx?: Knex.Transaction): Promise<void> {
     await (trx ?? this.knex).raw(
       `select graphile_worker.add_job(identifier => ?, payload => ?::json, run_at => ?::timestamptz, max_attempts => ?, job_key => ?, job_key_mode => ?)`,
-      [
-        name,
-        JSON.stringify(payload),
-        (options.runAt ?? new Date()).toISOString(),
-        options.maxAttempts ?? 5,
-        options.jobKey ?? null,
-        options.keyMode ?? 'replace',
-      ],
+      [kind.name, JSON.stringify(payload), (options.runAt ?? new Date()).toISOString(), kind.maxAttempts ?? 5, kind.key(payload), options.keyMode ?? 'replace'],
     );
   }
 
   /** Enqueues several jobs in one statement (graphile-worker's add_jobs; keyed ones replace pending ones). */
-  async addMany(jobs: Array<JobOptions & { name: string; payload: Record<string, unknown> }>, trx?: Knex.Transaction): Promise<void> {
+  async addMany(jobs: Array<Job>, trx?: Knex.Transaction): Promise<void> {
     if (!jobs.length) return;
-    const specs = jobs.map((j) => ({
-      identifier: j.name,
-      payload: j.payload,
-      run_at: (j.runAt ?? new Date()).toISOString(),
-      max_attempts: j.maxAttempts ?? 5,
-      job_key: j.jobKey ?? null,
+    const specs = jobs.map(({ kind, payload, runAt }) => ({
+      identifier: kind.name,
+      payload,
+      run_at: (runAt ?? new Date()).toISOString(),
+      max_attempts: kind.maxAttempts ?? 5,
+      job_key: kind.key(payload),
     }));
     await (trx ?? this.knex).raw(
       `select count(*) from graphile_worker.add_jobs(array(
@@ -122,9 +148,9 @@ export class JobQueue {
     );
   }
 
-  /** Removes the pending job with this key, if any. */
-  async remove(jobKey: string, trx?: Knex.Transaction): Promise<void> {
-    await (trx ?? this.knex).raw('select graphile_worker.remove_job(?)', [jobKey]);
+  /** Removes the pending job of this kind and payload (by its key), if any. */
+  async remove<P extends object>(kind: JobKind<P>, payload: P, trx?: Knex.Transaction): Promise<void> {
+    await (trx ?? this.knex).raw('select graphile_worker.remove_job(?)', [kind.key(payload)]);
   }
 
   /** Stops taking jobs and waits for the running ones to finish. */

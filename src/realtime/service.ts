@@ -17,6 +17,7 @@ import { hashSessionToken, newSessionToken, sessionWsUrl, TOKEN_PATTERN } from '
 /** AgentService as realtime uses it (throws 404 agent_not_found / 403 for another workspace's agent). */
 export interface RuntimeAgents {
   loadForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent>;
+  findForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent | null>;
 }
 
 export interface RealtimeOptions {
@@ -141,13 +142,8 @@ export class RealtimeService {
     const now = this.clock.now();
     const row = await this.store.redeemToken(hashSessionToken(token), now);
     if (!row || row.expires_at.getTime() <= now.getTime() || row.user_id !== pathUserId) return CLOSE.invalidToken;
-    let agent: RuntimeAgent;
-    try {
-      agent = await this.agents.loadForRuntime(row.workspace_id, row.agent_id);
-    } catch (err) {
-      if (err instanceof ApiError) return CLOSE.invalidToken;
-      throw err;
-    }
+    const agent = await this.agents.findForRuntime(row.workspace_id, row.agent_id);
+    if (!agent) return CLOSE.invalidToken;
     const workspace = await this.admission.workspace(row.workspace_id);
     if (!workspace) return CLOSE.invalidToken;
     // 4402, then 4028 (plan minutes, then credit; text sessions need no credit)

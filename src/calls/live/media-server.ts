@@ -25,7 +25,7 @@ const MAX_FRAME_BYTES = 64 * 1024;
 
 export interface MediaServerDeps extends Omit<CallBridgeDeps, 'carrier' | 'log'> {
   carriers: Record<Provider, Carrier>;
-  agents: { loadForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent> };
+  agents: { findForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent | null> };
   admission: WorkspaceAdmission;
   signals: CallSignals;
 }
@@ -114,10 +114,8 @@ export class MediaServer {
       ws.close(1008, 'Unknown or expired stream');
       return;
     }
-    let agent: RuntimeAgent;
-    try {
-      agent = await this.deps.agents.loadForRuntime(call.workspace_id, call.agent_id);
-    } catch {
+    const agent = await this.deps.agents.findForRuntime(call.workspace_id, call.agent_id);
+    if (!agent) {
       log.warn({ callId: call.id }, 'media stream refused: the call agent is gone');
       ws.close(1008, 'Agent unavailable');
       return;
