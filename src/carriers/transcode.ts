@@ -2,7 +2,7 @@
  * The audio path of one call: the carrier's G.711 mu-law at 8 kHz in 20 ms frames <-> the voice
  * service's PCM16 (16 kHz in, 24 kHz out). Caller audio is decoded and upsampled (linear
  * interpolation); agent audio is low-passed at 3.4 kHz before keeping every third sample (windowed
- * sinc, state carried across chunks, see src/voice/audio.ts), encoded, and cut into whole 160-byte
+ * sinc, state carried across chunks, see src/audio/pcm16.ts), encoded, and cut into whole 160-byte
  * frames, the remainder held for the next chunk so nothing is dropped or padded mid-stream.
  */
 import { Downsampler24kTo8k, Upsampler8kTo16k, mulawToPcm16, pcm16ToMulaw } from '../audio/pcm16.js';
