@@ -5,7 +5,7 @@
  *    and agent PCM16 24 kHz -> mu-law 8 kHz frames, through the call's CallTranscoder (G.711 by lookup
  *    table), against a baseline of the same path with alawmulaw's own per-call encoder and decoder.
  * 2. N concurrent sandbox calls end to end. The sandbox carriers run in their own process
- *    (scripts/sandbox-carriers.ts), the service in another, its voice service (the sandbox) in a third,
+ *    (`npm run sandbox -- carriers`, scripts/sandbox.ts), the service in another, its voice service (the sandbox) in a third,
  *    as the real ones are peers (scripts/bench/calls/child.ts); every call streams 20 ms frames both
  *    ways while a simulated caller talks. In the same run the same carrier streams the same calls'
  *    frames to a bare `ws` relay that passes them to and from the same voice service process with the
@@ -150,7 +150,7 @@ export async function run(): Promise<void> {
   const seconds = Number(process.env.BENCH_SECONDS ?? 10);
   const levels = (process.env.BENCH_CALLS_LEVELS ?? '50,100,200,250,300,350,400').split(',').map(Number);
   const db = await benchDatabase();
-  const carrier = await forkChild(path.join(root, 'scripts/sandbox-carriers.ts'), [], { PORT: '0', SPEED: '1', RING_MS: '50', LOG_LEVEL: 'silent' });
+  const carrier = await forkChild(path.join(root, 'scripts/sandbox.ts'), ['carriers'], { PORT: '0', SPEED: '1', RING_MS: '50', LOG_LEVEL: 'silent' });
   const c = carrier.info;
   const child = path.join(import.meta.dirname, 'calls/child.ts');
   const voice = await forkChild(child, ['voice'], {});
