@@ -7,11 +7,10 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
-import { FAST_CALLS, createPhoneAgent, placeCall, sandboxNumber, waitForCall } from '../helpers/calls.js';
+import { FAST_CALLS, createPhoneAgent, providerBConfigFor, placeCall, sandboxNumber, waitForCall } from '../helpers/calls.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -79,21 +78,7 @@ describe('npm run sandbox', () => {
     assert.equal(t.service.sandbox.carriers, null);
     assert.equal(t.service.sandbox.voice, null);
     for (const provider of ['provider_a', 'provider_b'] as const) {
-      const agentId = await createPhoneAgent(
-        t,
-        tn,
-        provider,
-        provider === 'provider_b'
-          ? {
-              provider_b_config: {
-                api_key: `KEY${randomBytes(12).toString('hex')}`,
-                connection_id: '123456',
-                phone_number: '+14155550101',
-                public_key: carriers.ready.providerBPublicKey,
-              },
-            }
-          : {},
-      );
+      const agentId = await createPhoneAgent(t, tn, provider, provider === 'provider_b' ? providerBConfigFor(carriers.ready.providerBPublicKey) : {});
       const res = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber('5555') });
       assert.equal(res.status, 201, JSON.stringify(res.body));
       const call = await waitForCall(t, tn, res.body.call_id, undefined, 30_000);

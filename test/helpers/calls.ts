@@ -42,6 +42,11 @@ export function providerConfig(provider: Provider, phoneNumber = sandboxNumber('
       };
 }
 
+/** A provider_b config whose `public_key` is the given carrier's (events from a carrier configured by URL are verified with it). */
+export function providerBConfigFor(publicKey: string, phoneNumber = '+14155550101'): Record<string, unknown> {
+  return { provider_b_config: { api_key: `KEY${hex(12)}`, connection_id: '123456', phone_number: phoneNumber, public_key: publicKey } };
+}
+
 export async function createPhoneAgent(t: TestService, tenant: Tenant, provider: Provider, body: Record<string, unknown> = {}): Promise<string> {
   const res = await t.http
     .post('/api/v1/agents')

@@ -11,7 +11,7 @@ import WebSocket from 'ws';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer } from '../helpers/realtime.js';
-import { FAST_CALLS, createPhoneAgent, getCall, placeCall, sandboxNumber, waitForCall } from '../helpers/calls.js';
+import { FAST_CALLS, createPhoneAgent, providerBConfigFor, getCall, placeCall, sandboxNumber, waitForCall } from '../helpers/calls.js';
 import { startSandboxCarriers, type SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 import { providerASignature } from '../../src/carriers/provider-a/signature.js';
 import { signingKeyPairFromSeed, signProviderBWebhook } from '../../src/carriers/provider-b/signature.js';
@@ -45,21 +45,7 @@ const formBody = (params: Record<string, string>) => new URLSearchParams(params)
 describe('carriers configured by URL', () => {
   it('runs a call through each carrier; provider_b events are verified with the agent public key', async () => {
     for (const provider of ['provider_a', 'provider_b'] as const) {
-      const agentId = await createPhoneAgent(
-        t,
-        tn,
-        provider,
-        provider === 'provider_b'
-          ? {
-              provider_b_config: {
-                api_key: `KEY${randomBytes(12).toString('hex')}`,
-                connection_id: '123456',
-                phone_number: '+14155550101',
-                public_key: external.providerBPublicKey,
-              },
-            }
-          : {},
-      );
+      const agentId = await createPhoneAgent(t, tn, provider, provider === 'provider_b' ? providerBConfigFor(external.providerBPublicKey) : {});
       const res = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber('5555') });
       const call = await waitForCall(t, tn, res.body.call_id);
       assert.equal(call.status, 'completed', provider);
