@@ -7,7 +7,7 @@
 import http from 'node:http';
 import Koa from 'koa';
 import type { AddressInfo } from 'node:net';
-import { benchDatabase, load, startBenchService, table } from './lib.js';
+import { benchDatabase, cpuProfiler, load, startBenchService, table } from './lib.js';
 import { sha256Hex } from '../../src/lib/tokens.js';
 
 export async function run(): Promise<void> {
@@ -66,8 +66,17 @@ export async function run(): Promise<void> {
     const seconds = Number(process.env.BENCH_SECONDS ?? 10);
     await load(`${bareUrl}/api/v1/keys`, { headers, seconds: 2 }); // warm-up
     await load(`${service.url}/api/v1/keys`, { headers, seconds: 2 });
-    const bareResult = await load(`${bareUrl}/api/v1/keys`, { headers, seconds });
-    const full = await load(`${service.url}/api/v1/keys`, { headers, seconds });
+    // BENCH_CPU_PROF=<dir>: a CPU profile of each side's measured phase (this process serves both).
+    const profiled = async (name: string, url: string) => {
+      const profiler = cpuProfiler(name);
+      await profiler.start();
+      const result = await load(url, { headers, seconds });
+      const file = await profiler.stop();
+      if (file) console.log(`CPU profile of the ${name} phase: ${file}`);
+      return result;
+    };
+    const bareResult = await profiled('contract-bare', `${bareUrl}/api/v1/keys`);
+    const full = await profiled('contract-full', `${service.url}/api/v1/keys`);
     bareServer.close();
 
     console.log('\nContract layer: GET /api/v1/keys, 20 connections, %ds each', seconds);
