@@ -129,4 +129,3 @@ export async function forkChild(file: string, args: string[], env: Record<string
       }),
   };
 }
-
