@@ -33,7 +33,9 @@ export interface RouterOptions {
 }
 
 function principalOf(c: ApiContext): Principal {
-  for (const [name, result] of Object.entries(c.security ?? {})) {
+  const security = (c.security ?? {}) as Record<string, unknown>;
+  for (const name in security) {
+    const result = security[name];
     if (name !== 'authorized' && result && typeof result === 'object' && !('error' in result)) return result as Principal;
   }
   return { kind: 'anonymous' };
