@@ -159,10 +159,12 @@ export async function run(): Promise<void> {
 
     const rows: Array<Record<string, string | number>> = [];
     let best = 0;
+    let relayBest = 0;
     for (const n of levels) {
       const svc = await level(service, n, sessionUrl, frames, seconds);
       const bare = await level(relay, n, relayUrl, frames, seconds);
       if (svc.p99 + svc.loopP99 < 10) best = Math.max(best, n);
+      if (bare.p99 + bare.loopP99 < 10) relayBest = Math.max(relayBest, n);
       rows.push({
         N: n,
         'sent frames/s': svc.sentPerSec,
@@ -185,6 +187,11 @@ export async function run(): Promise<void> {
     }
     table(rows);
     console.log(`Largest N measured with service handling p99 + loop-delay p99 < 10 ms: ${best || 'none'} (of ${levels.join(', ')}; ${seconds} s per phase).`);
+    console.log(
+      `The same for the relay: ${relayBest || 'none'}; the service holds ${relayBest ? `${Math.round((100 * best) / relayBest)}%` : '-'} of the relay's N (goal: at least 90%).`,
+    );
+    const ratios = rows.map((r) => `${(Number(r['service CPU %/session']) / Number(r['relay CPU %/session'])).toFixed(2)}x at N=${r.N}`);
+    console.log(`CPU per session, service / relay: ${ratios.join(', ')} (goal: within 1.2x).`);
   } finally {
     for (const c of [service, relay, ...(voice ? [voice] : [])]) {
       c.proc.send({ cmd: 'exit' });
