@@ -3,8 +3,11 @@
  * benchmarks' processes under load): per-frame handling times, event-loop delay, CPU, RSS.
  * `{cmd: 'reset'}` clears them (answers `{reset: true}`), `{cmd: 'stats'}` answers `{stats}`,
  * `{cmd: 'exit'}` runs `onExit` then exits.
+ * With BENCH_CPU_PROF=<dir>, each measured phase (reset to stats) is also recorded as a V8 CPU profile
+ * in that directory (cpu-profile.ts).
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { cpuProfiler } from './cpu-profile.js';
 
 export interface ChildStats {
   count: number;
@@ -26,6 +29,7 @@ export function childStats(opts: { live?: () => number; onExit?: () => Promise<u
   // How long a message that has arrived may wait before its handler runs.
   const loopDelay = monitorEventLoopDelay({ resolution: 1 });
   loopDelay.enable();
+  const profiler = cpuProfiler(`${process.argv[2] ?? 'child'}-${process.pid}`);
 
   const stats = (): ChildStats => {
     const sorted = samples.slice().sort((a, b) => a - b);
@@ -51,9 +55,10 @@ export function childStats(opts: { live?: () => number; onExit?: () => Promise<u
       cpu = process.cpuUsage();
       wall = performance.now();
       loopDelay.reset();
-      process.send!({ reset: true });
+      void profiler.start().then(() => process.send!({ reset: true }));
     } else if (m.cmd === 'stats') {
-      process.send!({ stats: stats() });
+      const s = stats();
+      void profiler.stop().then(() => process.send!({ stats: s }));
     } else if (m.cmd === 'exit') {
       void (opts.onExit?.() ?? Promise.resolve()).finally(() => process.exit(0));
     }

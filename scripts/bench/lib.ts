@@ -13,6 +13,8 @@ import { createLogger } from '../../src/log.js';
 import { startService, type RunningService } from '../../src/service.js';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../../src/db/embedded.js';
 
+export { cpuProfiler } from './cpu-profile.js';
+
 const root = path.resolve(import.meta.dirname, '../..');
 let embedded: EmbeddedDatabase | undefined;
 

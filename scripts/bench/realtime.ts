@@ -10,6 +10,10 @@
  * N whose handling p99 + loop-delay p99 < 10 ms.
  * BENCH_SECONDS (default 10) is the length of each measured phase; BENCH_REALTIME_LEVELS (default
  * 10,25,50,100,200,300,400) the values of N.
+ * BENCH_REALTIME_VOICE=process runs the sandbox voice service in a process of its own, as production's
+ * voice service is a peer (production requires VOICE_SERVICE_URL): the service uses it, and the relay
+ * opens a session on it per client with the same setup and passes its audio and transcripts back, so
+ * neither side's figures include the simulator and both carry the agent's audio to the client.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -119,14 +123,22 @@ export async function run(): Promise<void> {
   const db = await benchDatabase();
   const max = String(Math.max(...levels) * 4 + 100);
   const childFile = path.join(import.meta.dirname, 'realtime/child.ts');
+  const voiceApart = process.env.BENCH_REALTIME_VOICE === 'process';
+  const voice = voiceApart ? await forkChild(childFile, ['voice'], {}) : null;
   const service = await forkChild(childFile, ['service'], {
     DATABASE_URL: db.url,
     ADMIN_TOKEN: ADMIN,
     REALTIME_SESSIONS_PER_HOUR: max,
     REALTIME_SESSIONS_PER_DAY: max,
     REALTIME_IP_ATTEMPTS: max,
+    ...(voice ? { VOICE_SERVICE_URL: voice.info.url } : {}),
   });
-  const relay = await forkChild(childFile, ['relay'], {});
+  const relay = voice ? await forkChild(childFile, ['relay-voice'], { VOICE_URL: voice.info.url }) : await forkChild(childFile, ['relay'], {});
+  console.log(
+    voice
+      ? 'Voice service: the sandbox in a process of its own, used by both (BENCH_REALTIME_VOICE=process).'
+      : "Voice service: the sandbox inside the service's process; the relay sends to a sink.",
+  );
   try {
     const s = service.info.url;
     const signup = await api(s, 'POST', '/api/v1/auth/signup', null, {
@@ -147,10 +159,12 @@ export async function run(): Promise<void> {
 
     const rows: Array<Record<string, string | number>> = [];
     let best = 0;
+    let relayBest = 0;
     for (const n of levels) {
       const svc = await level(service, n, sessionUrl, frames, seconds);
       const bare = await level(relay, n, relayUrl, frames, seconds);
       if (svc.p99 + svc.loopP99 < 10) best = Math.max(best, n);
+      if (bare.p99 + bare.loopP99 < 10) relayBest = Math.max(relayBest, n);
       rows.push({
         N: n,
         'sent frames/s': svc.sentPerSec,
@@ -173,8 +187,13 @@ export async function run(): Promise<void> {
     }
     table(rows);
     console.log(`Largest N measured with service handling p99 + loop-delay p99 < 10 ms: ${best || 'none'} (of ${levels.join(', ')}; ${seconds} s per phase).`);
+    console.log(
+      `The same for the relay: ${relayBest || 'none'}; the service holds ${relayBest ? `${Math.round((100 * best) / relayBest)}%` : '-'} of the relay's N (goal: at least 90%).`,
+    );
+    const ratios = rows.map((r) => `${(Number(r['service CPU %/session']) / Number(r['relay CPU %/session'])).toFixed(2)}x at N=${r.N}`);
+    console.log(`CPU per session, service / relay: ${ratios.join(', ')} (goal: within 1.2x).`);
   } finally {
-    for (const c of [service, relay]) {
+    for (const c of [service, relay, ...(voice ? [voice] : [])]) {
       c.proc.send({ cmd: 'exit' });
       await new Promise((r) => c.proc.once('exit', r));
     }

@@ -11,6 +11,7 @@ import { OpenAPIBackend, type Document } from 'openapi-backend';
 import type { Ajv2020, ValidateFunction, Options as AjvOptions } from 'ajv/dist/2020.js';
 import { internalOpenapiDocument, makeAjv, withClosedObjects } from '../contract/documents.js';
 import { precompileRouting } from './fast-routing.js';
+import { precompileValidation } from './fast-validation.js';
 
 type Json = Record<string, unknown>;
 const HTTP_METHODS = ['get', 'put', 'post', 'delete', 'patch', 'head', 'options'] as const;
@@ -215,6 +216,7 @@ export class Contract {
     });
     await api.init();
     precompileRouting(api);
+    precompileValidation(api);
     return api;
   }
 }

@@ -17,6 +17,10 @@ export function observe(log: Logger, registry: Registry): Middleware {
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10],
     registers: [registry],
   });
+  // The access line is six fixed scalar fields, none of them a name in REDACT_PATHS (src/log.ts), so the
+  // logger's redaction cannot change it; it costs about 40 us a line (pino walks its wildcard paths over
+  // every field), more than the rest of a request's routing. This logger writes only that line.
+  const access = log.child({}, { redact: { paths: [] } });
   return async (ctx, next) => {
     const start = process.hrtime.bigint();
     try {
@@ -27,7 +31,7 @@ export function observe(log: Logger, registry: Registry): Middleware {
       requests.inc({ operation, status: String(ctx.status) });
       duration.observe({ operation }, seconds);
       // The path only: query strings can carry tokens (OAuth codes, WebSocket tokens).
-      log.info(
+      access.info(
         { requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, operationId: operation, status: ctx.status, ms: Math.round(seconds * 1e4) / 10 },
         'request',
       );

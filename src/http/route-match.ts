@@ -4,7 +4,7 @@
  * it (error envelope, body parsing, router, metrics) reads `ctx.state.operation`.
  */
 import type { Middleware } from 'koa';
-import type { OpenAPIBackend } from 'openapi-backend';
+import type { OpenAPIBackend, Operation } from 'openapi-backend';
 import type { Contract, OperationInfo } from './contract.js';
 
 declare module 'koa' {
@@ -12,6 +12,8 @@ declare module 'koa' {
     /** The operation the request matched (method and path); absent when none does (404/405). */
     operation?: OperationInfo;
     operationId?: string;
+    /** The same operation as openapi-backend describes it (dereferenced parameters, effective security), for the router. */
+    apiOperation?: Operation;
   }
 }
 
@@ -22,6 +24,7 @@ export function matchOperation(api: OpenAPIBackend, contract: Contract): Middlew
     if (info) {
       ctx.state.operation = info;
       ctx.state.operationId = info.operationId;
+      ctx.state.apiOperation = op;
     }
     await next();
   };

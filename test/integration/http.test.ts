@@ -27,6 +27,33 @@ describe('request ids', () => {
   });
 });
 
+describe('access log', () => {
+  it('writes one line per request: its id, method, path without the query, operation, status and time, never its credentials', async () => {
+    const id = `access-line-${Date.now()}`;
+    const res = await t.http.get('/api/v1/keys?token=query-secret-123').set('X-Request-Id', id).set('Authorization', 'Bearer ds_not-a-session-secret-456');
+    assert.equal(res.status, 401);
+    const lines = t.logs
+      .flatMap((chunk) => chunk.split('\n'))
+      .filter((l) => l.includes(id))
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+      .filter((l) => l.msg === 'request');
+    assert.equal(lines.length, 1);
+    const { time: _time, ms, ...line } = lines[0];
+    assert.equal(typeof ms, 'number');
+    assert.deepEqual(line, {
+      level: 30,
+      service: 'voice-agent-service',
+      requestId: id,
+      method: 'GET',
+      path: '/api/v1/keys',
+      operationId: 'listApiKeys',
+      status: 401,
+      msg: 'request',
+    });
+    assert.ok(!t.logs.some((l) => l.includes('query-secret-123') || l.includes('not-a-session-secret-456')), 'no log line holds a credential');
+  });
+});
+
 describe('routing errors', () => {
   it('answers an unknown route with 404 in the envelope', async () => {
     const res = await t.http.get('/api/v1/nothing-here');

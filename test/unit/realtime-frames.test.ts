@@ -1,6 +1,7 @@
 /** Pure parts of realtime: frame validation order, strict base64, the client address behind proxies. */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
+import fc from 'fast-check';
 import type { IncomingMessage } from 'node:http';
 import { decodeBase64, parseFrame } from '../../src/realtime/frames.js';
 import { clientAddressResolver } from '../../src/net/client-address.js';
@@ -27,6 +28,34 @@ describe('frame validation', () => {
     assert.deepEqual(decodeBase64('data:audio/pcm;base64,AAE='), Buffer.from([0, 1]));
     for (const bad of ['A', 'AAE=A', 'AA==AA', 'AA E', 'AA-_', 'data:audio/pcm;base64', 'data:audio/pcm,AAEC', 'AAE=='])
       assert.equal(decodeBase64(bad), null, bad);
+  });
+
+  it('accepts exactly the strings of the strict base64 grammar, whatever characters they hold', () => {
+    // The definition decodeBase64 must agree with: the alphabet, then up to two '=' completing the last group.
+    const reference = (s: string): Buffer | null => {
+      if (!/^[A-Za-z0-9+/]*={0,2}$/.test(s)) return null;
+      const unpadded = s.replace(/=+$/, '');
+      if (unpadded.length % 4 === 1 || (s.length !== unpadded.length && s.length % 4 !== 0)) return null;
+      return Buffer.from(s, 'base64');
+    };
+    const chars = [...'ABCXYZabcxyz0189+/', '=', '-', '_', ' ', '\n', '!', '.', '\0', 'é', 'ÿ', 'Ł', 'Ё', '😀', '\u0141', '\u0100'];
+    const anyString = fc.array(fc.constantFrom(...chars), { maxLength: 40 }).map((a) => a.join(''));
+    // Valid encodings with one character changed, inserted or removed: the cases a length check could miss.
+    const nearlyValid = fc
+      .tuple(fc.uint8Array({ maxLength: 30 }), fc.boolean(), fc.nat(), fc.constantFrom(...chars), fc.constantFrom('replace', 'insert', 'delete'))
+      .map(([bytes, pad, at, c, how]) => {
+        let s = Buffer.from(bytes).toString('base64');
+        if (!pad) s = s.replace(/=+$/, '');
+        const i = s.length ? at % s.length : 0;
+        return how === 'replace' ? s.slice(0, i) + c + s.slice(i + 1) : how === 'insert' ? s.slice(0, i) + c + s.slice(i) : s.slice(0, i) + s.slice(i + 1);
+      });
+    fc.assert(
+      fc.property(fc.oneof(anyString, nearlyValid), (s) => {
+        assert.deepEqual(decodeBase64(s), reference(s), JSON.stringify(s));
+        assert.deepEqual(decodeBase64(`data:audio/pcm;base64,${s}`), reference(s), JSON.stringify(s));
+      }),
+      { numRuns: 20_000 },
+    );
   });
 });
 

@@ -132,7 +132,7 @@ export async function startSandboxVoiceService(options: SandboxOptions = {}): Pr
   const { address, port } = server.address() as AddressInfo;
 
   return {
-    url: `ws://${address.includes(":") ? `[${address}]` : address}:${port}`,
+    url: `ws://${address.includes(':') ? `[${address}]` : address}:${port}`,
     setups,
     openConnections: () => connections.size,
     refusedConnections: () => refused,
