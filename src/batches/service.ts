@@ -11,9 +11,10 @@ import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { CallService } from '../calls/service.js';
+import type { DestinationService } from '../destinations/service.js';
 import type { Provider } from '../carriers/carrier.js';
 import { isValidTimeZone, windowProblems, type CallingWindow } from './calling-window.js';
-import { screenRecipients, type RecipientInput, type RowProblem } from './recipients.js';
+import { numbersOf, screenRecipients, type RecipientInput, type RowProblem } from './recipients.js';
 import { parseRecipientsCsv } from './csv.js';
 import { batchInputFromCsvForm, type CsvForm } from './csv-form.js';
 import { toBatch, toDetail, toSummary, type Batch, type BatchDetail, type BatchSummary } from './records.js';
@@ -55,6 +56,7 @@ export class BatchService {
     private readonly engine: BatchEngine,
     private readonly clock: Clock,
     private readonly log: Logger,
+    private readonly destinations: DestinationService,
   ) {}
 
   /** The rules a schema cannot say: the schedule's horizon, the calling window, recipients' time zones. */
@@ -104,7 +106,8 @@ export class BatchService {
     const plan = await this.calls.plan(workspaceId, { agent_id: input.agent_id, provider: input.provider });
     await this.calls.checkWebhookUrl(input.webhook_url);
     await this.calls.checkBilling(workspaceId);
-    const { accepted, skipped } = screenRecipients(input.recipients, rowProblems);
+    const screen = await this.destinations.screenMany(workspaceId, numbersOf(input.recipients));
+    const { accepted, skipped } = screenRecipients(input.recipients, rowProblems, screen);
     if (!accepted.length) {
       const detail = skipped.map((s) =>
         issue(
