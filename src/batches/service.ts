@@ -109,17 +109,27 @@ export class BatchService {
     const screen = await this.destinations.screenMany(workspaceId, numbersOf(input.recipients));
     const { accepted, skipped } = screenRecipients(input.recipients, rowProblems, screen);
     if (!accepted.length) {
-      const detail = skipped.map((s) =>
-        issue(
-          s.row === null ? ['body', 'recipients', String(s.index), 'to_number'] : ['file', String(s.row), s.column ?? 'row'],
-          s.message,
-          s.reason,
-          s.to_number ?? undefined,
-        ),
-      );
+      // The list-shaped 422 carries at most 50 problems (ValidationErrorList): the summary and the first 49.
+      const detail = skipped
+        .slice(0, 49)
+        .map((s) =>
+          issue(
+            s.row === null ? ['body', 'recipients', String(s.index), 'to_number'] : ['file', String(s.row), s.column ?? 'row'],
+            s.message,
+            s.reason,
+            s.to_number ?? undefined,
+          ),
+        );
       throw new ApiError(422, 'invalid_request_error', 'no_valid_recipients', 'No recipient can be called: every one was skipped (see detail).', {
         param: 'recipients',
-        issues: [issue(['body', 'recipients'], 'No recipient can be called: every one was skipped.', 'no_valid_recipients'), ...detail],
+        issues: [
+          issue(
+            ['body', 'recipients'],
+            `No recipient can be called: every one was skipped${skipped.length > detail.length ? ` (the first ${detail.length} of ${skipped.length} are listed)` : ''}.`,
+            'no_valid_recipients',
+          ),
+          ...detail,
+        ],
       });
     }
     const scheduledAt = input.scheduled_at !== undefined && new Date(input.scheduled_at) > now ? new Date(input.scheduled_at) : now;
