@@ -74,11 +74,14 @@ export function classifyNumber(e164: string): ClassifiedNumber {
   const code = parsed.countryCallingCode;
   const nanp = code === '1';
   if (nanp && NANP_AREA_555.test(parsed.nationalNumber)) return { valid: true, e164, kind: 'fictional', country: null };
-  if (!parsed.isValid()) return { valid: false, e164 };
+  // With the max metadata a number is valid exactly when it has a type (libphonenumber's isValid is
+  // getType() !== undefined then), so the type is computed once; isValid decides only for a plan
+  // without types.
+  const type = parsed.getType();
+  if (!type && !parsed.isValid()) return { valid: false, e164 };
   const country = parsed.country ?? null;
   if (SATELLITE_CODES.has(code)) return { valid: true, e164, kind: 'satellite', country };
   if (NETWORK_CODES.has(code)) return { valid: true, e164, kind: 'international_network', country };
-  const type = parsed.getType();
   const kind = type ? KIND_OF[type] : 'unknown';
   if (nanp && GEOGRAPHIC.has(kind) && NANP_555_01XX.test(parsed.nationalNumber)) return { valid: true, e164, kind: 'fictional', country };
   return { valid: true, e164, kind, country };
