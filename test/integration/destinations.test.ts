@@ -14,6 +14,7 @@ import { bearer, waitFor } from '../helpers/realtime.js';
 import { FAST_CALLS, createPhoneAgent, placeCall, sandboxNumber, waitForCall } from '../helpers/calls.js';
 import { batchCalls, createBatch, getBatch, sandboxNumbers, waitForBatch } from '../helpers/batches.js';
 import type { SandboxCarriers } from '../../src/sandbox/carriers/server.js';
+import { NUMBER_KINDS } from '../../src/destinations/numbers.js';
 
 let t: TestService;
 /** A second instance on the same database (the daily cap tests). */
@@ -168,9 +169,10 @@ describe('the destination policy: read by developers, set by the operator', () =
     assert.equal(operatorRead.status, 200);
     assert.deepEqual(operatorRead.body, again);
     assert.deepEqual(await readPolicy(t2, tn), again, 'the other instance reads the same');
-    const cleared = await setPolicy(tn.workspaceId, { allowed_countries: null, daily_call_cap: null });
+    const cleared = await setPolicy(tn.workspaceId, { allowed_countries: null, daily_call_cap: null, allowed_number_types: [...NUMBER_KINDS] });
     assert.equal(cleared.allowed_countries, null);
     assert.equal(cleared.daily_call_cap, null);
+    assert.deepEqual(cleared.allowed_number_types, [...NUMBER_KINDS], 'the database stores every kind the service knows');
   });
 
   it('refuses bad input with nothing changed: unknown workspace, country, kind or field; developers cannot set it', async () => {
