@@ -4206,7 +4206,9 @@ export interface components {
              * @description Outbound calls (direct and batch calls alike) the workspace may place per UTC day; `null`
              *     means no cap. A call counts when it is placed (created), whatever its outcome. At the cap,
              *     `POST /api/v1/calls` answers 429 `daily_call_cap_reached` and batches wait for the next day
-             *     (no recipient fails for it). Transfers and inbound calls do not count.
+             *     (no recipient fails for it): they go on at 00:00 UTC, or at their next dispatch round after the
+             *     operator raises the cap (a call of theirs ending, or `pause` then `resume`). Transfers and
+             *     inbound calls do not count.
              */
             daily_call_cap: number | null;
             /** @description Outbound calls placed since 00:00 UTC today. */
