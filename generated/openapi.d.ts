@@ -811,9 +811,16 @@ export interface paths {
          *     for the month are used up (`plan_limit_reached`) or its credit is used up (`insufficient_credit`);
          *     403 when the agent belongs to another workspace; 404 `agent_not_found`; 422 for an invalid body,
          *     `provider_required` (agent has both providers, none given), `provider_not_configured`,
-         *     `from_number_missing` (no `from_number` and the provider config has no `phone_number`) and
-         *     `url_not_allowed` (`webhook_url`); 429 `concurrency_limit_reached` when every concurrency slot of
-         *     the workspace is taken (retry after `Retry-After` seconds, or when a call or session ends).
+         *     `from_number_missing` (no `from_number` and the provider config has no `phone_number`),
+         *     `url_not_allowed` (`webhook_url`), and the workspace's destination policy
+         *     (`GET /api/v1/workspace/destination-policy`): `invalid_phone_number` (`to_number` or the calling
+         *     number is not a valid number), `destination_type_not_allowed` (premium-rate, shared-cost,
+         *     satellite, international-network... numbers unless the operator allowed them),
+         *     `destination_country_not_allowed` and `caller_id_not_allowed` (a calling number no call may come
+         *     from); 429 `concurrency_limit_reached` when every concurrency slot of the workspace is taken
+         *     (retry after `Retry-After` seconds, or when a call or session ends), and 429
+         *     `daily_call_cap_reached` when the workspace has placed its daily cap of calls (`Retry-After`:
+         *     until 00:00 UTC).
          */
         post: operations["createCall"];
         delete?: never;
@@ -916,9 +923,12 @@ export interface paths {
          * Create a batch of outbound calls
          * @description Creates an outbound campaign and answers 201 with it: dialing starts at once (`queued`), or at
          *     `scheduled_at` (`scheduled`). Required: `agent_id`, `name` and `recipients` (1 to 10,000);
-         *     `provider` is `provider_a` or `provider_b`. Invalid and duplicate numbers are skipped and
-         *     reported in `skipped`; the rest are called as described on `BatchDetail` (concurrency, retry
-         *     policy, calling window). When `webhook_url` is given it receives one `batch.completed` POST each
+         *     `provider` is `provider_a` or `provider_b`. Invalid and duplicate numbers, and numbers the
+         *     workspace's destination policy refuses (`GET /api/v1/workspace/destination-policy`: a kind or
+         *     country it does not allow), are skipped and reported in `skipped` with their reason; the rest
+         *     are called as described on `BatchDetail` (concurrency, retry policy, calling window). The
+         *     policy's daily cap of calls counts the batch's calls too: at the cap the batch waits for the next
+         *     UTC day (no recipient fails for it). When `webhook_url` is given it receives one `batch.completed` POST each
          *     time the batch reaches a terminal state. The body may be up to 8 MB. The dashboard's CSV path is
          *     `POST /api/v1/batches/csv`, on the same engine.
          *
@@ -929,7 +939,8 @@ export interface paths {
          *     credit is used up (`insufficient_credit`) or its plan minutes are (`plan_limit_reached`); 403
          *     when the agent belongs to another workspace; 404 `agent_not_found`; 422 (list-shaped body, every
          *     problem at once) for an invalid body and for the rules `provider_required`,
-         *     `provider_not_configured`, `from_number_missing`, `url_not_allowed`, `invalid_timezone`,
+         *     `provider_not_configured`, `from_number_missing`, `invalid_phone_number` and
+         *     `caller_id_not_allowed` (the agent's calling number), `url_not_allowed`, `invalid_timezone`,
          *     `scheduled_too_far` (more than 30 days ahead), `no_valid_recipients` and
          *     `idempotency_key_reused`, each as a `detail[].type`.
          */
@@ -985,7 +996,8 @@ export interface paths {
          *     agent's default. Header names are trimmed; `to_number` and `first_message` match in any case.
          *
          *     **Bad rows** do not fail the upload: a row with the wrong number of fields, an empty or invalid
-         *     `to_number`, a value over 2,000 characters or a duplicate number is skipped and reported in
+         *     `to_number`, a number the destination policy refuses, a value over 2,000 characters or a
+         *     duplicate number is skipped and reported in
          *     `skipped` with its `row` (the file line it starts on; the header is line 1), `column` and a
          *     message. A file with no valid row creates nothing: 422 `no_valid_recipients`, with one
          *     `detail` item per bad row (`loc: ["file", "<row>", "<column>"]`). A file that cannot be read as
@@ -1124,6 +1136,28 @@ export interface paths {
          *     newest first. The `call.completed` deliveries of the batch's calls are listed per call.
          */
         get: operations["listBatchWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/workspace/destination-policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the workspace's destination policy and today's call count
+         * @description Which numbers the workspace may call (countries and number kinds) and its daily cap of outbound
+         *     calls, with the calls placed so far today (UTC) and when the count starts again. The policy is
+         *     set by the deployment's operator; the schema describes the default and every rule it applies.
+         */
+        get: operations["getDestinationPolicy"];
         put?: never;
         post?: never;
         delete?: never;
@@ -1584,6 +1618,34 @@ export interface paths {
          * @description Only the fields present change. Takes effect on the next call or session.
          */
         patch: operations["updateWorkspace"];
+        trace?: never;
+    };
+    "/admin/v1/workspaces/{workspace_id}/destination-policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                workspace_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a workspace's destination policy (operator)
+         * @description The same view the workspace's developers read at `GET /api/v1/workspace/destination-policy`.
+         */
+        get: operations["getWorkspaceDestinationPolicy"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change a workspace's destination policy (operator)
+         * @description Only the fields present change. Takes effect on the next call, batch, agent save or transfer:
+         *     batches already created keep the recipients they were created with (each was screened then),
+         *     and a lower `daily_call_cap` holds from their next dispatch on.
+         */
+        patch: operations["updateWorkspaceDestinationPolicy"];
         trace?: never;
     };
     "/healthz": {
@@ -2098,7 +2160,7 @@ export interface components {
          *     from. `Error.code` stays a string so that a code added later does not break a client: handle the
          *     codes you know and treat any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "call_already_ended" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "provider_required" | "from_number_missing" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "rate_limited" | "concurrency_limit_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "call_already_ended" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "rate_limited" | "concurrency_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -2525,7 +2587,10 @@ export interface components {
             /** @description Write-only secret. Used for HTTP Basic auth to the carrier and to verify its callback signatures. */
             auth_token?: string | null;
             /**
-             * @description The agent's number at the carrier, E.164. Changing it turns inbound off (`inbound_enabled` false).
+             * @description The agent's number at the carrier, E.164, and the calling number of its outbound calls. Changing
+             *     it turns inbound off (`inbound_enabled` false). It must be a valid number of a kind a call can
+             *     come from (`fixed_line`, `mobile`, `fixed_line_or_mobile`, `toll_free`, `voip`, `uan`,
+             *     `fictional`): otherwise 422 `invalid_phone_number` or `caller_id_not_allowed`.
              * @example +14155550100
              */
             phone_number?: string | null;
@@ -2541,7 +2606,10 @@ export interface components {
             /** @description Write-only secret. Bearer token for the carrier's REST API. */
             api_key?: string | null;
             /**
-             * @description The agent's number at the carrier, E.164. Changing it turns inbound off (`inbound_enabled` false).
+             * @description The agent's number at the carrier, E.164, and the calling number of its outbound calls. Changing
+             *     it turns inbound off (`inbound_enabled` false). It must be a valid number of a kind a call can
+             *     come from (`fixed_line`, `mobile`, `fixed_line_or_mobile`, `toll_free`, `voip`, `uan`,
+             *     `fictional`): otherwise 422 `invalid_phone_number` or `caller_id_not_allowed`.
              * @example +14155550101
              */
             phone_number?: string | null;
@@ -2583,7 +2651,13 @@ export interface components {
             language_code?: string | null;
             accent?: string | null;
             can_end_conversation?: boolean | null;
-            /** @description E.164. */
+            /**
+             * @description E.164. The number the `transfer_call` tool hands a call to: a destination like any other, so it
+             *     must be a valid number whose kind and country the workspace's destination policy allows
+             *     (422 `invalid_phone_number`, `destination_type_not_allowed`, `destination_country_not_allowed`).
+             *     The policy is applied again when a call is transferred; a transfer it refuses then does not
+             *     happen (the agent is told and the call goes on).
+             */
             transfer_phone_number?: string | null;
             transfer_criteria?: string | null;
             variable_placeholders?: {
@@ -2631,7 +2705,13 @@ export interface components {
             language_code?: string | null;
             accent?: string | null;
             can_end_conversation?: boolean | null;
-            /** @description E.164. */
+            /**
+             * @description E.164. The number the `transfer_call` tool hands a call to: a destination like any other, so it
+             *     must be a valid number whose kind and country the workspace's destination policy allows
+             *     (422 `invalid_phone_number`, `destination_type_not_allowed`, `destination_country_not_allowed`).
+             *     The policy is applied again when a call is transferred; a transfer it refuses then does not
+             *     happen (the agent is told and the call goes on).
+             */
             transfer_phone_number?: string | null;
             transfer_criteria?: string | null;
             variable_placeholders?: {
@@ -3505,7 +3585,11 @@ export interface components {
          */
         CallCreateRequest: {
             agent_id: string;
-            /** @description The number to call, E.164 (`+` and up to 15 digits, no spaces). */
+            /**
+             * @description The number to call, E.164 (`+` and up to 15 digits, no spaces). It must be a valid number whose
+             *     kind and country the workspace's destination policy allows (`DestinationPolicy`); otherwise 422
+             *     `invalid_phone_number`, `destination_type_not_allowed` or `destination_country_not_allowed`.
+             */
             to_number: string;
             /**
              * @description Which carrier places the call. Omitted: the agent's only configured provider; when the agent has
@@ -3516,7 +3600,10 @@ export interface components {
             /**
              * @description The calling number, E.164. Omitted: the agent's `phone_number` for `provider`. It must be a number
              *     of the provider account (a verified caller id or a number of the account): the carrier refuses
-             *     any other, and the call then ends `failed` with `end_reason: carrier_error`.
+             *     any other, and the call then ends `failed` with `end_reason: carrier_error`. It (or the agent's
+             *     number) must be a valid number of a kind a call can come from (`fixed_line`, `mobile`,
+             *     `fixed_line_or_mobile`, `toll_free`, `voip`, `uan`, `fictional`): otherwise 422
+             *     `invalid_phone_number` or `caller_id_not_allowed`.
              */
             from_number?: string;
             /** @description Values for the agent's placeholders (`{{name}}`); they override the agent's `variable_placeholders` defaults. */
@@ -3625,12 +3712,16 @@ export interface components {
             /** @description The number as sent; null when the row has none. */
             to_number: string | null;
             /**
-             * @description `invalid_number`: not E.164 after normalization; `duplicate`: the same number appears earlier in
-             *     the list (the first one is kept); `invalid_row` (CSV): the row has a different number of fields
-             *     than the header; `invalid_value` (CSV): a cell is empty where a value is required, or too long.
+             * @description `invalid_number`: not E.164 after normalization, or not a valid phone number (libphonenumber's
+             *     full metadata); `duplicate`: the same number appears earlier in the list (the first one is
+             *     kept); `invalid_row` (CSV): the row has a different number of fields than the header;
+             *     `invalid_value` (CSV): a cell is empty where a value is required, or too long;
+             *     `destination_type_not_allowed`, `destination_country_not_allowed`: the workspace's destination
+             *     policy does not allow the number's kind (premium-rate, satellite...) or country (the error codes
+             *     of the same names, on `DestinationPolicy`).
              * @enum {string}
              */
-            reason: "invalid_number" | "duplicate" | "invalid_row" | "invalid_value";
+            reason: "invalid_number" | "duplicate" | "invalid_row" | "invalid_value" | "destination_type_not_allowed" | "destination_country_not_allowed";
             /** @description The problem in words, naming the row and column. */
             message: string;
         };
@@ -3757,8 +3848,9 @@ export interface components {
         BatchRecipientInput: {
             /**
              * @description The number to call. Spaces, dashes, dots and parentheses are removed; what remains must be E.164
-             *     (`+` and up to 15 digits). A number that is not is skipped (reason `invalid_number`) rather
-             *     than failing the batch.
+             *     (`+` and up to 15 digits) and a valid phone number. A number that is not is skipped (reason
+             *     `invalid_number`) rather than failing the batch, and so is one the workspace's destination
+             *     policy refuses (reason `destination_type_not_allowed` or `destination_country_not_allowed`).
              */
             to_number: string;
             /** @description Values for the agent's placeholders for this recipient's call. */
@@ -4069,6 +4161,68 @@ export interface components {
             calling_window_timezone?: string;
             /** @description `calling_window.days` as a comma-separated list of `mon` ... `sun` (default: every day). */
             calling_window_days?: string;
+        };
+        /**
+         * DestinationNumberType
+         * @description What kind of number a phone number is, as the service classifies it with libphonenumber's full
+         *     metadata (its number types, lower-cased), plus three kinds of its own:
+         *     `satellite` (+870 Inmarsat, +881 the global mobile satellite systems), `international_network`
+         *     (+882, +883: carriers and services across borders) and `fictional` (North American numbers for
+         *     fiction and tests: geographic NXX-555-0100 to 0199, and area code 555; they reach no one, and the
+         *     sandbox carriers' examples use them). `unknown`: a valid number libphonenumber gives no type.
+         * @enum {string}
+         */
+        DestinationNumberType: "fixed_line" | "mobile" | "fixed_line_or_mobile" | "toll_free" | "premium_rate" | "shared_cost" | "voip" | "personal_number" | "pager" | "uan" | "voicemail" | "satellite" | "international_network" | "fictional" | "unknown";
+        /**
+         * DestinationPolicy
+         * @description Which numbers the workspace may call, and how many calls it may place per day. It applies to
+         *     `POST /api/v1/calls` (`to_number`), to every recipient of a batch (JSON or CSV: a refused number is
+         *     a skipped item with its reason), and to an agent's `transfer_phone_number` (when the agent is saved,
+         *     and again when the call is transferred). Set by the deployment's operator; a new workspace has the
+         *     default: every country; `fixed_line`, `mobile`, `fixed_line_or_mobile`, `toll_free`, `voip`, `uan`
+         *     and `fictional` numbers (so `premium_rate`, `shared_cost`, `satellite`, `international_network`,
+         *     `personal_number`, `pager`, `voicemail` and `unknown` are refused); 1000 calls per UTC day.
+         *
+         *     Every number must first be valid (422 `invalid_phone_number`); then its kind must be allowed
+         *     (422 `destination_type_not_allowed`), then its country (422 `destination_country_not_allowed`;
+         *     `fictional` numbers pass any country list, numbers of no country such as +800 or +881 pass only
+         *     when every country is allowed). Calling numbers (`from_number`, a provider config's
+         *     `phone_number`) are not destinations: they must be valid and of a kind a call can come from
+         *     (`fixed_line`, `mobile`, `fixed_line_or_mobile`, `toll_free`, `voip`, `uan`, `fictional`;
+         *     otherwise 422 `caller_id_not_allowed`), whatever the policy.
+         */
+        DestinationPolicy: {
+            /**
+             * @description ISO 3166-1 alpha-2 codes of the countries the workspace may call; `null` means every country.
+             * @example [
+             *       "US",
+             *       "CA"
+             *     ]
+             */
+            allowed_countries: string[] | null;
+            /** @description The kinds of number the workspace may call. */
+            allowed_number_types: components["schemas"]["DestinationNumberType"][];
+            /**
+             * @description Outbound calls (direct and batch calls alike) the workspace may place per UTC day; `null`
+             *     means no cap. A call counts when it is placed (created), whatever its outcome. At the cap,
+             *     `POST /api/v1/calls` answers 429 `daily_call_cap_reached` and batches wait for the next day
+             *     (no recipient fails for it): they go on at 00:00 UTC, or at their next dispatch round after the
+             *     operator raises the cap (a call of theirs ending, or `pause` then `resume`). Transfers and
+             *     inbound calls do not count.
+             */
+            daily_call_cap: number | null;
+            /** @description Outbound calls placed since 00:00 UTC today. */
+            calls_placed_today: number;
+            /**
+             * Format: date-time
+             * @description When the count starts again (the next 00:00 UTC).
+             */
+            day_resets_at: string;
+            /**
+             * Format: date-time
+             * @description When the policy was last set (for a workspace on the default, when it was first read).
+             */
+            updated_at: string;
         };
         /**
          * Webhook
@@ -4492,6 +4646,34 @@ export interface components {
          * @enum {string}
          */
         SubscriptionStatus: "active" | "past_due" | "unpaid";
+        /**
+         * DestinationPolicyUpdateRequest
+         * @description Only the fields present change. Takes effect on the next call, batch, agent save or transfer.
+         */
+        DestinationPolicyUpdateRequest: {
+            /**
+             * @description ISO 3166-1 alpha-2 codes (a code no phone numbering plan uses is refused with 422 `invalid_value`); `null` allows every country.
+             * @example [
+             *       "US",
+             *       "CA",
+             *       "GB"
+             *     ]
+             */
+            allowed_countries?: string[] | null;
+            /**
+             * @description The kinds of number the workspace may call; replaces the stored list.
+             * @example [
+             *       "fixed_line",
+             *       "mobile",
+             *       "fixed_line_or_mobile",
+             *       "toll_free",
+             *       "premium_rate"
+             *     ]
+             */
+            allowed_number_types?: components["schemas"]["DestinationNumberType"][];
+            /** @description Outbound calls per UTC day; `null` removes the cap. Lowering it below today's count stops further calls today. */
+            daily_call_cap?: number | null;
+        };
         /**
          * PublicAgentProfile
          * @description What any page may know about an agent: its display name and which video sources its web sessions
@@ -5744,7 +5926,22 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            422: components["responses"]["UnprocessableEntity"];
+            /**
+             * @description The body is invalid, with `param` naming the field, or a number is refused: the
+             *     `transfer_phone_number` by the workspace's destination policy (`invalid_phone_number`,
+             *     `destination_type_not_allowed`, `destination_country_not_allowed`), a provider config's
+             *     `phone_number` as a calling number (`invalid_phone_number`, `caller_id_not_allowed`).
+             *     Nothing is stored.
+             */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -5966,7 +6163,22 @@ export interface operations {
             404: components["responses"]["NotFound"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            422: components["responses"]["UnprocessableEntity"];
+            /**
+             * @description The body is invalid, with `param` naming the field; the name is set to `null` (`name_required`); or a number is refused: the
+             *     `transfer_phone_number` by the workspace's destination policy (`invalid_phone_number`,
+             *     `destination_type_not_allowed`, `destination_country_not_allowed`), a provider config's
+             *     `phone_number` as a calling number (`invalid_phone_number`, `caller_id_not_allowed`).
+             *     Nothing is stored.
+             */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -8415,7 +8627,10 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             /**
              * @description Invalid body, or a rule refused it: `provider_required`, `provider_not_configured`,
-             *     `from_number_missing`, `url_not_allowed`, `idempotency_key_reused`. `param` names the field.
+             *     `from_number_missing`, `url_not_allowed`, `idempotency_key_reused`, and the destination
+             *     policy's `invalid_phone_number`, `destination_type_not_allowed`,
+             *     `destination_country_not_allowed`, `caller_id_not_allowed`. `param` names the field,
+             *     `to_number` or `from_number` for the numbers. Nothing is stored or dialed.
              */
             422: {
                 headers: {
@@ -8423,21 +8638,14 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {
-                     *       "error": {
-                     *         "type": "invalid_request_error",
-                     *         "code": "provider_not_configured",
-                     *         "message": "The agent has no provider_b configuration.",
-                     *         "param": "provider",
-                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
-                     *       }
-                     *     }
-                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description Every concurrency slot of the workspace is taken by a live call or web session (`concurrency_limit_reached`); nothing was dialed. */
+            /**
+             * @description Every concurrency slot of the workspace is taken by a live call or web session
+             *     (`concurrency_limit_reached`), or the workspace has placed its daily cap of calls
+             *     (`daily_call_cap_reached`; `Retry-After` counts the seconds to 00:00 UTC); nothing was dialed.
+             */
             429: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -8445,17 +8653,6 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {
-                     *       "error": {
-                     *         "type": "rate_limit_error",
-                     *         "code": "concurrency_limit_reached",
-                     *         "message": "All 5 concurrency slots of the workspace are in use; retry when a call or session ends.",
-                     *         "param": null,
-                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
-                     *       }
-                     *     }
-                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -8827,6 +9024,9 @@ export interface operations {
                  *         },
                  *         {
                  *           "to_number": "555-CALL-NOW"
+                 *         },
+                 *         {
+                 *           "to_number": "+19005550199"
                  *         }
                  *       ],
                  *       "provider": "provider_a",
@@ -8875,7 +9075,7 @@ export interface operations {
                      *       "status": "scheduled",
                      *       "total": 2,
                      *       "skipped": {
-                     *         "count": 2,
+                     *         "count": 3,
                      *         "items": [
                      *           {
                      *             "index": 2,
@@ -8892,6 +9092,14 @@ export interface operations {
                      *             "to_number": "555-CALL-NOW",
                      *             "reason": "invalid_number",
                      *             "message": "Recipient 3: '555-CALL-NOW' is not an E.164 number."
+                     *           },
+                     *           {
+                     *             "index": 4,
+                     *             "row": null,
+                     *             "column": "to_number",
+                     *             "to_number": "+19005550199",
+                     *             "reason": "destination_type_not_allowed",
+                     *             "message": "Recipient 4: +19005550199 is a premium rate number (premium_rate); the workspace's destination policy does not allow calls to premium_rate numbers."
                      *           }
                      *         ]
                      *       },
@@ -9773,6 +9981,48 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
             422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getDestinationPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The policy in force. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "allowed_countries": null,
+                     *       "allowed_number_types": [
+                     *         "fixed_line",
+                     *         "mobile",
+                     *         "fixed_line_or_mobile",
+                     *         "toll_free",
+                     *         "voip",
+                     *         "uan",
+                     *         "fictional"
+                     *       ],
+                     *       "daily_call_cap": 1000,
+                     *       "calls_placed_today": 42,
+                     *       "day_resets_at": "2026-11-22T00:00:00.000Z",
+                     *       "updated_at": "2026-11-21T23:51:18.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DestinationPolicy"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -10997,6 +11247,116 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["Workspace"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getWorkspaceDestinationPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                workspace_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The policy in force. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "allowed_countries": null,
+                     *       "allowed_number_types": [
+                     *         "fixed_line",
+                     *         "mobile",
+                     *         "fixed_line_or_mobile",
+                     *         "toll_free",
+                     *         "voip",
+                     *         "uan",
+                     *         "fictional"
+                     *       ],
+                     *       "daily_call_cap": 1000,
+                     *       "calls_placed_today": 42,
+                     *       "day_resets_at": "2026-11-22T00:00:00.000Z",
+                     *       "updated_at": "2026-11-21T23:51:18.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DestinationPolicy"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            404: components["responses"]["NotFound"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateWorkspaceDestinationPolicy: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                workspace_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "allowed_countries": [
+                 *         "US",
+                 *         "CA"
+                 *       ],
+                 *       "daily_call_cap": 500
+                 *     }
+                 */
+                "application/json": components["schemas"]["DestinationPolicyUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The policy now in force. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "allowed_countries": [
+                     *         "US",
+                     *         "CA"
+                     *       ],
+                     *       "allowed_number_types": [
+                     *         "fixed_line",
+                     *         "mobile",
+                     *         "fixed_line_or_mobile",
+                     *         "toll_free",
+                     *         "voip",
+                     *         "uan",
+                     *         "fictional"
+                     *       ],
+                     *       "daily_call_cap": 500,
+                     *       "calls_placed_today": 42,
+                     *       "day_resets_at": "2026-11-22T00:00:00.000Z",
+                     *       "updated_at": "2026-11-21T23:55:02.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DestinationPolicy"];
                 };
             };
             400: components["responses"]["BadRequest"];

@@ -473,6 +473,14 @@ export const operations = [
     ]
   },
   {
+    "operationId": "getDestinationPolicy",
+    "method": "GET",
+    "path": "/api/v1/workspace/destination-policy",
+    "tags": [
+      "Destinations"
+    ]
+  },
+  {
     "operationId": "listWebhooks",
     "method": "GET",
     "path": "/api/v1/webhooks",
@@ -612,6 +620,22 @@ export const operations = [
     "operationId": "updateWorkspace",
     "method": "PATCH",
     "path": "/admin/v1/workspaces/{workspace_id}",
+    "tags": [
+      "Operator"
+    ]
+  },
+  {
+    "operationId": "getWorkspaceDestinationPolicy",
+    "method": "GET",
+    "path": "/admin/v1/workspaces/{workspace_id}/destination-policy",
+    "tags": [
+      "Operator"
+    ]
+  },
+  {
+    "operationId": "updateWorkspaceDestinationPolicy",
+    "method": "PATCH",
+    "path": "/admin/v1/workspaces/{workspace_id}/destination-policy",
     "tags": [
       "Operator"
     ]

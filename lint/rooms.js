@@ -12,8 +12,9 @@ export const LAYERS = [
   ['lib', 'audio', 'errors', 'contract', 'crypto', 'net', 'db', 'jobs', 'http'],
   // Our peers, as adapters: what a carrier is, what the voice service is.
   ['carriers', 'voice'],
-  // Domains that stand alone, and the simulators of our peers.
-  ['workspaces', 'agents', 'tools', 'knowledge', 'mcp', 'webhooks', 'system', 'sandbox'],
+  // Domains that stand alone, and the simulators of our peers. destinations: which numbers a
+  // workspace may call (agents check transfer numbers with it, so it imports no other domain).
+  ['workspaces', 'destinations', 'agents', 'tools', 'knowledge', 'mcp', 'webhooks', 'system', 'sandbox'],
   // The engine web sessions and phone calls share.
   ['conversation'],
   // Conversations: web sessions and phone calls.

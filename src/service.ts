@@ -26,6 +26,9 @@ import { WorkspaceAdmission } from './workspaces/admission.js';
 import { SlotKeeper } from './workspaces/slots.js';
 import { systemRoutes } from './system/routes.js';
 import type { OutboundPolicy } from './net/outbound-guard.js';
+import { DestinationStore } from './destinations/store.js';
+import { DestinationService } from './destinations/service.js';
+import { destinationRoutes } from './destinations/routes.js';
 import { AgentStore } from './agents/store.js';
 import { AgentService } from './agents/service.js';
 import { agentRoutes } from './agents/routes.js';
@@ -75,6 +78,8 @@ export interface RunningService {
   workspaces: WorkspaceService;
   /** Billing checks, metering and the concurrency slots web sessions and phone calls share. */
   admission: WorkspaceAdmission;
+  /** Which numbers a workspace may call, and its daily cap of calls. */
+  destinations: DestinationService;
   agents: AgentService;
   tools: ToolService;
   /** MCP servers; toolsForAgent/callTool serve the ToolRunner. */
@@ -160,7 +165,8 @@ export async function startService(
     log,
   );
   const admission = new WorkspaceAdmission(admissionStore, slots, clock, { planMinutes: config.REALTIME_PLAN_MINUTES });
-  const agents = new AgentService(new AgentStore(db.knex), secrets);
+  const destinations = new DestinationService(new DestinationStore(db.knex), clock, log.child({ component: 'destinations' }));
+  const agents = new AgentService(new AgentStore(db.knex), secrets, destinations);
   const tools = new ToolService(new ToolStore(db.knex), agents, secrets, outbound);
   const extractor = new TextExtractor({ threads: config.KNOWLEDGE_EXTRACT_THREADS, timeoutMs: config.KNOWLEDGE_EXTRACT_TIMEOUT_MS });
   const knowledge = new KnowledgeService(new KnowledgeStore(db.knex), agents, extractor);
@@ -254,6 +260,7 @@ export async function startService(
     timing,
     { centsPerMinute: config.CALL_CENTS_PER_MINUTE },
     callLog,
+    destinations,
   );
   const callJobs = new CallJobs(callStore, agents, carriers.byProvider, finaliser, jobs, clock, { ...timing, machineDetectionTimeoutS: 30 }, callLog);
   callJobs.register();
@@ -268,10 +275,11 @@ export async function startService(
     clock,
     { chunk: config.BATCH_DISPATCH_CHUNK, capacityRetryMs: config.BATCH_CAPACITY_RETRY_MS, wakeDelayMs: config.BATCH_WAKE_DELAY_MS },
     batchLog,
+    destinations,
   );
   batchEngine.register();
   finaliser.onFinalised((call, trx) => batchEngine.callEnded(call, trx));
-  const batchService = new BatchService(batchStore, callService, batchEngine, clock, batchLog);
+  const batchService = new BatchService(batchStore, callService, batchEngine, clock, batchLog, destinations);
   agents.addDeleteGuard((workspaceId, agentId) => batchService.guardAgentDelete(workspaceId, agentId));
   const signals = new CallSignals(db.url, callLog);
   const callbacks = new CarrierCallbacks(
@@ -289,7 +297,7 @@ export async function startService(
   const ringer = sandbox.carriers && { providers: sandbox.carriers.providers, ring: sandbox.carriers.server.ring };
   const inbound = new InboundNumbers(agents, carriers.byProvider, callStore, ringer, callLog);
   const media = new MediaServer(
-    { store: callStore, voice, tools: toolRunner, finaliser, clock, carriers: carriers.byProvider, agents, admission, signals },
+    { store: callStore, voice, tools: toolRunner, finaliser, clock, carriers: carriers.byProvider, agents, admission, signals, destinations },
     {
       toolTimeoutMs: config.REALTIME_TOOL_TIMEOUT_MS,
       toolFillerMs: config.REALTIME_TOOL_FILLER_MS,
@@ -312,6 +320,7 @@ export async function startService(
   const handlers: Handlers = {
     ...workspaceRoutes(workspaces, authLimit),
     ...agentRoutes(agents),
+    ...destinationRoutes(destinations),
     ...toolRoutes(tools),
     ...knowledgeRoutes(knowledge),
     ...webhookRoutes(webhooks),
@@ -389,6 +398,7 @@ export async function startService(
     secrets,
     workspaces,
     admission,
+    destinations,
     agents,
     tools,
     mcp,

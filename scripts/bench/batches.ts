@@ -101,9 +101,19 @@ async function api(
   return text ? (JSON.parse(text) as Record<string, any>) : {};
 }
 
-/** Distinct numbers per use: `+1 415 <6-digit serial> <suffix>` (suffix 0002: busy in the sandbox). */
-let serial = 100_000;
-const numbers = (n: number, suffix: string) => Array.from({ length: n }, () => `+1415${serial++}${suffix}`);
+/**
+ * Distinct numbers per use, each a valid North American number the destination policy takes:
+ * `+1 <area code> <exchange 200-999> <suffix>` (suffix 0002: busy in the sandbox), 24,000 per run.
+ */
+const AREA_CODES = [
+  415, 212, 312, 617, 206, 303, 404, 512, 602, 702, 801, 919, 213, 310, 408, 510, 650, 707, 916, 925, 202, 305, 313, 503, 612, 704, 713, 720, 786, 971,
+];
+let serial = 0;
+const numbers = (n: number, suffix: string) =>
+  Array.from({ length: n }, () => {
+    const k = serial++;
+    return `+1${AREA_CODES[Math.floor(k / 800) % AREA_CODES.length]}${200 + (k % 800)}${suffix}`;
+  });
 
 function stats(values: number[]) {
   const s = [...values].sort((a, b) => a - b);
@@ -540,6 +550,8 @@ export async function run(): Promise<void> {
       concurrent_session_limit: limit,
       credit_balance_cents: 1_000_000_000,
     });
+    // The bench places thousands of calls: more than the default daily cap.
+    await api(base, 'PATCH', `/admin/v1/workspaces/${signup.workspace.id}/destination-policy`, ADMIN, { daily_call_cap: null });
     const agent = await api(base, 'POST', '/api/v1/agents', key, {
       name: 'Bench',
       instruction: 'You are the receptionist of Acme Dental.',

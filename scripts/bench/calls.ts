@@ -174,7 +174,8 @@ export async function run(): Promise<void> {
   // A person answers every one (the last four digits 0001-0004 would pick another outcome).
   const number = () => {
     const n = serial++;
-    return `+1415${100 + Math.floor(n / 5000)}${5000 + (n % 5000)}`;
+    // Exchanges 200-999: 1xx exchanges exist nowhere, and the destination policy refuses them.
+    return `+1415${200 + Math.floor(n / 5000)}${5000 + (n % 5000)}`;
   };
   try {
     const s = service.info.url;
@@ -189,6 +190,7 @@ export async function run(): Promise<void> {
       concurrent_session_limit: 100_000,
       credit_balance_cents: 1_000_000_000,
     });
+    await api(s, 'PATCH', `/admin/v1/workspaces/${signup.workspace.id}/destination-policy`, ADMIN, { daily_call_cap: null });
     const agent = await api(s, 'POST', '/api/v1/agents', key, {
       name: 'Bench',
       instruction: 'You are the receptionist of Acme Dental.',

@@ -15,6 +15,7 @@ import { isUniqueViolation } from '../lib/db-errors.js';
 import { newUnguessableId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { AgentRow, AgentStore, AgentValues, ProviderAStored, ProviderBStored, VoicemailStored } from './store.js';
+import { checkCallerId } from '../destinations/service.js';
 
 export type Agent = components['schemas']['Agent'];
 export type PublicAgentProfile = components['schemas']['PublicAgentProfile'];
@@ -52,6 +53,11 @@ export interface RuntimeAgent {
     inboundEnabled: boolean;
     configured: boolean;
   } | null;
+}
+
+/** The destination policy as agents use it: whether the workspace may transfer calls to a number (422 when not). */
+export interface TransferPolicy {
+  checkDestination(workspaceId: string, number: string, param: string): Promise<void>;
 }
 
 /** Runs before an agent is deleted and may refuse it (the batch engine refuses while a batch is active). */
@@ -94,7 +100,24 @@ export class AgentService {
   constructor(
     private readonly store: AgentStore,
     private readonly secrets: SecretBox,
+    private readonly transfers: TransferPolicy,
   ) {}
+
+  /**
+   * The numbers a body sets, checked before anything is stored: the transfer number is a destination
+   * (the workspace's policy), the providers' numbers are calling numbers (422 naming the field).
+   */
+  private async checkNumbers(workspaceId: string, body: UpdateRequest): Promise<void> {
+    for (const provider of ['provider_a', 'provider_b'] as const) {
+      const phone = body[`${provider}_config`]?.phone_number;
+      if (phone) checkCallerId(phone, `${provider}_config.phone_number`);
+    }
+    if (body.transfer_phone_number) await this.transfers.checkDestination(workspaceId, body.transfer_phone_number, 'transfer_phone_number');
+  }
+
+  private static setsNumbers(body: UpdateRequest): boolean {
+    return Boolean(body.transfer_phone_number || body.provider_a_config?.phone_number || body.provider_b_config?.phone_number);
+  }
 
   /** Lets a later domain refuse agent deletion (409) by throwing an ApiError. */
   addDeleteGuard(guard: DeleteGuard): void {
@@ -180,6 +203,7 @@ export class AgentService {
       enable_webcam: true,
       enable_screen_share: true,
     };
+    await this.checkNumbers(workspaceId, body as UpdateRequest);
     // On create, a field sent as null takes its default, which is exactly what applying it to the defaults does.
     const id = newUnguessableId('agent');
     Object.assign(values, this.changes(id, values, body as UpdateRequest));
@@ -198,6 +222,10 @@ export class AgentService {
 
   async update(workspaceId: string, agentId: string, body: UpdateRequest): Promise<Agent> {
     if (has(body, 'name') && body.name === null) throw unprocessable('name_required', 'An agent must have a name; it cannot be set to null.', 'name');
+    if (AgentService.setsNumbers(body)) {
+      await this.owned(workspaceId, agentId);
+      await this.checkNumbers(workspaceId, body);
+    }
     const row = await this.store.transaction(async (trx) => {
       const current = this.check(await this.store.findForUpdate(trx, agentId), workspaceId, agentId);
       const changes = this.changes(agentId, current, body);

@@ -21,6 +21,7 @@ import type { CallService, OutboundPlan } from '../calls/service.js';
 import { isRefusal } from '../calls/refusals.js';
 import type { CallRow } from '../calls/store.js';
 import type { WorkspaceAdmission } from '../workspaces/admission.js';
+import type { DestinationService } from '../destinations/service.js';
 import type { BatchCompletedPublisher } from '../webhooks/events.js';
 import { nextOpening } from './calling-window.js';
 import { TERMINAL_BATCH, type BatchRow, type BatchStore, type RecipientRow, type RecipientStatus } from './store.js';
@@ -62,6 +63,7 @@ export class BatchEngine {
     private readonly clock: Clock,
     private readonly opts: EngineOptions,
     private readonly log: Logger,
+    private readonly destinations: DestinationService,
   ) {}
 
   register(): void {
@@ -115,7 +117,9 @@ export class BatchEngine {
       }
       await this.store.markDue(trx, batchId, now);
       const { live } = await this.store.progress(trx, batchId);
-      const room = Math.min(batch.concurrency - live, this.opts.chunk);
+      // The destination policy's daily cap (the calls trigger refuses an insert past it).
+      const today = await this.destinations.headroom(batch.workspace_id, trx);
+      const room = Math.min(batch.concurrency - live, this.opts.chunk, today.remaining ?? Infinity);
       let started = 0;
       let short = false;
       if (room > 0) {
@@ -137,6 +141,11 @@ export class BatchEngine {
         if (started > 0) this.log.info({ batchId, started }, 'batch calls queued');
       }
       if (await this.settle(trx, batch)) return false;
+      if (today.remaining !== null && started >= today.remaining) {
+        // The day's calls are used up: the rest wait for the next UTC day.
+        await this.setTimer(trx, batchId, today.resetsAt);
+        return false;
+      }
       if (short) {
         await this.setTimer(trx, batchId, new Date(now.getTime() + this.opts.capacityRetryMs));
         return false;

@@ -1,8 +1,10 @@
 /**
  * Screening a batch's recipients before anything is stored: numbers are normalized to E.164, and a
- * recipient whose number is invalid or already listed is skipped with a reason instead of failing
- * the batch. CSV rows that could not be read arrive here as problems and are skipped the same way.
+ * recipient whose number is invalid, refused by the workspace's destination policy or already listed
+ * is skipped with a reason instead of failing the batch. CSV rows that could not be read arrive here
+ * as problems and are skipped the same way.
  */
+import type { NumberRefusal } from '../destinations/policy.js';
 import type { SkippedItem } from './store.js';
 
 export interface RecipientInput {
@@ -37,6 +39,14 @@ export function normalizeNumber(raw: string): string | null {
   return E164.test(n) ? n : null;
 }
 
+/** The E.164 numbers among `inputs` (what the destination policy screens). */
+export function* numbersOf(inputs: Iterable<RecipientInput>): Generator<string> {
+  for (const r of inputs) {
+    const number = normalizeNumber(r.to_number);
+    if (number) yield number;
+  }
+}
+
 const where = (i: number, row: number | undefined) => (row === undefined ? `Recipient ${i}` : `Row ${row}`);
 
 /**
@@ -46,6 +56,8 @@ const where = (i: number, row: number | undefined) => (row === undefined ? `Reci
 export function screenRecipients(
   inputs: Array<RecipientInput & { index: number }>,
   problems: RowProblem[] = [],
+  /** The destination policy's check of an E.164 number (src/destinations). */
+  screen: (number: string) => NumberRefusal | null = () => null,
 ): { accepted: AcceptedRecipient[]; skipped: SkippedItem[] } {
   const accepted: AcceptedRecipient[] = [];
   const skipped: SkippedItem[] = problems.map((p) => ({
@@ -60,8 +72,12 @@ export function screenRecipients(
   for (const r of inputs) {
     const number = normalizeNumber(r.to_number);
     const base = { index: r.index, row: r.row ?? null, column: 'to_number', to_number: r.to_number };
+    const refused = number ? screen(number) : null;
     if (!number) {
       skipped.push({ ...base, reason: 'invalid_number', message: `${where(r.index, r.row)}: '${r.to_number.slice(0, 64)}' is not an E.164 number.` });
+    } else if (refused) {
+      const reason = refused.code === 'destination_type_not_allowed' || refused.code === 'destination_country_not_allowed' ? refused.code : 'invalid_number';
+      skipped.push({ ...base, reason, message: `${where(r.index, r.row)}: ${refused.message}` });
     } else if (seen.has(number)) {
       skipped.push({ ...base, reason: 'duplicate', message: `${where(r.index, r.row)}: ${number} appears earlier in the list.` });
     } else {

@@ -11,9 +11,10 @@ import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { CallService } from '../calls/service.js';
+import type { DestinationService } from '../destinations/service.js';
 import type { Provider } from '../carriers/carrier.js';
 import { isValidTimeZone, windowProblems, type CallingWindow } from './calling-window.js';
-import { screenRecipients, type RecipientInput, type RowProblem } from './recipients.js';
+import { numbersOf, screenRecipients, type RecipientInput, type RowProblem } from './recipients.js';
 import { parseRecipientsCsv } from './csv.js';
 import { batchInputFromCsvForm, type CsvForm } from './csv-form.js';
 import { toBatch, toDetail, toSummary, type Batch, type BatchDetail, type BatchSummary } from './records.js';
@@ -55,6 +56,7 @@ export class BatchService {
     private readonly engine: BatchEngine,
     private readonly clock: Clock,
     private readonly log: Logger,
+    private readonly destinations: DestinationService,
   ) {}
 
   /** The rules a schema cannot say: the schedule's horizon, the calling window, recipients' time zones. */
@@ -104,19 +106,30 @@ export class BatchService {
     const plan = await this.calls.plan(workspaceId, { agent_id: input.agent_id, provider: input.provider });
     await this.calls.checkWebhookUrl(input.webhook_url);
     await this.calls.checkBilling(workspaceId);
-    const { accepted, skipped } = screenRecipients(input.recipients, rowProblems);
+    const screen = await this.destinations.screenMany(workspaceId, numbersOf(input.recipients));
+    const { accepted, skipped } = screenRecipients(input.recipients, rowProblems, screen);
     if (!accepted.length) {
-      const detail = skipped.map((s) =>
-        issue(
-          s.row === null ? ['body', 'recipients', String(s.index), 'to_number'] : ['file', String(s.row), s.column ?? 'row'],
-          s.message,
-          s.reason,
-          s.to_number ?? undefined,
-        ),
-      );
+      // The list-shaped 422 carries at most 50 problems (ValidationErrorList): the summary and the first 49.
+      const detail = skipped
+        .slice(0, 49)
+        .map((s) =>
+          issue(
+            s.row === null ? ['body', 'recipients', String(s.index), 'to_number'] : ['file', String(s.row), s.column ?? 'row'],
+            s.message,
+            s.reason,
+            s.to_number ?? undefined,
+          ),
+        );
       throw new ApiError(422, 'invalid_request_error', 'no_valid_recipients', 'No recipient can be called: every one was skipped (see detail).', {
         param: 'recipients',
-        issues: [issue(['body', 'recipients'], 'No recipient can be called: every one was skipped.', 'no_valid_recipients'), ...detail],
+        issues: [
+          issue(
+            ['body', 'recipients'],
+            `No recipient can be called: every one was skipped${skipped.length > detail.length ? ` (the first ${detail.length} of ${skipped.length} are listed)` : ''}.`,
+            'no_valid_recipients',
+          ),
+          ...detail,
+        ],
       });
     }
     const scheduledAt = input.scheduled_at !== undefined && new Date(input.scheduled_at) > now ? new Date(input.scheduled_at) : now;

@@ -24,7 +24,7 @@ export interface SkippedItem {
   row: number | null;
   column: string | null;
   to_number: string | null;
-  reason: 'invalid_number' | 'duplicate' | 'invalid_row' | 'invalid_value';
+  reason: 'invalid_number' | 'duplicate' | 'invalid_row' | 'invalid_value' | 'destination_type_not_allowed' | 'destination_country_not_allowed';
   message: string;
 }
 

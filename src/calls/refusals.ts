@@ -13,6 +13,8 @@ export type CallRefusal =
   | { code: 'provider_not_configured'; message: string }
   | { code: 'provider_required' }
   | { code: 'from_number_missing'; message: string }
+  /** The calling number is not one a call may come from (src/destinations). */
+  | { code: 'invalid_phone_number' | 'caller_id_not_allowed'; message: string }
   /** The workspace of the credential no longer exists. */
   | { code: 'unauthorized' }
   | { code: 'subscription_inactive' | 'plan_limit_reached' | 'insufficient_credit' };
@@ -38,6 +40,9 @@ export function refusalError(r: CallRefusal): ApiError<401 | 402 | 403 | 404 | 4
       return unprocessable('provider_required', 'The agent has both providers configured; say which one places the call.', 'provider');
     case 'from_number_missing':
       return unprocessable('from_number_missing', r.message, 'from_number');
+    case 'invalid_phone_number':
+    case 'caller_id_not_allowed':
+      return unprocessable(r.code, r.message, 'from_number');
     case 'unauthorized':
       return new ApiError(401, 'authentication_error', 'unauthorized', 'The workspace of this API key no longer exists.');
     default:

@@ -25,6 +25,8 @@ import { newStreamToken } from './stream-token.js';
 import { toCall, type Call } from './records.js';
 import { isRefusal, refusalError, type CallRefusal } from './refusals.js';
 import { isTerminal, type CallFilters, type CallRow, type CallStore } from './store.js';
+import { callerIdRefusal } from '../destinations/policy.js';
+import type { DestinationService } from '../destinations/service.js';
 
 type CreateRequest = components['schemas']['CallCreateRequest'];
 
@@ -92,6 +94,7 @@ export class CallService {
     private readonly timing: CallTiming,
     private readonly opts: { centsPerMinute: number },
     private readonly log: Logger,
+    private readonly destinations: DestinationService,
   ) {}
 
   /** How long a new call may take at most before its deadline job ends it. */
@@ -128,6 +131,8 @@ export class CallService {
     const config = provider === 'provider_a' ? agent.providerA : agent.providerB;
     const from = body.from_number ?? config?.phoneNumber ?? null;
     if (!from) return { code: 'from_number_missing', message: `The agent's ${provider} configuration has no phone_number; set it or send from_number.` };
+    const callerId = callerIdRefusal(from);
+    if (callerId) return { code: callerId.code, message: `${body.from_number ? 'from_number' : `The agent's ${provider} phone_number`}: ${callerId.message}` };
     return { workspaceId, agent, provider, from };
   }
 
@@ -201,8 +206,10 @@ export class CallService {
   /** POST /api/v1/calls: every check first; nothing is dialed when one refuses. */
   async create(workspaceId: string, body: CreateRequest): Promise<Call> {
     const plan = await this.plan(workspaceId, body);
+    await this.destinations.checkDestination(workspaceId, body.to_number, 'to_number');
     await this.checkWebhookUrl(body.webhook_url);
     const workspace = await this.checkBilling(workspaceId);
+    await this.destinations.checkDailyCap(workspaceId);
     const callId = newId('call');
     if (!(await this.admission.slots.takeFixed(callId, workspaceId, workspace.concurrent_session_limit, this.slotTtlMs, 'call'))) {
       throw new ApiError(
@@ -227,7 +234,8 @@ export class CallService {
       return toCall(row);
     } catch (err) {
       await this.admission.slots.releaseFixed(callId).catch(() => undefined);
-      throw err;
+      // Another request took the day's last call between the check above and the insert.
+      throw this.destinations.dailyCapError(err) ?? err;
     }
   }
 

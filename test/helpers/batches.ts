@@ -9,9 +9,12 @@ import { bearer, waitFor } from './realtime.js';
 
 export const TERMINAL_BATCH = new Set(['completed', 'canceled', 'failed']);
 
-/** Distinct sandbox numbers ending in `suffix` (its outcome), `count` of them, from `start`. */
+/**
+ * Distinct sandbox numbers ending in `suffix` (its outcome), `count` of them, from `start`: in the
+ * fictional area code 555, so any exchange is a number the destination policy takes.
+ */
 export function sandboxNumbers(suffix: string, count: number, start = 100): string[] {
-  return Array.from({ length: count }, (_, i) => `+1415${String(start + i).padStart(3, '0')}${suffix}`);
+  return Array.from({ length: count }, (_, i) => `+1555${String(start + i).padStart(3, '0')}${suffix}`);
 }
 
 export function createBatch(t: TestService, tenant: Tenant, body: Record<string, unknown>, headers: Record<string, string> = {}) {

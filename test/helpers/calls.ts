@@ -24,9 +24,13 @@ export const FAST_CALLS: Record<string, string> = {
 
 const hex = (n: number) => randomBytes(n).toString('hex');
 
-/** A number of the sandbox whose last four digits pick its outcome (see src/sandbox/carriers/server.ts). */
+/**
+ * A number of the sandbox whose last four digits pick its outcome (see src/sandbox/carriers/server.ts):
+ * a valid San Francisco number (exchanges 200-999; the destination policy refuses 1xx, which no
+ * numbering plan has).
+ */
 export function sandboxNumber(suffix = `${Math.floor(Math.random() * 8000) + 1000}`): string {
-  return `+1415${String(Math.floor(Math.random() * 900) + 100)}${suffix}`;
+  return `+1415${String(Math.floor(Math.random() * 800) + 200)}${suffix}`;
 }
 
 export function providerConfig(provider: Provider, phoneNumber = sandboxNumber('5000')): Record<string, unknown> {

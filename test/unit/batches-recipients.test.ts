@@ -2,6 +2,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { normalizeNumber, screenRecipients } from '../../src/batches/recipients.js';
+import { destinationRefusal } from '../../src/destinations/policy.js';
 
 describe('normalizeNumber', () => {
   it('removes what people write between digits and keeps E.164 only', () => {
@@ -39,5 +40,40 @@ describe('screenRecipients', () => {
       ],
     );
     assert.match(skipped[1].message, /^Row 4: \+14155550123 appears earlier/);
+  });
+});
+
+describe('screenRecipients with the destination policy', () => {
+  it("skips a number the policy refuses with the policy's reason; a number no plan has is invalid_number", () => {
+    const policy = {
+      allowedCountries: ['US'],
+      allowedNumberTypes: ['fixed_line' as const, 'fixed_line_or_mobile' as const, 'fictional' as const],
+      dailyCallCap: null,
+    };
+    const { accepted, skipped } = screenRecipients(
+      [
+        { index: 0, to_number: '+1 (212) 555-1234' },
+        { index: 1, to_number: '+1 900 555 0123', row: 3 },
+        { index: 2, to_number: '+44 20 7946 0958' },
+        { index: 3, to_number: '+14151230001' },
+        { index: 4, to_number: '+15551230001' },
+      ],
+      [],
+      (n) => destinationRefusal(policy, n),
+    );
+    assert.deepEqual(
+      accepted.map((a) => a.number),
+      ['+12125551234', '+15551230001'],
+    );
+    assert.deepEqual(
+      skipped.map((s) => [s.index, s.reason]),
+      [
+        [1, 'destination_type_not_allowed'],
+        [2, 'destination_country_not_allowed'],
+        [3, 'invalid_number'],
+      ],
+    );
+    assert.match(skipped[0].message, /^Row 3: \+19005550123 is a premium rate number \(premium_rate\)/);
+    assert.match(skipped[2].message, /^Recipient 3: '\+14151230001' is not a valid phone number/);
   });
 });

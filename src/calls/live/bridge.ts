@@ -31,6 +31,7 @@ import type { MediaDialect, MediaEvent } from '../../carriers/media.js';
 import type { Carrier } from '../../carriers/carrier.js';
 import { credentialsOf } from '../../carriers/credentials.js';
 import type { CallSignal } from './signals.js';
+import type { NumberRefusal } from '../../destinations/policy.js';
 
 export const TRANSFER_TOOL = 'transfer_call';
 
@@ -53,6 +54,8 @@ export interface CallBridgeDeps {
   finaliser: CallFinaliser;
   clock: Clock;
   log: Logger;
+  /** The workspace's destination policy, applied again when the call is transferred (it may have changed since the agent was saved). */
+  destinations: { transferRefusal(workspaceId: string, number: string): Promise<NumberRefusal | null> };
 }
 
 /** Frames held waiting for a missing one before it is given up (provider_b may reorder). */
@@ -375,6 +378,13 @@ export class CallBridge {
   }
 
   private async transfer(to: string): Promise<{ ok: boolean; result: unknown; error: string | null }> {
+    const refused = await this.deps.destinations
+      .transferRefusal(this.call.workspace_id, to)
+      .catch((err: Error) => ({ code: 'unavailable', message: err.message }));
+    if (refused) {
+      this.log.warn({ code: refused.code, reason: refused.message }, 'transfer refused by the destination policy');
+      return { ok: false, result: null, error: 'The transfer is not allowed; tell the caller you cannot transfer them and carry on.' };
+    }
     try {
       this.endReason = 'transferred';
       await this.deps.carrier.transfer(credentialsOf(this.agent, this.call.provider), this.call.call_sid ?? '', to);
