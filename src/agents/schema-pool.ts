@@ -1,8 +1,10 @@
 /**
- * The schema pool: one worker thread (piscina, started on first use, gone when idle) that checks
- * agents' `analysis.schema` on write and validates analysis answers against them after conversations,
- * each task with a time limit. Tasks queue in order; the event loop that serves every tenant's
- * requests, audio and heartbeats never compiles a tenant's schema.
+ * The schema pool: one worker thread (piscina) that checks agents' `analysis.schema` on write and
+ * validates analysis answers against them after conversations, each task with a time limit. Tasks
+ * queue in order; the event loop that serves every tenant's requests, audio and heartbeats never
+ * compiles a tenant's schema. The thread starts on first use and then stays (an idle thread does not
+ * keep the process alive), so its compiled validators stay cached and no conversation's end waits for
+ * a thread to start again after a quiet minute (BENCHMARKS.md has the cost of that first start).
  */
 import { Piscina } from 'piscina';
 import { unprocessable } from '../errors/api-error.js';
@@ -19,9 +21,8 @@ let pool: Piscina<SchemaTask, SchemaResult> | undefined;
 function run(task: SchemaTask): Promise<SchemaResult> {
   pool ??= new Piscina({
     filename: WORKER,
-    minThreads: 0,
+    minThreads: 1,
     maxThreads: 1,
-    idleTimeout: 60_000,
     concurrentTasksPerWorker: 1,
     resourceLimits: { maxOldGenerationSizeMb: 256 },
   });

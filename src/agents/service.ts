@@ -7,6 +7,8 @@
  * config sent as null clears the provider (configured and inbound_enabled false); changing or clearing a
  * provider's phone_number turns its inbound off; credentials are sealed with the SecretBox before they
  * reach the store and are never returned, logged or quoted in errors. Nothing is checked with a carrier.
+ * `analysis` (what post-call analysis extracts) replaces the stored setting as a whole; its schema is
+ * checked in the schema pool's worker before anything is stored (422 naming the field).
  */
 import type { components } from '../../generated/openapi.js';
 import type { SecretBox } from '../crypto/secrets.js';

@@ -168,6 +168,7 @@ describe('the analysis setting on write', () => {
     const agentId = await createAgent(t, tn, { analysis: ANALYSIS });
     const get = async () => (await t.http.get(`/api/v1/agents/${agentId}`).set(bearer(tn.apiKey))).body;
     assert.deepEqual((await get()).analysis, ANALYSIS);
+    assert.equal(JSON.stringify((await get()).analysis), JSON.stringify(ANALYSIS), 'the schema as written, keys in their order');
     let res = await t.http
       .patch(`/api/v1/agents/${agentId}`)
       .set(bearer(tn.apiKey))
@@ -232,6 +233,7 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
       const e = await eventFor(call.call_id);
       for (const k of RESULT_FIELDS) assert.deepEqual(e[k], call[k], k);
       assert.deepEqual(Object.keys(e).slice(-4), RESULT_FIELDS, 'the results close the payload, in the contract order');
+      assert.deepEqual(Object.keys(e.data), Object.keys(SCHEMA.properties), "the data's keys in the schema's order");
     });
 
     it('a value that breaks the schema: data is null with invalid_output, the call flagged for review', async () => {
