@@ -60,7 +60,10 @@ export interface AsyncApiMessagePayloads {
 /**
  * Body of the `call.completed` event, sent once when a phone call or a web realtime session ends,
  * after post-call analysis. Every field is always present except `tool_calls`, which is present only
- * when the agent called at least one tool. The fields are exactly the spec's table. For a phone call
+ * when the agent called at least one tool, and the structured results of the agent's `analysis`
+ * setting (`data` with `data_error` when it has a schema, `success` with `success_error` when it has
+ * success criteria), present only when that part was set. Without them the fields are exactly the
+ * spec's table. For a phone call
  * `conversation_id` is the call's id (`call_...`, for `GET /api/v1/calls/{call_id}`); for a web session
  * `call_sid` and `to_number` are null, `provider` is `web`, and `conversation_id` (`conv_...`)
  * identifies the session (`GET /api/v1/realtime/conversations/{conversation_id}`).
@@ -175,6 +178,35 @@ export interface CallCompletedEvent {
    * @minItems 1
    */
   tool_calls?: [ToolCallRecord, ...ToolCallRecord[]];
+  /**
+   * The structured data post-call analysis extracted, following the agent's
+   * `analysis.schema` as it was when the conversation started, and validated against it. Present
+   * only when that schema was set: a conversation of an agent without one carries no `data` (nor
+   * `data_error`), exactly as before the setting existed. `null` when the result could not be had
+   * or did not validate, with `data_error` saying why; never a partial or guessed
+   * object.
+   *
+   */
+  data?: {
+    [k: string]: unknown;
+  } | null;
+  /**
+   * Why `data` is `null`; `null` when `data` holds the result. Present exactly
+   * when `data` is.
+   *
+   */
+  data_error?: AnalysisError | null;
+  /**
+   * The analysis model's judgement against the agent's `analysis.success_criteria` as they were
+   * when the conversation started. Present only when criteria were set; `null` when the judgement
+   * could not be had, with `success_error` saying why.
+   *
+   */
+  success?: SuccessEvaluation | null;
+  /**
+   * Why `success` is `null`; `null` when it holds the judgement. Present exactly when `success` is.
+   */
+  success_error?: AnalysisError | null;
 }
 /**
  * One utterance of a conversation, in the order spoken. Only final text appears here (the partial
@@ -253,6 +285,40 @@ export interface ToolCallRecord {
    * When the call started, as Unix time in seconds (fractional part allowed).
    */
   started_at: number;
+}
+/**
+ * Why `data` or `success` of a conversation is `null` (`data_error`, `success_error`). The result is
+ * never guessed: when the analysis model's answer cannot be had or does not validate, the field is
+ * `null` with one of these codes, and the conversation is flagged `needs_review` (except for
+ * `no_conversation`).
+ * - `no_conversation`: nothing was said (a call never answered, a session closed at once); the model
+ *   was not asked.
+ * - `analysis_failed`: the analysis model could not be reached, answered an error, blocked the
+ *   request or did not answer within 30 seconds.
+ * - `invalid_output`: the model answered, but not with this field as the schema asks (not JSON, the
+ *   field missing, a value breaking the schema, or `data` larger than 65,536 bytes as compact JSON);
+ *   `message` names the first problem (e.g. `/booked_time must match format "date-time"`).
+ *
+ */
+export interface AnalysisError {
+  code: "no_conversation" | "analysis_failed" | "invalid_output";
+  /**
+   * The problem in words, for people (not for parsing).
+   */
+  message: string;
+}
+/**
+ * The analysis model's judgement of a conversation against the agent's `analysis.success_criteria`.
+ */
+export interface SuccessEvaluation {
+  /**
+   * Whether the conversation met the success criteria.
+   */
+  met: boolean;
+  /**
+   * Why, in a sentence or two.
+   */
+  reason: string;
 }
 /**
  * Body of the `batch.completed` event, sent when a batch reaches a terminal state. Counts only; the

@@ -168,7 +168,10 @@ export interface paths {
          * Create an agent
          * @description Only `name` is required; every other field takes its default (see the body schema). Provider
          *     credentials are write-only and are not checked with the carrier here; inbound calls stay off
-         *     until `POST /api/v1/agents/{agent_id}/telephony/{provider}/inbound`.
+         *     until `POST /api/v1/agents/{agent_id}/telephony/{provider}/inbound`. An `analysis.schema` is
+         *     checked and compiled here: too large (422 `analysis_schema_too_large`), too deep (422
+         *     `analysis_schema_too_deep`) or unusable (422 `invalid_analysis_schema`, e.g. a pattern RE2
+         *     cannot run) refuses the request and nothing is stored.
          */
         post: operations["createAgent"];
         delete?: never;
@@ -216,7 +219,9 @@ export interface paths {
          *     nullable fields store `null`, strings reset to `""`, `name: null` is refused with 422
          *     `name_required`, `can_end_conversation` goes back to `false`, `variable_placeholders` to `{}`,
          *     `realtime` flags back to enabled. Calls and sessions already running keep the settings they
-         *     started with. Another workspace's agent answers 403; an unknown id answers 404.
+         *     started with (their `analysis` setting included). An `analysis.schema` is checked as on
+         *     creation (422 `analysis_schema_too_large`, `analysis_schema_too_deep`, `invalid_analysis_schema`;
+         *     the agent is then unchanged). Another workspace's agent answers 403; an unknown id answers 404.
          */
         patch: operations["updateAgent"];
         trace?: never;
@@ -2160,7 +2165,7 @@ export interface components {
          *     from. `Error.code` stays a string so that a code added later does not break a client: handle the
          *     codes you know and treat any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "call_already_ended" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "rate_limited" | "concurrency_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "call_already_ended" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "rate_limited" | "concurrency_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -2489,6 +2494,62 @@ export interface components {
             enable_screen_share: boolean;
         };
         /**
+         * AgentAnalysis
+         * @description What the post-call analysis extracts from every conversation of the agent beyond the fixed fields
+         *     (`summary`, `sentiment`, `goal_met`, `needs_review`, `unanswered_questions`): structured `data`
+         *     following a JSON Schema, and a judgement against success criteria. As `Agent.analysis` shows it:
+         *     both fields present, `null` where not set. Agent create and update bodies take it as
+         *     `AgentAnalysisInput`, which also states the limits.
+         *
+         *     The setting is copied onto each phone call and web session when it starts (as the instruction
+         *     is), so a change applies to conversations that start afterwards. After the conversation the
+         *     analysis model is asked for `data` and `success` in the same request as the fixed fields (no
+         *     further request), with the schema as its structured-output schema; its answer is then validated
+         *     against the whole schema, and lands on the call (`Call`), the web-session record
+         *     (`RealtimeConversation`) and `call.completed` as `data`/`data_error` and `success`/`success_error`.
+         */
+        AgentAnalysis: {
+            /**
+             * @description JSON Schema (2020-12) of the `data` object extracted from each conversation, as it was sent.
+             *     `null`: no data is extracted (the conversation's records carry no `data` field).
+             * @example {
+             *       "type": "object",
+             *       "properties": {
+             *         "booked_time": {
+             *           "type": [
+             *             "string",
+             *             "null"
+             *           ],
+             *           "format": "date-time",
+             *           "description": "The appointment the caller agreed to."
+             *         },
+             *         "lead_score": {
+             *           "type": "integer",
+             *           "minimum": 0,
+             *           "maximum": 10
+             *         },
+             *         "consent": {
+             *           "type": "boolean",
+             *           "description": "Whether the caller agreed to be contacted again."
+             *         }
+             *       },
+             *       "required": [
+             *         "booked_time",
+             *         "consent"
+             *       ]
+             *     }
+             */
+            schema: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * @description What makes a conversation a success, in plain words for the analysis model (for example `The
+             *     caller books an appointment and gives a phone number`). `null`: no judgement (no `success`
+             *     field).
+             */
+            success_criteria: string | null;
+        };
+        /**
          * Agent
          * @description A voice persona. Fields marked not required by the spec may be absent; this service always sends
          *     every field (`null` where nothing is set). Provider credentials are never returned: `telephony`
@@ -2541,6 +2602,11 @@ export interface components {
                 provider_b: components["schemas"]["TelephonyProviderStatus"];
             };
             realtime: components["schemas"]["RealtimeStatus"];
+            /**
+             * @description Structured results of every conversation (see `AgentAnalysis`); `null` when not set (the
+             *     conversations carry only the fixed analysis fields).
+             */
+            analysis?: components["schemas"]["AgentAnalysis"] | null;
             /** Format: date-time */
             created_at?: string | null;
         };
@@ -2632,10 +2698,47 @@ export interface components {
             enable_screen_share?: boolean | null;
         };
         /**
+         * AgentAnalysisInput
+         * @description The `analysis` setting of an agent (see `AgentAnalysis`) in create and update bodies. It replaces
+         *     the stored setting as a whole; a field left out, or sent as `null`, is not set, and a setting with
+         *     neither field is stored as `null`.
+         *
+         *     `schema` is a JSON Schema (2020-12) whose root is an object schema (`type: object`). It is checked
+         *     and compiled when the agent is written, and nothing is stored when it fails:
+         *     - at most 16,384 bytes as compact JSON (UTF-8): else 422 `analysis_schema_too_large`;
+         *     - at most 16 levels of nested JSON objects and arrays, the root object being level 1: else 422
+         *       `analysis_schema_too_deep`, `param` naming the first location beyond the limit;
+         *     - valid against the 2020-12 meta-schema, compiling with every `$ref` resolved inside the schema,
+         *       no keyword or `format` the validator does not know (a misspelt `requried` is refused rather than
+         *       ignored; the non-standard `propertyOrdering` of the analysis model is allowed), no `$id` below
+         *       the root: else 422 `invalid_analysis_schema`, `param` naming the location;
+         *     - every `pattern` and `patternProperties` key is a regular expression for RE2 (linear time: no
+         *       look-around, no back-references), which is also the engine the answer is checked with: else
+         *       422 `invalid_analysis_schema`, `param` naming the pattern.
+         *
+         *     The analysis model is given the schema reduced to the keywords its structured output honours
+         *     (`type`, `format`, `title`, `description`, `enum`, `const` as a one-value `enum`, `items`,
+         *     `prefixItems`, `minItems`, `maxItems`, `minimum`, `maximum`, `anyOf`, `oneOf`, `properties`,
+         *     `additionalProperties`, `required`, `$defs`, `$ref`, `$anchor`, `propertyOrdering`); the other
+         *     constraints (`pattern`, `minLength`, `maxLength`, `multipleOf`, `allOf`, `not`, ...) are added to
+         *     the `description` it reads, and its answer is validated against the whole schema.
+         */
+        AgentAnalysisInput: {
+            /** @description JSON Schema (2020-12) of the data to extract; its root `type` must be `object`. */
+            schema?: ({
+                /** @constant */
+                type: "object";
+            } & {
+                [key: string]: unknown;
+            }) | null;
+            /** @description What makes a conversation a success, in plain words for the analysis model. */
+            success_criteria?: string | null;
+        };
+        /**
          * AgentCreateRequest
          * @description A new agent. Only `name` is required. A field left out, or sent as `null`, takes its default:
          *     `""` for description, instruction and first_message; `null` for voice_id, language,
-         *     language_code, accent, transfer_phone_number, transfer_criteria and voicemail_config; `false` for
+         *     language_code, accent, transfer_phone_number, transfer_criteria, voicemail_config and analysis; `false` for
          *     can_end_conversation; `{}` for variable_placeholders; both realtime flags enabled; no provider
          *     configured. Credentials (`provider_a_config.auth_token`, `provider_b_config.api_key`,
          *     `provider_b_config.public_key`) are write-only. Unknown fields, at any level, are refused with 422.
@@ -2667,6 +2770,12 @@ export interface components {
             provider_a_config?: components["schemas"]["ProviderAConfigInput"] | null;
             provider_b_config?: components["schemas"]["ProviderBConfigInput"] | null;
             realtime?: components["schemas"]["RealtimeInput"] | null;
+            /**
+             * @description What post-call analysis extracts from every conversation: a JSON Schema of `data` and success
+             *     criteria (`AgentAnalysisInput`, which states the limits and the 422 codes). Replaces the stored
+             *     setting as a whole; `null` clears it.
+             */
+            analysis?: components["schemas"]["AgentAnalysisInput"] | null;
         };
         /**
          * AgentUpdateRequest
@@ -2677,7 +2786,7 @@ export interface components {
          *     - `name`: refused with 422 `name_required` (an agent always has a non-empty name).
          *     - `description`, `instruction`, `first_message`: reset to `""`.
          *     - `voice_id`, `language`, `language_code`, `accent`, `transfer_phone_number`, `transfer_criteria`,
-         *       `voicemail_config`: stored as `null` (shown as `null`).
+         *       `voicemail_config`, `analysis`: stored as `null` (shown as `null`).
          *     - `can_end_conversation`: back to its default, `false`.
          *     - `variable_placeholders`: back to `{}`.
          *     - `realtime`: both flags back to their default, enabled. Inside `realtime`, a flag left out is
@@ -2687,7 +2796,7 @@ export interface components {
          *
          *     Provider configs are merged onto the stored config field by field (a field left out is unchanged,
          *     a field sent as `null` is cleared), so sending only a credential rotates it. `voicemail_config`
-         *     replaces the stored object as a whole, and `variable_placeholders` replaces the stored map as a
+         *     and `analysis` replace the stored object as a whole, and `variable_placeholders` replaces the stored map as a
          *     whole. Credentials (`provider_a_config.auth_token`, `provider_b_config.api_key`,
          *     `provider_b_config.public_key`) are write-only and never returned. No live carrier verification
          *     happens on update. Changing or clearing a provider's `phone_number` turns its inbound off without
@@ -2721,6 +2830,12 @@ export interface components {
             provider_a_config?: components["schemas"]["ProviderAConfigInput"] | null;
             provider_b_config?: components["schemas"]["ProviderBConfigInput"] | null;
             realtime?: components["schemas"]["RealtimeInput"] | null;
+            /**
+             * @description What post-call analysis extracts from every conversation: a JSON Schema of `data` and success
+             *     criteria (`AgentAnalysisInput`, which states the limits and the 422 codes). Replaces the stored
+             *     setting as a whole; `null` clears it.
+             */
+            analysis?: components["schemas"]["AgentAnalysisInput"] | null;
         };
         /**
          * ToolMethod
@@ -3437,10 +3552,49 @@ export interface components {
             started_at: number;
         };
         /**
+         * AnalysisError
+         * @description Why `data` or `success` of a conversation is `null` (`data_error`, `success_error`). The result is
+         *     never guessed: when the analysis model's answer cannot be had or does not validate, the field is
+         *     `null` with one of these codes, and the conversation is flagged `needs_review` (except for
+         *     `no_conversation`).
+         *     - `no_conversation`: nothing was said (a call never answered, a session closed at once); the model
+         *       was not asked.
+         *     - `analysis_failed`: the analysis model could not be reached, answered an error, blocked the
+         *       request or did not answer within 30 seconds.
+         *     - `invalid_output`: the model answered, but not with this field as the schema asks (not JSON, the
+         *       field missing, a value breaking the schema, or `data` larger than 65,536 bytes as compact JSON);
+         *       `message` names the first problem (e.g. `/booked_time must match format "date-time"`).
+         * @example {
+         *       "code": "invalid_output",
+         *       "message": "/lead_score must be <= 10"
+         *     }
+         */
+        AnalysisError: {
+            /** @enum {string} */
+            code: "no_conversation" | "analysis_failed" | "invalid_output";
+            /** @description The problem in words, for people (not for parsing). */
+            message: string;
+        };
+        /**
+         * SuccessEvaluation
+         * @description The analysis model's judgement of a conversation against the agent's `analysis.success_criteria`.
+         * @example {
+         *       "met": true,
+         *       "reason": "The caller booked Tuesday at 10 am and left a phone number."
+         *     }
+         */
+        SuccessEvaluation: {
+            /** @description Whether the conversation met the success criteria. */
+            met: boolean;
+            /** @description Why, in a sentence or two. */
+            reason: string;
+        };
+        /**
          * Call
          * @description A phone call, outbound or inbound. It carries every field of its `call.completed` event but `event`
          *     (with the same values once the call is terminal), so `GET /api/v1/calls/{call_id}` fills the gap left by a
-         *     missed webhook. Web sessions are not calls: their `call.completed` has no record here.
+         *     missed webhook. `data`/`data_error` and `success`/`success_error` are present exactly when the
+         *     agent's `analysis` setting had that part when the call started (as in `call.completed`). Web sessions are not calls: their `call.completed` has no record here.
          *
          *     **Status transitions.** Terminal states: `completed`, `busy`, `no_answer`, `failed`, `canceled`,
          *     `voicemail`. A call becomes terminal once, after post-call analysis has run, and `call.completed`
@@ -3539,6 +3693,35 @@ export interface components {
             latency_avg_ms: number | null;
             /** @description Tools the agent invoked, in order. Always present here (empty when none); `call.completed` omits it when empty. */
             tool_calls: components["schemas"]["ToolCallRecord"][];
+            /**
+             * @description The structured data post-call analysis extracted from the call, following the agent's
+             *     `analysis.schema` as it was when the conversation started, and validated against it. Present
+             *     only when that schema was set: a conversation of an agent without one carries no `data` (nor
+             *     `data_error`), exactly as before the setting existed. `null` when the result could not be had
+             *     or did not validate, with `data_error` saying why (and until the call is terminal); never a partial or guessed
+             *     object.
+             * @example {
+             *       "booked_time": "2026-11-24T10:00:00Z",
+             *       "lead_score": 8,
+             *       "consent": true
+             *     }
+             */
+            data?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * @description Why `data` is `null`; `null` when `data` holds the result (and until the call is terminal). Present exactly
+             *     when `data` is.
+             */
+            data_error?: components["schemas"]["AnalysisError"] | null;
+            /**
+             * @description The analysis model's judgement against the agent's `analysis.success_criteria` as they were
+             *     when the conversation started. Present only when criteria were set; `null` when the judgement
+             *     could not be had, with `success_error` saying why (and until the call is terminal).
+             */
+            success?: components["schemas"]["SuccessEvaluation"] | null;
+            /** @description Why `success` is `null`; `null` when it holds the judgement (and until the call is terminal). Present exactly when `success` is. */
+            success_error?: components["schemas"]["AnalysisError"] | null;
             /**
              * @description Answering-machine detection result. Null until answered or when detection did not run. Carrier
              *     values map as: provider_a `human` -> human, `machine_*` and `fax` -> machine, `unknown` -> unknown;
@@ -4335,7 +4518,9 @@ export interface components {
          * RealtimeConversation
          * @description The record of one finished web realtime session. It carries every field of the session's
          *     `call.completed` event with the same values (`tool_calls` likewise only when the agent called a
-         *     tool), so a missed webhook can be made up by reading it, plus `user_id`, `source` and `ended_at`.
+         *     tool, and `data`/`data_error`, `success`/`success_error` likewise only when the agent's `analysis`
+         *     setting had that part), so a missed webhook can be made up by reading it, plus `user_id`, `source`
+         *     and `ended_at`.
          *     A record exists once the session has ended and been finalised (just before `call.completed` is
          *     sent); a live session has none yet.
          * @example {
@@ -4468,6 +4653,35 @@ export interface components {
              * @description When the session closed.
              */
             ended_at: string;
+            /**
+             * @description The structured data post-call analysis extracted, following the agent's
+             *     `analysis.schema` as it was when the conversation started, and validated against it. Present
+             *     only when that schema was set: a conversation of an agent without one carries no `data` (nor
+             *     `data_error`), exactly as before the setting existed. `null` when the result could not be had
+             *     or did not validate, with `data_error` saying why; never a partial or guessed
+             *     object.
+             * @example {
+             *       "booked_time": "2026-11-24T10:00:00Z",
+             *       "lead_score": 8,
+             *       "consent": true
+             *     }
+             */
+            data?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * @description Why `data` is `null`; `null` when `data` holds the result. Present exactly
+             *     when `data` is.
+             */
+            data_error?: components["schemas"]["AnalysisError"] | null;
+            /**
+             * @description The analysis model's judgement against the agent's `analysis.success_criteria` as they were
+             *     when the conversation started. Present only when criteria were set; `null` when the judgement
+             *     could not be had, with `success_error` saying why.
+             */
+            success?: components["schemas"]["SuccessEvaluation"] | null;
+            /** @description Why `success` is `null`; `null` when it holds the judgement. Present exactly when `success` is. */
+            success_error?: components["schemas"]["AnalysisError"] | null;
         };
         /** RealtimeConversationList */
         RealtimeConversationList: {
@@ -4693,7 +4907,10 @@ export interface components {
          * CallCompletedEvent
          * @description Body of the `call.completed` event, sent once when a phone call or a web realtime session ends,
          *     after post-call analysis. Every field is always present except `tool_calls`, which is present only
-         *     when the agent called at least one tool. The fields are exactly the spec's table. For a phone call
+         *     when the agent called at least one tool, and the structured results of the agent's `analysis`
+         *     setting (`data` with `data_error` when it has a schema, `success` with `success_error` when it has
+         *     success criteria), present only when that part was set. Without them the fields are exactly the
+         *     spec's table. For a phone call
          *     `conversation_id` is the call's id (`call_...`, for `GET /api/v1/calls/{call_id}`); for a web session
          *     `call_sid` and `to_number` are null, `provider` is `web`, and `conversation_id` (`conv_...`)
          *     identifies the session (`GET /api/v1/realtime/conversations/{conversation_id}`).
@@ -4761,7 +4978,18 @@ export interface components {
          *           "duration_ms": 412,
          *           "started_at": 1795305113.51
          *         }
-         *       ]
+         *       ],
+         *       "data": {
+         *         "appointment_confirmed": true,
+         *         "appointment_time": "2026-11-22T10:00:00Z",
+         *         "dentist": "Dr. Okafor"
+         *       },
+         *       "data_error": null,
+         *       "success": {
+         *         "met": true,
+         *         "reason": "The patient confirmed the appointment and asked nothing left unanswered."
+         *       },
+         *       "success_error": null
          *     }
          * @example {
          *       "event": "call.completed",
@@ -4911,6 +5139,35 @@ export interface components {
             created_at: string;
             /** @description The tool calls the agent made, in the order they started. Absent when there were none. */
             tool_calls?: components["schemas"]["ToolCallRecord"][];
+            /**
+             * @description The structured data post-call analysis extracted, following the agent's
+             *     `analysis.schema` as it was when the conversation started, and validated against it. Present
+             *     only when that schema was set: a conversation of an agent without one carries no `data` (nor
+             *     `data_error`), exactly as before the setting existed. `null` when the result could not be had
+             *     or did not validate, with `data_error` saying why; never a partial or guessed
+             *     object.
+             * @example {
+             *       "booked_time": "2026-11-24T10:00:00Z",
+             *       "lead_score": 8,
+             *       "consent": true
+             *     }
+             */
+            data?: {
+                [key: string]: unknown;
+            } | null;
+            /**
+             * @description Why `data` is `null`; `null` when `data` holds the result. Present exactly
+             *     when `data` is.
+             */
+            data_error?: components["schemas"]["AnalysisError"] | null;
+            /**
+             * @description The analysis model's judgement against the agent's `analysis.success_criteria` as they were
+             *     when the conversation started. Present only when criteria were set; `null` when the judgement
+             *     could not be had, with `success_error` saying why.
+             */
+            success?: components["schemas"]["SuccessEvaluation"] | null;
+            /** @description Why `success` is `null`; `null` when it holds the judgement. Present exactly when `success` is. */
+            success_error?: components["schemas"]["AnalysisError"] | null;
         };
         /**
          * BatchCompletedEvent
@@ -5861,6 +6118,30 @@ export interface operations {
                  *       },
                  *       "realtime": {
                  *         "enable_screen_share": false
+                 *       },
+                 *       "analysis": {
+                 *         "schema": {
+                 *           "type": "object",
+                 *           "properties": {
+                 *             "confirmed": {
+                 *               "type": "boolean",
+                 *               "description": "Whether the patient confirmed the appointment."
+                 *             },
+                 *             "new_time": {
+                 *               "type": [
+                 *                 "string",
+                 *                 "null"
+                 *               ],
+                 *               "format": "date-time",
+                 *               "description": "The new time",
+                 *               "when the patient rescheduled.": null
+                 *             }
+                 *           },
+                 *           "required": [
+                 *             "confirmed"
+                 *           ]
+                 *         },
+                 *         "success_criteria": "The patient confirms the appointment or agrees on a new time."
                  *       }
                  *     }
                  */
@@ -5914,6 +6195,30 @@ export interface operations {
                      *       "realtime": {
                      *         "enable_webcam": true,
                      *         "enable_screen_share": false
+                     *       },
+                     *       "analysis": {
+                     *         "schema": {
+                     *           "type": "object",
+                     *           "properties": {
+                     *             "confirmed": {
+                     *               "type": "boolean",
+                     *               "description": "Whether the patient confirmed the appointment."
+                     *             },
+                     *             "new_time": {
+                     *               "type": [
+                     *                 "string",
+                     *                 "null"
+                     *               ],
+                     *               "format": "date-time",
+                     *               "description": "The new time",
+                     *               "when the patient rescheduled.": null
+                     *             }
+                     *           },
+                     *           "required": [
+                     *             "confirmed"
+                     *           ]
+                     *         },
+                     *         "success_criteria": "The patient confirms the appointment or agrees on a new time."
                      *       },
                      *       "created_at": "2026-11-21T23:51:18.000Z"
                      *     }

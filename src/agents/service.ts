@@ -7,6 +7,8 @@
  * config sent as null clears the provider (configured and inbound_enabled false); changing or clearing a
  * provider's phone_number turns its inbound off; credentials are sealed with the SecretBox before they
  * reach the store and are never returned, logged or quoted in errors. Nothing is checked with a carrier.
+ * `analysis` (what post-call analysis extracts) replaces the stored setting as a whole; its schema is
+ * checked in the schema pool's worker before anything is stored (422 naming the field).
  */
 import type { components } from '../../generated/openapi.js';
 import type { SecretBox } from '../crypto/secrets.js';
@@ -14,7 +16,8 @@ import { conflict, notFound, otherWorkspace, unprocessable } from '../errors/api
 import { isUniqueViolation } from '../lib/db-errors.js';
 import { newUnguessableId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
-import type { AgentRow, AgentStore, AgentValues, ProviderAStored, ProviderBStored, VoicemailStored } from './store.js';
+import { checkAnalysisSchema } from './schema-pool.js';
+import type { AgentRow, AgentStore, AgentValues, AnalysisStored, ProviderAStored, ProviderBStored, VoicemailStored } from './store.js';
 import { checkCallerId } from '../destinations/service.js';
 
 export type Agent = components['schemas']['Agent'];
@@ -25,6 +28,7 @@ type ProviderAInput = components['schemas']['ProviderAConfigInput'];
 type ProviderBInput = components['schemas']['ProviderBConfigInput'];
 type VoicemailInput = components['schemas']['VoicemailConfigInput'];
 type RealtimeInput = components['schemas']['RealtimeInput'];
+type AnalysisInput = components['schemas']['AgentAnalysisInput'];
 
 /** An agent as the call and session bridges need it; credentials in plaintext, so never serialise it. */
 export interface RuntimeAgent {
@@ -43,6 +47,8 @@ export interface RuntimeAgent {
   variablePlaceholders: Record<string, string>;
   realtime: { enableWebcam: boolean; enableScreenShare: boolean };
   voicemailConfig: VoicemailStored | null;
+  /** What post-call analysis extracts; copied onto each conversation as it starts. */
+  analysis: AnalysisStored | null;
   providerA: { accountSid: string | null; authToken: string | null; phoneNumber: string | null; inboundEnabled: boolean; configured: boolean } | null;
   providerB: {
     apiKey: string | null;
@@ -78,6 +84,13 @@ function voicemail(v: VoicemailInput | null | undefined): VoicemailStored | null
     detection_timeout_seconds: v.detection_timeout_seconds ?? null,
     retry_on_voicemail: v.retry_on_voicemail ?? true,
   };
+}
+
+/** The stored setting: both fields, `null` where not set; a setting with neither is no setting. */
+function analysisSetting(a: AnalysisInput | null | undefined): AnalysisStored | null {
+  const schema = (a?.schema ?? null) as Record<string, unknown> | null;
+  const criteria = a?.success_criteria ?? null;
+  return schema === null && criteria === null ? null : { schema, success_criteria: criteria };
 }
 
 function configuredA(c: ProviderAStored | null, phone: string | null): boolean {
@@ -153,6 +166,7 @@ export class AgentService {
         },
       },
       realtime: { enable_webcam: row.enable_webcam, enable_screen_share: row.enable_screen_share },
+      analysis: row.analysis,
       created_at: row.created_at.toISOString(),
     };
   }
@@ -202,8 +216,10 @@ export class AgentService {
       provider_b_inbound_enabled: false,
       enable_webcam: true,
       enable_screen_share: true,
+      analysis: null,
     };
     await this.checkNumbers(workspaceId, body as UpdateRequest);
+    await this.checkAnalysis(body);
     // On create, a field sent as null takes its default, which is exactly what applying it to the defaults does.
     const id = newUnguessableId('agent');
     Object.assign(values, this.changes(id, values, body as UpdateRequest));
@@ -226,6 +242,8 @@ export class AgentService {
       await this.owned(workspaceId, agentId);
       await this.checkNumbers(workspaceId, body);
     }
+    // Before the row lock: compiling a schema takes a worker thread a while.
+    await this.checkAnalysis(body);
     const row = await this.store.transaction(async (trx) => {
       const current = this.check(await this.store.findForUpdate(trx, agentId), workspaceId, agentId);
       const changes = this.changes(agentId, current, body);
@@ -233,6 +251,12 @@ export class AgentService {
       return this.store.update(trx, agentId, changes);
     });
     return this.toAgent(row);
+  }
+
+  /** 422 (analysis_schema_too_large, analysis_schema_too_deep, invalid_analysis_schema) before anything is stored. */
+  private async checkAnalysis(body: UpdateRequest): Promise<void> {
+    const schema = body.analysis?.schema;
+    if (schema) await checkAnalysisSchema(schema as Record<string, unknown>);
   }
 
   async delete(workspaceId: string, agentId: string): Promise<{ status: 'deleted'; agent_id: string }> {
@@ -301,6 +325,7 @@ export class AgentService {
       variablePlaceholders: row.variable_placeholders,
       realtime: { enableWebcam: row.enable_webcam, enableScreenShare: row.enable_screen_share },
       voicemailConfig: row.voicemail_config,
+      analysis: row.analysis,
       providerA:
         a || row.provider_a_phone_number
           ? {
@@ -339,6 +364,7 @@ export class AgentService {
     if (has(body, 'can_end_conversation')) out.can_end_conversation = body.can_end_conversation ?? false;
     if (has(body, 'variable_placeholders')) out.variable_placeholders = (body.variable_placeholders ?? {}) as Record<string, string>;
     if (has(body, 'voicemail_config')) out.voicemail_config = voicemail(body.voicemail_config);
+    if (has(body, 'analysis')) out.analysis = analysisSetting(body.analysis);
     if (has(body, 'realtime')) {
       const r = body.realtime as RealtimeInput | null;
       if (r === null) {

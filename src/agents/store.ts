@@ -22,6 +22,13 @@ export interface VoicemailStored {
   retry_on_voicemail: boolean;
 }
 
+/** An agent's `analysis` setting (AgentAnalysis in the contract); copied onto each conversation as it starts. */
+export interface AnalysisStored {
+  /** JSON Schema (2020-12) of the data to extract; checked on write (analysis-schema.ts). */
+  schema: Record<string, unknown> | null;
+  success_criteria: string | null;
+}
+
 export interface AgentRow {
   id: string;
   workspace_id: string;
@@ -46,13 +53,14 @@ export interface AgentRow {
   provider_b_inbound_enabled: boolean;
   enable_webcam: boolean;
   enable_screen_share: boolean;
+  analysis: AnalysisStored | null;
   created_at: Date;
   updated_at: Date;
 }
 
 export type AgentValues = Omit<AgentRow, 'id' | 'workspace_id' | 'created_at' | 'updated_at'>;
 
-const JSON_COLUMNS = ['variable_placeholders', 'voicemail_config', 'provider_a_config', 'provider_b_config'] as const;
+const JSON_COLUMNS = ['variable_placeholders', 'voicemail_config', 'provider_a_config', 'provider_b_config', 'analysis'] as const;
 
 /** knex/pg would send a JS object as-is and a JS array wrongly; jsonb columns get JSON text. */
 function encode(values: Partial<AgentValues>): Record<string, unknown> {

@@ -61,7 +61,7 @@ export class CallFinaliser {
     const endedAt = row.ended_at ?? o.endedAt ?? row.media_ended_at ?? this.clock.now();
     const talkMs = row.answered_at ? Math.max(0, endedAt.getTime() - new Date(row.answered_at).getTime()) : 0;
     const log = this.log.child({ callId });
-    const analysis = await analyseConversation(this.voice, row.instruction, row.transcript, log);
+    const analysis = await analyseConversation(this.voice, row.instruction, row.transcript, log, row.analysis);
     const w = writeUp(
       {
         transcript: row.transcript,
@@ -89,6 +89,7 @@ export class CallFinaliser {
           goal_met: w.goal_met,
           needs_review: w.needs_review,
           unanswered_questions: w.unanswered_questions,
+          analysis_results: w.analysis_results,
           latency_avg_ms: w.latency_avg_ms,
           cost_cents: cost,
           bridge_instance: null,

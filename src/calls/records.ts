@@ -6,6 +6,7 @@
 import type { components } from '../../generated/openapi.js';
 import type { ToolCallRecord as EventToolCallRecord } from '../../generated/asyncapi-types.js';
 import type { CallCompletedInput } from '../webhooks/payloads.js';
+import { pendingResults } from '../conversation/write-up.js';
 import { isTerminal, type CallRow } from './store.js';
 
 export type Call = components['schemas']['Call'];
@@ -46,6 +47,8 @@ export function toCall(row: CallRow): Call {
     created_at: iso(row.created_at) as string,
     answered_at: iso(row.answered_at),
     ended_at: terminal ? iso(row.ended_at) : null,
+    // The results once written; until then the fields the setting asks for, null.
+    ...((terminal ? row.analysis_results : null) ?? pendingResults(row.analysis)),
   };
 }
 
@@ -74,5 +77,6 @@ export function callCompletedFacts(row: CallRow): CallCompletedInput {
     latency_avg_ms: Number(row.latency_avg_ms ?? 0),
     created_at: new Date(row.created_at),
     tool_calls: row.tool_calls as EventToolCallRecord[],
+    ...(row.analysis_results ?? pendingResults(row.analysis)),
   };
 }

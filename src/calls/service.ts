@@ -186,6 +186,7 @@ export class CallService {
           variables: c.variables ?? {},
           webhook_url: c.webhookUrl ?? null,
           instruction: fillPlaceholders(agent.instruction, variables),
+          analysis: agent.analysis,
           stream_token_hash: null,
           deadline_at: deadline,
         };
@@ -341,6 +342,7 @@ export class CallService {
             variables: {},
             webhook_url: null,
             instruction: fillPlaceholders(agent.instruction, variables),
+            analysis: agent.analysis,
             stream_token_hash: sha256Hex(streamToken),
             deadline_at: deadline,
           },

@@ -8,6 +8,7 @@ import { paginate, type Page, type PageParams } from '../lib/pagination.js';
 import type { ToolCallRecord } from '../conversation/engine.js';
 import type { TranscriptTurn } from '../voice/types.js';
 import type { AnsweredBy, CarrierOutcome } from '../carriers/carrier.js';
+import type { AnalysisResults, AnalysisSetting } from '../conversation/write-up.js';
 
 export type { AnsweredBy, CarrierOutcome };
 
@@ -50,6 +51,10 @@ export interface CallRow {
   variables: Record<string, string>;
   webhook_url: string | null;
   instruction: string;
+  /** The agent's `analysis` setting as the call started with it. */
+  analysis: AnalysisSetting | null;
+  /** Its structured results, written with the terminal status. */
+  analysis_results: AnalysisResults | null;
   transcript: TranscriptTurn[];
   transcript_truncated: boolean;
   interruption_count: number;
@@ -98,6 +103,7 @@ export type NewCall = Pick<
   | 'variables'
   | 'webhook_url'
   | 'instruction'
+  | 'analysis'
   | 'stream_token_hash'
   | 'deadline_at'
 >;
@@ -121,12 +127,12 @@ export interface CallFilters {
   created_before?: string;
 }
 
-const JSON_COLUMNS = ['variables', 'transcript', 'latencies_ms', 'tool_calls', 'unanswered_questions'] as const;
+const JSON_COLUMNS = ['variables', 'transcript', 'latencies_ms', 'tool_calls', 'unanswered_questions', 'analysis', 'analysis_results'] as const;
 
 /** jsonb columns get JSON text (pg would send a JS array as a PostgreSQL array). */
 function encode<T extends Record<string, unknown>>(values: T): Record<string, unknown> {
   const out: Record<string, unknown> = { ...values };
-  for (const c of JSON_COLUMNS) if (c in out && out[c] !== undefined) out[c] = JSON.stringify(out[c]);
+  for (const c of JSON_COLUMNS) if (c in out && out[c] !== undefined) out[c] = out[c] === null ? null : JSON.stringify(out[c]);
   return out;
 }
 

@@ -13,6 +13,7 @@ import { Conversation, type ConversationOptions, type ConversationOutcome, type 
 import { parseFrame, TEXT_SESSION_CODES, type ServerErrorCode } from './frames.js';
 import type { RealtimeServerMessage } from '../../generated/asyncapi-types.js';
 import type { EndReason, Source } from './store.js';
+import type { AnalysisSetting } from '../conversation/write-up.js';
 
 export { FILLER } from '../conversation/engine.js';
 
@@ -25,6 +26,8 @@ export interface SessionInfo {
   startedAt: Date;
   firstMessage: string | null;
   variables: Record<string, string>;
+  /** The agent's `analysis` setting as the session started with it. */
+  analysis: AnalysisSetting | null;
 }
 
 export type SessionOutcome = ConversationOutcome & { endReason: EndReason };

@@ -51,6 +51,7 @@ export class ConversationFinaliser {
       instruction,
       first_message: info.firstMessage,
       variables: info.variables,
+      analysis: info.analysis,
       started_at: info.startedAt,
     });
     const read = progress(() => this.live.changed(info.id, read));
@@ -78,6 +79,7 @@ export class ConversationFinaliser {
       startedAt: new Date(row.started_at),
       firstMessage: row.first_message,
       variables: row.variables,
+      analysis: row.analysis,
     };
     const endedAt = new Date(row.alive_at);
     const outcome: SessionOutcome = {
@@ -103,7 +105,7 @@ export class ConversationFinaliser {
     elapsedMs: number,
     outer?: Knex.Transaction,
   ): Promise<ConversationRow | undefined> {
-    const analysis = await analyseConversation(this.voice, instruction, outcome.transcript, this.log.child({ sessionId: info.id }));
+    const analysis = await analyseConversation(this.voice, instruction, outcome.transcript, this.log.child({ sessionId: info.id }), info.analysis);
     const w = writeUp(outcome, elapsedMs, analysis);
     const row: ConversationRow = {
       id: info.id,
@@ -130,6 +132,7 @@ export class ConversationFinaliser {
       needs_review: w.needs_review,
       unanswered_questions: w.unanswered_questions,
       tool_calls: w.tool_calls,
+      analysis_results: w.analysis_results,
       cost_cents: sessionCost(info.source, elapsedMs, this.metering),
     };
     const payload = callCompletedPayload(sessionCallFacts(row));

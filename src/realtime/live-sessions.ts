@@ -10,6 +10,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { ConversationOutcome } from '../conversation/engine.js';
 import type { TranscriptTurn } from '../voice/types.js';
+import type { AnalysisSetting } from '../conversation/write-up.js';
 import type { Source } from './store.js';
 
 export type Progress = Omit<ConversationOutcome, 'status' | 'endedAt'>;
@@ -23,6 +24,7 @@ export interface LiveSessionRow {
   instruction: string;
   first_message: string | null;
   variables: Record<string, string>;
+  analysis: AnalysisSetting | null;
   started_at: Date;
   alive_at: Date;
   transcript: TranscriptTurn[];
@@ -35,7 +37,7 @@ export interface LiveSessionRow {
 
 export type NewLiveSession = Pick<
   LiveSessionRow,
-  'id' | 'workspace_id' | 'agent_id' | 'user_id' | 'source' | 'instruction' | 'first_message' | 'variables' | 'started_at'
+  'id' | 'workspace_id' | 'agent_id' | 'user_id' | 'source' | 'instruction' | 'first_message' | 'variables' | 'analysis' | 'started_at'
 >;
 
 /** A progress save waits this long for more to save with it (a burst of turns is one write). */
@@ -52,7 +54,7 @@ export class LiveSessions {
   /** Records a session that just started; its later saves wait for this insert. */
   open(row: NewLiveSession): void {
     const opened = this.db('realtime_live_sessions')
-      .insert({ ...row, variables: JSON.stringify(row.variables) })
+      .insert({ ...row, variables: JSON.stringify(row.variables), analysis: row.analysis ? JSON.stringify(row.analysis) : null })
       .then(() => undefined)
       .catch((err) => this.log.warn({ err, sessionId: row.id }, 'could not record the live session; a crash would lose it'));
     this.local.set(row.id, { opened, saving: opened });

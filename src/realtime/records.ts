@@ -41,6 +41,7 @@ export function sessionCallFacts(row: ConversationRow): CallCompletedInput {
     latency_avg_ms: Number(row.latency_avg_ms),
     created_at: new Date(row.started_at),
     tool_calls: (row.tool_calls as ToolCallRecord[] | null) ?? null,
+    ...row.analysis_results,
   };
 }
 

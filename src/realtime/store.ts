@@ -1,6 +1,7 @@
 /** Realtime tokens and the conversation records of web sessions in PostgreSQL. */
 import type { Knex } from 'knex';
 import { paginate, type Page, type PageParams } from '../lib/pagination.js';
+import type { AnalysisResults } from '../conversation/write-up.js';
 
 export type Source = 'voice' | 'camera' | 'screen' | 'text';
 export type EndReason = 'client_closed' | 'agent_ended' | 'service_error' | 'shutdown' | 'instance_lost';
@@ -48,6 +49,8 @@ export interface ConversationRow {
   needs_review: boolean;
   unanswered_questions: string[];
   tool_calls: unknown[] | null;
+  /** The structured results of the agent's `analysis` setting; null when it had none. */
+  analysis_results: AnalysisResults | null;
   cost_cents: number;
 }
 
@@ -112,6 +115,7 @@ export class RealtimeStore {
           transcript: JSON.stringify(row.transcript),
           unanswered_questions: JSON.stringify(row.unanswered_questions),
           tool_calls: row.tool_calls ? JSON.stringify(row.tool_calls) : null,
+          analysis_results: row.analysis_results ? JSON.stringify(row.analysis_results) : null,
         })
         .onConflict('id')
         .ignore()

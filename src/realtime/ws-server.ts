@@ -174,6 +174,7 @@ export class RealtimeGateway {
         startedAt: a.startedAt,
         firstMessage: a.firstMessage,
         variables: a.variables,
+        analysis: a.agent.analysis,
       },
       this.tools,
       this.clock,

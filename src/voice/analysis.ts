@@ -1,15 +1,22 @@
 /**
- * Post-call analysis: summary, sentiment, goal_met, needs_review, unanswered_questions.
+ * Post-call analysis: summary, sentiment, goal_met, needs_review, unanswered_questions, and, when the
+ * agent asks for them, structured `data` following its JSON Schema and a `success` judgement against its
+ * criteria, all in one request.
  *
  * The Live protocol has no one-shot text request, so the analysis asks the voice service's host for a
- * REST `models/{VOICE_ANALYSIS_MODEL}:generateContent` (JSON output), at the http(s) origin of
- * VOICE_SERVICE_URL, with GEMINI_API_KEY as `x-goog-api-key`. The sandbox voice service answers that
- * request with the deterministic analyzer below. When the model's answer cannot be had or does not parse,
- * the deterministic analysis is used and the conversation is flagged needs_review.
+ * REST `models/{VOICE_ANALYSIS_MODEL}:generateContent` at the http(s) origin of VOICE_SERVICE_URL, with
+ * GEMINI_API_KEY as `x-goog-api-key`, using the API's structured output: `generationConfig.
+ * responseMimeType: application/json` with `responseJsonSchema`, the schema of the whole answer (the
+ * fixed fields, the agent's data schema under `data` as structured-output.ts reduces it, `success`).
+ * The sandbox voice service answers that request with the deterministic analyzer below and the fixed
+ * extraction rules of src/sandbox/voice/extraction.ts. When the fixed fields cannot be had or do not
+ * parse, the deterministic analysis is used and the conversation is flagged needs_review; `data` and
+ * `success` are then reported as failed (the write-up makes them null with the reason), never guessed.
  */
 import type { Logger } from 'pino';
 import { z } from 'zod';
-import type { ConversationAnalysis, TranscriptTurn } from './types.js';
+import { forStructuredOutput } from './structured-output.js';
+import type { AnalysisAnswer, AnalysisRequest, AnswerPart, ConversationAnalysis, TranscriptTurn } from './types.js';
 
 const POSITIVE = new Set([
   'thanks',
@@ -121,30 +128,45 @@ export function analyzeTranscript(transcript: TranscriptTurn[]): ConversationAna
 
 export const TRANSCRIPT_MARKER = 'TRANSCRIPT (JSON, one line):';
 export const INSTRUCTION_MARKER = 'AGENT INSTRUCTION (JSON string, one line):';
+export const SUCCESS_MARKER = 'SUCCESS CRITERIA (JSON string, one line):';
 
-export function analysisPrompt(instruction: string, transcript: TranscriptTurn[]): string {
-  return [
+export function analysisPrompt(input: AnalysisRequest): string {
+  const lines = [
     'Analyse this finished conversation between a voice agent (role "model") and a person (role "user").',
     'Answer with one JSON object: {"summary": string (2-3 sentences), "sentiment": "positive"|"neutral"|"negative"',
     '(the person\'s), "goal_met": boolean (did the agent achieve what its instruction asks), "needs_review": boolean',
     '(should a human look at it), "unanswered_questions": string[] (questions of the person left unanswered)}.',
-    INSTRUCTION_MARKER,
-    JSON.stringify(instruction),
-    TRANSCRIPT_MARKER,
-    JSON.stringify(transcript.map((t) => ({ role: t.role, text: t.text }))),
-  ].join('\n');
+  ];
+  if (input.dataSchema) {
+    lines.push(
+      'Also answer "data": the facts its schema asks for, taken only from what was said in the conversation. Leave out',
+      'a fact nobody stated (or give null where the schema allows it); never guess or invent one.',
+    );
+  }
+  if (input.successCriteria) {
+    lines.push('Also answer "success": {"met": boolean, "reason": string (one or two sentences)}: whether the conversation met the success criteria below.');
+  }
+  lines.push(INSTRUCTION_MARKER, JSON.stringify(input.instruction));
+  if (input.successCriteria) lines.push(SUCCESS_MARKER, JSON.stringify(input.successCriteria));
+  lines.push(TRANSCRIPT_MARKER, JSON.stringify(input.transcript.map((t) => ({ role: t.role, text: t.text }))));
+  return lines.join('\n');
 }
 
-/** The transcript and instruction back out of an analysisPrompt (the sandbox's side). */
-export function parseAnalysisPrompt(prompt: string): { instruction: string; transcript: TranscriptTurn[] } | null {
+/** The transcript, instruction and success criteria back out of an analysisPrompt (the sandbox's side). */
+export function parseAnalysisPrompt(prompt: string): { instruction: string; transcript: TranscriptTurn[]; successCriteria: string | null } | null {
   const lines = prompt.split('\n');
   const at = (marker: string) => lines.indexOf(marker);
   const t = at(TRANSCRIPT_MARKER);
   const ins = at(INSTRUCTION_MARKER);
+  const sc = at(SUCCESS_MARKER);
   if (t < 0 || ins < 0) return null;
   try {
     const turns = z.array(z.object({ role: z.enum(['model', 'user']), text: z.string() })).parse(JSON.parse(lines[t + 1] ?? ''));
-    return { instruction: z.string().parse(JSON.parse(lines[ins + 1] ?? '')), transcript: turns.map((x) => ({ ...x, timestamp: 0 })) };
+    return {
+      instruction: z.string().parse(JSON.parse(lines[ins + 1] ?? '')),
+      transcript: turns.map((x) => ({ ...x, timestamp: 0 })),
+      successCriteria: sc < 0 ? null : z.string().parse(JSON.parse(lines[sc + 1] ?? '')),
+    };
   } catch {
     return null;
   }
@@ -158,6 +180,34 @@ const analysisSchema = z.object({
   unanswered_questions: z.array(z.string()),
 });
 
+/** Where the agent's data schema sits in the answer's schema (its local `$ref`s are rebased there). */
+export const DATA_SCHEMA_BASE = '#/properties/data';
+
+/** `generationConfig.responseJsonSchema`: the schema of the whole answer. */
+export function analysisResponseSchema(input: AnalysisRequest): Record<string, unknown> {
+  const properties: Record<string, unknown> = {
+    summary: { type: 'string', description: 'Two or three sentences on what happened.' },
+    sentiment: { type: 'string', enum: ['positive', 'neutral', 'negative'], description: "The person's overall sentiment." },
+    goal_met: { type: 'boolean', description: 'Whether the agent achieved what its instruction asks.' },
+    needs_review: { type: 'boolean', description: 'Whether a human should look at the conversation.' },
+    unanswered_questions: { type: 'array', items: { type: 'string' }, description: "The person's questions left unanswered." },
+  };
+  if (input.dataSchema) properties.data = forStructuredOutput(input.dataSchema, DATA_SCHEMA_BASE);
+  if (input.successCriteria) {
+    properties.success = {
+      type: 'object',
+      properties: {
+        met: { type: 'boolean', description: 'Whether the conversation met the success criteria.' },
+        reason: { type: 'string', description: 'Why, in one or two sentences.' },
+      },
+      required: ['met', 'reason'],
+      propertyOrdering: ['met', 'reason'],
+    };
+  }
+  const names = Object.keys(properties);
+  return { type: 'object', properties, required: names, propertyOrdering: names };
+}
+
 /** The http(s) origin serving generateContent next to a ws(s) Live endpoint. */
 export function restOrigin(liveUrl: string): string {
   const url = new URL(liveUrl);
@@ -165,27 +215,80 @@ export function restOrigin(liveUrl: string): string {
   return url.origin;
 }
 
+interface GenerateContentResponse {
+  candidates?: Array<{ content?: { parts?: Array<{ text?: string; thought?: boolean }> }; finishReason?: string }>;
+  promptFeedback?: { blockReason?: string };
+}
+
+/** The answer's JSON text, or why the model gave none (blocked, cut short, no candidate). */
+function answerText(body: GenerateContentResponse): { text: string } | { failed: string } {
+  const candidate = body.candidates?.[0];
+  if (!candidate) return { failed: `the model gave no answer${body.promptFeedback?.blockReason ? ` (blocked: ${body.promptFeedback.blockReason})` : ''}` };
+  const text = (candidate.content?.parts ?? [])
+    .filter((p) => !p.thought)
+    .map((p) => p.text ?? '')
+    .join('');
+  if (candidate.finishReason && !['STOP', 'FINISH_REASON_UNSPECIFIED'].includes(candidate.finishReason) && !text) {
+    return { failed: `the model stopped without an answer (${candidate.finishReason})` };
+  }
+  return { text };
+}
+
+const MESSAGE_MAX = 1000;
+const clipMessage = (m: string) => (m.length > MESSAGE_MAX ? `${m.slice(0, MESSAGE_MAX - 3)}...` : m);
+
 export async function analyzeWithModel(
   opts: { origin: string; apiKey?: string; model: string; timeoutMs: number; log: Logger },
-  input: { instruction: string; transcript: TranscriptTurn[] },
-): Promise<ConversationAnalysis> {
+  input: AnalysisRequest,
+): Promise<AnalysisAnswer> {
   const model = opts.model.startsWith('models/') ? opts.model : `models/${opts.model}`;
+  const asked = { data: Boolean(input.dataSchema), success: Boolean(input.successCriteria) };
+  /** The fixed analysis from the transcript (flagged for review), and the asked-for parts failed alike. */
+  const fallback = (part: AnswerPart & { ok: false }): AnalysisAnswer => ({
+    ...analyzeTranscript(input.transcript),
+    needs_review: true,
+    ...(asked.data ? { data: part } : {}),
+    ...(asked.success ? { success: part } : {}),
+  });
+  let body: GenerateContentResponse;
   try {
     const res = await fetch(`${opts.origin}/v1beta/${model}:generateContent`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...(opts.apiKey ? { 'x-goog-api-key': opts.apiKey } : {}) },
       body: JSON.stringify({
-        contents: [{ role: 'user', parts: [{ text: analysisPrompt(input.instruction, input.transcript) }] }],
-        generationConfig: { responseMimeType: 'application/json', temperature: 0 },
+        contents: [{ role: 'user', parts: [{ text: analysisPrompt(input) }] }],
+        generationConfig: { responseMimeType: 'application/json', responseJsonSchema: analysisResponseSchema(input), temperature: 0 },
       }),
       signal: AbortSignal.timeout(opts.timeoutMs),
     });
     if (!res.ok) throw new Error(`generateContent answered ${res.status}`);
-    const body = (await res.json()) as { candidates?: Array<{ content?: { parts?: Array<{ text?: string }> } }> };
-    const text = (body.candidates?.[0]?.content?.parts ?? []).map((p) => p.text ?? '').join('');
-    return analysisSchema.parse(JSON.parse(text));
+    body = (await res.json()) as GenerateContentResponse;
   } catch (err) {
-    opts.log.warn({ err: (err as Error).message }, 'post-call analysis by the model failed; using the transcript analyzer');
-    return { ...analyzeTranscript(input.transcript), needs_review: true };
+    const message = (err as Error).name === 'TimeoutError' ? `the analysis model did not answer within ${opts.timeoutMs / 1000} s` : (err as Error).message;
+    opts.log.warn({ err: message }, 'post-call analysis by the model failed; using the transcript analyzer');
+    return fallback({ ok: false, code: 'analysis_failed', message: clipMessage(message) });
   }
+  const answer = answerText(body);
+  if ('failed' in answer) {
+    opts.log.warn({ err: answer.failed }, 'post-call analysis by the model failed; using the transcript analyzer');
+    return fallback({ ok: false, code: 'analysis_failed', message: answer.failed });
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(answer.text);
+  } catch {
+    opts.log.warn('the analysis model did not answer JSON; using the transcript analyzer');
+    return fallback({ ok: false, code: 'invalid_output', message: "the model's answer is not JSON" });
+  }
+  const obj = parsed && typeof parsed === 'object' && !Array.isArray(parsed) ? (parsed as Record<string, unknown>) : null;
+  if (!obj) return fallback({ ok: false, code: 'invalid_output', message: "the model's answer is not a JSON object" });
+  const part = (name: string): AnswerPart =>
+    name in obj ? { ok: true, value: obj[name] } : { ok: false, code: 'invalid_output', message: `the model's answer has no "${name}"` };
+  const fixed = analysisSchema.safeParse(obj);
+  if (!fixed.success) opts.log.warn({ err: fixed.error.issues[0]?.message }, "the analysis model's fixed fields do not parse; using the transcript analyzer");
+  return {
+    ...(fixed.success ? fixed.data : { ...analyzeTranscript(input.transcript), needs_review: true }),
+    ...(asked.data ? { data: part('data') } : {}),
+    ...(asked.success ? { success: part('success') } : {}),
+  };
 }

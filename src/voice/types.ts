@@ -92,10 +92,32 @@ export interface ConversationAnalysis {
   unanswered_questions: string[];
 }
 
+/** What post-call analysis is asked about one finished conversation. */
+export interface AnalysisRequest {
+  instruction: string;
+  transcript: TranscriptTurn[];
+  /** JSON Schema (2020-12) of structured data to extract as well (an agent's `analysis.schema`). */
+  dataSchema?: Record<string, unknown> | null;
+  /** Criteria to judge the conversation by (an agent's `analysis.success_criteria`). */
+  successCriteria?: string | null;
+}
+
+/** One asked-for part of the model's answer, as it came (not yet checked against the schema), or why there is none. */
+export type AnswerPart = { ok: true; value: unknown } | { ok: false; code: 'analysis_failed' | 'invalid_output'; message: string };
+
+/**
+ * The fixed analysis (from the model, else the transcript analyzer flagged for review), and `data` /
+ * `success` exactly when they were asked for.
+ */
+export interface AnalysisAnswer extends ConversationAnalysis {
+  data?: AnswerPart;
+  success?: AnswerPart;
+}
+
 export interface VoiceService {
   /** Opens a session; rejects when the voice service cannot start one (callers close with 1011). */
   open(config: VoiceSessionConfig): Promise<VoiceSession>;
-  /** Post-call analysis of a finished conversation. */
-  analyze(input: { instruction: string; transcript: TranscriptTurn[] }): Promise<ConversationAnalysis>;
+  /** Post-call analysis of a finished conversation, in one request to the analysis model. */
+  analyze(input: AnalysisRequest): Promise<AnalysisAnswer>;
   close(): Promise<void>;
 }

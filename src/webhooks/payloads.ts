@@ -1,8 +1,9 @@
 /**
  * The one place that builds event payloads. Each builder takes the facts of a finished call, web
  * session or batch, writes the fields in the contract's order (`tool_calls` only when a tool was
- * called), and validates the result against the AsyncAPI message schema (generated/asyncapi.json),
- * so a payload that does not match the contract is refused before anything is recorded or sent.
+ * called, `data`/`success` and their errors only when the agent's `analysis` setting asked), and
+ * validates the result against the AsyncAPI message schema (generated/asyncapi.json), so a payload
+ * that does not match the contract is refused before anything is recorded or sent.
  */
 import type { BatchCompletedEvent, CallCompletedEvent, ToolCallRecord } from '../../generated/asyncapi-types.js';
 import { asyncapiPayloadValidator } from '../contract/documents.js';
@@ -77,6 +78,9 @@ export function callCompletedPayload(input: CallCompletedInput): CallCompletedEv
     created_at: iso(input.created_at),
   };
   if (input.tool_calls && input.tool_calls.length > 0) payload.tool_calls = input.tool_calls as CallCompletedEvent['tool_calls'];
+  // The structured results of the agent's `analysis` setting: only the parts it asked for.
+  if (input.data !== undefined) Object.assign(payload, { data: input.data, data_error: input.data_error ?? null });
+  if (input.success !== undefined) Object.assign(payload, { success: input.success, success_error: input.success_error ?? null });
   validateEventPayload('call.completed', payload);
   return payload;
 }

@@ -1,9 +1,10 @@
 /**
  * The dashboard in real headless Chromium, against the real service: how its page, script and styles
  * are served; sign-up, logout and login; an API key created (shown once, then only its prefix) and
- * revoked; an agent created and edited (credentials write-only) and tried with the web widget on a
- * dashboard-minted token; a CSV batch with a bad row watched until it finishes, and one of its calls
- * opened with its transcript; a viewer who can read but not change.
+ * revoked; an agent created and edited (credentials write-only; a data schema and success criteria)
+ * and tried with the web widget on a dashboard-minted token; a CSV batch with a bad row watched until
+ * it finishes, and one of its calls opened with its transcript and structured results; a viewer who
+ * can read but not change.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -163,6 +164,8 @@ describe('dashboard', () => {
     await page.getByLabel('Detect answering machines').check();
     await page.getByLabel('Message after the beep').fill('Please call us back.');
     await page.getByLabel('Camera').uncheck();
+    await page.getByLabel('Data schema').fill('{"type": "object", "properties": {"appointment": {"type": ["string", "null"]}}}');
+    await page.getByLabel('Success criteria').fill('The caller says "appointment".');
     const providerA = page.getByRole('group', { name: /^provider_a/ });
     await providerA.getByLabel('Account SID').fill(`AC${'0'.repeat(32)}`);
     await providerA.getByLabel('Auth token').fill(authToken);
@@ -181,6 +184,10 @@ describe('dashboard', () => {
     assert.deepEqual(agent.voicemail_config, { enabled: true, message: 'Please call us back.', detection_timeout_seconds: null, retry_on_voicemail: true });
     assert.deepEqual(agent.realtime, { enable_webcam: false, enable_screen_share: true });
     assert.deepEqual(agent.telephony.provider_a, { configured: true, phone_number: '+14155550100', inbound_enabled: false });
+    assert.deepEqual(agent.analysis, {
+      schema: { type: 'object', properties: { appointment: { type: ['string', 'null'] } } },
+      success_criteria: 'The caller says "appointment".',
+    });
 
     // Saved again with nothing typed in the credential boxes: the stored credentials stay.
     await page.getByLabel('Name', { exact: true }).fill('Front desk (Acme)');
@@ -267,6 +274,11 @@ describe('dashboard', () => {
     await page.locator('.transcript li').first().waitFor();
     assert.match(await page.locator('.transcript').innerText(), /Hello Linus! How can I help you today\?/);
     await heading('Analysis');
+    // The agent's analysis setting: the data the sandbox model heard (nobody stated an appointment) and the judgement.
+    await heading('Results');
+    const results = page.locator('dl.facts').last();
+    assert.match(await results.innerText(), /"appointment": null/);
+    assert.match(await results.innerText(), /met — The caller said "appointment"\./);
   });
 
   it('a viewer reads everything and is offered no change', async () => {

@@ -66,6 +66,7 @@ describe('agents: create, read, list, delete', () => {
           provider_b: { configured: false, phone_number: null, inbound_enabled: false },
         },
         realtime: { enable_webcam: true, enable_screen_share: true },
+        analysis: null,
       },
     );
     assert.ok(Date.parse(a.created_at) > Date.now() - 60_000);

@@ -19,6 +19,7 @@ import * as m013 from './013_service_settings.js';
 import * as m014 from './014_realtime_token_minter.js';
 import * as m015 from './015_realtime_ip_attempt_log.js';
 import * as m016 from './016_destinations_policy.js';
+import * as m017 from './017_results_analysis.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -42,6 +43,7 @@ const migrations: Array<[string, Migration]> = [
   ['014_realtime_token_minter', m014],
   ['015_realtime_ip_attempt_log', m015],
   ['016_destinations_policy', m016],
+  ['017_results_analysis', m017],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {

@@ -1,6 +1,7 @@
 /**
  * The sandbox voice service: a local server speaking the Gemini Live BidiGenerateContent protocol over
- * WebSocket (and the REST generateContent call used for post-call analysis), so the real adapter runs in
+ * WebSocket (and the REST generateContent call used for post-call analysis, with structured output:
+ * the fixed fields, and `data`/`success` by the rules of extraction.ts), so the real adapter runs in
  * development and in every test. Listens on 127.0.0.1, random port by default.
  *
  * Operations for tests and demos (the peer's own controls, not a protocol feature):
@@ -13,6 +14,7 @@ import { randomBytes } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer } from 'ws';
 import { analyzeTranscript, parseAnalysisPrompt } from '../../voice/analysis.js';
+import { extractData, judgeSuccess } from './extraction.js';
 import { DEFAULT_SPEECH_RMS } from '../../audio/pcm16.js';
 import { BIDI_PATH } from '../../voice/live-protocol.js';
 import { SandboxConnection, type Conversation, type ConversationRegistry, type SandboxTiming, type SetupRecord } from './connection.js';
@@ -62,6 +64,44 @@ class Registry implements ConversationRegistry {
 
 const GENERATE_CONTENT = /^\/v1beta\/models\/[^/:]+:generateContent$/;
 
+type Json = Record<string, unknown>;
+const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * The answer to a post-call analysis request, as the real API's structured output gives it: the JSON
+ * text of the deterministic analysis (voice/analysis.ts), plus `data` and `success` when the
+ * `responseJsonSchema` asks for them (extraction.ts). Refused as the real API would: a
+ * `responseJsonSchema` without `responseMimeType: application/json`, or beside `responseSchema`.
+ */
+function analysisAnswer(raw: string): { text: string } | { error: string } {
+  let body: Json;
+  try {
+    const parsed: unknown = JSON.parse(raw);
+    if (!isObject(parsed)) return { error: 'Invalid JSON payload received.' };
+    body = parsed;
+  } catch {
+    return { error: 'Invalid JSON payload received.' };
+  }
+  const config = isObject(body.generationConfig) ? body.generationConfig : {};
+  const schema = config.responseJsonSchema;
+  if (schema !== undefined && config.responseMimeType !== 'application/json')
+    return { error: 'responseJsonSchema requires responseMimeType application/json.' };
+  if (schema !== undefined && config.responseSchema !== undefined) return { error: 'responseSchema and responseJsonSchema cannot both be set.' };
+  const prompt = (Array.isArray(body.contents) ? body.contents : [])
+    .flatMap((c) => (isObject(c) && Array.isArray(c.parts) ? c.parts : []))
+    .map((p) => (isObject(p) && typeof p.text === 'string' ? p.text : ''))
+    .join('\n');
+  const parsed = parseAnalysisPrompt(prompt);
+  if (!parsed) return { error: 'Request contains an invalid argument.' };
+  const fixed = analyzeTranscript(parsed.transcript);
+  const answer: Json = { ...fixed };
+  const asked = isObject(schema) && isObject(schema.properties) ? schema.properties : {};
+  const userTurns = parsed.transcript.filter((t) => t.role === 'user').map((t) => t.text);
+  if ('data' in asked && isObject(schema)) answer.data = extractData(schema, userTurns);
+  if ('success' in asked) answer.success = judgeSuccess(parsed.successCriteria ?? '', userTurns, fixed.goal_met);
+  return { text: JSON.stringify(answer) };
+}
+
 export async function startSandboxVoiceService(options: SandboxOptions = {}): Promise<SandboxVoiceService> {
   const timing: SandboxTiming = {
     endOfTurnMs: options.endOfTurnMs ?? 600,
@@ -89,25 +129,16 @@ export async function startSandboxVoiceService(options: SandboxOptions = {}): Pr
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      let prompt = '';
-      try {
-        const body = JSON.parse(Buffer.concat(chunks).toString()) as { contents?: Array<{ parts?: Array<{ text?: string }> }> };
-        prompt = (body.contents ?? [])
-          .flatMap((c) => c.parts ?? [])
-          .map((p) => p.text ?? '')
-          .join('\n');
-      } catch {
-        /* answered below */
-      }
-      const parsed = parseAnalysisPrompt(prompt);
-      if (!parsed) {
-        res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":{"code":400,"message":"Invalid argument"}}');
+      const answer = analysisAnswer(Buffer.concat(chunks).toString());
+      if ('error' in answer) {
+        res
+          .writeHead(400, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ error: { code: 400, message: answer.error, status: 'INVALID_ARGUMENT' } }));
         return;
       }
-      const text = JSON.stringify(analyzeTranscript(parsed.transcript));
       res
         .writeHead(200, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ candidates: [{ content: { role: 'model', parts: [{ text }] }, finishReason: 'STOP' }] }));
+        .end(JSON.stringify({ candidates: [{ content: { role: 'model', parts: [{ text: answer.text }] }, finishReason: 'STOP' }] }));
     });
   });
 

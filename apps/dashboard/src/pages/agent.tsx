@@ -1,6 +1,7 @@
 /**
  * One agent: every field of it, provider credentials write-only (left empty, a stored credential stays),
- * inbound calls per provider, the realtime toggles, and the agent tried live with the web widget.
+ * inbound calls per provider, the realtime toggles, what post-call analysis extracts (a JSON Schema of
+ * data and success criteria), and the agent tried live with the web widget.
  * Saving sends only what changed (PATCH merges provider configs field by field).
  */
 import { useState } from 'preact/hooks';
@@ -52,6 +53,22 @@ function typed<K extends string>(f: FormData, prefix: string, names: readonly K[
   return out;
 }
 
+/** The analysis setting the form describes: a JSON Schema typed as text, and success criteria; null when both are empty. */
+function analysisOf(schemaText: string, criteriaText: string): Agent['analysis'] {
+  const criteria = criteriaText.trim() || null;
+  let schema: Record<string, unknown> | null = null;
+  if (schemaText.trim()) {
+    try {
+      schema = JSON.parse(schemaText) as Record<string, unknown>;
+    } catch (err) {
+      throw new FormProblem(`Data schema: not JSON (${(err as Error).message}).`);
+    }
+    if (!schema || typeof schema !== 'object' || Array.isArray(schema))
+      throw new FormProblem('Data schema: write a JSON Schema object, e.g. {"type": "object", "properties": {...}}.');
+  }
+  return schema === null && criteria === null ? null : { schema, success_criteria: criteria };
+}
+
 /** What the form changes on the agent. */
 export function agentPatch(form: HTMLFormElement, agent: Agent): AgentPatch {
   const f = new FormData(form);
@@ -93,6 +110,10 @@ export function agentPatch(form: HTMLFormElement, agent: Agent): AgentPatch {
   const a: ProviderA = typed(f, 'pa', ['account_sid', 'auth_token', 'phone_number'] as const);
   if (a.phone_number === (agent.telephony.provider_a.phone_number ?? undefined)) delete a.phone_number;
   if (Object.keys(a).length) patch.provider_a_config = a;
+  const analysis = analysisOf(text('an_schema'), text('an_criteria'));
+  // The service checks the schema (422 names the field); the form only makes sure it is JSON.
+  if (JSON.stringify(analysis) !== JSON.stringify(agent.analysis ?? null)) patch.analysis = analysis as AgentPatch['analysis'];
+
   const b: ProviderB = typed(f, 'pb', ['api_key', 'phone_number', 'connection_id', 'account_sid', 'public_key'] as const);
   if (b.phone_number === (agent.telephony.provider_b.phone_number ?? undefined)) delete b.phone_number;
   if (Object.keys(b).length) patch.provider_b_config = b;
@@ -274,6 +295,25 @@ export function AgentPage({ session, agentId }: { session: SignedIn; agentId: st
           <label class="check">
             <input type="checkbox" name="rt_screen" defaultChecked={agent.realtime.enable_screen_share} /> Screen sharing
           </label>
+        </fieldset>
+        <fieldset disabled={!writable}>
+          <legend>Results of every conversation</legend>
+          <Field
+            label="Data schema"
+            hint='JSON Schema of the data post-call analysis extracts into each call&apos;s "data" (root "type": "object"; at most 16 KiB). Empty: no data.'
+          >
+            <textarea
+              name="an_schema"
+              rows={6}
+              class="code"
+              spellcheck={false}
+              defaultValue={agent.analysis?.schema ? JSON.stringify(agent.analysis.schema, null, 2) : ''}
+              placeholder='{"type": "object", "properties": {"booked_time": {"type": "string", "format": "date-time"}}}'
+            />
+          </Field>
+          <Field label="Success criteria" hint="What makes a conversation a success, in plain words. Empty: no judgement.">
+            <textarea name="an_criteria" maxLength={2000} rows={2} defaultValue={agent.analysis?.success_criteria ?? ''} />
+          </Field>
         </fieldset>
         <fieldset disabled={!writable} class="providers">
           <legend>Telephony</legend>

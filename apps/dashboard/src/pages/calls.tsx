@@ -1,4 +1,4 @@
-/** Calls: the list (by status), and one call with its transcript, analysis, tool calls and webhook deliveries. */
+/** Calls: the list (by status), and one call with its transcript, analysis, structured results, tool calls and webhook deliveries. */
 import { useState } from 'preact/hooks';
 import type { Schemas } from '../api-types.js';
 import { api, ok } from '../api.js';
@@ -110,6 +110,47 @@ function Analysis({ call }: { call: Schemas['Call'] }) {
   );
 }
 
+function ResultError({ error }: { error: Schemas['AnalysisError'] | null | undefined }) {
+  if (!error) return <span class="muted">none yet</span>;
+  return (
+    <span class="error-text">
+      none: <code>{error.code}</code> ({error.message})
+    </span>
+  );
+}
+
+/** The structured results of the agent's analysis setting, when the call ran with one. */
+function Results({ call }: { call: Schemas['Call'] }) {
+  if (!('data' in call) && !('success' in call)) return null;
+  return (
+    <>
+      <h2>Results</h2>
+      <dl class="facts">
+        {'data' in call && (
+          <>
+            <dt>Data</dt>
+            <dd>{call.data ? <pre class="data">{JSON.stringify(call.data, null, 2)}</pre> : <ResultError error={call.data_error} />}</dd>
+          </>
+        )}
+        {'success' in call && (
+          <>
+            <dt>Success</dt>
+            <dd>
+              {call.success ? (
+                <>
+                  <strong>{call.success.met ? 'met' : 'not met'}</strong> — {call.success.reason}
+                </>
+              ) : (
+                <ResultError error={call.success_error} />
+              )}
+            </dd>
+          </>
+        )}
+      </dl>
+    </>
+  );
+}
+
 export function CallPage({ session, callId }: { session: SignedIn; callId: string }) {
   const call = useLoad(() => ok(api.GET('/api/v1/calls/{call_id}', { params: { path: { call_id: callId } } })), [callId]);
   const deliveries = useLoad(
@@ -210,6 +251,7 @@ export function CallPage({ session, callId }: { session: SignedIn; callId: strin
       {c.transcript_truncated && <p class="muted">The transcript was cut at its size limit.</p>}
       <h2>Analysis</h2>
       <Analysis call={c} />
+      <Results call={c} />
       <h2>Tool calls</h2>
       {c.tool_calls.length === 0 ? (
         <p class="muted">None.</p>
