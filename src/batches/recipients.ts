@@ -3,11 +3,12 @@
  * recipient whose number is invalid or already listed is skipped with a reason instead of failing
  * the batch. CSV rows that could not be read arrive here as problems and are skipped the same way.
  */
+import type { Variables } from '../conversation/placeholders.js';
 import type { SkippedItem } from './store.js';
 
 export interface RecipientInput {
   to_number: string;
-  variables?: Record<string, string>;
+  variables?: Variables;
   first_message?: string;
   timezone?: string;
   /** The CSV line the row starts on. */
