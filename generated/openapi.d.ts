@@ -3301,6 +3301,7 @@ export interface components {
          */
         TranscriptEntry: {
             /**
+             * TranscriptRole
              * @description `model` is the agent; `user` is the person (the callee, the caller, or the web user).
              * @enum {string}
              */
@@ -3346,6 +3347,7 @@ export interface components {
              */
             name: string;
             /**
+             * ToolCallSource
              * @description - `http`: an HTTP tool attached to the agent (`/api/v1/tools`).
              *     - `mcp`: a tool of an MCP server connected to the agent.
              *     - `knowledge`: a search of the agent's knowledge base.
@@ -4712,6 +4714,7 @@ export interface components {
              */
             to_number: string | null;
             /**
+             * CallCompletedProvider
              * @description The carrier that carried the call, or `web` for a web realtime session.
              * @enum {string}
              */
@@ -4823,6 +4826,7 @@ export interface components {
             /** @description The batch's name as given at creation. */
             name: string;
             /**
+             * BatchCompletedStatus
              * @description The terminal state reached:
              *     - `completed`: every recipient reached a final outcome (whatever the outcomes were).
              *     - `canceled`: the batch was canceled (`POST /api/v1/batches/{batch_id}/cancel`); recipients not
