@@ -10,7 +10,17 @@ export type RealtimeSource = "voice" | "camera" | "screen" | "text";
 /**
  * Format of the agent's `audio` messages. Null in a text session, which has no audio.
  */
-export type RealtimeSessionAudioFormat = null | RealtimeAudioFormat;
+export type RealtimeAudioFormat = {
+  /**
+   * Signed 16-bit little-endian PCM.
+   */
+  encoding: "pcm16le";
+  /**
+   * Samples per second.
+   */
+  sample_rate: 24000;
+  channels: 1;
+} | null;
 /**
  * `user` is the person; `model` is the agent.
  */
@@ -87,18 +97,7 @@ export interface RealtimeSessionStarted {
    */
   user_id: string;
   source: RealtimeSource;
-  audio_format: RealtimeSessionAudioFormat;
-}
-export interface RealtimeAudioFormat {
-  /**
-   * Signed 16-bit little-endian PCM.
-   */
-  encoding: "pcm16le";
-  /**
-   * Samples per second.
-   */
-  sample_rate: 24000;
-  channels: 1;
+  audio_format: RealtimeAudioFormat;
 }
 /**
  * A chunk of the agent's speech, in order. Play chunks back to back; on `interrupted`, drop every
