@@ -310,13 +310,15 @@ describe("every public operation through Prism's validating proxy", () => {
     ws.sendFrame('text/plain', Buffer.from('When are you open?').toString('base64'));
     await ws.next('turn_complete');
     await ws.close();
+    // The record exists once the session is finalised (404 until then): waited for on the service itself.
+    await waitFor(
+      async () => (await t.http.get(`/api/v1/realtime/conversations/${sessionId}`).set('Authorization', `Bearer ${key}`)).status === 200,
+      30_000,
+      'the session record',
+    );
     await send('listRealtimeConversations', { token: key, expect: 200 });
     const convParams = { conversation_id: sessionId };
-    await until(
-      'the session record',
-      () => send('getRealtimeConversation', { token: key, params: convParams, expect: 200 }),
-      (c) => c.ended_at !== null,
-    );
+    await send('getRealtimeConversation', { token: key, params: convParams, expect: 200 });
     await send('listRealtimeConversationWebhookDeliveries', { token: key, params: convParams, expect: 200 });
 
     // Tidy up, and end the session.
