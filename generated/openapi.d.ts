@@ -1190,13 +1190,14 @@ export interface paths {
          *     every matching event of the workspace until deleted.
          *
          *     Registering a URL the workspace already has (compared after lower-casing scheme and host,
-         *     dropping a default port and writing an empty path as `/`) creates nothing and answers 200 with
-         *     the existing webhook (its `url` as first registered): a given `events` replaces its stored
-         *     list, an omitted `events` keeps it. This also works when the workspace is at its limit.
+         *     dropping a default port and writing an empty path as `/`) creates and changes nothing: it
+         *     answers 200 with the existing webhook unchanged (its `url` as first registered and its stored
+         *     `events`, whatever `events` the request carries). This also works when the workspace is at its
+         *     limit. To change the events of a registered webhook, use `PATCH /api/v1/webhooks/{webhook_id}`.
          *
-         *     422 `webhook_limit_reached` when the workspace already has 20 webhooks; 422 `url_not_allowed`
-         *     when `url` is not an absolute `http`/`https` URL, carries credentials, or its host resolves to
-         *     a blocked address (in production: loopback, private, link-local, metadata and other internal
+         *     422 `webhook_limit_reached` when the workspace already has 20 webhooks; 422 `invalid_value` when
+         *     `url` is not an absolute `http`/`https` URL; 422 `url_not_allowed` when it carries credentials,
+         *     or its host resolves to a blocked address (in production: loopback, private, link-local, metadata and other internal
          *     ranges, unless the deployment's `OUTBOUND_ALLOW_LIST` names the host or address; elsewhere
          *     loopback is allowed). A host name that does not resolve yet is accepted: every delivery checks
          *     the address the name resolves to at that moment.
@@ -1287,7 +1288,13 @@ export interface paths {
         delete: operations["deleteWebhook"];
         options?: never;
         head?: never;
-        patch?: never;
+        /**
+         * Change a webhook's events
+         * @description Replaces the event kinds the webhook receives. Events already queued for it are delivered as
+         *     they were; events that happen after the change follow the new list. Its `url` cannot change
+         *     (register the new URL, then delete this webhook).
+         */
+        patch: operations["updateWebhook"];
         trace?: never;
     };
     "/api/v1/webhooks/{webhook_id}/deliveries": {
@@ -1344,8 +1351,9 @@ export interface paths {
          *
          *     Steps 3 and 4 read `agent_id` and `source` from the body before it is validated; when `agent_id`
          *     is not a string, steps 3-4 are skipped and step 5 refuses it. A body that cannot be read at all
-         *     (not JSON: 400; wrong `Content-Type`: 415; too large: 413) skips steps 3-4 and is refused at
-         *     step 5, so authentication and billing are still answered first.
+         *     (not JSON: 422 `invalid_json`; wrong `Content-Type`: 415; too large: 413; cut off before it
+         *     arrived: 400) skips steps 3-4 and is refused at step 5, so authentication and billing are still
+         *     answered first.
          *
          *     The rate limit counts issued tokens: sliding windows of one hour and one day over the
          *     workspace's successful creations, shared by every instance of the service; `Retry-After` is the
@@ -2144,12 +2152,11 @@ export interface components {
             type: "invalid_request_error" | "authentication_error" | "permission_error" | "not_found_error" | "conflict_error" | "idempotency_error" | "billing_error" | "rate_limit_error" | "upstream_error" | "api_error";
             /**
              * @description Stable, machine-readable cause (for example `unknown_field`, `agent_not_found`): one of the
-             *     `ErrorCode` catalogue (`#/components/schemas/ErrorCode`, and the docs' Errors page). A string
-             *     rather than the enum, so that a code added later does not break a client: handle the codes you
-             *     know and any other by its HTTP status.
+             *     `ErrorCode` catalogue (and the docs' Errors page). The catalogue is open for additions: a code
+             *     added later is any other string, so handle the codes you know and any other by its HTTP status.
              * @example unknown_field
              */
-            code: string;
+            code: components["schemas"]["ErrorCode"] | string;
             /** @description Human-readable explanation. Never contains secrets. */
             message: string;
             /** @description The request field at fault (dot path for nested fields), when one is. */
@@ -2162,8 +2169,9 @@ export interface components {
          * @description Every `code` the service answers in the error envelope, with the HTTP statuses it comes with
          *     (`x-statuses`) and what it means. The catalogue the service's code is typed from (`npm run generate`
          *     writes it to `generated/error-catalogue.ts`) and the docs' Errors page (`docs/errors.md`) is built
-         *     from. `Error.code` stays a string so that a code added later does not break a client: handle the
-         *     codes you know and treat any other by its HTTP status.
+         *     from, and what `error.code` of the error envelope points at. That field also takes any other
+         *     string, so that a code added later does not break a client: handle the codes you know and treat
+         *     any other by its HTTP status.
          */
         ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "call_already_ended" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "rate_limited" | "concurrency_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
@@ -3466,6 +3474,16 @@ export interface components {
          */
         CallDirection: "outbound" | "inbound";
         /**
+         * VariableValue
+         * @description The value of one `{{name}}` placeholder: a JSON string, number or boolean. It is written into the
+         *     text as: a string as it is; a number in its JSON form (`42`, `-3.5`, `1e+21`: JavaScript's
+         *     `String(number)`); a boolean as `true` or `false`. Stored and returned as sent.
+         * @example Ada
+         * @example 42
+         * @example true
+         */
+        VariableValue: string | number | boolean;
+        /**
          * TranscriptEntry
          * @description One utterance of a conversation, in the order spoken. Only final text appears here (the partial
          *     transcripts streamed over the realtime WebSocket are not kept). In a text session each message the
@@ -3478,6 +3496,7 @@ export interface components {
          */
         TranscriptEntry: {
             /**
+             * TranscriptRole
              * @description `model` is the agent; `user` is the person (the callee, the caller, or the web user).
              * @enum {string}
              */
@@ -3523,6 +3542,7 @@ export interface components {
              */
             name: string;
             /**
+             * ToolCallSource
              * @description - `http`: an HTTP tool attached to the agent (`/api/v1/tools`).
              *     - `mcp`: a tool of an MCP server connected to the agent.
              *     - `knowledge`: a search of the agent's knowledge base.
@@ -3535,13 +3555,12 @@ export interface components {
                 [key: string]: unknown;
             };
             /**
-             * @description What the tool returned, as JSON (any type; `null` when the call failed before returning anything).
-             *     When the JSON text of the result is longer than 4,096 bytes, `result` is instead a string: that JSON
-             *     text cut to at most 4,096 bytes at a UTF-8 character boundary, followed by `…[truncated]`.
+             * @description What the tool returned: any JSON value (an object, an array, a string, a number, a boolean, or
+             *     `null`, which is also what a call that failed before returning anything records). When the JSON
+             *     text of the result is longer than 4,096 bytes, `result` is instead a string: that JSON text cut
+             *     to at most 4,096 bytes at a UTF-8 character boundary, followed by `…[truncated]`.
              */
-            result: {
-                [key: string]: unknown;
-            } | unknown[] | string | number | boolean | null;
+            result: unknown;
             /** @description True when the tool answered successfully (for an HTTP tool, a 2xx response in time). */
             ok: boolean;
             /** @description Why the call failed (timeout, HTTP status, MCP error message); null when `ok` is true. */
@@ -3589,6 +3608,27 @@ export interface components {
             /** @description Why, in a sentence or two. */
             reason: string;
         };
+        /**
+         * AnsweredBy
+         * @description Answering-machine detection result. Carrier values map as: provider_a `human` -> human, `machine_*`
+         *     and `fax` -> machine, `unknown` -> unknown; provider_b `human` -> human, `machine` -> machine,
+         *     `not_sure` -> unknown.
+         * @enum {string}
+         */
+        AnsweredBy: "human" | "machine" | "unknown";
+        /**
+         * CallEndReason
+         * @description Why a call ended. `remote_hangup`: the other party hung up; `agent_hangup`: the agent ended the
+         *     conversation; `api_hangup`: `POST /calls/{call_id}/hangup` on a live call; `transferred`: handed to
+         *     the agent's transfer number; `time_limit`: maximum call length reached; `insufficient_credit`: the
+         *     workspace ran out of credit mid-call; `silence_timeout`: neither side spoke for the configured
+         *     silence timeout; `not_answered`: status `busy` or `no_answer`; `canceled`: status `canceled`;
+         *     `carrier_error`: the carrier failed the call (or never reported its outcome); `service_error`: the
+         *     media stream or voice service failed; `not_allowed`: the agent or its provider configuration was
+         *     removed before the call was dialed.
+         * @enum {string}
+         */
+        CallEndReason: "remote_hangup" | "agent_hangup" | "api_hangup" | "transferred" | "time_limit" | "insufficient_credit" | "silence_timeout" | "not_answered" | "canceled" | "carrier_error" | "service_error" | "not_allowed";
         /**
          * Call
          * @description A phone call, outbound or inbound. It carries every field of its `call.completed` event but `event`
@@ -3656,9 +3696,9 @@ export interface components {
             first_message: string | null;
             /** @description True once the first message has been spoken in full; false for calls never answered. */
             first_message_delivered: boolean;
-            /** @description The variables the call was created with (substituted into the agent's placeholders). */
+            /** @description The variables the call was created with, as sent (strings, numbers, booleans), substituted into the agent's placeholders. */
             variables: {
-                [key: string]: string;
+                [key: string]: components["schemas"]["VariableValue"];
             };
             /** @description Whole seconds from `answered_at` to `ended_at`, rounded to the nearest second; 0 for calls never answered (and while live). */
             duration: number;
@@ -3722,25 +3762,10 @@ export interface components {
             success?: components["schemas"]["SuccessEvaluation"] | null;
             /** @description Why `success` is `null`; `null` when it holds the judgement (and until the call is terminal). Present exactly when `success` is. */
             success_error?: components["schemas"]["AnalysisError"] | null;
-            /**
-             * @description Answering-machine detection result. Null until answered or when detection did not run. Carrier
-             *     values map as: provider_a `human` -> human, `machine_*` and `fax` -> machine, `unknown` -> unknown;
-             *     provider_b `human` -> human, `machine` -> machine, `not_sure` -> unknown.
-             * @enum {string|null}
-             */
-            answered_by: "human" | "machine" | "unknown" | null;
-            /**
-             * @description Why the call ended; null until terminal. `remote_hangup`: the other party hung up; `agent_hangup`:
-             *     the agent ended the conversation; `api_hangup`: `POST /calls/{call_id}/hangup` on a live call;
-             *     `transferred`: handed to the agent's transfer number; `time_limit`: maximum call length reached;
-             *     `insufficient_credit`: the workspace ran out of credit mid-call; `silence_timeout`: neither side
-             *     spoke for the configured silence timeout; `not_answered`: status `busy` or `no_answer`;
-             *     `canceled`: status `canceled`; `carrier_error`: the carrier failed the call (or never reported
-             *     its outcome); `service_error`: the media stream or voice service failed; `not_allowed`: the
-             *     agent or its provider configuration was removed before the call was dialed.
-             * @enum {string|null}
-             */
-            end_reason: "remote_hangup" | "agent_hangup" | "api_hangup" | "transferred" | "time_limit" | "insufficient_credit" | "silence_timeout" | "not_answered" | "canceled" | "carrier_error" | "service_error" | "not_allowed" | null;
+            /** @description Answering-machine detection result (`AnsweredBy`); null until answered or when detection did not run. */
+            answered_by: components["schemas"]["AnsweredBy"] | null;
+            /** @description Why the call ended (`CallEndReason`); null until terminal. */
+            end_reason: components["schemas"]["CallEndReason"] | null;
             /** @description The per-call webhook target given at creation (outbound calls only); null when none. */
             webhook_url: string | null;
             /** Format: date-time */
@@ -3789,16 +3814,22 @@ export interface components {
              *     `invalid_phone_number` or `caller_id_not_allowed`.
              */
             from_number?: string;
-            /** @description Values for the agent's placeholders (`{{name}}`); they override the agent's `variable_placeholders` defaults. */
+            /**
+             * @description Values for the agent's placeholders (`{{name}}`): JSON strings, numbers or booleans, written into
+             *     the text as `VariableValue` says (`{"count": 3, "vip": true}` renders `{{count}}` as `3` and
+             *     `{{vip}}` as `true`). They override the agent's `variable_placeholders` defaults.
+             */
             variables?: {
-                [key: string]: string;
+                [key: string]: components["schemas"]["VariableValue"];
             };
             /** @description Overrides the agent's `first_message` for this call. Placeholders are substituted. */
             first_message?: string;
             /**
+             * Format: uri
              * @description Receives this call's `call.completed` (once, even when the URL is also a registered webhook).
-             *     Must be an absolute `http` or `https` URL whose host does not resolve to a blocked (private,
-             *     loopback, link-local) address; otherwise 422 `url_not_allowed`.
+             *     Must be an absolute `http` or `https` URL (otherwise 422 `invalid_value`) without credentials,
+             *     whose host does not resolve to a blocked (private, loopback, link-local) address (otherwise 422
+             *     `url_not_allowed`).
              */
             webhook_url?: string;
         };
@@ -3809,6 +3840,17 @@ export interface components {
          * @enum {string}
          */
         WebhookEventType: "call.completed" | "batch.completed";
+        /**
+         * WebhookDeliveryError
+         * @description Why a webhook delivery failed. `timeout`: no answer within 10 seconds; `redirect_not_followed`: the
+         *     target answered 3xx; `blocked_address`: the host resolved to a private, loopback or link-local
+         *     address, or the URL is not one the service calls; `dns_failure`: the host did not resolve;
+         *     `http_error`: any other non-2xx status; `interrupted`: the instance making the attempt stopped
+         *     before the outcome was known (the receiver may or may not have received it; it is not retried, and
+         *     the delivery's `signed` reads false because it is not known).
+         * @enum {string}
+         */
+        WebhookDeliveryError: "timeout" | "redirect_not_followed" | "connection_refused" | "blocked_address" | "dns_failure" | "tls_error" | "http_error" | "network_error" | "interrupted";
         /**
          * WebhookDelivery
          * @description One attempt to deliver one event to one target URL. Deliveries are made once and never retried,
@@ -3844,17 +3886,8 @@ export interface components {
             status: "succeeded" | "failed";
             /** @description The HTTP status the target answered; null when no response arrived. */
             status_code: number | null;
-            /**
-             * @description Why a delivery failed; null when it succeeded. `timeout`: no answer within 10 seconds;
-             *     `redirect_not_followed`: the target answered 3xx; `blocked_address`: the host resolved to a
-             *     private, loopback or link-local address, or the URL is not one the service calls;
-             *     `dns_failure`: the host did not resolve; `http_error`: any other non-2xx status;
-             *     `interrupted`: the instance making the attempt stopped before the outcome was known (the
-             *     receiver may or may not have received it; it is not retried, and `signed` reads false because
-             *     it is not known).
-             * @enum {string|null}
-             */
-            error: "timeout" | "redirect_not_followed" | "connection_refused" | "blocked_address" | "dns_failure" | "tls_error" | "http_error" | "network_error" | "interrupted" | null;
+            /** @description Why the delivery failed (`WebhookDeliveryError`); null when it succeeded. */
+            error: components["schemas"]["WebhookDeliveryError"] | null;
             /** @description False in the rare case the workspace secret could not be loaded and the event was sent unsigned. */
             signed: boolean;
             /** @description Time from sending the request to the answer or the failure. */
@@ -4025,6 +4058,15 @@ export interface components {
             next_cursor: string | null;
         };
         /**
+         * TimeZone
+         * @description An IANA time zone name: `Area/Location` (`America/New_York`, `Europe/Paris`,
+         *     `America/Argentina/Buenos_Aires`, `Etc/GMT+5`) or a single name such as `UTC`. A name of this form
+         *     that the time zone database does not know is refused with 422 (`invalid_timezone`, or
+         *     `invalid_calling_window` for a calling window's zone).
+         * @example America/New_York
+         */
+        TimeZone: string;
+        /**
          * BatchRecipientInput
          * @description One person to call.
          */
@@ -4036,17 +4078,20 @@ export interface components {
              *     policy refuses (reason `destination_type_not_allowed` or `destination_country_not_allowed`).
              */
             to_number: string;
-            /** @description Values for the agent's placeholders for this recipient's call. */
+            /**
+             * @description Values for the agent's placeholders for this recipient's call: JSON strings, numbers or booleans,
+             *     written into the text as `VariableValue` says. (A CSV upload's variable columns are strings.)
+             */
             variables?: {
-                [key: string]: string;
+                [key: string]: components["schemas"]["VariableValue"];
             };
             /** @description Overrides the agent's `first_message` for this recipient's call. */
             first_message?: string;
             /**
              * @description The recipient's IANA time zone (e.g. `Europe/Paris`), used by the batch's `calling_window`
-             *     instead of the window's own `timezone`. An unknown zone is refused (422).
+             *     instead of the window's own `timezone`. An unknown zone is refused (422 `invalid_timezone`).
              */
-            timezone?: string;
+            timezone?: components["schemas"]["TimeZone"];
         };
         /**
          * BatchRetryPolicyInput
@@ -4086,11 +4131,8 @@ export interface components {
              * @example 20:00
              */
             end: string;
-            /**
-             * @description IANA time zone used for recipients without their own, e.g. `America/New_York` or `UTC`.
-             * @example America/New_York
-             */
-            timezone: string;
+            /** @description IANA time zone used for recipients without their own, e.g. `America/New_York` or `UTC`. */
+            timezone: components["schemas"]["TimeZone"];
             /** @description Weekdays on which calls are placed; omitted means every day. */
             days?: components["schemas"]["Weekday"][];
         };
@@ -4118,9 +4160,11 @@ export interface components {
              */
             scheduled_at?: string;
             /**
+             * Format: uri
              * @description Receives this batch's `batch.completed` (once, even when also a registered webhook). Not used for
-             *     the batch's calls' `call.completed`. Must be an absolute `http` or `https` URL whose host does not
-             *     resolve to a blocked address; otherwise 422 `url_not_allowed`.
+             *     the batch's calls' `call.completed`. Must be an absolute `http` or `https` URL (otherwise 422
+             *     `invalid_value`) without credentials, whose host does not resolve to a blocked address
+             *     (otherwise 422 `url_not_allowed`).
              */
             webhook_url?: string;
             /**
@@ -4198,8 +4242,9 @@ export interface components {
             recipient_id: string;
             /** @description The number, normalized to E.164. */
             to_number: string;
+            /** @description The recipient's variables as sent (a CSV upload's are strings). */
             variables: {
-                [key: string]: string;
+                [key: string]: components["schemas"]["VariableValue"];
             };
             /** @description The recipient's own first message; null when the agent's is used. */
             first_message: string | null;
@@ -4326,7 +4371,10 @@ export interface components {
              * @description As in `BatchCreateRequest.scheduled_at`.
              */
             scheduled_at?: string;
-            /** @description As in `BatchCreateRequest.webhook_url`. */
+            /**
+             * Format: uri
+             * @description As in `BatchCreateRequest.webhook_url`.
+             */
             webhook_url?: string;
             /** @description As in `BatchCreateRequest.concurrency` (default 10). */
             concurrency?: number;
@@ -4334,15 +4382,23 @@ export interface components {
             retry_max_attempts?: number;
             /** @description `retry_policy.delay_seconds` (default 900). */
             retry_delay_seconds?: number;
-            /** @description `retry_policy.retry_on` as a comma-separated list of `busy`, `no_answer`, `failed` (default: none). */
+            /**
+             * @description `retry_policy.retry_on` as a comma-separated list of `RetryableCallStatus` values: `busy`,
+             *     `no_answer`, `failed` (spaces around a comma and empty items are ignored; default: none).
+             * @example busy,no_answer
+             */
             retry_on?: string;
             /** @description `calling_window.start`; the three `calling_window_` fields `start`, `end` and `timezone` come together or not at all. */
             calling_window_start?: string;
             /** @description `calling_window.end`. */
             calling_window_end?: string;
-            /** @description `calling_window.timezone`. */
-            calling_window_timezone?: string;
-            /** @description `calling_window.days` as a comma-separated list of `mon` ... `sun` (default: every day). */
+            /** @description `calling_window.timezone`: an IANA time zone name. */
+            calling_window_timezone?: components["schemas"]["TimeZone"];
+            /**
+             * @description `calling_window.days` as a comma-separated list of `Weekday` values: `mon`, `tue`, `wed`, `thu`,
+             *     `fri`, `sat`, `sun` (spaces around a comma and empty items are ignored; default: every day).
+             * @example mon,tue,wed,thu,fri
+             */
             calling_window_days?: string;
         };
         /**
@@ -4432,14 +4488,16 @@ export interface components {
         /** WebhookCreateRequest */
         WebhookCreateRequest: {
             /**
-             * @description An absolute `http` or `https` URL whose host does not resolve to a blocked (private, loopback,
-             *     link-local) address; otherwise 422 `url_not_allowed`. Two URLs are the same when they are equal
+             * Format: uri
+             * @description An absolute `http` or `https` URL (otherwise 422 `invalid_value`) without credentials, whose host
+             *     does not resolve to a blocked (private, loopback, link-local) address (otherwise 422
+             *     `url_not_allowed`). Two URLs are the same when they are equal
              *     after lower-casing the scheme and host, dropping a default port and writing an empty path as `/`.
              */
             url: string;
             /**
-             * @description The event kinds to receive. Omitted: both. On a URL already registered, a given `events`
-             *     replaces the stored list and an omitted one keeps it.
+             * @description The event kinds to receive. Omitted: both. On a URL already registered, nothing changes: the
+             *     existing webhook is returned as it is (change its events with `PATCH /api/v1/webhooks/{webhook_id}`).
              */
             events?: components["schemas"]["WebhookEventType"][];
         };
@@ -4480,6 +4538,14 @@ export interface components {
             /** @enum {string} */
             status: "deleted";
             webhook_id: string;
+        };
+        /**
+         * WebhookUpdateRequest
+         * @description A change to a registered webhook. Its `url` cannot change (register the new URL and delete the old webhook).
+         */
+        WebhookUpdateRequest: {
+            /** @description The event kinds the webhook receives from now on; replaces the stored list. */
+            events: components["schemas"]["WebhookEventType"][];
         };
         /** RealtimeSessionCreateRequest */
         RealtimeSessionCreateRequest: {
@@ -5058,6 +5124,7 @@ export interface components {
              */
             to_number: string | null;
             /**
+             * CallCompletedProvider
              * @description The carrier that carried the call, or `web` for a web realtime session.
              * @enum {string}
              */
@@ -5078,7 +5145,7 @@ export interface components {
              *     request or the batch recipient); an empty object when there were none.
              */
             variables: {
-                [key: string]: string;
+                [key: string]: components["schemas"]["VariableValue"];
             };
             /**
              * @description Length of the conversation in whole **seconds** (rounded to the nearest second): from answer
@@ -5198,6 +5265,7 @@ export interface components {
             /** @description The batch's name as given at creation. */
             name: string;
             /**
+             * BatchCompletedStatus
              * @description The terminal state reached:
              *     - `completed`: every recipient reached a final outcome (whatever the outcomes were).
              *     - `canceled`: the batch was canceled (`POST /api/v1/batches/{batch_id}/cancel`); recipients not
@@ -10405,7 +10473,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description The URL was already registered; the existing webhook (with `events` updated when given). */
+            /** @description The URL was already registered; the existing webhook, unchanged. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -10561,6 +10629,60 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateWebhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The webhook's `webhook_id` (`whk_...`); anything else is refused with 422. */
+                webhook_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "events": [
+                 *         "batch.completed"
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["WebhookUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The webhook with its new `events`. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "webhook_id": "whk_01JD5ZA1B2C3D4E5F6G7H8J9K0",
+                     *       "url": "https://example.com/hooks/voice",
+                     *       "events": [
+                     *         "batch.completed"
+                     *       ],
+                     *       "created_at": "2026-11-21T23:51:18.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

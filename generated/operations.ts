@@ -521,6 +521,14 @@ export const operations = [
     ]
   },
   {
+    "operationId": "updateWebhook",
+    "method": "PATCH",
+    "path": "/api/v1/webhooks/{webhook_id}",
+    "tags": [
+      "Webhooks"
+    ]
+  },
+  {
     "operationId": "listWebhookDeliveries",
     "method": "GET",
     "path": "/api/v1/webhooks/{webhook_id}/deliveries",

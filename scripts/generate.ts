@@ -46,6 +46,23 @@ function writeJson(file: string, value: unknown): void {
   fs.writeFileSync(path.join(outDir, file), `${JSON.stringify(value, null, 2)}\n`);
 }
 
+const TYPE_KEYWORDS = ['type', '$ref', 'anyOf', 'oneOf', 'allOf', 'not', 'enum', 'const', 'properties', 'items', 'additionalProperties'];
+
+/**
+ * A schema that constrains nothing (`{description: ...}`: any JSON value, as `ToolCallRecord.result`)
+ * is typed `unknown`: json-schema-to-typescript takes only the literally empty `{}` for "any" and
+ * types one with a description as an object.
+ */
+function markAnyJsonValues(schema: unknown, seen = new Set<unknown>()): void {
+  if (!schema || typeof schema !== 'object' || seen.has(schema)) return;
+  seen.add(schema);
+  const s = schema as Record<string, unknown>;
+  if (!TYPE_KEYWORDS.some((k) => k in s)) s.tsType = 'unknown';
+  for (const sub of [s.items, s.additionalProperties, ...((s.anyOf ?? []) as unknown[]), ...((s.oneOf ?? []) as unknown[]), ...((s.allOf ?? []) as unknown[])])
+    markAnyJsonValues(sub, seen);
+  for (const sub of Object.values((s.properties ?? {}) as Record<string, unknown>)) markAnyJsonValues(sub, seen);
+}
+
 interface ServerMessageEntry {
   type: string;
   component: string;
@@ -193,6 +210,7 @@ async function main(): Promise<void> {
   for (const [name, message] of Object.entries((deref.components?.messages ?? {}) as Record<string, any>)) {
     if (message.payload) messages[name] = { ...message.payload, title: message.payload.title ?? name.charAt(0).toUpperCase() + name.slice(1) };
   }
+  for (const payload of Object.values(messages)) markAnyJsonValues(payload);
   // One object schema holding the payloads, so the types of what they share are declared once.
   const payloadTypes = (title: string, properties: Record<string, unknown>) =>
     compile({ title, type: 'object', properties, additionalProperties: false } as never, title, {

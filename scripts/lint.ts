@@ -1,7 +1,9 @@
 /**
  * `npm run lint`: the contract must lint clean.
- *  - Spectral with the OAS and AsyncAPI rulesets plus our rules (.spectral.yaml)
- *  - redocly lint (OpenAPI 3.1 structure, refs)
+ *  - Spectral with the default OAS and AsyncAPI rulesets plus our rules (.spectral.yaml): no error and
+ *    no warning, on the sources and on the served documents (rules turned off say why there)
+ *  - redocly lint with its recommended-strict ruleset (redocly.yaml; the few places it does not fit
+ *    are in .redocly.lint-ignore.yaml with their reasons), on the OpenAPI source and every served document
  *  - the AsyncAPI parser (AsyncAPI 3.0 validity)
  *  - ESLint over the code (eslint.config.js: typescript-eslint, the domains' import boundary)
  *  - Prettier (.prettierrc.json; `npx prettier --write .` formats)
@@ -26,11 +28,11 @@ function step(name: string, cmd: string, args: string[]): void {
   }
 }
 
-step('spectral: openapi (bundle)', bin('spectral'), ['lint', 'generated/openapi.json', '--ruleset', '.spectral.yaml', '--fail-severity', 'error']);
-step('spectral: asyncapi', bin('spectral'), ['lint', 'asyncapi/asyncapi.yaml', '--ruleset', '.spectral.yaml', '--fail-severity', 'error']);
+step('spectral: openapi (bundle)', bin('spectral'), ['lint', 'generated/openapi.json', '--ruleset', '.spectral.yaml', '--fail-severity', 'warn']);
+step('spectral: asyncapi', bin('spectral'), ['lint', 'asyncapi/asyncapi.yaml', '--ruleset', '.spectral.yaml', '--fail-severity', 'warn']);
 step('redocly lint', bin('redocly'), ['lint', 'openapi/openapi.yaml', '--format', 'summary']);
 // What is served (/openapi.json, /asyncapi.json) is linted too: bundling must not break what the sources got right.
-step('spectral: asyncapi (served bundle)', bin('spectral'), ['lint', 'generated/asyncapi.json', '--ruleset', '.spectral.yaml', '--fail-severity', 'error']);
+step('spectral: asyncapi (served bundle)', bin('spectral'), ['lint', 'generated/asyncapi.json', '--ruleset', '.spectral.yaml', '--fail-severity', 'warn']);
 step('redocly lint (served bundle)', bin('redocly'), ['lint', 'generated/openapi.json', '--format', 'summary']);
 step('spectral: openapi (internal bundle)', bin('spectral'), [
   'lint',
@@ -38,9 +40,10 @@ step('spectral: openapi (internal bundle)', bin('spectral'), [
   '--ruleset',
   '.spectral.yaml',
   '--fail-severity',
-  'error',
+  'warn',
 ]);
 step('redocly lint (internal bundle)', bin('redocly'), ['lint', 'generated/openapi-internal.json', '--format', 'summary']);
+step('redocly lint (asyncapi served bundle)', bin('redocly'), ['lint', 'generated/asyncapi.json', '--format', 'summary']);
 
 step('eslint', bin('eslint'), ['.', '--max-warnings', '0']);
 step('prettier', bin('prettier'), ['--check', '--log-level', 'warn', '.']);

@@ -5,11 +5,12 @@
  * as problems and are skipped the same way.
  */
 import type { NumberRefusal } from '../destinations/policy.js';
+import type { Variables } from '../conversation/placeholders.js';
 import type { SkippedItem } from './store.js';
 
 export interface RecipientInput {
   to_number: string;
-  variables?: Record<string, string>;
+  variables?: Variables;
   first_message?: string;
   timezone?: string;
   /** The CSV line the row starts on. */

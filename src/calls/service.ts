@@ -15,7 +15,7 @@ import type { Page, PageParams } from '../lib/pagination.js';
 import { BlockedUrlError, checkUrl, type OutboundPolicy } from '../net/outbound-guard.js';
 import type { RuntimeAgent } from '../agents/service.js';
 import type { WorkspaceAdmission, WorkspaceBilling } from '../workspaces/admission.js';
-import { conversationVariables, fillPlaceholders } from '../conversation/placeholders.js';
+import { conversationVariables, fillPlaceholders, type Variables } from '../conversation/placeholders.js';
 import { job, type JobQueue } from '../jobs/queue.js';
 import { CarrierError, type Carrier, type CarrierCredentials, type Provider } from '../carriers/carrier.js';
 import { canDial, credentialsOf, MissingCredentialsError } from '../carriers/credentials.js';
@@ -42,7 +42,7 @@ export interface OutboundPlan {
 export interface QueuedCall {
   callId: string;
   to: string;
-  variables?: Record<string, string>;
+  variables?: Variables;
   firstMessage?: string | null;
   webhookUrl?: string | null;
   batchId?: string | null;

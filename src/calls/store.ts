@@ -3,6 +3,7 @@
  * instances, or a callback racing the media stream, cannot both move it), and every read by id is
  * followed by a workspace check in the service.
  */
+import type { Variables } from '../conversation/placeholders.js';
 import type { Knex } from 'knex';
 import { paginate, type Page, type PageParams } from '../lib/pagination.js';
 import type { ToolCallRecord } from '../conversation/engine.js';
@@ -48,7 +49,7 @@ export interface CallRow {
   call_sid: string | null;
   first_message: string | null;
   first_message_delivered: boolean;
-  variables: Record<string, string>;
+  variables: Variables;
   webhook_url: string | null;
   instruction: string;
   /** The agent's `analysis` setting as the call started with it. */

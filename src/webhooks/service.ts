@@ -100,6 +100,13 @@ export class WebhookService {
     return row;
   }
 
+  async updateEvents(workspaceId: string, webhookId: string, events: EventKind[]): Promise<Webhook> {
+    await this.owned(workspaceId, webhookId);
+    const row = await this.store.updateEvents(workspaceId, webhookId, events);
+    if (!row) throw notFound('webhook_not_found', `No webhook '${webhookId}' exists.`, 'webhook_id');
+    return toWebhook(row);
+  }
+
   async remove(workspaceId: string, webhookId: string): Promise<{ status: 'deleted'; webhook_id: string }> {
     await this.owned(workspaceId, webhookId);
     if (!(await this.store.deleteWebhook(workspaceId, webhookId))) throw notFound('webhook_not_found', `No webhook '${webhookId}' exists.`, 'webhook_id');

@@ -92,8 +92,9 @@ export class WebhookStore {
   // Registry
 
   /**
-   * Registers a URL, or updates the events of the webhook already registered with the same URL key.
-   * The workspace row is locked so that concurrent registrations cannot pass the limit together.
+   * Registers a URL, or returns the webhook already registered with the same URL key unchanged (its
+   * events change only through `updateEvents`). The workspace row is locked so that concurrent
+   * registrations cannot pass the limit together.
    */
   register(
     workspaceId: string,
@@ -103,11 +104,7 @@ export class WebhookStore {
     return this.db.transaction(async (trx) => {
       await trx('workspaces').where({ id: workspaceId }).forUpdate().first('id');
       const existing: WebhookRow | undefined = await trx('webhooks').where({ workspace_id: workspaceId, url_key: input.urlKey }).first();
-      if (existing) {
-        if (!input.events) return { webhook: existing, created: false };
-        const [updated] = await trx('webhooks').where({ id: existing.id }).update({ events: input.events, updated_at: trx.fn.now() }).returning('*');
-        return { webhook: updated as WebhookRow, created: false };
-      }
+      if (existing) return { webhook: existing, created: false };
       const [{ count }] = await trx('webhooks').where({ workspace_id: workspaceId }).count<{ count: string }[]>('* as count');
       if (Number(count) >= limit) return { limitReached: true as const };
       const [row] = await trx('webhooks')
@@ -123,6 +120,12 @@ export class WebhookStore {
 
   getWebhook(id: string): Promise<WebhookRow | undefined> {
     return this.db('webhooks').where({ id }).first();
+  }
+
+  /** Replaces a webhook's events; undefined when the workspace has no such webhook. */
+  async updateEvents(workspaceId: string, id: string, events: EventKind[]): Promise<WebhookRow | undefined> {
+    const [row] = await this.db('webhooks').where({ id, workspace_id: workspaceId }).update({ events, updated_at: this.db.fn.now() }).returning('*');
+    return row as WebhookRow | undefined;
   }
 
   async deleteWebhook(workspaceId: string, id: string): Promise<boolean> {

@@ -11,6 +11,7 @@ import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer, setWorkspace } from '../helpers/realtime.js';
 import { FAST_CALLS, createPhoneAgent, providerConfig } from '../helpers/calls.js';
 import { batchCalls, createBatch, getBatch, sandboxNumbers, waitForBatch } from '../helpers/batches.js';
+import { makeAjv, openapiDocument } from '../../src/contract/documents.js';
 
 let t: TestService;
 let tn: Tenant;
@@ -52,7 +53,7 @@ describe('createBatch', () => {
       agent_id: agentId,
       name: 'November reminders',
       recipients: [
-        { to_number: a, variables: { name: 'Grace' } },
+        { to_number: a, variables: { name: 'Grace', visits: 2, vip: false } },
         { to_number: `${a.slice(0, 2)} (${a.slice(2, 5)}) ${a.slice(5, 8)}-${a.slice(8)}` },
         { to_number: '555-CALL-NOW' },
         { to_number: b, first_message: 'Hi {{name}}!', timezone: 'Europe/Paris' },
@@ -80,10 +81,10 @@ describe('createBatch', () => {
     assert.equal(batch.skipped.count, 2);
     const detail = await getBatch(t, tn, batch.batch_id);
     assert.deepEqual(
-      detail.recipients.map((r: Record<string, unknown>) => [r.to_number, r.first_message, r.timezone]),
+      detail.recipients.map((r: Record<string, unknown>) => [r.to_number, r.first_message, r.timezone, r.variables]),
       [
-        [a, null, null],
-        [b, 'Hi {{name}}!', 'Europe/Paris'],
+        [a, null, null, { name: 'Grace', visits: 2, vip: false }],
+        [b, 'Hi {{name}}!', 'Europe/Paris', {}],
       ],
     );
     await t.http.post(`/api/v1/batches/${batch.batch_id}/cancel`).set(bearer(tn.apiKey));
@@ -115,7 +116,7 @@ describe('createBatch', () => {
       [{ ...base, scheduled_at: new Date(Date.now() + 31 * 86400_000).toISOString() }, 'scheduled_too_far', 422],
       [{ ...base, calling_window: { start: '18:00', end: '09:00', timezone: 'Mars/Olympus' } }, 'invalid_calling_window', 422],
       [{ ...base, recipients: [{ to_number: '+14155550100', timezone: 'Nowhere/Land' }] }, 'invalid_timezone', 422],
-      [{ ...base, webhook_url: 'ftp://example.com/hook' }, 'url_not_allowed', 422],
+      [{ ...base, webhook_url: 'https://user:pass@example.com/hook' }, 'url_not_allowed', 422],
       [{ ...base, provider: 'provider_b' }, 'provider_not_configured', 422],
       [{ ...base, agent_id: 'agt_00000000000000000000000000' }, 'agent_not_found', 404],
     ];
@@ -252,6 +253,41 @@ describe('createBatchFromCsv', () => {
     assert.equal(noFile.body.detail[0].loc.at(-1), 'file');
     assert.deepEqual(await stored(tn.workspaceId), before);
   });
+  it('takes for the list and time zone fields exactly what the served document states', async () => {
+    // The served document's own schema of the form: a client validating with it must refuse what the service refuses.
+    const doc = openapiDocument() as { components: { schemas: Record<string, unknown> } };
+    const ajv = makeAjv();
+    ajv.addSchema(doc, 'openapi.json');
+    const documented = (field: string, value: string) =>
+      ajv.validate({ $ref: `openapi.json#/components/schemas/BatchCsvUploadForm/properties/${field}` }, value);
+    const window = { calling_window_start: '09:00', calling_window_end: '17:00', calling_window_timezone: 'UTC' };
+    const cases: Array<[string, string, boolean]> = [
+      ['retry_on', 'busy,no_answer', true],
+      ['retry_on', ' busy , failed,', true],
+      ['retry_on', 'busy,sometimes', false],
+      ['retry_on', 'BUSY', false],
+      ['calling_window_days', 'mon,tue, fri', true],
+      ['calling_window_days', 'mon,funday', false],
+      ['calling_window_timezone', 'America/Argentina/Buenos_Aires', true],
+      ['calling_window_timezone', 'Etc/GMT+5', true],
+      ['calling_window_timezone', 'not a zone', false],
+      ['calling_window_timezone', '../etc/passwd', false],
+    ];
+    const before = await stored(tn.workspaceId);
+    let created = 0;
+    for (const [field, value, accepted] of cases) {
+      assert.equal(documented(field, value), accepted, `the document ${accepted ? 'accepts' : 'refuses'} ${field}=${JSON.stringify(value)}`);
+      const fields = { agent_id: agentId, name: 'Form values', ...(field.startsWith('calling_window_') ? window : {}), [field]: value };
+      const res = await csvUpload(tn.apiKey, 'to_number\n+14155550100\n', fields);
+      assert.equal(res.status, accepted ? 201 : 422, `${field}=${JSON.stringify(value)}: ${JSON.stringify(res.body)}`);
+      if (accepted) {
+        created += 1;
+        await t.http.post(`/api/v1/batches/${res.body.batch_id}/cancel`).set(bearer(tn.apiKey));
+      } else assert.equal(res.body.detail[0].loc.at(-1), field);
+    }
+    assert.equal((await stored(tn.workspaceId)).batches, before.batches + created, 'refused forms stored nothing');
+  });
+
   it('honours Idempotency-Key with the file part of the request: the same file replays, another file is refused', async () => {
     const later = new Date(Date.now() + 3600_000).toISOString();
     const key = { 'Idempotency-Key': `csv-${Date.now()}` };

@@ -57,7 +57,22 @@ describe('placing a call: refusals', () => {
     await refused(tn, { agent_id: agentId, to_number: '+14155550123', from_number: 'me' }, 422, 'invalid_value', 'from_number');
     await refused(tn, { agent_id: agentId, to_number: '+14155550123', colour: 'red' }, 422, 'unknown_field', 'colour');
     await refused(tn, { agent_id: agentId, to_number: '+14155550123', provider: 'provider_c' }, 422, 'invalid_value', 'provider');
-    await refused(tn, { agent_id: agentId, to_number: '+14155550123', variables: { name: 7 } }, 422, 'invalid_type', 'variables.name');
+    for (const value of [{ first: 'Ada' }, ['Ada'], null])
+      await refused(tn, { agent_id: agentId, to_number: '+14155550123', variables: { name: value } }, 422, 'invalid_type', 'variables.name');
+  });
+
+  it('takes JSON scalars as variables: renders them into the placeholders and keeps them as sent', async () => {
+    const tn = await tenant(t);
+    const agentId = await createPhoneAgent(t, tn, 'provider_a', {
+      first_message: 'Hi {{name}}: {{count}} items, {{ratio}} each, member {{vip}}, big {{big}}, {{missing}}.',
+    });
+    const variables = { name: 'Ada', count: 3, ratio: 2.5, vip: true, big: 1e21 };
+    const res = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber(), variables });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    assert.equal(res.body.first_message, 'Hi Ada: 3 items, 2.5 each, member true, big 1e+21, {{missing}}.');
+    assert.deepEqual(res.body.variables, variables);
+    assert.deepEqual((await getCall(t, tn, res.body.call_id)).variables, variables, 'stored with their JSON types');
+    await waitForCall(t, tn, res.body.call_id);
   });
 
   it('refuses an agent without the provider, with both and none chosen, or without a calling number', async () => {
@@ -85,7 +100,7 @@ describe('placing a call: refusals', () => {
   it('refuses a webhook_url that points inside the network in production-like policy, and unknown or foreign agents', async () => {
     const tn = await tenant(t);
     const agentId = await createPhoneAgent(t, tn, 'provider_a');
-    await refused(tn, { agent_id: agentId, to_number: '+14155550123', webhook_url: 'ftp://example.com/x' }, 422, 'url_not_allowed', 'webhook_url');
+    await refused(tn, { agent_id: agentId, to_number: '+14155550123', webhook_url: 'ftp://example.com/x' }, 422, 'invalid_value', 'webhook_url');
     await refused(tn, { agent_id: 'agt_01JD5Z8A1B2C3D4E5F6G7H8J9K', to_number: '+14155550123' }, 404, 'agent_not_found', 'agent_id');
     const other = await tenant(t);
     const theirs = await createPhoneAgent(t, other, 'provider_a');

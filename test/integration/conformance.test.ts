@@ -1,7 +1,9 @@
 /**
  * The conformance command (packages/conformance) against the real service: it passes, read-only and
- * with --allow-writes, and writes TAP and JUnit; put behind a proxy that breaks the contract (an
- * undeclared status, another workspace's data served, a 5xx on a bad body) it fails, naming what broke.
+ * with --allow-writes, and writes TAP, JUnit and JSON with one test case per operation and check;
+ * --operations and --skip-operations choose the operations; put behind a proxy that breaks the
+ * contract (an undeclared status, another workspace's data served, a 5xx on a bad body) it fails,
+ * naming the operation and what broke.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -76,16 +78,71 @@ async function proxy(
 }
 
 describe('voice-agent-conformance', () => {
-  it('passes against the service with --allow-writes, and writes JUnit', async () => {
+  it('passes against the service with --allow-writes, and writes JUnit and JSON with a case per operation and check', async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'conformance-'));
     const junitFile = path.join(dir, 'conformance.xml');
+    const jsonFile = path.join(dir, 'conformance.json');
     const contract = path.resolve(import.meta.dirname, '../../generated/openapi.json');
-    const r = await run(['--base-url', t.url, '--allow-writes', '--contract', contract, '--junit', junitFile]);
+    const r = await run(['--base-url', t.url, '--allow-writes', '--contract', contract, '--junit', junitFile, '--json', jsonFile]);
     assert.equal(r.code, 0, r.out + r.err);
-    assert.match(r.out, /All \d+ checks passed/);
+    assert.match(r.out, /All \d+ test cases passed\./);
     assert.doesNotMatch(r.out, /^SKIP/m, 'every check ran');
     const xml = fs.readFileSync(junitFile, 'utf8');
-    assert.match(xml, /<testsuite name="voice-agent-conformance" tests="\d+" failures="0"/);
+    assert.match(xml, /<testsuite name="voice-agent-conformance" tests="\d+" failures="0" skipped="0"/);
+    for (const name of [
+      'createAgent: response matches contract',
+      'createAgent: writes as declared',
+      'createAgent: refuses bad bodies with a declared 4xx',
+      'listAgents: reads its own workspace',
+      'getAgent: keeps other workspaces&apos; resources out',
+      'listAgents: answers 401 without valid credentials',
+      'createApiKey: refuses an API key',
+      'createAgent: declared as in the reference contract',
+    ])
+      assert.ok(xml.includes(`name="${name}"`), `JUnit has the case ${name}`);
+    assert.match(xml, /<testcase classname="voice-agent-conformance\.createAgent" name="createAgent: response matches contract">/);
+    const report = JSON.parse(fs.readFileSync(jsonFile, 'utf8'));
+    assert.equal(report.failed, 0);
+    assert.equal(report.cases.length, report.cases.length && (xml.match(/<testcase /g) ?? []).length, 'the same cases in JSON and JUnit');
+    const operationsChecked = new Set(report.cases.map((c: { operation: string | null }) => c.operation).filter(Boolean));
+    const documented = Object.values(JSON.parse(fs.readFileSync(contract, 'utf8')).paths).flatMap((item) =>
+      Object.values(item as Record<string, { operationId?: string }>).filter((o) => o?.operationId),
+    );
+    assert.equal(operationsChecked.size, documented.length, 'every operation of the contract has cases');
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('checks only the operations asked for, and refuses names the contract does not have', async () => {
+    const a = await tenant(t);
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'conformance-'));
+    const jsonFile = path.join(dir, 'only.json');
+    const only = await run([
+      '--base-url',
+      t.url,
+      '--api-key',
+      a.apiKey,
+      '--operations',
+      'listAgents,getAgent',
+      '--operations',
+      'listTools',
+      '--json',
+      jsonFile,
+      '--tap',
+    ]);
+    assert.equal(only.code, 0, only.out + only.err);
+    const report = JSON.parse(fs.readFileSync(jsonFile, 'utf8'));
+    const ops = new Set(report.cases.map((c: { operation: string | null }) => c.operation).filter(Boolean));
+    assert.deepEqual([...ops].sort(), ['getAgent', 'listAgents', 'listTools']);
+    assert.match(only.out, /^ok \d+ - listAgents: response matches contract$/m);
+    assert.equal((only.out.match(/^(not )?ok /gm) ?? []).length, report.cases.length, 'TAP has the same cases');
+
+    const skipping = await run(['--base-url', t.url, '--api-key', a.apiKey, '--skip-operations', 'listTools', '--json', jsonFile]);
+    assert.equal(skipping.code, 0, skipping.out);
+    assert.ok(!JSON.parse(fs.readFileSync(jsonFile, 'utf8')).cases.some((c: { operation: string | null }) => c.operation === 'listTools'));
+
+    const unknown = await run(['--base-url', t.url, '--operations', 'createAgent,noSuchOperation']);
+    assert.equal(unknown.code, 2);
+    assert.match(unknown.err, /no operation noSuchOperation/);
     fs.rmSync(dir, { recursive: true, force: true });
   });
 
@@ -97,7 +154,8 @@ describe('voice-agent-conformance', () => {
     const before = await count();
     const r = await run(['--base-url', t.url, '--api-key', a.apiKey, '--api-key', b.apiKey, '--tap']);
     assert.equal(r.code, 0, r.out + r.err);
-    assert.match(r.out, /^ok \d+ - isolation$/m);
+    assert.match(r.out, /^ok \d+ - getAgent: keeps other workspaces' resources out$/m);
+    assert.match(r.out, /^ok \d+ - listAgents: keeps other workspaces' resources out$/m);
     assert.match(r.out, /^ok \d+ - writes # SKIP/m);
     assert.equal(await count(), before);
   });
@@ -119,8 +177,13 @@ describe('voice-agent-conformance', () => {
       const a = await tenant(t);
       const r = await run(['--base-url', p.url, '--api-key', a.apiKey]);
       assert.equal(r.code, 1, r.out);
-      assert.match(r.out, /FAIL {2}reads/);
+      assert.match(r.out, /^ {2}FAIL {2}listTools: response matches contract$/m);
+      assert.match(r.out, /^ {2}FAIL {2}listTools: reads its own workspace$/m);
+      assert.doesNotMatch(r.out, /FAIL {2}listAgents/, 'only the broken operation fails');
       assert.match(r.out, /GET \/api\/v1\/tools \(listTools\) answered 418: status 418 is not declared/);
+      // Skipping the broken operations (every tool read), the rest conforms.
+      const skipping = await run(['--base-url', p.url, '--api-key', a.apiKey, '--skip-operations', 'listTools,getTool']);
+      assert.equal(skipping.code, 0, skipping.out);
     } finally {
       await p.close();
     }
@@ -146,7 +209,7 @@ describe('voice-agent-conformance', () => {
     try {
       const r = await run(['--base-url', p.url, '--api-key', a.apiKey, '--api-key', b.apiKey]);
       assert.equal(r.code, 1, r.out);
-      assert.match(r.out, /FAIL {2}isolation/);
+      assert.match(r.out, /^ {2}FAIL {2}getAgent: keeps other workspaces' resources out$/m);
       assert.match(r.out, /getAgent served another workspace's resource/);
     } finally {
       await p.close();
@@ -166,7 +229,8 @@ describe('voice-agent-conformance', () => {
     try {
       const r = await run(['--base-url', p.url, '--allow-writes']);
       assert.equal(r.code, 1, r.out);
-      assert.match(r.out, /FAIL {2}bad-bodies/);
+      assert.match(r.out, /^ {2}FAIL {2}createAgent: refuses bad bodies with a declared 4xx$/m);
+      assert.match(r.out, /^ {2}FAIL {2}createAgent: response matches contract$/m);
       assert.match(r.out, /createAgent answered 500 to unparsable JSON/);
     } finally {
       await p.close();

@@ -23,11 +23,14 @@ const suffix = randomBytes(4).toString('hex');
 const OWNER = `vas_owner_${suffix}`;
 const APP = `vas_app_${suffix}`;
 const DB = `vas_lp_${suffix}`;
+// Both roles log in with a password: the machine's PostgreSQL trusts local connections, but the
+// embedded one (no DATABASE_URL) asks every role for a SCRAM password.
+const PASSWORD = randomBytes(12).toString('hex');
 
 function urlAs(role: string): string {
   const u = new URL(serverUrl());
   u.username = role;
-  u.password = '';
+  u.password = PASSWORD;
   u.pathname = `/${DB}`;
   return u.toString();
 }
@@ -49,8 +52,8 @@ let receiver: Receiver;
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-lp-'));
 
 before(async () => {
-  await asAdmin(`create role ${OWNER} login`);
-  await asAdmin(`create role ${APP} login`);
+  await asAdmin(`create role ${OWNER} login password '${PASSWORD}'`);
+  await asAdmin(`create role ${APP} login password '${PASSWORD}'`);
   await asAdmin(`create database ${DB} owner ${OWNER}`);
   // PostgreSQL 15 lets only the owner of `public` create in it: make that the schema owner role.
   await asAdmin(`alter schema public owner to ${OWNER}`, DB);

@@ -32,16 +32,49 @@ describe('webhook registry', () => {
     assert.equal(again.status, 200);
     assert.deepEqual(again.body, created.body);
 
-    // A given events list replaces the stored one.
-    const narrowed = await register(tn, { url: 'http://127.0.0.1:9/hooks/voice', events: ['batch.completed'] });
-    assert.equal(narrowed.status, 200);
-    assert.equal(narrowed.body.webhook_id, created.body.webhook_id);
-    assert.deepEqual(narrowed.body.events, ['batch.completed']);
+    // With another events list too: nothing changes, the existing webhook comes back as it is.
+    const withEvents = await register(tn, { url: 'http://127.0.0.1:9/hooks/voice', events: ['batch.completed'] });
+    assert.equal(withEvents.status, 200);
+    assert.deepEqual(withEvents.body, created.body);
     assert.equal((await rows(tn.workspaceId)).length, 1);
+    assert.deepEqual((await rows(tn.workspaceId))[0].events, ['call.completed', 'batch.completed']);
 
     const list = await t.http.get('/api/v1/webhooks').set(bearer(tn.apiKey));
     assert.equal(list.status, 200);
-    assert.deepEqual(list.body, { object: 'list', data: [narrowed.body], has_more: false, next_cursor: null });
+    assert.deepEqual(list.body, { object: 'list', data: [created.body], has_more: false, next_cursor: null });
+  });
+
+  it("changes a webhook's events with PATCH, and only its own workspace's", async () => {
+    const tn = await tenant(t);
+    const created = await register(tn, { url: 'http://127.0.0.1:9/hooks/patch' });
+    const patch = (key: string, id: string, body: unknown) =>
+      t.http
+        .patch(`/api/v1/webhooks/${id}`)
+        .set(bearer(key))
+        .send(body as object);
+    const narrowed = await patch(tn.apiKey, created.body.webhook_id, { events: ['batch.completed'] });
+    assert.equal(narrowed.status, 200, JSON.stringify(narrowed.body));
+    assert.deepEqual(narrowed.body, { ...created.body, events: ['batch.completed'] });
+    const list = await t.http.get('/api/v1/webhooks').set(bearer(tn.apiKey));
+    assert.deepEqual(list.body.data, [narrowed.body]);
+
+    for (const [body, param] of [
+      [{}, 'events'],
+      [{ events: [] }, 'events'],
+      [{ events: ['call.started'] }, 'events'],
+      [{ events: ['call.completed'], url: 'http://127.0.0.1:9/other' }, 'url'],
+    ] as const) {
+      const res = await patch(tn.apiKey, created.body.webhook_id, body);
+      assert.equal(res.status, 422, JSON.stringify(body));
+      assert.ok(String(res.body.error.param).startsWith(param), `${JSON.stringify(body)}: param ${res.body.error.param}`);
+    }
+    const other = await tenant(t);
+    const foreign = await patch(other.apiKey, created.body.webhook_id, { events: ['call.completed'] });
+    assert.equal(foreign.status, 403);
+    const missing = await patch(tn.apiKey, 'whk_00000000000000000000000000', { events: ['call.completed'] });
+    assert.equal(missing.status, 404);
+    assert.equal(missing.body.error.code, 'webhook_not_found');
+    assert.deepEqual((await rows(tn.workspaceId))[0].events, ['batch.completed'], 'refused changes left the events as they were');
   });
 
   it('treats a default port and an empty path as the same URL', async () => {
@@ -61,8 +94,9 @@ describe('webhook registry', () => {
       [{ url: 'https://example.com/h', events: ['call.started'] }, 'events', null],
       [{ url: 'https://example.com/h', events: [] }, 'events', null],
       [{ url: 'https://example.com/h', events: ['call.completed', 'call.completed'] }, 'events', null],
-      [{ url: '/relative/path' }, 'url', 'url_not_allowed'],
-      [{ url: 'ftp://example.com/hook' }, 'url', 'url_not_allowed'],
+      [{ url: '/relative/path' }, 'url', 'invalid_value'],
+      [{ url: 'ftp://example.com/hook' }, 'url', 'invalid_value'],
+      [{ url: 'https://exa mple.com/hook' }, 'url', 'invalid_value'],
       [{ url: 'https://user:pass@example.com/hook' }, 'url', 'url_not_allowed'],
       [{ url: 'http://0.0.0.0:8080/hook' }, 'url', 'url_not_allowed'],
       [{ url: 'http://[ff02::1]/hook' }, 'url', 'url_not_allowed'],
@@ -98,7 +132,8 @@ describe('webhook registry', () => {
 
     const existing = await register(tn, { url: 'http://127.0.0.1:9/hook/3', events: ['call.completed'] });
     assert.equal(existing.status, 200);
-    assert.deepEqual(existing.body.events, ['call.completed']);
+    assert.equal(existing.body.webhook_id, ids[3]);
+    assert.deepEqual(existing.body.events, ['call.completed', 'batch.completed'], 'unchanged');
 
     // Another workspace has its own 20.
     const other = await tenant(t);

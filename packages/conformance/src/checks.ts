@@ -30,56 +30,65 @@ export interface RunContext {
   cleanup: Array<() => Promise<unknown>>;
   /** Ids of the resources the checks created: the only ones write attempts across workspaces may target. */
   created: Set<string>;
+  /** The operations checked (--operations, --skip-operations); others are called only as set-up for them. */
+  selected: (operationId: string) => boolean;
 }
 
 const isSecured = (op: Operation) => op.security.length > 0 && op.security.every((alt) => Object.keys(alt).length > 0);
 const takesApiKey = (op: Operation) => op.security.some((alt) => 'ApiKey' in alt);
 const sessionOnly = (op: Operation) => isSecured(op) && !takesApiKey(op) && op.security.some((alt) => 'DashboardSession' in alt);
 const developerOps = (c: Contract) => c.operations.filter((op) => takesApiKey(op));
+/** The operations a check exercises: the selected ones. */
+const checked = (ctx: RunContext) => ctx.target.contract.operations.filter((op) => ctx.selected(op.operationId));
 /** A value for a path parameter that names nothing: a well-formed id is not needed before authentication. */
 const PLACEHOLDER = 'conformance_placeholder_0000000000';
 
 export async function checkDocument(ctx: RunContext): Promise<void> {
   const { results, target, reference } = ctx;
-  results.begin('contract-document', 'the deployment serves an OpenAPI 3.1 document whose operations include those of the reference contract');
+  results.begin('contract-document');
   results.expect(String(target.contract.document.openapi ?? '').startsWith('3.1'), `/openapi.json is OpenAPI ${target.contract.document.openapi}, not 3.1`);
   results.expect(target.contract.operations.length > 0, '/openapi.json declares no operations');
   if (!reference) return;
   for (const ours of reference.operations) {
     const theirs = target.contract.operations.find((o) => o.operationId === ours.operationId);
     if (!theirs) {
-      results.fail('contract-document', `operation ${ours.operationId} (${ours.method} ${ours.path}) is missing`);
+      results.fail(ours.operationId, `operation ${ours.operationId} (${ours.method} ${ours.path}) is missing`);
       continue;
     }
     results.expect(
       theirs.method === ours.method && theirs.path === ours.path,
       `${ours.operationId} is ${theirs.method} ${theirs.path}, the reference has ${ours.method} ${ours.path}`,
+      ours.operationId,
     );
-    for (const status of ours.statuses) results.expect(theirs.statuses.includes(status), `${ours.operationId} no longer declares ${status}`);
+    for (const status of ours.statuses) results.expect(theirs.statuses.includes(status), `${ours.operationId} no longer declares ${status}`, ours.operationId);
   }
 }
 
 export async function checkUnauthenticated(ctx: RunContext): Promise<void> {
   const { results, target } = ctx;
-  results.begin('authentication', 'every secured operation answers 401 in the error envelope without credentials or with an unknown token');
-  for (const op of target.contract.operations.filter(isSecured)) {
+  results.begin('authentication');
+  for (const op of checked(ctx).filter(isSecured)) {
     const params = Object.fromEntries(op.pathParams.map((p) => [p, PLACEHOLDER]));
     for (const token of [null, 'conformance-unknown-token']) {
       const res = await target.send('authentication', { op, params, token, body: op.requestContentTypes.length ? {} : undefined });
-      results.expect(res.status === 401, `${op.method} ${op.path} answered ${res.status} ${token ? 'with an unknown token' : 'without credentials'}, not 401`);
-      if (res.status === 401) results.expect(target.contract.isErrorEnvelope(res.json), `${op.operationId}'s 401 is not the error envelope`);
+      results.expect(
+        res.status === 401,
+        `${op.method} ${op.path} answered ${res.status} ${token ? 'with an unknown token' : 'without credentials'}, not 401`,
+        op.operationId,
+      );
+      if (res.status === 401) results.expect(target.contract.isErrorEnvelope(res.json), `${op.operationId}'s 401 is not the error envelope`, op.operationId);
     }
   }
 }
 
 export async function checkKeyRoutes(ctx: RunContext): Promise<void> {
   const { results, target, workspaces } = ctx;
-  results.begin('session-only-routes', 'key and member routes refuse API keys (401)');
+  results.begin('session-only-routes');
   if (!workspaces.length) return results.skip('needs --api-key (or --allow-writes to sign up)');
-  for (const op of target.contract.operations.filter(sessionOnly)) {
+  for (const op of checked(ctx).filter(sessionOnly)) {
     const params = Object.fromEntries(op.pathParams.map((p) => [p, PLACEHOLDER]));
     const res = await target.send('session-only-routes', { op, params, token: workspaces[0].apiKey, body: op.requestContentTypes.length ? {} : undefined });
-    results.expect(res.status === 401, `${op.method} ${op.path} answered ${res.status} to an API key, not 401`);
+    results.expect(res.status === 401, `${op.method} ${op.path} answered ${res.status} to an API key, not 401`, op.operationId);
   }
 }
 
@@ -108,32 +117,32 @@ async function readAll(ctx: RunContext, ws: Workspace, check: string): Promise<v
   const reads = developerOps(target.contract).filter((op) => op.method === 'GET');
   for (const op of reads.filter((o) => o.pathParams.length === 0)) {
     const res = await target.send(check, { op, token: ws.apiKey });
-    results.expect(res.status < 400, `${op.operationId} answered ${res.status} to its own workspace's key`);
+    results.expect(res.status < 400, `${op.operationId} answered ${res.status} to its own workspace's key`, op.operationId);
     if (res.status < 300) collectIds(ws, params, res.json);
   }
-  for (const op of reads.filter((o) => o.pathParams.length > 0)) {
+  for (const op of reads.filter((o) => o.pathParams.length > 0 && ctx.selected(o.operationId))) {
     const values = op.pathParams.map((p) => ws.ids.get(p)?.[0]);
     if (values.some((v) => v === undefined)) continue;
     const res = await target.send(check, { op, params: Object.fromEntries(op.pathParams.map((p, i) => [p, values[i]!])), token: ws.apiKey });
-    results.expect(res.status < 400, `${op.operationId} answered ${res.status} for the workspace's own ${op.pathParams.join(', ')}`);
+    results.expect(res.status < 400, `${op.operationId} answered ${res.status} for the workspace's own ${op.pathParams.join(', ')}`, op.operationId);
     if (res.status < 300) collectIds(ws, params, res.json);
   }
 }
 
 export async function checkReads(ctx: RunContext): Promise<void> {
-  ctx.results.begin('reads', 'every read operation answers its own workspace with a declared status, content type, headers and body');
+  ctx.results.begin('reads');
   if (!ctx.workspaces.length) return ctx.results.skip('needs --api-key (or --allow-writes to sign up)');
   for (const ws of ctx.workspaces) await readAll(ctx, ws, 'reads');
 }
 
 export async function checkIsolation(ctx: RunContext): Promise<void> {
   const { results, target, workspaces } = ctx;
-  results.begin('isolation', "another workspace's ids answer 403 or 404 with no data, and lists never show another workspace's resources");
+  results.begin('isolation');
   if (workspaces.length < 2) return results.skip('needs two workspaces: --api-key twice, or --allow-writes');
   const [a, b] = workspaces;
   const foreign = new Set([...b.ids.values()].flat());
   if (!foreign.size) return results.skip('the second workspace has no resources to try (run with --allow-writes to create some)');
-  for (const op of developerOps(target.contract).filter((o) => o.pathParams.length > 0)) {
+  for (const op of developerOps(target.contract).filter((o) => o.pathParams.length > 0 && ctx.selected(o.operationId))) {
     if (op.method !== 'GET' && !ctx.allowWrites) continue;
     // A write attempt targets only what the checks created: a broken deployment must not damage real data.
     const values = op.pathParams.map((p) => (b.ids.get(p) ?? []).find((id) => op.method === 'GET' || ctx.created.has(id)));
@@ -148,13 +157,14 @@ export async function checkIsolation(ctx: RunContext): Promise<void> {
     results.expect(
       res.status === 403 || res.status === 404 || res.status === 422,
       `${op.method} ${op.path} with another workspace's ${op.pathParams.join(', ')} answered ${res.status}, not 403/404`,
+      op.operationId,
     );
-    if (res.status < 300) results.fail('isolation', `${op.operationId} served another workspace's resource: ${res.text.slice(0, 200)}`);
+    if (res.status < 300) results.fail(op.operationId, `${op.operationId} served another workspace's resource: ${res.text.slice(0, 200)}`);
   }
-  for (const op of developerOps(target.contract).filter((o) => o.method === 'GET' && o.pathParams.length === 0)) {
+  for (const op of developerOps(target.contract).filter((o) => o.method === 'GET' && o.pathParams.length === 0 && ctx.selected(o.operationId))) {
     const res = await target.send('isolation', { op, token: a.apiKey });
     const leaked = [...foreign].filter((id) => res.text.includes(id));
-    results.expect(leaked.length === 0, `${op.operationId} lists another workspace's ${leaked.slice(0, 3).join(', ')}`);
+    results.expect(leaked.length === 0, `${op.operationId} lists another workspace's ${leaked.slice(0, 3).join(', ')}`, op.operationId);
   }
 }
 
@@ -162,7 +172,7 @@ export async function checkIsolation(ctx: RunContext): Promise<void> {
 function bodyOps(ctx: RunContext, ws: Workspace): Array<{ op: Operation; params: Record<string, string> }> {
   const out: Array<{ op: Operation; params: Record<string, string> }> = [];
   for (const op of developerOps(ctx.target.contract)) {
-    if (!op.requestContentTypes.includes('application/json')) continue;
+    if (!op.requestContentTypes.includes('application/json') || !ctx.selected(op.operationId)) continue;
     const values = op.pathParams.map((p) => ws.ids.get(p)?.[0]);
     if (values.some((v) => v === undefined)) continue;
     out.push({ op, params: Object.fromEntries(op.pathParams.map((p, i) => [p, values[i]!])) });
@@ -172,7 +182,7 @@ function bodyOps(ctx: RunContext, ws: Workspace): Array<{ op: Operation; params:
 
 export async function checkBadBodies(ctx: RunContext): Promise<void> {
   const { results, target, workspaces } = ctx;
-  results.begin('bad-bodies', 'malformed and mistyped bodies are refused with a declared 4xx, never a 5xx; unknown fields give 422 naming them');
+  results.begin('bad-bodies');
   if (!ctx.allowWrites) return results.skip('sends bodies to write operations: needs --allow-writes');
   if (!workspaces.length) return results.skip('needs a workspace');
   const ws = workspaces[0];
@@ -185,7 +195,7 @@ export async function checkBadBodies(ctx: RunContext): Promise<void> {
       ['deep nesting', '['.repeat(5000) + ']'.repeat(5000)],
     ] as const) {
       const res = await target.send('bad-bodies', { op, params, token: ws.apiKey, raw: { text: raw, contentType: 'application/json' } });
-      results.expect(res.status >= 400 && res.status < 500, `${op.operationId} answered ${res.status} to ${what}`);
+      results.expect(res.status >= 400 && res.status < 500, `${op.operationId} answered ${res.status} to ${what}`, op.operationId);
     }
     if (op.bodyExample && typeof op.bodyExample === 'object' && !Array.isArray(op.bodyExample)) {
       const field = 'conformance_unknown_field';
@@ -198,6 +208,7 @@ export async function checkBadBodies(ctx: RunContext): Promise<void> {
       results.expect(
         res.status === 422 && named,
         `${op.operationId} answered ${res.status} to an unknown field${res.status === 422 ? ' without naming it' : ''}`,
+        op.operationId,
       );
     }
   }
@@ -233,7 +244,7 @@ async function create(
   const op = target.op(operationId);
   if (!op) return null;
   const res = await target.send('writes', { op, token: ws.apiKey, body });
-  results.expect(res.status === 201 || res.status === 200, `${operationId} answered ${res.status}: ${res.text.slice(0, 200)}`);
+  results.expect(res.status === 201 || res.status === 200, `${operationId} answered ${res.status}: ${res.text.slice(0, 200)}`, operationId);
   if (res.status >= 300) return null;
   const id = res.json?.[idField] as string | undefined;
   if (id) {
@@ -247,7 +258,7 @@ async function create(
 
 export async function checkWrites(ctx: RunContext): Promise<void> {
   const { results, target, workspaces } = ctx;
-  results.begin('writes', 'create, read, update and delete answer as declared, and a deleted resource is gone');
+  results.begin('writes');
   if (!ctx.allowWrites) return results.skip('needs --allow-writes');
   for (const ws of workspaces) {
     await create(ctx, ws, 'createAgent', { name: 'Conformance agent', instruction: 'You answer questions about opening hours.' }, 'deleteAgent', 'agent_id');
@@ -270,18 +281,19 @@ export async function checkWrites(ctx: RunContext): Promise<void> {
     results.expect(
       patched.status === 200 && patched.json?.name === 'Conformance agent, renamed',
       `updateAgent answered ${patched.status} without the new name`,
+      'updateAgent',
     );
     const read = await target.send('writes', { op: get, params: { agent_id: agentId }, token: ws.apiKey });
-    results.expect(read.json?.name === 'Conformance agent, renamed', 'getAgent does not show the update');
+    results.expect(read.json?.name === 'Conformance agent, renamed', 'getAgent does not show the update', 'getAgent');
   }
   const scratch = await create(ctx, ws, 'createAgent', { name: 'Conformance scratch agent' }, 'deleteAgent', 'agent_id');
   const del = target.op('deleteAgent');
   if (scratch && del && get) {
     const id = scratch.json.agent_id as string;
     const gone = await target.send('writes', { op: del, params: { agent_id: id }, token: ws.apiKey });
-    results.expect(gone.status === 200 || gone.status === 204, `deleteAgent answered ${gone.status}`);
+    results.expect(gone.status === 200 || gone.status === 204, `deleteAgent answered ${gone.status}`, 'deleteAgent');
     const after = await target.send('writes', { op: get, params: { agent_id: id }, token: ws.apiKey });
-    results.expect(after.status === 404, `a deleted agent answers ${after.status}, not 404`);
+    results.expect(after.status === 404, `a deleted agent answers ${after.status}, not 404`, 'deleteAgent');
     ws.ids.set(
       'agent_id',
       (ws.ids.get('agent_id') ?? []).filter((x) => x !== id),
@@ -342,10 +354,7 @@ async function textSession(wsUrl: string): Promise<boolean> {
 
 export async function checkWebhookSignatures(ctx: RunContext): Promise<void> {
   const { results, target, workspaces } = ctx;
-  results.begin(
-    'webhook-signatures',
-    'a call.completed delivery carries an X-Webhook-Signature (and a Standard Webhooks signature) that verifies with the secret from the API',
-  );
+  results.begin('webhook-signatures');
   if (!ctx.allowWrites) return results.skip('needs --allow-writes');
   const ops = ['createWebhook', 'getWebhookSecret', 'createAgent', 'createRealtimeSession'].map((id) => target.op(id));
   if (ops.some((o) => !o)) return results.skip('the deployment lacks the webhook or realtime operations');
@@ -363,11 +372,10 @@ export async function checkWebhookSignatures(ctx: RunContext): Promise<void> {
       token: ws.apiKey,
       body: { agent_id: agent.json.agent_id, user_id: 'conformance', source: 'text' },
     });
-    if (minted.status !== 201) return results.fail('webhook-signatures', `createRealtimeSession answered ${minted.status}: ${minted.text.slice(0, 200)}`);
+    if (minted.status !== 201) return results.fail(null, `createRealtimeSession answered ${minted.status}: ${minted.text.slice(0, 200)}`);
     results.expect(await textSession(minted.json.ws_url), 'the realtime session did not start');
     const delivery = await receiver.next(60_000);
-    if (!delivery)
-      return results.fail('webhook-signatures', 'no webhook delivery arrived within 60 s (can the deployment reach ' + receiver.url + '? set --receiver-host)');
+    if (!delivery) return results.fail(null, 'no webhook delivery arrived within 60 s (can the deployment reach ' + receiver.url + '? set --receiver-host)');
     const header = String(delivery.headers['x-webhook-signature'] ?? '');
     const expected = createHmac('sha256', Buffer.from(secret, 'utf8')).update(delivery.body).digest('hex');
     results.expect(

@@ -1,12 +1,13 @@
 /**
  * `voice-agent-conformance --base-url URL [--api-key ek_... [--api-key ek_...]] [--session-token ds_...]
- *  [--allow-writes] [--contract openapi.json] [--junit FILE] [--tap] [--receiver-host HOST]`
+ *  [--allow-writes] [--contract openapi.json] [--operations ID,...] [--skip-operations ID,...]
+ *  [--junit FILE] [--json FILE] [--tap] [--receiver-host HOST]`
  * Exit 0: no violation; 1: violations; 2: usage error (or the deployment could not be read).
  */
 import fs from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Contract } from './contract.js';
-import { Results, junit, summary, tap } from './results.js';
+import { Results, jsonReport, junit, summary, tap } from './results.js';
 import { Target } from './target.js';
 import {
   checkBadBodies,
@@ -33,8 +34,13 @@ Checks a deployment of the voice agent service against its contract (the deploym
                          workspaces when fewer than two keys are given
   --contract FILE        a reference OpenAPI document the deployment's must include
   --receiver-host HOST   the host the deployment can reach this machine at (webhook check; default 127.0.0.1)
-  --junit FILE           also write JUnit XML
-  --tap                  print TAP instead of the summary
+  --operations IDS       check only these operations (operationIds, comma-separated; repeatable)
+  --skip-operations IDS  check every operation but these (operationIds, comma-separated; repeatable)
+                         Operations not checked may still be called as set-up (sign-up, a list read for ids).
+  --junit FILE           also write JUnit XML: one test case per operation and check
+                         (e.g. "createAgent: response matches contract")
+  --json FILE            also write the report as JSON (totals, and every case with its status and violations)
+  --tap                  print TAP instead of the summary (the same cases)
   --help                 this text
 
 Exit status: 0 conforms, 1 violations found, 2 usage error or the deployment could not be read.`;
@@ -55,7 +61,10 @@ export async function main(
         'allow-writes': { type: 'boolean', default: false },
         contract: { type: 'string' },
         'receiver-host': { type: 'string', default: '127.0.0.1' },
+        operations: { type: 'string', multiple: true },
+        'skip-operations': { type: 'string', multiple: true },
         junit: { type: 'string' },
+        json: { type: 'string' },
         tap: { type: 'boolean', default: false },
         help: { type: 'boolean', default: false },
       },
@@ -93,9 +102,24 @@ export async function main(
     return 2;
   }
 
+  const contract = new Contract(document);
+  const ids = (values: string[] | undefined) =>
+    (values ?? [])
+      .flatMap((v) => v.split(','))
+      .map((v) => v.trim())
+      .filter(Boolean);
+  const only = ids(args.operations);
+  const skipped = ids(args['skip-operations']);
+  const unknown = [...only, ...skipped].filter((id) => !contract.operations.some((o) => o.operationId === id));
+  if (unknown.length) {
+    err(`--operations/--skip-operations: the deployment's contract has no operation ${unknown.join(', ')}.\n`);
+    return 2;
+  }
+  const selected = (id: string) => (!only.length || only.includes(id)) && !skipped.includes(id);
+
   const started = performance.now();
-  const results = new Results();
-  const target = new Target(baseUrl, new Contract(document), results);
+  const results = new Results(selected);
+  const target = new Target(baseUrl, contract, results);
   const ctx: RunContext = {
     target,
     results,
@@ -105,6 +129,7 @@ export async function main(
     receiverHost: args['receiver-host']!,
     cleanup: [],
     created: new Set(),
+    selected,
   };
   try {
     if (ctx.allowWrites && args['session-token'] && ctx.workspaces.length < 2) {
@@ -137,5 +162,6 @@ export async function main(
   const seconds = (performance.now() - started) / 1000;
   out(args.tap ? tap(results) : `${summary(results, baseUrl)}\n`);
   if (args.junit) fs.writeFileSync(args.junit, junit(results, seconds));
+  if (args.json) fs.writeFileSync(args.json, jsonReport(results, baseUrl, seconds));
   return results.failed ? 1 : 0;
 }

@@ -34,8 +34,11 @@ export class Target {
     return `${this.baseUrl}${path}${qs ? `?${qs}` : ''}`;
   }
 
-  /** Sends the request; the response is checked against the operation (a violation is recorded under `check`). */
-  async send(check: string, call: Call): Promise<Response> {
+  /**
+   * Sends the request; the response is checked against the operation, as the operation's
+   * `response matches contract` case (`during` names the check that sent it, for the message).
+   */
+  async send(during: string, call: Call): Promise<Response> {
     const headers: Record<string, string> = {};
     if (call.token) headers.Authorization = `Bearer ${call.token}`;
     let payload: string | undefined;
@@ -63,12 +66,15 @@ export class Target {
     const reply = { status: res.status, headers: res.headers, text, json };
     const problems = this.contract.check(call.op, reply);
     const where = `${call.op.method} ${call.op.path} (${call.op.operationId})`;
-    if (problems.length) this.results.fail(check, `${where} answered ${res.status}: ${problems.join('; ')}`);
+    const id = call.op.operationId;
+    if (problems.length) this.results.fail(id, `${where} answered ${res.status}: ${problems.join('; ')} (during ${during})`, 'response');
     if (res.status >= 500)
       this.results.fail(
-        check,
-        `${where} answered ${res.status}: a server error${json && typeof json === 'object' ? ` (${JSON.stringify((json as any).error?.code ?? '')})` : ''}`,
+        id,
+        `${where} answered ${res.status}: a server error${json && typeof json === 'object' ? ` (${JSON.stringify((json as any).error?.code ?? '')})` : ''} (during ${during})`,
+        'response',
       );
+    if (!problems.length && res.status < 500) this.results.pass(id, 'response');
     return reply;
   }
 }
