@@ -244,6 +244,8 @@ describe("every public operation through Prism's validating proxy", () => {
     const hungUp = await send('createCall', { token: key, body: { agent_id: agentId, to_number: sandboxNumber() }, expect: 201 });
     await send('hangupCall', { token: key, params: { call_id: hungUp.call_id }, expect: 200 });
     await send('listCalls', { token: key, query: { limit: '10' }, expect: 200 });
+    const policy = await send('getDestinationPolicy', { token: key, expect: 200 });
+    assert.equal(policy.calls_placed_today, 2, 'the two calls count toward the daily cap');
     await until(
       'the call to end',
       () => send('getCall', { token: key, params: callParams, expect: 200 }),
