@@ -2,8 +2,9 @@
  * The end of a call, exactly once: whoever learns that a call is over (the bridge when its media stream
  * ends, a carrier callback, the deadline job, an API cancel) calls `finalise`. One claimant runs the
  * post-call analysis; then, in one transaction, the call becomes terminal (guarded by its live status),
- * its usage is metered, `call.completed` is recorded for delivery, its concurrency slot is released and
- * its deadline job removed. A claimant that dies mid-analysis leaves a stale claim that the deadline
+ * its usage is metered (up to what its reservation covered) and its reservation released,
+ * `call.completed` is recorded for delivery, its concurrency slot is released and its deadline job
+ * removed. A claimant that dies mid-analysis leaves a stale claim that the deadline
  * job takes over, so no call stays live and none is reported twice.
  */
 import type { Knex } from 'knex';
@@ -11,7 +12,7 @@ import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import type { VoiceService } from '../voice/types.js';
 import { analyseConversation, writeUp } from '../conversation/write-up.js';
-import { costOf, type WorkspaceAdmission } from '../workspaces/admission.js';
+import type { WorkspaceAdmission } from '../workspaces/admission.js';
 import type { CallCompletedPublisher } from '../webhooks/events.js';
 import type { JobQueue } from '../jobs/queue.js';
 import { finalState } from './lifecycle.js';
@@ -74,7 +75,9 @@ export class CallFinaliser {
       talkMs,
       analysis,
     );
-    const cost = row.answered_at ? costOf(talkMs, this.opts.centsPerMinute) : 0;
+    // Billed up to what its reservation covered (the bridge ends the call when that runs out).
+    const bill = await this.admission.bill(callId, talkMs, this.opts.centsPerMinute);
+    const cost = row.answered_at ? bill.cents : 0;
     const final = await this.store.knex.transaction(async (trx) => {
       const done = await this.store.update(
         callId,
@@ -99,7 +102,14 @@ export class CallFinaliser {
       );
       if (!done) return undefined;
       await this.admission.meter(
-        { workspaceId: done.workspace_id, kind: 'phone_call', refId: done.id, seconds: done.duration, cents: cost, startedAt: new Date(done.created_at) },
+        {
+          workspaceId: done.workspace_id,
+          kind: 'phone_call',
+          refId: done.id,
+          seconds: Math.min(done.duration, bill.seconds),
+          cents: cost,
+          startedAt: new Date(done.created_at),
+        },
         trx,
       );
       await this.events.callCompleted(

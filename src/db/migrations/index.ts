@@ -18,6 +18,7 @@ import * as m012 from './012_webhook_fair_claims.js';
 import * as m013 from './013_service_settings.js';
 import * as m014 from './014_realtime_token_minter.js';
 import * as m015 from './015_realtime_ip_attempt_log.js';
+import * as m016 from './016_reservations.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -40,6 +41,7 @@ const migrations: Array<[string, Migration]> = [
   ['013_service_settings', m013],
   ['014_realtime_token_minter', m014],
   ['015_realtime_ip_attempt_log', m015],
+  ['016_reservations', m016],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
