@@ -4,8 +4,8 @@
  * post-call analysis; then, in one transaction, the call becomes terminal (guarded by its live status),
  * its usage is metered (up to what its reservation covered) and its reservation released,
  * `call.completed` is recorded for delivery, its concurrency slot is released and its deadline job
- * removed. A claimant that dies mid-analysis leaves a stale claim that the deadline
- * job takes over, so no call stays live and none is reported twice.
+ * removed. A claimant that dies mid-analysis leaves a stale claim that the deadline job takes over, so
+ * no call stays live and none is reported twice.
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';

@@ -1,8 +1,9 @@
 /**
  * Finalisation of a web session, exactly once: the conversation record (the shared write-up of
  * src/conversation/write-up.ts plus user_id, source and end_reason), its usage metered by workspace
- * admission (up to what its reservation covered, which the charge releases) and its `call.completed` (provider `web`, call_sid and to_number null, conversation_id the
- * session's `conv_` id) in one transaction, which also removes the session's live row. Whoever inserts
+ * admission (up to what its reservation covered, which the charge releases) and its `call.completed`
+ * (provider `web`, call_sid and to_number null, conversation_id the session's `conv_` id) in one
+ * transaction, which also removes the session's live row. Whoever inserts
  * the record first (the instance that ran the session, or one finalising it as an orphan) does the rest.
  */
 import type { Knex } from 'knex';

@@ -9,9 +9,10 @@
  *
  * The bridge also ends calls: the agent's `end_conversation` (after its goodbye has played) and the
  * built-in `transfer_call` tool, the silence timeout, the maximum call length and the call's
- * reservation of credit and plan minutes running out (each hangs up at the carrier with its end reason), and answering machines: on a machine the
- * caller's audio stops going to the model; after the greeting the agent's voicemail message is spoken
- * (when enabled) and the call hung up once it has played.
+ * reservation of credit and plan minutes running out (each hangs up at the carrier with its end
+ * reason), and answering machines: on a machine the caller's audio stops going to the model; after
+ * the greeting the agent's voicemail message is spoken (when enabled) and the call hung up once it has
+ * played.
  *
  * The conversation so far is written to the call as it goes; when the stream ends the bridge writes
  * the rest and finalises the call (src/calls/finaliser.ts).
