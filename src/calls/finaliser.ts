@@ -101,6 +101,14 @@ export class CallFinaliser {
         trx,
       );
       if (!done) return undefined;
+      await this.events.callCompleted(
+        { workspaceId: done.workspace_id, callId: done.id, webhookUrl: done.webhook_url, batchId: done.batch_id, payload: callCompletedFacts(done) },
+        trx,
+      );
+      await this.admission.slots.releaseFixed(done.id, trx);
+      for (const hook of this.hooks) await hook(done, trx);
+      // The charge takes the workspace's admission lock: after the hooks' rows (a batch row), in the
+      // order a batch's dispatch round takes them, so the two never wait on each other.
       await this.admission.meter(
         {
           workspaceId: done.workspace_id,
@@ -112,12 +120,6 @@ export class CallFinaliser {
         },
         trx,
       );
-      await this.events.callCompleted(
-        { workspaceId: done.workspace_id, callId: done.id, webhookUrl: done.webhook_url, batchId: done.batch_id, payload: callCompletedFacts(done) },
-        trx,
-      );
-      await this.admission.slots.releaseFixed(done.id, trx);
-      for (const hook of this.hooks) await hook(done, trx);
       await this.jobs.remove(DEADLINE_JOB, { call_id: done.id }, trx);
       return done;
     });

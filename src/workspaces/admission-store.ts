@@ -37,7 +37,12 @@ export interface Lease {
   instance_id: string;
 }
 
-/** Serialises slot, reservation and charging decisions of one workspace across every instance (held until the transaction ends). */
+/**
+ * Serialises slot, reservation and charging decisions of one workspace across every instance (held
+ * until the transaction ends). A transaction that also locks other domains' rows takes it last (a
+ * batch's dispatch round holds its batch row first; a call's finaliser runs the batch hook before the
+ * charge), so two transactions never wait on each other in opposite orders.
+ */
 export const SLOT_LOCK = 'session-lease';
 
 /** Why a conversation is not admitted: its reservation (plan minutes, credit), then its slot. */
