@@ -813,7 +813,8 @@ export interface paths {
          *     `voicemail_config.message` after the beep when voicemail is enabled, otherwise it hangs up;
          *     `answered_by` records the result. Nothing is dialed when the request is refused:
          *     402 when the workspace's subscription is inactive (`subscription_inactive`), its plan's minutes
-         *     for the month are used up (`plan_limit_reached`) or its credit is used up (`insufficient_credit`);
+         *     for the month are used up (`plan_limit_reached`) or its credit is used up (`insufficient_credit`),
+         *     or what is left of them is held by its live calls and web sessions (the same codes);
          *     403 when the agent belongs to another workspace; 404 `agent_not_found`; 422 for an invalid body,
          *     `provider_required` (agent has both providers, none given), `provider_not_configured`,
          *     `from_number_missing` (no `from_number` and the provider config has no `phone_number`),
@@ -826,6 +827,17 @@ export interface paths {
          *     (retry after `Retry-After` seconds, or when a call or session ends), and 429
          *     `daily_call_cap_reached` when the workspace has placed its daily cap of calls (`Retry-After`:
          *     until 00:00 UTC).
+         *
+         *     **Reservations.** A call reserves up to 2 minutes of the workspace's credit (at the call's
+         *     per-minute price) and of its plan's monthly minutes when it is placed, and while it talks asks
+         *     for 2 more 20 seconds before they run out (the deployment sets `RESERVATION_MINUTES` and
+         *     `RESERVATION_RENEW_BEFORE_MS`). What the live calls and web sessions of a workspace hold
+         *     together never exceeds its balance or its plan minutes left, however many instances serve it, so
+         *     parallel calls are placed only as far as the credit covers them. A call whose reservation cannot
+         *     be extended (the credit or minutes are used up, or held by other live conversations) ends when
+         *     it runs out, with `end_reason` `insufficient_credit` or `plan_limit_reached`. A call is billed
+         *     every started minute from answer to hang-up, never beyond what it had reserved; the reservation's
+         *     rest is released when it ends. The balance never goes below zero.
          */
         post: operations["createCall"];
         delete?: never;
@@ -941,7 +953,8 @@ export interface paths {
          *     response again (one batch, one set of calls).
          *
          *     Refusals: 402 when the workspace's subscription is inactive (`subscription_inactive`), its
-         *     credit is used up (`insufficient_credit`) or its plan minutes are (`plan_limit_reached`); 403
+         *     credit is used up (`insufficient_credit`) or its plan minutes are (`plan_limit_reached`) (what
+         *     live conversations hold is not counted here: a batch waits for it, see `BatchDetail`); 403
          *     when the agent belongs to another workspace; 404 `agent_not_found`; 422 (list-shaped body, every
          *     problem at once) for an invalid body and for the rules `provider_required`,
          *     `provider_not_configured`, `from_number_missing`, `invalid_phone_number` and
@@ -3621,14 +3634,15 @@ export interface components {
          * @description Why a call ended. `remote_hangup`: the other party hung up; `agent_hangup`: the agent ended the
          *     conversation; `api_hangup`: `POST /calls/{call_id}/hangup` on a live call; `transferred`: handed to
          *     the agent's transfer number; `time_limit`: maximum call length reached; `insufficient_credit`: the
-         *     workspace ran out of credit mid-call; `silence_timeout`: neither side spoke for the configured
-         *     silence timeout; `not_answered`: status `busy` or `no_answer`; `canceled`: status `canceled`;
-         *     `carrier_error`: the carrier failed the call (or never reported its outcome); `service_error`: the
-         *     media stream or voice service failed; `not_allowed`: the agent or its provider configuration was
-         *     removed before the call was dialed.
+         *     call's reservation of credit ran out and could not be extended (the workspace's credit is used up,
+         *     or held by its other live calls and sessions); `plan_limit_reached`: likewise for the plan's monthly
+         *     minutes; `silence_timeout`: neither side spoke for the configured silence timeout; `not_answered`:
+         *     status `busy` or `no_answer`; `canceled`: status `canceled`; `carrier_error`: the carrier failed the
+         *     call (or never reported its outcome); `service_error`: the media stream or voice service failed;
+         *     `not_allowed`: the agent or its provider configuration was removed before the call was dialed.
          * @enum {string}
          */
-        CallEndReason: "remote_hangup" | "agent_hangup" | "api_hangup" | "transferred" | "time_limit" | "insufficient_credit" | "silence_timeout" | "not_answered" | "canceled" | "carrier_error" | "service_error" | "not_allowed";
+        CallEndReason: "remote_hangup" | "agent_hangup" | "api_hangup" | "transferred" | "time_limit" | "insufficient_credit" | "plan_limit_reached" | "silence_timeout" | "not_answered" | "canceled" | "carrier_error" | "service_error" | "not_allowed";
         /**
          * Call
          * @description A phone call, outbound or inbound. It carries every field of its `call.completed` event but `event`
@@ -4297,7 +4311,11 @@ export interface components {
          *
          *     **Dispatch.** Recipients are dialed in request order, at most `concurrency` of the batch's calls at
          *     a time, within the workspace's free concurrency slots (shared with its other calls and web
-         *     sessions); a batch waits for a free slot rather than failing a recipient. Outside its
+         *     sessions); a batch waits for a free slot rather than failing a recipient. Each call reserves
+         *     credit and plan minutes as a call placed through `POST /api/v1/calls` does: while what is left is
+         *     held by the workspace's live calls and sessions (the batch's own included) the batch waits, as for
+         *     a slot; once the credit or the plan minutes themselves are used up it fails (`insufficient_credit`,
+         *     `plan_limit_reached`). Outside its
          *     `calling_window` (in each recipient's time zone) a recipient waits, status `scheduled`, until the
          *     window opens. Dialing starts at `scheduled_at`, never before, also across a restart.
          *
@@ -4710,10 +4728,13 @@ export interface components {
              *     `instance_lost`: the instance carrying the session stopped (a crash) without closing it; the
              *     record was finalised by another instance once the session's lease expired, from what had been
              *     saved as the session went (`ended_at` is the last moment the instance was known alive, and the
-             *     session is billed up to it).
+             *     session is billed up to it). `insufficient_credit` / `plan_limit_reached`: the session's
+             *     reservation of the workspace's credit / plan minutes ran out and could not be extended (used up,
+             *     or held by the workspace's other live calls and sessions); the server closed the socket with 4028
+             *     `Insufficient credits` / `Plan limit`.
              * @enum {string}
              */
-            end_reason: "client_closed" | "agent_ended" | "service_error" | "shutdown" | "instance_lost";
+            end_reason: "client_closed" | "agent_ended" | "service_error" | "shutdown" | "instance_lost" | "insufficient_credit" | "plan_limit_reached";
             /**
              * Format: date-time
              * @description When the session closed.
@@ -8932,7 +8953,7 @@ export interface operations {
             };
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
-            /** @description The workspace's subscription is inactive (`subscription_inactive`), its plan's minutes for the month are used up (`plan_limit_reached`), or its credit is used up (`insufficient_credit`). */
+            /** @description The workspace's subscription is inactive (`subscription_inactive`), its plan's minutes for the month are used up (`plan_limit_reached`), or its credit is used up (`insufficient_credit`); or what is left of the minutes or credit is held by its live calls and sessions (the same codes). */
             402: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];

@@ -276,6 +276,16 @@ const schema = z.object({
   /** How soon a batch looks again for a free slot when its workspace had none. */
   BATCH_CAPACITY_RETRY_MS: z.coerce.number().int().min(10).default(1_000),
   /**
+   * Seconds in a metering minute: conversations are billed per started minute at the per-minute
+   * prices, plan minutes and reservations count in it. 60; tests shorten it so a reservation runs out
+   * in seconds.
+   */
+  METERING_MINUTE_S: z.coerce.number().int().min(1).max(60).default(60),
+  /** Minutes of credit and plan time a live conversation holds at a time (taken at admission, then one slice after another). */
+  RESERVATION_MINUTES: z.coerce.number().int().min(1).max(60).default(2),
+  /** A live conversation asks for its next slice this long before its reservation runs out. */
+  RESERVATION_RENEW_BEFORE_MS: durationMs(20_000),
+  /**
    * Plan usage limit (4028 "Plan limit"): web-session minutes per calendar month (UTC) per plan,
    * `plan=minutes` comma-separated; a plan not listed is unlimited.
    */
@@ -321,6 +331,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   if (c.CALL_HEARTBEAT_MS >= c.CALL_ORPHAN_AFTER_MS) {
     throw new ConfigError(
       `Invalid configuration:\n  CALL_HEARTBEAT_MS: must be less than CALL_ORPHAN_AFTER_MS (${c.CALL_ORPHAN_AFTER_MS}), or live calls look orphaned between renewals`,
+    );
+  }
+  if (c.RESERVATION_RENEW_BEFORE_MS >= c.RESERVATION_MINUTES * c.METERING_MINUTE_S * 1000) {
+    throw new ConfigError(
+      `Invalid configuration:\n  RESERVATION_RENEW_BEFORE_MS: must be less than a reservation slice (RESERVATION_MINUTES x METERING_MINUTE_S = ${c.RESERVATION_MINUTES * c.METERING_MINUTE_S * 1000} ms)`,
     );
   }
   if (c.REALTIME_LEASE_HEARTBEAT_MS >= c.REALTIME_LEASE_EXPIRY_MS) {

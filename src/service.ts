@@ -164,7 +164,18 @@ export async function startService(
     { instanceId: `inst_${randomBytes(6).toString('hex')}`, heartbeatMs: config.REALTIME_LEASE_HEARTBEAT_MS, expiryMs: config.REALTIME_LEASE_EXPIRY_MS },
     log,
   );
-  const admission = new WorkspaceAdmission(admissionStore, slots, clock, { planMinutes: config.REALTIME_PLAN_MINUTES });
+  const admission = new WorkspaceAdmission(
+    admissionStore,
+    slots,
+    clock,
+    {
+      planMinutes: config.REALTIME_PLAN_MINUTES,
+      minuteSeconds: config.METERING_MINUTE_S,
+      reservationMinutes: config.RESERVATION_MINUTES,
+      renewBeforeMs: config.RESERVATION_RENEW_BEFORE_MS,
+    },
+    log.child({ component: 'admission' }),
+  );
   const destinations = new DestinationService(new DestinationStore(db.knex), clock, log.child({ component: 'destinations' }));
   const agents = new AgentService(new AgentStore(db.knex), secrets, destinations);
   const tools = new ToolService(new ToolStore(db.knex), agents, secrets, outbound);
@@ -304,7 +315,7 @@ export async function startService(
       recordMaxBytes: config.CONVERSATION_RECORD_MAX_BYTES,
       silenceTimeoutMs: config.CALL_SILENCE_TIMEOUT_MS,
       maxDurationMs: config.CALL_MAX_DURATION_S * 1000,
-      centsPerMinute: config.CALL_CENTS_PER_MINUTE,
+      reservation: callService.reservationTerms,
       onForward: opts.onCallFrameForwarded,
       startTimeoutMs: config.CALL_STREAM_START_TIMEOUT_MS,
       instanceId: `inst_${randomBytes(6).toString('hex')}`,

@@ -147,7 +147,11 @@ export async function run(): Promise<void> {
       workspace_name: 'Bench',
     });
     const key = (await api(s, 'POST', '/api/v1/keys', signup.session_token, { name: 'bench' })).key as string;
-    await api(s, 'PATCH', `/admin/v1/workspaces/${signup.workspace.id}`, ADMIN, { concurrent_session_limit: 100_000, credit_balance_cents: 1_000_000_000 });
+    await api(s, 'PATCH', `/admin/v1/workspaces/${signup.workspace.id}`, ADMIN, {
+      plan: 'enterprise',
+      concurrent_session_limit: 100_000,
+      credit_balance_cents: 1_000_000_000,
+    });
     const agent = await api(s, 'POST', '/api/v1/agents', key, {
       name: 'Bench',
       instruction: 'You are the receptionist of Acme Dental.',

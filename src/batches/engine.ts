@@ -51,7 +51,7 @@ export interface EngineOptions {
   capacityRetryMs: number;
 }
 
-type Readiness = { plan: OutboundPlan; limit: number } | { refusal: string };
+type Readiness = { plan: OutboundPlan; limit: number; workspacePlan: string } | { refusal: string };
 
 export class BatchEngine {
   constructor(
@@ -86,7 +86,7 @@ export class BatchEngine {
     if (isRefusal(plan)) return { refusal: plan.code };
     const billing = await this.calls.billing(batch.workspace_id);
     if (isRefusal(billing)) return { refusal: billing.code };
-    return { plan, limit: billing.concurrent_session_limit };
+    return { plan, limit: billing.concurrent_session_limit, workspacePlan: billing.plan };
   }
 
   /** One dispatch round (the job's handler). */
@@ -125,7 +125,8 @@ export class BatchEngine {
       if (room > 0) {
         const claimed = await this.claimInWindow(trx, batch, now, room);
         const callIds = claimed.map(() => newId('call'));
-        started = await this.admission.slots.takeFixedIn(trx, callIds, batch.workspace_id, ready.limit, this.calls.slotTtlMs, 'call');
+        const ask = this.admission.ask(ready.workspacePlan, this.calls.reservationTerms);
+        started = (await this.admission.slots.admitFixedIn(trx, callIds, batch.workspace_id, ready.limit, this.calls.slotTtlMs, ask)).taken;
         short = started < claimed.length;
         const taken = claimed.slice(0, started).map((r, i) => ({ recipient: r, callId: callIds[i] }));
         await this.calls.insertQueued(

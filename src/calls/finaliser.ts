@@ -2,16 +2,17 @@
  * The end of a call, exactly once: whoever learns that a call is over (the bridge when its media stream
  * ends, a carrier callback, the deadline job, an API cancel) calls `finalise`. One claimant runs the
  * post-call analysis; then, in one transaction, the call becomes terminal (guarded by its live status),
- * its usage is metered, `call.completed` is recorded for delivery, its concurrency slot is released and
- * its deadline job removed. A claimant that dies mid-analysis leaves a stale claim that the deadline
- * job takes over, so no call stays live and none is reported twice.
+ * its usage is metered (up to what its reservation covered) and its reservation released,
+ * `call.completed` is recorded for delivery, its concurrency slot is released and its deadline job
+ * removed. A claimant that dies mid-analysis leaves a stale claim that the deadline job takes over, so
+ * no call stays live and none is reported twice.
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import type { VoiceService } from '../voice/types.js';
 import { analyseConversation, writeUp } from '../conversation/write-up.js';
-import { costOf, type WorkspaceAdmission } from '../workspaces/admission.js';
+import type { WorkspaceAdmission } from '../workspaces/admission.js';
 import type { CallCompletedPublisher } from '../webhooks/events.js';
 import type { JobQueue } from '../jobs/queue.js';
 import { finalState } from './lifecycle.js';
@@ -74,7 +75,9 @@ export class CallFinaliser {
       talkMs,
       analysis,
     );
-    const cost = row.answered_at ? costOf(talkMs, this.opts.centsPerMinute) : 0;
+    // Billed up to what its reservation covered (the bridge ends the call when that runs out).
+    const bill = await this.admission.bill(callId, talkMs, this.opts.centsPerMinute);
+    const cost = row.answered_at ? bill.cents : 0;
     const final = await this.store.knex.transaction(async (trx) => {
       const done = await this.store.update(
         callId,
@@ -99,16 +102,25 @@ export class CallFinaliser {
         trx,
       );
       if (!done) return undefined;
-      await this.admission.meter(
-        { workspaceId: done.workspace_id, kind: 'phone_call', refId: done.id, seconds: done.duration, cents: cost, startedAt: new Date(done.created_at) },
-        trx,
-      );
       await this.events.callCompleted(
         { workspaceId: done.workspace_id, callId: done.id, webhookUrl: done.webhook_url, batchId: done.batch_id, payload: callCompletedFacts(done) },
         trx,
       );
       await this.admission.slots.releaseFixed(done.id, trx);
       for (const hook of this.hooks) await hook(done, trx);
+      // The charge takes the workspace's admission lock: after the hooks' rows (a batch row), in the
+      // order a batch's dispatch round takes them, so the two never wait on each other.
+      await this.admission.meter(
+        {
+          workspaceId: done.workspace_id,
+          kind: 'phone_call',
+          refId: done.id,
+          seconds: Math.min(done.duration, bill.seconds),
+          cents: cost,
+          startedAt: new Date(done.created_at),
+        },
+        trx,
+      );
       await this.jobs.remove(DEADLINE_JOB, { call_id: done.id }, trx);
       return done;
     });

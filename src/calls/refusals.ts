@@ -17,7 +17,8 @@ export type CallRefusal =
   | { code: 'invalid_phone_number' | 'caller_id_not_allowed'; message: string }
   /** The workspace of the credential no longer exists. */
   | { code: 'unauthorized' }
-  | { code: 'subscription_inactive' | 'plan_limit_reached' | 'insufficient_credit' };
+  /** `message`: a more precise explanation (what is left is held by live conversations). */
+  | { code: 'subscription_inactive' | 'plan_limit_reached' | 'insufficient_credit'; message?: string };
 
 export const isRefusal = (x: object): x is CallRefusal => 'code' in x;
 
@@ -46,6 +47,6 @@ export function refusalError(r: CallRefusal): ApiError<401 | 402 | 403 | 404 | 4
     case 'unauthorized':
       return new ApiError(401, 'authentication_error', 'unauthorized', 'The workspace of this API key no longer exists.');
     default:
-      return paymentRequired(r.code, BILLING_MESSAGES[r.code]);
+      return paymentRequired(r.code, r.message ?? BILLING_MESSAGES[r.code]);
   }
 }

@@ -14,7 +14,7 @@ import { sha256Hex } from '../lib/tokens.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import { BlockedUrlError, checkUrl, type OutboundPolicy } from '../net/outbound-guard.js';
 import type { RuntimeAgent } from '../agents/service.js';
-import type { WorkspaceAdmission, WorkspaceBilling } from '../workspaces/admission.js';
+import type { ReservationTerms, WorkspaceAdmission, WorkspaceBilling } from '../workspaces/admission.js';
 import { conversationVariables, fillPlaceholders, type Variables } from '../conversation/placeholders.js';
 import { job, type JobQueue } from '../jobs/queue.js';
 import { CarrierError, type Carrier, type CarrierCredentials, type Provider } from '../carriers/carrier.js';
@@ -63,6 +63,12 @@ export interface CallAgents {
 }
 
 const BILLING_CODES = { subscription_inactive: 'subscription_inactive', plan_limit: 'plan_limit_reached', insufficient_credit: 'insufficient_credit' } as const;
+
+/** The billing checks passed, but what is left is held by the workspace's live conversations. */
+const HELD_MESSAGES = {
+  plan_limit: "The plan minutes left this month are held by the workspace's live calls and sessions; retry when one ends.",
+  insufficient_credit: "The workspace's credit left is held by its live calls and sessions; retry when one ends, or add credit.",
+} as const;
 
 export function callNotFound(callId: string) {
   return notFound('call_not_found', `No call ${callId.slice(0, 64)}.`, 'call_id');
@@ -160,6 +166,29 @@ export class CallService {
     return t.dialGraceMs + t.ringTimeoutS * 1000 + t.maxDurationS * 1000 + 2 * t.orphanAfterMs;
   }
 
+  /** What a call reserves of the credit and plan minutes: a slice at the call price, lasting as its slot does, never beyond its maximum length. */
+  get reservationTerms(): ReservationTerms {
+    return {
+      kind: 'phone_call',
+      centsPerMinute: this.opts.centsPerMinute,
+      expiryMs: this.slotTtlMs,
+      maxMinutes: this.admission.minutesFor(this.timing.maxDurationS * 1000),
+    };
+  }
+
+  /**
+   * Admits a call: its reservation and a fixed-term slot in one transaction. Refused: the billing code
+   * (the credit or plan minutes left are held by the workspace's live conversations), or null for a
+   * full workspace.
+   */
+  private async admit(callId: string, workspace: WorkspaceBilling): Promise<CallRefusal | null | undefined> {
+    const ask = this.admission.ask(workspace.plan, this.reservationTerms);
+    const admitted = await this.admission.slots.admitFixed(callId, workspace.id, workspace.concurrent_session_limit, this.slotTtlMs, ask);
+    if (admitted === 'concurrency') return null;
+    if (typeof admitted === 'string') return { code: BILLING_CODES[admitted], message: HELD_MESSAGES[admitted] };
+    return undefined;
+  }
+
   /**
    * Writes queued outbound calls with their dial and deadline jobs, in `trx` (the caller holds their
    * concurrency slots, ids as call ids). Nothing is dialed unless the transaction commits.
@@ -212,7 +241,9 @@ export class CallService {
     const workspace = await this.checkBilling(workspaceId);
     await this.destinations.checkDailyCap(workspaceId);
     const callId = newId('call');
-    if (!(await this.admission.slots.takeFixed(callId, workspaceId, workspace.concurrent_session_limit, this.slotTtlMs, 'call'))) {
+    const refused = await this.admit(callId, workspace);
+    if (refused) throw refusalError(refused);
+    if (refused === null) {
       throw new ApiError(
         429,
         'rate_limit_error',
@@ -234,7 +265,7 @@ export class CallService {
       this.log.info({ callId, workspaceId, agentId: plan.agent.id, provider: plan.provider }, 'call queued');
       return toCall(row);
     } catch (err) {
-      await this.admission.slots.releaseFixed(callId).catch(() => undefined);
+      await this.admission.slots.releaseUnused(callId).catch(() => undefined);
       // Another request took the day's last call between the check above and the insert.
       throw this.destinations.dailyCapError(err) ?? err;
     }
@@ -317,8 +348,9 @@ export class CallService {
       return null;
     }
     const callId = newId('call');
-    if (!(await this.admission.slots.takeFixed(callId, workspace.id, workspace.concurrent_session_limit, this.slotTtlMs, 'call'))) {
-      this.log.info({ agentId: agent.id }, 'inbound call refused: no concurrency slot');
+    const refused = await this.admit(callId, workspace);
+    if (refused !== undefined) {
+      this.log.info({ agentId: agent.id, refusal: refused?.code ?? 'concurrency_limit_reached' }, 'inbound call refused: no reservation or concurrency slot');
       return null;
     }
     const streamToken = newStreamToken();
@@ -354,7 +386,7 @@ export class CallService {
       this.log.info({ callId, agentId: agent.id, provider: input.provider }, 'inbound call answered');
       return { row, streamToken };
     } catch (err) {
-      await this.admission.slots.releaseFixed(callId).catch(() => undefined);
+      await this.admission.slots.releaseUnused(callId).catch(() => undefined);
       throw err;
     }
   }

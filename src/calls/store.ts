@@ -22,6 +22,7 @@ export type EndReason =
   | 'transferred'
   | 'time_limit'
   | 'insufficient_credit'
+  | 'plan_limit_reached'
   | 'silence_timeout'
   | 'not_answered'
   | 'canceled'

@@ -47,7 +47,8 @@ export class SessionBridge {
   private audioReceived = false;
   private noAudioSent = false;
   private finished = false;
-  private closedByServer = false;
+  /** Why the server closed the session (shutdown, or its reservation ran out); null: it did not. */
+  private closedByServer: EndReason | null = null;
   private onProgress: (() => void) | undefined;
   private resolveDone!: (o: SessionOutcome) => void;
   /** Resolves once when the socket has closed, with what the conversation record needs. */
@@ -198,9 +199,9 @@ export class SessionBridge {
     this.ws.close(1011);
   }
 
-  /** Closes the client socket from the server side (shutdown), which then finishes the session. */
-  close(code: number, reason: string): void {
-    this.closedByServer = true;
+  /** Closes the client socket from the server side (shutdown, a reservation run out), which then finishes the session. */
+  close(code: number, reason: string, endReason: EndReason = 'shutdown'): void {
+    this.closedByServer ??= endReason;
     if (this.ws.readyState === this.ws.OPEN || this.ws.readyState === this.ws.CONNECTING) this.ws.close(code, reason);
     else void this.finish();
   }
@@ -210,7 +211,7 @@ export class SessionBridge {
     this.finished = true;
     const outcome = await this.conversation.finish();
     const endReason: EndReason =
-      outcome.status === 'failed' ? 'service_error' : this.closedByServer ? 'shutdown' : this.conversation.ended ? 'agent_ended' : 'client_closed';
+      outcome.status === 'failed' ? 'service_error' : (this.closedByServer ?? (this.conversation.ended ? 'agent_ended' : 'client_closed'));
     this.resolveDone({ ...outcome, endReason });
   }
 }

@@ -1,14 +1,15 @@
 /**
  * Finalisation of a web session, exactly once: the conversation record (the shared write-up of
  * src/conversation/write-up.ts plus user_id, source and end_reason), its usage metered by workspace
- * admission and its `call.completed` (provider `web`, call_sid and to_number null, conversation_id the
- * session's `conv_` id) in one transaction, which also removes the session's live row. Whoever inserts
+ * admission (up to what its reservation covered, which the charge releases) and its `call.completed`
+ * (provider `web`, call_sid and to_number null, conversation_id the session's `conv_` id) in one
+ * transaction, which also removes the session's live row. Whoever inserts
  * the record first (the instance that ran the session, or one finalising it as an orphan) does the rest.
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { VoiceService } from '../voice/types.js';
-import { costOf, type WorkspaceAdmission } from '../workspaces/admission.js';
+import type { WorkspaceAdmission } from '../workspaces/admission.js';
 import { analyseConversation, writeUp } from '../conversation/write-up.js';
 import type { CallCompletedPublisher } from '../webhooks/events.js';
 import { callCompletedPayload } from '../webhooks/payloads.js';
@@ -24,9 +25,9 @@ export interface Metering {
   textCentsPerMinute: number;
 }
 
-/** Cents for a session: every started minute at the session kind's rate. */
-export function sessionCost(source: SessionInfo['source'], elapsedMs: number, m: Metering): number {
-  return costOf(elapsedMs, source === 'text' ? m.textCentsPerMinute : m.centsPerMinute);
+/** The per-minute price of a session kind. */
+export function sessionPrice(source: SessionInfo['source'], m: Metering): number {
+  return source === 'text' ? m.textCentsPerMinute : m.centsPerMinute;
 }
 
 export class ConversationFinaliser {
@@ -107,6 +108,8 @@ export class ConversationFinaliser {
   ): Promise<ConversationRow | undefined> {
     const analysis = await analyseConversation(this.voice, instruction, outcome.transcript, this.log.child({ sessionId: info.id }), info.analysis);
     const w = writeUp(outcome, elapsedMs, analysis);
+    // Billed up to what its reservation covered (the session is closed when that runs out).
+    const bill = await this.admission.bill(info.id, elapsedMs, sessionPrice(info.source, this.metering), outer);
     const row: ConversationRow = {
       id: info.id,
       workspace_id: info.workspaceId,
@@ -133,7 +136,7 @@ export class ConversationFinaliser {
       unanswered_questions: w.unanswered_questions,
       tool_calls: w.tool_calls,
       analysis_results: w.analysis_results,
-      cost_cents: sessionCost(info.source, elapsedMs, this.metering),
+      cost_cents: bill.cents,
     };
     const payload = callCompletedPayload(sessionCallFacts(row));
     const saved = await this.store.saveConversation(
@@ -141,7 +144,14 @@ export class ConversationFinaliser {
       async (trx) => {
         await this.live.remove(row.id, trx);
         await this.admission.meter(
-          { workspaceId: row.workspace_id, kind: 'web_session', refId: row.id, seconds: row.duration, cents: row.cost_cents, startedAt: row.started_at },
+          {
+            workspaceId: row.workspace_id,
+            kind: 'web_session',
+            refId: row.id,
+            seconds: Math.min(row.duration, bill.seconds),
+            cents: row.cost_cents,
+            startedAt: row.started_at,
+          },
           trx,
         );
         // The session id stands in the deliveries' call column, so its deliveries can be listed.

@@ -84,6 +84,7 @@ export function createRealtime(d: RealtimeDeps): Realtime {
         { limit: c.REALTIME_SESSIONS_PER_DAY, windowMs: c.REALTIME_DAY_WINDOW_MS },
       ],
       centsPerMinute: c.REALTIME_CENTS_PER_MINUTE,
+      textCentsPerMinute: c.REALTIME_TEXT_CENTS_PER_MINUTE,
     },
     log,
   );

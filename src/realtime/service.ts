@@ -1,6 +1,7 @@
 /**
  * The rules of realtime sessions, without Koa or ws: session creation in the spec's check order, and
- * admission of a WebSocket connection in the order 4001 -> 4402 -> 4028 -> 4003 -> 4029 -> 1011.
+ * admission of a WebSocket connection in the order 4001 -> 4402 -> 4028 -> 4003 -> 4029 -> 1011, and
+ * the session's reservation of credit and plan minutes while it runs.
  */
 import type { Logger } from 'pino';
 import { ApiError, forbidden, paymentRequired, tooManyRequests, withParam } from '../errors/api-error.js';
@@ -8,10 +9,10 @@ import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import { agentNotFound, type RuntimeAgent } from '../agents/service.js';
 import type { VoiceService, VoiceSession } from '../voice/types.js';
-import type { WorkspaceAdmission } from '../workspaces/admission.js';
+import type { ReservationTerms, ReservationWatch, WorkspaceAdmission } from '../workspaces/admission.js';
 import type { ConversationTools } from '../conversation/engine.js';
 import { fillPlaceholders } from '../conversation/placeholders.js';
-import type { CreationWindow, RealtimeStore, Source, TokenRow } from './store.js';
+import type { CreationWindow, EndReason, RealtimeStore, Source, TokenRow } from './store.js';
 import { hashSessionToken, newSessionToken, sessionWsUrl, TOKEN_PATTERN } from './tokens.js';
 
 /** AgentService as realtime uses it (throws 404 agent_not_found / 403 for another workspace's agent). */
@@ -25,8 +26,9 @@ export interface RealtimeOptions {
   publicBaseUrl: () => string;
   tokenTtlMs: number;
   windows: CreationWindow[];
-  /** Credit a voice, camera or screen session needs to start (a minute's worth). */
+  /** Price of a minute of a voice, camera or screen session, and of a text session. */
   centsPerMinute: number;
+  textCentsPerMinute: number;
 }
 
 const AGENT_ID = /^agt_[0-9A-Z]{26}$/;
@@ -54,6 +56,8 @@ export interface Admission {
   instruction: string;
   /** The first message as the agent says it (placeholders filled); null when there is none. */
   firstMessage: string | null;
+  /** Metering minutes the session's reservation holds from `startedAt`. */
+  minutes: number;
 }
 
 export class RealtimeService {
@@ -154,9 +158,14 @@ export class RealtimeService {
     // 4003
     if (row.source === 'camera' && !agent.realtime.enableWebcam) return CLOSE.cameraDisabled;
     if (row.source === 'screen' && !agent.realtime.enableScreenShare) return CLOSE.screenDisabled;
-    // 4029
+    // 4029, with the session's reservation of credit and plan minutes: 4028 when what is left is held by
+    // the workspace's other live conversations (decided here, in the slot's transaction).
     const sessionId = newId('conversation');
-    if (!(await this.admission.slots.acquire(sessionId, workspace.id, workspace.concurrent_session_limit))) return CLOSE.tooManySessions;
+    const ask = this.admission.ask(workspace.plan, this.reservationTerms(row.source));
+    const admitted = await this.admission.slots.admit(sessionId, workspace.id, workspace.concurrent_session_limit, ask);
+    if (admitted === 'plan_limit') return CLOSE.planLimit;
+    if (admitted === 'insufficient_credit') return CLOSE.insufficientCredits;
+    if (admitted === 'concurrency') return CLOSE.tooManySessions;
     // 1011
     const variables = agent.variablePlaceholders ?? {};
     const instruction = fillPlaceholders(agent.instruction, variables);
@@ -173,12 +182,48 @@ export class RealtimeService {
         canEndConversation: agent.canEndConversation && row.source !== 'text',
         source: row.source,
       });
-      return { sessionId, token: row, agent, voice, startedAt: this.clock.now(), variables, instruction, firstMessage };
+      return { sessionId, token: row, agent, voice, startedAt: this.clock.now(), variables, instruction, firstMessage, minutes: admitted.minutes };
     } catch (err) {
       this.log.warn({ err, sessionId, workspaceId: workspace.id }, 'voice session could not start');
-      await this.admission.slots.release(sessionId);
+      await this.discard(sessionId);
       return CLOSE.startFailed;
     }
+  }
+
+  /** What a session reserves: a slice at its kind's price, renewed by the slot heartbeat. */
+  private reservationTerms(source: Source): ReservationTerms {
+    return {
+      kind: 'web_session',
+      centsPerMinute: source === 'text' ? this.opts.textCentsPerMinute : this.opts.centsPerMinute,
+      expiryMs: this.admission.slots.reservationExpiryMs,
+    };
+  }
+
+  /**
+   * The admitted session's reservation, extended while it runs; when it runs out and cannot be, the
+   * session is closed with 4028 (`Insufficient credits` or `Plan limit`, as at admission).
+   */
+  watchReservation(a: Admission, close: (refusal: Refusal, endReason: EndReason) => void): ReservationWatch {
+    return this.admission.watch(
+      {
+        ...this.reservationTerms(a.token.source),
+        id: a.sessionId,
+        workspaceId: a.token.workspace_id,
+        startedAt: a.startedAt,
+        minutes: a.minutes,
+        onExhausted: (reason) => {
+          if (reason === 'plan_limit') close(CLOSE.planLimit, 'plan_limit_reached');
+          else if (reason === 'insufficient_credit') close(CLOSE.insufficientCredits, 'insufficient_credit');
+          else close(CLOSE.startFailed, 'service_error');
+        },
+      },
+      this.log.child({ sessionId: a.sessionId }),
+    );
+  }
+
+  /** An admitted session that never ran: its slot and reservation go back. */
+  async discard(sessionId: string): Promise<void> {
+    await this.admission.slots.settled(sessionId, { releaseReservation: true });
   }
 
   /** An attempt refused before admission (per-address limit, shutdown) still uses the token it names. */
@@ -186,8 +231,14 @@ export class RealtimeService {
     if (token && TOKEN_PATTERN.test(token)) await this.store.redeemToken(hashSessionToken(token), this.clock.now());
   }
 
+  /** The session closed: its slot goes back at once (its reservation when it is billed: `settled`). */
   async release(sessionId: string): Promise<void> {
     await this.admission.slots.release(sessionId);
+  }
+
+  /** The session was billed (or another instance billed it): its reservation is no longer renewed here. */
+  async settled(sessionId: string): Promise<void> {
+    await this.admission.slots.settled(sessionId);
   }
 
   /** Tokens older than every creation window count for nothing. */

@@ -4,7 +4,7 @@ import { paginate, type Page, type PageParams } from '../lib/pagination.js';
 import type { AnalysisResults } from '../conversation/write-up.js';
 
 export type Source = 'voice' | 'camera' | 'screen' | 'text';
-export type EndReason = 'client_closed' | 'agent_ended' | 'service_error' | 'shutdown' | 'instance_lost';
+export type EndReason = 'client_closed' | 'agent_ended' | 'service_error' | 'shutdown' | 'instance_lost' | 'insufficient_credit' | 'plan_limit_reached';
 
 export interface TokenRow {
   token_hash: string;

@@ -154,7 +154,7 @@ export class RealtimeGateway {
     if (ws.readyState !== ws.OPEN || this.closing) {
       // Gone (or shutting down) while admission ran: nothing started, give everything back.
       await result.voice.close().catch(() => undefined);
-      await this.service.release(result.sessionId);
+      await this.service.discard(result.sessionId);
       if (ws.readyState === ws.OPEN) ws.close(1001, 'Server shutting down');
       return;
     }
@@ -183,6 +183,7 @@ export class RealtimeGateway {
     );
     this.bridges.add(bridge);
     this.finaliser.track(bridge.info, a.instruction, (onChange) => bridge.watchProgress(onChange));
+    const reservation = this.service.watchReservation(a, (refusal, endReason) => bridge.close(refusal.code, refusal.reason, endReason));
     bridge.start();
     ws.off('message', hold);
     for (const [data, isBinary, at] of held.frames) bridge.handleFrame(data, isBinary, at);
@@ -195,9 +196,14 @@ export class RealtimeGateway {
     ws.on('message', (data: Buffer, isBinary: boolean) => bridge.handleFrame(data, isBinary, process.hrtime.bigint()));
     this.track(
       bridge.done.then(async (outcome) => {
+        reservation.stop();
         this.bridges.delete(bridge);
         await this.service.release(a.sessionId);
-        await this.finaliser.finalise(bridge.info, a.instruction, outcome);
+        try {
+          await this.finaliser.finalise(bridge.info, a.instruction, outcome);
+        } finally {
+          await this.service.settled(a.sessionId);
+        }
       }),
     );
   }

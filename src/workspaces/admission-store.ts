@@ -1,10 +1,14 @@
 /**
  * What admission reads and writes in PostgreSQL: a workspace's billing fields, its metered usage
- * (`usage_records`), and its concurrency slots (`session_leases`, one row per live web session or
- * phone call). Slot counts are taken under a per-workspace advisory lock and compared on the database
- * clock (now()), so instances sharing the database, whatever their own clocks, share one count.
+ * (`usage_records`), its concurrency slots (`session_leases`, one row per live web session or phone
+ * call) and the credit and plan minutes its live conversations hold (`reservations`,
+ * reservation-store.ts). Slots and reservations are taken, and usage charged, under one per-workspace
+ * advisory lock and compared on the database clock (now()), so instances sharing the database,
+ * whatever their own clocks, share one count and one balance.
  */
 import type { Knex } from 'knex';
+import { grant, type Grant, type ReservationAsk, type ReservationLimit } from './reservations.js';
+import { deleteReservation, fundsOf, liveReservation, putReservation, type ReservationRow } from './reservation-store.js';
 
 export interface WorkspaceBilling {
   id: string;
@@ -33,8 +37,21 @@ export interface Lease {
   instance_id: string;
 }
 
-/** Serialises slot decisions of one workspace across every instance (held until the transaction ends). */
+/**
+ * Serialises slot, reservation and charging decisions of one workspace across every instance (held
+ * until the transaction ends). A transaction that also locks other domains' rows takes it last (a
+ * batch's dispatch round holds its batch row first; a call's finaliser runs the batch hook before the
+ * charge), so two transactions never wait on each other in opposite orders.
+ */
 export const SLOT_LOCK = 'session-lease';
+
+/** Why a conversation is not admitted: its reservation (plan minutes, credit), then its slot. */
+export type AdmitRefusal = ReservationLimit | 'concurrency';
+
+/** Admitted: the minutes its reservation holds (0 when none was asked). */
+export interface Admitted {
+  minutes: number;
+}
 
 function lockWorkspace(trx: Knex.Transaction, purpose: string, workspaceId: string) {
   return trx.raw('select pg_advisory_xact_lock(hashtext(?))', [`${purpose}:${workspaceId}`]);
@@ -57,33 +74,139 @@ export class AdmissionStore {
   }
 
   /**
-   * Records the usage and takes its cost off the credit, in `trx` when given (so the caller's own
-   * record and the charge commit together). A usage already recorded for the same conversation
-   * changes nothing: returns false.
+   * Records the usage, takes its cost off the credit and releases the conversation's reservation, in
+   * `trx` when given (so the caller's own record and the charge commit together). The charge never
+   * takes the balance below zero or into credit that other live conversations hold (their
+   * reservations); a cost beyond that is not collected. Returns the cents charged; null when a usage
+   * was already recorded for the same conversation (nothing changes).
    */
-  async meter(usage: UsageRecord, trx?: Knex.Transaction): Promise<boolean> {
+  async meter(usage: UsageRecord, trx?: Knex.Transaction): Promise<number | null> {
     const run = async (t: Knex.Transaction) => {
+      await lockWorkspace(t, SLOT_LOCK, usage.workspaceId);
+      const funds = await fundsOf(t, usage.workspaceId, { planSeconds: null, monthStart: usage.startedAt }, usage.refId);
+      const cents = Math.min(usage.cents, Math.max(0, (funds?.balanceCents ?? 0) - (funds?.othersCents ?? 0)));
       const inserted = await t('usage_records')
         .insert({
           workspace_id: usage.workspaceId,
           kind: usage.kind,
           ref_id: usage.refId,
           seconds: usage.seconds,
-          cents: usage.cents,
+          cents,
           started_at: usage.startedAt,
         })
         .onConflict(['kind', 'ref_id'])
         .ignore()
         .returning('id');
-      if (!inserted.length) return false;
-      if (usage.cents > 0) {
+      await deleteReservation(t, usage.refId);
+      if (!inserted.length) return null;
+      if (cents > 0) {
         await t('workspaces')
           .where({ id: usage.workspaceId })
-          .update({ credit_balance_cents: t.raw('credit_balance_cents - ?', [usage.cents]), updated_at: t.fn.now() });
+          .update({ credit_balance_cents: t.raw('credit_balance_cents - ?', [cents]), updated_at: t.fn.now() });
       }
-      return true;
+      return cents;
     };
     return trx ? run(trx) : this.db.transaction(run);
+  }
+
+  /**
+   * Admits a conversation: its reservation (`ask`: as many minutes as the credit and plan minutes
+   * left by the other live reservations cover, at least one) and then a slot if fewer than `limit`
+   * unexpired leases exist, both written in one transaction under the workspace's lock, or neither.
+   */
+  async admit(lease: Lease, limit: number, slotExpiryMs: number, ask: ReservationAsk): Promise<Admitted | AdmitRefusal> {
+    return this.db.transaction(async (trx) => {
+      const { taken, minutes, short } = await this.admitLocked(trx, lease.workspace_id, [lease], limit, slotExpiryMs, ask);
+      return taken ? { minutes: minutes[0] } : short!;
+    });
+  }
+
+  /**
+   * Admits as many of `leases` (all of one workspace, in order) as the workspace has slots, credit
+   * and plan minutes for, in the caller's transaction, so they commit with what they are for. Returns
+   * how many were taken, the minutes each holds, and what stopped the rest (null: none was left).
+   */
+  async admitManyIn(
+    trx: Knex.Transaction,
+    workspaceId: string,
+    leases: Lease[],
+    limit: number,
+    slotExpiryMs: number,
+    ask: ReservationAsk,
+  ): Promise<{ taken: number; minutes: number[]; short: AdmitRefusal | null }> {
+    return this.admitLocked(trx, workspaceId, leases, limit, slotExpiryMs, ask);
+  }
+
+  private async admitLocked(trx: Knex.Transaction, workspaceId: string, leases: Lease[], limit: number, slotExpiryMs: number, ask: ReservationAsk) {
+    const minutes: number[] = [];
+    if (!leases.length) return { taken: 0, minutes, short: null };
+    await lockWorkspace(trx, SLOT_LOCK, workspaceId);
+    const funds = await fundsOf(trx, workspaceId, ask, null);
+    if (!funds) return { taken: 0, minutes, short: 'insufficient_credit' as const };
+    let short: AdmitRefusal | null = null;
+    while (minutes.length < leases.length) {
+      const g = grant(funds, ask);
+      if (g.minutes < 1) {
+        short = g.limitedBy ?? 'insufficient_credit';
+        break;
+      }
+      minutes.push(g.minutes);
+      funds.othersCents += g.minutes * ask.centsPerMinute;
+      funds.othersSeconds += g.minutes * ask.minuteSeconds;
+    }
+    const [{ count }] = await trx('session_leases')
+      .where('workspace_id', workspaceId)
+      .where('expires_at', '>', trx.fn.now())
+      .count<{ count: string }[]>('* as count');
+    const free = Math.max(0, limit - Number(count));
+    if (free < minutes.length) {
+      minutes.length = free;
+      short = 'concurrency';
+    }
+    const taking = leases.slice(0, minutes.length);
+    if (taking.length) {
+      await trx('session_leases').insert(
+        taking.map((l) => ({ ...l, expires_at: trx.raw(`now() + ? * interval '1 millisecond'`, [slotExpiryMs]), created_at: trx.fn.now() })),
+      );
+      for (const [i, l] of taking.entries()) await putReservation(trx, l.id, workspaceId, ask, minutes[i]);
+    }
+    return { taken: taking.length, minutes, short };
+  }
+
+  /**
+   * Extends conversation `id`'s reservation toward `ask.wantMinutes` under the workspace's lock: as
+   * far as the credit and plan minutes left by the other live reservations go, never below what it
+   * holds. A reservation that expired meanwhile (its instance's heartbeat lagged) is taken again from
+   * nothing, so the result may hold fewer minutes than the conversation thought it had.
+   */
+  async extendReservation(id: string, workspaceId: string, ask: ReservationAsk): Promise<Grant> {
+    return this.db.transaction(async (trx) => {
+      await lockWorkspace(trx, SLOT_LOCK, workspaceId);
+      const held = (await liveReservation(trx, id))?.minutes ?? 0;
+      const funds = await fundsOf(trx, workspaceId, ask, id);
+      if (!funds) return { minutes: held, limitedBy: 'insufficient_credit' };
+      const g = grant(funds, ask, held);
+      if (g.minutes > 0) await putReservation(trx, id, workspaceId, ask, g.minutes);
+      return g;
+    });
+  }
+
+  /** The live reservation of a conversation (undefined: none, or expired). */
+  reservation(id: string, trx?: Knex.Transaction): Promise<ReservationRow | undefined> {
+    return liveReservation(trx ?? this.db, id);
+  }
+
+  /** Gives back a reservation whose conversation never ran (it is otherwise released when metered). */
+  releaseReservation(id: string, trx?: Knex.Transaction): Promise<void> {
+    return deleteReservation(trx ?? this.db, id);
+  }
+
+  /** Extends the given reservations to now() + expiryMs (database clock). */
+  async renewReservations(ids: string[], expiryMs: number): Promise<void> {
+    if (!ids.length) return;
+    await this.db('reservations')
+      .whereIn('id', ids)
+      .update({ expires_at: this.db.raw(`now() + ? * interval '1 millisecond'`, [expiryMs]) });
   }
 
   /**
@@ -107,26 +230,6 @@ export class AdmissionStore {
     });
   }
 
-  /**
-   * Takes as many of `leases` (all of one workspace, in order) as the workspace has free slots, in
-   * the caller's transaction, so the leases commit with what they are for; returns how many.
-   */
-  async acquireLeasesIn(trx: Knex.Transaction, workspaceId: string, leases: Lease[], limit: number, expiryMs: number): Promise<number> {
-    if (!leases.length) return 0;
-    await lockWorkspace(trx, SLOT_LOCK, workspaceId);
-    const [{ count }] = await trx('session_leases')
-      .where('workspace_id', workspaceId)
-      .where('expires_at', '>', trx.fn.now())
-      .count<{ count: string }[]>('* as count');
-    const taking = leases.slice(0, Math.max(0, limit - Number(count)));
-    if (taking.length) {
-      await trx('session_leases').insert(
-        taking.map((l) => ({ ...l, expires_at: trx.raw(`now() + ? * interval '1 millisecond'`, [expiryMs]), created_at: trx.fn.now() })),
-      );
-    }
-    return taking.length;
-  }
-
   /** Extends the given leases to now() + expiryMs (database clock); returns the ids that still existed. */
   async renewLeases(ids: string[], expiryMs: number): Promise<string[]> {
     if (!ids.length) return [];
@@ -141,9 +244,10 @@ export class AdmissionStore {
     await (trx ?? this.db)('session_leases').where({ id }).delete();
   }
 
-  /** Deletes leases expired on the database clock. */
+  /** Deletes leases and reservations expired on the database clock (a dead instance's). */
   async deleteExpiredLeases(): Promise<void> {
     await this.db('session_leases').where('expires_at', '<=', this.db.fn.now()).delete();
+    await this.db('reservations').where('expires_at', '<=', this.db.fn.now()).delete();
   }
 
   /** The workspace's concurrent-session limit now (undefined when the workspace is gone). */

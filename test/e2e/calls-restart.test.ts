@@ -96,6 +96,17 @@ describe('restart mid-call', () => {
       await new Promise((r) => setTimeout(r, 1000));
       assert.equal(receiver.requests.filter((r) => JSON.parse(r.rawBody.toString()).conversation_id === callId).length, 1, 'exactly one call.completed');
       assert.equal(JSON.parse(events[0].rawBody.toString()).status, 'failed');
+      // Its slot and its reservation of the workspace's credit were released with its charge.
+      const { default: pg } = await import('pg');
+      const client = new pg.Client({ connectionString: db.url });
+      await client.connect();
+      try {
+        assert.equal((await client.query('select 1 from session_leases where id = $1', [callId])).rowCount, 0);
+        assert.equal((await client.query('select 1 from reservations where id = $1', [callId])).rowCount, 0);
+        assert.equal((await client.query('select 1 from usage_records where ref_id = $1', [callId])).rowCount, 1, 'billed once');
+      } finally {
+        await client.end();
+      }
     } finally {
       assert.equal(await service.stop('SIGTERM'), 0, service.output().slice(-2000));
     }

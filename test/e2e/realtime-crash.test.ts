@@ -100,7 +100,8 @@ describe('restart mid web session', () => {
           const usage = await client.query('select cents from usage_records where ref_id = $1', [sessionId]);
           const leases = await client.query('select 1 from session_leases where id = $1', [sessionId]);
           const live = await client.query('select 1 from realtime_live_sessions where id = $1', [sessionId]);
-          return { usage: usage.rows, leases: leases.rowCount, live: live.rowCount };
+          const reservations = await client.query('select 1 from reservations where id = $1', [sessionId]);
+          return { usage: usage.rows, leases: leases.rowCount, live: live.rowCount, reservations: reservations.rowCount };
         } finally {
           await client.end();
         }
@@ -109,6 +110,7 @@ describe('restart mid web session', () => {
       assert.ok(Number(stored.usage[0].cents) > 0, 'for the time the session ran');
       assert.equal(stored.leases, 0, 'its slot is free');
       assert.equal(stored.live, 0, 'no live row left');
+      assert.equal(stored.reservations, 0, 'its reservation was released with the charge');
     } finally {
       assert.equal(await service.stop('SIGTERM'), 0, service.output().slice(-2000));
     }

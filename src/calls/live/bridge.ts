@@ -8,10 +8,11 @@
  * delivered once its mark comes back without a clear in between.
  *
  * The bridge also ends calls: the agent's `end_conversation` (after its goodbye has played) and the
- * built-in `transfer_call` tool, the silence timeout, the maximum call length and the workspace's
- * credit (each hangs up at the carrier with its end reason), and answering machines: on a machine the
- * caller's audio stops going to the model; after the greeting the agent's voicemail message is spoken
- * (when enabled) and the call hung up once it has played.
+ * built-in `transfer_call` tool, the silence timeout, the maximum call length and the call's
+ * reservation of credit and plan minutes running out (each hangs up at the carrier with its end
+ * reason), and answering machines: on a machine the caller's audio stops going to the model; after
+ * the greeting the agent's voicemail message is spoken (when enabled) and the call hung up once it has
+ * played.
  *
  * The conversation so far is written to the call as it goes; when the stream ends the bridge writes
  * the rest and finalises the call (src/calls/finaliser.ts).
@@ -41,7 +42,6 @@ export interface CallBridgeOptions {
   recordMaxBytes: number;
   silenceTimeoutMs: number;
   maxDurationMs: number;
-  centsPerMinute: number;
   /** Benchmarks: time from a caller frame's receipt to its hand-over to the voice session. */
   onForward?: (nanoseconds: bigint) => void;
 }
@@ -212,11 +212,9 @@ export class CallBridge {
     this.timers.push(setTimeout(() => void this.endCall('time_limit'), left));
   }
 
-  /** Ends the call for lack of credit after `ms` (the workspace's balance at the start, at the call rate). */
-  limitByCredit(creditCents: number): void {
-    if (this.opts.centsPerMinute <= 0) return;
-    const ms = Math.floor(creditCents / this.opts.centsPerMinute) * 60_000;
-    if (ms < this.opts.maxDurationMs && !this.finished) this.timers.push(setTimeout(() => void this.endCall('insufficient_credit'), Math.max(0, ms)));
+  /** Ends the call: its reservation of the workspace's credit or plan minutes ran out and could not be extended. */
+  endForReservation(reason: 'insufficient_credit' | 'plan_limit_reached' | 'service_error'): void {
+    if (!this.finished) void this.endCall(reason);
   }
 
   // Carrier -> model

@@ -11,7 +11,8 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { UpgradeRoute } from '../../http/upgrades.js';
 import { sha256Hex } from '../../lib/tokens.js';
 import type { RuntimeAgent } from '../../agents/service.js';
-import type { WorkspaceAdmission } from '../../workspaces/admission.js';
+import type { ReservationTerms, ReservationWatch, WorkspaceAdmission } from '../../workspaces/admission.js';
+import type { CallRow } from '../store.js';
 import { CallBridge, type CallBridgeDeps, type CallBridgeOptions } from './bridge.js';
 import type { Carrier, Provider } from '../../carriers/carrier.js';
 import type { MediaDialect } from '../../carriers/media.js';
@@ -31,6 +32,8 @@ export interface MediaServerDeps extends Omit<CallBridgeDeps, 'carrier' | 'log'>
 }
 
 export interface MediaServerOptions extends CallBridgeOptions {
+  /** What a call reserves (CallService.reservationTerms), for its extensions. */
+  reservation: ReservationTerms;
   startTimeoutMs: number;
   instanceId: string;
   heartbeatMs: number;
@@ -146,12 +149,28 @@ export class MediaServer {
       this.bridges.delete(call.id);
       this.deps.signals.unregister(call.id);
     });
-    const workspace = await this.deps.admission.workspace(call.workspace_id);
-    if (workspace) bridge.limitByCredit(workspace.credit_balance_cents);
+    const reservation = await this.watchReservation(call, bridge, log);
+    void bridge.done.finally(() => reservation.stop());
     await bridge.start();
     // An answering-machine result that arrived before this bridge took its signals is on the row.
     const now = await this.deps.store.get(call.id);
     if (now?.answered_by === 'machine') bridge.onSignal({ callId: call.id, kind: 'amd', answeredBy: 'machine', greetingEnded: provider === 'provider_a' });
+  }
+
+  /** The call's reservation, extended while it runs from its answer; the call ends when it runs out. */
+  private async watchReservation(call: CallRow, bridge: CallBridge, log: Logger): Promise<ReservationWatch> {
+    return this.deps.admission.watch(
+      {
+        ...this.opts.reservation,
+        id: call.id,
+        workspaceId: call.workspace_id,
+        startedAt: new Date(call.answered_at ?? this.deps.clock.now()),
+        minutes: await this.deps.admission.reservedMinutes(call.id),
+        onExhausted: (reason) =>
+          bridge.endForReservation(reason === 'plan_limit' ? 'plan_limit_reached' : reason === 'error' ? 'service_error' : 'insufficient_credit'),
+      },
+      log,
+    );
   }
 
   private claim(provider: Provider, callId: string, streamToken: string, callSid: string) {

@@ -20,6 +20,7 @@ import * as m014 from './014_realtime_token_minter.js';
 import * as m015 from './015_realtime_ip_attempt_log.js';
 import * as m016 from './016_destinations_policy.js';
 import * as m017 from './017_results_analysis.js';
+import * as m018 from './018_reservations.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -44,6 +45,7 @@ const migrations: Array<[string, Migration]> = [
   ['015_realtime_ip_attempt_log', m015],
   ['016_destinations_policy', m016],
   ['017_results_analysis', m017],
+  ['018_reservations', m018],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
