@@ -43,6 +43,58 @@ export type Sentiment = "positive" | "neutral" | "negative";
  */
 export type ToolCallSource = "http" | "mcp" | "knowledge" | "builtin";
 /**
+ * Why `data` is `null`; `null` when `data` holds the result. Present exactly
+ * when `data` is.
+ *
+ */
+export type DataError = AnalysisError;
+/**
+ * Why `data` or `success` of a conversation is `null` (`data_error`, `success_error`). The result is
+ * never guessed: when the analysis model's answer cannot be had or does not validate, the field is
+ * `null` with one of these codes, and the conversation is flagged `needs_review` (except for
+ * `no_conversation`).
+ * - `no_conversation`: nothing was said (a call never answered, a session closed at once); the model
+ *   was not asked.
+ * - `analysis_failed`: the analysis model could not be reached, answered an error, blocked the
+ *   request or did not answer within 30 seconds.
+ * - `invalid_output`: the model answered, but not with this field as the schema asks (not JSON, the
+ *   field missing, a value breaking the schema, or `data` larger than 65,536 bytes as compact JSON);
+ *   `message` names the first problem (e.g. `/booked_time must match format "date-time"`).
+ *
+ */
+export type AnalysisError = {
+  code: AnalysisErrorCode;
+  /**
+   * The problem in words, for people (not for parsing).
+   */
+  message: string;
+} | null;
+export type AnalysisErrorCode = "no_conversation" | "analysis_failed" | "invalid_output";
+/**
+ * The analysis model's judgement against the agent's `analysis.success_criteria` as they were
+ * when the conversation started. Present only when criteria were set; `null` when the judgement
+ * could not be had, with `success_error` saying why.
+ *
+ */
+export type SuccessResult = SuccessEvaluation;
+/**
+ * The analysis model's judgement of a conversation against the agent's `analysis.success_criteria`.
+ */
+export type SuccessEvaluation = {
+  /**
+   * Whether the conversation met the success criteria.
+   */
+  met: boolean;
+  /**
+   * Why, in a sentence or two.
+   */
+  reason: string;
+} | null;
+/**
+ * Why `success` is `null`; `null` when it holds the judgement. Present exactly when `success` is.
+ */
+export type SuccessError = AnalysisError;
+/**
  * The terminal state reached:
  * - `completed`: every recipient reached a final outcome (whatever the outcomes were).
  * - `canceled`: the batch was canceled (`POST /api/v1/batches/{batch_id}/cancel`); recipients not
@@ -265,23 +317,9 @@ export interface CallCompletedEvent {
   data?: {
     [k: string]: unknown;
   } | null;
-  /**
-   * Why `data` is `null`; `null` when `data` holds the result. Present exactly
-   * when `data` is.
-   *
-   */
-  data_error?: AnalysisError | null;
-  /**
-   * The analysis model's judgement against the agent's `analysis.success_criteria` as they were
-   * when the conversation started. Present only when criteria were set; `null` when the judgement
-   * could not be had, with `success_error` saying why.
-   *
-   */
-  success?: SuccessEvaluation | null;
-  /**
-   * Why `success` is `null`; `null` when it holds the judgement. Present exactly when `success` is.
-   */
-  success_error?: AnalysisError | null;
+  data_error?: DataError;
+  success?: SuccessResult;
+  success_error?: SuccessError;
 }
 /**
  * One utterance of a conversation, in the order spoken. Only final text appears here (the partial
@@ -343,40 +381,6 @@ export interface ToolCallRecord {
    * When the call started, as Unix time in seconds (fractional part allowed).
    */
   started_at: number;
-}
-/**
- * Why `data` or `success` of a conversation is `null` (`data_error`, `success_error`). The result is
- * never guessed: when the analysis model's answer cannot be had or does not validate, the field is
- * `null` with one of these codes, and the conversation is flagged `needs_review` (except for
- * `no_conversation`).
- * - `no_conversation`: nothing was said (a call never answered, a session closed at once); the model
- *   was not asked.
- * - `analysis_failed`: the analysis model could not be reached, answered an error, blocked the
- *   request or did not answer within 30 seconds.
- * - `invalid_output`: the model answered, but not with this field as the schema asks (not JSON, the
- *   field missing, a value breaking the schema, or `data` larger than 65,536 bytes as compact JSON);
- *   `message` names the first problem (e.g. `/booked_time must match format "date-time"`).
- *
- */
-export interface AnalysisError {
-  code: "no_conversation" | "analysis_failed" | "invalid_output";
-  /**
-   * The problem in words, for people (not for parsing).
-   */
-  message: string;
-}
-/**
- * The analysis model's judgement of a conversation against the agent's `analysis.success_criteria`.
- */
-export interface SuccessEvaluation {
-  /**
-   * Whether the conversation met the success criteria.
-   */
-  met: boolean;
-  /**
-   * Why, in a sentence or two.
-   */
-  reason: string;
 }
 /**
  * Body of the `batch.completed` event, sent when a batch reaches a terminal state. Counts only; the

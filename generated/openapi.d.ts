@@ -3602,11 +3602,14 @@ export interface components {
          *     }
          */
         AnalysisError: {
-            /** @enum {string} */
+            /**
+             * AnalysisErrorCode
+             * @enum {string}
+             */
             code: "no_conversation" | "analysis_failed" | "invalid_output";
             /** @description The problem in words, for people (not for parsing). */
             message: string;
-        };
+        } | null;
         /**
          * SuccessEvaluation
          * @description The analysis model's judgement of a conversation against the agent's `analysis.success_criteria`.
@@ -3620,7 +3623,7 @@ export interface components {
             met: boolean;
             /** @description Why, in a sentence or two. */
             reason: string;
-        };
+        } | null;
         /**
          * AnsweredBy
          * @description Answering-machine detection result. Carrier values map as: provider_a `human` -> human, `machine_*`
@@ -3764,18 +3767,23 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             /**
+             * DataError
              * @description Why `data` is `null`; `null` when `data` holds the result (and until the call is terminal). Present exactly
              *     when `data` is.
              */
-            data_error?: components["schemas"]["AnalysisError"] | null;
+            data_error?: components["schemas"]["AnalysisError"];
             /**
+             * SuccessResult
              * @description The analysis model's judgement against the agent's `analysis.success_criteria` as they were
              *     when the conversation started. Present only when criteria were set; `null` when the judgement
              *     could not be had, with `success_error` saying why (and until the call is terminal).
              */
-            success?: components["schemas"]["SuccessEvaluation"] | null;
-            /** @description Why `success` is `null`; `null` when it holds the judgement (and until the call is terminal). Present exactly when `success` is. */
-            success_error?: components["schemas"]["AnalysisError"] | null;
+            success?: components["schemas"]["SuccessEvaluation"];
+            /**
+             * SuccessError
+             * @description Why `success` is `null`; `null` when it holds the judgement (and until the call is terminal). Present exactly when `success` is.
+             */
+            success_error?: components["schemas"]["AnalysisError"];
             /** @description Answering-machine detection result (`AnsweredBy`); null until answered or when detection did not run. */
             answered_by: components["schemas"]["AnsweredBy"] | null;
             /** @description Why the call ended (`CallEndReason`); null until terminal. */
@@ -4757,18 +4765,23 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             /**
+             * DataError
              * @description Why `data` is `null`; `null` when `data` holds the result. Present exactly
              *     when `data` is.
              */
-            data_error?: components["schemas"]["AnalysisError"] | null;
+            data_error?: components["schemas"]["AnalysisError"];
             /**
+             * SuccessResult
              * @description The analysis model's judgement against the agent's `analysis.success_criteria` as they were
              *     when the conversation started. Present only when criteria were set; `null` when the judgement
              *     could not be had, with `success_error` saying why.
              */
-            success?: components["schemas"]["SuccessEvaluation"] | null;
-            /** @description Why `success` is `null`; `null` when it holds the judgement. Present exactly when `success` is. */
-            success_error?: components["schemas"]["AnalysisError"] | null;
+            success?: components["schemas"]["SuccessEvaluation"];
+            /**
+             * SuccessError
+             * @description Why `success` is `null`; `null` when it holds the judgement. Present exactly when `success` is.
+             */
+            success_error?: components["schemas"]["AnalysisError"];
         };
         /** RealtimeConversationList */
         RealtimeConversationList: {
@@ -5244,18 +5257,23 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             /**
+             * DataError
              * @description Why `data` is `null`; `null` when `data` holds the result. Present exactly
              *     when `data` is.
              */
-            data_error?: components["schemas"]["AnalysisError"] | null;
+            data_error?: components["schemas"]["AnalysisError"];
             /**
+             * SuccessResult
              * @description The analysis model's judgement against the agent's `analysis.success_criteria` as they were
              *     when the conversation started. Present only when criteria were set; `null` when the judgement
              *     could not be had, with `success_error` saying why.
              */
-            success?: components["schemas"]["SuccessEvaluation"] | null;
-            /** @description Why `success` is `null`; `null` when it holds the judgement. Present exactly when `success` is. */
-            success_error?: components["schemas"]["AnalysisError"] | null;
+            success?: components["schemas"]["SuccessEvaluation"];
+            /**
+             * SuccessError
+             * @description Why `success` is `null`; `null` when it holds the judgement. Present exactly when `success` is.
+             */
+            success_error?: components["schemas"]["AnalysisError"];
         };
         /**
          * BatchCompletedEvent
