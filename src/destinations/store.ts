@@ -1,7 +1,9 @@
 /**
- * Destination policies and the daily call counts in PostgreSQL (migration 016). A workspace's policy
- * row is created with the column defaults, the default policy, the first time it is read; the count
- * of calls placed is written only by the `calls` trigger, in the transaction that inserts the calls.
+ * Destination policies and the daily call counts in PostgreSQL (migration 016). The column defaults
+ * are the default policy: a workspace's row is written when the operator first changes its policy or
+ * the `calls` trigger first counts a call of it, never by a read (a refused request changes nothing
+ * stored). The count of calls placed is written only by that trigger, in the transaction that inserts
+ * the calls.
  */
 import type { Knex } from 'knex';
 import type { NumberKind } from './numbers.js';
@@ -28,22 +30,45 @@ export const DAILY_CAP_CONSTRAINT = 'destination_daily_call_cap';
 export class DestinationStore {
   constructor(readonly knex: Knex) {}
 
-  /** The workspace's policy, its row created with the defaults when it has none; undefined when there is no such workspace. */
+  /** The workspace's policy (the default one while it has no row); undefined when there is no such workspace. */
   async policy(workspaceId: string, db: Knex | Knex.Transaction = this.knex): Promise<PolicyRow | undefined> {
     const found = await db<PolicyRow>('destination_policies').where({ workspace_id: workspaceId }).first();
-    if (found) return found;
-    await db.raw('insert into destination_policies (workspace_id) select id from workspaces where id = ? on conflict (workspace_id) do nothing', [workspaceId]);
-    return db<PolicyRow>('destination_policies').where({ workspace_id: workspaceId }).first();
+    return found ?? this.defaults(workspaceId, db);
+  }
+
+  /**
+   * The default policy as the column defaults give it, read by inserting the row in a savepoint that is
+   * rolled back: the defaults stay written once, in the migration, and a read stores nothing. A policy
+   * never changed was last updated when its workspace was created.
+   */
+  private async defaults(workspaceId: string, db: Knex | Knex.Transaction): Promise<PolicyRow | undefined> {
+    const read = Symbol('defaults read');
+    let row: PolicyRow | undefined;
+    await db
+      .transaction(async (sp) => {
+        const { rows } = await sp.raw<{ rows: PolicyRow[] }>(
+          'insert into destination_policies (workspace_id, updated_at) select id, created_at from workspaces where id = ? returning *',
+          [workspaceId],
+        );
+        row = rows[0];
+        throw read;
+      })
+      .catch((err: unknown) => {
+        if (err !== read) throw err;
+      });
+    return row;
   }
 
   async update(workspaceId: string, changes: PolicyChanges): Promise<PolicyRow | undefined> {
     return this.knex.transaction(async (trx) => {
-      if (!(await this.policy(workspaceId, trx))) return undefined;
+      await trx.raw('insert into destination_policies (workspace_id) select id from workspaces where id = ? on conflict (workspace_id) do nothing', [
+        workspaceId,
+      ]);
       const [row] = await trx('destination_policies')
         .where({ workspace_id: workspaceId })
         .update({ ...changes, updated_at: trx.fn.now() })
         .returning('*');
-      return row as PolicyRow;
+      return row as PolicyRow | undefined;
     });
   }
 

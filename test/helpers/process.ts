@@ -30,8 +30,24 @@ function exited(child: ChildProcess): Promise<number | null> {
 /**
  * Starts the service (from its sources through tsx, or `compiled`: `node dist/src/main.js` as `npm start`
  * runs it after `npm run build`); resolves once it listens, rejects (with its output) if it exits first.
+ * A restart on a fixed port (its PUBLIC_BASE_URL, which carriers call back, names the port) can find the
+ * port held for a moment by another process's outbound socket, which the kernel assigns from the same
+ * ephemeral range: such a start is tried again, for up to 10 s.
  */
-export function startProcess(env: Record<string, string>, opts: { compiled?: boolean } = {}): Promise<ServiceProcess> {
+export async function startProcess(env: Record<string, string>, opts: { compiled?: boolean } = {}): Promise<ServiceProcess> {
+  const deadline = Date.now() + 10_000;
+  for (;;) {
+    try {
+      return await startOnce(env, opts);
+    } catch (err) {
+      const portInUse = env.PORT && env.PORT !== '0' && /EADDRINUSE/.test(String((err as Error).message));
+      if (!portInUse || Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+}
+
+function startOnce(env: Record<string, string>, opts: { compiled?: boolean }): Promise<ServiceProcess> {
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !['DATABASE_URL', 'TEST_DATABASE_SERVER_URL', 'NODE_TEST_CONTEXT'].includes(k)));
   const child = spawn(process.execPath, opts.compiled ? ['dist/src/main.js'] : ['--import', 'tsx', 'src/main.ts'], {
     cwd: root,
