@@ -148,9 +148,7 @@ export class UsageService {
     // One snapshot: the balance, what reservations hold and what was used agree with each other.
     const figures = await this.db.transaction(
       async (trx) => {
-        const ws = await trx('workspaces')
-          .where({ id: workspaceId })
-          .first('plan', 'subscription_status', 'credit_balance_cents', 'concurrent_session_limit');
+        const ws = await trx('workspaces').where({ id: workspaceId }).first('plan', 'subscription_status', 'credit_balance_cents', 'concurrent_session_limit');
         if (!ws) return undefined;
         const leases: Array<{ kind: string; n: string }> = await trx('session_leases')
           .where('workspace_id', workspaceId)

@@ -313,7 +313,10 @@ describe('GET /api/v1/limits', () => {
   it("follows the operator's changes: the concurrency limit, an unlimited plan, a blocked subscription, the destination policy", async () => {
     const tn = await tenant(t);
     await setWorkspace(t, tn.workspaceId, { concurrent_session_limit: 7, plan: 'enterprise', subscription_status: 'past_due', credit_balance_cents: 250 });
-    const res = await t.http.patch(`/admin/v1/workspaces/${tn.workspaceId}/destination-policy`).set(operator).send({ allowed_countries: ['US'], daily_call_cap: 3 });
+    const res = await t.http
+      .patch(`/admin/v1/workspaces/${tn.workspaceId}/destination-policy`)
+      .set(operator)
+      .send({ allowed_countries: ['US'], daily_call_cap: 3 });
     assert.equal(res.status, 200, JSON.stringify(res.body));
     const l = await limits(tn);
     assert.equal(l.plan, 'enterprise');
