@@ -93,7 +93,10 @@ export class RealtimeStore {
 
   /** Tokens the workspace created after `since` (what the per-workspace creation limit counts). */
   async tokensCreatedSince(workspaceId: string, since: Date): Promise<number> {
-    const [{ count }] = await this.db('realtime_tokens').where('workspace_id', workspaceId).where('created_at', '>', since).count<{ count: string }[]>('* as count');
+    const [{ count }] = await this.db('realtime_tokens')
+      .where('workspace_id', workspaceId)
+      .where('created_at', '>', since)
+      .count<{ count: string }[]>('* as count');
     return Number(count);
   }
 

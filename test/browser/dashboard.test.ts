@@ -303,7 +303,13 @@ describe('dashboard', () => {
     const totals = page.getByRole('table', { name: 'Usage totals' });
     await totals.waitFor();
     const cells = async (table: string, row: string) =>
-      (await page.getByRole('table', { name: table }).getByRole('row', { name: row }).getByRole('cell').allInnerTexts()).map((c) => c.trim());
+      (
+        await page
+          .getByRole('table', { name: table })
+          .getByRole('row', { name: new RegExp(`^${row} `) })
+          .getByRole('cell')
+          .allInnerTexts()
+      ).map((c) => c.trim());
     const money = (cents: number) => `$${(cents / 100).toFixed(2)}`;
     assert.deepEqual(await cells('Usage totals', 'Phone calls'), ['2', '1', money(usage.totals.phone.cost_cents)]);
     assert.deepEqual(await cells('Usage totals', 'Web sessions'), ['1', '1', money(usage.totals.web.cost_cents)]);
