@@ -125,6 +125,22 @@ function FigureCells({ f }: { f: Figures }) {
   );
 }
 
+/** The head of a table of phone and web figures by `first` (day, agent). */
+function BreakdownHead({ first }: { first: string }) {
+  return (
+    <thead>
+      <tr>
+        <th>{first}</th>
+        <th>Phone calls</th>
+        <th>Phone minutes</th>
+        <th>Web sessions</th>
+        <th>Web minutes</th>
+        <th>Cost</th>
+      </tr>
+    </thead>
+  );
+}
+
 function UsageView({ usage: u, names }: { usage: Schemas['Usage']; names: Map<string, string> }) {
   const busiest = Math.max(1, ...u.days.map((d) => d.phone.minutes + d.web.minutes));
   const active = u.days.filter((d) => d.phone.conversations + d.web.conversations > 0).reverse();
@@ -175,16 +191,7 @@ function UsageView({ usage: u, names }: { usage: Schemas['Usage']; names: Map<st
         <span class="swatch bar-phone" /> phone calls <span class="swatch bar-web" /> web sessions
       </p>
       <table aria-label="Usage by day">
-        <thead>
-          <tr>
-            <th>Day</th>
-            <th>Phone calls</th>
-            <th>Phone minutes</th>
-            <th>Web sessions</th>
-            <th>Web minutes</th>
-            <th>Cost</th>
-          </tr>
-        </thead>
+        <BreakdownHead first="Day" />
         <tbody>
           {active.map((d) => (
             <tr key={d.date}>
@@ -206,16 +213,7 @@ function UsageView({ usage: u, names }: { usage: Schemas['Usage']; names: Map<st
 
       <h2>By agent</h2>
       <table aria-label="Usage by agent">
-        <thead>
-          <tr>
-            <th>Agent</th>
-            <th>Phone calls</th>
-            <th>Phone minutes</th>
-            <th>Web sessions</th>
-            <th>Web minutes</th>
-            <th>Cost</th>
-          </tr>
-        </thead>
+        <BreakdownHead first="Agent" />
         <tbody>
           {u.agents.map((a) => (
             <tr key={a.agent_id}>
