@@ -1184,6 +1184,61 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the workspace's usage by day and by agent
+         * @description Finished phone calls and web sessions of the workspace over a range of days, with their billed
+         *     minutes and cost: totals, every day of the range (phone and web apart), and each agent with
+         *     usage. Minutes are billed minutes: every started minute of each conversation, as the credit is
+         *     charged (`UsageFigures`). A conversation counts on the day it started, in `timezone` (default
+         *     `UTC`), once it has ended and was billed.
+         *
+         *     The range is `from` to `to`, both days inclusive (`YYYY-MM-DD`); by default the last 30 days
+         *     ending today (in `timezone`): `to` defaults to today, `from` to 29 days before `to`. A range of
+         *     more than 92 days, or `from` after `to`, is refused with 422 `invalid_range` (`param` names the
+         *     parameter to change); a time zone the time zone database does not know with 422
+         *     `invalid_timezone`.
+         */
+        get: operations["getUsage"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/limits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the workspace's limits and their current use
+         * @description Every limit that applies to the workspace and how much of it is used now: concurrent
+         *     conversations (live now and the limit), credit (the balance and what live conversations'
+         *     reservations hold), the plan's minutes this month (used, reserved, left), the per-minute prices,
+         *     the longest call, the web session creation caps, and the destination policy (the same object as
+         *     `GET /api/v1/workspace/destination-policy`). Reading it changes nothing. The limits themselves
+         *     are set by the deployment's operator.
+         */
+        get: operations["getLimits"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/webhooks": {
         parameters: {
             query?: never;
@@ -2186,7 +2241,7 @@ export interface components {
          *     string, so that a code added later does not break a client: handle the codes you know and treat
          *     any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "call_already_ended" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "rate_limited" | "concurrency_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "call_already_ended" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "rate_limited" | "concurrency_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -4490,6 +4545,185 @@ export interface components {
             updated_at: string;
         };
         /**
+         * UsageFigures
+         * @description What finished conversations of one kind used. `minutes` are billed minutes: each conversation is
+         *     billed every started metering minute of its billed time (a phone call from answer to hang-up, a web
+         *     session from connect to close, never beyond what its reservation covered), so a 10-second call is
+         *     1 minute and a 61-second one 2; `billed_seconds` is that time to the second (what a plan's monthly
+         *     minutes count). An unanswered call counts as a conversation with 0 minutes.
+         */
+        UsageFigures: {
+            /** @description Finished conversations (phone calls of any outcome, web sessions). */
+            conversations: number;
+            /** @description Billed minutes, every started minute of each conversation. */
+            minutes: number;
+            /** @description Billed time in seconds, summed over the conversations. */
+            billed_seconds: number;
+            /** @description What was taken off the workspace's credit for them. */
+            cost_cents: number;
+        };
+        /**
+         * UsageTotals
+         * @description The whole range, phone calls and web sessions apart and together.
+         */
+        UsageTotals: {
+            phone: components["schemas"]["UsageFigures"];
+            web: components["schemas"]["UsageFigures"];
+            all: components["schemas"]["UsageFigures"];
+        };
+        /**
+         * UsageDay
+         * @description One day of the range (in the response's `timezone`), phone calls and web sessions apart.
+         */
+        UsageDay: {
+            /**
+             * Format: date
+             * @description The day, `YYYY-MM-DD`.
+             */
+            date: string;
+            phone: components["schemas"]["UsageFigures"];
+            web: components["schemas"]["UsageFigures"];
+        };
+        /**
+         * UsageAgent
+         * @description What one agent's conversations used over the range. The agent may have been deleted since (its
+         *     conversations still count); read its name with `GET /api/v1/agents/{agent_id}`.
+         */
+        UsageAgent: {
+            agent_id: string;
+            phone: components["schemas"]["UsageFigures"];
+            web: components["schemas"]["UsageFigures"];
+        };
+        /**
+         * Usage
+         * @description The workspace's metered usage over a range of days: finished phone calls and web sessions, their
+         *     billed minutes and what they cost, by day and by agent. A conversation counts on the day (in
+         *     `timezone`) it started, once it has finished and was billed; live conversations are not counted
+         *     yet (`GET /api/v1/limits` shows what they hold).
+         */
+        Usage: {
+            /** @constant */
+            object: "usage";
+            /**
+             * Format: date
+             * @description First day of the range (inclusive).
+             */
+            from: string;
+            /**
+             * Format: date
+             * @description Last day of the range (inclusive).
+             */
+            to: string;
+            timezone: components["schemas"]["TimeZone"];
+            totals: components["schemas"]["UsageTotals"];
+            /** @description Every day of the range, oldest first, days without usage included (all zero). */
+            days: components["schemas"]["UsageDay"][];
+            /** @description The agents with usage in the range, most billed minutes first (then by id). */
+            agents: components["schemas"]["UsageAgent"][];
+        };
+        /**
+         * WorkspacePlan
+         * @description A workspace's plan. New workspaces start on `trial`.
+         * @enum {string}
+         */
+        WorkspacePlan: "trial" | "starter" | "growth" | "enterprise";
+        /**
+         * SubscriptionStatus
+         * @description A workspace's subscription. `past_due` and `unpaid` block new calls and sessions (402 on creation,
+         *     4402 on connect).
+         * @enum {string}
+         */
+        SubscriptionStatus: "active" | "past_due" | "unpaid";
+        /**
+         * WindowLimit
+         * @description A cap on how many of something a workspace may do in a sliding window, and how many it did in the last one.
+         */
+        WindowLimit: {
+            limit: number;
+            used: number;
+        };
+        /**
+         * WorkspaceLimits
+         * @description The workspace's limits and how much of each is in use now. Live conversations hold part of the
+         *     credit and of the plan's minutes (their reservations, see `POST /api/v1/calls`); what they hold is
+         *     not available to new conversations until they end and are billed.
+         */
+        WorkspaceLimits: {
+            plan: components["schemas"]["WorkspacePlan"];
+            subscription_status: components["schemas"]["SubscriptionStatus"];
+            /**
+             * ConcurrencyLimit
+             * @description Phone calls and web sessions the workspace may hold at once (they share one count). A call
+             *     holds its slot from creation until it ends, a web session while it is connected.
+             */
+            concurrency: {
+                limit: number;
+                /** @description Slots held now. */
+                live: number;
+                live_phone_calls: number;
+                live_web_sessions: number;
+            };
+            /**
+             * CreditLimit
+             * @description Prepaid credit in cents. Conversations are refused (402 `insufficient_credit`) when what is available does not cover one minute.
+             */
+            credit: {
+                /** @description The balance now (billed conversations taken off). */
+                balance_cents: number;
+                /** @description Held by live conversations' reservations. */
+                reserved_cents: number;
+                /** @description What new conversations may use: the balance less what is reserved, at least 0. */
+                available_cents: number;
+            };
+            /**
+             * PlanMinutes
+             * @description The plan's conversation minutes this calendar month (UTC). Minutes here count billed time to
+             *     the second (`used` may have a fraction); `reserved` are the whole minutes live conversations
+             *     hold. Conversations are refused (402 `plan_limit_reached`) when less than one minute is left.
+             */
+            plan_minutes: {
+                /** @description Minutes a month; `null` means unlimited. */
+                included: number | null;
+                /** @description Minutes used by conversations that started this month and were billed. */
+                used: number;
+                reserved: number;
+                /** @description Included less used and reserved, at least 0; `null` when unlimited. */
+                left: number | null;
+                /**
+                 * Format: date-time
+                 * @description The month's start (00:00 UTC on the 1st).
+                 */
+                period_start: string;
+                /**
+                 * Format: date-time
+                 * @description When the count starts again (00:00 UTC on the next 1st).
+                 */
+                resets_at: string;
+            };
+            /**
+             * Prices
+             * @description Cents per started minute, by conversation kind (set by the deployment).
+             */
+            prices: {
+                phone_call_cents_per_minute: number;
+                /** @description A voice, camera or screen session. */
+                web_session_cents_per_minute: number;
+                text_session_cents_per_minute: number;
+            };
+            /** @description The longest a phone call may last; the agent hangs up then (`end_reason` `time_limit`). */
+            max_call_duration_seconds: number;
+            /**
+             * WebSessionCreationLimits
+             * @description Web session tokens (`POST /api/v1/realtime/sessions`) the workspace may create in any sliding
+             *     hour and day (429 `rate_limited` beyond), and how many it created in the last hour and day.
+             */
+            web_session_creation: {
+                per_hour: components["schemas"]["WindowLimit"];
+                per_day: components["schemas"]["WindowLimit"];
+            };
+            destination_policy: components["schemas"]["DestinationPolicy"];
+        };
+        /**
          * Webhook
          * @description A registered webhook. It receives every event of the kinds in `events` in its workspace until deleted.
          */
@@ -4947,19 +5181,6 @@ export interface components {
         } & {
             [key: string]: unknown;
         };
-        /**
-         * WorkspacePlan
-         * @description A workspace's plan. New workspaces start on `trial`.
-         * @enum {string}
-         */
-        WorkspacePlan: "trial" | "starter" | "growth" | "enterprise";
-        /**
-         * SubscriptionStatus
-         * @description A workspace's subscription. `past_due` and `unpaid` block new calls and sessions (402 on creation,
-         *     4402 on connect).
-         * @enum {string}
-         */
-        SubscriptionStatus: "active" | "past_due" | "unpaid";
         /**
          * DestinationPolicyUpdateRequest
          * @description Only the fields present change. Takes effect on the next call, batch, agent save or transfer.
@@ -10432,6 +10653,217 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["DestinationPolicy"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getUsage: {
+        parameters: {
+            query?: {
+                /**
+                 * @description First day of the range (inclusive). Default 29 days before `to`.
+                 * @example 2026-11-01
+                 */
+                from?: string;
+                /**
+                 * @description Last day of the range (inclusive). Default today in `timezone`.
+                 * @example 2026-11-30
+                 */
+                to?: string;
+                /** @description The IANA time zone whose days the usage is counted in. Default `UTC`. */
+                timezone?: components["schemas"]["TimeZone"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The usage over the range. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "usage",
+                     *       "from": "2026-11-20",
+                     *       "to": "2026-11-21",
+                     *       "timezone": "UTC",
+                     *       "totals": {
+                     *         "phone": {
+                     *           "conversations": 3,
+                     *           "minutes": 7,
+                     *           "billed_seconds": 352,
+                     *           "cost_cents": 70
+                     *         },
+                     *         "web": {
+                     *           "conversations": 2,
+                     *           "minutes": 3,
+                     *           "billed_seconds": 131,
+                     *           "cost_cents": 30
+                     *         },
+                     *         "all": {
+                     *           "conversations": 5,
+                     *           "minutes": 10,
+                     *           "billed_seconds": 483,
+                     *           "cost_cents": 100
+                     *         }
+                     *       },
+                     *       "days": [
+                     *         {
+                     *           "date": "2026-11-20",
+                     *           "phone": {
+                     *             "conversations": 1,
+                     *             "minutes": 0,
+                     *             "billed_seconds": 0,
+                     *             "cost_cents": 0
+                     *           },
+                     *           "web": {
+                     *             "conversations": 0,
+                     *             "minutes": 0,
+                     *             "billed_seconds": 0,
+                     *             "cost_cents": 0
+                     *           }
+                     *         },
+                     *         {
+                     *           "date": "2026-11-21",
+                     *           "phone": {
+                     *             "conversations": 2,
+                     *             "minutes": 7,
+                     *             "billed_seconds": 352,
+                     *             "cost_cents": 70
+                     *           },
+                     *           "web": {
+                     *             "conversations": 2,
+                     *             "minutes": 3,
+                     *             "billed_seconds": 131,
+                     *             "cost_cents": 30
+                     *           }
+                     *         }
+                     *       ],
+                     *       "agents": [
+                     *         {
+                     *           "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *           "phone": {
+                     *             "conversations": 3,
+                     *             "minutes": 7,
+                     *             "billed_seconds": 352,
+                     *             "cost_cents": 70
+                     *           },
+                     *           "web": {
+                     *             "conversations": 0,
+                     *             "minutes": 0,
+                     *             "billed_seconds": 0,
+                     *             "cost_cents": 0
+                     *           }
+                     *         },
+                     *         {
+                     *           "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9M",
+                     *           "phone": {
+                     *             "conversations": 0,
+                     *             "minutes": 0,
+                     *             "billed_seconds": 0,
+                     *             "cost_cents": 0
+                     *           },
+                     *           "web": {
+                     *             "conversations": 2,
+                     *             "minutes": 3,
+                     *             "billed_seconds": 131,
+                     *             "cost_cents": 30
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Usage"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getLimits: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The limits and their use now. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "plan": "trial",
+                     *       "subscription_status": "active",
+                     *       "concurrency": {
+                     *         "limit": 5,
+                     *         "live": 2,
+                     *         "live_phone_calls": 1,
+                     *         "live_web_sessions": 1
+                     *       },
+                     *       "credit": {
+                     *         "balance_cents": 900,
+                     *         "reserved_cents": 40,
+                     *         "available_cents": 860
+                     *       },
+                     *       "plan_minutes": {
+                     *         "included": 600,
+                     *         "used": 8.05,
+                     *         "reserved": 4,
+                     *         "left": 587.95,
+                     *         "period_start": "2026-11-01T00:00:00.000Z",
+                     *         "resets_at": "2026-12-01T00:00:00.000Z"
+                     *       },
+                     *       "prices": {
+                     *         "phone_call_cents_per_minute": 10,
+                     *         "web_session_cents_per_minute": 10,
+                     *         "text_session_cents_per_minute": 0
+                     *       },
+                     *       "max_call_duration_seconds": 3600,
+                     *       "web_session_creation": {
+                     *         "per_hour": {
+                     *           "limit": 60,
+                     *           "used": 3
+                     *         },
+                     *         "per_day": {
+                     *           "limit": 500,
+                     *           "used": 12
+                     *         }
+                     *       },
+                     *       "destination_policy": {
+                     *         "allowed_countries": null,
+                     *         "allowed_number_types": [
+                     *           "fixed_line",
+                     *           "mobile",
+                     *           "fixed_line_or_mobile",
+                     *           "toll_free",
+                     *           "voip",
+                     *           "uan",
+                     *           "fictional"
+                     *         ],
+                     *         "daily_call_cap": 1000,
+                     *         "calls_placed_today": 42,
+                     *         "day_resets_at": "2026-11-22T00:00:00.000Z",
+                     *         "updated_at": "2026-11-21T23:51:18.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["WorkspaceLimits"];
                 };
             };
             401: components["responses"]["Unauthorized"];

@@ -481,6 +481,22 @@ export const operations = [
     ]
   },
   {
+    "operationId": "getUsage",
+    "method": "GET",
+    "path": "/api/v1/usage",
+    "tags": [
+      "Usage"
+    ]
+  },
+  {
+    "operationId": "getLimits",
+    "method": "GET",
+    "path": "/api/v1/limits",
+    "tags": [
+      "Usage"
+    ]
+  },
+  {
     "operationId": "listWebhooks",
     "method": "GET",
     "path": "/api/v1/webhooks",

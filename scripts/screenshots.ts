@@ -5,7 +5,8 @@
  * another origin that embeds the widget (its token endpoint adds the API key), and photographs the widget
  * in headless Chromium (Debian's chromium, or CHROMIUM_PATH): idle, then live with a transcript. Then
  * logs in to the dashboard and photographs its main pages: agents, an agent's settings, a new API key,
- * a finished CSV batch with a skipped row, and one of its calls with transcript and analysis.
+ * a finished CSV batch with a skipped row, one of its calls with transcript and analysis, and the
+ * usage and limits page.
  */
 import fs from 'node:fs';
 import http from 'node:http';
@@ -173,8 +174,13 @@ async function photographDashboard(
   await page.getByRole('heading', { name: 'Analysis' }).waitFor();
   await page.locator('.transcript li').nth(2).waitFor();
   await shot('dashboard-call.png');
+
+  // Usage and limits, once the batch's calls are billed.
+  await page.goto(`${base}/dashboard#/usage`);
+  await page.getByRole('table', { name: 'Usage by agent' }).locator('tbody tr a').first().waitFor();
+  await shot('dashboard-usage.png');
   await page.close();
-  return ['dashboard-agents.png', 'dashboard-agent.png', 'dashboard-keys.png', 'dashboard-batch.png', 'dashboard-call.png'];
+  return ['dashboard-agents.png', 'dashboard-agent.png', 'dashboard-keys.png', 'dashboard-batch.png', 'dashboard-call.png', 'dashboard-usage.png'];
 }
 
 async function main(): Promise<void> {

@@ -24,6 +24,8 @@ import { AuthRateLimit } from './workspaces/auth-rate-limit.js';
 import { AdmissionStore } from './workspaces/admission-store.js';
 import { WorkspaceAdmission } from './workspaces/admission.js';
 import { SlotKeeper } from './workspaces/slots.js';
+import { UsageService } from './workspaces/usage.js';
+import { usageRoutes } from './workspaces/usage-routes.js';
 import { systemRoutes } from './system/routes.js';
 import type { OutboundPolicy } from './net/outbound-guard.js';
 import { DestinationStore } from './destinations/store.js';
@@ -326,12 +328,33 @@ export async function startService(
     callLog,
   );
 
+  // The developer's reads of usage and limits; the destination policy and the web-session creation
+  // counts come from their own rooms.
+  const usage = new UsageService(
+    db.knex,
+    clock,
+    {
+      planMinutes: config.REALTIME_PLAN_MINUTES,
+      minuteSeconds: config.METERING_MINUTE_S,
+      prices: { phoneCall: config.CALL_CENTS_PER_MINUTE, webSession: config.REALTIME_CENTS_PER_MINUTE, textSession: config.REALTIME_TEXT_CENTS_PER_MINUTE },
+      maxCallDurationS: config.CALL_MAX_DURATION_S,
+      webSessionCreation: {
+        perHour: { limit: config.REALTIME_SESSIONS_PER_HOUR, windowMs: config.REALTIME_HOUR_WINDOW_MS },
+        perDay: { limit: config.REALTIME_SESSIONS_PER_DAY, windowMs: config.REALTIME_DAY_WINDOW_MS },
+      },
+    },
+    {
+      destinationPolicy: (workspaceId) => destinations.read(workspaceId),
+      webSessionsCreated: (workspaceId, windowMs) => realtime.store.tokensCreatedSince(workspaceId, new Date(clock.now().getTime() - windowMs)),
+    },
+  );
   const authLimit = new AuthRateLimit(db.knex, { perMinute: config.AUTH_RATE_LIMIT_PER_MINUTE, trustedProxies: config.TRUSTED_PROXIES });
   // Handlers by operationId; operations missing here answer 501.
   const handlers: Handlers = {
     ...workspaceRoutes(workspaces, authLimit),
     ...agentRoutes(agents),
     ...destinationRoutes(destinations),
+    ...usageRoutes(usage),
     ...toolRoutes(tools),
     ...knowledgeRoutes(knowledge),
     ...webhookRoutes(webhooks),

@@ -91,6 +91,15 @@ export class RealtimeStore {
     });
   }
 
+  /** Tokens the workspace created after `since` (what the per-workspace creation limit counts). */
+  async tokensCreatedSince(workspaceId: string, since: Date): Promise<number> {
+    const [{ count }] = await this.db('realtime_tokens')
+      .where('workspace_id', workspaceId)
+      .where('created_at', '>', since)
+      .count<{ count: string }[]>('* as count');
+    return Number(count);
+  }
+
   /** Marks the token used (first attempt wins, even a failing one) and returns it; undefined if unknown or used. */
   async redeemToken(tokenHash: string, now: Date): Promise<TokenRow | undefined> {
     const [row] = await this.db('realtime_tokens').where({ token_hash: tokenHash }).whereNull('used_at').update({ used_at: now }).returning('*');

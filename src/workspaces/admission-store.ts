@@ -25,7 +25,11 @@ export interface UsageRecord {
   kind: UsageKind;
   /** The conversation's id (`conv_...`, `call_...`). */
   refId: string;
+  /** The agent of the conversation (the usage read groups by it). */
+  agentId: string;
   seconds: number;
+  /** Billed minutes: every started metering minute of the billed time (what `cents` was priced on). */
+  minutes: number;
   cents: number;
   startedAt: Date;
 }
@@ -90,7 +94,9 @@ export class AdmissionStore {
           workspace_id: usage.workspaceId,
           kind: usage.kind,
           ref_id: usage.refId,
+          agent_id: usage.agentId,
           seconds: usage.seconds,
+          minutes: usage.minutes,
           cents,
           started_at: usage.startedAt,
         })

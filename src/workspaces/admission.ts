@@ -141,12 +141,13 @@ export class WorkspaceAdmission {
 
   /**
    * What a finished conversation is billed: its time up to what its reservation covered, every started
-   * minute at `centsPerMinute`; `seconds` is what counts toward the plan.
+   * minute at `centsPerMinute`; `seconds` is what counts toward the plan, `minutes` the started minutes
+   * the cents were priced on (what the usage read reports).
    */
-  async bill(id: string, elapsedMs: number, centsPerMinute: number, trx?: Knex.Transaction): Promise<{ cents: number; seconds: number }> {
+  async bill(id: string, elapsedMs: number, centsPerMinute: number, trx?: Knex.Transaction): Promise<{ cents: number; seconds: number; minutes: number }> {
     const reserved = await this.store.reservation(id, trx);
     const b = billable(elapsedMs, reserved ? reserved.seconds : null, centsPerMinute, this.opts.minuteSeconds);
-    return { cents: b.cents, seconds: Math.round(b.billedMs / 1000) };
+    return { cents: b.cents, seconds: Math.round(b.billedMs / 1000), minutes: Math.ceil(b.billedMs / (this.opts.minuteSeconds * 1000)) };
   }
 
   /** Records a finished conversation's usage, charges it (once per conversation) and releases its reservation. */

@@ -3,8 +3,8 @@
  * are served; sign-up, logout and login; an API key created (shown once, then only its prefix) and
  * revoked; an agent created and edited (credentials write-only; a data schema and success criteria)
  * and tried with the web widget on a dashboard-minted token; a CSV batch with a bad row watched until
- * it finishes, and one of its calls opened with its transcript and structured results; a viewer who
- * can read but not change.
+ * it finishes, and one of its calls opened with its transcript and structured results; the usage page
+ * (the last 30 days by day and agent, the limits with their use); a viewer who can read but not change.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -279,6 +279,85 @@ describe('dashboard', () => {
     const results = page.locator('dl.facts').last();
     assert.match(await results.innerText(), /"appointment": null/);
     assert.match(await results.innerText(), /met — The caller said "appointment"\./);
+  });
+
+  it('shows the usage of the last 30 days (the batch calls and the widget session) and the limits with their use', async () => {
+    const session = await apiSession();
+    // The widget's session is billed once it is recorded; the batch's two calls ended above.
+    const usage = await waitFor(
+      async () => {
+        const res = await t.http.get('/api/v1/usage').set(bearer(session));
+        assert.equal(res.status, 200, JSON.stringify(res.body));
+        return res.body.totals.web.conversations === 1 ? res.body : null;
+      },
+      15_000,
+      "the widget session's usage",
+    );
+    // The busy number (…0002) is a conversation of 0 minutes; the answered one 1 minute; the widget session 1.
+    assert.deepEqual([usage.totals.phone.conversations, usage.totals.phone.minutes], [2, 1]);
+    assert.deepEqual([usage.totals.web.conversations, usage.totals.web.minutes], [1, 1]);
+
+    await go('agents');
+    await page.getByRole('navigation', { name: 'Dashboard' }).getByRole('link', { name: 'Usage' }).click();
+    await heading('Usage and limits');
+    const totals = page.getByRole('table', { name: 'Usage totals' });
+    await totals.waitFor();
+    const cells = async (table: string, row: string) =>
+      (
+        await page
+          .getByRole('table', { name: table })
+          .getByRole('row', { name: new RegExp(`^${row} `) })
+          .getByRole('cell')
+          .allInnerTexts()
+      ).map((c) => c.trim());
+    const money = (cents: number) => `$${(cents / 100).toFixed(2)}`;
+    assert.deepEqual(await cells('Usage totals', 'Phone calls'), ['2', '1', money(usage.totals.phone.cost_cents)]);
+    assert.deepEqual(await cells('Usage totals', 'Web sessions'), ['1', '1', money(usage.totals.web.cost_cents)]);
+    assert.deepEqual(await cells('Usage totals', 'All'), ['3', '2', money(usage.totals.all.cost_cents)]);
+    // By day: the day of the conversations (the browser's zone is the service's, UTC here), newest first.
+    const days = page.getByRole('table', { name: 'Usage by day' });
+    const today = usage.days.filter(
+      (d: { phone: { conversations: number }; web: { conversations: number } }) => d.phone.conversations + d.web.conversations > 0,
+    );
+    assert.deepEqual(
+      (await days.locator('tbody tr').first().getByRole('cell').allInnerTexts()).map((c) => c.trim()),
+      [
+        today.at(-1).date,
+        String(today.at(-1).phone.conversations),
+        String(today.at(-1).phone.minutes),
+        String(today.at(-1).web.conversations),
+        String(today.at(-1).web.minutes),
+        money(today.at(-1).phone.cost_cents + today.at(-1).web.cost_cents),
+      ],
+    );
+    assert.equal(
+      await page
+        .getByRole('img', { name: /^Billed minutes a day from / })
+        .locator(':scope > span')
+        .count(),
+      30,
+    );
+    // By agent: the one agent, by name, with its calls and its session.
+    const agentRow = page.getByRole('table', { name: 'Usage by agent' }).locator('tbody tr');
+    assert.equal(await agentRow.count(), 1);
+    assert.deepEqual(
+      (await agentRow.getByRole('cell').allInnerTexts()).map((c) => c.trim().split('\n')[0]),
+      ['Front desk (Acme)', '2', '1', '1', '1', money(usage.totals.all.cost_cents)],
+    );
+
+    // Limits: nothing live now; the credit after those charges; the two outbound calls of today.
+    const limits = page.getByRole('table', { name: 'Limits' });
+    assert.match(await limits.getByRole('row', { name: /^Concurrent conversations/ }).innerText(), /0 live \(0 phone calls, 0 web sessions\)\s+5 at once/);
+    assert.match(
+      await limits.getByRole('row', { name: /^Credit/ }).innerText(),
+      new RegExp(`\\$0\\.00 held by live conversations\\s+\\${money(1000 - usage.totals.all.cost_cents)} balance`),
+    );
+    assert.match(await limits.getByRole('row', { name: /^Plan minutes \(trial\)/ }).innerText(), /600 a month, [\d.]+ left/);
+    assert.match(await limits.getByRole('row', { name: /^Outbound calls today/ }).innerText(), /2 placed\s+1000 a day \(UTC\)/);
+    assert.match(await limits.getByRole('row', { name: /^Web sessions created/ }).innerText(), /1 in the last hour, 1 in the last day/);
+    assert.match(await limits.getByRole('row', { name: /^Destinations/ }).innerText(), /every country/);
+    assert.ok(requests.some((r) => r.path === '/api/v1/usage' && r.auth === 'Bearer ds_'));
+    assert.ok(requests.some((r) => r.path === '/api/v1/limits' && r.auth === 'Bearer ds_'));
   });
 
   it('a viewer reads everything and is offered no change', async () => {

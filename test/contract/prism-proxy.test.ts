@@ -257,6 +257,11 @@ describe("every public operation through Prism's validating proxy", () => {
       (l) => l.data.length > 0,
     );
     await send('listWebhookDeliveries', { token: key, params: { webhook_id: hook.webhook_id }, expect: 200 });
+    // Usage and limits: the ended call counts (its day in Paris), and the limits read with the policy in it.
+    const used = await send('getUsage', { token: key, query: { timezone: 'Europe/Paris' }, expect: 200 });
+    assert.ok(used.totals.phone.conversations >= 1, 'the ended call counts');
+    const limits = await send('getLimits', { token: key, expect: 200 });
+    assert.equal(limits.destination_policy.calls_placed_today, 2);
 
     // Batches: one paused, resumed and canceled before it starts; one run to its end and retried; one from a CSV.
     const later = new Date(Date.now() + 3600_000).toISOString();

@@ -164,7 +164,9 @@ describe('reservations (property, PostgreSQL, two instances)', () => {
                     workspaceId,
                     kind: l.c.kind,
                     refId: l.id,
+                    agentId: 'agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R',
                     seconds: bill.seconds,
+                    minutes: bill.minutes,
                     cents: bill.cents,
                     startedAt: new Date(),
                   });

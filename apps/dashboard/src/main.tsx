@@ -12,12 +12,14 @@ import { BatchesPage, BatchPage } from './pages/batches.js';
 import { CallPage, CallsPage } from './pages/calls.js';
 import { KeysPage } from './pages/keys.js';
 import { MembersPage } from './pages/members.js';
+import { UsagePage } from './pages/usage.js';
 import { WebhooksPage } from './pages/webhooks.js';
 
 const VIEWS = [
   { view: 'agents', label: 'Agents' },
   { view: 'calls', label: 'Calls' },
   { view: 'batches', label: 'Batches' },
+  { view: 'usage', label: 'Usage' },
   { view: 'webhooks', label: 'Webhooks' },
   { view: 'keys', label: 'API keys' },
   { view: 'members', label: 'Members' },
@@ -37,6 +39,8 @@ function View({ session, view, id }: { session: SignedIn; view: string; id: stri
       return id ? <CallPage session={session} callId={id} /> : <CallsPage />;
     case 'batches':
       return id ? <BatchPage session={session} batchId={id} /> : <BatchesPage session={session} />;
+    case 'usage':
+      return <UsagePage />;
     case 'webhooks':
       return <WebhooksPage session={session} />;
     case 'keys':
