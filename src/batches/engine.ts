@@ -131,7 +131,15 @@ export class BatchEngine {
         const taken = claimed.slice(0, started).map((r, i) => ({ recipient: r, callId: callIds[i] }));
         await this.calls.insertQueued(
           ready.plan,
-          taken.map(({ recipient: r, callId }) => ({ callId, to: r.to_number, variables: r.variables, firstMessage: r.first_message, batchId })),
+          taken.map(({ recipient: r, callId }) => ({
+            callId,
+            to: r.to_number,
+            variables: r.variables,
+            firstMessage: r.first_message,
+            batchId,
+            // markDialing below counts this attempt; the unique key refuses a second call for it.
+            attempt: { recipientId: r.id, number: r.attempts + 1 },
+          })),
           trx,
         );
         await this.store.markDialing(
@@ -160,13 +168,23 @@ export class BatchEngine {
     if (more) await this.wake(batchId);
   }
 
-  /** Up to `room` due recipients that may be called now; those outside the calling window wait for it. */
+  /**
+   * Up to `room` due recipients that may be called now; those outside the calling window wait for it.
+   * A later pass excludes the rows this transaction already claimed: SKIP LOCKED skips other
+   * transactions' locks, not its own, and the claimed rows stay waiting until markDialing.
+   */
   private async claimInWindow(trx: Knex.Transaction, batch: BatchRow, now: Date, room: number): Promise<RecipientRow[]> {
     const window = batch.calling_window;
     if (!window) return this.store.claimDue(trx, batch.id, now, room);
     const inside: RecipientRow[] = [];
     for (let pass = 0; pass < MAX_CLAIM_PASSES && inside.length < room; pass++) {
-      const rows = await this.store.claimDue(trx, batch.id, now, room - inside.length);
+      const rows = await this.store.claimDue(
+        trx,
+        batch.id,
+        now,
+        room - inside.length,
+        inside.map((r) => r.id),
+      );
       if (!rows.length) break;
       const later: Array<{ id: string; at: Date }> = [];
       for (const r of rows) {

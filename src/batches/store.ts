@@ -194,9 +194,11 @@ export class BatchStore {
       .update({ status: 'pending', updated_at: trx.fn.now() });
   }
 
-  /** Due recipients in request order, claimed (skipping rows another transaction holds). */
-  claimDue(trx: Knex.Transaction, batchId: string, now: Date, limit: number): Promise<RecipientRow[]> {
-    return trx('batch_recipients')
+  /** Due recipients in request order, claimed (skipping rows another transaction holds, and `except`: rows this one already claimed). */
+  claimDue(trx: Knex.Transaction, batchId: string, now: Date, limit: number, except: string[] = []): Promise<RecipientRow[]> {
+    const q = trx('batch_recipients');
+    if (except.length) q.whereNotIn('id', except);
+    return q
       .where({ batch_id: batchId })
       .whereIn('status', WAITING as RecipientStatus[])
       .where('next_attempt_at', '<=', now)
