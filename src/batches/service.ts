@@ -15,7 +15,7 @@ import type { DestinationService } from '../destinations/service.js';
 import type { Provider } from '../carriers/carrier.js';
 import { isValidTimeZone, windowProblems, type CallingWindow } from './calling-window.js';
 import { numbersOf, screenRecipients, type RecipientInput, type RowProblem } from './recipients.js';
-import { parseRecipientsCsv } from './csv.js';
+import { MAX_FILE_PROBLEMS, parseRecipientsCsv } from './csv.js';
 import { batchInputFromCsvForm, type CsvForm } from './csv-form.js';
 import { toBatch, toDetail, toSummary, type Batch, type BatchDetail, type BatchSummary } from './records.js';
 import type { BatchEngine } from './engine.js';
@@ -93,7 +93,7 @@ export class BatchService {
   async createFromCsv(workspaceId: string, form: CsvForm, file: Buffer): Promise<Batch> {
     const parsed = await parseRecipientsCsv(file);
     if (!parsed.ok) {
-      const issues = parsed.problems.map((p) => issue(['file', ...(p.column ? [p.column] : [])], p.message, p.type));
+      const issues = parsed.problems.slice(0, MAX_FILE_PROBLEMS).map((p) => issue(['file', ...(p.column ? [p.column] : [])], p.message, p.type));
       throw new ApiError(422, 'invalid_request_error', code422(parsed.problems[0].type), parsed.problems[0].message, { param: 'file', issues });
     }
     return this.create(workspaceId, batchInputFromCsvForm(form, parsed.recipients), parsed.problems);
