@@ -139,7 +139,7 @@ export async function run(): Promise<void> {
       });
     }
     while ((await pendingRounds(service)) > 0) await sleep(50);
-    console.log(`neighbour: ${batches} batches created and first rounds run in ${Date.now() - t0} ms; waiting for its one slot`);
+    console.log(`neighbour: ${batches} batches created and first rounds run in ${Date.now() - t0} ms; none has a slot to wait for`);
     const beside = await phase(service, other, warmup, calls);
     const rows = [row('alone', alone), row(`beside ${batches} waiting batches`, beside)];
     table(rows);
