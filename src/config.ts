@@ -275,6 +275,10 @@ const schema = z.object({
   BATCH_WAKE_DELAY_MS: z.coerce.number().int().min(0).max(5_000).default(50),
   /** How soon a batch looks again for a free slot when its workspace had none. */
   BATCH_CAPACITY_RETRY_MS: z.coerce.number().int().min(10).default(1_000),
+  /** A workspace's batches not yet over (429 `batch_limit_reached` past it). */
+  BATCH_MAX_OPEN_PER_WORKSPACE: z.coerce.number().int().min(1).default(100),
+  /** Recipients waiting across a workspace's batches (429 `pending_recipient_limit_reached` past it). */
+  BATCH_MAX_WAITING_RECIPIENTS_PER_WORKSPACE: z.coerce.number().int().min(1).default(100_000),
   /**
    * Seconds in a metering minute: conversations are billed per started minute at the per-minute
    * prices, plan minutes and reservations count in it. 60; tests shorten it so a reservation runs out

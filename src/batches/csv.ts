@@ -31,6 +31,8 @@ export interface CsvLimits {
 const DEFAULT_MAX_ROWS = 10_000;
 const DEFAULT_MAX_VARIABLES = 100;
 const DEFAULT_MAX_VALUE_LENGTH = 2000;
+/** Problems a refusal lists, as the other list-shaped 422s (ValidationErrorList holds 50). */
+export const MAX_FILE_PROBLEMS = 50;
 const CHUNK_BYTES = 64 * 1024;
 const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
@@ -49,9 +51,22 @@ export async function parseRecipientsCsv(data: Buffer, limits: CsvLimits = {}): 
   const maxRows = limits.maxRows ?? DEFAULT_MAX_ROWS;
   const maxVariables = limits.maxVariables ?? DEFAULT_MAX_VARIABLES;
   const maxValueLength = limits.maxValueLength ?? DEFAULT_MAX_VALUE_LENGTH;
+  // to_number, first_message and the variables: no header or row may hold more fields.
+  const maxFields = maxVariables + 2;
+  // Every field at its longest: no readable row is longer (csv-parse counts field characters).
+  const maxRecordSize = maxFields * maxValueLength;
 
   if (!isUtf8(data)) {
     return refuse('csv_invalid_encoding', 'the file is not valid UTF-8 text; save it as "CSV UTF-8" and upload it again');
+  }
+  // A record a little wider is read and its problems listed; one far wider is refused unread.
+  const fieldBound = maxFields + MAX_FILE_PROBLEMS;
+  const wide = await firstWideRecord(data, fieldBound);
+  if (wide) {
+    return refuse(
+      'csv_too_many_columns',
+      `${wide.line === 1 ? 'the header' : `the row starting on line ${wide.line}`} has more than ${fieldBound} fields; a file may have at most ${maxFields} columns (to_number, first_message and ${maxVariables} variables)`,
+    );
   }
 
   const lines = new LineCounter(data);
@@ -65,6 +80,7 @@ export async function parseRecipientsCsv(data: Buffer, limits: CsvLimits = {}): 
     relax_column_count: true,
     skip_empty_lines: true,
     trim: true,
+    max_record_size: maxRecordSize,
     on_record: (record: string[], context) => {
       rowNumbers.push(lines.recordStartLine(context.bytes, record));
       return record;
@@ -102,6 +118,12 @@ export async function parseRecipientsCsv(data: Buffer, limits: CsvLimits = {}): 
       else recipients.push(result);
     }
   } catch (err) {
+    if (err instanceof CsvError && err.code === 'CSV_MAX_RECORD_SIZE') {
+      return refuse(
+        'csv_record_too_large',
+        `the row starting on line ${lines.nextRecordLine()} holds more than ${maxRecordSize} characters; a row may hold at most ${maxRecordSize} (${maxFields} values of ${maxValueLength})`,
+      );
+    }
     if (err instanceof CsvError) {
       return refuse('csv_malformed', malformedMessage(err, lines.nextRecordLine()));
     }
@@ -156,6 +178,7 @@ function readHeader(record: string[], maxVariables: number): { ok: true; header:
   let variables = 0;
 
   names.forEach((name, index) => {
+    if (problems.length >= MAX_FILE_PROBLEMS) return;
     const lower = name.toLowerCase();
     let column: Column;
     if (lower === 'to_number' || lower === 'first_message') {
@@ -194,8 +217,43 @@ function readHeader(record: string[], maxVariables: number): { ok: true; header:
       column: null,
     });
   }
-  if (problems.length > 0) return { ok: false, problems };
+  if (problems.length > 0) return { ok: false, problems: problems.slice(0, MAX_FILE_PROBLEMS) };
   return { ok: true, header: { names, columns, toNumberIndex } };
+}
+
+const QUOTE = 0x22;
+const COMMA = 0x2c;
+const SCAN_SLICE = 1024 * 1024;
+
+/**
+ * The first record with more than `maxFields` fields, by its starting line, if any. csv-parse has no
+ * limit on the fields of a record (its max_record_size counts field characters, so a row of empty
+ * fields passes) and builds each record whole before handing it over: a header of millions of commas
+ * would become an array of millions of strings. So the delimiters are counted here first, over the
+ * bytes, with the only state that matters for it (inside quotes or not: a doubled quote toggles
+ * twice); a file this miscounts is malformed, which csv-parse then reports. Yields between slices.
+ */
+async function firstWideRecord(data: Buffer, maxFields: number): Promise<{ line: number } | null> {
+  let quoted = false;
+  let fields = 1;
+  let line = 1;
+  let recordLine = 1;
+  for (let start = 0; start < data.length; start += SCAN_SLICE) {
+    const end = Math.min(data.length, start + SCAN_SLICE);
+    for (let i = start; i < end; i++) {
+      const byte = data[i];
+      if (byte === QUOTE) quoted = !quoted;
+      else if (byte === CR || (byte === LF && data[i - 1] !== CR)) {
+        line++;
+        if (!quoted) {
+          fields = 1;
+          recordLine = line;
+        }
+      } else if (byte === COMMA && !quoted && ++fields > maxFields) return { line: recordLine };
+    }
+    if (end < data.length) await yieldToEventLoop();
+  }
+  return null;
 }
 
 /** A column as the contract names it: `to_number` and `first_message` however the header wrote them. */

@@ -8,15 +8,22 @@
  *
  * Rounds are woken by the job queue: at once after an API action or when one of the batch's calls
  * ends (the call's terminal transaction records the recipient's outcome and adds the wake-up), and at
- * a time the last round chose (the batch's start, a retry's delay, the calling window, or a short
- * wait for a free workspace slot). The two use separate job keys, because a pending keyed job is
- * replaced by a later add: only the round itself, holding the batch row, sets the timed one.
+ * a time the last round chose (the batch's start, a retry's delay, the calling window). The two use
+ * separate job keys, because a pending keyed job is replaced by a later add: only the round itself,
+ * holding the batch row, sets the timed one.
+ *
+ * Fair dispatch (issue 21). A round that finds no free slot of its workspace does not re-arm a job of
+ * its own: the batch joins its workspace's line (`slot_wait_since`) and the workspace's one
+ * `batch_slots` job looks again after a short wait, running the line's rounds oldest first until one
+ * comes up short (which goes to the back). So a workspace's waiting batches cost one job per wait,
+ * however many there are; and every batch job has a lower priority than a call's own jobs, so
+ * `call_dial` never waits behind any workspace's batch bookkeeping.
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
-import { idPayload, jobKind, type JobQueue } from '../jobs/queue.js';
+import { PRIORITY, idPayload, jobKind, type JobQueue } from '../jobs/queue.js';
 import type { CallService, OutboundPlan } from '../calls/service.js';
 import { isRefusal } from '../calls/refusals.js';
 import type { CallRow } from '../calls/store.js';
@@ -32,9 +39,24 @@ const DISPATCH_JOB = jobKind<{ batch_id: string }>({
   parse: idPayload('batch_id'),
   key: (p) => `batch_dispatch:${p.batch_id}`,
   maxAttempts: 10,
+  priority: PRIORITY.batch,
 });
 /** The same round at a time the last round chose: a key of its own, so it never cancels a wake-up. */
 const TIMER_JOB = jobKind<{ batch_id: string }>({ ...DISPATCH_JOB, key: (p) => `batch_timer:${p.batch_id}` });
+/** A workspace's batches waiting for a free slot, looked at again: one job per workspace. */
+const SLOTS_JOB = jobKind<{ workspace_id: string }>({
+  name: 'batch_slots',
+  parse: idPayload('workspace_id'),
+  key: (p) => `batch_slots:${p.workspace_id}`,
+  maxAttempts: 10,
+  priority: PRIORITY.batch,
+});
+
+/** Rounds one `batch_slots` job runs before it hands over to a fresh job (others' jobs run between). */
+const SLOT_ROUNDS_PER_JOB = 20;
+
+/** What a round leaves to do: another round at once, a wait in the workspace's line for a slot, or nothing now. */
+type RoundOutcome = 'more' | 'short' | 'done';
 
 /** Claim passes per round when recipients outside the calling window are set aside. */
 const MAX_CLAIM_PASSES = 20;
@@ -68,6 +90,7 @@ export class BatchEngine {
 
   register(): void {
     this.jobs.register(DISPATCH_JOB, (p) => this.dispatch(p.batch_id));
+    this.jobs.register(SLOTS_JOB, (p) => this.slotsFreed(p.workspace_id));
   }
 
   /** Asks for a dispatch round (with `trx`, once it commits); asks while one is pending join it. */
@@ -91,29 +114,49 @@ export class BatchEngine {
 
   /** One dispatch round (the job's handler). */
   async dispatch(batchId: string): Promise<void> {
+    if ((await this.round(batchId)) === 'more') await this.wake(batchId);
+  }
+
+  /**
+   * The workspace's line of batches waiting for a slot, oldest first: their rounds run until one
+   * comes up short (it re-arms this job and goes to the back of the line).
+   */
+  async slotsFreed(workspaceId: string): Promise<void> {
+    const waiting = await this.store.waitingForSlots(workspaceId, SLOT_ROUNDS_PER_JOB);
+    for (const batchId of waiting) {
+      const outcome = await this.round(batchId);
+      if (outcome === 'more') await this.wake(batchId);
+      if (outcome === 'short') return;
+    }
+    if (waiting.length === SLOT_ROUNDS_PER_JOB) await this.jobs.add(SLOTS_JOB, { workspace_id: workspaceId });
+  }
+
+  private async round(batchId: string): Promise<RoundOutcome> {
     const peek = await this.store.get(batchId);
-    if (!peek) return;
+    if (!peek) return 'done';
     const dialing = peek.status === 'queued' || peek.status === 'in_progress' || peek.status === 'scheduled';
     const ready = dialing && peek.scheduled_at <= this.clock.now() ? await this.readiness(peek) : undefined;
-    const more = await this.store.knex.transaction(async (trx) => {
+    return this.store.knex.transaction(async (trx): Promise<RoundOutcome> => {
       let batch = await this.store.lock(trx, batchId);
-      if (!batch) return false;
+      if (!batch) return 'done';
       const now = this.clock.now();
+      // Out of the workspace's line; a round that comes up short joins it again, at the back.
+      if (batch.slot_wait_since) batch = await this.store.update(trx, batchId, { slot_wait_since: null });
       if (batch.status === 'scheduled') {
         if (batch.scheduled_at > now) {
           await this.setTimer(trx, batchId, batch.scheduled_at);
-          return false;
+          return 'done';
         }
         batch = await this.store.update(trx, batchId, { status: 'queued' });
       }
       if (batch.status !== 'queued' && batch.status !== 'in_progress') {
         await this.settle(trx, batch);
-        return false;
+        return 'done';
       }
-      if (!ready) return true; // it became dialable since the peek: look again
+      if (!ready) return 'more'; // it became dialable since the peek: look again
       if ('refusal' in ready) {
         await this.fail(trx, batch, ready.refusal);
-        return false;
+        return 'done';
       }
       await this.store.markDue(trx, batchId, now);
       const { live } = await this.store.progress(trx, batchId);
@@ -131,7 +174,15 @@ export class BatchEngine {
         const taken = claimed.slice(0, started).map((r, i) => ({ recipient: r, callId: callIds[i] }));
         await this.calls.insertQueued(
           ready.plan,
-          taken.map(({ recipient: r, callId }) => ({ callId, to: r.to_number, variables: r.variables, firstMessage: r.first_message, batchId })),
+          taken.map(({ recipient: r, callId }) => ({
+            callId,
+            to: r.to_number,
+            variables: r.variables,
+            firstMessage: r.first_message,
+            batchId,
+            // markDialing below counts this attempt; the unique key refuses a second call for it.
+            attempt: { recipientId: r.id, number: r.attempts + 1 },
+          })),
           trx,
         );
         await this.store.markDialing(
@@ -141,32 +192,44 @@ export class BatchEngine {
         if (started > 0 && batch.status === 'queued') batch = await this.store.update(trx, batchId, { status: 'in_progress' });
         if (started > 0) this.log.info({ batchId, started }, 'batch calls queued');
       }
-      if (await this.settle(trx, batch)) return false;
+      if (await this.settle(trx, batch)) return 'done';
       if (today.remaining !== null && started >= today.remaining) {
         // The day's calls are used up: the rest wait for the next UTC day.
         await this.setTimer(trx, batchId, today.resetsAt);
-        return false;
+        return 'done';
       }
       if (short) {
-        await this.setTimer(trx, batchId, new Date(now.getTime() + this.opts.capacityRetryMs));
-        return false;
+        // No free slot of the workspace: wait in its line for its one job (an earlier pending one keeps its time).
+        await this.store.update(trx, batchId, { slot_wait_since: now });
+        const at = new Date(now.getTime() + this.opts.capacityRetryMs);
+        await this.jobs.add(SLOTS_JOB, { workspace_id: batch.workspace_id }, { runAt: at, keyMode: 'preserve_run_at' }, trx);
+        return 'short';
       }
       // The chunk filled and the batch has room left: another round at once.
-      if (started === this.opts.chunk && batch.concurrency - live > started) return true;
+      if (started === this.opts.chunk && batch.concurrency - live > started) return 'more';
       const next = await this.store.nextDue(trx, batchId, now);
       if (next) await this.setTimer(trx, batchId, next);
-      return false;
+      return 'done';
     });
-    if (more) await this.wake(batchId);
   }
 
-  /** Up to `room` due recipients that may be called now; those outside the calling window wait for it. */
+  /**
+   * Up to `room` due recipients that may be called now; those outside the calling window wait for it.
+   * A later pass excludes the rows this transaction already claimed: SKIP LOCKED skips other
+   * transactions' locks, not its own, and the claimed rows stay waiting until markDialing.
+   */
   private async claimInWindow(trx: Knex.Transaction, batch: BatchRow, now: Date, room: number): Promise<RecipientRow[]> {
     const window = batch.calling_window;
     if (!window) return this.store.claimDue(trx, batch.id, now, room);
     const inside: RecipientRow[] = [];
     for (let pass = 0; pass < MAX_CLAIM_PASSES && inside.length < room; pass++) {
-      const rows = await this.store.claimDue(trx, batch.id, now, room - inside.length);
+      const rows = await this.store.claimDue(
+        trx,
+        batch.id,
+        now,
+        room - inside.length,
+        inside.map((r) => r.id),
+      );
       if (!rows.length) break;
       const later: Array<{ id: string; at: Date }> = [];
       for (const r of rows) {

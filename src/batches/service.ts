@@ -6,7 +6,7 @@
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { ApiError, conflict, notFound, otherWorkspace, type ValidationIssue, code422 } from '../errors/api-error.js';
+import { ApiError, conflict, notFound, otherWorkspace, tooManyRequests, type ValidationIssue, code422 } from '../errors/api-error.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
@@ -15,7 +15,7 @@ import type { DestinationService } from '../destinations/service.js';
 import type { Provider } from '../carriers/carrier.js';
 import { isValidTimeZone, windowProblems, type CallingWindow } from './calling-window.js';
 import { numbersOf, screenRecipients, type RecipientInput, type RowProblem } from './recipients.js';
-import { parseRecipientsCsv } from './csv.js';
+import { MAX_FILE_PROBLEMS, parseRecipientsCsv } from './csv.js';
 import { batchInputFromCsvForm, type CsvForm } from './csv-form.js';
 import { toBatch, toDetail, toSummary, type Batch, type BatchDetail, type BatchSummary } from './records.js';
 import type { BatchEngine } from './engine.js';
@@ -38,6 +38,12 @@ export interface BatchInput {
   calling_window?: CallingWindow;
 }
 
+/** Per-workspace caps (configuration): batches not yet over, and recipients waiting across them. */
+export interface WorkspaceCaps {
+  maxOpenBatches: number;
+  maxWaitingRecipients: number;
+}
+
 export function batchNotFound(batchId: string) {
   return notFound('batch_not_found', `No batch ${batchId.slice(0, 64)}.`, 'batch_id');
 }
@@ -57,7 +63,26 @@ export class BatchService {
     private readonly clock: Clock,
     private readonly log: Logger,
     private readonly destinations: DestinationService,
+    private readonly caps: WorkspaceCaps,
   ) {}
+
+  /** The workspace's caps, counted under its creation lock in the creating transaction. */
+  private async checkCaps(trx: Knex.Transaction, workspaceId: string, adding: number): Promise<void> {
+    await this.store.lockWorkspaceCreations(trx, workspaceId);
+    const load = await this.store.openLoad(trx, workspaceId);
+    if (load.batches >= this.caps.maxOpenBatches) {
+      throw tooManyRequests(60, `The workspace has ${load.batches} batches that are not over, as many as it may; retry when one ends.`, 'batch_limit_reached');
+    }
+    if (load.waiting + adding > this.caps.maxWaitingRecipients) {
+      throw new ApiError(
+        429,
+        'rate_limit_error',
+        'pending_recipient_limit_reached',
+        `The workspace has ${load.waiting} recipients waiting in its batches; ${adding} more would pass its cap of ${this.caps.maxWaitingRecipients}.`,
+        { param: 'recipients', headers: { 'Retry-After': '60' } },
+      );
+    }
+  }
 
   /** The rules a schema cannot say: the schedule's horizon, the calling window, recipients' time zones. */
   private settingIssues(input: BatchInput, now: Date): ValidationIssue[] {
@@ -93,7 +118,7 @@ export class BatchService {
   async createFromCsv(workspaceId: string, form: CsvForm, file: Buffer): Promise<Batch> {
     const parsed = await parseRecipientsCsv(file);
     if (!parsed.ok) {
-      const issues = parsed.problems.map((p) => issue(['file', ...(p.column ? [p.column] : [])], p.message, p.type));
+      const issues = parsed.problems.slice(0, MAX_FILE_PROBLEMS).map((p) => issue(['file', ...(p.column ? [p.column] : [])], p.message, p.type));
       throw new ApiError(422, 'invalid_request_error', code422(parsed.problems[0].type), parsed.problems[0].message, { param: 'file', issues });
     }
     return this.create(workspaceId, batchInputFromCsvForm(form, parsed.recipients), parsed.problems);
@@ -147,6 +172,7 @@ export class BatchService {
     }));
     const retry = { ...DEFAULT_RETRY, ...input.retry_policy };
     const row = await this.store.knex.transaction(async (trx) => {
+      await this.checkCaps(trx, workspaceId, recipients.length);
       const created = await this.store.insert(
         {
           id: batchId,

@@ -45,6 +45,8 @@ export interface BatchRow {
   retry_on: RetryOutcome[];
   calling_window: CallingWindow | null;
   failure_reason: string | null;
+  /** Since when the batch waits in its workspace's line for a free slot (null: it does not). */
+  slot_wait_since: Date | null;
   scheduled_at: Date;
   created_at: Date;
   completed_at: Date | null;
@@ -70,7 +72,7 @@ export interface RecipientRow {
   updated_at: Date;
 }
 
-export type NewBatch = Omit<BatchRow, 'completed_at' | 'updated_at' | 'failure_reason'>;
+export type NewBatch = Omit<BatchRow, 'completed_at' | 'updated_at' | 'failure_reason' | 'slot_wait_since'>;
 export type NewRecipient = Pick<RecipientRow, 'id' | 'position' | 'to_number' | 'variables' | 'first_message' | 'timezone' | 'status' | 'next_attempt_at'>;
 
 export interface Counts {
@@ -186,6 +188,34 @@ export class BatchStore {
     return Boolean(await trx('batch_recipients').where({ batch_id: batchId }).where('attempts', '>', 0).first('id'));
   }
 
+  /** The workspace's batches waiting for a free slot, longest waiting first. */
+  async waitingForSlots(workspaceId: string, limit: number): Promise<string[]> {
+    const rows: Array<{ id: string }> = await this.db('batches')
+      .where({ workspace_id: workspaceId })
+      .whereNotNull('slot_wait_since')
+      .orderBy('slot_wait_since')
+      .orderBy('id')
+      .limit(limit)
+      .select('id');
+    return rows.map((r) => r.id);
+  }
+
+  /** What the workspace's batches not yet over hold: how many, and how many recipients wait in them. */
+  async openLoad(trx: Knex.Transaction, workspaceId: string): Promise<{ batches: number; waiting: number }> {
+    const { rows } = await trx.raw(
+      `select (select count(*) from batches where workspace_id = :ws and completed_at is null) as batches,
+              (select count(*) from batch_recipients r join batches b on b.id = r.batch_id
+                where b.workspace_id = :ws and b.completed_at is null and r.status in ('pending', 'scheduled')) as waiting`,
+      { ws: workspaceId },
+    );
+    return { batches: Number(rows[0].batches), waiting: Number(rows[0].waiting) };
+  }
+
+  /** Serialises the creations of one workspace's batches (the caps are counted under it). */
+  async lockWorkspaceCreations(trx: Knex.Transaction, workspaceId: string): Promise<void> {
+    await trx.raw(`select pg_advisory_xact_lock(hashtext('batch_create:' || ?))`, [workspaceId]);
+  }
+
   /** Scheduled recipients whose time has come become pending (they wait for a slot). */
   async markDue(trx: Knex.Transaction, batchId: string, now: Date): Promise<void> {
     await trx('batch_recipients')
@@ -194,9 +224,11 @@ export class BatchStore {
       .update({ status: 'pending', updated_at: trx.fn.now() });
   }
 
-  /** Due recipients in request order, claimed (skipping rows another transaction holds). */
-  claimDue(trx: Knex.Transaction, batchId: string, now: Date, limit: number): Promise<RecipientRow[]> {
-    return trx('batch_recipients')
+  /** Due recipients in request order, claimed (skipping rows another transaction holds, and `except`: rows this one already claimed). */
+  claimDue(trx: Knex.Transaction, batchId: string, now: Date, limit: number, except: string[] = []): Promise<RecipientRow[]> {
+    const q = trx('batch_recipients');
+    if (except.length) q.whereNotIn('id', except);
+    return q
       .where({ batch_id: batchId })
       .whereIn('status', WAITING as RecipientStatus[])
       .where('next_attempt_at', '<=', now)

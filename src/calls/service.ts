@@ -46,6 +46,8 @@ export interface QueuedCall {
   firstMessage?: string | null;
   webhookUrl?: string | null;
   batchId?: string | null;
+  /** A batch's call: its recipient and which attempt it is (one call per attempt, a unique key). */
+  attempt?: { recipientId: string; number: number };
 }
 
 export interface CallTiming {
@@ -205,6 +207,8 @@ export class CallService {
           workspace_id: plan.workspaceId,
           agent_id: agent.id,
           batch_id: c.batchId ?? null,
+          batch_recipient_id: c.attempt?.recipientId ?? null,
+          attempt: c.attempt?.number ?? null,
           direction: 'outbound' as const,
           provider: plan.provider,
           from_number: plan.from,

@@ -42,6 +42,9 @@ export interface CallRow {
   workspace_id: string;
   agent_id: string;
   batch_id: string | null;
+  /** A batch's call: the recipient and the attempt (1-based) it is; unique together (migration 019). */
+  batch_recipient_id: string | null;
+  attempt: number | null;
   direction: 'outbound' | 'inbound';
   provider: 'provider_a' | 'provider_b';
   from_number: string;
@@ -89,26 +92,27 @@ export interface CallRow {
   updated_at: Date;
 }
 
-export type NewCall = Pick<
-  CallRow,
-  | 'id'
-  | 'workspace_id'
-  | 'agent_id'
-  | 'batch_id'
-  | 'direction'
-  | 'provider'
-  | 'from_number'
-  | 'to_number'
-  | 'status'
-  | 'call_sid'
-  | 'first_message'
-  | 'variables'
-  | 'webhook_url'
-  | 'instruction'
-  | 'analysis'
-  | 'stream_token_hash'
-  | 'deadline_at'
->;
+export type NewCall = Partial<Pick<CallRow, 'batch_recipient_id' | 'attempt'>> &
+  Pick<
+    CallRow,
+    | 'id'
+    | 'workspace_id'
+    | 'agent_id'
+    | 'batch_id'
+    | 'direction'
+    | 'provider'
+    | 'from_number'
+    | 'to_number'
+    | 'status'
+    | 'call_sid'
+    | 'first_message'
+    | 'variables'
+    | 'webhook_url'
+    | 'instruction'
+    | 'analysis'
+    | 'stream_token_hash'
+    | 'deadline_at'
+  >;
 
 /** The live facts of a conversation as the bridge saves them. */
 export interface CallProgress {

@@ -23,7 +23,15 @@ export interface JobKind<P extends object> {
   readonly key: (payload: NoInfer<P>) => string;
   /** Attempts before a job is given up (default 5; handlers are idempotent). */
   readonly maxAttempts?: number;
+  /**
+   * graphile-worker's priority: due jobs are taken lowest first (default 0), so a kind that must not
+   * wait behind bookkeeping (dialing a call) gets a lower number than the bookkeeping (batch rounds).
+   */
+  readonly priority?: number;
 }
+
+/** Priorities (lower runs first among due jobs): a call's own work before everything, batch bookkeeping after everything. */
+export const PRIORITY = { call: -10, normal: 0, batch: 10 } as const;
 
 export function jobKind<P extends object>(kind: JobKind<P>): JobKind<P> {
   return kind;
@@ -124,8 +132,16 @@ export class JobQueue {
   /** Enqueues a job, in `trx` when given (it then exists only if the transaction commits). */
   async add<P extends object>(kind: JobKind<P>, payload: P, options: JobOptions = {}, trx?: Knex.Transaction): Promise<void> {
     await (trx ?? this.knex).raw(
-      `select graphile_worker.add_job(identifier => ?, payload => ?::json, run_at => ?::timestamptz, max_attempts => ?, job_key => ?, job_key_mode => ?)`,
-      [kind.name, JSON.stringify(payload), (options.runAt ?? new Date()).toISOString(), kind.maxAttempts ?? 5, kind.key(payload), options.keyMode ?? 'replace'],
+      `select graphile_worker.add_job(identifier => ?, payload => ?::json, run_at => ?::timestamptz, max_attempts => ?, job_key => ?, job_key_mode => ?, priority => ?)`,
+      [
+        kind.name,
+        JSON.stringify(payload),
+        (options.runAt ?? new Date()).toISOString(),
+        kind.maxAttempts ?? 5,
+        kind.key(payload),
+        options.keyMode ?? 'replace',
+        kind.priority ?? PRIORITY.normal,
+      ],
     );
   }
 
@@ -138,11 +154,12 @@ export class JobQueue {
       run_at: (runAt ?? new Date()).toISOString(),
       max_attempts: kind.maxAttempts ?? 5,
       job_key: kind.key(payload),
+      priority: kind.priority ?? PRIORITY.normal,
     }));
     await (trx ?? this.knex).raw(
       `select count(*) from graphile_worker.add_jobs(array(
-         select (s.identifier, s.payload, null, s.run_at, s.max_attempts, s.job_key, null, null)::graphile_worker.job_spec
-         from json_to_recordset(?::json) as s(identifier text, payload json, run_at timestamptz, max_attempts smallint, job_key text)
+         select (s.identifier, s.payload, null, s.run_at, s.max_attempts, s.job_key, s.priority, null)::graphile_worker.job_spec
+         from json_to_recordset(?::json) as s(identifier text, payload json, run_at timestamptz, max_attempts smallint, job_key text, priority smallint)
        ))`,
       [JSON.stringify(specs)],
     );

@@ -253,6 +253,34 @@ describe('createBatchFromCsv', () => {
     assert.equal(noFile.body.detail[0].loc.at(-1), 'file');
     assert.deepEqual(await stored(tn.workspaceId), before);
   });
+  it('a header with four million empty columns, a row with a million fields or one huge record: a small 422 naming the limit, nothing stored', async () => {
+    const before = await stored(tn.workspaceId);
+    const huge = await csvUpload(tn.apiKey, `to_number${','.repeat(4_000_000)}\n+14155550100\n`, { agent_id: agentId, name: 'x' });
+    assert.equal(huge.status, 422);
+    assert.equal(huge.body.error.code, 'csv_too_many_columns');
+    assert.ok(huge.text.length < 4096, `a small answer (${huge.text.length} bytes)`);
+    assert.ok(huge.body.detail.length <= 50);
+    assert.match(huge.body.error.message, /102/);
+    const names = Array.from({ length: 99 }, (_, i) => `v${i}`);
+    const wideRow = await csvUpload(tn.apiKey, `to_number,${names.join(',')}\n+14155550100${','.repeat(1_000_000)}\n`, { agent_id: agentId, name: 'x' });
+    assert.equal(wideRow.status, 422);
+    assert.equal(wideRow.body.error.code, 'csv_too_many_columns');
+    assert.match(wideRow.body.error.message, /line 2/);
+    const bigRecord = await csvUpload(tn.apiKey, `to_number,note\n+14155550100,${'x'.repeat(3_000_000)}\n`, { agent_id: agentId, name: 'x' });
+    assert.equal(bigRecord.status, 422);
+    assert.equal(bigRecord.body.error.code, 'csv_record_too_large');
+    assert.ok(bigRecord.text.length < 4096, `a small answer (${bigRecord.text.length} bytes)`);
+    const manyBad = await csvUpload(tn.apiKey, `to_number,${Array.from({ length: 100 }, () => 'bad-name').join(',')}\n+14155550100\n`, {
+      agent_id: agentId,
+      name: 'x',
+    });
+    assert.equal(manyBad.status, 422);
+    assert.equal(manyBad.body.detail.length, 50, 'the first 50 problems');
+    assert.deepEqual(await stored(tn.workspaceId), before);
+    const health = await t.http.get('/healthz');
+    assert.equal(health.status, 200);
+  });
+
   it('takes for the list and time zone fields exactly what the served document states', async () => {
     // The served document's own schema of the form: a client validating with it must refuse what the service refuses.
     const doc = openapiDocument() as { components: { schemas: Record<string, unknown> } };

@@ -152,6 +152,38 @@ describe('batch recipients CSV', () => {
     );
   });
 
+  it('refuses a header or row of far too many fields unread, and a record past the size bound (issue 21)', async () => {
+    const header = refused(await csv(`to_number${','.repeat(4_000_000)}\n+1555\n`));
+    assert.deepEqual(
+      header.map((p) => [p.type, p.column]),
+      [['csv_too_many_columns', null]],
+    );
+    assert.match(header[0].message, /the header has more than 152 fields; a file may have at most 102 columns/);
+    // Commas inside quotes are values, not fields; a quoted newline does not start a record.
+    const quoted = accepted(await csv(`to_number,note\n+1555,"${','.repeat(500)}\n${','.repeat(500)}"\n`, { maxValueLength: 5000 }));
+    assert.equal(quoted.recipients.length, 1);
+    const row = refused(await csv(`to_number\n+1555\n\n"+1""666",x\n+1777${','.repeat(200)}\n`));
+    assert.equal(row[0].type, 'csv_too_many_columns');
+    assert.match(row[0].message, /the row starting on line 5 has more than 152 fields/);
+    const wideButReadable = accepted(await csv(`to_number\n+1555${','.repeat(120)}\n+1666\n`));
+    assert.deepEqual(
+      wideButReadable.problems.map((p) => p.reason),
+      ['invalid_row'],
+    );
+    const record = refused(await csv(`to_number,note\n+1555,short\n+1666,${'x'.repeat(300)}\n`, { maxVariables: 1, maxValueLength: 100 }));
+    assert.deepEqual(
+      record.map((p) => p.type),
+      ['csv_record_too_large'],
+    );
+    assert.match(record[0].message, /line 3 holds more than 300 characters/);
+  });
+
+  it('lists at most the first 50 header problems', async () => {
+    const problems = refused(await csv(`to_number,${Array.from({ length: 100 }, (_, i) => `bad-${i}`).join(',')}\n+1555\n`));
+    assert.equal(problems.length, 50);
+    assert.equal(problems[0].column, 'bad-0');
+  });
+
   it('refuses an unclosed quote, naming the line where the row starts', async () => {
     const problems = refused(await csv('to_number,note\n+1555,"a\nb"\n+1666,"never closed\nmore\n'));
     assert.equal(problems.length, 1);

@@ -21,6 +21,7 @@ import * as m015 from './015_realtime_ip_attempt_log.js';
 import * as m016 from './016_destinations_policy.js';
 import * as m017 from './017_results_analysis.js';
 import * as m018 from './018_reservations.js';
+import * as m019 from './019_batch_attempts_slots.js';
 import * as m022 from './022_usage_by_agent.js';
 
 interface Migration {
@@ -47,6 +48,7 @@ const migrations: Array<[string, Migration]> = [
   ['016_destinations_policy', m016],
   ['017_results_analysis', m017],
   ['018_reservations', m018],
+  ['019_batch_attempts_slots', m019],
   ['022_usage_by_agent', m022],
 ];
 
