@@ -2186,7 +2186,7 @@ export interface components {
          *     string, so that a code added later does not break a client: handle the codes you know and treat
          *     any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "call_already_ended" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "rate_limited" | "concurrency_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "call_already_ended" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "rate_limited" | "concurrency_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -2457,6 +2457,34 @@ export interface components {
          */
         MemberRole: "owner" | "admin" | "developer" | "viewer";
         /**
+         * TransferDestination
+         * @description One place the agent may hand a phone call to. The model sees each destination's `name` and
+         *     `description` and chooses one when it calls the built-in `transfer_call` tool. The number is a
+         *     destination like any other: it must be a valid number whose kind and country the workspace's
+         *     destination policy allows (422 `invalid_phone_number`, `destination_type_not_allowed`,
+         *     `destination_country_not_allowed`, with `param` naming the entry), and the policy is applied again
+         *     when the call is transferred.
+         */
+        TransferDestination: {
+            /**
+             * @description What the model names the destination by: lowercase letters, digits, `_` and `-`, unique within
+             *     the agent. `default` is reserved for `transfer_phone_number`.
+             * @example billing
+             */
+            name: string;
+            /**
+             * @description E.164.
+             * @example +14155550142
+             */
+            phone_number: string;
+            /**
+             * @description When to choose this destination, in plain words for the model.
+             * @example Questions about invoices
+             * @example refunds or payment methods.
+             */
+            description: string;
+        };
+        /**
          * VoicemailConfig
          * @description What an outbound call does when an answering machine picks up, as `Agent.voicemail_config` shows
          *     it: every field present, defaults filled in. Agent create and update bodies take it as
@@ -2610,6 +2638,14 @@ export interface components {
             /** @description When to transfer, in plain words for the model. */
             transfer_criteria?: string | null;
             /**
+             * @description Further places the agent may hand a phone call to, each described for the model, which chooses
+             *     one by `name` when it calls `transfer_call`. With `transfer_phone_number` also set, that number
+             *     is one more destination, named `default` and described by `transfer_criteria`. Empty when not
+             *     set; with no destination at all the agent has no `transfer_call` tool.
+             * @default []
+             */
+            transfer_destinations: components["schemas"]["TransferDestination"][];
+            /**
              * @description Placeholder names used as `{{name}}` in `instruction` and `first_message`, each with its default
              *     value; a call's or batch recipient's `variables` override them.
              * @default {}
@@ -2760,7 +2796,7 @@ export interface components {
          * @description A new agent. Only `name` is required. A field left out, or sent as `null`, takes its default:
          *     `""` for description, instruction and first_message; `null` for voice_id, language,
          *     language_code, accent, transfer_phone_number, transfer_criteria, voicemail_config and analysis; `false` for
-         *     can_end_conversation; `{}` for variable_placeholders; both realtime flags enabled; no provider
+         *     can_end_conversation; `{}` for variable_placeholders; `[]` for transfer_destinations; both realtime flags enabled; no provider
          *     configured. Credentials (`provider_a_config.auth_token`, `provider_b_config.api_key`,
          *     `provider_b_config.public_key`) are write-only. Unknown fields, at any level, are refused with 422.
          */
@@ -2784,6 +2820,13 @@ export interface components {
              */
             transfer_phone_number?: string | null;
             transfer_criteria?: string | null;
+            /**
+             * @description Places the agent may hand a phone call to, each described for the model (see
+             *     TransferDestination); names unique, `default` reserved. Replaces the stored list as a whole;
+             *     `null` or `[]` removes them. Every number is checked against the destination policy as
+             *     `transfer_phone_number` is (the error's `param` is `transfer_destinations[i].phone_number`).
+             */
+            transfer_destinations?: components["schemas"]["TransferDestination"][] | null;
             variable_placeholders?: {
                 [key: string]: string;
             } | null;
@@ -2810,6 +2853,7 @@ export interface components {
          *       `voicemail_config`, `analysis`: stored as `null` (shown as `null`).
          *     - `can_end_conversation`: back to its default, `false`.
          *     - `variable_placeholders`: back to `{}`.
+         *     - `transfer_destinations`: back to `[]`.
          *     - `realtime`: both flags back to their default, enabled. Inside `realtime`, a flag left out is
          *       unchanged and a flag sent as `null` goes back to enabled.
          *     - `provider_a_config`, `provider_b_config`: that provider's config is cleared entirely (credentials
@@ -2818,7 +2862,7 @@ export interface components {
          *     Provider configs are merged onto the stored config field by field (a field left out is unchanged,
          *     a field sent as `null` is cleared), so sending only a credential rotates it. `voicemail_config`
          *     and `analysis` replace the stored object as a whole, and `variable_placeholders` replaces the stored map as a
-         *     whole. Credentials (`provider_a_config.auth_token`, `provider_b_config.api_key`,
+         *     whole, as `transfer_destinations` replaces the stored list. Credentials (`provider_a_config.auth_token`, `provider_b_config.api_key`,
          *     `provider_b_config.public_key`) are write-only and never returned. No live carrier verification
          *     happens on update. Changing or clearing a provider's `phone_number` turns its inbound off without
          *     calling the carrier.
@@ -2844,6 +2888,13 @@ export interface components {
              */
             transfer_phone_number?: string | null;
             transfer_criteria?: string | null;
+            /**
+             * @description Places the agent may hand a phone call to, each described for the model (see
+             *     TransferDestination); names unique, `default` reserved. Replaces the stored list as a whole;
+             *     `null` or `[]` removes them. Every number is checked against the destination policy as
+             *     `transfer_phone_number` is (the error's `param` is `transfer_destinations[i].phone_number`).
+             */
+            transfer_destinations?: components["schemas"]["TransferDestination"][] | null;
             variable_placeholders?: {
                 [key: string]: string;
             } | null;

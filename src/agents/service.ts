@@ -17,7 +17,16 @@ import { isUniqueViolation } from '../lib/db-errors.js';
 import { newUnguessableId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import { checkAnalysisSchema } from './schema-pool.js';
-import type { AgentRow, AgentStore, AgentValues, AnalysisStored, ProviderAStored, ProviderBStored, VoicemailStored } from './store.js';
+import type {
+  AgentRow,
+  AgentStore,
+  AgentValues,
+  AnalysisStored,
+  ProviderAStored,
+  ProviderBStored,
+  TransferDestinationStored,
+  VoicemailStored,
+} from './store.js';
 import { checkCallerId } from '../destinations/service.js';
 
 export type Agent = components['schemas']['Agent'];
@@ -44,6 +53,8 @@ export interface RuntimeAgent {
   canEndConversation: boolean;
   transferPhoneNumber: string | null;
   transferCriteria: string | null;
+  /** Every place the agent may transfer a call to: `transfer_phone_number` (named `default`) first, then `transfer_destinations`. */
+  transferDestinations: TransferDestinationStored[];
   variablePlaceholders: Record<string, string>;
   realtime: { enableWebcam: boolean; enableScreenShare: boolean };
   voicemailConfig: VoicemailStored | null;
@@ -103,6 +114,9 @@ function configuredB(c: ProviderBStored | null, phone: string | null): boolean {
 
 const AGENT_ID = /^agt_[0-9A-Z]{26}$/;
 
+/** The name `transfer_phone_number` goes by among an agent's transfer destinations. */
+export const DEFAULT_TRANSFER = 'default';
+
 export function agentNotFound(agentId: string) {
   return notFound('agent_not_found', `No agent ${agentId}.`, 'agent_id');
 }
@@ -126,10 +140,26 @@ export class AgentService {
       if (phone) checkCallerId(phone, `${provider}_config.phone_number`);
     }
     if (body.transfer_phone_number) await this.transfers.checkDestination(workspaceId, body.transfer_phone_number, 'transfer_phone_number');
+    const destinations = body.transfer_destinations ?? [];
+    const names = new Set<string>();
+    for (const [i, d] of destinations.entries()) {
+      if (d.name === DEFAULT_TRANSFER || names.has(d.name))
+        throw unprocessable(
+          'transfer_destination_name_taken',
+          d.name === DEFAULT_TRANSFER
+            ? `'${DEFAULT_TRANSFER}' names transfer_phone_number; give this destination another name.`
+            : `Another transfer destination is already named '${d.name}'.`,
+          `transfer_destinations[${i}].name`,
+        );
+      names.add(d.name);
+      await this.transfers.checkDestination(workspaceId, d.phone_number, `transfer_destinations[${i}].phone_number`);
+    }
   }
 
   private static setsNumbers(body: UpdateRequest): boolean {
-    return Boolean(body.transfer_phone_number || body.provider_a_config?.phone_number || body.provider_b_config?.phone_number);
+    return Boolean(
+      body.transfer_phone_number || body.transfer_destinations?.length || body.provider_a_config?.phone_number || body.provider_b_config?.phone_number,
+    );
   }
 
   /** Lets a later domain refuse agent deletion (409) by throwing an ApiError. */
@@ -151,6 +181,7 @@ export class AgentService {
       can_end_conversation: row.can_end_conversation,
       transfer_phone_number: row.transfer_phone_number,
       transfer_criteria: row.transfer_criteria,
+      transfer_destinations: row.transfer_destinations,
       variable_placeholders: row.variable_placeholders,
       voicemail_config: row.voicemail_config,
       telephony: {
@@ -206,6 +237,7 @@ export class AgentService {
       can_end_conversation: false,
       transfer_phone_number: null,
       transfer_criteria: null,
+      transfer_destinations: [],
       variable_placeholders: {},
       voicemail_config: null,
       provider_a_config: null,
@@ -322,6 +354,12 @@ export class AgentService {
       canEndConversation: row.can_end_conversation,
       transferPhoneNumber: row.transfer_phone_number,
       transferCriteria: row.transfer_criteria,
+      transferDestinations: [
+        ...(row.transfer_phone_number
+          ? [{ name: DEFAULT_TRANSFER, phone_number: row.transfer_phone_number, description: row.transfer_criteria ?? 'The caller asks for a person.' }]
+          : []),
+        ...row.transfer_destinations,
+      ],
       variablePlaceholders: row.variable_placeholders,
       realtime: { enableWebcam: row.enable_webcam, enableScreenShare: row.enable_screen_share },
       voicemailConfig: row.voicemail_config,
@@ -362,6 +400,8 @@ export class AgentService {
       if (has(body, key)) out[key] = body[key] ?? null;
     }
     if (has(body, 'can_end_conversation')) out.can_end_conversation = body.can_end_conversation ?? false;
+    if (has(body, 'transfer_destinations'))
+      out.transfer_destinations = (body.transfer_destinations ?? []).map(({ name, phone_number, description }) => ({ name, phone_number, description }));
     if (has(body, 'variable_placeholders')) out.variable_placeholders = (body.variable_placeholders ?? {}) as Record<string, string>;
     if (has(body, 'voicemail_config')) out.voicemail_config = voicemail(body.voicemail_config);
     if (has(body, 'analysis')) out.analysis = analysisSetting(body.analysis);
