@@ -28,6 +28,7 @@ import type {
   VoicemailStored,
 } from './store.js';
 import { checkCallerId } from '../destinations/service.js';
+import { BlockedUrlError, checkUrl, type OutboundPolicy } from '../net/outbound-guard.js';
 
 export type Agent = components['schemas']['Agent'];
 export type PublicAgentProfile = components['schemas']['PublicAgentProfile'];
@@ -55,6 +56,8 @@ export interface RuntimeAgent {
   transferCriteria: string | null;
   /** Every place the agent may transfer a call to: `transfer_phone_number` (named `default`) first, then `transfer_destinations`. */
   transferDestinations: TransferDestinationStored[];
+  /** Where inbound calls are set up per caller before they are answered (calls/inbound-setup.ts). */
+  inboundSetupUrl: string | null;
   variablePlaceholders: Record<string, string>;
   realtime: { enableWebcam: boolean; enableScreenShare: boolean };
   voicemailConfig: VoicemailStored | null;
@@ -128,7 +131,22 @@ export class AgentService {
     private readonly store: AgentStore,
     private readonly secrets: SecretBox,
     private readonly transfers: TransferPolicy,
+    private readonly outbound: OutboundPolicy,
   ) {}
+
+  /** An inbound setup URL must be one the outbound guard lets requests go to (422 url_not_allowed, as for webhooks). */
+  private async checkSetupUrl(body: UpdateRequest): Promise<void> {
+    const url = body.inbound_setup?.url;
+    if (!url) return;
+    try {
+      await checkUrl(this.outbound, url);
+    } catch (err) {
+      if (!(err instanceof BlockedUrlError)) throw err;
+      // A name that does not resolve yet is accepted: the guard checks the address at every request.
+      if (err.reason === 'unresolvable') return;
+      throw unprocessable('url_not_allowed', err.message, 'inbound_setup.url');
+    }
+  }
 
   /**
    * The numbers a body sets, checked before anything is stored: the transfer number is a destination
@@ -182,6 +200,7 @@ export class AgentService {
       transfer_phone_number: row.transfer_phone_number,
       transfer_criteria: row.transfer_criteria,
       transfer_destinations: row.transfer_destinations,
+      inbound_setup: row.inbound_setup,
       variable_placeholders: row.variable_placeholders,
       voicemail_config: row.voicemail_config,
       telephony: {
@@ -238,6 +257,7 @@ export class AgentService {
       transfer_phone_number: null,
       transfer_criteria: null,
       transfer_destinations: [],
+      inbound_setup: null,
       variable_placeholders: {},
       voicemail_config: null,
       provider_a_config: null,
@@ -251,6 +271,7 @@ export class AgentService {
       analysis: null,
     };
     await this.checkNumbers(workspaceId, body as UpdateRequest);
+    await this.checkSetupUrl(body as UpdateRequest);
     await this.checkAnalysis(body);
     // On create, a field sent as null takes its default, which is exactly what applying it to the defaults does.
     const id = newUnguessableId('agent');
@@ -274,6 +295,7 @@ export class AgentService {
       await this.owned(workspaceId, agentId);
       await this.checkNumbers(workspaceId, body);
     }
+    await this.checkSetupUrl(body);
     // Before the row lock: compiling a schema takes a worker thread a while.
     await this.checkAnalysis(body);
     const row = await this.store.transaction(async (trx) => {
@@ -360,6 +382,7 @@ export class AgentService {
           : []),
         ...row.transfer_destinations,
       ],
+      inboundSetupUrl: row.inbound_setup?.url ?? null,
       variablePlaceholders: row.variable_placeholders,
       realtime: { enableWebcam: row.enable_webcam, enableScreenShare: row.enable_screen_share },
       voicemailConfig: row.voicemail_config,
@@ -402,6 +425,7 @@ export class AgentService {
     if (has(body, 'can_end_conversation')) out.can_end_conversation = body.can_end_conversation ?? false;
     if (has(body, 'transfer_destinations'))
       out.transfer_destinations = (body.transfer_destinations ?? []).map(({ name, phone_number, description }) => ({ name, phone_number, description }));
+    if (has(body, 'inbound_setup')) out.inbound_setup = body.inbound_setup ? { url: body.inbound_setup.url } : null;
     if (has(body, 'variable_placeholders')) out.variable_placeholders = (body.variable_placeholders ?? {}) as Record<string, string>;
     if (has(body, 'voicemail_config')) out.voicemail_config = voicemail(body.voicemail_config);
     if (has(body, 'analysis')) out.analysis = analysisSetting(body.analysis);

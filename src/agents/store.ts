@@ -51,6 +51,8 @@ export interface AgentRow {
   transfer_phone_number: string | null;
   transfer_criteria: string | null;
   transfer_destinations: TransferDestinationStored[];
+  /** Per-caller setup of inbound calls (AgentInboundSetup in the contract). */
+  inbound_setup: { url: string } | null;
   variable_placeholders: Record<string, string>;
   voicemail_config: VoicemailStored | null;
   provider_a_config: ProviderAStored | null;
@@ -68,7 +70,15 @@ export interface AgentRow {
 
 export type AgentValues = Omit<AgentRow, 'id' | 'workspace_id' | 'created_at' | 'updated_at'>;
 
-const JSON_COLUMNS = ['variable_placeholders', 'voicemail_config', 'provider_a_config', 'provider_b_config', 'analysis', 'transfer_destinations'] as const;
+const JSON_COLUMNS = [
+  'variable_placeholders',
+  'voicemail_config',
+  'provider_a_config',
+  'provider_b_config',
+  'analysis',
+  'transfer_destinations',
+  'inbound_setup',
+] as const;
 
 /** knex/pg would send a JS object as-is and a JS array wrongly; jsonb columns get JSON text. */
 function encode(values: Partial<AgentValues>): Record<string, unknown> {

@@ -10,6 +10,9 @@ import type { ToolCallRecord } from '../conversation/engine.js';
 import type { TranscriptTurn } from '../voice/types.js';
 import type { AnsweredBy, CarrierOutcome } from '../carriers/carrier.js';
 import type { AnalysisResults, AnalysisSetting } from '../conversation/write-up.js';
+import type { components } from '../../generated/openapi.js';
+
+type InboundSetupOutcome = components['schemas']['InboundSetupOutcome'];
 
 export type { AnsweredBy, CarrierOutcome };
 
@@ -32,6 +35,11 @@ export type EndReason =
 
 export const LIVE_STATUSES: readonly LiveStatus[] = ['queued', 'initiated', 'ringing', 'in_progress'];
 export const TERMINAL_STATUSES: readonly CallStatus[] = ['completed', 'busy', 'no_answer', 'failed', 'canceled', 'voicemail'];
+
+/** The agent whose number and carrier account carry the call (its credentials sign and place the carrier's requests). */
+export function carrierAgentId(call: Pick<CallRow, 'agent_id' | 'number_agent_id'>): string {
+  return call.number_agent_id ?? call.agent_id;
+}
 
 export function isTerminal(status: CallStatus): boolean {
   return TERMINAL_STATUSES.includes(status);
@@ -57,6 +65,10 @@ export interface CallRow {
   analysis: AnalysisSetting | null;
   /** Its structured results, written with the terminal status. */
   analysis_results: AnalysisResults | null;
+  /** An inbound call handed to `agent_id` by its setup: the agent whose number and carrier account carry it. */
+  number_agent_id: string | null;
+  /** What came of an inbound call's per-caller setup (InboundSetupOutcome in the contract). */
+  inbound_setup: InboundSetupOutcome | null;
   transcript: TranscriptTurn[];
   transcript_truncated: boolean;
   interruption_count: number;
@@ -108,7 +120,8 @@ export type NewCall = Pick<
   | 'analysis'
   | 'stream_token_hash'
   | 'deadline_at'
->;
+> &
+  Partial<Pick<CallRow, 'number_agent_id' | 'inbound_setup'>>;
 
 /** The live facts of a conversation as the bridge saves them. */
 export interface CallProgress {
@@ -129,7 +142,16 @@ export interface CallFilters {
   created_before?: string;
 }
 
-const JSON_COLUMNS = ['variables', 'transcript', 'latencies_ms', 'tool_calls', 'unanswered_questions', 'analysis', 'analysis_results'] as const;
+const JSON_COLUMNS = [
+  'variables',
+  'transcript',
+  'latencies_ms',
+  'tool_calls',
+  'unanswered_questions',
+  'analysis',
+  'analysis_results',
+  'inbound_setup',
+] as const;
 
 /** jsonb columns get JSON text (pg would send a JS array as a PostgreSQL array). */
 function encode<T extends Record<string, unknown>>(values: T): Record<string, unknown> {

@@ -60,6 +60,7 @@ describe('agents: create, read, list, delete', () => {
         transfer_phone_number: null,
         transfer_criteria: null,
         transfer_destinations: [],
+        inbound_setup: null,
         variable_placeholders: {},
         voicemail_config: null,
         telephony: {

@@ -36,7 +36,6 @@ import type { NumberRefusal } from '../../destinations/policy.js';
 
 import { chosenDestination, transferDeclaration } from './transfer-tool.js';
 
-
 export interface CallBridgeOptions {
   toolTimeoutMs: number;
   toolFillerMs: number;

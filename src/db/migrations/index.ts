@@ -21,7 +21,7 @@ import * as m015 from './015_realtime_ip_attempt_log.js';
 import * as m016 from './016_destinations_policy.js';
 import * as m017 from './017_results_analysis.js';
 import * as m018 from './018_reservations.js';
-import * as m023 from './023_transfer_destinations.js';
+import * as m023 from './023_transfers_inbound_setup.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -47,7 +47,7 @@ const migrations: Array<[string, Migration]> = [
   ['016_destinations_policy', m016],
   ['017_results_analysis', m017],
   ['018_reservations', m018],
-  ['023_transfer_destinations', m023],
+  ['023_transfers_inbound_setup', m023],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
