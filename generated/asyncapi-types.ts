@@ -95,6 +95,10 @@ export type SuccessEvaluation = {
  */
 export type SuccessError = AnalysisError;
 /**
+ * A telephony provider (carrier) the service places and receives calls through.
+ */
+export type Provider = "provider_a" | "provider_b";
+/**
  * The terminal state reached:
  * - `completed`: every recipient reached a final outcome (whatever the outcomes were).
  * - `canceled`: the batch was canceled (`POST /api/v1/batches/{batch_id}/cancel`); recipients not
@@ -156,6 +160,8 @@ export type ProviderBMediaTrack = "inbound" | "outbound";
 
 export interface AsyncApiMessagePayloads {
   callCompleted?: CallCompletedEvent;
+  inboundSetup?: InboundSetupRequest;
+  inboundSetupAnswer?: InboundSetupAnswer;
   batchCompleted?: BatchCompletedEvent;
   realtimeClientMessage?: RealtimeClientMessage;
   realtimeSessionStarted?: RealtimeSessionStarted;
@@ -381,6 +387,59 @@ export interface ToolCallRecord {
    * When the call started, as Unix time in seconds (fractional part allowed).
    */
   started_at: number;
+}
+/**
+ * The body of an `inbound.setup` request, sent before an inbound call is answered.
+ */
+export interface InboundSetupRequest {
+  event: "inbound.setup";
+  /**
+   * The id the call will have if it is answered (its `call.completed` carries it as `conversation_id`).
+   */
+  call_id: string;
+  /**
+   * The agent whose number was called.
+   */
+  agent_id: string;
+  provider: Provider;
+  /**
+   * The caller, as the carrier gives it (E.164 when known).
+   */
+  from_number: string;
+  /**
+   * The number called.
+   */
+  to_number: string;
+  sent_at: string;
+}
+/**
+ * The answer to an `inbound.setup` request: a `200` with this JSON body (at most 64 KB). Every field is
+ * optional; `{}` answers the call with the agent's own settings. Unknown fields make the answer
+ * invalid (the call then goes on with the agent's settings and the failure is recorded).
+ *
+ */
+export interface InboundSetupAnswer {
+  /**
+   * `refuse`: the carrier is told busy and no call is recorded. Default `answer`.
+   */
+  action?: "answer" | "refuse";
+  /**
+   * Another agent of the same workspace to take the call: its instruction, first message, voice,
+   * tools and analysis apply; the carrier leg stays on the called agent's number and account. An
+   * agent of another workspace, or none, makes the answer invalid.
+   *
+   */
+  agent_id?: string;
+  /**
+   * Values for the `{{name}}` placeholders, over the agent's defaults (rendered as for a call's `variables`).
+   */
+  variables?: {
+    [k: string]: VariableValue;
+  };
+  /**
+   * What the agent says first, instead of its own first message (`null` or `""`: it waits for the caller).
+   */
+  first_message?: string | null;
 }
 /**
  * Body of the `batch.completed` event, sent when a batch reaches a terminal state. Counts only; the

@@ -57,6 +57,7 @@ export const errorCatalogue = {
   invalid_value: { statuses: [422], meaning: "A field's value is not allowed: out of range, wrong format, not one of the listed values (`param` names it)." },
   unsupported_transport: { statuses: [422], meaning: "An MCP transport the service does not offer (`stdio`)." },
   name_required: { statuses: [422], meaning: "An agent's name cannot be cleared." },
+  transfer_destination_name_taken: { statuses: [422], meaning: "Two transfer destinations of an agent have the same `name`, or one is named `default`, the name of `transfer_phone_number`." },
   provider_required: { statuses: [422], meaning: "The agent has both providers configured: say which one to use." },
   from_number_missing: { statuses: [422], meaning: "The provider configuration has no phone number to call from." },
   invalid_phone_number: { statuses: [422], meaning: "Not a phone number any country uses: libphonenumber's full metadata finds no valid number of its country that looks like it (a `to_number`, `from_number`, `transfer_phone_number` or provider `phone_number`)." },

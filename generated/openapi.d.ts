@@ -2188,6 +2188,38 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "inbound.setup": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Set up an inbound call for its caller
+         * @description Sent to an agent's `inbound_setup.url` when an inbound call to its number arrives, before the
+         *     call is answered (the caller hears ringing meanwhile). Signed exactly like webhook deliveries
+         *     (the workspace's `webhook_secret`, both schemes, see `callCompletedWebhook`); `webhook-id` is
+         *     a fresh `evt_` id. One attempt, no redirects followed, targets guarded like webhooks.
+         *
+         *     **Deadline.** The answer must arrive within 3 seconds (the deployment's
+         *     `INBOUND_SETUP_TIMEOUT_MS`). Without a `200` and a valid `InboundSetupAnswer` in time the call
+         *     is answered with the agent's own settings, and the call's `inbound_setup` records the failure
+         *     (`timeout`, `network_error`, `http_status`, `invalid_answer`, `agent_not_found`).
+         *
+         *     **The answer.** `{}` answers with the agent's settings; `variables` and `first_message` set the
+         *     conversation up for this caller; `agent_id` hands the call to another agent of the workspace;
+         *     `action: refuse` turns the call away (the carrier is told busy; no call is recorded).
+         */
+        post: operations["inboundSetupWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -2251,7 +2283,7 @@ export interface components {
          *     string, so that a code added later does not break a client: handle the codes you know and treat
          *     any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "call_already_ended" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "call_already_ended" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -2522,6 +2554,52 @@ export interface components {
          */
         MemberRole: "owner" | "admin" | "developer" | "viewer";
         /**
+         * TransferDestination
+         * @description One place the agent may hand a phone call to. The model sees each destination's `name` and
+         *     `description` and chooses one when it calls the built-in `transfer_call` tool. The number is a
+         *     destination like any other: it must be a valid number whose kind and country the workspace's
+         *     destination policy allows (422 `invalid_phone_number`, `destination_type_not_allowed`,
+         *     `destination_country_not_allowed`, with `param` naming the entry), and the policy is applied again
+         *     when the call is transferred.
+         */
+        TransferDestination: {
+            /**
+             * @description What the model names the destination by: lowercase letters, digits, `_` and `-`, unique within
+             *     the agent. `default` is reserved for `transfer_phone_number`.
+             * @example billing
+             */
+            name: string;
+            /**
+             * @description E.164.
+             * @example +14155550142
+             */
+            phone_number: string;
+            /**
+             * @description When to choose this destination, in plain words for the model.
+             * @example Questions about invoices
+             * @example refunds or payment methods.
+             */
+            description: string;
+        };
+        /**
+         * AgentInboundSetup
+         * @description Per-caller setup of the agent's inbound calls. Before an inbound call is answered the service POSTs
+         *     an `inbound.setup` request (see the `inboundSetupWebhook` operation under `webhooks`) to `url`,
+         *     signed like webhook deliveries; the answer may set the call's variables and first message, hand it
+         *     to another agent of the workspace, or refuse it. Without an answer in time, or with an answer that
+         *     is not a valid `InboundSetupAnswer`, the call goes on with the agent's own settings and the
+         *     failure is recorded on the call (`inbound_setup`).
+         */
+        AgentInboundSetup: {
+            /**
+             * Format: uri
+             * @description Where the request goes. Addresses on private or loopback networks are refused (422
+             *     `url_not_allowed`) unless the deployment allows them, as for webhooks.
+             * @example https://crm.example.com/voice/inbound-setup
+             */
+            url: string;
+        };
+        /**
          * VoicemailConfig
          * @description What an outbound call does when an answering machine picks up, as `Agent.voicemail_config` shows
          *     it: every field present, defaults filled in. Agent create and update bodies take it as
@@ -2675,6 +2753,16 @@ export interface components {
             /** @description When to transfer, in plain words for the model. */
             transfer_criteria?: string | null;
             /**
+             * @description Further places the agent may hand a phone call to, each described for the model, which chooses
+             *     one by `name` when it calls `transfer_call`. With `transfer_phone_number` also set, that number
+             *     is one more destination, named `default` and described by `transfer_criteria`. Empty when not
+             *     set; with no destination at all the agent has no `transfer_call` tool.
+             * @default []
+             */
+            transfer_destinations: components["schemas"]["TransferDestination"][];
+            /** @description Per-caller setup of inbound calls; `null` when not set. */
+            inbound_setup?: components["schemas"]["AgentInboundSetup"] | null;
+            /**
              * @description Placeholder names used as `{{name}}` in `instruction` and `first_message`, each with its default
              *     value; a call's or batch recipient's `variables` override them.
              * @default {}
@@ -2824,8 +2912,8 @@ export interface components {
          * AgentCreateRequest
          * @description A new agent. Only `name` is required. A field left out, or sent as `null`, takes its default:
          *     `""` for description, instruction and first_message; `null` for voice_id, language,
-         *     language_code, accent, transfer_phone_number, transfer_criteria, voicemail_config and analysis; `false` for
-         *     can_end_conversation; `{}` for variable_placeholders; both realtime flags enabled; no provider
+         *     language_code, accent, transfer_phone_number, transfer_criteria, voicemail_config, analysis and inbound_setup; `false` for
+         *     can_end_conversation; `{}` for variable_placeholders; `[]` for transfer_destinations; both realtime flags enabled; no provider
          *     configured. Credentials (`provider_a_config.auth_token`, `provider_b_config.api_key`,
          *     `provider_b_config.public_key`) are write-only. Unknown fields, at any level, are refused with 422.
          */
@@ -2849,6 +2937,14 @@ export interface components {
              */
             transfer_phone_number?: string | null;
             transfer_criteria?: string | null;
+            /**
+             * @description Places the agent may hand a phone call to, each described for the model (see
+             *     TransferDestination); names unique, `default` reserved. Replaces the stored list as a whole;
+             *     `null` or `[]` removes them. Every number is checked against the destination policy as
+             *     `transfer_phone_number` is (the error's `param` is `transfer_destinations[i].phone_number`).
+             */
+            transfer_destinations?: components["schemas"]["TransferDestination"][] | null;
+            inbound_setup?: components["schemas"]["AgentInboundSetup"] | null;
             variable_placeholders?: {
                 [key: string]: string;
             } | null;
@@ -2872,9 +2968,10 @@ export interface components {
          *     - `name`: refused with 422 `name_required` (an agent always has a non-empty name).
          *     - `description`, `instruction`, `first_message`: reset to `""`.
          *     - `voice_id`, `language`, `language_code`, `accent`, `transfer_phone_number`, `transfer_criteria`,
-         *       `voicemail_config`, `analysis`: stored as `null` (shown as `null`).
+         *       `voicemail_config`, `analysis`, `inbound_setup`: stored as `null` (shown as `null`).
          *     - `can_end_conversation`: back to its default, `false`.
          *     - `variable_placeholders`: back to `{}`.
+         *     - `transfer_destinations`: back to `[]`.
          *     - `realtime`: both flags back to their default, enabled. Inside `realtime`, a flag left out is
          *       unchanged and a flag sent as `null` goes back to enabled.
          *     - `provider_a_config`, `provider_b_config`: that provider's config is cleared entirely (credentials
@@ -2883,7 +2980,7 @@ export interface components {
          *     Provider configs are merged onto the stored config field by field (a field left out is unchanged,
          *     a field sent as `null` is cleared), so sending only a credential rotates it. `voicemail_config`
          *     and `analysis` replace the stored object as a whole, and `variable_placeholders` replaces the stored map as a
-         *     whole. Credentials (`provider_a_config.auth_token`, `provider_b_config.api_key`,
+         *     whole, as `transfer_destinations` replaces the stored list. Credentials (`provider_a_config.auth_token`, `provider_b_config.api_key`,
          *     `provider_b_config.public_key`) are write-only and never returned. No live carrier verification
          *     happens on update. Changing or clearing a provider's `phone_number` turns its inbound off without
          *     calling the carrier.
@@ -2909,6 +3006,14 @@ export interface components {
              */
             transfer_phone_number?: string | null;
             transfer_criteria?: string | null;
+            /**
+             * @description Places the agent may hand a phone call to, each described for the model (see
+             *     TransferDestination); names unique, `default` reserved. Replaces the stored list as a whole;
+             *     `null` or `[]` removes them. Every number is checked against the destination policy as
+             *     `transfer_phone_number` is (the error's `param` is `transfer_destinations[i].phone_number`).
+             */
+            transfer_destinations?: components["schemas"]["TransferDestination"][] | null;
+            inbound_setup?: components["schemas"]["AgentInboundSetup"] | null;
             variable_placeholders?: {
                 [key: string]: string;
             } | null;
@@ -3690,6 +3795,30 @@ export interface components {
             reason: string;
         } | null;
         /**
+         * InboundSetupError
+         * @description Why a setup failed: `timeout` (no answer within the deadline, 3 s unless the deployment sets
+         *     `INBOUND_SETUP_TIMEOUT_MS`), `network_error` (no connection, or an address the outbound guard
+         *     refuses), `http_status` (an answer other than 200), `invalid_answer` (not JSON, larger than 64 KB, or
+         *     not an `InboundSetupAnswer`), `agent_not_found` (the chosen agent is not an agent of the workspace).
+         * @enum {string}
+         */
+        InboundSetupError: "timeout" | "network_error" | "http_status" | "invalid_answer" | "agent_not_found";
+        /**
+         * InboundSetupOutcome
+         * @description What came of an inbound call's per-caller setup (`null` for outbound calls and for agents without
+         *     `inbound_setup`). `applied`: the answer was used; `failed`: the call went on with the agent's own
+         *     settings, `error` says why.
+         */
+        InboundSetupOutcome: {
+            /** @enum {string} */
+            status: "applied" | "failed";
+            error: components["schemas"]["InboundSetupError"] | null;
+            /** @description The agent the answer chose, when it chose one (the call's `agent_id` is then that agent). */
+            agent_id: string | null;
+            /** @description How long the request took, up to the deadline. */
+            duration_ms: number;
+        };
+        /**
          * AnsweredBy
          * @description Answering-machine detection result. Carrier values map as: provider_a `human` -> human, `machine_*`
          *     and `fax` -> machine, `unknown` -> unknown; provider_b `human` -> human, `machine` -> machine,
@@ -3849,6 +3978,8 @@ export interface components {
              * @description Why `success` is `null`; `null` when it holds the judgement (and until the call is terminal). Present exactly when `success` is.
              */
             success_error?: components["schemas"]["AnalysisError"];
+            /** @description What came of the per-caller setup of an inbound call; `null` for outbound calls and agents without `inbound_setup`. */
+            inbound_setup?: components["schemas"]["InboundSetupOutcome"] | null;
             /** @description Answering-machine detection result (`AnsweredBy`); null until answered or when detection did not run. */
             answered_by: components["schemas"]["AnsweredBy"] | null;
             /** @description Why the call ended (`CallEndReason`); null until terminal. */
@@ -5569,6 +5700,50 @@ export interface components {
              * @description When the batch reached this terminal state.
              */
             completed_at: string;
+        };
+        /**
+         * InboundSetupRequest
+         * @description The body of an `inbound.setup` request, sent before an inbound call is answered.
+         */
+        InboundSetupRequest: {
+            /** @constant */
+            event: "inbound.setup";
+            /** @description The id the call will have if it is answered (its `call.completed` carries it as `conversation_id`). */
+            call_id: string;
+            /** @description The agent whose number was called. */
+            agent_id: string;
+            provider: components["schemas"]["Provider"];
+            /** @description The caller, as the carrier gives it (E.164 when known). */
+            from_number: string;
+            /** @description The number called. */
+            to_number: string;
+            /** Format: date-time */
+            sent_at: string;
+        };
+        /**
+         * InboundSetupAnswer
+         * @description The answer to an `inbound.setup` request: a `200` with this JSON body (at most 64 KB). Every field is
+         *     optional; `{}` answers the call with the agent's own settings. Unknown fields make the answer
+         *     invalid (the call then goes on with the agent's settings and the failure is recorded).
+         */
+        InboundSetupAnswer: {
+            /**
+             * @description `refuse`: the carrier is told busy and no call is recorded. Default `answer`.
+             * @enum {string}
+             */
+            action?: "answer" | "refuse";
+            /**
+             * @description Another agent of the same workspace to take the call: its instruction, first message, voice,
+             *     tools and analysis apply; the carrier leg stays on the called agent's number and account. An
+             *     agent of another workspace, or none, makes the answer invalid.
+             */
+            agent_id?: string;
+            /** @description Values for the `{{name}}` placeholders, over the agent's defaults (rendered as for a call's `variables`). */
+            variables?: {
+                [key: string]: components["schemas"]["VariableValue"];
+            };
+            /** @description What the agent says first, instead of its own first message (`null` or `""`: it waits for the caller). */
+            first_message?: string | null;
         };
     };
     responses: {
@@ -13006,6 +13181,91 @@ export interface operations {
                 content?: never;
             };
             /** @description Any other status, a redirect, or no answer within 10 seconds. The delivery is recorded as failed and not retried. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    inboundSetupWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Lowercase hex HMAC-SHA256 of the exact raw request body, keyed with the UTF-8 bytes of the
+                 *     workspace's `webhook_secret` string as returned by `GET /api/v1/webhooks/secret`
+                 *     (`whsec_` prefix included). Sent on every delivery except in the rare case where the
+                 *     secret cannot be loaded, when it is omitted.
+                 * @example a5834a7cb94823e697f1903f79900f68faf313be772b7b2cf8a500be838ed0e2
+                 */
+                "X-Webhook-Signature"?: string;
+                /**
+                 * @description The event's id (`evt_` + ULID). The same for every target of one event and never reused,
+                 *     so a receiver can de-duplicate.
+                 * @example evt_01JD5ZC4D5E6F7G8H9J0K1M2N3
+                 */
+                "webhook-id": string;
+                /**
+                 * @description When this delivery attempt was sent, as Unix time in whole seconds.
+                 * @example 1795305197
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated entries `v1,<base64 HMAC-SHA256>` over
+                 *     `{webhook-id}.{webhook-timestamp}.{raw body}`, keyed with the base64-decoded part of
+                 *     `webhook_secret` after `whsec_`. One entry today; accept the request if any entry matches.
+                 *     Omitted, like `X-Webhook-Signature`, when the secret cannot be loaded.
+                 * @example v1,r2uxldKWrzpOlRHBoIj1BNRaANPWiuZ88KOFxql/vwM=
+                 */
+                "webhook-signature"?: string;
+                /**
+                 * @description Identifies the sender; the request's `Content-Type` is always `application/json`.
+                 * @example VoiceAgentService-Webhooks/1.0
+                 */
+                "User-Agent": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The call about to be answered, as UTF-8 JSON. Verify signatures over these exact bytes. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "event": "inbound.setup",
+                 *       "call_id": "call_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                 *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V",
+                 *       "provider": "provider_a",
+                 *       "from_number": "+14155550100",
+                 *       "to_number": "+14155550123",
+                 *       "sent_at": "2026-11-25T10:00:00.000Z"
+                 *     }
+                 */
+                "application/json": components["schemas"]["InboundSetupRequest"];
+            };
+        };
+        responses: {
+            /** @description How to answer the call. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "variables": {
+                     *         "customer_name": "Ada",
+                     *         "tier": "gold"
+                     *       },
+                     *       "first_message": "Hi Ada, thanks for calling Acme. How can I help?"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["InboundSetupAnswer"];
+                };
+            };
+            /** @description Any other status, a redirect or no answer in time. The call is answered with the agent's own settings. */
             default: {
                 headers: {
                     [name: string]: unknown;

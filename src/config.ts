@@ -69,6 +69,8 @@ const schema = z.object({
   SESSION_TTL_MS: durationMs(12 * 60 * 60 * 1000),
   /** `last_used_at` of an API key is written at most once per this interval. */
   KEY_LAST_USED_RESOLUTION_MS: durationMs(60_000),
+  /** How long an agent's inbound setup URL has to answer before the call is answered with the agent's own settings. */
+  INBOUND_SETUP_TIMEOUT_MS: durationMs(3_000),
   /** Grace period on SIGTERM before open connections are cut. */
   SHUTDOWN_GRACE_MS: durationMs(10_000),
   /** Check every response against the contract: off, log (development default) or enforce (tests). */

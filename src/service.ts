@@ -64,6 +64,7 @@ import { InboundNumbers } from './calls/inbound.js';
 import { MediaServer } from './calls/live/media-server.js';
 import { CallStore } from './calls/store.js';
 import { CallFinaliser } from './calls/finaliser.js';
+import { InboundSetup } from './calls/inbound-setup.js';
 import { CallService } from './calls/service.js';
 import { CallJobs } from './calls/jobs.js';
 import { callRoutes } from './calls/routes.js';
@@ -179,7 +180,7 @@ export async function startService(
     log.child({ component: 'admission' }),
   );
   const destinations = new DestinationService(new DestinationStore(db.knex), clock, log.child({ component: 'destinations' }));
-  const agents = new AgentService(new AgentStore(db.knex), secrets, destinations);
+  const agents = new AgentService(new AgentStore(db.knex), secrets, destinations, outbound);
   const tools = new ToolService(new ToolStore(db.knex), agents, secrets, outbound);
   const extractor = new TextExtractor({ threads: config.KNOWLEDGE_EXTRACT_THREADS, timeoutMs: config.KNOWLEDGE_EXTRACT_TIMEOUT_MS });
   const knowledge = new KnowledgeService(new KnowledgeStore(db.knex), agents, extractor);
@@ -274,6 +275,13 @@ export async function startService(
     { centsPerMinute: config.CALL_CENTS_PER_MINUTE },
     callLog,
     destinations,
+    new InboundSetup(
+      { signingSecrets: (workspaceId) => webhooks.signingSecrets(workspaceId), runtimeOf: (workspaceId, agentId) => agents.runtimeOf(workspaceId, agentId) },
+      outbound,
+      clock,
+      { timeoutMs: config.INBOUND_SETUP_TIMEOUT_MS },
+      callLog,
+    ),
   );
   const callJobs = new CallJobs(callStore, agents, carriers.byProvider, finaliser, jobs, clock, { ...timing, machineDetectionTimeoutS: 30 }, callLog);
   callJobs.register();

@@ -17,8 +17,18 @@ import { isUniqueViolation } from '../lib/db-errors.js';
 import { newUnguessableId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import { checkAnalysisSchema } from './schema-pool.js';
-import type { AgentRow, AgentStore, AgentValues, AnalysisStored, ProviderAStored, ProviderBStored, VoicemailStored } from './store.js';
+import type {
+  AgentRow,
+  AgentStore,
+  AgentValues,
+  AnalysisStored,
+  ProviderAStored,
+  ProviderBStored,
+  TransferDestinationStored,
+  VoicemailStored,
+} from './store.js';
 import { checkCallerId } from '../destinations/service.js';
+import { BlockedUrlError, checkUrl, type OutboundPolicy } from '../net/outbound-guard.js';
 
 export type Agent = components['schemas']['Agent'];
 export type PublicAgentProfile = components['schemas']['PublicAgentProfile'];
@@ -44,6 +54,10 @@ export interface RuntimeAgent {
   canEndConversation: boolean;
   transferPhoneNumber: string | null;
   transferCriteria: string | null;
+  /** Every place the agent may transfer a call to: `transfer_phone_number` (named `default`) first, then `transfer_destinations`. */
+  transferDestinations: TransferDestinationStored[];
+  /** Where inbound calls are set up per caller before they are answered (calls/inbound-setup.ts). */
+  inboundSetupUrl: string | null;
   variablePlaceholders: Record<string, string>;
   realtime: { enableWebcam: boolean; enableScreenShare: boolean };
   voicemailConfig: VoicemailStored | null;
@@ -103,6 +117,9 @@ function configuredB(c: ProviderBStored | null, phone: string | null): boolean {
 
 const AGENT_ID = /^agt_[0-9A-Z]{26}$/;
 
+/** The name `transfer_phone_number` goes by among an agent's transfer destinations. */
+export const DEFAULT_TRANSFER = 'default';
+
 export function agentNotFound(agentId: string) {
   return notFound('agent_not_found', `No agent ${agentId}.`, 'agent_id');
 }
@@ -114,7 +131,22 @@ export class AgentService {
     private readonly store: AgentStore,
     private readonly secrets: SecretBox,
     private readonly transfers: TransferPolicy,
+    private readonly outbound: OutboundPolicy,
   ) {}
+
+  /** An inbound setup URL must be one the outbound guard lets requests go to (422 url_not_allowed, as for webhooks). */
+  private async checkSetupUrl(body: UpdateRequest): Promise<void> {
+    const url = body.inbound_setup?.url;
+    if (!url) return;
+    try {
+      await checkUrl(this.outbound, url);
+    } catch (err) {
+      if (!(err instanceof BlockedUrlError)) throw err;
+      // A name that does not resolve yet is accepted: the guard checks the address at every request.
+      if (err.reason === 'unresolvable') return;
+      throw unprocessable('url_not_allowed', err.message, 'inbound_setup.url');
+    }
+  }
 
   /**
    * The numbers a body sets, checked before anything is stored: the transfer number is a destination
@@ -126,10 +158,26 @@ export class AgentService {
       if (phone) checkCallerId(phone, `${provider}_config.phone_number`);
     }
     if (body.transfer_phone_number) await this.transfers.checkDestination(workspaceId, body.transfer_phone_number, 'transfer_phone_number');
+    const destinations = body.transfer_destinations ?? [];
+    const names = new Set<string>();
+    for (const [i, d] of destinations.entries()) {
+      if (d.name === DEFAULT_TRANSFER || names.has(d.name))
+        throw unprocessable(
+          'transfer_destination_name_taken',
+          d.name === DEFAULT_TRANSFER
+            ? `'${DEFAULT_TRANSFER}' names transfer_phone_number; give this destination another name.`
+            : `Another transfer destination is already named '${d.name}'.`,
+          `transfer_destinations[${i}].name`,
+        );
+      names.add(d.name);
+      await this.transfers.checkDestination(workspaceId, d.phone_number, `transfer_destinations[${i}].phone_number`);
+    }
   }
 
   private static setsNumbers(body: UpdateRequest): boolean {
-    return Boolean(body.transfer_phone_number || body.provider_a_config?.phone_number || body.provider_b_config?.phone_number);
+    return Boolean(
+      body.transfer_phone_number || body.transfer_destinations?.length || body.provider_a_config?.phone_number || body.provider_b_config?.phone_number,
+    );
   }
 
   /** Lets a later domain refuse agent deletion (409) by throwing an ApiError. */
@@ -151,6 +199,8 @@ export class AgentService {
       can_end_conversation: row.can_end_conversation,
       transfer_phone_number: row.transfer_phone_number,
       transfer_criteria: row.transfer_criteria,
+      transfer_destinations: row.transfer_destinations,
+      inbound_setup: row.inbound_setup,
       variable_placeholders: row.variable_placeholders,
       voicemail_config: row.voicemail_config,
       telephony: {
@@ -206,6 +256,8 @@ export class AgentService {
       can_end_conversation: false,
       transfer_phone_number: null,
       transfer_criteria: null,
+      transfer_destinations: [],
+      inbound_setup: null,
       variable_placeholders: {},
       voicemail_config: null,
       provider_a_config: null,
@@ -219,6 +271,7 @@ export class AgentService {
       analysis: null,
     };
     await this.checkNumbers(workspaceId, body as UpdateRequest);
+    await this.checkSetupUrl(body as UpdateRequest);
     await this.checkAnalysis(body);
     // On create, a field sent as null takes its default, which is exactly what applying it to the defaults does.
     const id = newUnguessableId('agent');
@@ -242,6 +295,7 @@ export class AgentService {
       await this.owned(workspaceId, agentId);
       await this.checkNumbers(workspaceId, body);
     }
+    await this.checkSetupUrl(body);
     // Before the row lock: compiling a schema takes a worker thread a while.
     await this.checkAnalysis(body);
     const row = await this.store.transaction(async (trx) => {
@@ -322,6 +376,13 @@ export class AgentService {
       canEndConversation: row.can_end_conversation,
       transferPhoneNumber: row.transfer_phone_number,
       transferCriteria: row.transfer_criteria,
+      transferDestinations: [
+        ...(row.transfer_phone_number
+          ? [{ name: DEFAULT_TRANSFER, phone_number: row.transfer_phone_number, description: row.transfer_criteria ?? 'The caller asks for a person.' }]
+          : []),
+        ...row.transfer_destinations,
+      ],
+      inboundSetupUrl: row.inbound_setup?.url ?? null,
       variablePlaceholders: row.variable_placeholders,
       realtime: { enableWebcam: row.enable_webcam, enableScreenShare: row.enable_screen_share },
       voicemailConfig: row.voicemail_config,
@@ -362,6 +423,9 @@ export class AgentService {
       if (has(body, key)) out[key] = body[key] ?? null;
     }
     if (has(body, 'can_end_conversation')) out.can_end_conversation = body.can_end_conversation ?? false;
+    if (has(body, 'transfer_destinations'))
+      out.transfer_destinations = (body.transfer_destinations ?? []).map(({ name, phone_number, description }) => ({ name, phone_number, description }));
+    if (has(body, 'inbound_setup')) out.inbound_setup = body.inbound_setup ? { url: body.inbound_setup.url } : null;
     if (has(body, 'variable_placeholders')) out.variable_placeholders = (body.variable_placeholders ?? {}) as Record<string, string>;
     if (has(body, 'voicemail_config')) out.voicemail_config = voicemail(body.voicemail_config);
     if (has(body, 'analysis')) out.analysis = analysisSetting(body.analysis);

@@ -29,6 +29,13 @@ export interface AnalysisStored {
   success_criteria: string | null;
 }
 
+/** One of an agent's transfer destinations (TransferDestination in the contract). */
+export interface TransferDestinationStored {
+  name: string;
+  phone_number: string;
+  description: string;
+}
+
 export interface AgentRow {
   id: string;
   workspace_id: string;
@@ -43,6 +50,9 @@ export interface AgentRow {
   can_end_conversation: boolean;
   transfer_phone_number: string | null;
   transfer_criteria: string | null;
+  transfer_destinations: TransferDestinationStored[];
+  /** Per-caller setup of inbound calls (AgentInboundSetup in the contract). */
+  inbound_setup: { url: string } | null;
   variable_placeholders: Record<string, string>;
   voicemail_config: VoicemailStored | null;
   provider_a_config: ProviderAStored | null;
@@ -60,7 +70,15 @@ export interface AgentRow {
 
 export type AgentValues = Omit<AgentRow, 'id' | 'workspace_id' | 'created_at' | 'updated_at'>;
 
-const JSON_COLUMNS = ['variable_placeholders', 'voicemail_config', 'provider_a_config', 'provider_b_config', 'analysis'] as const;
+const JSON_COLUMNS = [
+  'variable_placeholders',
+  'voicemail_config',
+  'provider_a_config',
+  'provider_b_config',
+  'analysis',
+  'transfer_destinations',
+  'inbound_setup',
+] as const;
 
 /** knex/pg would send a JS object as-is and a JS array wrongly; jsonb columns get JSON text. */
 function encode(values: Partial<AgentValues>): Record<string, unknown> {

@@ -20,7 +20,7 @@ import type { CallService } from './service.js';
 import type { CallFinaliser } from './finaliser.js';
 import { movableFrom } from './lifecycle.js';
 import { newStreamToken } from './stream-token.js';
-import { isTerminal, type CallRow, type CallStore, type CarrierOutcome } from './store.js';
+import { carrierAgentId, isTerminal, type CallRow, type CallStore, type CarrierOutcome } from './store.js';
 import type { CallbackUrls, Provider } from '../carriers/carrier.js';
 import { credentialsOf } from '../carriers/credentials.js';
 import { verifyProviderASignature, type FormParams } from '../carriers/provider-a/signature.js';
@@ -91,7 +91,7 @@ export class CarrierCallbacks {
   // provider_a
 
   private agentOf(call: CallRow): Promise<RuntimeAgent | null> {
-    return this.agents.findForRuntime(call.workspace_id, call.agent_id);
+    return this.agents.findForRuntime(call.workspace_id, carrierAgentId(call));
   }
 
   /** Checks `X-Twilio-Signature` with the agent's provider_a token; the account must be the agent's. */

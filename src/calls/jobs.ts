@@ -18,7 +18,7 @@ import { credentialsOf, MissingCredentialsError } from '../carriers/credentials.
 import type { CallFinaliser } from './finaliser.js';
 import type { CallAgents, CallTiming } from './service.js';
 import { newStreamToken } from './stream-token.js';
-import { isTerminal, type CallStore } from './store.js';
+import { carrierAgentId, isTerminal, type CallStore } from './store.js';
 
 /** The carrier's own time limit is this much later than the bridge's, so the bridge's comes first. */
 const CARRIER_TIME_LIMIT_MARGIN_S = 10;
@@ -127,7 +127,7 @@ export class CallJobs {
     this.log.warn({ callId, status: call.status }, 'call deadline passed; ending it');
     if (call.call_sid) {
       try {
-        const agent = await this.agents.findForRuntime(call.workspace_id, call.agent_id);
+        const agent = await this.agents.findForRuntime(call.workspace_id, carrierAgentId(call));
         if (!agent) throw new MissingCredentialsError('the agent is gone');
         await this.carriers[call.provider].hangup(credentialsOf(agent, call.provider), call.call_sid, { answered: Boolean(call.answered_at) });
       } catch (err) {

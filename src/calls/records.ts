@@ -41,6 +41,7 @@ export function toCall(row: CallRow): Call {
     interruption_count: row.interruption_count,
     latency_avg_ms: terminal ? row.latency_avg_ms : null,
     tool_calls: row.tool_calls as Call['tool_calls'],
+    inbound_setup: row.inbound_setup,
     answered_by: row.answered_by,
     end_reason: row.end_reason,
     webhook_url: row.webhook_url,

@@ -19,12 +19,13 @@ import { conversationVariables, fillPlaceholders, type Variables } from '../conv
 import { job, type JobQueue } from '../jobs/queue.js';
 import { CarrierError, type Carrier, type CarrierCredentials, type Provider } from '../carriers/carrier.js';
 import { canDial, credentialsOf, MissingCredentialsError } from '../carriers/credentials.js';
+import type { InboundSetup, SetupDecision } from './inbound-setup.js';
 import type { CallFinaliser } from './finaliser.js';
 import { DEADLINE_JOB, DIAL_JOB } from './jobs.js';
 import { newStreamToken } from './stream-token.js';
 import { toCall, type Call } from './records.js';
 import { isRefusal, refusalError, type CallRefusal } from './refusals.js';
-import { isTerminal, type CallFilters, type CallRow, type CallStore } from './store.js';
+import { carrierAgentId, isTerminal, type CallFilters, type CallRow, type CallStore } from './store.js';
 import { callerIdRefusal } from '../destinations/policy.js';
 import type { DestinationService } from '../destinations/service.js';
 
@@ -103,6 +104,7 @@ export class CallService {
     private readonly opts: { centsPerMinute: number },
     private readonly log: Logger,
     private readonly destinations: DestinationService,
+    private readonly inboundSetup: InboundSetup | null = null,
   ) {}
 
   /** How long a new call may take at most before its deadline job ends it. */
@@ -316,7 +318,7 @@ export class CallService {
   /** Tells the carrier to end the call; a carrier failure is 502 (the call is left as it is). */
   async hangupAtCarrier(row: CallRow): Promise<void> {
     if (!row.call_sid) return;
-    const agent = await this.agents.findForRuntime(row.workspace_id, row.agent_id);
+    const agent = await this.agents.findForRuntime(row.workspace_id, carrierAgentId(row));
     let credentials: CarrierCredentials;
     try {
       if (!agent) throw new MissingCredentialsError('the agent is gone');
@@ -341,24 +343,33 @@ export class CallService {
    * carrier is to reject it as busy), then records it `ringing` with a stream token.
    */
   async createInbound(
-    agent: RuntimeAgent,
+    numberAgent: RuntimeAgent,
     input: { provider: Provider; callSid: string; from: string; to: string },
   ): Promise<{ row: CallRow; streamToken: string } | null> {
-    const workspace = await this.admission.workspace(agent.workspaceId);
+    const workspace = await this.admission.workspace(numberAgent.workspaceId);
     if (!workspace) return null;
     const refusal = await this.admission.refusal(workspace, Math.max(1, this.opts.centsPerMinute));
     if (refusal) {
-      this.log.info({ agentId: agent.id, refusal }, 'inbound call refused by billing');
+      this.log.info({ agentId: numberAgent.id, refusal }, 'inbound call refused by billing');
       return null;
     }
     const callId = newId('call');
+    const setup: SetupDecision = this.inboundSetup
+      ? await this.inboundSetup.decide(numberAgent, { callId, provider: input.provider, from: input.from, to: input.to })
+      : { refused: false, agent: numberAgent, variables: {}, outcome: null };
+    if (setup.refused) {
+      this.log.info({ agentId: numberAgent.id, callId }, 'inbound call refused by its setup');
+      return null;
+    }
+    const agent = setup.agent;
     const refused = await this.admit(callId, workspace);
     if (refused !== undefined) {
       this.log.info({ agentId: agent.id, refusal: refused?.code ?? 'concurrency_limit_reached' }, 'inbound call refused: no reservation or concurrency slot');
       return null;
     }
     const streamToken = newStreamToken();
-    const variables = conversationVariables(agent.variablePlaceholders, {});
+    const variables = conversationVariables(agent.variablePlaceholders, setup.variables);
+    const firstMessage = setup.firstMessage !== undefined ? setup.firstMessage : agent.firstMessage;
     try {
       const row = await this.store.knex.transaction(async (trx) => {
         const deadline = new Date(this.clock.now().getTime() + this.timing.orphanAfterMs);
@@ -374,13 +385,15 @@ export class CallService {
             to_number: input.to,
             status: 'ringing',
             call_sid: input.callSid,
-            first_message: agent.firstMessage ? fillPlaceholders(agent.firstMessage, variables) : null,
-            variables: {},
+            first_message: firstMessage ? fillPlaceholders(firstMessage, variables) : null,
+            variables: setup.variables,
             webhook_url: null,
             instruction: fillPlaceholders(agent.instruction, variables),
             analysis: agent.analysis,
             stream_token_hash: sha256Hex(streamToken),
             deadline_at: deadline,
+            number_agent_id: agent.id === numberAgent.id ? null : numberAgent.id,
+            inbound_setup: setup.outcome,
           },
           trx,
         );

@@ -10,6 +10,9 @@ import type { ToolCallRecord } from '../conversation/engine.js';
 import type { TranscriptTurn } from '../voice/types.js';
 import type { AnsweredBy, CarrierOutcome } from '../carriers/carrier.js';
 import type { AnalysisResults, AnalysisSetting } from '../conversation/write-up.js';
+import type { components } from '../../generated/openapi.js';
+
+type InboundSetupOutcome = components['schemas']['InboundSetupOutcome'];
 
 export type { AnsweredBy, CarrierOutcome };
 
@@ -32,6 +35,11 @@ export type EndReason =
 
 export const LIVE_STATUSES: readonly LiveStatus[] = ['queued', 'initiated', 'ringing', 'in_progress'];
 export const TERMINAL_STATUSES: readonly CallStatus[] = ['completed', 'busy', 'no_answer', 'failed', 'canceled', 'voicemail'];
+
+/** The agent whose number and carrier account carry the call (its credentials sign and place the carrier's requests). */
+export function carrierAgentId(call: Pick<CallRow, 'agent_id' | 'number_agent_id'>): string {
+  return call.number_agent_id ?? call.agent_id;
+}
 
 export function isTerminal(status: CallStatus): boolean {
   return TERMINAL_STATUSES.includes(status);
@@ -60,6 +68,10 @@ export interface CallRow {
   analysis: AnalysisSetting | null;
   /** Its structured results, written with the terminal status. */
   analysis_results: AnalysisResults | null;
+  /** An inbound call handed to `agent_id` by its setup: the agent whose number and carrier account carry it. */
+  number_agent_id: string | null;
+  /** What came of an inbound call's per-caller setup (InboundSetupOutcome in the contract). */
+  inbound_setup: InboundSetupOutcome | null;
   transcript: TranscriptTurn[];
   transcript_truncated: boolean;
   interruption_count: number;
@@ -92,7 +104,7 @@ export interface CallRow {
   updated_at: Date;
 }
 
-export type NewCall = Partial<Pick<CallRow, 'batch_recipient_id' | 'attempt'>> &
+export type NewCall = Partial<Pick<CallRow, 'batch_recipient_id' | 'attempt' | 'number_agent_id' | 'inbound_setup'>> &
   Pick<
     CallRow,
     | 'id'
@@ -133,7 +145,16 @@ export interface CallFilters {
   created_before?: string;
 }
 
-const JSON_COLUMNS = ['variables', 'transcript', 'latencies_ms', 'tool_calls', 'unanswered_questions', 'analysis', 'analysis_results'] as const;
+const JSON_COLUMNS = [
+  'variables',
+  'transcript',
+  'latencies_ms',
+  'tool_calls',
+  'unanswered_questions',
+  'analysis',
+  'analysis_results',
+  'inbound_setup',
+] as const;
 
 /** jsonb columns get JSON text (pg would send a JS array as a PostgreSQL array). */
 function encode<T extends Record<string, unknown>>(values: T): Record<string, unknown> {

@@ -100,3 +100,20 @@ export function asyncapiPayloadValidator(component: string): ValidateFunction {
   }
   return v;
 }
+
+let openapiAjv: Ajv2020 | undefined;
+const schemaValidators = new Map<string, ValidateFunction>();
+
+/** A validator of an OpenAPI schema component (`#/components/schemas/<name>`), as the contract writes it. */
+export function openapiSchemaValidator(name: string): ValidateFunction {
+  let v = schemaValidators.get(name);
+  if (!v) {
+    if (!openapiAjv) {
+      openapiAjv = makeAjv();
+      openapiAjv.addSchema(internalOpenapiDocument(), 'openapi-internal.json');
+    }
+    v = openapiAjv.compile({ $ref: `openapi-internal.json#/components/schemas/${name}` });
+    schemaValidators.set(name, v);
+  }
+  return v;
+}

@@ -59,6 +59,8 @@ describe('agents: create, read, list, delete', () => {
         can_end_conversation: false,
         transfer_phone_number: null,
         transfer_criteria: null,
+        transfer_destinations: [],
+        inbound_setup: null,
         variable_placeholders: {},
         voicemail_config: null,
         telephony: {
@@ -175,6 +177,8 @@ describe('agents: create, read, list, delete', () => {
       [{ name: 'x', can_end_conversation: 'yes' }, 'invalid_type', 'can_end_conversation'],
       [{ name: 'x', transfer_phone_number: '555-1234' }, 'invalid_value', 'transfer_phone_number'],
       [{ name: 'x', variable_placeholders: { 'bad name': 'v' } }, 'invalid_value', 'variable_placeholders'],
+      [{ name: 'x', transfer_destinations: [{ name: 'Sales', phone_number: '+14155550171', description: 'd' }] }, 'invalid_value', 'transfer_destinations'],
+      [{ name: 'x', transfer_destinations: [{ name: 'sales', phone_number: '+14155550171' }] }, 'missing_field', 'transfer_destinations'],
     ];
     for (const [body, code, param] of cases) {
       const res = await api('post', '/api/v1/agents', body, fresh.apiKey);

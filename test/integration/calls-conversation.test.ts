@@ -124,6 +124,28 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
       assert.equal(sim.transferredTo, '+14155550199');
     });
 
+    it('transfer destinations: the model chooses among the described destinations, and the call goes to the one it chose', async () => {
+      const agentId = await createPhoneAgent(t, tn, provider, {
+        transfer_phone_number: '+14155550199',
+        transfer_criteria: 'The caller asks for a person.',
+        transfer_destinations: [
+          { name: 'sales', phone_number: '+14155550171', description: 'The caller wants to buy something.' },
+          { name: 'billing', phone_number: '+14155550172', description: 'Questions about invoices or refunds.' },
+        ],
+      });
+      const to = sandboxNumber('6014');
+      sandboxOf(t).setScript(to, [{ waitForAgent: true }, { say: 'I have a question about an invoice, please transfer call to billing.' }, { pause: 5000 }]);
+      const res = await placeCall(t, tn, { agent_id: agentId, to_number: to });
+      const call = await waitForCall(t, tn, res.body.call_id);
+      assert.equal(call.end_reason, 'transferred');
+      assert.equal(call.tool_calls[0]?.name, 'transfer_call');
+      assert.equal(call.tool_calls[0]?.arguments.destination, 'billing');
+      const sim = sandboxOf(t)
+        .calls()
+        .find((c) => c.callSid === call.call_sid)!;
+      assert.equal(sim.transferredTo, '+14155550172');
+    });
+
     it('hang up through the API: a live call ends with api_hangup; asking again after the end is 409', async () => {
       const agentId = await createPhoneAgent(t, tn, provider);
       const to = sandboxNumber('6005');

@@ -327,6 +327,31 @@ describe('transfers', () => {
     assert.equal((await t.http.patch(`/api/v1/agents/${agentId}`).set(bearer(tn.apiKey)).send({ transfer_phone_number: null })).status, 200);
   });
 
+  it('transfer destinations: each number is checked like transfer_phone_number, names are unique and `default` is taken; a refused body stores nothing', async () => {
+    const tn = await tenant(t);
+    const sales = { name: 'sales', phone_number: '+14155550171', description: 'The caller wants to buy something.' };
+    const agentId = await createPhoneAgent(t, tn, 'provider_a', { transfer_phone_number: '+14155550199', transfer_destinations: [sales] });
+    const before = await stored(tn.workspaceId);
+    for (const [destinations, code, param] of [
+      [[sales, { name: 'premium', phone_number: '+19005550123', description: 'x' }], 'destination_type_not_allowed', 'transfer_destinations[1].phone_number'],
+      [[{ ...sales, phone_number: '+12' }], 'invalid_phone_number', 'transfer_destinations[0].phone_number'],
+      [[sales, { ...sales, phone_number: '+14155550172' }], 'transfer_destination_name_taken', 'transfer_destinations[1].name'],
+      [[{ ...sales, name: 'default' }], 'transfer_destination_name_taken', 'transfer_destinations[0].name'],
+    ] as const) {
+      const res = await t.http.patch(`/api/v1/agents/${agentId}`).set(bearer(tn.apiKey)).send({ transfer_destinations: destinations });
+      assert.equal(res.status, 422, JSON.stringify(res.body));
+      assert.equal(res.body.error.code, code);
+      assert.equal(res.body.error.param, param);
+    }
+    assert.deepEqual(await stored(tn.workspaceId), before);
+    const agent = await t.http.get(`/api/v1/agents/${agentId}`).set(bearer(tn.apiKey));
+    assert.deepEqual(agent.body.transfer_destinations, [sales]);
+    const cleared = await t.http.patch(`/api/v1/agents/${agentId}`).set(bearer(tn.apiKey)).send({ transfer_destinations: null });
+    assert.equal(cleared.status, 200);
+    assert.deepEqual(cleared.body.transfer_destinations, []);
+    assert.equal(cleared.body.transfer_phone_number, '+14155550199');
+  });
+
   it('the policy is asked again at transfer time: a number it no longer allows is not transferred to', async () => {
     const tn = await tenant(t);
     const agentId = await createPhoneAgent(t, tn, 'provider_a', { transfer_phone_number: '+442079460958', transfer_criteria: 'The caller asks for a person.' });

@@ -34,7 +34,7 @@ import { credentialsOf } from '../../carriers/credentials.js';
 import type { CallSignal } from './signals.js';
 import type { NumberRefusal } from '../../destinations/policy.js';
 
-export const TRANSFER_TOOL = 'transfer_call';
+import { chosenDestination, transferDeclaration } from './transfer-tool.js';
 
 export interface CallBridgeOptions {
   toolTimeoutMs: number;
@@ -132,13 +132,8 @@ export class CallBridge {
   async start(): Promise<void> {
     const agent = this.agent;
     const tools = this.deps.tools ? await this.deps.tools.declarations(agent.workspaceId, agent.id).catch(() => []) : [];
-    if (agent.transferPhoneNumber) {
-      tools.push({
-        name: TRANSFER_TOOL,
-        description: `Transfers the call to a person.${agent.transferCriteria ? ` Use it when: ${agent.transferCriteria}` : ' Use it when the caller asks for a person.'} Tell the caller you are transferring them first.`,
-        parameters: { type: 'object', properties: { reason: { type: 'string', description: 'Why the call is transferred, in a few words.' } } },
-      });
-    }
+    const transferTool = agent.transferDestinations.length ? transferDeclaration(agent.transferDestinations) : null;
+    if (transferTool) tools.push(transferTool);
     let voice;
     try {
       voice = await this.deps.voice.open({
@@ -181,11 +176,14 @@ export class CallBridge {
       },
       this.log,
     );
-    if (agent.transferPhoneNumber) {
-      const to = agent.transferPhoneNumber;
+    if (transferTool) {
       conversation.addBuiltin({
-        declaration: tools.find((t) => t.name === TRANSFER_TOOL)!,
-        run: async () => this.transfer(to),
+        declaration: transferTool,
+        run: async (args) => {
+          const chosen = chosenDestination(agent.transferDestinations, args);
+          if ('error' in chosen) return { ok: false, result: null, error: chosen.error };
+          return this.transfer(chosen.destination.phone_number);
+        },
       });
     }
     this.conversation = conversation;

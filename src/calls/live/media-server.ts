@@ -117,7 +117,7 @@ export class MediaServer {
       ws.close(1008, 'Unknown or expired stream');
       return;
     }
-    const agent = await this.deps.agents.findForRuntime(call.workspace_id, call.agent_id);
+    const agent = await this.conversationAgent(call);
     if (!agent) {
       log.warn({ callId: call.id }, 'media stream refused: the call agent is gone');
       ws.close(1008, 'Agent unavailable');
@@ -171,6 +171,17 @@ export class MediaServer {
       },
       log,
     );
+  }
+
+  /**
+   * The agent the conversation runs with; a call its inbound setup handed to another agent keeps the
+   * carrier accounts of the agent whose number was called (they sign and place its carrier requests).
+   */
+  private async conversationAgent(call: CallRow): Promise<RuntimeAgent | null> {
+    const agent = await this.deps.agents.findForRuntime(call.workspace_id, call.agent_id);
+    if (!agent || !call.number_agent_id) return agent;
+    const numberAgent = await this.deps.agents.findForRuntime(call.workspace_id, call.number_agent_id);
+    return numberAgent ? { ...agent, providerA: numberAgent.providerA, providerB: numberAgent.providerB } : null;
   }
 
   private claim(provider: Provider, callId: string, streamToken: string, callSid: string) {

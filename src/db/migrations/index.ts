@@ -23,6 +23,7 @@ import * as m017 from './017_results_analysis.js';
 import * as m018 from './018_reservations.js';
 import * as m019 from './019_batch_attempts_slots.js';
 import * as m022 from './022_usage_by_agent.js';
+import * as m023 from './023_transfers_inbound_setup.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -50,6 +51,7 @@ const migrations: Array<[string, Migration]> = [
   ['018_reservations', m018],
   ['019_batch_attempts_slots', m019],
   ['022_usage_by_agent', m022],
+  ['023_transfers_inbound_setup', m023],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
