@@ -12,7 +12,7 @@
  */
 import type { KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
-import { forbidden, notFound } from '../errors/api-error.js';
+import { conflict, forbidden, notFound } from '../errors/api-error.js';
 import type { Clock } from '../lib/clock.js';
 import { sha256Hex } from '../lib/tokens.js';
 import type { RuntimeAgent } from '../agents/service.js';
@@ -47,6 +47,8 @@ export interface CallbackOptions {
 }
 
 const invalidSignature = () => forbidden('invalid_signature', 'The request signature is missing or wrong.');
+/** One stream per call: once its media has started, the voice webhook gives no token again (a replay gets this). */
+const streamConnected = () => conflict('call_stream_connected', 'The call already has its media stream.');
 
 /** A carrier's request as its signature covers it. */
 export interface CarrierRequest {
@@ -123,16 +125,21 @@ export class CarrierCallbacks {
       if (!call) throw notFound('no_agent_for_number', 'No call matches this request.', 'CallSid');
       this.verifyA(req, await this.agentOf(call), params);
       if (isTerminal(call.status) || call.hangup_requested_at) return hangupTwiml();
+      if (call.media_started_at) throw streamConnected();
       const token = newStreamToken();
       const now = this.clock.now();
-      const moved = await this.store.update(call.id, {
+      const moved = await this.store.offerStream(call.id, {
         stream_token_hash: sha256Hex(token),
         call_sid: call.call_sid ?? callSid,
         status: 'in_progress',
         answered_at: call.answered_at ?? now,
         deadline_at: new Date(now.getTime() + this.opts.orphanAfterMs),
       });
-      if (!moved) return hangupTwiml();
+      if (!moved) {
+        const again = await this.store.get(call.id);
+        if (again?.media_started_at && !isTerminal(again.status)) throw streamConnected();
+        return hangupTwiml();
+      }
       return streamTwiml(this.urls.media('provider_a'), { call_id: call.id, stream_token: token });
     }
     const to = one(params, 'To');
@@ -144,7 +151,11 @@ export class CarrierCallbacks {
       // The carrier asked again (a retry): a fresh stream token for the same call.
       if (isTerminal(existing.status)) return hangupTwiml();
       const token = newStreamToken();
-      await this.store.update(existing.id, { stream_token_hash: sha256Hex(token) });
+      if (!(await this.store.offerStream(existing.id, { stream_token_hash: sha256Hex(token) }))) {
+        const again = await this.store.get(existing.id);
+        if (again && !isTerminal(again.status)) throw streamConnected();
+        return hangupTwiml();
+      }
       return streamTwiml(this.urls.media('provider_a'), { call_id: existing.id, stream_token: token });
     }
     const created = await this.calls.createInbound(agent, { provider: 'provider_a', callSid, from: one(params, 'From'), to });
@@ -204,10 +215,20 @@ export class CarrierCallbacks {
     await this.finaliser.finalise(call.id);
   }
 
+  /**
+   * The first answering-machine result of a call wins (enforced by the update's guard): a later or
+   * replayed one changes nothing, except that a machine's end of greeting after its detection still
+   * tells the bridge the beep came.
+   */
   private async machineDetected(call: CallRow, answeredBy: 'human' | 'machine' | 'unknown', greetingEnded: boolean): Promise<void> {
-    const updated = await this.store.update(call.id, { answered_by: answeredBy });
-    if (!updated) return;
-    await this.signals.send({ callId: call.id, kind: 'amd', answeredBy, greetingEnded }, this.store.knex);
+    const updated = await this.store.recordAnsweredBy(call.id, answeredBy);
+    if (updated) {
+      await this.signals.send({ callId: call.id, kind: 'amd', answeredBy, greetingEnded }, this.store.knex);
+      return;
+    }
+    if (answeredBy !== 'machine' || !greetingEnded) return;
+    const now = await this.store.get(call.id);
+    if (now?.answered_by === 'machine' && !isTerminal(now.status)) await this.signals.send({ callId: call.id, kind: 'greeting_ended' }, this.store.knex);
   }
 
   // provider_b
