@@ -1729,7 +1729,9 @@ export interface paths {
         };
         /**
          * Prometheus metrics
-         * @description Request counts and durations by operationId, plus Node.js process metrics. For the deployment's
+         * @description Request counts and durations by operationId, `media_audio_dropped_seconds_total{stream="call"|"realtime"}`
+         *     (caller audio dropped beyond a stream's budget of real time plus a small burst), plus Node.js
+         *     process metrics. For the deployment's
          *     metrics scraper: it takes `Authorization: Bearer <METRICS_TOKEN>` (or the `ADMIN_TOKEN`), and
          *     exists only when one of them is set (404 otherwise).
          */
