@@ -1502,9 +1502,11 @@ export interface paths {
          *     constant-time compare). A missing or wrong signature gets 403.
          *
          *     An inbound call is matched to the agent whose provider_a `phone_number` is `To` and that has
-         *     inbound enabled (404 when none); it creates a call record (`direction: inbound`, status
+         *     inbound enabled; it creates a call record (`direction: inbound`, status
          *     `ringing`). An outbound call is matched by the `call_id` the service put in the URL when dialing
-         *     (then by `CallSid`); for a call already over the answer is `<Response><Hangup/></Response>`. The
+         *     (then by `CallSid`). A number no agent answers here, or a call that does not exist, gets the
+         *     same 403 `invalid_signature` as a bad signature (there is no key to verify it with), so an
+         *     unsigned request learns nothing about which numbers or calls exist. For a call already over the answer is `<Response><Hangup/></Response>`. The
          *     answer is TwiML that connects the
          *     call to our media stream; the stream URL carries no query string, and `<Parameter>`s pass the
          *     `call_id` and a single-use `stream_token` (bound to the call, checked on the stream's `start`
@@ -1534,8 +1536,9 @@ export interface paths {
          * @description Called by provider_a as a call we placed moves (initiated, ringing, answered, completed).
          *     Authenticated by `X-Twilio-Signature` as on the voice webhook (403 otherwise). Moves the call as
          *     described on `Call`; a callback whose `SequenceNumber` is not newer than the last one applied
-         *     is ignored, and one for an unknown `CallSid` is acknowledged and ignored. Always 204 once the
-         *     signature is good, so the carrier does not report errors for callbacks we skip.
+         *     is ignored. One for a call that does not exist gets the same 403 `invalid_signature` as a bad
+         *     signature (no existence oracle). Always 204 once the signature is good, so the carrier does not
+         *     report errors for callbacks we skip.
          */
         post: operations["providerAStatusCallback"];
         delete?: never;
@@ -1558,11 +1561,11 @@ export interface paths {
          * @description Called by provider_a with the asynchronous answering-machine detection result of a call we
          *     placed. Authenticated by `X-Twilio-Signature` (403 otherwise). Sets the call's `answered_by`;
          *     on a machine the agent leaves the voicemail message of its `voicemail_config` when enabled (after
-         *     the beep with `machine_end_*`) and hangs up, and the call ends as `voicemail`. The first result
+         *     the beep with `machine_end_*`) and hangs up, and the call ends as `voicemail`. A call that does
+         *     not exist gets the same 403 `invalid_signature` as a bad signature. The first result
          *     of a call wins: a later or replayed callback (a `machine_end_beep` for a call a person answered)
          *     changes neither `answered_by` nor the outcome (a machine's `machine_end_*` after `machine_start`
-         *     still marks the end of its greeting). An unknown
-         *     `CallSid` is acknowledged and ignored.
+         *     still marks the end of its greeting).
          */
         post: operations["providerAAmdCallback"];
         delete?: never;
@@ -1596,8 +1599,10 @@ export interface paths {
          *     stream token); to any other number, or when the workspace's subscription is inactive or at its
          *     concurrency limit, the call is rejected. Other events move the call as described on `Call`.
          *     Events are de-duplicated by `data.id`, and the first answering-machine result of a call wins
-         *     (a later `call.machine.detection.ended` changes neither `answered_by` nor the outcome); unknown event types and unknown calls are acknowledged
-         *     and ignored.
+         *     (a later `call.machine.detection.ended` changes neither `answered_by` nor the outcome); unknown event types are acknowledged and ignored.
+         *     An event about a call that does not exist (or an incoming call to a number no agent answers
+         *     here) has no key to be verified with and gets the same 403 `invalid_signature` as a bad
+         *     signature, so unsigned requests learn nothing about which calls or numbers exist.
          */
         post: operations["providerBEvent"];
         delete?: never;
@@ -11347,27 +11352,6 @@ export interface operations {
                      *         "code": "invalid_signature",
                      *         "message": "The request signature is missing or wrong.",
                      *         "param": null,
-                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
-                     *       }
-                     *     }
-                     */
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
-            /** @description No agent takes inbound calls on `To`, and no call has this `CallSid` (`no_agent_for_number`). */
-            404: {
-                headers: {
-                    "X-Request-Id": components["headers"]["RequestId"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "error": {
-                     *         "type": "not_found_error",
-                     *         "code": "no_agent_for_number",
-                     *         "message": "No agent takes inbound calls on this number.",
-                     *         "param": "To",
                      *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
                      *       }
                      *     }
