@@ -36,6 +36,7 @@ export const errorCatalogue = {
   batch_already_terminal: { statuses: [409], meaning: "The batch has already finished, failed or been canceled." },
   batch_not_terminal: { statuses: [409], meaning: "The batch must have finished before this (a retry)." },
   call_already_ended: { statuses: [409], meaning: "The call has already ended." },
+  call_stream_connected: { statuses: [409], meaning: "The call already has its media stream; no second stream token is given (a carrier voice webhook asked again, or was replayed, once media had started)." },
   document_already_attached: { statuses: [409], meaning: "The document is already attached to the agent." },
   email_taken: { statuses: [409], meaning: "An account with this email already exists." },
   inbound_call_rejected: { statuses: [409], meaning: "The carrier refused to point the number at this service." },

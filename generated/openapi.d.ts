@@ -1567,13 +1567,17 @@ export interface paths {
          *     constant-time compare). A missing or wrong signature gets 403.
          *
          *     An inbound call is matched to the agent whose provider_a `phone_number` is `To` and that has
-         *     inbound enabled (404 when none); it creates a call record (`direction: inbound`, status
+         *     inbound enabled; it creates a call record (`direction: inbound`, status
          *     `ringing`). An outbound call is matched by the `call_id` the service put in the URL when dialing
-         *     (then by `CallSid`); for a call already over the answer is `<Response><Hangup/></Response>`. The
+         *     (then by `CallSid`). A number no agent answers here, or a call that does not exist, gets the
+         *     same 403 `invalid_signature` as a bad signature (there is no key to verify it with), so an
+         *     unsigned request learns nothing about which numbers or calls exist. For a call already over the answer is `<Response><Hangup/></Response>`. The
          *     answer is TwiML that connects the
          *     call to our media stream; the stream URL carries no query string, and `<Parameter>`s pass the
          *     `call_id` and a single-use `stream_token` (bound to the call, checked on the stream's `start`
-         *     message). When the workspace's subscription is inactive or it is at its concurrency limit the
+         *     message). A call carries one media stream: once its stream has started, the webhook gives no
+         *     token again (409 `call_stream_connected`, the call unchanged), so a replayed signed request
+         *     cannot open a second stream. When the workspace's subscription is inactive or it is at its concurrency limit the
          *     answer is `<Response><Reject reason="busy"/></Response>` (still 200).
          */
         post: operations["providerAVoiceWebhook"];
@@ -1597,8 +1601,9 @@ export interface paths {
          * @description Called by provider_a as a call we placed moves (initiated, ringing, answered, completed).
          *     Authenticated by `X-Twilio-Signature` as on the voice webhook (403 otherwise). Moves the call as
          *     described on `Call`; a callback whose `SequenceNumber` is not newer than the last one applied
-         *     is ignored, and one for an unknown `CallSid` is acknowledged and ignored. Always 204 once the
-         *     signature is good, so the carrier does not report errors for callbacks we skip.
+         *     is ignored. One for a call that does not exist gets the same 403 `invalid_signature` as a bad
+         *     signature (no existence oracle). Always 204 once the signature is good, so the carrier does not
+         *     report errors for callbacks we skip.
          */
         post: operations["providerAStatusCallback"];
         delete?: never;
@@ -1621,8 +1626,11 @@ export interface paths {
          * @description Called by provider_a with the asynchronous answering-machine detection result of a call we
          *     placed. Authenticated by `X-Twilio-Signature` (403 otherwise). Sets the call's `answered_by`;
          *     on a machine the agent leaves the voicemail message of its `voicemail_config` when enabled (after
-         *     the beep with `machine_end_*`) and hangs up, and the call ends as `voicemail`. An unknown
-         *     `CallSid` is acknowledged and ignored.
+         *     the beep with `machine_end_*`) and hangs up, and the call ends as `voicemail`. A call that does
+         *     not exist gets the same 403 `invalid_signature` as a bad signature. The first result
+         *     of a call wins: a later or replayed callback (a `machine_end_beep` for a call a person answered)
+         *     changes neither `answered_by` nor the outcome (a machine's `machine_end_*` after `machine_start`
+         *     still marks the end of its greeting).
          */
         post: operations["providerAAmdCallback"];
         delete?: never;
@@ -1655,8 +1663,11 @@ export interface paths {
          *     `wss://.../telephony/provider_b/media`, `client_state` carrying the `call_id` and a single-use
          *     stream token); to any other number, or when the workspace's subscription is inactive or at its
          *     concurrency limit, the call is rejected. Other events move the call as described on `Call`.
-         *     Events are de-duplicated by `data.id`; unknown event types and unknown calls are acknowledged
-         *     and ignored.
+         *     Events are de-duplicated by `data.id`, and the first answering-machine result of a call wins
+         *     (a later `call.machine.detection.ended` changes neither `answered_by` nor the outcome); unknown event types are acknowledged and ignored.
+         *     An event about a call that does not exist (or an incoming call to a number no agent answers
+         *     here) has no key to be verified with and gets the same 403 `invalid_signature` as a bad
+         *     signature, so unsigned requests learn nothing about which calls or numbers exist.
          */
         post: operations["providerBEvent"];
         delete?: never;
@@ -1788,7 +1799,9 @@ export interface paths {
         };
         /**
          * Prometheus metrics
-         * @description Request counts and durations by operationId, plus Node.js process metrics. For the deployment's
+         * @description Request counts and durations by operationId, `media_audio_dropped_seconds_total{stream="call"|"realtime"}`
+         *     (caller audio dropped beyond a stream's budget of real time plus a small burst), plus Node.js
+         *     process metrics. For the deployment's
          *     metrics scraper: it takes `Authorization: Bearer <METRICS_TOKEN>` (or the `ADMIN_TOKEN`), and
          *     exists only when one of them is set (404 otherwise).
          */
@@ -2283,7 +2296,7 @@ export interface components {
          *     string, so that a code added later does not break a client: handle the codes you know and treat
          *     any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "call_already_ended" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -11997,8 +12010,8 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No agent takes inbound calls on `To`, and no call has this `CallSid` (`no_agent_for_number`). */
-            404: {
+            /** @description The call's media stream has already started (`call_stream_connected`); no token is given. */
+            409: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
@@ -12007,10 +12020,10 @@ export interface operations {
                     /**
                      * @example {
                      *       "error": {
-                     *         "type": "not_found_error",
-                     *         "code": "no_agent_for_number",
-                     *         "message": "No agent takes inbound calls on this number.",
-                     *         "param": "To",
+                     *         "type": "conflict_error",
+                     *         "code": "call_stream_connected",
+                     *         "message": "The call already has its media stream.",
+                     *         "param": null,
                      *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
                      *       }
                      *     }

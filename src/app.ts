@@ -38,6 +38,14 @@ export function createApp(parts: AppParts): Koa {
   const { config, log, contract } = parts;
   const app = new Koa({ proxy: false });
   app.silent = true;
+  // Every answer, errors included: browsers never guess a content type other than the one sent.
+  app.use(async (ctx, next) => {
+    try {
+      await next();
+    } finally {
+      ctx.set('X-Content-Type-Options', 'nosniff');
+    }
+  });
   app.use(requestId()).use(matchOperation(parts.api, contract)).use(observe(log, parts.metrics));
   // Off (as in production) it would only pass every request on: one layer fewer.
   if (config.contractCheck !== 'off') app.use(responseCheck(contract, config.contractCheck, log, config.CONTRACT_COVERAGE_DIR));

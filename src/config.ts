@@ -201,6 +201,13 @@ const schema = z.object({
     .int()
     .min(0)
     .default(8 * 1024 * 1024),
+  /**
+   * Audio budget of one realtime session: a client's `audio/pcm` beyond real time (times RATE) plus
+   * BURST (how far ahead of real time it may run, wall ms) is dropped (not passed to the voice
+   * service) and counted in `media_audio_dropped_seconds_total`.
+   */
+  REALTIME_AUDIO_RATE: z.coerce.number().min(0.1).max(1000).default(1),
+  REALTIME_AUDIO_BURST_MS: durationMs(2_000),
   /** `no_audio_received`: an image this long after the first image with no audio received. */
   REALTIME_NO_AUDIO_AFTER_MS: durationMs(8_000),
   /** Tool calls of a realtime session: time limit, and delay before the agent says a filler line. */
@@ -261,6 +268,13 @@ const schema = z.object({
   CALL_ORPHAN_AFTER_MS: z.coerce.number().int().min(1).default(45_000),
   /** After the carrier reports the end while the media stream is still open, the bridge has this long to finish. */
   CALL_STATUS_GRACE_MS: durationMs(15_000),
+  /**
+   * Audio budget of one call's media stream: caller audio beyond real time (times RATE) plus BURST
+   * (how far ahead of real time it may run, wall ms) is dropped before transcoding and counted in `media_audio_dropped_seconds_total`. With the in-process sandbox carriers
+   * the rate is at least their SANDBOX_CARRIERS_SPEED (they send media that much faster).
+   */
+  CALL_AUDIO_RATE: z.coerce.number().min(0.1).max(1000).default(1),
+  CALL_AUDIO_BURST_MS: durationMs(2_000),
   /** A carrier's media WebSocket must send its `start` message within this. */
   CALL_STREAM_START_TIMEOUT_MS: z.coerce.number().int().min(1).default(10_000),
   /** One REST request to a carrier. */

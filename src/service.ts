@@ -8,7 +8,7 @@ import { limitConnections, serverOptions } from './http/connection-limits.js';
 import { trustedProxyMatcher } from './net/client-address.js';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
-import { Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Config } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
 import { Contract } from './http/contract.js';
@@ -140,6 +140,13 @@ export async function startService(
 
   const metrics = new Registry();
   collectDefaultMetrics({ register: metrics });
+  // Caller audio beyond a stream's budget (real time plus a burst), dropped before transcoding and the voice service.
+  const audioDropped = new Counter({
+    name: 'media_audio_dropped_seconds_total',
+    help: 'Caller audio dropped beyond its stream budget (real time plus a burst), seconds, by kind of stream.',
+    labelNames: ['stream'] as const,
+    registers: [metrics],
+  });
   let shuttingDown = false;
 
   const outbound: OutboundPolicy = { production: config.NODE_ENV === 'production', allowList: config.OUTBOUND_ALLOW_LIST };
@@ -230,6 +237,7 @@ export async function startService(
     events,
     deliveries: (workspaceId, conversationId, params) => webhooks.callDeliveries(workspaceId, conversationId, params),
     onForward: opts.onFrameForwarded,
+    onAudioDropped: (seconds) => audioDropped.inc({ stream: 'realtime' }, seconds),
   });
 
   // Phone calls. The URLs the carriers call follow the port the server really listens on when
@@ -328,6 +336,12 @@ export async function startService(
       recordMaxBytes: config.CONVERSATION_RECORD_MAX_BYTES,
       silenceTimeoutMs: config.CALL_SILENCE_TIMEOUT_MS,
       maxDurationMs: config.CALL_MAX_DURATION_S * 1000,
+      // The in-process sandbox carriers send media SANDBOX_CARRIERS_SPEED times faster than real time.
+      audioBudget: {
+        rate: sandbox.carriers ? Math.max(config.CALL_AUDIO_RATE, config.SANDBOX_CARRIERS_SPEED) : config.CALL_AUDIO_RATE,
+        burstMs: config.CALL_AUDIO_BURST_MS,
+      },
+      onAudioDropped: (seconds) => audioDropped.inc({ stream: 'call' }, seconds),
       reservation: callService.reservationTerms,
       onForward: opts.onCallFrameForwarded,
       startTimeoutMs: config.CALL_STREAM_START_TIMEOUT_MS,

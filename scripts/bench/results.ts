@@ -142,6 +142,8 @@ export async function run(): Promise<void> {
     PROVIDER_B_API_URL: c.providerBUrl,
     CALL_SILENCE_TIMEOUT_MS: '0',
     DATABASE_POOL_MAX: '20',
+    // The sandbox carriers run at speed 4: media four times faster than real time.
+    CALL_AUDIO_RATE: '4',
   });
   const hooks = await receiver();
   let serial = 0;

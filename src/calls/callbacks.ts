@@ -10,9 +10,9 @@
  * bridge running the call's media, wherever it is, hears of answering-machine results and of the
  * carrier's end of the call through CallSignals; a call with no live media is finalised here.
  */
-import type { KeyObject } from 'node:crypto';
+import { randomBytes, type KeyObject } from 'node:crypto';
 import type { Logger } from 'pino';
-import { forbidden, notFound } from '../errors/api-error.js';
+import { conflict, forbidden } from '../errors/api-error.js';
 import type { Clock } from '../lib/clock.js';
 import { sha256Hex } from '../lib/tokens.js';
 import type { RuntimeAgent } from '../agents/service.js';
@@ -32,6 +32,8 @@ import { providerBAnsweredBy, providerBHangup } from '../carriers/provider-b/sta
 import type { CallSignals } from './live/signals.js';
 
 const CALL_ID = /^call_[0-9A-Z]{26}$/;
+/** The key an unknown call's or number's request is checked against (it never verifies). */
+const UNKNOWN_KEY = randomBytes(32).toString('hex');
 
 export interface InboundAgents {
   findForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent | null>;
@@ -47,6 +49,8 @@ export interface CallbackOptions {
 }
 
 const invalidSignature = () => forbidden('invalid_signature', 'The request signature is missing or wrong.');
+/** One stream per call: once its media has started, the voice webhook gives no token again (a replay gets this). */
+const streamConnected = () => conflict('call_stream_connected', 'The call already has its media stream.');
 
 /** A carrier's request as its signature covers it. */
 export interface CarrierRequest {
@@ -94,12 +98,16 @@ export class CarrierCallbacks {
     return this.agents.findForRuntime(call.workspace_id, carrierAgentId(call));
   }
 
-  /** Checks `X-Twilio-Signature` with the agent's provider_a token; the account must be the agent's. */
+  /**
+   * Checks `X-Twilio-Signature` with the agent's provider_a token; the account must be the agent's.
+   * With no agent (no such call, no agent on the number) the same check runs against a throwaway key
+   * and fails the same way: an unsigned request learns nothing about which calls or numbers exist.
+   */
   private verifyA(req: CarrierRequest, agent: RuntimeAgent | null, params: FormParams): void {
     const a = agent?.providerA;
-    const good =
-      Boolean(a?.authToken && a.accountSid === one(params, 'AccountSid')) &&
-      verifyProviderASignature(a!.authToken!, `${this.urls.base()}${req.url}`, params, req.header('X-Twilio-Signature'));
+    const token = a?.authToken ?? UNKNOWN_KEY;
+    const signed = verifyProviderASignature(token, `${this.urls.base()}${req.url}`, params, req.header('X-Twilio-Signature'));
+    const good = Boolean(a?.authToken && a.accountSid === one(params, 'AccountSid')) && signed;
     if (!good) {
       this.log.warn({ path: req.url.split('?')[0], callSid: one(params, 'CallSid').slice(0, 64) }, 'provider_a callback refused: bad signature');
       throw invalidSignature();
@@ -120,31 +128,43 @@ export class CarrierCallbacks {
     const outbound = one(params, 'Direction') !== 'inbound' || req.callId !== undefined;
     if (outbound) {
       const call = await this.callForA(req, params);
-      if (!call) throw notFound('no_agent_for_number', 'No call matches this request.', 'CallSid');
-      this.verifyA(req, await this.agentOf(call), params);
+      // No such call: refused as a bad signature is (403), never 404.
+      this.verifyA(req, call ? await this.agentOf(call) : null, params);
+      if (!call) throw invalidSignature();
       if (isTerminal(call.status) || call.hangup_requested_at) return hangupTwiml();
+      if (call.media_started_at) throw streamConnected();
       const token = newStreamToken();
       const now = this.clock.now();
-      const moved = await this.store.update(call.id, {
+      const moved = await this.store.offerStream(call.id, {
         stream_token_hash: sha256Hex(token),
         call_sid: call.call_sid ?? callSid,
         status: 'in_progress',
         answered_at: call.answered_at ?? now,
         deadline_at: new Date(now.getTime() + this.opts.orphanAfterMs),
       });
-      if (!moved) return hangupTwiml();
+      if (!moved) {
+        const again = await this.store.get(call.id);
+        if (again?.media_started_at && !isTerminal(again.status)) throw streamConnected();
+        return hangupTwiml();
+      }
       return streamTwiml(this.urls.media('provider_a'), { call_id: call.id, stream_token: token });
     }
     const to = one(params, 'To');
+    // A number no agent answers here is refused as a bad signature is (403): whether a number is
+    // served here is not told to unsigned requests.
     const agent = await this.agents.inboundAgent('provider_a', to);
-    if (!agent) throw notFound('no_agent_for_number', 'No agent takes inbound calls on this number.', 'To');
     this.verifyA(req, agent, params);
+    if (!agent) throw invalidSignature();
     const existing = await this.store.findByCallSid('provider_a', callSid);
     if (existing) {
       // The carrier asked again (a retry): a fresh stream token for the same call.
       if (isTerminal(existing.status)) return hangupTwiml();
       const token = newStreamToken();
-      await this.store.update(existing.id, { stream_token_hash: sha256Hex(token) });
+      if (!(await this.store.offerStream(existing.id, { stream_token_hash: sha256Hex(token) }))) {
+        const again = await this.store.get(existing.id);
+        if (again && !isTerminal(again.status)) throw streamConnected();
+        return hangupTwiml();
+      }
       return streamTwiml(this.urls.media('provider_a'), { call_id: existing.id, stream_token: token });
     }
     const created = await this.calls.createInbound(agent, { provider: 'provider_a', callSid, from: one(params, 'From'), to });
@@ -155,8 +175,9 @@ export class CarrierCallbacks {
   async providerAStatus(req: CarrierRequest): Promise<void> {
     const params = formParams(req.rawBody);
     const call = await this.callForA(req, params);
-    if (!call) return;
-    this.verifyA(req, await this.agentOf(call), params);
+    // An unknown call is refused as a bad signature is (403), not acknowledged (204): no oracle.
+    this.verifyA(req, call ? await this.agentOf(call) : null, params);
+    if (!call) throw invalidSignature();
     const seq = Number(one(params, 'SequenceNumber'));
     if (Number.isFinite(seq) && call.carrier_seq !== null && seq <= call.carrier_seq) return;
     const mapped = providerAStatus(one(params, 'CallStatus'));
@@ -173,8 +194,8 @@ export class CarrierCallbacks {
   async providerAAmd(req: CarrierRequest): Promise<void> {
     const params = formParams(req.rawBody);
     const call = await this.callForA(req, params);
-    if (!call) return;
-    this.verifyA(req, await this.agentOf(call), params);
+    this.verifyA(req, call ? await this.agentOf(call) : null, params);
+    if (!call) throw invalidSignature();
     const { answeredBy, greetingEnded } = providerAAnsweredBy(one(params, 'AnsweredBy'));
     await this.machineDetected(call, answeredBy, greetingEnded);
   }
@@ -204,10 +225,20 @@ export class CarrierCallbacks {
     await this.finaliser.finalise(call.id);
   }
 
+  /**
+   * The first answering-machine result of a call wins (enforced by the update's guard): a later or
+   * replayed one changes nothing, except that a machine's end of greeting after its detection still
+   * tells the bridge the beep came.
+   */
   private async machineDetected(call: CallRow, answeredBy: 'human' | 'machine' | 'unknown', greetingEnded: boolean): Promise<void> {
-    const updated = await this.store.update(call.id, { answered_by: answeredBy });
-    if (!updated) return;
-    await this.signals.send({ callId: call.id, kind: 'amd', answeredBy, greetingEnded }, this.store.knex);
+    const updated = await this.store.recordAnsweredBy(call.id, answeredBy);
+    if (updated) {
+      await this.signals.send({ callId: call.id, kind: 'amd', answeredBy, greetingEnded }, this.store.knex);
+      return;
+    }
+    if (answeredBy !== 'machine' || !greetingEnded) return;
+    const now = await this.store.get(call.id);
+    if (now?.answered_by === 'machine' && !isTerminal(now.status)) await this.signals.send({ callId: call.id, kind: 'greeting_ended' }, this.store.knex);
   }
 
   // provider_b
@@ -227,7 +258,8 @@ export class CarrierCallbacks {
     if (call && call.provider !== 'provider_b') call = undefined;
     const incoming = type === 'call.initiated' && payload.direction === 'incoming' && !call;
     const inboundAgent = incoming && typeof payload.to === 'string' ? await this.agents.inboundAgent('provider_b', payload.to) : null;
-    if (!call && !inboundAgent && !incoming) return;
+    // An unknown call is not acknowledged before the signature is checked: with no key to check it
+    // (no call, no agent on the number) it is refused as a bad signature is.
     const keys = await this.keysFor(call, inboundAgent);
     const check = keys.length
       ? verifyProviderBSignature(keys, req.rawBody, req.header(SIGNATURE_HEADER), req.header(TIMESTAMP_HEADER), Math.floor(this.clock.now().getTime() / 1000))

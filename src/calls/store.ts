@@ -192,7 +192,9 @@ export class CallStore {
 
   /**
    * A media stream's claim: takes the call's single-use stream token (a live call of `provider` whose
-   * carrier id, if known, is `callSid`) and marks the call answered with its media on `instanceId`.
+   * carrier id, if known, is `callSid`, and whose media has not started) and marks the call answered
+   * with its media on `instanceId`. One stream per call: once a stream has claimed it, no other can,
+   * whatever token it holds (the database decides, so two instances cannot both take it).
    */
   async claimStream(input: {
     callId: string;
@@ -205,6 +207,7 @@ export class CallStore {
   }): Promise<CallRow | undefined> {
     const [row] = await this.db('calls')
       .where({ id: input.callId, provider: input.provider, stream_token_hash: input.tokenHash })
+      .whereNull('media_started_at')
       .whereIn('status', ['initiated', 'ringing', 'in_progress'])
       .where((q) => q.whereNull('call_sid').orWhere('call_sid', input.callSid))
       .update({
@@ -217,6 +220,36 @@ export class CallStore {
         deadline_at: this.db.raw(`now() + ? * interval '1 millisecond'`, [input.deadlineMs]),
         updated_at: this.db.fn.now(),
       })
+      .returning('*');
+    return row;
+  }
+
+  /**
+   * Gives a live call a new stream token (the carrier asks for our TwiML), only while no media stream
+   * has started: once one has, no token is ever given again. Undefined when the call is not live or
+   * already has its stream.
+   */
+  async offerStream(id: string, values: Partial<CallRow>, from: readonly CallStatus[] = LIVE_STATUSES): Promise<CallRow | undefined> {
+    const [row] = await this.db('calls')
+      .where({ id })
+      .whereIn('status', from as CallStatus[])
+      .whereNull('media_started_at')
+      .update({ ...encode(values), updated_at: this.db.fn.now() })
+      .returning('*');
+    return row;
+  }
+
+  /**
+   * Records the call's answering-machine result if it has none yet (the first result wins: a later
+   * or replayed one cannot switch a person's call into voicemail). Undefined when one was already
+   * recorded or the call is over.
+   */
+  async recordAnsweredBy(id: string, answeredBy: AnsweredBy): Promise<CallRow | undefined> {
+    const [row] = await this.db('calls')
+      .where({ id })
+      .whereIn('status', LIVE_STATUSES as CallStatus[])
+      .whereNull('answered_by')
+      .update({ answered_by: answeredBy, updated_at: this.db.fn.now() })
       .returning('*');
     return row;
   }

@@ -14,6 +14,7 @@ import { parseFrame, TEXT_SESSION_CODES, type ServerErrorCode } from './frames.j
 import type { RealtimeServerMessage } from '../../generated/asyncapi-types.js';
 import type { EndReason, Source } from './store.js';
 import type { AnalysisSetting } from '../conversation/write-up.js';
+import { AudioBudget, type AudioBudgetOptions } from '../audio/budget.js';
 
 export { FILLER } from '../conversation/engine.js';
 
@@ -34,6 +35,10 @@ export type SessionOutcome = ConversationOutcome & { endReason: EndReason };
 
 export interface BridgeOptions extends ConversationOptions {
   noAudioAfterMs: number;
+  /** The client's audio budget (real time plus a burst); audio beyond it is dropped. */
+  audioBudget: AudioBudgetOptions;
+  /** Counts dropped audio, seconds (the `media_audio_dropped_seconds_total` metric). */
+  onAudioDropped?: (seconds: number) => void;
   /** Called with the time from a frame's receipt to its hand-over to the voice session (benchmarks). */
   onForward?: (nanoseconds: bigint) => void;
 }
@@ -43,6 +48,7 @@ const APOLOGY = "Sorry, I couldn't read that message. Could you send it again?";
 export class SessionBridge {
   private readonly isText: boolean;
   private readonly conversation: Conversation;
+  private readonly audioBudget: AudioBudget;
   private firstImageAt: number | null = null;
   private audioReceived = false;
   private noAudioSent = false;
@@ -63,6 +69,7 @@ export class SessionBridge {
     private readonly opts: BridgeOptions,
     private readonly log: Logger,
   ) {
+    this.audioBudget = new AudioBudget(opts.audioBudget);
     this.isText = info.source === 'text';
     this.conversation = new Conversation(
       voice,
@@ -160,6 +167,11 @@ export class SessionBridge {
       switch (frame.mimeType) {
         case 'audio/pcm':
           this.audioReceived = true;
+          // 16 kHz PCM16: 32 bytes a millisecond. Beyond real time plus the burst: dropped, counted.
+          if (!this.audioBudget.take(frame.bytes.length / 32)) {
+            this.opts.onAudioDropped?.(frame.bytes.length / 32_000);
+            return;
+          }
           this.conversation.sendAudio(frame.bytes);
           break;
         case 'image/jpeg':

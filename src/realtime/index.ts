@@ -43,6 +43,8 @@ export interface RealtimeDeps {
   deliveries: (workspaceId: string, conversationId: string, params: PageParams) => Promise<Page<WebhookDelivery>>;
   /** Benchmarks: time from a frame's receipt to its hand-over to the voice session. */
   onForward?: (nanoseconds: bigint) => void;
+  /** Counts a client's audio dropped beyond its budget, seconds. */
+  onAudioDropped?: (seconds: number) => void;
 }
 
 export interface Realtime {
@@ -112,6 +114,8 @@ export function createRealtime(d: RealtimeDeps): Realtime {
       holdBytes: c.REALTIME_ADMISSION_HOLD_BYTES,
       shutdownGraceMs: c.SHUTDOWN_GRACE_MS,
       noAudioAfterMs: c.REALTIME_NO_AUDIO_AFTER_MS,
+      audioBudget: { rate: c.REALTIME_AUDIO_RATE, burstMs: c.REALTIME_AUDIO_BURST_MS },
+      onAudioDropped: d.onAudioDropped,
       toolTimeoutMs: c.REALTIME_TOOL_TIMEOUT_MS,
       toolFillerMs: c.REALTIME_TOOL_FILLER_MS,
       recordMaxBytes: c.CONVERSATION_RECORD_MAX_BYTES,

@@ -33,7 +33,7 @@ after(async () => {
 
 describe('a scheduled batch and a restart', () => {
   it('starts at scheduled_at in the new process, not before', async () => {
-    const env = await processEnv(db.url, dataDir, carriers, { CALL_RING_TIMEOUT_S: '5', JOBS_POLL_INTERVAL_MS: '200' });
+    const env = await processEnv(db.url, dataDir, carriers, { CALL_RING_TIMEOUT_S: '5', JOBS_POLL_INTERVAL_MS: '200', CALL_AUDIO_RATE: '2' });
     let service: ServiceProcess = await startProcess(env);
     let http = supertest(service.url);
     const { auth } = await signupWithKey(http, 'Schedule');

@@ -14,6 +14,8 @@ export type Provider = 'provider_a' | 'provider_b';
 /** Timings that make a sandbox call last a second or two instead of ten. */
 export const FAST_CALLS: Record<string, string> = {
   SANDBOX_CARRIERS_SPEED: '4',
+  // The sandbox carriers send media 4 times faster than real time: the audio budget follows (a carrier by URL is not assumed sped up).
+  CALL_AUDIO_RATE: '4',
   SANDBOX_CARRIERS_RING_MS: '40',
   VOICE_SANDBOX_SPEED: '4',
   VOICE_SANDBOX_MS_PER_CHAR: '30',

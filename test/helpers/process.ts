@@ -85,6 +85,8 @@ export const CRASH_TIMINGS: Record<string, string> = {
   CALL_HEARTBEAT_MS: '300',
   JOBS_POLL_INTERVAL_MS: '200',
   VOICE_SANDBOX_SPEED: '2',
+  // The test's sandbox carriers run at speed 2: media twice as fast as real time.
+  CALL_AUDIO_RATE: '2',
   VOICE_SANDBOX_MS_PER_CHAR: '30',
 };
 

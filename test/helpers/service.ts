@@ -48,6 +48,8 @@ export async function startTestService(env: Record<string, string> = {}, opts: {
     // Many services share the test server's connections (max_connections is 100 by default).
     DATABASE_POOL_MAX: '10',
     JOBS_CONCURRENCY: '4',
+    // Tests send whole clips of speech at once, faster than real time; the budget's own test sets it small.
+    REALTIME_AUDIO_BURST_MS: '60000',
     ...env,
   });
   const logs: string[] = [];

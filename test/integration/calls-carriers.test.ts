@@ -110,13 +110,78 @@ describe('signed callbacks', () => {
     assert.ok(['busy', 'completed'].includes(call.status));
   });
 
-  it('provider_a: a callback for an unknown call is acknowledged and ignored', async () => {
-    const res = await t.http
-      .post('/telephony/provider_a/status')
-      .type('form')
-      .set('X-Twilio-Signature', 'x')
-      .send(formBody({ CallSid: 'CAunknown', AccountSid: 'ACx', CallStatus: 'completed' }));
-    assert.equal(res.status, 204);
+  it('no oracle: an unsigned or badly signed callback gets the same 403 whether its call or number exists', async () => {
+    const token = randomBytes(16).toString('hex');
+    const sid = `AC${randomBytes(16).toString('hex')}`;
+    const served = sandboxNumber();
+    const agentId = await createPhoneAgent(t, tn, 'provider_a', { provider_a_config: { account_sid: sid, auth_token: token, phone_number: served } });
+    assert.equal((await t.http.post(`/api/v1/agents/${agentId}/telephony/provider_a/inbound`).set(bearer(tn.apiKey))).status, 200);
+    const callId = (await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber('0003') })).body.call_id as string;
+    const known = await waitForCall(t, tn, callId, (c) => c.call_sid !== null);
+    const unknownId = 'call_01JD5Z9K3M4N5P6Q7R8S9T0V1W';
+    /** What an outsider sees: status and body without the request id. */
+    const seen = (res: { status: number; body: { error?: Record<string, unknown> } }) =>
+      JSON.stringify({ status: res.status, error: res.body.error ? { ...res.body.error, request_id: null } : null });
+    const postA = (path: string, params: Record<string, string>, signature?: string) => {
+      const req = t.http.post(path).type('form');
+      if (signature) req.set('X-Twilio-Signature', signature);
+      return req.send(formBody(params));
+    };
+    for (const signature of [undefined, 'bad', providerASignature('another-token', `${t.url}/x`, {})]) {
+      for (const kind of ['status', 'amd', 'voice'] as const) {
+        const params = {
+          CallSid: known.call_sid,
+          AccountSid: sid,
+          From: served,
+          To: known.to_number,
+          CallStatus: 'completed',
+          Direction: 'outbound-api',
+          AnsweredBy: 'human',
+        };
+        const existing = await postA(`/telephony/provider_a/${kind}?call_id=${callId}`, params, signature);
+        const missing = await postA(
+          `/telephony/provider_a/${kind}?call_id=${unknownId}`,
+          { ...params, CallSid: `CA${randomBytes(16).toString('hex')}` },
+          signature,
+        );
+        assert.equal(existing.status, 403, kind);
+        assert.equal(seen(missing), seen(existing), `${kind}: an unknown call answers as an existing one`);
+      }
+      const inbound = (to: string) => ({
+        CallSid: `CA${randomBytes(16).toString('hex')}`,
+        AccountSid: sid,
+        From: '+14155550199',
+        To: to,
+        CallStatus: 'ringing',
+        Direction: 'inbound',
+      });
+      const servedRes = await postA('/telephony/provider_a/voice', inbound(served), signature);
+      const unservedRes = await postA('/telephony/provider_a/voice', inbound(sandboxNumber()), signature);
+      assert.equal(servedRes.status, 403);
+      assert.equal(seen(unservedRes), seen(servedRes), 'a number served here answers as one that is not');
+    }
+    // provider_b: an event about an existing call and one about no call, both unsigned.
+    const agentB = await createPhoneAgent(t, tn, 'provider_b', providerBConfigFor(external.providerBPublicKey, sandboxNumber()));
+    const callB = (await placeCall(t, tn, { agent_id: agentB, to_number: sandboxNumber('0003') })).body.call_id as string;
+    const liveB = await waitForCall(t, tn, callB, (c) => c.call_sid !== null);
+    const eventB = (callId: string) =>
+      JSON.stringify({
+        data: {
+          record_type: 'event',
+          event_type: 'call.hangup',
+          id: randomBytes(8).toString('hex'),
+          occurred_at: new Date().toISOString(),
+          payload: { call_control_id: liveB.call_sid, client_state: encodeClientState({ call_id: callId }), hangup_cause: 'normal_clearing' },
+        },
+        meta: { attempt: 1 },
+      });
+    const postB = (body: string) => t.http.post('/telephony/provider_b/events').set('Content-Type', 'application/json').send(body);
+    const existingB = await postB(eventB(callB));
+    const missingB = await postB(eventB(unknownId));
+    assert.equal(existingB.status, 403);
+    assert.equal(seen(missingB), seen(existingB), 'provider_b: an unknown call answers as an existing one');
+    await t.http.post(`/api/v1/calls/${callId}/hangup`).set(bearer(tn.apiKey));
+    await t.http.post(`/api/v1/calls/${callB}/hangup`).set(bearer(tn.apiKey));
   });
 
   it('provider_b: a stale timestamp is 403 signature_expired, a forged one 403, a redelivered event applies once', async () => {

@@ -141,3 +141,16 @@ describe('CORS', () => {
     assert.equal(get.headers['access-control-allow-origin'], undefined);
   });
 });
+
+describe('security headers', () => {
+  it('every API answer, success or error, carries X-Content-Type-Options: nosniff', async () => {
+    for (const res of [
+      await t.http.get('/healthz'),
+      await t.http.get('/api/v1/agents'),
+      await t.http.get('/api/v1/no-such-route'),
+      await t.http.post('/api/v1/auth/login').set('Content-Type', 'application/json').send('{oops'),
+    ]) {
+      assert.equal(res.headers['x-content-type-options'], 'nosniff', String(res.status));
+    }
+  });
+});

@@ -33,6 +33,7 @@ import type { Carrier } from '../../carriers/carrier.js';
 import { credentialsOf } from '../../carriers/credentials.js';
 import type { CallSignal } from './signals.js';
 import type { NumberRefusal } from '../../destinations/policy.js';
+import { AudioBudget, type AudioBudgetOptions } from '../../audio/budget.js';
 
 import { chosenDestination, transferDeclaration } from './transfer-tool.js';
 
@@ -42,6 +43,10 @@ export interface CallBridgeOptions {
   recordMaxBytes: number;
   silenceTimeoutMs: number;
   maxDurationMs: number;
+  /** The caller's audio budget (real time plus a burst); audio beyond it is dropped before transcoding. */
+  audioBudget: AudioBudgetOptions;
+  /** Counts dropped caller audio, seconds (the `media_audio_dropped_seconds_total` metric). */
+  onAudioDropped?: (seconds: number) => void;
   /** Benchmarks: time from a caller frame's receipt to its hand-over to the voice session. */
   onForward?: (nanoseconds: bigint) => void;
 }
@@ -71,6 +76,7 @@ const PROGRESS_DEBOUNCE_MS = 1000;
 
 export class CallBridge {
   private readonly transcoder = new CallTranscoder();
+  private readonly audioBudget: AudioBudget;
   private conversation: Conversation | null = null;
   private readonly held: Buffer[] = [];
   private nextSeq: number | null = null;
@@ -113,6 +119,7 @@ export class CallBridge {
     private readonly log: Logger,
   ) {
     this.lastActivity = this.now();
+    this.audioBudget = new AudioBudget(opts.audioBudget);
     ws.on('close', () => void this.finish('stream_closed'));
   }
 
@@ -187,7 +194,7 @@ export class CallBridge {
       });
     }
     this.conversation = conversation;
-    for (const frame of this.held.splice(0)) this.toModel(frame, null);
+    for (const frame of this.held.splice(0)) this.toModel(frame, null, false);
     this.startTimers();
   }
 
@@ -269,7 +276,13 @@ export class CallBridge {
     }
   }
 
-  private toModel(ulaw: Buffer, receivedAt: bigint | null): void {
+  /** `charge`: false for held frames, already taken from the budget when they arrived. */
+  private toModel(ulaw: Buffer, receivedAt: bigint | null, charge = true): void {
+    // 8 kHz mu-law: 8 bytes a millisecond. Beyond real time plus the burst: dropped before any work.
+    if (charge && !this.audioBudget.take(ulaw.length / 8)) {
+      this.opts.onAudioDropped?.(ulaw.length / 8000);
+      return;
+    }
     const pcm = this.transcoder.toModel(ulaw);
     if (rms(pcm) >= DEFAULT_SPEECH_RMS) {
       this.lastActivity = this.now();

@@ -3,7 +3,8 @@
  * (ws in noServer mode, routed by src/http/upgrades.ts). A stream must identify its call in its
  * `start` message within CALL_STREAM_START_TIMEOUT_MS: the call id and the single-use stream token we
  * gave the carrier (TwiML `<Parameter>`s, or `client_state`), for a live call of that provider with the
- * same carrier call id. Anything else is closed with 1008 before any audio is taken. An accepted
+ * same carrier call id, whose media has not started (one stream per call: a second stream is refused,
+ * the first never replaced). Anything else is closed with 1008 before any audio is taken. An accepted
  * stream becomes a CallBridge; the instance's bridges renew their calls' deadlines while they run.
  */
 import type { Logger } from 'pino';
@@ -111,7 +112,12 @@ export class MediaServer {
       if (ws.readyState === ws.OPEN) ws.close(1008, 'No start message');
       return;
     }
-    const call = start.callId && start.streamToken ? await this.claim(provider, start.callId, start.streamToken, start.callSid) : undefined;
+    // One stream per call: a call this instance already streams is refused without asking the
+    // database (whose claim refuses it anyway, on any instance), with the same answer as a bad token.
+    const call =
+      start.callId && start.streamToken && !this.bridges.has(start.callId)
+        ? await this.claim(provider, start.callId, start.streamToken, start.callSid)
+        : undefined;
     if (!call) {
       log.warn({ callSid: start.callSid }, 'media stream refused: no live call matches its start message');
       ws.close(1008, 'Unknown or expired stream');
@@ -143,6 +149,7 @@ export class MediaServer {
     ws.on('message', (data: Buffer, isBinary: boolean) => {
       if (!isBinary) bridge.handleMessage(data.toString(), process.hrtime.bigint());
     });
+    // Never replaces a bridge: the claim above let one stream per call through.
     this.bridges.set(call.id, bridge);
     this.deps.signals.register(call.id, (s) => bridge.onSignal(s));
     void bridge.done.finally(() => {

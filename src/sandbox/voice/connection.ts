@@ -115,6 +115,8 @@ export class SandboxConnection {
     private readonly timing: SandboxTiming,
     private readonly registry: ConversationRegistry,
     private readonly onSetup: (record: SetupRecord) => void,
+    /** Counts the input audio received, ms (the service's audio budget is tested by it). */
+    private readonly onAudioMs: (ms: number) => void = () => undefined,
   ) {
     ws.on('message', (data, isBinary) => this.onMessage(data, isBinary));
     ws.on('close', (code) => this.onClose(code));
@@ -220,6 +222,7 @@ export class SandboxConnection {
     const len = this.input.write(b64, 'base64');
     const frame = this.input.subarray(0, len & ~1);
     const ms = frame.length / INPUT_BYTES_PER_MS;
+    this.onAudioMs(ms);
     if (rms(frame) >= this.timing.speechRms) {
       if (!this.inSpeech) {
         this.inSpeech = true;

@@ -30,6 +30,8 @@ export interface SandboxVoiceService {
   /** Every setup received, in order (model and the resumption handle it carried). */
   readonly setups: readonly SetupRecord[];
   openConnections(): number;
+  /** Input audio received over every connection so far, ms. */
+  audioReceivedMs(): number;
   /** Connection attempts refused while unavailable. */
   refusedConnections(): number;
   goAway(timeLeftMs?: number): void;
@@ -115,6 +117,7 @@ export async function startSandboxVoiceService(options: SandboxOptions = {}): Pr
   const connections = new Map<import('ws').WebSocket, SandboxConnection>();
   let unavailable = false;
   let refused = 0;
+  let audioMs = 0;
 
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
@@ -151,7 +154,16 @@ export async function startSandboxVoiceService(options: SandboxOptions = {}): Pr
       return;
     }
     wss.handleUpgrade(req, socket, head, (ws) => {
-      connections.set(ws, new SandboxConnection(ws, timing, registry, (r) => setups.push(r)));
+      connections.set(
+        ws,
+        new SandboxConnection(
+          ws,
+          timing,
+          registry,
+          (r) => setups.push(r),
+          (ms) => (audioMs += ms),
+        ),
+      );
       ws.on('close', () => connections.delete(ws));
     });
   });
@@ -166,6 +178,7 @@ export async function startSandboxVoiceService(options: SandboxOptions = {}): Pr
     url: `ws://${address.includes(':') ? `[${address}]` : address}:${port}`,
     setups,
     openConnections: () => connections.size,
+    audioReceivedMs: () => audioMs,
     refusedConnections: () => refused,
     goAway(timeLeftMs = 100) {
       for (const c of connections.values()) c.goAway(timeLeftMs);
