@@ -55,8 +55,12 @@ export interface Realtime {
   upgradeRoute: UpgradeRoute;
   /** Starts the ping sweep (the server is used for its port when PUBLIC_BASE_URL is unset). */
   attach(server: http.Server): void;
-  /** Shutdown: closes live sessions (1001) and waits for their records and events. */
-  drain(): Promise<void>;
+  /**
+   * Shutdown: live sessions (and connections with tokens already issued) run on until they end or
+   * `deadline` resolves; those left are then closed (1001, `end_reason` `shutdown`). Resolves once
+   * their records and events are written.
+   */
+  drain(deadline: Promise<void>): Promise<void>;
 }
 
 export function createRealtime(d: RealtimeDeps): Realtime {
@@ -158,10 +162,12 @@ export function createRealtime(d: RealtimeDeps): Realtime {
       liveTimer.unref();
       void liveBeat();
     },
-    async drain() {
+    async drain(deadline) {
       clearInterval(pruneTimer);
+      // Live sessions' leases are renewed until the last one is finalised (else another instance
+      // would take them for orphans of a dead instance).
+      await gateway.drain(deadline);
       clearInterval(liveTimer);
-      await gateway.drain();
     },
   };
 }
