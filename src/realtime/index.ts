@@ -126,17 +126,21 @@ export function createRealtime(d: RealtimeDeps): Realtime {
   let pruneTimer: NodeJS.Timeout | undefined;
   let liveTimer: NodeJS.Timeout | undefined;
   let sweeping = false;
-  /** This instance's sessions are alive; sessions of dead instances are finalised (a few per beat). */
+  /**
+   * This instance's sessions are alive (every beat, whatever else is running: a renewal that waited
+   * for a slow sweep would let this instance's own sessions expire); sessions of dead instances are
+   * finalised, a few per beat, one sweep at a time.
+   */
   const liveBeat = async () => {
+    await live.renew().catch((err) => log.warn({ err }, 'live session heartbeat failed'));
     if (sweeping) return;
     sweeping = true;
     try {
-      await live.renew();
       for (let i = 0; i < ORPHANS_PER_BEAT; i++) {
         if (!(await live.claimOrphan(c.REALTIME_LEASE_EXPIRY_MS, (row, trx) => finaliser.finaliseOrphan(row, trx)))) break;
       }
     } catch (err) {
-      log.warn({ err }, 'live session heartbeat failed');
+      log.warn({ err }, 'orphaned session sweep failed');
     } finally {
       sweeping = false;
     }

@@ -327,10 +327,10 @@ before(
             // Loose enough for a loaded 2-core machine, short enough for a killed instance's calls and
             // sessions to be taken over within the test.
             CALL_DIAL_GRACE_MS: '15000',
-            CALL_ORPHAN_AFTER_MS: '8000',
-            CALL_HEARTBEAT_MS: '1000',
-            REALTIME_LEASE_HEARTBEAT_MS: '1000',
-            REALTIME_LEASE_EXPIRY_MS: '8000',
+            CALL_ORPHAN_AFTER_MS: '20000',
+            CALL_HEARTBEAT_MS: '2000',
+            REALTIME_LEASE_HEARTBEAT_MS: '2000',
+            REALTIME_LEASE_EXPIRY_MS: '20000',
             WEBHOOK_POLL_INTERVAL_MS: '200',
             // Conversations here last about 10 s: a draining instance lets them end on their own.
             SHUTDOWN_DRAIN_MS: '60000',
