@@ -128,7 +128,7 @@ async function setUp(): Promise<Tenant> {
 /** Web sessions that failed on the client's side, with why (each fails the test at its end). */
 const sessionErrors: string[] = [];
 
-/** Traffic until `stop()`: a call every 600 ms (carriers alternating), a web session every 1.5 s. */
+/** Traffic until `stop()`: a call every 600 ms (carriers alternating), a web session every 2.5 s. */
 function traffic(tn: Tenant) {
   const calls: string[] = [];
   const sessions: Array<Promise<string | null>> = [];
@@ -159,7 +159,7 @@ function traffic(tn: Tenant) {
           return null;
         }),
       );
-      await new Promise((r) => setTimeout(r, 1500));
+      await new Promise((r) => setTimeout(r, 2500));
     }
   })();
   return {
@@ -332,6 +332,9 @@ before(
             REALTIME_LEASE_HEARTBEAT_MS: '2000',
             REALTIME_LEASE_EXPIRY_MS: '20000',
             WEBHOOK_POLL_INTERVAL_MS: '200',
+            // The traffic creates more web sessions an hour than a workspace may by default.
+            REALTIME_SESSIONS_PER_HOUR: '100000',
+            REALTIME_SESSIONS_PER_DAY: '100000',
             // Conversations here last about 10 s: a draining instance lets them end on their own.
             SHUTDOWN_DRAIN_MS: '60000',
           },
