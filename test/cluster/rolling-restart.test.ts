@@ -262,7 +262,10 @@ async function settle(tn: Tenant, callIds: string[], sessionIds: string[], batch
     },
     60_000,
     'a call.completed for every conversation',
-  );
+  ).catch((err: Error) => {
+    const seen = completions();
+    throw new Error(`${err.message}; missing: ${[...all, ...sessionIds].filter((id) => !seen.has(id)).join(', ')}`);
+  });
   return rows;
 }
 
