@@ -3849,10 +3849,12 @@ export interface components {
          *     minutes; `silence_timeout`: neither side spoke for the configured silence timeout; `not_answered`:
          *     status `busy` or `no_answer`; `canceled`: status `canceled`; `carrier_error`: the carrier failed the
          *     call (or never reported its outcome); `service_error`: the media stream or voice service failed;
-         *     `not_allowed`: the agent or its provider configuration was removed before the call was dialed.
+         *     `not_allowed`: the agent or its provider configuration was removed before the call was dialed;
+         *     `shutdown`: the service instance running the call was stopping and the call was still live at its
+         *     drain deadline (`SHUTDOWN_DRAIN_MS`), so the service hung up (status `completed`, billed to then).
          * @enum {string}
          */
-        CallEndReason: "remote_hangup" | "agent_hangup" | "api_hangup" | "transferred" | "time_limit" | "insufficient_credit" | "plan_limit_reached" | "silence_timeout" | "not_answered" | "canceled" | "carrier_error" | "service_error" | "not_allowed";
+        CallEndReason: "remote_hangup" | "agent_hangup" | "api_hangup" | "transferred" | "time_limit" | "insufficient_credit" | "plan_limit_reached" | "silence_timeout" | "not_answered" | "canceled" | "carrier_error" | "service_error" | "not_allowed" | "shutdown";
         /**
          * Call
          * @description A phone call, outbound or inbound. It carries every field of its `call.completed` event but `event`
@@ -6002,10 +6004,15 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
-        /** @description The service is starting, shutting down, or its database is unreachable. */
+        /**
+         * @description The service is starting, shutting down, or its database is unreachable. An instance that is
+         *     draining for a restart refuses new calls and sessions with this and a `Retry-After`; the request
+         *     did nothing, so it can be sent again (with the same `Idempotency-Key`) and another instance takes it.
+         */
         ServiceUnavailable: {
             headers: {
                 "X-Request-Id": components["headers"]["RequestId"];
+                "Retry-After": components["headers"]["RetryAfter"];
                 [name: string]: unknown;
             };
             content: {

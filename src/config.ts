@@ -71,7 +71,13 @@ const schema = z.object({
   KEY_LAST_USED_RESOLUTION_MS: durationMs(60_000),
   /** How long an agent's inbound setup URL has to answer before the call is answered with the agent's own settings. */
   INBOUND_SETUP_TIMEOUT_MS: durationMs(3_000),
-  /** Grace period on SIGTERM before open connections are cut. */
+  /**
+   * On SIGTERM, how long live conversations (phone calls, web sessions) may run on to their natural end
+   * while the instance drains (readiness 503, no new calls, sessions or jobs); those still live then
+   * are ended with `end_reason` `shutdown`. Set the orchestrator's kill timeout above this plus SHUTDOWN_GRACE_MS.
+   */
+  SHUTDOWN_DRAIN_MS: durationMs(300_000),
+  /** After the drain: time for in-flight requests and for conversations ended at the deadline to be finalised before connections are cut. */
   SHUTDOWN_GRACE_MS: durationMs(10_000),
   /** Check every response against the contract: off, log (development default) or enforce (tests). */
   CONTRACT_CHECK: z.enum(['off', 'log', 'enforce']).optional(),

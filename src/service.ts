@@ -72,6 +72,7 @@ import { BatchStore } from './batches/store.js';
 import { BatchEngine } from './batches/engine.js';
 import { BatchService } from './batches/service.js';
 import { batchRoutes } from './batches/routes.js';
+import { serviceUnavailable } from './errors/api-error.js';
 
 export interface RunningService {
   url: string;
@@ -110,8 +111,15 @@ export interface RunningService {
   jobs: JobQueue;
   /** operationIds that have a handler; the rest answer 501. */
   implemented: string[];
-  /** Stop accepting, let in-flight requests finish (up to SHUTDOWN_GRACE_MS), close the database. */
+  /**
+   * Drain, then stop: readiness answers 503 and new calls and sessions are refused (503 + Retry-After)
+   * at once, no new jobs are taken; live calls and sessions run on until they end or SHUTDOWN_DRAIN_MS,
+   * when those left end with `shutdown`; then in-flight requests finish (up to SHUTDOWN_GRACE_MS), the
+   * workers stop and the database closes.
+   */
   close(): Promise<void>;
+  /** True from the moment close() is called. */
+  readonly draining: boolean;
 }
 
 export async function startService(
@@ -147,7 +155,8 @@ export async function startService(
     labelNames: ['stream'] as const,
     registers: [metrics],
   });
-  let shuttingDown = false;
+  /** Set by close(): readiness answers 503 and new calls and sessions are refused. */
+  let draining = false;
 
   const outbound: OutboundPolicy = { production: config.NODE_ENV === 'production', allowList: config.OUTBOUND_ALLOW_LIST };
 
@@ -387,8 +396,19 @@ export async function startService(
     ...realtime.routes,
     ...callRoutes(callService, callbacks, inbound, (workspaceId, callId, params) => webhooks.callDeliveries(workspaceId, callId, params)),
     ...batchRoutes(batchService, contract, (workspaceId, batchId, params) => webhooks.batchDeliveries(workspaceId, batchId, params)),
-    ...systemRoutes({ db: db.knex, metrics, isShuttingDown: () => shuttingDown }),
+    ...systemRoutes({ db: db.knex, metrics, isShuttingDown: () => draining }),
   };
+  // A draining instance starts no new conversation: the request did nothing, so the client (or the
+  // balancer) sends it again and a ready instance takes it. Everything else is served as usual while
+  // the instance drains (carriers' callbacks and media streams and browsers' WebSockets of the
+  // conversations already created included), so nothing already begun is lost.
+  for (const op of ['createCall', 'createRealtimeSession'] as const) {
+    const handler = handlers[op] as (...args: unknown[]) => Promise<unknown>;
+    (handlers as Record<string, unknown>)[op] = (...args: unknown[]) => {
+      if (draining) throw serviceUnavailable('This instance is shutting down; send the request again: another instance takes it.', 'service_unavailable', 1);
+      return handler(...args);
+    };
+  }
   // Work to finish on shutdown after the HTTP server stops (background workers, open sessions), in order.
   const stopHooks: Array<[string, () => Promise<void>]> = [];
   // Slot leases are renewed until every live session has been drained.
@@ -474,14 +494,23 @@ export async function startService(
     telephony: { carriers, media, signals },
     jobs,
     implemented: Object.keys(handlers),
+    get draining() {
+      return draining;
+    },
     close() {
       closing ??= (async () => {
-        shuttingDown = true;
+        draining = true;
+        log.info({ calls: media.size, sessions: realtime.gateway.size, drainMs: config.SHUTDOWN_DRAIN_MS }, 'draining: no new calls, sessions or jobs');
+        // No new jobs from now on (the running ones finish); the other instances take the queue.
+        const jobsStopped = jobs.stop().catch((err) => log.error({ err }, 'job queue did not stop cleanly'));
+        // Live conversations run on to their end, or to the drain deadline (then they end with `shutdown`).
+        let deadlineTimer: NodeJS.Timeout | undefined;
+        const deadline = new Promise<void>((resolve) => (deadlineTimer = setTimeout(resolve, config.SHUTDOWN_DRAIN_MS)));
+        await Promise.all([realtime.drain(deadline), media.drain(deadline), jobsStopped]);
+        clearTimeout(deadlineTimer);
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         const grace = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_GRACE_MS);
-        // Upgraded sockets keep the server open: live sessions close (1001) and are finalised first.
-        await Promise.all([realtime.drain(), media.drain()]);
         await closed;
         clearTimeout(grace);
         for (const [step, hook] of stopHooks) {

@@ -31,7 +31,8 @@ export type EndReason =
   | 'canceled'
   | 'carrier_error'
   | 'service_error'
-  | 'not_allowed';
+  | 'not_allowed'
+  | 'shutdown';
 
 export const LIVE_STATUSES: readonly LiveStatus[] = ['queued', 'initiated', 'ringing', 'in_progress'];
 export const TERMINAL_STATUSES: readonly CallStatus[] = ['completed', 'busy', 'no_answer', 'failed', 'canceled', 'voicemail'];

@@ -86,8 +86,12 @@ export const notImplemented = (operationId: string) =>
   new ApiError(501, 'api_error', 'not_implemented', `The operation '${operationId}' is not implemented yet.`);
 export const internalError = () =>
   new ApiError(500, 'api_error', 'internal_error', 'An unexpected error occurred. Quote the request id when contacting support.');
-export const serviceUnavailable = (message = 'The service is temporarily unavailable; retry shortly.', code: CodeFor<503> = 'service_unavailable') =>
-  new ApiError(503, 'api_error', code, message);
+/** Every 503 says when to try again (the contract requires Retry-After on it): nothing was done, so a retry is safe. */
+export const serviceUnavailable = (
+  message = 'The service is temporarily unavailable; retry shortly.',
+  code: CodeFor<503> = 'service_unavailable',
+  retryAfterSeconds = 1,
+) => new ApiError(503, 'api_error', code, message, { headers: { 'Retry-After': String(Math.max(1, Math.ceil(retryAfterSeconds))) } });
 
 /** The same error, blamed on one field of the request (an agent's 404 as the `agent_id` of a call, ...). */
 export const withParam = <S extends number>(err: ApiError<S>, param: string): ApiError<S> =>

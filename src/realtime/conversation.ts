@@ -62,7 +62,11 @@ export class ConversationFinaliser {
   async finalise(info: SessionInfo, instruction: string, outcome: SessionOutcome): Promise<ConversationRow | undefined> {
     await this.live.settle(info.id);
     const elapsedMs = outcome.endedAt.getTime() - info.startedAt.getTime();
-    return this.record(info, instruction, outcome, outcome.endReason, elapsedMs);
+    try {
+      return await this.record(info, instruction, outcome, outcome.endReason, elapsedMs);
+    } finally {
+      this.live.forget(info.id);
+    }
   }
 
   /**

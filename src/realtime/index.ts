@@ -57,8 +57,12 @@ export interface Realtime {
   upgradeRoute: UpgradeRoute;
   /** Starts the ping sweep (the server is used for its port when PUBLIC_BASE_URL is unset). */
   attach(server: http.Server): void;
-  /** Shutdown: closes live sessions (1001) and waits for their records and events. */
-  drain(): Promise<void>;
+  /**
+   * Shutdown: live sessions (and connections with tokens already issued) run on until they end or
+   * `deadline` resolves; those left are then closed (1001, `end_reason` `shutdown`). Resolves once
+   * their records and events are written.
+   */
+  drain(deadline: Promise<void>): Promise<void>;
 }
 
 export function createRealtime(d: RealtimeDeps): Realtime {
@@ -126,17 +130,21 @@ export function createRealtime(d: RealtimeDeps): Realtime {
   let pruneTimer: NodeJS.Timeout | undefined;
   let liveTimer: NodeJS.Timeout | undefined;
   let sweeping = false;
-  /** This instance's sessions are alive; sessions of dead instances are finalised (a few per beat). */
+  /**
+   * This instance's sessions are alive (every beat, whatever else is running: a renewal that waited
+   * for a slow sweep would let this instance's own sessions expire); sessions of dead instances are
+   * finalised, a few per beat, one sweep at a time.
+   */
   const liveBeat = async () => {
+    await live.renew().catch((err) => log.warn({ err }, 'live session heartbeat failed'));
     if (sweeping) return;
     sweeping = true;
     try {
-      await live.renew();
       for (let i = 0; i < ORPHANS_PER_BEAT; i++) {
         if (!(await live.claimOrphan(c.REALTIME_LEASE_EXPIRY_MS, (row, trx) => finaliser.finaliseOrphan(row, trx)))) break;
       }
     } catch (err) {
-      log.warn({ err }, 'live session heartbeat failed');
+      log.warn({ err }, 'orphaned session sweep failed');
     } finally {
       sweeping = false;
     }
@@ -162,10 +170,12 @@ export function createRealtime(d: RealtimeDeps): Realtime {
       liveTimer.unref();
       void liveBeat();
     },
-    async drain() {
+    async drain(deadline) {
       clearInterval(pruneTimer);
+      // Live sessions' leases are renewed until the last one is finalised (else another instance
+      // would take them for orphans of a dead instance).
+      await gateway.drain(deadline);
       clearInterval(liveTimer);
-      await gateway.drain();
     },
   };
 }

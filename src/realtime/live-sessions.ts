@@ -44,7 +44,7 @@ export type NewLiveSession = Pick<
 const SAVE_DEBOUNCE_MS = 250;
 
 export class LiveSessions {
-  private readonly local = new Map<string, { opened: Promise<void>; timer?: NodeJS.Timeout; saving: Promise<void>; read?: () => Progress }>();
+  private readonly local = new Map<string, { opened: Promise<void>; timer?: NodeJS.Timeout; saving: Promise<void>; read?: () => Progress; ending?: boolean }>();
 
   constructor(
     private readonly db: Knex,
@@ -63,7 +63,7 @@ export class LiveSessions {
   /** Saves `read()` soon (once for a burst of changes). */
   changed(id: string, read: () => Progress): void {
     const s = this.local.get(id);
-    if (!s) return;
+    if (!s || s.ending) return;
     s.read = read;
     if (s.timer) return;
     s.timer = setTimeout(() => {
@@ -85,13 +85,22 @@ export class LiveSessions {
       });
   }
 
-  /** The session is ending here: no more saves; resolves once earlier writes are done. */
+  /**
+   * The session is ending here: no more saves; resolves once earlier writes are done. Its row is still
+   * renewed until forget(): writing its record (the analysis by the voice service) can outlast the
+   * lease expiry, and another instance must not take a session being finalised for a dead one's.
+   */
   async settle(id: string): Promise<void> {
     const s = this.local.get(id);
     if (!s) return;
     clearTimeout(s.timer);
-    this.local.delete(id);
+    s.ending = true;
     await s.saving;
+  }
+
+  /** The session's record is written (or given up): its row is no longer renewed from here. */
+  forget(id: string): void {
+    this.local.delete(id);
   }
 
   /** Removes the row in the transaction that writes the record; false when it was already gone (finalised elsewhere). */

@@ -29,7 +29,7 @@ export interface GatewayOptions extends BridgeOptions {
   /** Frames held while admission runs: at most this many, of at most this many bytes in all. */
   holdFrames: number;
   holdBytes: number;
-  /** drain() waits at most this long for sessions to finish (SHUTDOWN_GRACE_MS). */
+  /** After the drain deadline, drain() waits at most this long for the sessions it closed to be finalised (SHUTDOWN_GRACE_MS). */
   shutdownGraceMs: number;
 }
 
@@ -220,13 +220,21 @@ export class RealtimeGateway {
   }
 
   /**
-   * Shutdown: refuse new upgrades, close live sessions (1001), wait for their records and events, at
-   * most shutdownGraceMs (then what is still running is abandoned and logged).
+   * Shutdown. Until `deadline`: sessions run on to their end, and connections with a token already
+   * issued are still taken (the developer's session creation succeeded; the balancer sends this
+   * instance no new ones once its readiness answers 503, and new tokens are refused while it drains).
+   * At the deadline: new upgrades are refused, live sessions are closed (1001, `end_reason`
+   * `shutdown`), and their records and events are waited for, at most shutdownGraceMs (then what is
+   * still running is abandoned and logged).
    */
-  async drain(): Promise<void> {
+  async drain(deadline: Promise<void>): Promise<void> {
+    let due = false;
+    void deadline.then(() => (due = true));
+    while (this.inFlight.size && !due) await Promise.race([Promise.allSettled([...this.inFlight]), deadline]);
     this.closing = true;
     clearInterval(this.pingTimer);
-    for (const bridge of this.bridges) bridge.close(1001, 'Server shutting down');
+    if (this.bridges.size) this.log.warn({ sessions: this.bridges.size }, 'drain deadline: ending live sessions');
+    for (const bridge of this.bridges) bridge.close(1001, 'Server shutting down', 'shutdown');
     // A peer that does not answer the close handshake promptly is cut.
     const cut = setTimeout(
       () => {
@@ -235,14 +243,14 @@ export class RealtimeGateway {
       Math.min(1000, this.opts.shutdownGraceMs),
     );
     let timedOut = false;
-    const deadline = new Promise<void>((resolve) => {
+    const graceOver = new Promise<void>((resolve) => {
       const timer = setTimeout(() => {
         timedOut = true;
         resolve();
       }, this.opts.shutdownGraceMs);
       timer.unref();
     });
-    while (this.inFlight.size && !timedOut) await Promise.race([Promise.allSettled([...this.inFlight]), deadline]);
+    while (this.inFlight.size && !timedOut) await Promise.race([Promise.allSettled([...this.inFlight]), graceOver]);
     clearTimeout(cut);
     if (timedOut && this.inFlight.size) {
       this.log.warn({ pending: this.inFlight.size }, 'realtime sessions still finishing after SHUTDOWN_GRACE_MS; not waiting any longer');

@@ -44,6 +44,8 @@ export async function startTestService(env: Record<string, string> = {}, opts: {
     CONTRACT_COVERAGE_DIR: process.env.CONTRACT_COVERAGE_DIR ?? '',
     ADMIN_TOKEN,
     SHUTDOWN_GRACE_MS: '2000',
+    // Closing a test service ends what is still live at once (tests that drain set their own).
+    SHUTDOWN_DRAIN_MS: '0',
     AUTH_RATE_LIMIT_PER_MINUTE: '10000',
     // Many services share the test server's connections (max_connections is 100 by default).
     DATABASE_POOL_MAX: '10',

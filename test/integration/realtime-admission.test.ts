@@ -76,7 +76,7 @@ describe('per-address connection attempts', () => {
     const agentId = await createAgent(s, tn);
     const minted = await mintSession(s, tn, agentId, 'text', 'visitor-1');
     const hash = (await s.service.db.knex('realtime_tokens').where({ workspace_id: tn.workspaceId }).first()).token_hash;
-    const draining = s.service.realtime.gateway.drain();
+    const draining = s.service.realtime.gateway.drain(Promise.resolve());
     const refused = await upgradeRefusal(minted.ws_url, freshAddress());
     assert.notEqual(refused, 'accepted');
     if (refused !== 'accepted') assert.equal(refused.status, 503);

@@ -566,7 +566,10 @@ describe('shutdown deadline', () => {
       await new Promise<void>((resolve) => c.ws.once('open', () => resolve()));
       await new Promise((r) => setTimeout(r, 200));
       const started = Date.now();
-      const outcome = await Promise.race([s.service.realtime.drain().then(() => 'drained'), new Promise((r) => setTimeout(() => r('hung'), 5000))]);
+      const outcome = await Promise.race([
+        s.service.realtime.drain(Promise.resolve()).then(() => 'drained'),
+        new Promise((r) => setTimeout(() => r('hung'), 5000)),
+      ]);
       assert.equal(outcome, 'drained');
       const took = Date.now() - started;
       assert.ok(took >= 700 && took < 3000, `drained after ${took} ms`);

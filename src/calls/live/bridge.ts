@@ -466,10 +466,19 @@ export class CallBridge {
     this.timers.push(setTimeout(() => this.ws.close(1000), STREAM_CLOSE_WAIT_MS));
   }
 
-  /** Closes the stream from our side (shutdown); the call is finalised as usual. */
-  close(): void {
-    if (this.ws.readyState === this.ws.OPEN) this.ws.close(1001, 'Server shutting down');
-    else void this.finish('stream_closed');
+  /**
+   * The instance is stopping and its drain deadline has passed: hang up (the call is recorded, billed
+   * and reported as ended by us, `shutdown`, never as if the callee had hung up). A call that is
+   * already ending keeps its reason (the agent's goodbye, a transfer...).
+   */
+  endForShutdown(): void {
+    if (this.finished) return;
+    if (this.ws.readyState !== this.ws.OPEN) {
+      this.endReason ??= 'shutdown';
+      void this.finish('stream_closed');
+      return;
+    }
+    void this.endCall('shutdown');
   }
 
   private scheduleProgress(): void {

@@ -47,6 +47,8 @@ export class MediaServer {
   private readonly bridges = new Map<string, CallBridge>();
   private heartbeat: NodeJS.Timeout | undefined;
   private closing = false;
+  /** Streams between their upgrade and their bridge (waiting for `start`, claiming the call). */
+  private readonly accepting = new Set<Promise<void>>();
 
   constructor(
     private readonly deps: MediaServerDeps,
@@ -63,11 +65,14 @@ export class MediaServer {
           return;
         }
         this.wss.handleUpgrade(req, socket, head, (ws) => {
-          this.accept(ws, provider).catch((err) => {
-            // The call is not lost: its deadline ends it if the stream cannot be taken now.
-            this.log.error({ err, provider }, 'media stream could not be accepted');
-            if (ws.readyState === ws.OPEN) ws.close(1011);
-          });
+          const accepting = this.accept(ws, provider)
+            .catch((err) => {
+              // The call is not lost: its deadline ends it if the stream cannot be taken now.
+              this.log.error({ err, provider }, 'media stream could not be accepted');
+              if (ws.readyState === ws.OPEN) ws.close(1011);
+            })
+            .finally(() => this.accepting.delete(accepting));
+          this.accepting.add(accepting);
         });
       },
     }));
@@ -129,12 +134,9 @@ export class MediaServer {
       ws.close(1008, 'Agent unavailable');
       return;
     }
-    // The socket closed (or shutdown began) while the call was being looked up: no bridge is started
-    // for it; the call's deadline ends it.
-    if (this.closing || ws.readyState !== ws.OPEN) {
-      if (ws.readyState === ws.OPEN) ws.close(1001, 'Shutting down');
-      return;
-    }
+    // The socket closed while the call was being looked up: no bridge is started for it; the call's
+    // deadline ends it. (At the drain deadline the bridge is started and ended with `shutdown`.)
+    if (ws.readyState !== ws.OPEN) return;
     const bridge = new CallBridge(
       ws,
       dialect,
@@ -159,6 +161,8 @@ export class MediaServer {
     const reservation = await this.watchReservation(call, bridge, log);
     void bridge.done.finally(() => reservation.stop());
     await bridge.start();
+    // Taken after the drain deadline passed (drain() waits for such streams, at most its grace).
+    if (this.closing) bridge.endForShutdown();
     // An answering-machine result that arrived before this bridge took its signals is on the row.
     const now = await this.deps.store.get(call.id);
     if (now?.answered_by === 'machine') bridge.onSignal({ callId: call.id, kind: 'amd', answeredBy: 'machine', greetingEnded: provider === 'provider_a' });
@@ -204,23 +208,24 @@ export class MediaServer {
   }
 
   /**
-   * Shutdown: new streams are refused; live calls get half of shutdownGraceMs to end on their own, then
-   * their streams are closed (the calls end and are finalised) within the other half.
+   * Shutdown. Until `deadline`: live calls run on to their end, and streams of calls already placed
+   * are still taken (the call was dialed and answered; refusing its stream would drop it). At the
+   * deadline: new streams are refused and the calls left are hung up with `end_reason` `shutdown`
+   * (recorded, billed and reported as usual), waited for at most shutdownGraceMs.
    */
-  async drain(): Promise<void> {
+  async drain(deadline: Promise<void>): Promise<void> {
+    let due = false;
+    void deadline.then(() => (due = true));
+    const live = () => [...this.accepting, ...[...this.bridges.values()].map((b) => b.done)];
+    while (live().length && !due) await Promise.race([Promise.allSettled(live()), deadline]);
     this.closing = true;
-    const wait = (ms: number, what: Array<Promise<void>>) => Promise.race([Promise.allSettled(what), new Promise((r) => setTimeout(r, ms).unref())]);
-    await wait(
-      this.opts.shutdownGraceMs / 2,
-      [...this.bridges.values()].map((b) => b.done),
-    );
+    const grace = new Promise<void>((r) => setTimeout(r, this.opts.shutdownGraceMs).unref());
+    // Streams being taken at the deadline become bridges first, so that they are ended like the others.
+    await Promise.race([Promise.allSettled([...this.accepting]), grace]);
     const left = [...this.bridges.values()];
-    if (left.length) this.log.warn({ calls: left.length }, 'ending live calls for shutdown');
-    for (const b of left) b.close();
-    await wait(
-      this.opts.shutdownGraceMs / 2,
-      left.map((b) => b.done),
-    );
+    if (left.length) this.log.warn({ calls: left.length }, 'drain deadline: ending live calls');
+    for (const b of left) b.endForShutdown();
+    await Promise.race([Promise.allSettled(left.map((b) => b.done)), grace]);
     clearInterval(this.heartbeat);
     for (const ws of this.wss.clients) ws.terminate();
     this.wss.close();
