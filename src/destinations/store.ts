@@ -39,7 +39,8 @@ export class DestinationStore {
   /**
    * The default policy as the column defaults give it, read by inserting the row in a savepoint that is
    * rolled back: the defaults stay written once, in the migration, and a read stores nothing. A policy
-   * never changed was last updated when its workspace was created.
+   * never changed was last updated when its workspace was created. Concurrent first reads and first
+   * calls of a workspace meet on the unique key: the insert waits for the other and does nothing.
    */
   private async defaults(workspaceId: string, db: Knex | Knex.Transaction): Promise<PolicyRow | undefined> {
     const read = Symbol('defaults read');
@@ -47,7 +48,7 @@ export class DestinationStore {
     await db
       .transaction(async (sp) => {
         const { rows } = await sp.raw<{ rows: PolicyRow[] }>(
-          'insert into destination_policies (workspace_id, updated_at) select id, created_at from workspaces where id = ? returning *',
+          'insert into destination_policies (workspace_id, updated_at) select id, created_at from workspaces where id = ? on conflict (workspace_id) do nothing returning *',
           [workspaceId],
         );
         row = rows[0];
@@ -56,7 +57,8 @@ export class DestinationStore {
       .catch((err: unknown) => {
         if (err !== read) throw err;
       });
-    return row;
+    // No row inserted: no such workspace, or another transaction (a first call's trigger) wrote its row meanwhile.
+    return row ?? db<PolicyRow>('destination_policies').where({ workspace_id: workspaceId }).first();
   }
 
   async update(workspaceId: string, changes: PolicyChanges): Promise<PolicyRow | undefined> {

@@ -386,6 +386,21 @@ describe('the daily cap, kept by the database across two instances', () => {
     return { tn, agentId: await createPhoneAgent(t, tn, 'provider_a') };
   }
 
+  it("a new workspace's first calls sent at once to two instances are all placed (its policy row is written once, by whichever comes first)", async () => {
+    const tn = await tenant(t);
+    assert.equal((await t.http.patch(`/admin/v1/workspaces/${tn.workspaceId}`).set(operator).send({ concurrent_session_limit: 100 })).status, 200);
+    const agentId = await createPhoneAgent(t, tn, 'provider_a');
+    assert.equal(await t.service.db.knex('destination_policies').where({ workspace_id: tn.workspaceId }).first(), undefined);
+    const answers = await Promise.all(
+      Array.from({ length: 8 }, (_, i) => placeCall(i % 2 ? t2 : t, tn, { agent_id: agentId, to_number: sandboxNumber('0004') })),
+    );
+    assert.deepEqual(
+      answers.map((r) => r.status),
+      Array(8).fill(201),
+      JSON.stringify(answers.map((r) => r.body.error?.code)),
+    );
+  });
+
   it('calls sent at once to two instances: exactly the cap is placed, the rest are 429 daily_call_cap_reached until 00:00 UTC', async () => {
     const { tn, agentId } = await cappedTenant(3);
     const numbers = Array.from({ length: 12 }, () => sandboxNumber('0004'));
