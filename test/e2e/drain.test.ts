@@ -39,6 +39,8 @@ const TIMINGS: Record<string, string> = {
   WEBHOOK_POLL_INTERVAL_MS: '200',
   VOICE_SANDBOX_SPEED: '4',
   VOICE_SANDBOX_MS_PER_CHAR: '20',
+  // The sandbox carriers below run at speed 2: the caller's audio arrives at twice real time.
+  CALL_AUDIO_RATE: '2',
 };
 
 before(async () => {

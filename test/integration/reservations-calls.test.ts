@@ -98,7 +98,7 @@ describe('credit reserved at admission', () => {
     await setWorkspace(t, tn.workspaceId, { credit_balance_cents: 100_000, concurrent_session_limit: 10 });
     await t.service.db
       .knex('usage_records')
-      .insert({ workspace_id: tn.workspaceId, kind: 'phone_call', ref_id: `call_used_${tn.workspaceId}`, seconds: 599 * 60, cents: 0, started_at: new Date() });
+      .insert({ workspace_id: tn.workspaceId, kind: 'phone_call', ref_id: `call_used_${tn.workspaceId}`, seconds: 599 * 60, minutes: 599, cents: 0, started_at: new Date() });
     const agentId = await createPhoneAgent(t, tn, 'provider_a');
     const answers = await parallelCalls(t, tn, agentId, 5);
     const placed = answers.filter((r) => r.status === 201);
@@ -143,7 +143,7 @@ describe('a call that runs out of its reservation', () => {
     await setWorkspace(short, tn.workspaceId, { plan: 'starter', credit_balance_cents: 100_000 });
     await short.service.db
       .knex('usage_records')
-      .insert({ workspace_id: tn.workspaceId, kind: 'web_session', ref_id: `conv_used_${tn.workspaceId}`, seconds: 1, cents: 0, started_at: new Date() });
+      .insert({ workspace_id: tn.workspaceId, kind: 'web_session', ref_id: `conv_used_${tn.workspaceId}`, seconds: 1, minutes: 1, cents: 0, started_at: new Date() });
     const agentId = await createPhoneAgent(short, tn, 'provider_b');
     const to = sandboxNumber();
     patientCallee(short, to);

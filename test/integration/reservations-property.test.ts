@@ -125,6 +125,7 @@ describe('reservations (property, PostgreSQL, two instances)', () => {
             kind: 'web_session',
             ref_id: `conv_used_${workspaceId}`,
             seconds: k.usedMinutes * MINUTE_S,
+            minutes: k.usedMinutes,
             cents: 0,
             started_at: new Date(),
           });
