@@ -109,6 +109,7 @@ for (const provider of PROVIDERS) {
         answered_at: _aa,
         ended_at: _e,
         tool_calls: _tc,
+        inbound_setup: _is,
         ...shared
       } = call;
       const { event, tool_calls: _etc, ...fromEvent } = e;
