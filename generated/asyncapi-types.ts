@@ -99,6 +99,10 @@ export type SuccessError = AnalysisError;
  */
 export type Provider = "provider_a" | "provider_b";
 /**
+ * `refuse`: the carrier is told busy and no call is recorded. Default `answer`.
+ */
+export type InboundSetupAction = "answer" | "refuse";
+/**
  * The terminal state reached:
  * - `completed`: every recipient reached a final outcome (whatever the outcomes were).
  * - `canceled`: the batch was canceled (`POST /api/v1/batches/{batch_id}/cancel`); recipients not
@@ -419,10 +423,7 @@ export interface InboundSetupRequest {
  *
  */
 export interface InboundSetupAnswer {
-  /**
-   * `refuse`: the carrier is told busy and no call is recorded. Default `answer`.
-   */
-  action?: "answer" | "refuse";
+  action?: InboundSetupAction;
   /**
    * Another agent of the same workspace to take the call: its instruction, first message, voice,
    * tools and analysis apply; the carrier leg stays on the called agent's number and account. An

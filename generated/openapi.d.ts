@@ -2806,6 +2806,52 @@ export interface components {
             next_cursor: string | null;
         };
         /**
+         * TransferDestinationInput
+         * @description One place the agent may hand a phone call to. The model sees each destination's `name` and
+         *     `description` and chooses one when it calls the built-in `transfer_call` tool. The number is a
+         *     destination like any other: it must be a valid number whose kind and country the workspace's
+         *     destination policy allows (422 `invalid_phone_number`, `destination_type_not_allowed`,
+         *     `destination_country_not_allowed`, with `param` naming the entry), and the policy is applied again
+         *     when the call is transferred.
+         */
+        TransferDestinationInput: {
+            /**
+             * @description What the model names the destination by: lowercase letters, digits, `_` and `-`, unique within
+             *     the agent. `default` is reserved for `transfer_phone_number`.
+             * @example billing
+             */
+            name: string;
+            /**
+             * @description E.164.
+             * @example +14155550142
+             */
+            phone_number: string;
+            /**
+             * @description When to choose this destination, in plain words for the model.
+             * @example Questions about invoices
+             * @example refunds or payment methods.
+             */
+            description: string;
+        };
+        /**
+         * AgentInboundSetupInput
+         * @description Per-caller setup of the agent's inbound calls. Before an inbound call is answered the service POSTs
+         *     an `inbound.setup` request (see the `inboundSetupWebhook` operation under `webhooks`) to `url`,
+         *     signed like webhook deliveries; the answer may set the call's variables and first message, hand it
+         *     to another agent of the workspace, or refuse it. Without an answer in time, or with an answer that
+         *     is not a valid `InboundSetupAnswer`, the call goes on with the agent's own settings and the
+         *     failure is recorded on the call (`inbound_setup`).
+         */
+        AgentInboundSetupInput: {
+            /**
+             * Format: uri
+             * @description Where the request goes. Addresses on private or loopback networks are refused (422
+             *     `url_not_allowed`) unless the deployment allows them, as for webhooks.
+             * @example https://crm.example.com/voice/inbound-setup
+             */
+            url: string;
+        };
+        /**
          * VoicemailConfigInput
          * @description What an outbound call does when an answering machine picks up, as agent create and update bodies
          *     take it. It replaces the stored object as a whole (it is not merged): a field left out takes its
@@ -2956,8 +3002,8 @@ export interface components {
              *     `null` or `[]` removes them. Every number is checked against the destination policy as
              *     `transfer_phone_number` is (the error's `param` is `transfer_destinations[i].phone_number`).
              */
-            transfer_destinations?: components["schemas"]["TransferDestination"][] | null;
-            inbound_setup?: components["schemas"]["AgentInboundSetup"] | null;
+            transfer_destinations?: components["schemas"]["TransferDestinationInput"][] | null;
+            inbound_setup?: components["schemas"]["AgentInboundSetupInput"] | null;
             variable_placeholders?: {
                 [key: string]: string;
             } | null;
@@ -3025,8 +3071,8 @@ export interface components {
              *     `null` or `[]` removes them. Every number is checked against the destination policy as
              *     `transfer_phone_number` is (the error's `param` is `transfer_destinations[i].phone_number`).
              */
-            transfer_destinations?: components["schemas"]["TransferDestination"][] | null;
-            inbound_setup?: components["schemas"]["AgentInboundSetup"] | null;
+            transfer_destinations?: components["schemas"]["TransferDestinationInput"][] | null;
+            inbound_setup?: components["schemas"]["AgentInboundSetupInput"] | null;
             variable_placeholders?: {
                 [key: string]: string;
             } | null;
@@ -5743,6 +5789,7 @@ export interface components {
          */
         InboundSetupAnswer: {
             /**
+             * InboundSetupAction
              * @description `refuse`: the carrier is told busy and no call is recorded. Default `answer`.
              * @enum {string}
              */
