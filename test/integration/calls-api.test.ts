@@ -116,9 +116,15 @@ describe('placing a call: refusals', () => {
     await setWorkspace(t, tn.workspaceId, { subscription_status: 'active', credit_balance_cents: 0 });
     await refused(tn, body, 402, 'insufficient_credit');
     await setWorkspace(t, tn.workspaceId, { credit_balance_cents: 1000 });
-    await t.service.db
-      .knex('usage_records')
-      .insert({ workspace_id: tn.workspaceId, kind: 'phone_call', ref_id: `call_used_${tn.workspaceId}`, seconds: 600 * 60, minutes: 600, cents: 0, started_at: new Date() });
+    await t.service.db.knex('usage_records').insert({
+      workspace_id: tn.workspaceId,
+      kind: 'phone_call',
+      ref_id: `call_used_${tn.workspaceId}`,
+      seconds: 600 * 60,
+      minutes: 600,
+      cents: 0,
+      started_at: new Date(),
+    });
     await refused(tn, body, 402, 'plan_limit_reached');
   });
 });

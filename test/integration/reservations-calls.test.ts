@@ -96,9 +96,15 @@ describe('credit reserved at admission', () => {
     const tn = await tenant(t);
     // trial: 600 minutes a month; 599 used.
     await setWorkspace(t, tn.workspaceId, { credit_balance_cents: 100_000, concurrent_session_limit: 10 });
-    await t.service.db
-      .knex('usage_records')
-      .insert({ workspace_id: tn.workspaceId, kind: 'phone_call', ref_id: `call_used_${tn.workspaceId}`, seconds: 599 * 60, minutes: 599, cents: 0, started_at: new Date() });
+    await t.service.db.knex('usage_records').insert({
+      workspace_id: tn.workspaceId,
+      kind: 'phone_call',
+      ref_id: `call_used_${tn.workspaceId}`,
+      seconds: 599 * 60,
+      minutes: 599,
+      cents: 0,
+      started_at: new Date(),
+    });
     const agentId = await createPhoneAgent(t, tn, 'provider_a');
     const answers = await parallelCalls(t, tn, agentId, 5);
     const placed = answers.filter((r) => r.status === 201);
@@ -141,9 +147,15 @@ describe('a call that runs out of its reservation', () => {
     const tn = await tenant(short);
     // starter: 4 one-second minutes a month, 1 already used.
     await setWorkspace(short, tn.workspaceId, { plan: 'starter', credit_balance_cents: 100_000 });
-    await short.service.db
-      .knex('usage_records')
-      .insert({ workspace_id: tn.workspaceId, kind: 'web_session', ref_id: `conv_used_${tn.workspaceId}`, seconds: 1, minutes: 1, cents: 0, started_at: new Date() });
+    await short.service.db.knex('usage_records').insert({
+      workspace_id: tn.workspaceId,
+      kind: 'web_session',
+      ref_id: `conv_used_${tn.workspaceId}`,
+      seconds: 1,
+      minutes: 1,
+      cents: 0,
+      started_at: new Date(),
+    });
     const agentId = await createPhoneAgent(short, tn, 'provider_b');
     const to = sandboxNumber();
     patientCallee(short, to);

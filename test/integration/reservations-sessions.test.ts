@@ -82,9 +82,15 @@ describe('web sessions', () => {
     const tn = await tenant(short);
     // starter: 4 one-second minutes a month, 1 already used.
     await setWorkspace(short, tn.workspaceId, { plan: 'starter', credit_balance_cents: 0, concurrent_session_limit: 10 });
-    await short.service.db
-      .knex('usage_records')
-      .insert({ workspace_id: tn.workspaceId, kind: 'phone_call', ref_id: `call_used_${tn.workspaceId}`, seconds: 1, minutes: 1, cents: 0, started_at: new Date() });
+    await short.service.db.knex('usage_records').insert({
+      workspace_id: tn.workspaceId,
+      kind: 'phone_call',
+      ref_id: `call_used_${tn.workspaceId}`,
+      seconds: 1,
+      minutes: 1,
+      cents: 0,
+      started_at: new Date(),
+    });
     const agentId = await createAgent(short, tn);
     const opened = await openMany(short, tn, agentId, 'text', 5);
     const started = opened.filter((o) => 'started' in o.first);
