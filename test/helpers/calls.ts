@@ -26,13 +26,23 @@ export const FAST_CALLS: Record<string, string> = {
 
 const hex = (n: number) => randomBytes(n).toString('hex');
 
+const handedOut = new Set<string>();
+
 /**
  * A number of the sandbox whose last four digits pick its outcome (see src/sandbox/carriers/server.ts):
  * a valid San Francisco number (exchanges 200-999; the destination policy refuses 1xx, which no
  * numbering plan has).
  */
 export function sandboxNumber(suffix = `${Math.floor(Math.random() * 8000) + 1000}`): string {
-  return `+1415${String(Math.floor(Math.random() * 800) + 200)}${suffix}`;
+  // Never twice in one test process: a number enabled for inbound calls is taken for every workspace,
+  // and 800 exchanges make a repeat likely within a file that enables a dozen numbers with one suffix.
+  for (;;) {
+    const number = `+1415${String(Math.floor(Math.random() * 800) + 200)}${suffix}`;
+    if (!handedOut.has(number)) {
+      handedOut.add(number);
+      return number;
+    }
+  }
 }
 
 export function providerConfig(provider: Provider, phoneNumber = sandboxNumber('5000')): Record<string, unknown> {

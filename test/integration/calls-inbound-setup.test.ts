@@ -44,7 +44,7 @@ after(async () => {
 const ring = (body: Record<string, unknown>, key = tn.apiKey) => t.http.post('/api/v1/sandbox/inbound-calls').set(bearer(key)).send(body);
 
 async function inboundAgent(provider: Provider, body: Record<string, unknown> = {}): Promise<{ agentId: string; number: string }> {
-  const number = sandboxNumber('5700');
+  const number = sandboxNumber();
   const agentId = await createPhoneAgent(t, tn, provider, {
     ...providerConfig(provider, number),
     first_message: 'Thanks for calling Acme Dental!',

@@ -235,7 +235,7 @@ describe('batches and inbound calls', () => {
   it('an inbound call while a live call holds all the credit is rejected as busy; nothing is recorded for it', async () => {
     const tn = await tenant(t);
     await setWorkspace(t, tn.workspaceId, { credit_balance_cents: 10, concurrent_session_limit: 5 });
-    const number = sandboxNumber('5700');
+    const number = sandboxNumber();
     const agentId = await createPhoneAgent(t, tn, 'provider_a', providerConfig('provider_a', number));
     assert.equal((await t.http.post(`/api/v1/agents/${agentId}/telephony/provider_a/inbound`).set(bearer(tn.apiKey))).status, 200);
     const to = sandboxNumber();
