@@ -28,7 +28,8 @@ import type {
   VoicemailStored,
 } from './store.js';
 import { checkCallerId } from '../destinations/service.js';
-import { BlockedUrlError, checkUrl, type OutboundPolicy } from '../net/outbound-guard.js';
+import type { OutboundPolicy } from '../net/outbound-guard.js';
+import { checkTargetUrl } from '../net/target-url.js';
 
 export type Agent = components['schemas']['Agent'];
 export type PublicAgentProfile = components['schemas']['PublicAgentProfile'];
@@ -137,15 +138,7 @@ export class AgentService {
   /** An inbound setup URL must be one the outbound guard lets requests go to (422 url_not_allowed, as for webhooks). */
   private async checkSetupUrl(body: UpdateRequest): Promise<void> {
     const url = body.inbound_setup?.url;
-    if (!url) return;
-    try {
-      await checkUrl(this.outbound, url);
-    } catch (err) {
-      if (!(err instanceof BlockedUrlError)) throw err;
-      // A name that does not resolve yet is accepted: the guard checks the address at every request.
-      if (err.reason === 'unresolvable') return;
-      throw unprocessable('url_not_allowed', err.message, 'inbound_setup.url');
-    }
+    if (url) await checkTargetUrl(this.outbound, url, 'inbound_setup.url', { acceptUnresolvable: true });
   }
 
   /**

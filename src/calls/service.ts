@@ -7,12 +7,13 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { components } from '../../generated/openapi.js';
-import { ApiError, conflict, notFound, otherWorkspace, unprocessable, badGateway } from '../errors/api-error.js';
+import { ApiError, conflict, notFound, otherWorkspace, badGateway } from '../errors/api-error.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import { sha256Hex } from '../lib/tokens.js';
 import type { Page, PageParams } from '../lib/pagination.js';
-import { BlockedUrlError, checkUrl, type OutboundPolicy } from '../net/outbound-guard.js';
+import type { OutboundPolicy } from '../net/outbound-guard.js';
+import { checkTargetUrl } from '../net/target-url.js';
 import type { RuntimeAgent } from '../agents/service.js';
 import type { ReservationTerms, WorkspaceAdmission, WorkspaceBilling } from '../workspaces/admission.js';
 import { conversationVariables, fillPlaceholders, type Variables } from '../conversation/placeholders.js';
@@ -155,13 +156,7 @@ export class CallService {
 
   /** 422 `url_not_allowed` unless the webhook target passes the outbound guard. */
   async checkWebhookUrl(url: string | undefined, param = 'webhook_url'): Promise<void> {
-    if (url === undefined) return;
-    try {
-      await checkUrl(this.outbound, url);
-    } catch (err) {
-      if (err instanceof BlockedUrlError) throw unprocessable('url_not_allowed', err.message, param);
-      throw err;
-    }
+    if (url !== undefined) await checkTargetUrl(this.outbound, url, param, { acceptUnresolvable: false });
   }
 
   /** The slot lease of a call lasts as long as the longest call could (it is released when the call ends). */

@@ -15,7 +15,8 @@ import { badGateway, badRequest, conflict, notFound, otherWorkspace, unprocessab
 import { newId } from '../lib/ids.js';
 import { sha256Hex } from '../lib/tokens.js';
 import type { Page, PageParams } from '../lib/pagination.js';
-import { BlockedUrlError, checkUrl, type OutboundPolicy } from '../net/outbound-guard.js';
+import type { OutboundPolicy } from '../net/outbound-guard.js';
+import { checkTargetUrl } from '../net/target-url.js';
 import { listTools, McpConnectError, McpSessionPool, type McpEndpoint, type McpToolInfo, type McpTransport } from './client.js';
 import { buildAuthorizationUrl, exchangeCode, refreshTokens, TokenRequestError, type OAuthClientSettings } from './oauth.js';
 import type { AuthType, McpServerRow, McpStore, OAuthStatus, ServerErrorCode } from './store.js';
@@ -489,13 +490,8 @@ export class McpService {
   }
 
   /** Write-time URL check: a malformed or blocked URL is refused; one that does not resolve now is kept (and reported unreachable). */
-  private async checkOutboundUrl(url: string, param: string): Promise<void> {
-    try {
-      await checkUrl(this.outbound, url);
-    } catch (err) {
-      if (err instanceof BlockedUrlError && err.reason !== 'unresolvable') throw unprocessable('url_not_allowed', err.message, param);
-      if (!(err instanceof BlockedUrlError)) throw err;
-    }
+  private checkOutboundUrl(url: string, param: string): Promise<void> {
+    return checkTargetUrl(this.outbound, url, param, { acceptUnresolvable: true });
   }
 
   private async checkOAuthUrls(s: { authorization_url: string; token_url: string }, changed?: OAuthConfigInput): Promise<void> {

@@ -8,7 +8,8 @@ import type { SecretBox } from '../crypto/secrets.js';
 import { notFound, otherWorkspace, unprocessable } from '../errors/api-error.js';
 import { newId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
-import { BlockedUrlError, checkUrl, type OutboundPolicy } from '../net/outbound-guard.js';
+import type { OutboundPolicy } from '../net/outbound-guard.js';
+import { checkTargetUrl } from '../net/target-url.js';
 import type { AgentService } from '../agents/service.js';
 import { callHttpTool, type HttpCallOutcome } from './http-call.js';
 import { checkArguments, checkParametersSchema } from './schema.js';
@@ -63,13 +64,8 @@ export class ToolService {
     return row;
   }
 
-  private async checkToolUrl(url: string): Promise<void> {
-    try {
-      await checkUrl(this.outbound, url);
-    } catch (err) {
-      if (err instanceof BlockedUrlError) throw unprocessable('url_not_allowed', err.message, 'url');
-      throw err;
-    }
+  private checkToolUrl(url: string): Promise<void> {
+    return checkTargetUrl(this.outbound, url, 'url', { acceptUnresolvable: false });
   }
 
   /** Applies a header change (create: all strings; update: null removes) onto the stored sealed map. */

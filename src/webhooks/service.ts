@@ -6,7 +6,8 @@ import { notFound, otherWorkspace, unprocessable } from '../errors/api-error.js'
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
-import { BlockedUrlError, checkUrl, type OutboundPolicy } from '../net/outbound-guard.js';
+import type { OutboundPolicy } from '../net/outbound-guard.js';
+import { checkTargetUrl } from '../net/target-url.js';
 import type { EventKind } from './payloads.js';
 import { newWebhookSecret } from './signing.js';
 import type { DeliveryRow, SecretRow, WebhookRow, WebhookStore } from './store.js';
@@ -65,15 +66,8 @@ export class WebhookService {
   }
 
   /** Checks a target URL for registration: absolute http(s), and not a blocked address where it resolves. */
-  private async allowedUrl(url: string): Promise<void> {
-    try {
-      await checkUrl(this.outbound, url);
-    } catch (err) {
-      if (!(err instanceof BlockedUrlError)) throw err;
-      // A name that does not resolve yet is accepted: the guard checks the address at every delivery.
-      if (err.reason === 'unresolvable') return;
-      throw unprocessable('url_not_allowed', err.message, 'url');
-    }
+  private allowedUrl(url: string): Promise<void> {
+    return checkTargetUrl(this.outbound, url, 'url', { acceptUnresolvable: true });
   }
 
   async register(workspaceId: string, body: { url: string; events?: EventKind[] }): Promise<{ webhook: Webhook; created: boolean }> {
