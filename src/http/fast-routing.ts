@@ -24,6 +24,15 @@ function pattern(path: string): RegExp {
   return new RegExp(`^${escaped}$`);
 }
 
+/** A malformed percent-escape stays as sent, so the parameter's own schema refuses it (422 naming it) instead of a 500. */
+function decoded(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
+
 /** bath-es5's path parameters: `{name}` -> `([^/]*)`, each value URI-decoded, one name with two values no match. */
 function pathParameters(template: string): (path: string) => Record<string, string> | null {
   const names = [...template.matchAll(/\{([A-Za-z0-9_-]+)\}/g)].map((m) => m[1]);
@@ -39,7 +48,7 @@ function pathParameters(template: string): (path: string) => Record<string, stri
     if (!m) return null;
     const params: Record<string, string> = {};
     for (let i = 0; i < names.length; i++) {
-      const value = decodeURIComponent(m[i + 1]);
+      const value = decoded(m[i + 1]);
       if (repeated && names[i] in params && params[names[i]] !== value) return null;
       params[names[i]] = value;
     }

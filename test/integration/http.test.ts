@@ -1,6 +1,8 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ADMIN_TOKEN, startTestService, type TestService } from '../helpers/service.js';
+import { tenant } from '../helpers/fixtures.js';
+import { bearer } from '../helpers/realtime.js';
 
 let t: TestService;
 before(async () => {
@@ -61,6 +63,18 @@ describe('routing errors', () => {
     assert.equal(res.body.error.code, 'route_not_found');
     assert.equal(res.body.error.type, 'not_found_error');
     assert.equal(res.body.error.request_id, res.headers['x-request-id']);
+  });
+
+  it('takes a malformed percent-escape in a path parameter as sent: refused by its schema or not found, naming it, never a 500', async () => {
+    const tn = await tenant(t);
+    for (const [path, param, status] of [
+      ['/api/v1/calls/%E0%A4%A', 'call_id', 422],
+      ['/api/v1/agents/%ZZ', 'agent_id', 404],
+    ] as const) {
+      const res = await t.http.get(path).set(bearer(tn.apiKey));
+      assert.equal(res.status, status, `${path}: ${JSON.stringify(res.body)}`);
+      assert.equal(res.body.error.param, param);
+    }
   });
 
   it('routes before it reads a body: an unknown route or a wrong method is answered as such whatever the body', async () => {
