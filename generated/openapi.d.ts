@@ -1139,7 +1139,8 @@ export interface paths {
          *     calling window still applies. Refused (409) while the batch is not terminal
          *     (`batch_not_terminal`), while a call of its previous run is still live (`batch_not_terminal`),
          *     or when no recipient qualifies (`nothing_to_retry`); 402 when the workspace's subscription is
-         *     inactive or its credit is used up. No request body.
+         *     inactive or its credit is used up; 429 when the reopened batch would pass the workspace's caps
+         *     of open batches or waiting recipients, as on creation. No request body.
          */
         post: operations["retryBatch"];
         delete?: never;
@@ -10838,6 +10839,33 @@ export interface operations {
                 };
             };
             422: components["responses"]["UnprocessableEntity"];
+            /**
+             * @description Reopening the batch would pass a cap of the workspace's batches, as creating one would: it
+             *     would have more batches not yet over than it may (`batch_limit_reached`), or more recipients
+             *     waiting across its batches (`pending_recipient_limit_reached`, `param` is `recipients`).
+             *     Nothing was changed; retry when a batch ends (`Retry-After` suggests when to look again).
+             */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "rate_limit_error",
+                     *         "code": "pending_recipient_limit_reached",
+                     *         "message": "The workspace has 99,990 recipients waiting in its batches; 20 more would pass its cap of 100,000.",
+                     *         "param": "recipients",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

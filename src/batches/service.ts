@@ -70,15 +70,24 @@ export class BatchService {
   private async checkCaps(trx: Knex.Transaction, workspaceId: string, adding: number): Promise<void> {
     await this.store.lockWorkspaceCreations(trx, workspaceId);
     const load = await this.store.openLoad(trx, workspaceId);
-    if (load.batches >= this.caps.maxOpenBatches) {
-      throw tooManyRequests(60, `The workspace has ${load.batches} batches that are not over, as many as it may; retry when one ends.`, 'batch_limit_reached');
+    this.judgeCaps({ batches: load.batches + 1, waiting: load.waiting + adding }, adding);
+  }
+
+  /** 429 when the workspace's open batches and waiting recipients, counting the `adding` a request brings, pass its caps. */
+  private judgeCaps(after: { batches: number; waiting: number }, adding: number): void {
+    if (after.batches > this.caps.maxOpenBatches) {
+      throw tooManyRequests(
+        60,
+        `The workspace has ${after.batches - 1} batches that are not over, as many as it may; retry when one ends.`,
+        'batch_limit_reached',
+      );
     }
-    if (load.waiting + adding > this.caps.maxWaitingRecipients) {
+    if (after.waiting > this.caps.maxWaitingRecipients) {
       throw new ApiError(
         429,
         'rate_limit_error',
         'pending_recipient_limit_reached',
-        `The workspace has ${load.waiting} recipients waiting in its batches; ${adding} more would pass its cap of ${this.caps.maxWaitingRecipients}.`,
+        `The workspace has ${after.waiting - adding} recipients waiting in its batches; ${adding} more would pass its cap of ${this.caps.maxWaitingRecipients}.`,
         { param: 'recipients', headers: { 'Retry-After': '60' } },
       );
     }
@@ -277,9 +286,12 @@ export class BatchService {
             : 'A call of the batch is still live; retry once it has ended.',
         );
       }
+      await this.store.lockWorkspaceCreations(trx, workspaceId);
       const reopened = await this.store.reopen(trx, batchId, this.clock.now());
       if (!reopened) throw conflict('nothing_to_retry', 'No recipient of this batch is failed, no_answer, busy or voicemail.');
       await this.store.update(trx, batchId, { status: 'queued', completed_at: null, failure_reason: null });
+      // Counted with the batch reopened; a refusal rolls the reopening back.
+      this.judgeCaps(await this.store.openLoad(trx, workspaceId), reopened);
       await this.engine.wake(batchId, trx);
       this.log.info({ batchId, reopened }, 'batch retried');
     });

@@ -129,4 +129,39 @@ describe('fair dispatch', () => {
     assert.equal(Number(after), Number(before) + 1, 'only the batch within the caps was stored');
     assert.equal((await getBatch(t, third, fits.body.batch_id)).total, 100);
   });
+
+  it('refuses to retry a finished batch whose reopened recipients would pass the waiting-recipient cap, changing nothing', async () => {
+    const fourth = await tenant(t, 'Fourth');
+    await setWorkspace(t, fourth.workspaceId, { concurrent_session_limit: 10, credit_balance_cents: 1_000_000 });
+    const agentId = await createPhoneAgent(t, fourth, 'provider_a');
+    const busy = await createBatch(t, fourth, {
+      agent_id: agentId,
+      name: 'All busy',
+      concurrency: 10,
+      recipients: sandboxNumbers('0002', 30, 700).map((to_number) => ({ to_number })),
+    });
+    assert.equal(busy.status, 201, JSON.stringify(busy.body));
+    await waitFor(async () => (await getBatch(t, fourth, busy.body.batch_id)).status === 'completed', 120_000, 'the busy batch finished');
+    const later = await createBatch(t, fourth, {
+      agent_id: agentId,
+      name: 'Later',
+      recipients: sandboxNumbers('0002', 80, 800).map((to_number) => ({ to_number })),
+      scheduled_at: new Date(Date.now() + 3_600_000).toISOString(),
+    });
+    assert.equal(later.status, 201, JSON.stringify(later.body));
+    const finished = await getBatch(t, fourth, busy.body.batch_id);
+
+    const retry = await t.http.post(`/api/v1/batches/${busy.body.batch_id}/retry`).set(bearer(fourth.apiKey));
+    assert.equal(retry.status, 429, JSON.stringify(retry.body));
+    assert.equal(retry.body.error.code, 'pending_recipient_limit_reached');
+    assert.equal(retry.body.error.param, 'recipients');
+    assert.ok(Number(retry.headers['retry-after']) > 0);
+    assert.deepEqual(await getBatch(t, fourth, busy.body.batch_id), finished, 'the batch and its recipients as they were');
+
+    const cancel = await t.http.post(`/api/v1/batches/${later.body.batch_id}/cancel`).set(bearer(fourth.apiKey));
+    assert.equal(cancel.status, 200, JSON.stringify(cancel.body));
+    const again = await t.http.post(`/api/v1/batches/${busy.body.batch_id}/retry`).set(bearer(fourth.apiKey));
+    assert.equal(again.status, 200, JSON.stringify(again.body));
+    assert.equal(again.body.status, 'queued');
+  });
 });
