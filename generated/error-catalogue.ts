@@ -98,7 +98,7 @@ export const errorCatalogue = {
   rate_limited: { statuses: [429], meaning: "Too many requests; `Retry-After` says when to retry." },
   concurrency_limit_reached: { statuses: [429], meaning: "The workspace has as many live conversations as its plan allows." },
   batch_limit_reached: { statuses: [429], meaning: "The workspace has as many batches that are not over (not completed, canceled or failed and reported) as the deployment allows (`BATCH_MAX_OPEN_PER_WORKSPACE`, default 100)." },
-  pending_recipient_limit_reached: { statuses: [429], meaning: "The batch's recipients would make more recipients wait across the workspace's batches than the deployment allows (`BATCH_MAX_WAITING_RECIPIENTS_PER_WORKSPACE`, default 100,000)." },
+  pending_recipient_limit_reached: { statuses: [429], meaning: "The batch's recipients (or those a retry would reopen) would make more recipients wait across the workspace's batches than the deployment allows (`BATCH_MAX_WAITING_RECIPIENTS_PER_WORKSPACE`, default 100,000)." },
   daily_call_cap_reached: { statuses: [429], meaning: "The workspace has placed as many outbound calls today (UTC) as its destination policy's `daily_call_cap` allows; `Retry-After` says when the day ends." },
   internal_error: { statuses: [500], meaning: "An unexpected error; quote the request id to support." },
   contract_violation: { statuses: [500], meaning: "The service's answer did not match this contract (only where the deployment enforces the check, as in its tests)." },
