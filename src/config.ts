@@ -288,6 +288,8 @@ const schema = z.object({
   /** Background jobs (dialing, call deadlines) run at once per instance, and how often the queue is polled besides LISTEN/NOTIFY. */
   JOBS_CONCURRENCY: z.coerce.number().int().min(1).max(100).default(8),
   JOBS_POLL_INTERVAL_MS: z.coerce.number().int().min(50).default(500),
+  /** After the job runner stops on a database error (a job's completion not written), a new one starts after this. */
+  JOBS_RESTART_DELAY_MS: z.coerce.number().int().min(1).default(1000),
   /** Document text extraction runs in this many worker threads, each file within this time (else 422). */
   KNOWLEDGE_EXTRACT_THREADS: z.coerce.number().int().min(1).max(16).default(1),
   KNOWLEDGE_EXTRACT_TIMEOUT_MS: z.coerce.number().int().min(100).default(20_000),

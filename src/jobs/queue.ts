@@ -96,10 +96,12 @@ export class JobQueue {
   private readonly tasks: TaskList = {};
   private runner: Runner | undefined;
   private pool: pg.Pool | undefined;
+  private stopped = true;
+  private restartTimer: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly knex: Knex,
-    private readonly opts: { connectionString: string; concurrency: number; pollIntervalMs: number },
+    private readonly opts: { connectionString: string; concurrency: number; pollIntervalMs: number; restartDelayMs?: number },
     private readonly log: PinoLogger,
   ) {}
 
@@ -117,16 +119,68 @@ export class JobQueue {
   }
 
   async start(): Promise<void> {
-    if (this.runner) return;
-    this.pool = quietPool(this.opts.connectionString, this.opts.concurrency + 2, (err) => this.log.warn({ err: err.message }, 'job queue connection error'));
-    this.runner = await run({
-      pgPool: this.pool,
-      taskList: this.tasks,
-      concurrency: this.opts.concurrency,
-      pollInterval: this.opts.pollIntervalMs,
-      noHandleSignals: true,
-      logger: graphileLogger(this.log),
-    });
+    if (!this.stopped) return;
+    this.stopped = false;
+    await this.startRunner();
+  }
+
+  private async startRunner(): Promise<void> {
+    const pool = quietPool(this.opts.connectionString, this.opts.concurrency + 2, (err) => this.log.warn({ err: err.message }, 'job queue connection error'));
+    let runner: Runner;
+    try {
+      runner = await run({
+        pgPool: pool,
+        taskList: this.tasks,
+        concurrency: this.opts.concurrency,
+        pollInterval: this.opts.pollIntervalMs,
+        noHandleSignals: true,
+        logger: graphileLogger(this.log),
+        // Completions and failures written in batches: a failed write then stops the pool (see below);
+        // written one by one, it is an unhandled rejection, which ends the process.
+        preset: { worker: { completeJobBatchDelay: 0, failJobBatchDelay: 0 } },
+      });
+    } catch (err) {
+      await pool.end().catch(() => undefined);
+      throw err;
+    }
+    // When a job's completion cannot be written, graphile-worker shuts the whole pool down, leaving
+    // that job locked to the pool for hours. Rather than let the rejection
+    // take the process (and its live calls) down, or leave this instance taking no jobs, start a fresh
+    // runner and give the stopped pool's jobs back: handlers are idempotent, as graphile-worker's
+    // at-least-once delivery already requires.
+    const dead: string[] = [];
+    runner.events.on('pool:fatalError', ({ workerPool }) => dead.push(workerPool.id));
+    runner.events.on('worker:fatalError', ({ worker }) => dead.push(worker.workerId));
+    // graphile-worker 0.17 resolves the runner's promise when its pool stops on such an error (and logs
+    // the error), so any end that stop() did not ask for counts as a failure.
+    runner.promise.then(
+      () => this.recover(runner, pool, dead, new Error('the job runner stopped by itself')),
+      (err: unknown) => this.recover(runner, pool, dead, err),
+    );
+    this.runner = runner;
+    this.pool = pool;
+  }
+
+  private recover(runner: Runner, pool: pg.Pool, deadWorkers: string[], err: unknown): void {
+    if (this.runner !== runner) return;
+    this.runner = undefined;
+    this.pool = undefined;
+    void pool.end().catch(() => undefined);
+    if (this.stopped) return;
+    this.log.error({ err, deadWorkers }, 'job runner stopped on an error; starting a new one');
+    const retry = async (): Promise<void> => {
+      this.restartTimer = undefined;
+      if (this.stopped) return;
+      try {
+        if (deadWorkers.length) await this.knex.raw('select graphile_worker.force_unlock_workers(?::text[])', [deadWorkers]);
+        await this.startRunner();
+        this.log.info({ deadWorkers }, 'job runner started again');
+      } catch (again) {
+        this.log.error({ err: again }, 'job runner could not start again; retrying');
+        this.restartTimer = setTimeout(() => void retry(), this.opts.restartDelayMs ?? 1000);
+      }
+    };
+    this.restartTimer = setTimeout(() => void retry(), this.opts.restartDelayMs ?? 1000);
   }
 
   /** Enqueues a job, in `trx` when given (it then exists only if the transaction commits). */
@@ -172,9 +226,12 @@ export class JobQueue {
 
   /** Stops taking jobs and waits for the running ones to finish. */
   async stop(): Promise<void> {
-    await this.runner?.stop();
+    this.stopped = true;
+    clearTimeout(this.restartTimer);
+    const { runner, pool } = this;
     this.runner = undefined;
-    await this.pool?.end();
     this.pool = undefined;
+    await runner?.stop();
+    await pool?.end();
   }
 }
