@@ -5,56 +5,27 @@
  * conversation recorded before the crash, frees its slot, and is reported by exactly one
  * `call.completed`.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import supertest from 'supertest';
 import { CRASH_TIMINGS, processEnv, signupWithKey, startProcess, type ServiceProcess } from '../helpers/process.js';
-import { createTestDatabase } from '../helpers/database.js';
-import { startReceiver, type Receiver } from '../helpers/webhooks.js';
-import { providerConfig, sandboxNumber } from '../helpers/calls.js';
+import { createReceptionist, processRig } from '../helpers/process-rig.js';
+import { sandboxNumber } from '../helpers/calls.js';
 import { waitFor } from '../helpers/realtime.js';
-import { startSandboxCarriers, type SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 
-let carriers: SandboxCarriers;
-let receiver: Receiver;
-let db: { url: string; drop(): Promise<void> };
-const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-restart-'));
-
-before(async () => {
-  carriers = await startSandboxCarriers({ speed: 2, ringMs: 50 });
-  receiver = await startReceiver();
-  db = await createTestDatabase();
-});
-
-after(async () => {
-  await carriers.close();
-  await receiver.close();
-  await db.drop();
-  fs.rmSync(dataDir, { recursive: true, force: true });
-});
+const rig = processRig('restart');
 
 describe('restart mid-call', () => {
   it('the call ends after a SIGKILL and a restart, once, with what was said before the crash', async () => {
-    const env = await processEnv(db.url, dataDir, carriers, CRASH_TIMINGS);
+    const env = await processEnv(rig.db.url, rig.dataDir, rig.carriers, CRASH_TIMINGS);
     let service: ServiceProcess = await startProcess(env);
     let http = supertest(service.url);
     const { auth } = await signupWithKey(http, 'Restart');
-    assert.equal((await http.post('/api/v1/webhooks').set(auth).send({ url: receiver.url })).status, 201);
-    const agent = await http
-      .post('/api/v1/agents')
-      .set(auth)
-      .send({
-        name: 'Receptionist',
-        instruction: 'You are the receptionist of Acme Dental.',
-        first_message: 'Hello! This is Acme Dental.',
-        ...providerConfig('provider_a'),
-      });
+    assert.equal((await http.post('/api/v1/webhooks').set(auth).send({ url: rig.receiver.url })).status, 201);
+    const agentId = await createReceptionist(http, auth);
     const to = sandboxNumber('8001');
-    carriers.setScript(to, [{ waitForAgent: true }, { say: 'I would like to book a cleaning.' }, { waitForAgent: true }, { pause: 60_000 }]);
-    const placed = await http.post('/api/v1/calls').set(auth).send({ agent_id: agent.body.agent_id, to_number: to });
+    rig.carriers.setScript(to, [{ waitForAgent: true }, { say: 'I would like to book a cleaning.' }, { waitForAgent: true }, { pause: 60_000 }]);
+    const placed = await http.post('/api/v1/calls').set(auth).send({ agent_id: agentId, to_number: to });
     assert.equal(placed.status, 201, JSON.stringify(placed.body));
     const callId = placed.body.call_id as string;
     // Live, with the caller's turn answered and recorded.
@@ -87,26 +58,19 @@ describe('restart mid-call', () => {
       );
       const events = await waitFor(
         async () => {
-          const got = receiver.requests.filter((r) => JSON.parse(r.rawBody.toString()).conversation_id === callId);
+          const got = rig.receiver.requests.filter((r) => JSON.parse(r.rawBody.toString()).conversation_id === callId);
           return got.length ? got : null;
         },
         10_000,
         'call.completed',
       );
       await new Promise((r) => setTimeout(r, 1000));
-      assert.equal(receiver.requests.filter((r) => JSON.parse(r.rawBody.toString()).conversation_id === callId).length, 1, 'exactly one call.completed');
+      assert.equal(rig.receiver.requests.filter((r) => JSON.parse(r.rawBody.toString()).conversation_id === callId).length, 1, 'exactly one call.completed');
       assert.equal(JSON.parse(events[0].rawBody.toString()).status, 'failed');
       // Its slot and its reservation of the workspace's credit were released with its charge.
-      const { default: pg } = await import('pg');
-      const client = new pg.Client({ connectionString: db.url });
-      await client.connect();
-      try {
-        assert.equal((await client.query('select 1 from session_leases where id = $1', [callId])).rowCount, 0);
-        assert.equal((await client.query('select 1 from reservations where id = $1', [callId])).rowCount, 0);
-        assert.equal((await client.query('select 1 from usage_records where ref_id = $1', [callId])).rowCount, 1, 'billed once');
-      } finally {
-        await client.end();
-      }
+      assert.equal((await rig.query('select 1 from session_leases where id = $1', [callId])).length, 0);
+      assert.equal((await rig.query('select 1 from reservations where id = $1', [callId])).length, 0);
+      assert.equal((await rig.query('select 1 from usage_records where ref_id = $1', [callId])).length, 1, 'billed once');
     } finally {
       assert.equal(await service.stop('SIGTERM'), 0, service.output().slice(-2000));
     }

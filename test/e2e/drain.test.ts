@@ -10,24 +10,17 @@
  *   are ended by the service: `end_reason` `shutdown` (never as if the callee had hung up), billed once,
  *   exactly one `call.completed` each.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
-import pg from 'pg';
 import supertest from 'supertest';
 import { processEnv, signupWithKey, startProcess, type ServiceProcess } from '../helpers/process.js';
-import { createTestDatabase } from '../helpers/database.js';
-import { startReceiver, type Receiver } from '../helpers/webhooks.js';
-import { providerConfig, sandboxNumber } from '../helpers/calls.js';
+import { createReceptionist, processRig } from '../helpers/process-rig.js';
+import { sandboxNumber } from '../helpers/calls.js';
 import { connect, waitFor, type Client } from '../helpers/realtime.js';
-import { startSandboxCarriers, type SandboxCarriers } from '../../src/sandbox/carriers/server.js';
+import type { SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 
-let carriers: SandboxCarriers;
-let receiver: Receiver;
-let db: { url: string; drop(): Promise<void> };
-const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-drain-'));
+const rig = processRig('drain');
+const { completedFor, query } = rig;
 const b64 = (s: string) => Buffer.from(s).toString('base64');
 
 const TIMINGS: Record<string, string> = {
@@ -43,53 +36,17 @@ const TIMINGS: Record<string, string> = {
   CALL_AUDIO_RATE: '2',
 };
 
-before(async () => {
-  carriers = await startSandboxCarriers({ speed: 2, ringMs: 50 });
-  receiver = await startReceiver();
-  db = await createTestDatabase();
-});
-
-after(async () => {
-  await carriers.close();
-  await receiver.close();
-  await db.drop();
-  fs.rmSync(dataDir, { recursive: true, force: true });
-});
-
 const exited = (p: ServiceProcess) =>
   new Promise<number | null>((r) => (p.child.exitCode !== null ? r(p.child.exitCode) : p.child.once('exit', (code) => r(code))));
-
-/** The call.completed events received for a conversation. */
-const completedFor = (id: string) =>
-  receiver.requests.map((r) => JSON.parse(r.rawBody.toString())).filter((e) => e.event === 'call.completed' && e.conversation_id === id);
-
-async function query(sql: string, params: unknown[]): Promise<Array<Record<string, any>>> {
-  const client = new pg.Client({ connectionString: db.url });
-  await client.connect();
-  try {
-    return (await client.query(sql, params)).rows;
-  } finally {
-    await client.end();
-  }
-}
 
 /** A workspace with a webhook, a provider_a phone agent and a web agent, on a running service. */
 async function setUp(http: ReturnType<typeof supertest>, name: string) {
   const { auth } = await signupWithKey(http, name);
-  assert.equal((await http.post('/api/v1/webhooks').set(auth).send({ url: receiver.url })).status, 201);
-  const phone = await http
-    .post('/api/v1/agents')
-    .set(auth)
-    .send({
-      name: 'Receptionist',
-      instruction: 'You are the receptionist of Acme Dental.',
-      first_message: 'Hello! This is Acme Dental.',
-      ...providerConfig('provider_a'),
-    });
+  assert.equal((await http.post('/api/v1/webhooks').set(auth).send({ url: rig.receiver.url })).status, 201);
+  const phoneAgent = await createReceptionist(http, auth);
   const web = await http.post('/api/v1/agents').set(auth).send({ name: 'Helper', instruction: 'You help visitors of Acme Dental.' });
-  assert.equal(phone.status, 201, JSON.stringify(phone.body));
   assert.equal(web.status, 201, JSON.stringify(web.body));
-  return { auth, phoneAgent: phone.body.agent_id as string, webAgent: web.body.agent_id as string };
+  return { auth, phoneAgent, webAgent: web.body.agent_id as string };
 }
 
 /** Places a call to a callee following `script` and waits until it is live with the caller's first turn answered. */
@@ -100,7 +57,7 @@ async function liveCall(
   script: Parameters<SandboxCarriers['setScript']>[1],
 ) {
   const to = sandboxNumber(String(7000 + Math.floor(Math.random() * 999)));
-  carriers.setScript(to, script);
+  rig.carriers.setScript(to, script);
   const placed = await http.post('/api/v1/calls').set(auth).send({ agent_id: agentId, to_number: to });
   assert.equal(placed.status, 201, JSON.stringify(placed.body));
   const callId = placed.body.call_id as string;
@@ -135,7 +92,7 @@ function assertRetryableRefusal(res: { status: number; headers: Record<string, s
 
 describe('graceful drain on SIGTERM', () => {
   it('live conversations run to their natural end while new ones are refused with a retryable status', async () => {
-    const env = await processEnv(db.url, dataDir, carriers, { ...TIMINGS, SHUTDOWN_DRAIN_MS: '60000' });
+    const env = await processEnv(rig.db.url, rig.dataDir, rig.carriers, { ...TIMINGS, SHUTDOWN_DRAIN_MS: '60000' });
     let service = await startProcess(env);
     const http = supertest(service.url);
     const { auth, phoneAgent, webAgent } = await setUp(http, 'Drain');
@@ -199,7 +156,7 @@ describe('graceful drain on SIGTERM', () => {
   });
 
   it('at the drain deadline, what is still live ends with `shutdown`: recorded, billed, reported once', async () => {
-    const env = await processEnv(db.url, dataDir, carriers, { ...TIMINGS, SHUTDOWN_DRAIN_MS: '1500' });
+    const env = await processEnv(rig.db.url, rig.dataDir, rig.carriers, { ...TIMINGS, SHUTDOWN_DRAIN_MS: '1500' });
     let service = await startProcess(env);
     const http = supertest(service.url);
     const { auth, phoneAgent, webAgent } = await setUp(http, 'Deadline');
