@@ -1,7 +1,8 @@
 /**
  * Keypad keys as in-band tones (src/audio/dtmf.ts) and the sandbox callee's ear for them: every key
  * played as tones is heard back once, in order, pauses take their time, and speech-like agent audio
- * is never heard as a key. Also the send_dtmf tool's argument checks and keypad runs.
+ * is never heard as a key. Also the send_dtmf tool's argument checks, and the runs the person's keys
+ * are gathered into.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,6 +12,7 @@ import { Downsampler24kTo8k, pcm16ToMulaw } from '../../src/audio/pcm16.js';
 import { FRAMES_B64 } from '../../src/sandbox/voice/speech.js';
 import { dtmfArguments, MAX_DTMF_CHARACTERS } from '../../src/calls/live/dtmf-tool.js';
 import { keysAfterPress } from '../../src/sandbox/voice/model.js';
+import { KeypadRuns, MAX_RUN_KEYS } from '../../src/calls/live/keypad.js';
 
 function heard(ulaw: Buffer): string {
   const d = new DtmfDetector();
@@ -71,5 +73,19 @@ describe('sandbox model: the keys a menu prompt asks for', () => {
     assert.equal(keysAfterPress('press star 9 for more'), '*9');
     assert.equal(keysAfterPress('Keys pressed on the phone keypad: 12'), null);
     assert.equal(keysAfterPress('press here'), null);
+  });
+});
+
+describe('keypad runs', () => {
+  it('a run ends at #, at 64 keys, or when flushed; anything but a key is ignored', () => {
+    const runs: string[] = [];
+    const keypad = new KeypadRuns(60_000, (keys) => runs.push(keys));
+    for (const k of '12x3#') keypad.press(k);
+    for (const k of ['4', '', '55', 'w', '*']) keypad.press(k);
+    keypad.flush();
+    keypad.flush();
+    for (let i = 0; i < MAX_RUN_KEYS + 1; i++) keypad.press('9');
+    keypad.flush();
+    assert.deepEqual(runs, ['123#', '4*', '9'.repeat(MAX_RUN_KEYS), '9']);
   });
 });
