@@ -38,7 +38,7 @@ export type Sentiment = "positive" | "neutral" | "negative";
  * - `http`: an HTTP tool attached to the agent (`/api/v1/tools`).
  * - `mcp`: a tool of an MCP server connected to the agent.
  * - `knowledge`: a search of the agent's knowledge base.
- * - `builtin`: a tool the service provides itself (ending the call, transferring it).
+ * - `builtin`: a tool the service provides itself (ending the call, transferring it, pressing keys on a phone call: `send_dtmf`).
  *
  */
 export type ToolCallSource = "http" | "mcp" | "knowledge" | "builtin";
@@ -265,7 +265,7 @@ export interface CallCompletedEvent {
    */
   message_count: number;
   /**
-   * Every final utterance, oldest first; empty when nothing was said.
+   * Every final utterance, oldest first, with keypad entries (`dtmf`) on phone calls; empty when nothing was said.
    */
   transcript: TranscriptEntry[];
   /**
@@ -334,15 +334,25 @@ export interface CallCompletedEvent {
 /**
  * One utterance of a conversation, in the order spoken. Only final text appears here (the partial
  * transcripts streamed over the realtime WebSocket are not kept). In a text session each message the
- * user typed and each reply of the agent is one entry.
+ * user typed and each reply of the agent is one entry. On a phone call, keys pressed on the keypad
+ * (DTMF) are entries too, marked by `dtmf`: a `user` entry for keys the person pressed (a run of
+ * keys ends at `#`, after 64 keys, or after `CALL_DTMF_GAP_MS` without a key; the agent gets the
+ * run as its input), and a `model` entry for keys the agent pressed with its built-in `send_dtmf`
+ * tool (also recorded in `tool_calls`).
  *
  */
 export interface TranscriptEntry {
   role: TranscriptRole;
   /**
-   * What was said (transcribed speech) or typed.
+   * What was said (transcribed speech) or typed; for keypad entries, the keys (the same as `dtmf`).
    */
   text: string;
+  /**
+   * Present only on keypad entries: the keys pressed, in order (`0`-`9`, `*`, `#`, `A`-`D`; in
+   * the agent's keys, `w` is a pause of 0.5 s and `W` of 1 s). Absent on spoken or typed entries.
+   *
+   */
+  dtmf?: string;
   /**
    * When the utterance began, as Unix time in seconds (fractional part allowed).
    */
@@ -356,7 +366,7 @@ export interface ToolCallRecord {
   /**
    * The tool's name as the agent saw it: an HTTP tool's name, an MCP tool's as
    * `<server name>__<tool name>` (server name reduced to `[A-Za-z0-9_-]`, at most 64 characters), or
-   * the name of a built-in tool (for example `end_call`, `transfer_call`, `search_knowledge`).
+   * the name of a built-in tool (for example `end_call`, `transfer_call`, `send_dtmf`, `search_knowledge`).
    *
    */
   name: string;

@@ -1533,7 +1533,8 @@ export interface paths {
          *     calls can be tried with no real carrier. The number must be an agent's `phone_number` at
          *     `provider` with inbound enabled (`POST /api/v1/agents/{agent_id}/telephony/{provider}/inbound`);
          *     the carrier then calls the service's voice webhook exactly as the real one does, the agent
-         *     answers, and a simulated caller talks with it for a few turns, says goodbye and hangs up. The
+         *     answers, and a simulated caller talks with it for a few turns, says goodbye and hangs up (from a
+         *     `from_number` ending in `0006`, it also types a PIN on the keypad: see `from_number`). The
          *     answer is the new inbound call; follow it with `GET /api/v1/calls/{call_id}` or `call.completed`.
          *
          *     Available only while `provider` runs on the sandbox carrier (the default outside production:
@@ -3730,7 +3731,17 @@ export interface components {
          * TranscriptEntry
          * @description One utterance of a conversation, in the order spoken. Only final text appears here (the partial
          *     transcripts streamed over the realtime WebSocket are not kept). In a text session each message the
-         *     user typed and each reply of the agent is one entry.
+         *     user typed and each reply of the agent is one entry. On a phone call, keys pressed on the keypad
+         *     (DTMF) are entries too, marked by `dtmf`: a `user` entry for keys the person pressed (a run of
+         *     keys ends at `#`, after 64 keys, or after `CALL_DTMF_GAP_MS` without a key; the agent gets the
+         *     run as its input), and a `model` entry for keys the agent pressed with its built-in `send_dtmf`
+         *     tool (also recorded in `tool_calls`).
+         * @example {
+         *       "role": "user",
+         *       "text": "1234#",
+         *       "dtmf": "1234#",
+         *       "timestamp": 1795305094.1
+         *     }
          * @example {
          *       "role": "model",
          *       "text": "Hi Ada, this is Sam from Acme Dental. I'm calling to confirm your appointment tomorrow at 10 am.",
@@ -3744,8 +3755,13 @@ export interface components {
              * @enum {string}
              */
             role: "model" | "user";
-            /** @description What was said (transcribed speech) or typed. */
+            /** @description What was said (transcribed speech) or typed; for keypad entries, the keys (the same as `dtmf`). */
             text: string;
+            /**
+             * @description Present only on keypad entries: the keys pressed, in order (`0`-`9`, `*`, `#`, `A`-`D`; in
+             *     the agent's keys, `w` is a pause of 0.5 s and `W` of 1 s). Absent on spoken or typed entries.
+             */
+            dtmf?: string;
             /** @description When the utterance began, as Unix time in seconds (fractional part allowed). */
             timestamp: number;
         };
@@ -3780,7 +3796,7 @@ export interface components {
             /**
              * @description The tool's name as the agent saw it: an HTTP tool's name, an MCP tool's as
              *     `<server name>__<tool name>` (server name reduced to `[A-Za-z0-9_-]`, at most 64 characters), or
-             *     the name of a built-in tool (for example `end_call`, `transfer_call`, `search_knowledge`).
+             *     the name of a built-in tool (for example `end_call`, `transfer_call`, `send_dtmf`, `search_knowledge`).
              * @example lookup_appointment
              */
             name: string;
@@ -3789,7 +3805,7 @@ export interface components {
              * @description - `http`: an HTTP tool attached to the agent (`/api/v1/tools`).
              *     - `mcp`: a tool of an MCP server connected to the agent.
              *     - `knowledge`: a search of the agent's knowledge base.
-             *     - `builtin`: a tool the service provides itself (ending the call, transferring it).
+             *     - `builtin`: a tool the service provides itself (ending the call, transferring it, pressing keys on a phone call: `send_dtmf`).
              * @enum {string}
              */
             source: "http" | "mcp" | "knowledge" | "builtin";
@@ -5235,7 +5251,11 @@ export interface components {
         SandboxInboundCallRequest: {
             /** @description The agent's number to ring, E.164. */
             to_number: string;
-            /** @description The simulated caller's number, E.164. Default `+15555550100`. */
+            /**
+             * @description The simulated caller's number, E.164. Default `+15555550100`. A number ending in `0006` is the
+             *     PIN caller: after the agent's first message it says "I would like to check my account.", and
+             *     after the agent's reply types `1234#` on the keypad, then says "Thanks, goodbye." and hangs up.
+             */
             from_number?: string;
             /** @description The carrier to ring through. Omitted: the one at which the number takes inbound calls (required when both do). */
             provider?: components["schemas"]["Provider"];
@@ -5628,7 +5648,7 @@ export interface components {
             status: components["schemas"]["CallOutcome"];
             /** @description Number of entries in `transcript`. */
             message_count: number;
-            /** @description Every final utterance, oldest first; empty when nothing was said. */
+            /** @description Every final utterance, oldest first, with keypad entries (`dtmf`) on phone calls; empty when nothing was said. */
             transcript: components["schemas"]["TranscriptEntry"][];
             /**
              * @description True when the conversation reached the size limit of its record (`CONVERSATION_RECORD_MAX_BYTES`,

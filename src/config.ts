@@ -262,6 +262,8 @@ const schema = z.object({
     .default(60 * 60),
   /** Neither side spoke for this long: the agent hangs up (`silence_timeout`). */
   CALL_SILENCE_TIMEOUT_MS: durationMs(30_000),
+  /** Keys the person presses form one input to the model until `#`, 64 keys, or this long without a key. */
+  CALL_DTMF_GAP_MS: z.coerce.number().int().min(100).max(60_000).default(2000),
   /** Metering: cents per started minute of a phone call (from answer to hang-up). */
   CALL_CENTS_PER_MINUTE: z.coerce.number().int().min(0).default(10),
   /** How long the carrier has to accept a dial request before the call counts as lost (added to its deadline). */

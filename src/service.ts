@@ -344,6 +344,7 @@ export async function startService(
       toolFillerMs: config.REALTIME_TOOL_FILLER_MS,
       recordMaxBytes: config.CONVERSATION_RECORD_MAX_BYTES,
       silenceTimeoutMs: config.CALL_SILENCE_TIMEOUT_MS,
+      dtmfGapMs: config.CALL_DTMF_GAP_MS,
       maxDurationMs: config.CALL_MAX_DURATION_S * 1000,
       // The in-process sandbox carriers send media SANDBOX_CARRIERS_SPEED times faster than real time.
       audioBudget: {

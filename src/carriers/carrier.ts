@@ -74,6 +74,13 @@ export interface Carrier {
   hangup(credentials: CarrierCredentials, callSid: string, opts: { answered: boolean }): Promise<void>;
   /** Hands the call over to `to` (the agent's transfer number); the media stream ends. */
   transfer(credentials: CarrierCredentials, callSid: string, to: string): Promise<void>;
+  /**
+   * Presses keys on the call (DTMF: `0`-`9`, `*`, `#`, `A`-`D`, pauses `w` 0.5 s and `W` 1 s) by the
+   * carrier's own command. A carrier without one (provider_a: its bidirectional media stream takes
+   * only audio, marks and clear, and new TwiML would end the stream) has the keys played as tones in
+   * the agent's audio instead (src/audio/dtmf.ts).
+   */
+  sendDtmf?(credentials: CarrierCredentials, callSid: string, keys: string): Promise<void>;
   /** Points (or stops pointing) inbound calls of `phoneNumber` at this service. */
   setInbound(credentials: CarrierCredentials, phoneNumber: string, enabled: boolean): Promise<void>;
 }

@@ -172,6 +172,21 @@ export class Conversation {
     this.voice.sendText(text);
   }
 
+  /**
+   * Keys the person pressed on the phone keypad: a `user` transcript entry marked `dtmf`, and the
+   * model's input. Throws like sendText when the voice session cannot take it.
+   */
+  sendKeys(keys: string): void {
+    const timestamp = this.nowMs() / 1000;
+    this.voice.sendKeys(keys);
+    this.commit({ role: 'user', text: keys, dtmf: keys, timestamp });
+  }
+
+  /** Keys the agent pressed (its `send_dtmf` tool): a `model` transcript entry marked `dtmf`. */
+  recordAgentKeys(keys: string, startedAtMs: number): void {
+    if (!this.finished) this.commit({ role: 'model', text: keys, dtmf: keys, timestamp: startedAtMs / 1000 });
+  }
+
   /** Has the agent say a line as its own turn (a filler, a voicemail message). */
   say(text: string): void {
     this.voice.say(text);

@@ -99,6 +99,11 @@ export function openingTurn(config: VoiceSessionConfig): LiveClientMessage {
   return { clientContent: { turns: [{ role: 'user', parts: [{ text }] }], turnComplete: true } };
 }
 
+/** How keys the person pressed on the phone keypad reach the model: a text input naming them. */
+export function keypadInput(keys: string): string {
+  return `(Keys pressed on the phone keypad: ${keys})`;
+}
+
 /** A line the agent is told to say (fillers): a user-role turn the model answers by speaking it. */
 export function sayTurn(text: string): LiveClientMessage {
   const directive = `(Tell the user this now, the pending request continues.) Say exactly: ${JSON.stringify(text)}`;
@@ -413,6 +418,10 @@ class LiveSession implements VoiceSession {
       this.emit({ type: 'input_transcript', text, final: true });
     });
     this.send(JSON.stringify({ realtimeInput: { text } } satisfies LiveClientMessage), false);
+  }
+
+  sendKeys(keys: string): void {
+    this.send(JSON.stringify({ realtimeInput: { text: keypadInput(keys) } } satisfies LiveClientMessage), false);
   }
 
   say(text: string): void {

@@ -67,6 +67,11 @@ export interface VoiceSession {
   /** A user turn as text; the session reports it back as the user's final `input_transcript`. */
   sendText(text: string): void;
   /**
+   * Keys the person pressed on the phone keypad (DTMF), as the model's input (a text turn saying
+   * which keys); not reported back as an input transcript (the conversation records the keys itself).
+   */
+  sendKeys(keys: string): void;
+  /**
    * Has the agent say a line now, e.g. a filler while a slow tool runs; not a user turn (no input
    * transcript) and a pending tool call stays pending. The line arrives as a normal agent turn.
    */
@@ -80,6 +85,8 @@ export interface VoiceSession {
 export interface TranscriptTurn {
   role: 'model' | 'user';
   text: string;
+  /** Keys pressed on a phone keypad (DTMF) instead of speech; `text` holds the same keys. */
+  dtmf?: string;
   /** Unix seconds. */
   timestamp: number;
 }

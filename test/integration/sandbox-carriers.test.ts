@@ -3,7 +3,8 @@
  * answers the voice webhook with TwiML, receives (and checks the signature of) every callback and
  * webhook, and a `ws` server takes the media streams, sends agent audio with marks, and decodes what
  * the callee said. Both providers: the default person, voicemail, busy, no answer, refused numbers,
- * credentials, REST hang-up, transfer, clear, callbacks off, inbound, command_id, reordered media.
+ * credentials, REST hang-up, transfer, clear, callbacks off, inbound, command_id, reordered media, and
+ * the phone menu (0005) hearing keys as tones in the agent audio or by provider_b's send_dtmf.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -15,6 +16,8 @@ import { publicKeyFromBase64, verifyProviderBSignature } from '../../src/carrier
 import { startSandboxCarriers, type CalleeScript, type SandboxCallRecord, type SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 import { mulawToPcm16, pcm16ToMulaw, rms } from '../../src/audio/pcm16.js';
 import { decodeSpokenText } from '../../src/sandbox/spoken-text.js';
+import { dtmfTonesUlaw } from '../../src/audio/dtmf.js';
+import { MENU_PROMPT } from '../../src/sandbox/carriers/callee.js';
 
 const ACCOUNT = 'AC0123456789abcdef0123456789abcdef';
 const TOKEN = '0123456789abcdef0123456789abcdef';
@@ -76,6 +79,12 @@ class Conn {
       this.sentMarks.push(mark);
       this.send({ event: 'mark', mark: { name: mark } });
     }
+  }
+
+  /** Keys as DTMF tones in the agent audio, 20 ms frames. */
+  sendTones(keys: string): void {
+    const tones = dtmfTonesUlaw(keys);
+    for (let at = 0; at < tones.length; at += 160) this.send({ event: 'media', media: { payload: tones.subarray(at, at + 160).toString('base64') } });
   }
 
   clear(): void {
@@ -525,6 +534,18 @@ describe('sandbox carriers', () => {
       }
     });
 
+    it('0005: the phone menu hears keys played as tones in the agent audio and puts the person through', async () => {
+      const sid = (await dialA('+15551230005')).body.sid as string;
+      const conn = await svc.conn(sid);
+      const record = await sandbox.waitForCall((c) => c.callSid === sid && c.spoken.includes(MENU_PROMPT));
+      conn.sendTones('1#');
+      await sandbox.waitForCall((c) => c === record && c.spoken.includes('Connecting you to the front desk.'));
+      assert.equal(record.dtmfReceived, '1#');
+      assert.deepEqual(record.protocolErrors, []);
+      assert.equal((await providerA(`/Calls/${sid}.json`, { Status: 'completed' })).status, 200);
+      await completed(sid);
+    });
+
     it('hangs up through REST; a finished call answers with its final status; an unknown one is 404', async () => {
       sandbox.setScript('+15551230020', [{ waitForAgent: true }, { pause: 60_000 }]);
       const sid = (await dialA('+15551230020')).body.sid as string;
@@ -781,6 +802,29 @@ describe('sandbox carriers', () => {
       assert.equal(hangupEvent.payload.hangup_source, 'caller');
       assert.equal(eventTypes(sid).filter((t) => t === 'call.hangup').length, 1);
       sandbox.setScript('+15552230020', null);
+    });
+
+    it('send_dtmf: keys reach the phone menu (0005); bad digits and an unanswered call are refused', async () => {
+      const sid = (await dialB('+15552230005')).body.data.call_control_id as string;
+      const record = await sandbox.waitForCall((c) => c.callSid === sid && c.spoken.includes(MENU_PROMPT));
+      const action = `/calls/${encodeURIComponent(sid)}/actions/send_dtmf`;
+      for (const body of [{ digits: '1x#' }, { digits: '' }, {}, { digits: '1#', duration_millis: 50 }]) {
+        const bad = await providerB(action, body);
+        assert.equal(bad.status, 422, JSON.stringify(body));
+        assert.equal(bad.body.errors[0].code, '10015');
+      }
+      assert.equal(record.dtmfReceived, '', 'nothing refused was played');
+      assert.deepEqual(await providerB(action, { digits: '1w#', duration_millis: 100 }), { status: 200, body: { data: { result: 'ok' } } });
+      await sandbox.waitForCall((c) => c === record && c.spoken.includes('Connecting you to the front desk.'));
+      assert.equal(record.dtmfReceived, '1#');
+      assert.equal((await providerB(`/calls/${encodeURIComponent(sid)}/actions/hangup`, {})).status, 200);
+      await completed(sid);
+
+      const ringing = (await dialB('+15552230003')).body.data.call_control_id as string;
+      const early = await providerB(`/calls/${encodeURIComponent(ringing)}/actions/send_dtmf`, { digits: '1' });
+      assert.equal(early.status, 422);
+      assert.equal(early.body.errors[0].code, '90034');
+      await providerB(`/calls/${encodeURIComponent(ringing)}/actions/hangup`, {});
     });
 
     it('transfers: the stream stops and the call completes', async () => {

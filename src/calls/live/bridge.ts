@@ -14,6 +14,12 @@
  * the greeting the agent's voicemail message is spoken (when enabled) and the call hung up once it has
  * played.
  *
+ * Keys the person presses (the carrier's `dtmf` frames) are gathered into runs (keypad.ts) and given
+ * to the model as input and to the transcript as entries marked `dtmf`. The agent presses keys with
+ * the built-in `send_dtmf` tool (dtmf-tool.ts): by the carrier's command where it has one
+ * (provider_b `send_dtmf`), else as tones in its audio on the media stream (provider_a), the tool
+ * answering once a mark after the tones comes back, that is once they have played.
+ *
  * The conversation so far is written to the call as it goes; when the stream ends the bridge writes
  * the rest and finalises the call (src/calls/finaliser.ts).
  */
@@ -36,6 +42,10 @@ import type { NumberRefusal } from '../../destinations/policy.js';
 import { AudioBudget, type AudioBudgetOptions } from '../../audio/budget.js';
 
 import { chosenDestination, transferDeclaration } from './transfer-tool.js';
+import { dtmfArguments, sendDtmfDeclaration } from './dtmf-tool.js';
+import { KeypadRuns } from './keypad.js';
+import { dtmfDurationMs, dtmfTonesUlaw } from '../../audio/dtmf.js';
+import { FRAME_BYTES } from '../../carriers/transcode.js';
 
 export interface CallBridgeOptions {
   toolTimeoutMs: number;
@@ -43,6 +53,8 @@ export interface CallBridgeOptions {
   recordMaxBytes: number;
   silenceTimeoutMs: number;
   maxDurationMs: number;
+  /** A run of keys the person presses ends after this long without a key (CALL_DTMF_GAP_MS). */
+  dtmfGapMs: number;
   /** The caller's audio budget (real time plus a burst); audio beyond it is dropped before transcoding. */
   audioBudget: AudioBudgetOptions;
   /** Counts dropped caller audio, seconds (the `media_audio_dropped_seconds_total` metric). */
@@ -102,6 +114,12 @@ export class CallBridge {
   private finished = false;
   private stopReceived = false;
   private readonly timers: NodeJS.Timeout[] = [];
+  private readonly keypad: KeypadRuns;
+  /** Runs of keys pressed while the voice session was opening. */
+  private readonly heldKeys: string[] = [];
+  /** Keys the agent sent as tones, by the mark that follows them: resolved when it comes back. */
+  private readonly toneMarks = new Map<string, { interrupted: boolean; done: (interrupted: boolean) => void }>();
+  private dtmfSent = 0;
   private progressTimer: NodeJS.Timeout | undefined;
   private saving: Promise<void> = Promise.resolve();
   private resolveDone!: () => void;
@@ -120,6 +138,7 @@ export class CallBridge {
   ) {
     this.lastActivity = this.now();
     this.audioBudget = new AudioBudget(opts.audioBudget);
+    this.keypad = new KeypadRuns(opts.dtmfGapMs, (keys) => this.keysToModel(keys));
     ws.on('close', () => void this.finish('stream_closed'));
   }
 
@@ -141,6 +160,7 @@ export class CallBridge {
     const tools = this.deps.tools ? await this.deps.tools.declarations(agent.workspaceId, agent.id).catch(() => []) : [];
     const transferTool = agent.transferDestinations.length ? transferDeclaration(agent.transferDestinations) : null;
     if (transferTool) tools.push(transferTool);
+    tools.push(sendDtmfDeclaration);
     let voice;
     try {
       voice = await this.deps.voice.open({
@@ -193,8 +213,10 @@ export class CallBridge {
         },
       });
     }
+    conversation.addBuiltin({ declaration: sendDtmfDeclaration, run: (args) => this.sendDtmf(args) });
     this.conversation = conversation;
     for (const frame of this.held.splice(0)) this.toModel(frame, null, false);
+    for (const keys of this.heldKeys.splice(0)) this.keysToModel(keys);
     this.startTimers();
   }
 
@@ -240,6 +262,10 @@ export class CallBridge {
         return;
       case 'mark':
         this.markPlayed(e.name);
+        return;
+      case 'dtmf':
+        this.lastActivity = this.now();
+        this.keypad.press(e.digit);
         return;
       case 'stop':
         this.stopReceived = true;
@@ -305,7 +331,71 @@ export class CallBridge {
     }
   }
 
+  /** A run of keys the person pressed: the model's input and a transcript entry. */
+  private keysToModel(keys: string): void {
+    const conversation = this.conversation;
+    if (!conversation) {
+      if (!this.finished) this.heldKeys.push(keys);
+      return;
+    }
+    if (this.voicemail !== 'no' || conversation.ended || conversation.isFinished) return;
+    try {
+      conversation.sendKeys(keys);
+    } catch {
+      // The voice session is reconnecting and cannot take more: these keys are lost, the call goes on.
+      this.log.warn('keys pressed by the caller could not be passed to the voice session');
+    }
+    this.scheduleProgress();
+  }
+
   // Model -> carrier
+
+  /** The `send_dtmf` tool: checks the keys, presses them through the carrier, records them in the transcript. */
+  private async sendDtmf(args: Record<string, unknown>): Promise<{ ok: boolean; result: unknown; error: string | null }> {
+    const parsed = dtmfArguments(args);
+    if ('error' in parsed) return { ok: false, result: null, error: parsed.error };
+    if (this.hangingUp || this.finished) return { ok: false, result: null, error: 'The call is ending; no keys were pressed.' };
+    const keys = parsed.keys;
+    const startedAt = this.now();
+    this.lastActivity = startedAt;
+    const carrier = this.deps.carrier;
+    try {
+      if (carrier.sendDtmf) await carrier.sendDtmf(credentialsOf(this.agent, this.call.provider), this.call.call_sid ?? '', keys);
+      else if (await this.playTones(keys)) {
+        return { ok: false, result: null, error: 'The keys were cut off because the other side spoke; press them again if the menu still asks.' };
+      }
+    } catch (err) {
+      this.log.warn({ err: (err as Error).message }, 'send_dtmf failed at the carrier');
+      return { ok: false, result: null, error: 'The keys could not be pressed; try again or carry on.' };
+    }
+    this.conversation?.recordAgentKeys(keys, startedAt);
+    return { ok: true, result: `Pressed ${keys}.`, error: null };
+  }
+
+  /**
+   * Plays `keys` as tones after the agent audio already queued, then a mark; resolves once the mark
+   * comes back (true: a barge-in cleared them first) or, without it, after their length plus PLAYBACK_WAIT_MS.
+   */
+  private playTones(keys: string): Promise<boolean> {
+    const last = this.transcoder.flush();
+    if (last) this.send(this.dialect.media(this.streamId, last.toString('base64')));
+    const tones = dtmfTonesUlaw(keys);
+    for (let at = 0; at < tones.length; at += FRAME_BYTES) {
+      this.send(this.dialect.media(this.streamId, tones.subarray(at, at + FRAME_BYTES).toString('base64')));
+    }
+    const name = `dtmf-${++this.dtmfSent}`;
+    this.pendingMarks.add(name);
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => settle(false), dtmfDurationMs(keys) + PLAYBACK_WAIT_MS);
+      const settle = (interrupted: boolean) => {
+        clearTimeout(timer);
+        this.toneMarks.delete(name);
+        resolve(interrupted);
+      };
+      this.toneMarks.set(name, { interrupted: false, done: settle });
+      this.send(this.dialect.mark(this.streamId, name));
+    });
+  }
 
   private agentAudio(pcm24k: Buffer): void {
     this.lastActivity = this.now();
@@ -345,11 +435,14 @@ export class CallBridge {
   private interrupted(): void {
     this.transcoder.discard();
     this.send(this.dialect.clear(this.streamId));
+    for (const waiter of this.toneMarks.values()) waiter.interrupted = true;
     if (this.pendingMarks.size) this.clearedSinceFirstMark = true;
   }
 
   private markPlayed(name: string): void {
     if (!this.pendingMarks.delete(name)) return;
+    const tones = this.toneMarks.get(name);
+    if (tones) tones.done(tones.interrupted);
     if (name === this.firstMark && !this.clearedSinceFirstMark) this.firstMarkPlayed = true;
     if (this.hangupAfterPlayback && this.pendingMarks.size === 0) void this.hangup();
   }
@@ -509,6 +602,9 @@ export class CallBridge {
     for (const t of this.timers) clearTimeout(t);
     clearTimeout(this.progressTimer);
     const endedAt = this.deps.clock.now();
+    // Keys pressed just before the end are kept in the transcript.
+    this.keypad.flush();
+    for (const waiter of [...this.toneMarks.values()]) waiter.done(waiter.interrupted);
     try {
       await this.saving;
       const outcome = this.conversation ? await this.conversation.finish() : null;

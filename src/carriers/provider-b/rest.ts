@@ -132,6 +132,11 @@ export class ProviderBCarrier implements Carrier {
     await this.action(creds(credentials), callSid, 'transfer', { to });
   }
 
+  /** `send_dtmf`: the carrier plays the keys into the call, 250 ms a key (its default). */
+  async sendDtmf(credentials: CarrierCredentials, callSid: string, keys: string): Promise<void> {
+    await this.action(creds(credentials), callSid, 'send_dtmf', { digits: keys, duration_millis: 250 });
+  }
+
   async setInbound(credentials: CarrierCredentials, phoneNumber: string, enabled: boolean): Promise<void> {
     const c = creds(credentials);
     const list = await this.request(c, 'GET', `/phone_numbers?filter[phone_number]=${encodeURIComponent(phoneNumber)}`);

@@ -5,7 +5,7 @@
  */
 import type { Logger } from 'pino';
 import type { Clock } from './clock.js';
-import { CallOver, runPerson, runVoicemail, type CalleeScript } from './callee.js';
+import { CallOver, runMenu, runPerson, runVoicemail, type CalleeScript } from './callee.js';
 import { Line } from './line.js';
 import { MediaStream } from './media.js';
 import type { Framing } from './frames.js';
@@ -47,8 +47,8 @@ export interface CallContext {
 }
 
 export interface CallPlan {
-  /** What the callee does: a person (script), an answering machine, busy, or no answer. */
-  callee: 'person' | 'voicemail' | 'busy' | 'no_answer';
+  /** What the callee does: a person (script), a phone menu before a person (script), an answering machine, busy, or no answer. */
+  callee: 'person' | 'menu' | 'voicemail' | 'busy' | 'no_answer';
   script: CalleeScript;
   ringMs: number;
   /** The dial request's ring timeout. */
@@ -62,6 +62,9 @@ const QUEUED_MS = 100;
 const INITIATED_TO_RINGING_MS = 200;
 /** A transferred call completes this long after the transfer. */
 const TRANSFER_COMPLETES_MS = 1000;
+/** Silence after each key the carrier plays by command (provider_b `send_dtmf`). */
+const COMMAND_KEY_GAP_MS = 100;
+const PAUSES_MS: Record<string, number> = { w: 500, W: 1000 };
 
 export interface OpenStreamInput {
   url: string;
@@ -77,6 +80,7 @@ export class SimCall {
   private stream: MediaStream | null = null;
   private streamDone: ((how: StreamEnd, notify: boolean) => void) | null = null;
   private voicemailRecordedBytes = 0;
+  private keysPlaying: Promise<void> = Promise.resolve();
 
   constructor(
     readonly record: SandboxCallRecord,
@@ -151,6 +155,10 @@ export class SimCall {
         this.hooks.dtmf?.(digit);
         this.changed();
       },
+      heard: (key) => {
+        this.record.dtmfReceived += key;
+        this.changed();
+      },
       hangup: () => this.end({ reason: 'completed', by: 'callee' }),
     });
     line.stream = this.stream;
@@ -165,7 +173,9 @@ export class SimCall {
               this.record.agentAudioAfterBeepMs = ulawMs(this.voicemailRecordedBytes);
             },
           )
-        : runPerson(line, this.plan.script);
+        : this.plan.callee === 'menu'
+          ? runMenu(line, this.plan.script)
+          : runPerson(line, this.plan.script);
     callee.catch((err) => {
       if (!(err instanceof CallOver)) this.log.error({ err }, 'sandbox callee failed');
     });
@@ -220,6 +230,22 @@ export class SimCall {
     const started = stream.started;
     stream.stop();
     done('carrier', started);
+  }
+
+  /**
+   * The carrier plays keys into the call by command (provider_b `send_dtmf`): each key for `toneMs`
+   * then 100 ms of silence, `w` 500 ms and `W` 1 s of pause; commands play one after another.
+   */
+  playKeys(keys: string, toneMs: number): void {
+    this.keysPlaying = this.keysPlaying.then(async () => {
+      for (const k of keys) {
+        const pause = PAUSES_MS[k];
+        if (!(await this.sleep(pause ?? toneMs))) return;
+        if (pause !== undefined) continue;
+        this.line?.hear(k);
+        if (!(await this.sleep(COMMAND_KEY_GAP_MS))) return;
+      }
+    });
   }
 
   /** The callee is connected elsewhere: the stream stops and the call completes a little later. */

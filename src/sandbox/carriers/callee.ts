@@ -38,6 +38,36 @@ export const DEFAULT_PERSON: CalleeScript = [
   { hangup: true },
 ];
 
+/** The person at the front desk behind the phone menu (0005), unless the test set a script. */
+export const FRONT_DESK: CalleeScript = [
+  { waitForAgent: true },
+  { say: 'Front desk, this is Sam speaking.' },
+  { waitForAgent: true },
+  { say: 'Thanks, goodbye.' },
+  { waitForAgent: true, startWithinMs: 2000 },
+  { hangup: true },
+];
+
+export const MENU_PROMPT = 'Welcome to Acme Dental. To reach the front desk, press 1 then #.';
+/** The keys that get through the phone menu. */
+export const MENU_KEYS = '1#';
+/** How long the menu waits for `#` after its prompt, and how often it asks. */
+const MENU_WAIT_MS = 8000;
+const MENU_TRIES = 3;
+
+/** The PIN the PIN caller (inbound from a number ending in 0006) types. */
+export const PIN = '1234#';
+export const PIN_CALLER: CalleeScript = [
+  { waitForAgent: true },
+  { say: 'I would like to check my account.' },
+  { waitForAgent: true },
+  { pressDigits: PIN },
+  { waitForAgent: true },
+  { say: 'Thanks, goodbye.' },
+  { waitForAgent: true, startWithinMs: 2000 },
+  { hangup: true },
+];
+
 /** The agent's turn is over once playback has been idle this long. */
 export const TURN_END_MS = 400;
 const DEFAULT_START_WITHIN_MS = 5000;
@@ -62,6 +92,8 @@ export interface CalleeLine {
   readonly lastAgentFrame: number;
   /** Agent audio is queued for playback. */
   readonly agentPending: boolean;
+  /** Every key the service pressed that the callee heard, in order. */
+  readonly keysHeard: string;
   /** Resolves once the audio has gone out (20 ms per frame). */
   talk(ulaw: Buffer): Promise<void>;
   said(text: string): void;
@@ -112,6 +144,31 @@ export async function runPerson(line: CalleeLine, script: CalleeScript): Promise
       }
     }
   }
+}
+
+/**
+ * A phone menu: once the agent's first words are over it says MENU_PROMPT and waits up to 8 s for
+ * keys ending in `#`. MENU_KEYS: it says "Connecting you to the front desk." and `person` takes the
+ * line. Other keys, or none: "Sorry, that is not a valid option." and the prompt again; after the
+ * third try it says "Goodbye." and hangs up, no person having answered.
+ */
+export async function runMenu(line: CalleeLine, person: CalleeScript): Promise<void> {
+  await waitForAgent(line, DEFAULT_START_WITHIN_MS, DEFAULT_WAIT_MAX_MS);
+  let prompt = MENU_PROMPT;
+  for (let attempt = 0; attempt < MENU_TRIES; attempt++) {
+    const from = line.keysHeard.length;
+    await say(line, prompt);
+    await line.until(() => line.keysHeard.includes('#', from), frames(MENU_WAIT_MS));
+    const end = line.keysHeard.indexOf('#', from);
+    const entered = line.keysHeard.slice(from, end < 0 ? undefined : end + 1);
+    if (entered === MENU_KEYS) {
+      await say(line, 'Connecting you to the front desk.');
+      return runPerson(line, person);
+    }
+    prompt = `Sorry, that is not a valid option. ${MENU_PROMPT}`;
+  }
+  await say(line, 'Goodbye.');
+  line.hangup();
 }
 
 /**

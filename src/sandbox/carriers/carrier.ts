@@ -1,6 +1,6 @@
 /** What both simulated carriers share: the number rules, the call plan, and the server's state. */
 import type { CallContext, CallPlan, SimCall } from './call.js';
-import { DEFAULT_PERSON, type CalleeScript } from './callee.js';
+import { DEFAULT_PERSON, FRONT_DESK, PIN_CALLER, type CalleeScript } from './callee.js';
 import type { CallOutcome, SandboxProvider } from './records.js';
 
 export const E164 = /^\+[1-9][0-9]{1,14}$/;
@@ -11,11 +11,12 @@ export function calleeOf(to: string): CallPlan['callee'] | 'refused' {
   if (to.endsWith('0002')) return 'busy';
   if (to.endsWith('0003')) return 'no_answer';
   if (to.endsWith('0004')) return 'refused';
+  if (to.endsWith('0005')) return 'menu';
   return 'person';
 }
 
 export function outcomeOf(callee: CallPlan['callee']): CallOutcome {
-  return callee === 'person' ? 'human' : callee;
+  return callee === 'person' || callee === 'menu' ? 'human' : callee;
 }
 
 /** Numbers that exist in the sandbox: every well-formed E.164 number but the refused ones. */
@@ -48,7 +49,7 @@ export function outboundPlan(ctx: CarrierContext, to: string, ringTimeoutMs: num
   const callee = calleeOf(to) as CallPlan['callee'];
   return {
     callee,
-    script: ctx.scriptFor(to) ?? DEFAULT_PERSON,
+    script: ctx.scriptFor(to) ?? (callee === 'menu' ? FRONT_DESK : DEFAULT_PERSON),
     ringMs: ctx.ringMs,
     ringTimeoutMs,
     noAnswerMs: Math.min(ringTimeoutMs, ctx.noAnswerMs ?? Infinity),
@@ -56,10 +57,15 @@ export function outboundPlan(ctx: CarrierContext, to: string, ringTimeoutMs: num
   };
 }
 
-export function inboundPlan(script: CalleeScript | undefined, timeLimitMs: number): CallPlan {
+/** The caller of an inbound call from `from` with no script given: the PIN caller from a number ending in 0006. */
+export function callerOf(from: string): CalleeScript {
+  return from.endsWith('0006') ? PIN_CALLER : DEFAULT_PERSON;
+}
+
+export function inboundPlan(script: CalleeScript | undefined, timeLimitMs: number, from: string): CallPlan {
   return {
     callee: 'person',
-    script: script ?? DEFAULT_PERSON,
+    script: script ?? callerOf(from),
     ringMs: 0,
     ringTimeoutMs: INBOUND_GIVE_UP_MS,
     noAnswerMs: INBOUND_GIVE_UP_MS,

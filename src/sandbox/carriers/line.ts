@@ -1,12 +1,17 @@
 /**
  * The callee's end of an answered call, driven by the frame clock: every 20 ms (simulated) one frame of
  * agent audio plays from the current media stream's playout and one frame of the callee's voice
- * (silence when it is not talking) goes to the service, then the callee's waits are checked.
+ * (silence when it is not talking) goes to the service, then the callee's waits are checked. Keys
+ * reach the callee either as tones in the agent audio it hears (dtmf-detector.ts) or straight from
+ * the carrier's own command (hear()).
  */
 import type { Clock } from './clock.js';
 import { CallOver, type CalleeLine } from './callee.js';
 import { FRAME_BYTES, SILENCE_FRAME } from './audio.js';
 import type { MediaStream } from './media.js';
+import { DtmfDetector } from './dtmf-detector.js';
+
+const NOTHING = Buffer.alloc(0);
 
 interface Wait {
   pred: () => boolean;
@@ -18,6 +23,8 @@ interface Wait {
 export interface LineHooks {
   said(text: string): void;
   dtmf(digit: string): void;
+  /** The callee heard a key the service pressed. */
+  heard(key: string): void;
   hangup(): void;
 }
 
@@ -25,6 +32,8 @@ export class Line implements CalleeLine {
   frame = 0;
   agentPlayedNow = 0;
   lastAgentFrame = -1;
+  keysHeard = '';
+  private readonly ear = new DtmfDetector();
   /** The media stream playing now, if any (the call swaps it as streams open and close). */
   stream: MediaStream | null = null;
   private voice: Buffer[] = [];
@@ -64,6 +73,13 @@ export class Line implements CalleeLine {
     this.hooks.hangup();
   }
 
+  /** A key the service pressed reaches the callee. */
+  hear(key: string): void {
+    if (this.over) return;
+    this.keysHeard += key;
+    this.hooks.heard(key);
+  }
+
   until(pred: () => boolean, maxFrames: number): Promise<boolean> {
     if (this.over) return Promise.reject(new CallOver());
     return new Promise((resolve, reject) => this.waits.add({ pred, deadline: this.frame + maxFrames, resolve, reject }));
@@ -85,6 +101,8 @@ export class Line implements CalleeLine {
     const played = this.stream?.live ? this.stream.playout.step() : null;
     this.agentPlayedNow = played?.length ?? 0;
     if (this.agentPlayedNow > 0) this.lastAgentFrame = this.frame;
+    const key = this.ear.push(played ?? NOTHING);
+    if (key) this.hear(key);
     this.stream?.sendMedia(this.nextVoiceFrame());
     for (const w of [...this.waits]) {
       let ok: boolean;

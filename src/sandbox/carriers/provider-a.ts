@@ -324,7 +324,7 @@ export function createProviderA(ctx: CarrierContext): ProviderA {
       outcome: 'human',
       request: { from: input.from, to: input.to },
     });
-    const call = new SimCall(record, ctx, inboundPlan(input.script, DEFAULT_TIME_LIMIT_S * 1000));
+    const call = new SimCall(record, ctx, inboundPlan(input.script, DEFAULT_TIME_LIMIT_S * 1000, input.from));
     const pa = new ProviderACall(call, ctx, (sid) => tokens.get(sid), {
       accountSid: number.accountSid,
       url: number.voiceUrl,

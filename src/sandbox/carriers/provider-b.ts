@@ -25,7 +25,9 @@ const API_KEY = /^KEY[A-Za-z0-9_-]{16,}$/;
 const CONNECTION_ID = /^[A-Za-z0-9_-]{1,128}$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
 const AMD_MODES = new Set(['premium', 'detect', 'detect_beep', 'detect_words', 'greeting_end', 'disabled']);
-const ACTIONS = new Set(['answer', 'hangup', 'reject', 'transfer', 'streaming_start', 'streaming_stop']);
+const ACTIONS = new Set(['answer', 'hangup', 'reject', 'transfer', 'streaming_start', 'streaming_stop', 'send_dtmf']);
+/** `send_dtmf` digits: keys 0-9, A-D, *, #; pauses w (0.5 s) and W (1 s). */
+const DTMF_DIGITS = /^[0-9A-D*#wW]+$/;
 const MAX_CALLS = 1000;
 const MAX_DIAL_COMMANDS = 10_000;
 
@@ -271,6 +273,15 @@ export function createProviderB(ctx: CarrierContext, signingKey: KeyObject): Pro
         if (state !== undefined) pb.clientState = state;
         call.stopStream();
         break;
+      case 'send_dtmf': {
+        const digits = str(body, 'digits');
+        if (!digits || !DTMF_DIGITS.test(digits)) throw invalid('/digits', 'digits must be DTMF digits: 0-9, A-D, *, # and pauses w, W.');
+        const toneMs = integer(body, 'duration_millis', 100, 500, 250);
+        if (!call.answered) throw wrongState('DTMF can be sent on an answered call only.');
+        if (state !== undefined) pb.clientState = state;
+        call.playKeys(digits, toneMs);
+        break;
+      }
     }
     if (commandId) pb.commandIds.add(commandId);
   }
@@ -382,7 +393,7 @@ export function createProviderB(ctx: CarrierContext, signingKey: KeyObject): Pro
       outcome: 'human',
       request: { from: input.from, to: input.to },
     });
-    const call = new SimCall(record, ctx, inboundPlan(input.script, DEFAULT_TIME_LIMIT_S * 1000));
+    const call = new SimCall(record, ctx, inboundPlan(input.script, DEFAULT_TIME_LIMIT_S * 1000, input.from));
     const pb = new ProviderBCall(call, ctx, signingKey, { connectionId, webhookUrl: null, clientState: null, amd: null, stream: null }, connectionWebhook);
     remember(pb);
     void call.ringInbound(INBOUND_GIVE_UP_MS);

@@ -58,7 +58,10 @@ export interface SandboxCallRecord {
   clears: number;
   /** Texts the callee said, in order. */
   spoken: string[];
+  /** Keys the callee pressed (sent to the service). */
   dtmfSent: string;
+  /** Keys the service pressed that the callee heard (provider_b `send_dtmf`, or tones in the agent audio). */
+  dtmfReceived: string;
   callbacks: CallbackRecord[];
   /** The dial request as received (provider_a form params, provider_b JSON), or the ring() input. */
   request: Record<string, unknown>;
@@ -97,6 +100,7 @@ export function newRecord(init: Pick<SandboxCallRecord, 'provider' | 'callSid' |
     clears: 0,
     spoken: [],
     dtmfSent: '',
+    dtmfReceived: '',
     callbacks: [],
     protocolErrors: [],
   };

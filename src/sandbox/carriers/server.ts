@@ -19,6 +19,14 @@
  *   0004  refused at the dial request: provider_a 400 code 21211, provider_b 422 code 10016 (pointer
  *         /to). The number also does not exist for the phone-number lookups. The attempt is recorded
  *         (outcome failed).
+ *   0005  a phone menu answers after ringMs (AMD, if asked, says human): once the agent's first words
+ *         are over it says "Welcome to Acme Dental. To reach the front desk, press 1 then #." and
+ *         waits 8 s for keys ending in `#`. `1#`: "Connecting you to the front desk.", and a person
+ *         takes the line (the test's script, else: wait for the agent, "Front desk, this is Sam
+ *         speaking.", wait, "Thanks, goodbye.", wait up to 2 s, hang up). Other keys or none:
+ *         "Sorry, that is not a valid option." and the prompt again; after the third try "Goodbye."
+ *         and it hangs up, never having answered as a person. The menu hears keys the way the
+ *         carrier carries them: provider_b `send_dtmf`, or tones in the agent audio (provider_a).
  *   other a person answers after ringMs (no-answer instead if the ring timeout is shorter); AMD, if
  *         asked, says human 0.8 s in; the person follows the test's script (setScript) or the default:
  *         wait for the agent's first message to finish, say "Hello, this is Sam.", wait for the
@@ -54,6 +62,13 @@
  *   is a no-op (a dial returns the same call); an action on an ended call is 422 code 90018, on a call
  *   in the wrong state 422 code 90034. call.hangup's hangup_source is caller/callee from the call's
  *   view (the service is the caller of outgoing calls), unknown when the carrier ended it.
+ * - Keys: the callee's keys go to the service as `dtmf` frames on the stream (and provider_b's
+ *   `call.dtmf.received` webhook). The service's keys reach the callee by provider_b's `send_dtmf`
+ *   action (digits 0-9 A-D * # and pauses w 0.5 s, W 1 s; duration_millis 100-500, default 250; each
+ *   key heard after its duration, 100 ms apart; on an unanswered call 422 code 90034), or as DTMF
+ *   tones in the agent audio the callee hears (either carrier: provider_a's stream takes no key
+ *   frames, so a `dtmf` frame from the service is a protocol error). The record's `dtmfReceived`
+ *   holds what the callee heard, `dtmfSent` what it pressed.
  * - Transfer (provider_a `<Dial>` TwiML update, provider_b `transfer`): the stream stops (`stop`, socket
  *   closed), `transferredTo` is recorded, and the call completes 1 s later.
  * - Time limits: TimeLimit / time_limit_secs (default 4 h) from the answer; the carrier hangs up
@@ -61,7 +76,10 @@
  * - Inbound (`ring()`): provider_a posts the number's VoiceUrl (CallStatus ringing, Direction inbound);
  *   provider_b sends `call.initiated` (incoming, parked) to the webhook_event_url of the connection
  *   the number is attached to and waits for `answer`, `reject` or `hangup`. Unanswered for 30 s, the
- *   caller gives up. The caller is the default person unless a script is given.
+ *   caller gives up. The caller is the default person unless a script is given, or the PIN caller
+ *   when `from` ends in 0006: it waits for the agent's first words, says "I would like to check my
+ *   account.", waits for the reply, types 1234# (200 ms apart), waits for the reply, says "Thanks,
+ *   goodbye.", waits up to 2 s and hangs up.
  * - setCallbacksEnabled(false): no status, AMD or webhook requests (provider_a still requests TwiML
  *   from the voice URL, so media flows); a call can still be read (provider_a `GET .../Calls/{sid}.json`,
  *   provider_b `GET /calls/{id}`).

@@ -6,6 +6,13 @@
  *  2. "greet the user" -> `Hello! I am <role>. How can I help you today?`
  *  3. goodbye ("goodbye", "good-bye", "bye") -> `Goodbye! Thank you for talking with <role>.`, then a call of
  *     `end_conversation` when that function is declared.
+ *  3a. a phone menu: the turn contains the word "press" and `send_dtmf` is declared -> a call of
+ *     `send_dtmf` with `digits`: the JSON string the instruction gives after `at a phone menu press`
+ *     (e.g. `At a phone menu press "2#".`: how a test makes the agent press given, even wrong, keys),
+ *     else the keys the turn names after its first "press", read word by word: keys (`0`-`9`, `*`,
+ *     `#`, `A`-`D`) are kept, "pound"/"hash" is `#`, "star" is `*`, "then"/"and" are skipped, and the
+ *     first other word ends them ("To reach the front desk, press 1 then #." -> `1#`). After the
+ *     response: rule 4's sentence.
  *  4. a declared function is asked for: the turn contains its name (case-insensitive; underscores may be
  *     spaces) -> a call of that function, arguments derived from the turn (see deriveArguments); after the
  *     response: `<name> returned: <result>`.
@@ -33,6 +40,32 @@ export type ModelAction =
   { kind: 'say'; text: string } | { kind: 'farewell'; text: string; endConversation: boolean } | { kind: 'call'; name: string; args: Record<string, unknown> };
 
 export const END_CONVERSATION = 'end_conversation';
+export const SEND_DTMF = 'send_dtmf';
+
+const KEYPAD_KEYS = '0123456789*#ABCD';
+const KEY_WORDS: Record<string, string> = { pound: '#', hash: '#', star: '*' };
+
+/** The keys a menu prompt asks for after its first "press" (rule 3a); null when it names none. */
+export function keysAfterPress(text: string): string | null {
+  const words = text.split(/\s+/);
+  const at = words.findIndex((w) => w.toLowerCase().replace(/[.,;:!?]+$/, '') === 'press');
+  if (at < 0) return null;
+  let keys = '';
+  for (const raw of words.slice(at + 1)) {
+    const word = raw.replace(/[.,;:!?]+$/, '');
+    const lower = word.toLowerCase();
+    if (lower === 'then' || lower === 'and') continue;
+    if (KEY_WORDS[lower]) keys += KEY_WORDS[lower];
+    else if (word && [...word].every((c) => KEYPAD_KEYS.includes(c))) keys += word;
+    else break;
+    if (/[.!?]$/.test(raw)) break;
+  }
+  return keys || null;
+}
+
+function menuKeysOf(instruction: string): string | null {
+  return quotedAfter(/at a phone menu,? press\s*("(?:[^"\\]|\\.)*")/i, instruction);
+}
 
 export function roleOf(instruction: string): string {
   const youAre = /\byou are\s+([^.!?\n]+)/i.exec(instruction);
@@ -46,7 +79,12 @@ export function speechPlaceholder(seconds: number): string {
 }
 
 export function sayExactly(text: string): string | null {
-  const m = /say exactly[^"]*?("(?:[^"\\]|\\.)*")/i.exec(text);
+  return quotedAfter(/say exactly[^"]*?("(?:[^"\\]|\\.)*")/i, text);
+}
+
+/** The JSON string `pattern`'s first group captured in `text`, decoded; null when absent or not a string. */
+function quotedAfter(pattern: RegExp, text: string): string | null {
+  const m = pattern.exec(text);
   if (!m) return null;
   try {
     const value: unknown = JSON.parse(m[1]);
@@ -110,6 +148,10 @@ export function decide(input: { instruction: string; functions: DeclaredFunction
       text: `Goodbye! Thank you for talking with ${role}.`,
       endConversation: input.functions.some((f) => f.name === END_CONVERSATION),
     };
+  }
+  if (input.functions.some((f) => f.name === SEND_DTMF) && /\bpress\b/i.test(text)) {
+    const digits = menuKeysOf(input.instruction) ?? keysAfterPress(text);
+    if (digits !== null) return { kind: 'call', name: SEND_DTMF, args: { digits } };
   }
   const fn = input.functions.find((f) => f.name !== END_CONVERSATION && mentions(text, f.name) >= 0);
   if (fn) return { kind: 'call', name: fn.name, args: deriveArguments(fn, text) };

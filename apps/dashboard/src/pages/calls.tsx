@@ -242,8 +242,8 @@ export function CallPage({ session, callId }: { session: SignedIn; callId: strin
       ) : (
         <ol class="transcript">
           {c.transcript.map((t, i) => (
-            <li key={i} class={`turn turn-${t.role}`}>
-              <span class="who">{t.role === 'model' ? 'Agent' : 'Caller'}</span> {t.text}
+            <li key={i} class={`turn turn-${t.role}${t.dtmf === undefined ? '' : ' turn-keys'}`}>
+              <span class="who">{t.role === 'model' ? 'Agent' : 'Caller'}</span> {t.dtmf === undefined ? t.text : <Keys keys={t.dtmf} />}
             </li>
           ))}
         </ol>
@@ -285,5 +285,23 @@ export function CallPage({ session, callId }: { session: SignedIn; callId: strin
       <ErrorNote error={deliveries.error} />
       {deliveries.data && <DeliveryTable deliveries={deliveries.data} />}
     </section>
+  );
+}
+
+/** Keys pressed on the phone keypad (a transcript entry marked `dtmf`): each key as a key cap, pauses as their length. */
+function Keys({ keys }: { keys: string }) {
+  return (
+    <span class="keys" aria-label={`pressed keys ${keys}`}>
+      <span class="muted">pressed</span>
+      {[...keys].map((k, i) =>
+        k === 'w' || k === 'W' ? (
+          <span key={i} class="muted">
+            {k === 'w' ? '0.5 s' : '1 s'}
+          </span>
+        ) : (
+          <kbd key={i}>{k}</kbd>
+        ),
+      )}
+    </span>
   );
 }
