@@ -6147,6 +6147,15 @@ export interface components {
          *     replayed; absent on a response produced now.
          */
         IdempotentReplayed: "true";
+        /**
+         * @description The reference page's Content-Security-Policy: only the inline scripts the page was built with run
+         *     (each allowed by its SHA-256 hash, computed from the served page; no `'unsafe-inline'` script), its
+         *     search index in a Worker from a Blob URL; it loads nothing from elsewhere, submits nothing and is not
+         *     framed.
+         */
+        ReferenceCsp: string;
+        /** @description The page is never shown in a frame (as `frame-ancestors 'none'` says to browsers that read CSP). */
+        FrameOptionsDeny: "DENY";
         /** @description The version of the resource (a strong validator); send it back in `If-None-Match`. */
         ETag: string;
         /** @description Cached for 5 minutes, then revalidated with `If-None-Match`. */
@@ -6156,7 +6165,8 @@ export interface components {
         /**
          * @description The dashboard's Content-Security-Policy: scripts only from this service (no inline script; `blob:`
          *     for the microphone's AudioWorklet, which the client library makes itself), API calls and realtime
-         *     WebSockets only to this service, no framing.
+         *     WebSockets only to this service (`'self'` and the `ws:`/`wss:` form of the service's public origin,
+         *     which browsers before CSP Level 3 do not match with `'self'`), no framing.
          */
         DashboardCsp: string;
     };
@@ -12827,6 +12837,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    "Content-Security-Policy": components["headers"]["ReferenceCsp"];
+                    "X-Frame-Options": components["headers"]["FrameOptionsDeny"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12849,6 +12861,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    "Content-Security-Policy": components["headers"]["ReferenceCsp"];
+                    "X-Frame-Options": components["headers"]["FrameOptionsDeny"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12871,6 +12885,8 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    "Content-Security-Policy": components["headers"]["ReferenceCsp"];
+                    "X-Frame-Options": components["headers"]["FrameOptionsDeny"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -12978,6 +12994,7 @@ export interface operations {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
                     "Content-Security-Policy": components["headers"]["DashboardCsp"];
+                    "X-Frame-Options": components["headers"]["FrameOptionsDeny"];
                     /** @description Always revalidated. */
                     "Cache-Control": "no-cache";
                     [name: string]: unknown;

@@ -61,7 +61,10 @@ const schema = z.object({
   HTTP_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(100).default(15_000),
   /** A client must send a whole request, body included, within this (a 10 MB upload at 1 Mbit/s takes 80 s). */
   HTTP_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(100).default(120_000),
-  /** Open connections (HTTP and WebSocket) one client address may hold; more are closed at once. Trusted proxies are exempt. */
+  /**
+   * Open connections (HTTP and WebSocket) one client address may hold; more are closed at once. Trusted proxies
+   * are exempt, and so are carriers' media streams with a valid stream token and signed carrier callbacks being answered.
+   */
   HTTP_MAX_CONNECTIONS_PER_IP: z.coerce.number().int().min(1).default(256),
   /** Open connections the instance holds at most. */
   HTTP_MAX_CONNECTIONS: z.coerce.number().int().min(1).default(10_000),

@@ -397,7 +397,7 @@ export async function startService(
     ...realtime.routes,
     ...callRoutes(callService, callbacks, inbound, (workspaceId, callId, params) => webhooks.callDeliveries(workspaceId, callId, params)),
     ...batchRoutes(batchService, contract, (workspaceId, batchId, params) => webhooks.batchDeliveries(workspaceId, batchId, params)),
-    ...systemRoutes({ db: db.knex, metrics, isShuttingDown: () => draining }),
+    ...systemRoutes({ db: db.knex, publicBaseUrl, metrics, isShuttingDown: () => draining }),
   };
   // A draining instance starts no new conversation: the request did nothing, so the client (or the
   // balancer) sends it again and a ready instance takes it. Everything else is served as usual while

@@ -61,6 +61,8 @@ export interface CarrierRequest {
   /** The body exactly as received. */
   rawBody: string;
   header(name: string): string | undefined;
+  /** Its signature verified: it comes from the carrier (its connection stops counting as a browser's). */
+  verified(): void;
 }
 
 /** Form parameters as sent, repeated names kept in order (not qs's nested objects). */
@@ -112,6 +114,7 @@ export class CarrierCallbacks {
       this.log.warn({ path: req.url.split('?')[0], callSid: one(params, 'CallSid').slice(0, 64) }, 'provider_a callback refused: bad signature');
       throw invalidSignature();
     }
+    req.verified();
   }
 
   /** The call a provider_a callback is about: by the call id we put in its URL, else by CallSid. */
@@ -269,6 +272,7 @@ export class CarrierCallbacks {
       if (check === 'signature_expired') throw forbidden('signature_expired', 'The request timestamp is more than 300 seconds from now.');
       throw invalidSignature();
     }
+    req.verified();
     if (!(await this.store.firstSighting('provider_b', id))) return;
     if (incoming) {
       await this.inboundB(inboundAgent, callSid, payload);

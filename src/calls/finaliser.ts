@@ -15,7 +15,7 @@ import { analyseConversation, writeUp } from '../conversation/write-up.js';
 import type { WorkspaceAdmission } from '../workspaces/admission.js';
 import type { CallCompletedPublisher } from '../webhooks/events.js';
 import type { JobQueue } from '../jobs/queue.js';
-import { finalState } from './lifecycle.js';
+import { endTime, finalState } from './lifecycle.js';
 import { DEADLINE_JOB } from './jobs.js';
 import { callCompletedFacts } from './records.js';
 import { LIVE_STATUSES, type CallRow, type CallStore, type EndReason } from './store.js';
@@ -59,7 +59,7 @@ export class CallFinaliser {
     if (!claimed) return undefined;
     const row: CallRow = { ...claimed, end_reason_hint: o.endReason ?? claimed.end_reason_hint };
     const { status, endReason } = finalState(row, o.forced ?? false);
-    const endedAt = row.ended_at ?? o.endedAt ?? row.media_ended_at ?? this.clock.now();
+    const endedAt = endTime(row, o.forced ?? false, o.endedAt, this.clock.now());
     const talkMs = row.answered_at ? Math.max(0, endedAt.getTime() - new Date(row.answered_at).getTime()) : 0;
     const log = this.log.child({ callId });
     const analysis = await analyseConversation(this.voice, row.instruction, row.transcript, log, row.analysis);

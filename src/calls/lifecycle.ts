@@ -48,3 +48,18 @@ export function finalState(
   if (hint === 'carrier_error') return { status: 'failed', endReason: 'carrier_error' };
   return { status: 'failed', endReason: 'carrier_error' };
 }
+
+/**
+ * When a call ended, from what is recorded: the carrier's word, else the caller's (`reported`), else the
+ * end of its media stream. Forced with the stream never ended (the instance running it died), it ended
+ * when that instance was last known alive, as an orphaned web session does: not at its deadline.
+ */
+export function endTime(
+  row: Pick<CallRow, 'ended_at' | 'media_started_at' | 'media_ended_at' | 'alive_at'>,
+  forced: boolean,
+  reported: Date | undefined,
+  now: Date,
+): Date {
+  const orphaned = forced && row.media_started_at && !row.media_ended_at ? row.alive_at : null;
+  return row.ended_at ?? reported ?? row.media_ended_at ?? (orphaned ? new Date(orphaned) : now);
+}

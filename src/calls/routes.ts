@@ -10,6 +10,7 @@ import type { CallService } from './service.js';
 import type { Context } from 'koa';
 import type { CarrierCallbacks, CarrierRequest } from './callbacks.js';
 import type { InboundNumbers } from './inbound.js';
+import { exemptWhileAnswering } from '../http/connection-limits.js';
 
 type WebhookDelivery = components['schemas']['WebhookDelivery'];
 
@@ -22,6 +23,7 @@ function carrierRequest(ctx: Context): CarrierRequest {
     callId: typeof callId === 'string' ? callId : undefined,
     rawBody: typeof raw === 'string' ? raw : '',
     header: (name) => ctx.get(name) || undefined,
+    verified: () => exemptWhileAnswering(ctx.req.socket, ctx.res),
   };
 }
 

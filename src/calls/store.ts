@@ -101,6 +101,8 @@ export interface CallRow {
   hangup_requested_at: Date | null;
   ended_at: Date | null;
   deadline_at: Date;
+  /** The last moment the instance running the call's media was known alive (its heartbeat). */
+  alive_at: Date | null;
   finalising_at: Date | null;
   updated_at: Date;
 }
@@ -219,6 +221,7 @@ export class CallStore {
         media_started_at: input.now,
         bridge_instance: input.instanceId,
         deadline_at: this.db.raw(`now() + ? * interval '1 millisecond'`, [input.deadlineMs]),
+        alive_at: this.db.fn.now(),
         updated_at: this.db.fn.now(),
       })
       .returning('*');
@@ -316,13 +319,13 @@ export class CallStore {
       .update({ ...encode(progress as unknown as Record<string, unknown>), updated_at: this.db.fn.now() });
   }
 
-  /** Moves the deadline of live calls this instance runs to now() + `ms` (database clock). */
+  /** Heartbeat: this instance is alive for the live calls it runs, whose deadline moves to now() + `ms` (database clock). */
   async renewDeadlines(ids: string[], ms: number): Promise<void> {
     if (!ids.length) return;
     await this.db('calls')
       .whereIn('id', ids)
       .whereIn('status', LIVE_STATUSES as CallStatus[])
-      .update({ deadline_at: this.db.raw(`now() + ? * interval '1 millisecond'`, [ms]) });
+      .update({ deadline_at: this.db.raw(`now() + ? * interval '1 millisecond'`, [ms]), alive_at: this.db.fn.now() });
   }
 
   /** Records a carrier webhook id; false when it was seen before (a redelivery). */

@@ -4,9 +4,16 @@
  * 408 and closes), a cap on open connections per client address (trusted proxies exempt: every
  * client behind them shares their address) and one for the instance. A connection over a cap is
  * destroyed on arrival, before anything is read from it.
+ *
+ * The per-address cap is meant for browsers; a carrier's few media servers carry many calls each. A
+ * connection stops counting against its address once it proves to be a carrier's: a media stream that
+ * presented a valid stream token for as long as it stays open (`exemptFromAddressCap`), a carrier
+ * callback whose signature verified while it is answered (`exemptWhileAnswering`). Until then (and
+ * a callback's connection once answered) it counts like any other.
  */
 import type http from 'node:http';
 import type net from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import ipaddr from 'ipaddr.js';
 
@@ -40,27 +47,67 @@ function addressKey(address: string | undefined): string {
     : parsed.toString();
 }
 
+/** A connection's place in its address's count. */
+interface Counted {
+  /** It stops counting (no-op when it does not count). */
+  release(): void;
+  /** It counts again, if its address has room; false when it has none. */
+  retake(): boolean;
+}
+
+const counted = new WeakMap<object, Counted>();
+
+/** The connection carries an authenticated carrier media stream: it does not count against its address from now on. */
+export function exemptFromAddressCap(socket: Duplex): void {
+  counted.get(socket)?.release();
+}
+
+/**
+ * The connection's request is a carrier callback whose signature verified: it does not count while
+ * it is answered. Then it counts again; with no room left at its address it is closed after the
+ * answer, so a kept-alive connection never takes a place it could not have taken on arrival.
+ */
+export function exemptWhileAnswering(socket: Duplex, res: http.ServerResponse): void {
+  const c = counted.get(socket);
+  if (!c) return;
+  c.release();
+  res.once('close', () => {
+    if (!socket.destroyed && !c.retake()) socket.end();
+  });
+}
+
 export function limitConnections(server: http.Server, l: ConnectionLimits, log: Logger): void {
   server.maxConnections = l.maxConnections;
   const open = new Map<string, number>();
   let refusedSince = 0;
+  const take = (key: string): boolean => {
+    const count = (open.get(key) ?? 0) + 1;
+    if (count > l.maxConnectionsPerIp) return false;
+    open.set(key, count);
+    return true;
+  };
+  const give = (key: string) => {
+    const left = (open.get(key) ?? 1) - 1;
+    if (left > 0) open.set(key, left);
+    else open.delete(key);
+  };
   server.on('connection', (socket: net.Socket) => {
     const address = socket.remoteAddress;
     if (address && l.isTrustedProxy(address)) return;
     const key = addressKey(address);
-    const count = (open.get(key) ?? 0) + 1;
-    if (count > l.maxConnectionsPerIp) {
+    if (!take(key)) {
       socket.destroy();
       // One warning per burst, not one per refused connection.
       if (refusedSince++ === 0) log.warn({ address: key, limit: l.maxConnectionsPerIp }, 'connection refused: too many open connections from one address');
       return;
     }
     refusedSince = 0;
-    open.set(key, count);
-    socket.once('close', () => {
-      const left = (open.get(key) ?? 1) - 1;
-      if (left > 0) open.set(key, left);
-      else open.delete(key);
-    });
+    let counting = true;
+    const release = () => {
+      if (counting) give(key);
+      counting = false;
+    };
+    counted.set(socket, { release, retake: () => counting || (counting = take(key)) });
+    socket.once('close', release);
   });
 }

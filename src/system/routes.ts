@@ -7,9 +7,12 @@ import type { Registry } from 'prom-client';
 import type { Handlers } from '../contract/handlers.js';
 import { asyncapiDocument, generatedDir, internalOpenapiDocument, openapiDocument, rootDir } from '../contract/documents.js';
 import { serviceUnavailable } from '../errors/api-error.js';
+import { dashboardPolicy, referencePolicy } from './page-policies.js';
 
 export interface SystemDeps {
   db: Knex;
+  /** The service's public URL (its origin is the one the dashboard may connect to), known once it listens. */
+  publicBaseUrl(): string;
   metrics: Registry;
   isShuttingDown(): boolean;
 }
@@ -18,22 +21,6 @@ export interface SystemDeps {
 const CLIENT_LIBRARY = path.join(rootDir, 'packages/client/dist/voice-agent-client.js');
 const WIDGET = path.join(rootDir, 'packages/widget/dist/voice-agent-widget.js');
 const DASHBOARD = path.join(rootDir, 'apps/dashboard');
-
-/**
- * Scripts only from here (the page has no inline script); `blob:` for the microphone's AudioWorklet,
- * which the client library loads from a Blob URL it made itself. The widget's shadow root carries its own <style>.
- */
-const DASHBOARD_CSP = [
-  "default-src 'none'",
-  "script-src 'self' blob:",
-  "style-src 'self' 'unsafe-inline'",
-  "connect-src 'self' ws: wss:",
-  "img-src 'self' data:",
-  "media-src 'self' blob:",
-  "form-action 'none'",
-  "frame-ancestors 'none'",
-  "base-uri 'none'",
-].join('; ');
 
 interface Bundle {
   source: string;
@@ -70,10 +57,14 @@ const serveSdkBundle = (bundle: Bundle, ifNoneMatch: string | undefined) =>
     'Cross-Origin-Resource-Policy': 'cross-origin',
   });
 
+/** A rendered API reference and its headers: its own inline scripts only, never framed. */
+function loadReference(file: string) {
+  const body = readFileSync(path.join(generatedDir, file), 'utf8');
+  const headers = { 'Content-Security-Policy': referencePolicy(body), 'X-Frame-Options': 'DENY' };
+  return async () => ({ status: 200 as const, body, type: 'text/html; charset=utf-8', headers });
+}
+
 export function systemRoutes(deps: SystemDeps): Handlers {
-  const docsHtml = readFileSync(path.join(generatedDir, 'docs.html'), 'utf8');
-  const asyncDocsHtml = readFileSync(path.join(generatedDir, 'docs-asyncapi.html'), 'utf8');
-  const internalDocsHtml = readFileSync(path.join(generatedDir, 'docs-internal.html'), 'utf8');
   const client = loadBundle(CLIENT_LIBRARY);
   const widget = loadBundle(WIDGET);
   const dashboardScript = loadBundle(path.join(DASHBOARD, 'dist/app.js'));
@@ -95,17 +86,22 @@ export function systemRoutes(deps: SystemDeps): Handlers {
     getMetrics: async () => ({ status: 200, body: await deps.metrics.metrics(), type: deps.metrics.contentType }),
     getOpenApiDocument: async () => ({ status: 200, body: openapiDocument() as never }),
     getInternalOpenApiDocument: async () => ({ status: 200, body: internalOpenapiDocument() as never }),
-    getInternalApiReference: async () => ({ status: 200, body: internalDocsHtml, type: 'text/html; charset=utf-8' }),
+    getInternalApiReference: loadReference('docs-internal.html'),
     getAsyncApiDocument: async () => ({ status: 200, body: asyncapiDocument() as never }),
-    getApiReference: async () => ({ status: 200, body: docsHtml, type: 'text/html; charset=utf-8' }),
-    getAsyncApiReference: async () => ({ status: 200, body: asyncDocsHtml, type: 'text/html; charset=utf-8' }),
+    getApiReference: loadReference('docs.html'),
+    getAsyncApiReference: loadReference('docs-asyncapi.html'),
     getClientLibrary: async (req) => serveSdkBundle(client, req.headers['if-none-match']),
     getWidget: async (req) => serveSdkBundle(widget, req.headers['if-none-match']),
     getDashboard: async () => ({
       status: 200,
       body: dashboardHtml,
       type: 'text/html; charset=utf-8',
-      headers: { 'Content-Security-Policy': DASHBOARD_CSP, 'Cache-Control': 'no-cache', 'X-Frame-Options': 'DENY', 'Referrer-Policy': 'no-referrer' },
+      headers: {
+        'Content-Security-Policy': dashboardPolicy(deps.publicBaseUrl()),
+        'Cache-Control': 'no-cache',
+        'X-Frame-Options': 'DENY',
+        'Referrer-Policy': 'no-referrer',
+      },
     }),
     getDashboardScript: async (req) => serveBuilt(dashboardScript, req.headers['if-none-match'], 'text/javascript; charset=utf-8'),
     getDashboardStyles: async (req) => serveBuilt(dashboardStyles, req.headers['if-none-match'], 'text/css; charset=utf-8'),

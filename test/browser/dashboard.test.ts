@@ -38,6 +38,12 @@ before(async () => {
   page.setDefaultTimeout(10_000);
   page.on('console', (m) => m.type() === 'error' && console.log('page:', m.text()));
   page.on('dialog', (d) => void d.accept());
+  // Violations of the page's Content-Security-Policy (an init script is not subject to it).
+  await page.addInitScript(() => {
+    const w = window as unknown as { __violations: string[] };
+    w.__violations = [];
+    document.addEventListener('securitypolicyviolation', (e) => w.__violations.push(`${e.effectiveDirective} ${e.blockedURI}`));
+  });
   page.on('request', (r) => {
     const u = new URL(r.url());
     if (u.pathname.startsWith('/api/')) requests.push({ method: r.method(), path: u.pathname, auth: (r.headers().authorization ?? '').slice(0, 10) });
@@ -231,6 +237,11 @@ describe('dashboard', () => {
         const status = await page.evaluate(() => document.querySelector('voice-agent-widget')!.shadowRoot!.getElementById('status')!.textContent);
         throw new Error(`the widget did not go live: ${status}`, { cause: err });
       });
+    assert.deepEqual(
+      await page.evaluate(() => (window as unknown as { __violations: string[] }).__violations),
+      [],
+      "the widget's WebSocket and microphone worklet are within the dashboard's policy",
+    );
     const mint = requests.filter((r) => r.path === '/api/v1/realtime/sessions').at(-1);
     assert.deepEqual(mint, { method: 'POST', path: '/api/v1/realtime/sessions', auth: 'Bearer ds_' });
     await waitFor(

@@ -3,7 +3,8 @@
  * process (so they outlive it); it is killed with SIGKILL while a call is live, then started again on
  * the same database. The call still ends (its deadline job runs after the restart), keeps the
  * conversation recorded before the crash, frees its slot, and is reported by exactly one
- * `call.completed`.
+ * `call.completed`. It ends, and is billed, when its instance was last known alive (its last
+ * heartbeat), not at the deadline that found it orphaned.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -38,6 +39,7 @@ describe('restart mid-call', () => {
       'a live call with a few turns',
     );
 
+    const killedAt = Date.now();
     assert.equal(await service.stop('SIGKILL'), null);
     service = await startProcess(env);
     http = supertest(service.url);
@@ -52,6 +54,13 @@ describe('restart mid-call', () => {
       );
       assert.equal(call.status, 'failed');
       assert.equal(call.end_reason, 'service_error', 'the media stream was cut by the crash');
+      // Before the fix it ended (and was billed) at its deadline, CALL_ORPHAN_AFTER_MS after the crash.
+      assert.ok(
+        Date.parse(call.ended_at) <= killedAt,
+        `ended at its last heartbeat (${call.ended_at}), not after the crash (${new Date(killedAt).toISOString()})`,
+      );
+      const talkedS = Math.ceil((killedAt - Date.parse(call.answered_at)) / 1000);
+      assert.ok(call.duration <= talkedS, `duration ${call.duration}s, talked at most ${talkedS}s before the crash`);
       assert.ok(
         call.transcript.some((e: { text: string }) => e.text === 'I would like to book a cleaning.'),
         'what was said before the crash is kept',
@@ -70,7 +79,9 @@ describe('restart mid-call', () => {
       // Its slot and its reservation of the workspace's credit were released with its charge.
       assert.equal((await rig.query('select 1 from session_leases where id = $1', [callId])).length, 0);
       assert.equal((await rig.query('select 1 from reservations where id = $1', [callId])).length, 0);
-      assert.equal((await rig.query('select 1 from usage_records where ref_id = $1', [callId])).length, 1, 'billed once');
+      const usage = await rig.query('select seconds from usage_records where ref_id = $1', [callId]);
+      assert.equal(usage.length, 1, 'billed once');
+      assert.ok(usage[0].seconds <= talkedS, `billed ${usage[0].seconds}s, talked at most ${talkedS}s before the crash`);
     } finally {
       assert.equal(await service.stop('SIGTERM'), 0, service.output().slice(-2000));
     }

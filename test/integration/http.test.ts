@@ -167,4 +167,31 @@ describe('security headers', () => {
       assert.equal(res.headers['x-content-type-options'], 'nosniff', String(res.status));
     }
   });
+
+  it("the dashboard connects only to the service's own origin (no ws:/wss: to any host), and is never framed", async () => {
+    const res = await t.http.get('/dashboard');
+    assert.equal(res.status, 200);
+    const connect = (res.headers['content-security-policy'] as string).split('; ').find((d) => d.startsWith('connect-src '));
+    assert.equal(connect, `connect-src 'self' ${t.url.replace('http:', 'ws:')}`);
+    assert.equal(res.headers['x-frame-options'], 'DENY');
+  });
+
+  it('the API references run only their own inline scripts (by hash), load nothing else and are never framed', async () => {
+    for (const path of ['/docs', '/docs/asyncapi', '/docs/internal']) {
+      const res = await t.http.get(path);
+      assert.equal(res.status, 200, path);
+      assert.equal(res.headers['x-frame-options'], 'DENY', path);
+      const directives = new Map(
+        (res.headers['content-security-policy'] as string).split('; ').map((d) => {
+          const [name, ...values] = d.split(' ');
+          return [name, values] as const;
+        }),
+      );
+      assert.deepEqual(directives.get('default-src'), ["'none'"], path);
+      assert.deepEqual(directives.get('frame-ancestors'), ["'none'"], path);
+      const scripts = directives.get('script-src') ?? [];
+      assert.ok(scripts.length > 0, `${path}: its inline scripts are allowed`);
+      for (const s of scripts) assert.match(s, /^'sha256-[A-Za-z0-9+/]{43}='$/, `${path}: scripts only by hash, not ${s}`);
+    }
+  });
 });

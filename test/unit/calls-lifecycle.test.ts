@@ -1,7 +1,7 @@
 /** The status rules of a call (src/calls/lifecycle.ts: the contract's transition table). */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { finalState, movableFrom } from '../../src/calls/lifecycle.js';
+import { endTime, finalState, movableFrom } from '../../src/calls/lifecycle.js';
 
 describe('call status rules', () => {
   it('only moves a call forward', () => {
@@ -32,5 +32,18 @@ describe('call status rules', () => {
     assert.deepEqual(finalState({ ...base }, true), { status: 'failed', endReason: 'carrier_error' });
     // Answered, media started, never ended: the instance running it died.
     assert.deepEqual(finalState({ ...answered, media_ended_at: null }, true), { status: 'failed', endReason: 'service_error' });
+  });
+
+  it('ends a call orphaned by its instance at its last heartbeat, not when its deadline found it', () => {
+    const t = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s));
+    const live = { ended_at: null, media_started_at: t(0), media_ended_at: null, alive_at: t(2) };
+    assert.deepEqual(endTime(live, true, undefined, t(45)), t(2));
+    // The carrier's word, the bridge's, or the stream's end come first.
+    assert.deepEqual(endTime({ ...live, ended_at: t(3) }, true, undefined, t(45)), t(3));
+    assert.deepEqual(endTime({ ...live, media_ended_at: t(4) }, true, undefined, t(45)), t(4));
+    assert.deepEqual(endTime(live, false, t(5), t(45)), t(5));
+    // Not forced (a carrier callback ended it), or no stream ever ran: now.
+    assert.deepEqual(endTime(live, false, undefined, t(45)), t(45));
+    assert.deepEqual(endTime({ ...live, media_started_at: null, alive_at: null }, true, undefined, t(45)), t(45));
   });
 });

@@ -6,10 +6,13 @@
  * same carrier call id, whose media has not started (one stream per call: a second stream is refused,
  * the first never replaced). Anything else is closed with 1008 before any audio is taken. An accepted
  * stream becomes a CallBridge; the instance's bridges renew their calls' deadlines while they run.
+ * From its claim on, the stream's connection no longer counts against its address's connection cap
+ * (a carrier's media server carries many calls).
  */
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { UpgradeRoute } from '../../http/upgrades.js';
+import { exemptFromAddressCap } from '../../http/connection-limits.js';
 import { sha256Hex } from '../../lib/tokens.js';
 import type { RuntimeAgent } from '../../agents/service.js';
 import type { ReservationTerms, ReservationWatch, WorkspaceAdmission } from '../../workspaces/admission.js';
@@ -65,7 +68,7 @@ export class MediaServer {
           return;
         }
         this.wss.handleUpgrade(req, socket, head, (ws) => {
-          const accepting = this.accept(ws, provider)
+          const accepting = this.accept(ws, provider, () => exemptFromAddressCap(socket))
             .catch((err) => {
               // The call is not lost: its deadline ends it if the stream cannot be taken now.
               this.log.error({ err, provider }, 'media stream could not be accepted');
@@ -92,7 +95,8 @@ export class MediaServer {
     this.heartbeat.unref();
   }
 
-  private async accept(ws: WebSocket, provider: Provider): Promise<void> {
+  /** `authenticated`: the stream's token was good (its connection stops counting as a browser's). */
+  private async accept(ws: WebSocket, provider: Provider, authenticated: () => void): Promise<void> {
     const dialect = DIALECTS[provider];
     ws.on('error', (err) => this.log.debug({ err: err.message }, 'media socket error'));
     const log = this.log.child({ provider });
@@ -128,6 +132,7 @@ export class MediaServer {
       ws.close(1008, 'Unknown or expired stream');
       return;
     }
+    authenticated();
     const agent = await this.conversationAgent(call);
     if (!agent) {
       log.warn({ callId: call.id }, 'media stream refused: the call agent is gone');
