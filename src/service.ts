@@ -258,7 +258,16 @@ export async function startService(
     return config.publicBaseUrl.replace(/:\d+$/, `:${address.port}`);
   };
   const urls = callbackUrls(publicBaseUrl);
-  const jobs = new JobQueue(db.knex, { connectionString: db.url, concurrency: config.JOBS_CONCURRENCY, pollIntervalMs: config.JOBS_POLL_INTERVAL_MS, restartDelayMs: config.JOBS_RESTART_DELAY_MS }, log);
+  const jobs = new JobQueue(
+    db.knex,
+    {
+      connectionString: db.url,
+      concurrency: config.JOBS_CONCURRENCY,
+      pollIntervalMs: config.JOBS_POLL_INTERVAL_MS,
+      restartDelayMs: config.JOBS_RESTART_DELAY_MS,
+    },
+    log,
+  );
   const carriers = createCarriers(
     {
       providerAUrl: config.PROVIDER_A_API_URL ?? sandbox.carriers!.server.providerAUrl,
