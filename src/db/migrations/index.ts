@@ -24,6 +24,7 @@ import * as m018 from './018_reservations.js';
 import * as m019 from './019_batch_attempts_slots.js';
 import * as m022 from './022_usage_by_agent.js';
 import * as m023 from './023_transfers_inbound_setup.js';
+import * as m026 from './026_recordings.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -52,6 +53,7 @@ const migrations: Array<[string, Migration]> = [
   ['019_batch_attempts_slots', m019],
   ['022_usage_by_agent', m022],
   ['023_transfers_inbound_setup', m023],
+  ['026_recordings', m026],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {

@@ -19,6 +19,10 @@ export interface LineHooks {
   said(text: string): void;
   dtmf(digit: string): void;
   hangup(): void;
+  /** A labelled clip's first frame is about to go out. */
+  clip?(label: string): void;
+  /** Agent audio played this frame (bytes). */
+  played?(bytes: number): void;
 }
 
 export class Line implements CalleeLine {
@@ -29,6 +33,7 @@ export class Line implements CalleeLine {
   stream: MediaStream | null = null;
   private voice: Buffer[] = [];
   private voiceBytes = 0;
+  private readonly labels = new Map<Buffer, string>();
   private waits = new Set<Wait>();
   private stopClock: (() => void) | null = null;
   private over = false;
@@ -44,8 +49,9 @@ export class Line implements CalleeLine {
     return this.stream?.playout.pendingAudio ?? false;
   }
 
-  talk(ulaw: Buffer): Promise<void> {
+  talk(ulaw: Buffer, label?: string): Promise<void> {
     if (ulaw.length) {
+      if (label) this.labels.set(ulaw, label);
       this.voice.push(ulaw);
       this.voiceBytes += ulaw.length;
     }
@@ -84,7 +90,10 @@ export class Line implements CalleeLine {
     this.frame++;
     const played = this.stream?.live ? this.stream.playout.step() : null;
     this.agentPlayedNow = played?.length ?? 0;
-    if (this.agentPlayedNow > 0) this.lastAgentFrame = this.frame;
+    if (this.agentPlayedNow > 0) {
+      this.lastAgentFrame = this.frame;
+      this.hooks.played?.(this.agentPlayedNow);
+    }
     this.stream?.sendMedia(this.nextVoiceFrame());
     for (const w of [...this.waits]) {
       let ok: boolean;
@@ -108,6 +117,11 @@ export class Line implements CalleeLine {
     let at = 0;
     while (at < FRAME_BYTES && this.voice.length) {
       const head = this.voice[0];
+      const label = this.labels.get(head);
+      if (label !== undefined) {
+        this.labels.delete(head);
+        this.hooks.clip?.(label);
+      }
       const n = head.copy(out, at, 0, Math.min(head.length, FRAME_BYTES - at));
       at += n;
       this.voiceBytes -= n;
