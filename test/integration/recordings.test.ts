@@ -12,6 +12,7 @@ import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer, fixture, waitFor } from '../helpers/realtime.js';
 import { FAST_CALLS, createPhoneAgent, getCall, placeCall, sandboxNumber, waitForCall, type Provider } from '../helpers/calls.js';
 import { mulawToPcm16 } from '../../src/audio/pcm16.js';
+import { assertSamplesAt, binary, decodeWav, downloadRecording, loud } from '../helpers/recordings.js';
 import { RETENTION_JOB } from '../../src/recordings/service.js';
 import type { SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 
@@ -34,48 +35,7 @@ after(async () => {
   await t.close();
 });
 
-interface Wav {
-  sampleRate: number;
-  channels: number;
-  left: Int16Array;
-  right: Int16Array;
-}
-
-function decodeWav(buf: Buffer): Wav {
-  assert.equal(buf.toString('ascii', 0, 4), 'RIFF');
-  assert.equal(buf.toString('ascii', 8, 12), 'WAVE');
-  assert.equal(buf.readUInt16LE(20), 1, 'PCM');
-  assert.equal(buf.readUInt16LE(34), 16, '16-bit');
-  const channels = buf.readUInt16LE(22);
-  const dataBytes = buf.readUInt32LE(40);
-  assert.equal(buf.length, 44 + dataBytes, 'the header states the data size');
-  const frames = dataBytes / (2 * channels);
-  const left = new Int16Array(frames);
-  const right = new Int16Array(frames);
-  for (let i = 0; i < frames; i++) {
-    left[i] = buf.readInt16LE(44 + i * 4);
-    right[i] = buf.readInt16LE(44 + i * 4 + 2);
-  }
-  return { sampleRate: buf.readUInt32LE(24), channels, left, right };
-}
-
-const binary = (req: ReturnType<TestService['http']['get']>) =>
-  req.buffer(true).parse((res, cb) => {
-    const parts: Buffer[] = [];
-    res.on('data', (c: Buffer) => parts.push(c));
-    res.on('end', () => cb(null, Buffer.concat(parts)));
-  });
-
-async function download(callId: string, headers: Record<string, string> = {}) {
-  return binary(t.http.get(`/api/v1/calls/${callId}/recording`).set(bearer(tn.apiKey)).set(headers));
-}
-
-/** Non-silent samples in [from, to). */
-function loud(samples: Int16Array, from: number, to: number): number {
-  let n = 0;
-  for (let i = Math.max(0, from); i < Math.min(to, samples.length); i++) if (Math.abs(samples[i]) > 64) n++;
-  return n;
-}
+const download = (callId: string, headers: Record<string, string> = {}) => downloadRecording(t, tn, callId, headers);
 
 const simCall = (callSid: string) =>
   sandboxOf(t)
@@ -164,10 +124,7 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
       const at = clip.streamMs * 8;
       const expected = mulawToPcm16(HELLO);
       const samples = expected.length / 2;
-      assert.ok(wav.left.length >= at + samples, 'the whole fixture is in the recording');
-      for (let i = 0; i < samples; i++) {
-        if (wav.left[at + i] !== expected.readInt16LE(i * 2)) assert.fail(`left channel differs from the fixture at sample ${i} (offset ${at})`);
-      }
+      assertSamplesAt(wav.left, expected, at, 'the caller fixture in the left channel');
       assert.equal(loud(wav.left, 0, at), 0, 'nothing on the caller channel before the caller spoke');
       // The agent's first message played before the caller spoke, and it answered after.
       assert.ok(loud(wav.right, 0, at) > 8000 * 0.5, 'the first message is in the right channel');
