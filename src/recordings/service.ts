@@ -54,7 +54,7 @@ const REASON_TEXT: Record<NotFoundReason, string> = {
   expired: "its recording was removed by the workspace's retention",
 };
 
-export function recordingNotFound(conversationId: string, reason: NotFoundReason): ApiError {
+export function recordingNotFound(conversationId: string, reason: NotFoundReason): ApiError<404> {
   return new ApiError(404, 'not_found_error', 'recording_not_found', `${conversationId} has no recording: ${REASON_TEXT[reason]}.`, { reason });
 }
 
