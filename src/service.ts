@@ -450,7 +450,9 @@ export async function startService(
   stopHooks.push(['call signals', () => signals.stop()]);
   await jobs.start();
   stopHooks.push(['job queue', () => jobs.stop()]);
-  await retention.schedule();
+  // Not fatal: a role that may only read and write rows cannot add graphile-worker jobs (row-level
+  // security on its private tables, with no policy for that role); the instance serves all the same.
+  await retention.schedule().catch((err) => log.warn({ err: (err as Error).message }, 'the recordings retention job could not be scheduled'));
   media.start();
 
   // Connections kept open for MCP tool calls.
