@@ -152,7 +152,7 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
       // Speaking before the cut; silent from just after it for a while (the agent's answer comes later).
       const started = wav.right.findIndex((v) => Math.abs(v) > 64);
       assert.ok(started >= 0 && started < cut, `the agent was speaking before the barge-in (started at ${started / 8} ms, cut at ${cut / 8} ms)`);
-      assert.ok(loud(wav.right, started, cut) > (cut - started) / 2, 'and went on until it');
+      assert.ok(loud(wav.right, cut - 8 * 300, cut) > 0, 'and was speaking when the caller cut in');
       assert.equal(loud(wav.right, cut + 8 * 100, cut + 8 * 400), 0, 'the agent audio is cut where the caller barged in');
       assert.ok(loud(wav.left, cut - 8 * 1000, cut) > 0, 'the caller was speaking');
       // Less agent audio recorded than the service sent: the rest of the greeting was never heard.
