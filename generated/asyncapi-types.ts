@@ -309,6 +309,13 @@ export interface CallCompletedEvent {
    * When the call record was created (for a web session, when the session started).
    */
   created_at: string;
+  recording?: Recording;
+  /**
+   * A signed link to the WAV file that needs no API key, valid for `RECORDING_URL_TTL_S` (24 hours
+   * unless configured) from when the event was made. Present exactly when `recording` is.
+   *
+   */
+  recording_url?: string;
   /**
    * The tool calls the agent made, in the order they started. Absent when there were none.
    *
@@ -357,6 +364,45 @@ export interface TranscriptEntry {
    * When the utterance began, as Unix time in seconds (fractional part allowed).
    */
   timestamp: number;
+}
+/**
+ * The conversation's recording. Present only when the recording setting in force was on and audio
+ * was recorded (as with `data`, a conversation without it carries exactly the spec's fields).
+ *
+ */
+export interface Recording {
+  /**
+   * `recording` while the conversation goes on (what is stored so far can be fetched), `completed` once it ended.
+   */
+  status: "recording" | "completed";
+  /**
+   * Always `wav` (`audio/wav`, PCM16 little-endian).
+   */
+  format: "wav";
+  /**
+   * Left: the caller (person); right: the agent.
+   */
+  channels: 2;
+  /**
+   * Samples per second per channel.
+   */
+  sample_rate: 8000 | 16000;
+  /**
+   * Seconds of audio stored.
+   */
+  duration: number;
+  /**
+   * Size of the WAV file, header included (what `GET .../recording` answers in full).
+   */
+  size_bytes: number;
+  /**
+   * The recording reached the size cap and the rest of the conversation is not in it.
+   */
+  truncated: boolean;
+  /**
+   * When recording started (the media stream opened).
+   */
+  created_at: string;
 }
 /**
  * One tool invocation the agent made during a call or web session, in the order the calls started.

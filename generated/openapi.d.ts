@@ -921,6 +921,67 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/calls/{call_id}/recording": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The call's `call_id` (`call_...`); anything else is refused with 422. */
+                call_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Download a call's recording
+         * @description The call's recording as a WAV file (`Recording`: PCM16, two channels, caller left and agent
+         *     right), streamed from storage. While the call goes on it answers what is stored so far. `Range`
+         *     (one range of bytes, `bytes=first-last`, `bytes=first-` or `bytes=-suffix`) answers 206 with that
+         *     part; a range that starts beyond the file answers 416 with `Content-Range: bytes *\/size`. 404
+         *     `recording_not_found` carries `reason`: `not_enabled` (the call's recording setting was off),
+         *     `not_started` (no audio yet, or never: the call was not answered), `deleted`, `expired`.
+         */
+        get: operations["getCallRecording"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a call's recording
+         * @description Removes the recording's audio from storage for good; the call keeps `recording: null` and a
+         *     later download answers 404 `recording_not_found` with `reason` `deleted`. A recording still
+         *     being written (the call is live) is refused with 409 `recording_in_progress`; a call without a
+         *     recording answers 404 `recording_not_found`.
+         */
+        delete: operations["deleteCallRecording"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/calls/{call_id}/recording/download": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The call's `call_id` (`call_...`); anything else is refused with 422. */
+                call_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Download a recording by its signed link
+         * @description What a call's `recording_url` (and its `call.completed`) points at: the recording, as
+         *     `getCallRecording` answers it (`Range` included), without an API key. The link is signed by the
+         *     service (HMAC-SHA256 over the call id and expiry with a server secret) and valid until `expires`;
+         *     after it 403 `recording_url_expired`, and a link altered in any part 403 `invalid_signature`.
+         */
+        get: operations["downloadSignedRecording"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/batches": {
         parameters: {
             query?: never;
@@ -1193,6 +1254,31 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v1/workspace/recording-settings": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read the workspace's recording rules
+         * @description How long the workspace's recordings are kept (`RecordingSettings`).
+         */
+        get: operations["getRecordingSettings"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change the workspace's recording rules
+         * @description Sets how many days recordings are kept (1 to 3650; `null` for the deployment's default).
+         *     Shortening it makes older recordings expire at the next run of the retention job.
+         */
+        patch: operations["updateRecordingSettings"];
         trace?: never;
     };
     "/api/v1/usage": {
@@ -2286,6 +2372,12 @@ export interface components {
             message: string;
             /** @description The request field at fault (dot path for nested fields), when one is. */
             param: string | null;
+            /**
+             * @description The precise reason behind some codes, present only on them: `recording_not_found` says
+             *     `not_enabled`, `not_started`, `deleted` or `expired`.
+             * @example not_enabled
+             */
+            reason?: string;
             /** @description The id of this request, also sent as the `X-Request-Id` response header. */
             request_id: string | null;
         };
@@ -2298,7 +2390,7 @@ export interface components {
          *     string, so that a code added later does not break a client: handle the codes you know and treat
          *     any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -2615,6 +2707,16 @@ export interface components {
             url: string;
         };
         /**
+         * RecordingSetting
+         * @description Whether conversations are recorded. On an agent: its default for every phone call and web voice
+         *     session (off unless set). On a call or a batch: that call's (or that batch's calls') own choice,
+         *     which wins over the agent's. Nothing is ever recorded unless the setting in force says so.
+         */
+        RecordingSetting: {
+            /** @description Record (`true`) or not (`false`). */
+            enabled: boolean;
+        };
+        /**
          * VoicemailConfig
          * @description What an outbound call does when an answering machine picks up, as `Agent.voicemail_config` shows
          *     it: every field present, defaults filled in. Agent create and update bodies take it as
@@ -2785,6 +2887,8 @@ export interface components {
             variable_placeholders: {
                 [key: string]: string;
             };
+            /** @description Whether the agent's phone calls and web voice sessions are recorded; off unless set. */
+            recording: components["schemas"]["RecordingSetting"];
             voicemail_config?: components["schemas"]["VoicemailConfig"] | null;
             telephony: {
                 provider_a: components["schemas"]["TelephonyProviderStatus"];
@@ -2852,6 +2956,16 @@ export interface components {
              * @example https://crm.example.com/voice/inbound-setup
              */
             url: string;
+        };
+        /**
+         * RecordingSettingInput
+         * @description Turns recording on or off, as agent, call and batch bodies take it (`RecordingSetting`). On an
+         *     agent `null` means the default (off); on a call or batch leaving it out, or `null`, follows the
+         *     agent.
+         */
+        RecordingSettingInput: {
+            /** @description Record (`true`) or not (`false`). */
+            enabled: boolean;
         };
         /**
          * VoicemailConfigInput
@@ -3009,6 +3123,11 @@ export interface components {
             variable_placeholders?: {
                 [key: string]: string;
             } | null;
+            /**
+             * @description Record this agent's phone calls and web voice sessions (`{"enabled": true}`); `null` or left out:
+             *     not recorded. A call or batch may choose otherwise for itself.
+             */
+            recording?: components["schemas"]["RecordingSettingInput"] | null;
             voicemail_config?: components["schemas"]["VoicemailConfigInput"] | null;
             provider_a_config?: components["schemas"]["ProviderAConfigInput"] | null;
             provider_b_config?: components["schemas"]["ProviderBConfigInput"] | null;
@@ -3078,6 +3197,11 @@ export interface components {
             variable_placeholders?: {
                 [key: string]: string;
             } | null;
+            /**
+             * @description Record this agent's phone calls and web voice sessions (`{"enabled": true}`); `null` or left out:
+             *     not recorded. A call or batch may choose otherwise for itself.
+             */
+            recording?: components["schemas"]["RecordingSettingInput"] | null;
             voicemail_config?: components["schemas"]["VoicemailConfigInput"] | null;
             provider_a_config?: components["schemas"]["ProviderAConfigInput"] | null;
             provider_b_config?: components["schemas"]["ProviderBConfigInput"] | null;
@@ -3919,6 +4043,53 @@ export interface components {
          */
         CallEndReason: "remote_hangup" | "agent_hangup" | "api_hangup" | "transferred" | "time_limit" | "insufficient_credit" | "plan_limit_reached" | "silence_timeout" | "not_answered" | "canceled" | "carrier_error" | "service_error" | "not_allowed" | "shutdown";
         /**
+         * Recording
+         * @description The recording of a conversation: a WAV file (PCM, signed 16-bit little-endian) in two channels, the
+         *     caller (or the web session's person) on the left and the agent on the right, each as the other
+         *     side heard it: agent audio that the caller cut off by speaking over it is not in the right channel.
+         *     Phone calls are recorded at 8000 Hz (the telephone rate, exactly what the carrier carried), web
+         *     voice sessions at 16000 Hz. The file is written as the conversation goes, about once a second, so a
+         *     crash of the instance loses at most the last second. A recording stops growing at the deployment's
+         *     size cap (`RECORDING_MAX_BYTES`, 128 MiB by default: over an hour at 8000 Hz); `truncated` then
+         *     says so.
+         */
+        Recording: {
+            /**
+             * @description `recording` while the conversation goes on (what is stored so far can be fetched), `completed` once it ended.
+             * @enum {string}
+             */
+            status: "recording" | "completed";
+            /**
+             * @description Always `wav` (`audio/wav`, PCM16 little-endian).
+             * @constant
+             */
+            format: "wav";
+            /**
+             * @description Left: the caller (person); right: the agent.
+             * @constant
+             */
+            channels: 2;
+            /**
+             * @description Samples per second per channel.
+             * @enum {integer}
+             */
+            sample_rate: 8000 | 16000;
+            /**
+             * @description Seconds of audio stored.
+             * @example 42.5
+             */
+            duration: number;
+            /** @description Size of the WAV file, header included (what `GET .../recording` answers in full). */
+            size_bytes: number;
+            /** @description The recording reached the size cap and the rest of the conversation is not in it. */
+            truncated: boolean;
+            /**
+             * Format: date-time
+             * @description When recording started (the media stream opened).
+             */
+            created_at: string;
+        };
+        /**
          * Call
          * @description A phone call, outbound or inbound. It carries every field of its `call.completed` event but `event`
          *     (with the same values once the call is terminal), so `GET /api/v1/calls/{call_id}` fills the gap left by a
@@ -4064,6 +4235,18 @@ export interface components {
             end_reason: components["schemas"]["CallEndReason"] | null;
             /** @description The per-call webhook target given at creation (outbound calls only); null when none. */
             webhook_url: string | null;
+            /**
+             * @description The conversation's recording (`Recording`): present once recording started, `null` when the
+             *     recording setting was off, no audio was exchanged, or the recording was deleted or expired.
+             */
+            recording: components["schemas"]["Recording"] | null;
+            /**
+             * Format: uri
+             * @description A signed link to the recording's WAV file that needs no API key (for a webhook receiver or a
+             *     player), valid for `RECORDING_URL_TTL_S` (24 hours unless configured) from the moment this
+             *     record or event was made; fetch the record again for a fresh one. `null` when `recording` is.
+             */
+            recording_url: string | null;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -4120,6 +4303,11 @@ export interface components {
             };
             /** @description Overrides the agent's `first_message` for this call. Placeholders are substituted. */
             first_message?: string;
+            /**
+             * @description Record this call (`{"enabled": true}`) or not (`{"enabled": false}`), whatever the agent's
+             *     `recording` says; left out or `null`: as the agent says.
+             */
+            recording?: components["schemas"]["RecordingSettingInput"] | null;
             /**
              * Format: uri
              * @description Receives this call's `call.completed` (once, even when the URL is also a registered webhook).
@@ -4201,6 +4389,12 @@ export interface components {
             data: components["schemas"]["WebhookDelivery"][];
             has_more: boolean;
             next_cursor: string | null;
+        };
+        /** RecordingDeleteResult */
+        RecordingDeleteResult: {
+            call_id: string;
+            /** @constant */
+            deleted: true;
         };
         /**
          * BatchStatus
@@ -4455,6 +4649,11 @@ export interface components {
              *     ahead (422 `scheduled_too_far`).
              */
             scheduled_at?: string;
+            /**
+             * @description Record the batch's calls (`{"enabled": true}`) or not (`{"enabled": false}`), whatever the
+             *     agent's `recording` says; left out or `null`: as the agent says.
+             */
+            recording?: components["schemas"]["RecordingSettingInput"] | null;
             /**
              * Format: uri
              * @description Receives this batch's `batch.completed` (once, even when also a registered webhook). Not used for
@@ -4762,6 +4961,31 @@ export interface components {
              * @description When the policy was last set (for a workspace on the default, when it was first read).
              */
             updated_at: string;
+        };
+        /**
+         * RecordingSettings
+         * @description The workspace's rules for its recordings. Recordings older than `retention_days` (from their
+         *     `created_at`) are deleted by a background job that runs every hour (`RECORDING_RETENTION_SWEEP_MS`);
+         *     asking for one then answers 404 `recording_not_found` with the reason `expired`.
+         */
+        RecordingSettings: {
+            /** @description Days a recording is kept, the workspace's own value or else the deployment's default. */
+            retention_days: number;
+            /** @description `true` when `retention_days` is the deployment's default (`RECORDING_RETENTION_DAYS`, 30 days unless configured). */
+            retention_days_default: boolean;
+            /**
+             * Format: date-time
+             * @description When the workspace last changed them; `null` if it never has.
+             */
+            updated_at: string | null;
+        };
+        /**
+         * RecordingSettingsUpdateRequest
+         * @description Changes the workspace's recording rules; a field left out keeps its value.
+         */
+        RecordingSettingsUpdateRequest: {
+            /** @description Days a recording is kept (1 to 3650); `null` goes back to the deployment's default. */
+            retention_days?: number | null;
         };
         /**
          * UsageFigures
@@ -5682,6 +5906,17 @@ export interface components {
              * @description When the call record was created (for a web session, when the session started).
              */
             created_at: string;
+            /**
+             * @description The conversation's recording. Present only when the recording setting in force was on and audio
+             *     was recorded (as with `data`, a conversation without it carries exactly the spec's fields).
+             */
+            recording?: components["schemas"]["Recording"];
+            /**
+             * Format: uri
+             * @description A signed link to the WAV file that needs no API key, valid for `RECORDING_URL_TTL_S` (24 hours
+             *     unless configured) from when the event was made. Present exactly when `recording` is.
+             */
+            recording_url?: string;
             /** @description The tool calls the agent made, in the order they started. Absent when there were none. */
             tool_calls?: components["schemas"]["ToolCallRecord"][];
             /**
@@ -6108,6 +6343,54 @@ export interface components {
             };
             content?: never;
         };
+        /**
+         * @description No such call (`call_not_found`), or the call has no recording (`recording_not_found`, with `reason`:
+         *     `not_enabled`, `not_started`, `deleted` or `expired`).
+         */
+        RecordingNotFound: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "type": "not_found_error",
+                 *         "code": "recording_not_found",
+                 *         "reason": "not_enabled",
+                 *         "message": "Call call_01JD5Z9K3M4N5P6Q7R8S9T0V1W has no recording: recording was off for it (the agent's, call's or batch's recording setting).",
+                 *         "param": null,
+                 *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /** @description The `Range` asks for bytes the file does not have (`range_not_satisfiable`); `Content-Range` gives its size. */
+        RangeNotSatisfiable: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
+                /** @description `bytes *\/size`: the size of the whole file. */
+                "Content-Range": string;
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "type": "invalid_request_error",
+                 *         "code": "range_not_satisfiable",
+                 *         "message": "The range starts at byte 90000 but the file has 84044 bytes.",
+                 *         "param": "Range",
+                 *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
     };
     parameters: {
         /** @description Page size, 1 to 100. */
@@ -6147,6 +6430,12 @@ export interface components {
          *     replayed; absent on a response produced now.
          */
         IdempotentReplayed: "true";
+        /** @description `bytes`: the resource can be fetched in parts with `Range`. */
+        AcceptRanges: "bytes";
+        /** @description Bytes in this response's body. */
+        ContentLength: string;
+        /** @description The part sent and the whole size: `bytes first-last/size`. */
+        ContentRange: string;
         /**
          * @description The reference page's Content-Security-Policy: only the inline scripts the page was built with run
          *     (each allowed by its SHA-256 hash, computed from the served page; no `'unsafe-inline'` script), its
@@ -6674,6 +6963,9 @@ export interface operations {
                      *             "enable_webcam": true,
                      *             "enable_screen_share": false
                      *           },
+                     *           "recording": {
+                     *             "enabled": false
+                     *           },
                      *           "created_at": "2026-11-21T23:51:18.000Z"
                      *         }
                      *       ],
@@ -6807,6 +7099,9 @@ export interface operations {
                      *         "enable_webcam": true,
                      *         "enable_screen_share": false
                      *       },
+                     *       "recording": {
+                     *         "enabled": false
+                     *       },
                      *       "analysis": {
                      *         "schema": {
                      *           "type": "object",
@@ -6920,6 +7215,9 @@ export interface operations {
                      *       "realtime": {
                      *         "enable_webcam": true,
                      *         "enable_screen_share": false
+                     *       },
+                     *       "recording": {
+                     *         "enabled": false
                      *       },
                      *       "created_at": "2026-11-21T23:51:18.000Z"
                      *     }
@@ -7067,6 +7365,9 @@ export interface operations {
                      *         "enable_webcam": true,
                      *         "enable_screen_share": true
                      *       },
+                     *       "recording": {
+                     *         "enabled": false
+                     *       },
                      *       "created_at": "2026-11-21T23:51:18.000Z"
                      *     }
                      */
@@ -7154,6 +7455,9 @@ export interface operations {
                      *       "realtime": {
                      *         "enable_webcam": true,
                      *         "enable_screen_share": true
+                     *       },
+                     *       "recording": {
+                     *         "enabled": false
                      *       },
                      *       "created_at": "2026-11-21T23:51:18.000Z"
                      *     }
@@ -7273,6 +7577,9 @@ export interface operations {
                      *       "realtime": {
                      *         "enable_webcam": true,
                      *         "enable_screen_share": true
+                     *       },
+                     *       "recording": {
+                     *         "enabled": false
                      *       },
                      *       "created_at": "2026-11-21T23:51:18.000Z"
                      *     }
@@ -9370,7 +9677,9 @@ export interface operations {
                      *           "webhook_url": "https://example.com/hooks/calls",
                      *           "created_at": "2026-11-21T23:51:18.000Z",
                      *           "answered_at": "2026-11-21T23:51:24.000Z",
-                     *           "ended_at": "2026-11-21T23:52:06.000Z"
+                     *           "ended_at": "2026-11-21T23:52:06.000Z",
+                     *           "recording": null,
+                     *           "recording_url": null
                      *         }
                      *       ],
                      *       "has_more": false,
@@ -9467,7 +9776,9 @@ export interface operations {
                      *       "webhook_url": "https://example.com/hooks/calls",
                      *       "created_at": "2026-11-21T23:51:18.000Z",
                      *       "answered_at": null,
-                     *       "ended_at": null
+                     *       "ended_at": null,
+                     *       "recording": null,
+                     *       "recording_url": null
                      *     }
                      */
                     "application/json": components["schemas"]["Call"];
@@ -9653,7 +9964,18 @@ export interface operations {
                      *       "webhook_url": null,
                      *       "created_at": "2026-11-21T23:51:18.000Z",
                      *       "answered_at": "2026-11-21T23:51:24.000Z",
-                     *       "ended_at": "2026-11-21T23:52:06.000Z"
+                     *       "ended_at": "2026-11-21T23:52:06.000Z",
+                     *       "recording": {
+                     *         "status": "completed",
+                     *         "format": "wav",
+                     *         "channels": 2,
+                     *         "sample_rate": 8000,
+                     *         "duration": 42.02,
+                     *         "size_bytes": 1344684,
+                     *         "truncated": false,
+                     *         "created_at": "2026-11-21T23:51:24.000Z"
+                     *       },
+                     *       "recording_url": "https://voice.example.com/api/v1/calls/call_01JD5Z9K3M4N5P6Q7R8S9T0V1W/recording/download?expires=1795391526&signature=3f1c9a0d2b7e4f6a8c0e1d3b5a7f9e2c4d6b8a0f1e3c5d7b9a2f4e6c8d0b1a3f"
                      *     }
                      */
                     "application/json": components["schemas"]["Call"];
@@ -9721,7 +10043,9 @@ export interface operations {
                      *       "webhook_url": "https://example.com/hooks/calls",
                      *       "created_at": "2026-11-21T23:51:18.000Z",
                      *       "answered_at": null,
-                     *       "ended_at": "2026-11-21T23:51:20.000Z"
+                     *       "ended_at": "2026-11-21T23:51:20.000Z",
+                     *       "recording": null,
+                     *       "recording_url": null
                      *     }
                      */
                     "application/json": components["schemas"]["Call"];
@@ -9814,6 +10138,189 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getCallRecording: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description One byte range (`bytes=0-1023`); several ranges are answered with the first only. */
+                Range?: string;
+            };
+            path: {
+                /** @description The call's `call_id` (`call_...`); anything else is refused with 422. */
+                call_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The whole file. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    "Content-Length": components["headers"]["ContentLength"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example RIFF....WAVEfmt (binary: a 44-byte header, then PCM16 little-endian, left and right samples interleaved) */
+                    "audio/wav": string;
+                };
+            };
+            /** @description The part asked for by `Range`. */
+            206: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    "Content-Length": components["headers"]["ContentLength"];
+                    "Content-Range": components["headers"]["ContentRange"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example RIFF....WAVEfmt (binary: a 44-byte header, then PCM16 little-endian, left and right samples interleaved) */
+                    "audio/wav": string;
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["RecordingNotFound"];
+            416: components["responses"]["RangeNotSatisfiable"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteCallRecording: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The call's `call_id` (`call_...`); anything else is refused with 422. */
+                call_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "call_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RecordingDeleteResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["RecordingNotFound"];
+            /** @description The call is still going on and its recording being written (`recording_in_progress`). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "conflict_error",
+                     *         "code": "recording_in_progress",
+                     *         "message": "The call is still in progress; delete its recording once it has ended.",
+                     *         "param": null,
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    downloadSignedRecording: {
+        parameters: {
+            query: {
+                /** @description Unix time (seconds) after which the link no longer works. */
+                expires: number;
+                /** @description The link's signature (hex). */
+                signature: string;
+            };
+            header?: {
+                /** @description One byte range (`bytes=0-1023`). */
+                Range?: string;
+            };
+            path: {
+                /** @description The call's `call_id` (`call_...`); anything else is refused with 422. */
+                call_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The whole file. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    "Content-Length": components["headers"]["ContentLength"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example RIFF....WAVEfmt (binary: a 44-byte header, then PCM16 little-endian, left and right samples interleaved) */
+                    "audio/wav": string;
+                };
+            };
+            /** @description The part asked for by `Range`. */
+            206: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Accept-Ranges": components["headers"]["AcceptRanges"];
+                    "Content-Length": components["headers"]["ContentLength"];
+                    "Content-Range": components["headers"]["ContentRange"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /** @example RIFF....WAVEfmt (binary: a 44-byte header, then PCM16 little-endian, left and right samples interleaved) */
+                    "audio/wav": string;
+                };
+            };
+            /** @description The link has expired (`recording_url_expired`) or its signature does not verify (`invalid_signature`). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "permission_error",
+                     *         "code": "recording_url_expired",
+                     *         "message": "This recording link has expired; fetch the call again for a fresh recording_url.",
+                     *         "param": "expires",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            404: components["responses"]["RecordingNotFound"];
+            416: components["responses"]["RangeNotSatisfiable"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -11004,6 +11511,82 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    getRecordingSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The rules in force. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "retention_days": 30,
+                     *       "retention_days_default": true,
+                     *       "updated_at": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RecordingSettings"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateRecordingSettings: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "retention_days": 7
+                 *     }
+                 */
+                "application/json": components["schemas"]["RecordingSettingsUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The rules now in force. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "retention_days": 7,
+                     *       "retention_days_default": false,
+                     *       "updated_at": "2026-11-21T23:51:18.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RecordingSettings"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     getUsage: {
         parameters: {
             query?: {
@@ -11978,7 +12561,9 @@ export interface operations {
                      *       "webhook_url": null,
                      *       "created_at": "2026-11-21T23:51:18.000Z",
                      *       "answered_at": null,
-                     *       "ended_at": null
+                     *       "ended_at": null,
+                     *       "recording": null,
+                     *       "recording_url": null
                      *     }
                      */
                     "application/json": components["schemas"]["Call"];

@@ -401,6 +401,30 @@ export const operations = [
     ]
   },
   {
+    "operationId": "getCallRecording",
+    "method": "GET",
+    "path": "/api/v1/calls/{call_id}/recording",
+    "tags": [
+      "Recordings"
+    ]
+  },
+  {
+    "operationId": "deleteCallRecording",
+    "method": "DELETE",
+    "path": "/api/v1/calls/{call_id}/recording",
+    "tags": [
+      "Recordings"
+    ]
+  },
+  {
+    "operationId": "downloadSignedRecording",
+    "method": "GET",
+    "path": "/api/v1/calls/{call_id}/recording/download",
+    "tags": [
+      "Recordings"
+    ]
+  },
+  {
     "operationId": "listBatches",
     "method": "GET",
     "path": "/api/v1/batches",
@@ -478,6 +502,22 @@ export const operations = [
     "path": "/api/v1/workspace/destination-policy",
     "tags": [
       "Destinations"
+    ]
+  },
+  {
+    "operationId": "getRecordingSettings",
+    "method": "GET",
+    "path": "/api/v1/workspace/recording-settings",
+    "tags": [
+      "Recordings"
+    ]
+  },
+  {
+    "operationId": "updateRecordingSettings",
+    "method": "PATCH",
+    "path": "/api/v1/workspace/recording-settings",
+    "tags": [
+      "Recordings"
     ]
   },
   {

@@ -286,6 +286,40 @@ const schema = z.object({
    */
   CALL_AUDIO_RATE: z.coerce.number().min(0.1).max(1000).default(1),
   CALL_AUDIO_BURST_MS: durationMs(2_000),
+  /** Where recordings are kept: `postgres` (the service's database, in chunks) or `s3` (an S3-compatible bucket). */
+  RECORDING_STORAGE: z.enum(['postgres', 's3']).default('postgres'),
+  /** S3-compatible storage: endpoint URL (unset: AWS for the region), bucket, region, credentials, key prefix, path-style addressing. */
+  RECORDING_S3_ENDPOINT: z.string().url('must be an absolute URL').optional(),
+  RECORDING_S3_BUCKET: z.string().min(3).max(63).optional(),
+  RECORDING_S3_REGION: z.string().min(1).default('us-east-1'),
+  RECORDING_S3_ACCESS_KEY_ID: z.string().min(1).optional(),
+  RECORDING_S3_SECRET_ACCESS_KEY: z.string().min(1).optional(),
+  RECORDING_S3_PREFIX: z.string().max(200).default('recordings/'),
+  RECORDING_S3_FORCE_PATH_STYLE: z
+    .enum(['true', 'false'])
+    .default('true')
+    .transform((v) => v === 'true'),
+  /** A recording's audio is written this often (a crash loses at most this much). */
+  RECORDING_FLUSH_MS: z.coerce.number().int().min(50).max(60_000).default(1000),
+  /** Largest recording (PCM bytes); the rest of a longer conversation is not recorded (`truncated`). Default 128 MiB: over an hour of a phone call. */
+  RECORDING_MAX_BYTES: z.coerce
+    .number()
+    .int()
+    .min(1024)
+    .default(128 * 1024 * 1024),
+  /** Key of recording links' signatures (at least 32 characters); unset: derived from SECRETS_KEY. Instances sharing a database must share it. */
+  RECORDING_URL_SECRET: z.string().min(32, 'must be at least 32 characters').optional(),
+  /** How long a `recording_url` works after the record or event carrying it was made. */
+  RECORDING_URL_TTL_S: z.coerce
+    .number()
+    .int()
+    .min(1)
+    .max(7 * 86_400)
+    .default(86_400),
+  /** Days a recording is kept unless its workspace sets its own retention. */
+  RECORDING_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
+  /** How often the retention job looks for expired recordings. */
+  RECORDING_RETENTION_SWEEP_MS: z.coerce.number().int().min(1000).default(3_600_000),
   /** A carrier's media WebSocket must send its `start` message within this. */
   CALL_STREAM_START_TIMEOUT_MS: z.coerce.number().int().min(1).default(10_000),
   /** One REST request to a carrier. */
@@ -375,6 +409,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(
       `Invalid configuration:\n  REALTIME_LEASE_HEARTBEAT_MS: must be less than REALTIME_LEASE_EXPIRY_MS (${c.REALTIME_LEASE_EXPIRY_MS}), or leases expire between renewals`,
     );
+  }
+  if (c.RECORDING_STORAGE === 's3' && !c.RECORDING_S3_BUCKET) {
+    throw new ConfigError('Invalid configuration:\n  RECORDING_S3_BUCKET: required when RECORDING_STORAGE=s3');
   }
   if (c.NODE_ENV === 'production') {
     if (!c.SECRETS_KEY) throw new ConfigError('Invalid configuration:\n  SECRETS_KEY: required when NODE_ENV=production');

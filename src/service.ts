@@ -56,6 +56,11 @@ import { startSandboxes, type Sandboxes } from './sandbox/index.js';
 import { createRealtime, type Realtime } from './realtime/index.js';
 import { routeUpgrades } from './http/upgrades.js';
 import { JobQueue } from './jobs/queue.js';
+import { RecordingService } from './recordings/service.js';
+import { RecordingStore } from './recordings/store.js';
+import { RecordingLinks } from './recordings/signed-url.js';
+import { recordingStorage } from './recordings/backends.js';
+import { recordingRoutes } from './recordings/routes.js';
 import { callbackUrls } from './carriers/carrier.js';
 import { createCarriers, type Carriers } from './carriers/index.js';
 import { CallSignals } from './calls/live/signals.js';
@@ -109,6 +114,8 @@ export interface RunningService {
   telephony: { carriers: Carriers; media: MediaServer; signals: CallSignals };
   /** The PostgreSQL job queue (dialing, call deadlines). */
   jobs: JobQueue;
+  /** Recordings of calls and web sessions: storage, links, retention. */
+  recordings: RecordingService;
   /** operationIds that have a handler; the rest answer 501. */
   implemented: string[];
   /**
@@ -286,6 +293,24 @@ export async function startService(
     orphanAfterMs: config.CALL_ORPHAN_AFTER_MS,
   };
   const callStore = new CallStore(db.knex);
+  const recordings = new RecordingService(
+    new RecordingStore(db.knex),
+    recordingStorage(config),
+    new RecordingLinks(
+      config.RECORDING_URL_SECRET ? Buffer.from(config.RECORDING_URL_SECRET, 'utf8') : secrets.derive('recording links'),
+      publicBaseUrl,
+      config.RECORDING_URL_TTL_S,
+    ),
+    clock,
+    {
+      flushMs: config.RECORDING_FLUSH_MS,
+      maxBytes: config.RECORDING_MAX_BYTES,
+      retentionDays: config.RECORDING_RETENTION_DAYS,
+      retentionSweepMs: config.RECORDING_RETENTION_SWEEP_MS,
+    },
+    log.child({ component: 'recordings' }),
+  );
+  const retention = recordings.register(jobs);
   const callLog = log.child({ component: 'calls' });
   const finaliser = new CallFinaliser(callStore, voice, admission, events, jobs, clock, { centsPerMinute: config.CALL_CENTS_PER_MINUTE }, callLog);
   const callService = new CallService(
@@ -309,6 +334,8 @@ export async function startService(
       callLog,
     ),
   );
+  callService.recordings = recordings;
+  finaliser.recordings = recordings;
   const callJobs = new CallJobs(callStore, agents, carriers.byProvider, finaliser, jobs, clock, { ...timing, machineDetectionTimeoutS: 30 }, callLog);
   callJobs.register();
   const batchStore = new BatchStore(db.knex);
@@ -347,7 +374,7 @@ export async function startService(
   const ringer = sandbox.carriers && { providers: sandbox.carriers.providers, ring: sandbox.carriers.server.ring };
   const inbound = new InboundNumbers(agents, carriers.byProvider, callStore, ringer, callLog);
   const media = new MediaServer(
-    { store: callStore, voice, tools: toolRunner, finaliser, clock, carriers: carriers.byProvider, agents, admission, signals, destinations },
+    { store: callStore, voice, tools: toolRunner, finaliser, clock, carriers: carriers.byProvider, agents, admission, signals, destinations, recordings },
     {
       toolTimeoutMs: config.REALTIME_TOOL_TIMEOUT_MS,
       toolFillerMs: config.REALTIME_TOOL_FILLER_MS,
@@ -407,6 +434,7 @@ export async function startService(
     ...callRoutes(callService, callbacks, inbound, (workspaceId, callId, params) => webhooks.callDeliveries(workspaceId, callId, params)),
     ...batchRoutes(batchService, contract, (workspaceId, batchId, params) => webhooks.batchDeliveries(workspaceId, batchId, params)),
     ...systemRoutes({ db: db.knex, publicBaseUrl, metrics, isShuttingDown: () => draining }),
+    ...recordingRoutes(recordings, { owned: (ws, id) => callService.owned(ws, id), any: (id) => callService.any(id) }),
   };
   // A draining instance starts no new conversation: the request did nothing, so the client (or the
   // balancer) sends it again and a ready instance takes it. Everything else is served as usual while
@@ -432,6 +460,9 @@ export async function startService(
   stopHooks.push(['call signals', () => signals.stop()]);
   await jobs.start();
   stopHooks.push(['job queue', () => jobs.stop()]);
+  // Not fatal: a role that may only read and write rows cannot add graphile-worker jobs (row-level
+  // security on its private tables, with no policy for that role); the instance serves all the same.
+  await retention.schedule().catch((err) => log.warn({ err: (err as Error).message }, 'the recordings retention job could not be scheduled'));
   media.start();
 
   // Connections kept open for MCP tool calls.
@@ -503,6 +534,7 @@ export async function startService(
     batches: { service: batchService, store: batchStore, engine: batchEngine },
     telephony: { carriers, media, signals },
     jobs,
+    recordings,
     implemented: Object.keys(handlers),
     get draining() {
       return draining;

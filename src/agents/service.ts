@@ -59,6 +59,8 @@ export interface RuntimeAgent {
   transferDestinations: TransferDestinationStored[];
   /** Where inbound calls are set up per caller before they are answered (calls/inbound-setup.ts). */
   inboundSetupUrl: string | null;
+  /** Record the agent's conversations unless a call or batch says otherwise. */
+  recordingEnabled: boolean;
   variablePlaceholders: Record<string, string>;
   realtime: { enableWebcam: boolean; enableScreenShare: boolean };
   voicemailConfig: VoicemailStored | null;
@@ -194,6 +196,7 @@ export class AgentService {
       transfer_criteria: row.transfer_criteria,
       transfer_destinations: row.transfer_destinations,
       inbound_setup: row.inbound_setup,
+      recording: { enabled: row.recording_enabled },
       variable_placeholders: row.variable_placeholders,
       voicemail_config: row.voicemail_config,
       telephony: {
@@ -251,6 +254,7 @@ export class AgentService {
       transfer_criteria: null,
       transfer_destinations: [],
       inbound_setup: null,
+      recording_enabled: false,
       variable_placeholders: {},
       voicemail_config: null,
       provider_a_config: null,
@@ -376,6 +380,7 @@ export class AgentService {
         ...row.transfer_destinations,
       ],
       inboundSetupUrl: row.inbound_setup?.url ?? null,
+      recordingEnabled: row.recording_enabled,
       variablePlaceholders: row.variable_placeholders,
       realtime: { enableWebcam: row.enable_webcam, enableScreenShare: row.enable_screen_share },
       voicemailConfig: row.voicemail_config,
@@ -419,6 +424,7 @@ export class AgentService {
     if (has(body, 'transfer_destinations'))
       out.transfer_destinations = (body.transfer_destinations ?? []).map(({ name, phone_number, description }) => ({ name, phone_number, description }));
     if (has(body, 'inbound_setup')) out.inbound_setup = body.inbound_setup ? { url: body.inbound_setup.url } : null;
+    if (has(body, 'recording')) out.recording_enabled = body.recording?.enabled ?? false;
     if (has(body, 'variable_placeholders')) out.variable_placeholders = (body.variable_placeholders ?? {}) as Record<string, string>;
     if (has(body, 'voicemail_config')) out.voicemail_config = voicemail(body.voicemail_config);
     if (has(body, 'analysis')) out.analysis = analysisSetting(body.analysis);

@@ -53,6 +53,7 @@ export interface AgentRow {
   transfer_destinations: TransferDestinationStored[];
   /** Per-caller setup of inbound calls (AgentInboundSetup in the contract). */
   inbound_setup: { url: string } | null;
+  recording_enabled: boolean;
   variable_placeholders: Record<string, string>;
   voicemail_config: VoicemailStored | null;
   provider_a_config: ProviderAStored | null;

@@ -167,6 +167,7 @@ export class BatchEngine {
       let short = false;
       if (room > 0) {
         const claimed = await this.claimInWindow(trx, batch, now, room);
+        const recordingChoice = batch.recording_enabled;
         const callIds = claimed.map(() => newId('call'));
         const ask = this.admission.ask(ready.workspacePlan, this.calls.reservationTerms);
         started = (await this.admission.slots.admitFixedIn(trx, callIds, batch.workspace_id, ready.limit, this.calls.slotTtlMs, ask)).taken;
@@ -180,6 +181,7 @@ export class BatchEngine {
             variables: r.variables,
             firstMessage: r.first_message,
             batchId,
+            recording: recordingChoice,
             // markDialing below counts this attempt; the unique key refuses a second call for it.
             attempt: { recipientId: r.id, number: r.attempts + 1 },
           })),

@@ -33,6 +33,7 @@ export interface BatchInput {
   provider?: Provider;
   scheduled_at?: string;
   webhook_url?: string;
+  recording?: { enabled: boolean } | null;
   concurrency?: number;
   retry_policy?: { max_attempts?: number; delay_seconds?: number; retry_on?: RetryOutcome[] };
   calling_window?: CallingWindow;
@@ -193,6 +194,7 @@ export class BatchService {
           total: recipients.length,
           skipped,
           webhook_url: input.webhook_url ?? null,
+          recording_enabled: input.recording?.enabled ?? null,
           concurrency: input.concurrency ?? DEFAULT_CONCURRENCY,
           retry_max_attempts: retry.max_attempts,
           retry_delay_s: retry.delay_seconds,

@@ -39,6 +39,8 @@ export interface BatchRow {
   total: number;
   skipped: SkippedItem[];
   webhook_url: string | null;
+  /** The batch's own recording choice for its calls; null: the agent's. */
+  recording_enabled: boolean | null;
   concurrency: number;
   retry_max_attempts: number;
   retry_delay_s: number;

@@ -18,6 +18,7 @@ import type { JobQueue } from '../jobs/queue.js';
 import { endTime, finalState } from './lifecycle.js';
 import { DEADLINE_JOB } from './jobs.js';
 import { callCompletedFacts } from './records.js';
+import type { RecordingView } from '../recordings/service.js';
 import { LIVE_STATUSES, type CallRow, type CallStore, type EndReason } from './store.js';
 
 /** A claim older than this is presumed dead (analysis is bounded well below it). */
@@ -36,6 +37,8 @@ export type FinalisedHook = (call: CallRow, trx: Knex.Transaction) => Promise<vo
 
 export class CallFinaliser {
   private readonly hooks: FinalisedHook[] = [];
+  /** Set once recordings exist (src/service.ts): completes the call's recording and shows it in `call.completed`. */
+  recordings: { completeIn(conversationId: string, at: Date, trx: Knex.Transaction): Promise<RecordingView | null> } | null = null;
 
   constructor(
     private readonly store: CallStore,
@@ -102,8 +105,9 @@ export class CallFinaliser {
         trx,
       );
       if (!done) return undefined;
+      const recording = this.recordings ? await this.recordings.completeIn(done.id, endedAt, trx) : null;
       await this.events.callCompleted(
-        { workspaceId: done.workspace_id, callId: done.id, webhookUrl: done.webhook_url, batchId: done.batch_id, payload: callCompletedFacts(done) },
+        { workspaceId: done.workspace_id, callId: done.id, webhookUrl: done.webhook_url, batchId: done.batch_id, payload: callCompletedFacts(done, recording) },
         trx,
       );
       await this.admission.slots.releaseFixed(done.id, trx);

@@ -111,6 +111,7 @@ export class InboundNumbers {
         'inbound_call_rejected',
         'The service refused the call (subscription inactive, plan minutes or concurrency slots used up); the carrier was told busy.',
       );
-    return toCall(call);
+    // Just answered: no audio recorded yet.
+    return toCall(call, null);
   }
 }

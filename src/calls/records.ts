@@ -8,12 +8,14 @@ import type { ToolCallRecord as EventToolCallRecord } from '../../generated/asyn
 import type { CallCompletedInput } from '../webhooks/payloads.js';
 import { pendingResults } from '../conversation/write-up.js';
 import { isTerminal, type CallRow } from './store.js';
+import type { RecordingView } from '../recordings/service.js';
 
 export type Call = components['schemas']['Call'];
 
 const iso = (d: Date | string | null) => (d === null ? null : new Date(d).toISOString());
 
-export function toCall(row: CallRow): Call {
+/** `recording`: the call's recording as the record shows it, null when it has none. */
+export function toCall(row: CallRow, recording: RecordingView | null): Call {
   const terminal = isTerminal(row.status);
   return {
     call_id: row.id,
@@ -48,14 +50,17 @@ export function toCall(row: CallRow): Call {
     created_at: iso(row.created_at) as string,
     answered_at: iso(row.answered_at),
     ended_at: terminal ? iso(row.ended_at) : null,
+    recording: recording?.recording ?? null,
+    recording_url: recording?.recording_url ?? null,
     // The results once written; until then the fields the setting asks for, null.
     ...((terminal ? row.analysis_results : null) ?? pendingResults(row.analysis)),
   };
 }
 
 /** The facts of a terminal call as its `call.completed` states them. */
-export function callCompletedFacts(row: CallRow): CallCompletedInput {
+export function callCompletedFacts(row: CallRow, recording: RecordingView | null): CallCompletedInput {
   return {
+    ...(recording ? { recording: recording.recording, recording_url: recording.recording_url } : {}),
     conversation_id: row.id,
     call_sid: row.call_sid,
     agent_id: row.agent_id,

@@ -25,6 +25,7 @@ import type { CallFinaliser } from './finaliser.js';
 import { DEADLINE_JOB, DIAL_JOB } from './jobs.js';
 import { newStreamToken } from './stream-token.js';
 import { toCall, type Call } from './records.js';
+import type { RecordingView } from '../recordings/service.js';
 import { isRefusal, refusalError, type CallRefusal } from './refusals.js';
 import { carrierAgentId, isTerminal, type CallFilters, type CallRow, type CallStore } from './store.js';
 import { callerIdRefusal } from '../destinations/policy.js';
@@ -47,6 +48,8 @@ export interface QueuedCall {
   variables?: Variables;
   firstMessage?: string | null;
   webhookUrl?: string | null;
+  /** The call's or batch's own recording choice; null: the agent's. */
+  recording?: boolean | null;
   batchId?: string | null;
   /** A batch's call: its recipient and which attempt it is (one call per attempt, a unique key). */
   attempt?: { recipientId: string; number: number };
@@ -92,6 +95,9 @@ function chooseProvider(agent: RuntimeAgent, asked: Provider | undefined): Provi
 }
 
 export class CallService {
+  /** Set once recordings exist (src/service.ts): the recording shown with each call. */
+  recordings: { viewsOf(ids: string[]): Promise<Map<string, RecordingView>> } | null = null;
+
   constructor(
     private readonly store: CallStore,
     private readonly agents: CallAgents,
@@ -217,6 +223,7 @@ export class CallService {
           webhook_url: c.webhookUrl ?? null,
           instruction: fillPlaceholders(agent.instruction, variables),
           analysis: agent.analysis,
+          recording_enabled: c.recording ?? agent.recordingEnabled,
           stream_token_hash: null,
           deadline_at: deadline,
         };
@@ -259,12 +266,21 @@ export class CallService {
       const [row] = await this.store.knex.transaction((trx) =>
         this.insertQueued(
           plan,
-          [{ callId, to: body.to_number, variables: body.variables, firstMessage: body.first_message, webhookUrl: body.webhook_url }],
+          [
+            {
+              callId,
+              to: body.to_number,
+              variables: body.variables,
+              firstMessage: body.first_message,
+              webhookUrl: body.webhook_url,
+              recording: body.recording?.enabled ?? null,
+            },
+          ],
           trx,
         ),
       );
       this.log.info({ callId, workspaceId, agentId: plan.agent.id, provider: plan.provider }, 'call queued');
-      return toCall(row);
+      return toCall(row, null);
     } catch (err) {
       await this.admission.slots.releaseUnused(callId).catch(() => undefined);
       // Another request took the day's last call between the check above and the insert.
@@ -281,12 +297,26 @@ export class CallService {
   }
 
   async get(workspaceId: string, callId: string): Promise<Call> {
-    return toCall(await this.owned(workspaceId, callId));
+    return this.shown(await this.owned(workspaceId, callId));
+  }
+
+  /** The call whatever its workspace (a signed recording link names it): 404 when there is none. */
+  async any(callId: string): Promise<CallRow> {
+    const row = await this.store.get(callId);
+    if (!row) throw callNotFound(callId);
+    return row;
+  }
+
+  /** The call as the API shows it, its recording included. */
+  async shown(row: CallRow): Promise<Call> {
+    const views = this.recordings ? await this.recordings.viewsOf([row.id]) : new Map();
+    return toCall(row, views.get(row.id) ?? null);
   }
 
   async list(workspaceId: string, query: CallFilters & PageParams): Promise<Page<Call>> {
     const page = await this.store.list(workspaceId, query, query);
-    return { ...page, data: page.data.map(toCall) };
+    const views = this.recordings ? await this.recordings.viewsOf(page.data.map((r) => r.id)) : new Map();
+    return { ...page, data: page.data.map((r) => toCall(r, views.get(r.id) ?? null)) };
   }
 
   /**
@@ -302,7 +332,7 @@ export class CallService {
       // Not dialed yet (or the dial is in flight: the dial job sees the request and hangs up at once).
       if (!marked.dial_attempted_at) {
         const done = await this.finaliser.finalise(callId, { endReason: 'canceled' });
-        if (done) return toCall(done);
+        if (done) return this.shown(done);
       }
       return this.get(workspaceId, callId);
     }
@@ -385,6 +415,7 @@ export class CallService {
             webhook_url: null,
             instruction: fillPlaceholders(agent.instruction, variables),
             analysis: agent.analysis,
+            recording_enabled: agent.recordingEnabled,
             stream_token_hash: sha256Hex(streamToken),
             deadline_at: deadline,
             number_agent_id: agent.id === numberAgent.id ? null : numberAgent.id,

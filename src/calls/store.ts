@@ -73,6 +73,8 @@ export interface CallRow {
   number_agent_id: string | null;
   /** What came of an inbound call's per-caller setup (InboundSetupOutcome in the contract). */
   inbound_setup: InboundSetupOutcome | null;
+  /** The recording setting in force when the call was created (the call's, its batch's or its agent's). */
+  recording_enabled: boolean;
   transcript: TranscriptTurn[];
   transcript_truncated: boolean;
   interruption_count: number;
@@ -125,6 +127,7 @@ export type NewCall = Partial<Pick<CallRow, 'batch_recipient_id' | 'attempt' | '
     | 'webhook_url'
     | 'instruction'
     | 'analysis'
+    | 'recording_enabled'
     | 'stream_token_hash'
     | 'deadline_at'
   >;

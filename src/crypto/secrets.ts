@@ -31,6 +31,11 @@ export class SecretBox {
     return createHmac('sha256', this.key).update('voice-agent-service secrets key fingerprint v1').digest('hex').slice(0, 32);
   }
 
+  /** A key for one purpose derived from SECRETS_KEY (HMAC of the label), so the purpose needs no key of its own. */
+  derive(label: string): Buffer {
+    return createHmac('sha256', this.key).update(`voice-agent-service derived key: ${label}`).digest();
+  }
+
   /** Throws when the value was sealed with another key or for another context. */
   open(sealed: string, context: string): string {
     const [version, iv, tag, data] = sealed.split('.');

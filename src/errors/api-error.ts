@@ -41,13 +41,15 @@ export class ApiError<S extends number = number> extends Error {
   readonly headers: Record<string, string>;
   /** The problems behind a 422, for operations whose contract uses the list-shaped body. */
   readonly issues: ValidationIssue[];
+  /** The precise reason behind some codes (`recording_not_found`), sent as `error.reason`. */
+  readonly reason: string | null;
 
   constructor(
     status: S,
     type: ErrorType,
     code: CodeFor<S>,
     message: string,
-    opts: { param?: string | null; headers?: Record<string, string>; issues?: ValidationIssue[] } = {},
+    opts: { param?: string | null; headers?: Record<string, string>; issues?: ValidationIssue[]; reason?: string } = {},
   ) {
     super(message);
     this.status = status;
@@ -56,6 +58,7 @@ export class ApiError<S extends number = number> extends Error {
     this.param = opts.param ?? null;
     this.headers = opts.headers ?? {};
     this.issues = opts.issues ?? [];
+    this.reason = opts.reason ?? null;
   }
 }
 

@@ -50,6 +50,7 @@ export function renderError(ctx: import('koa').Context, err: ApiError, contract:
   const error = {
     type: err.type,
     code: err.code,
+    ...(err.reason ? { reason: err.reason } : {}),
     message: err.message,
     param: err.param,
     request_id: (ctx.state.requestId as string | undefined) ?? null,

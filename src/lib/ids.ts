@@ -27,6 +27,7 @@ export const idPrefixes = {
   tool: 'tool',
   document: 'doc',
   agentDocument: 'adoc',
+  recording: 'rec',
   mcpServer: 'mcp',
   call: 'call',
   batch: 'bat',

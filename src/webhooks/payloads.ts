@@ -81,6 +81,8 @@ export function callCompletedPayload(input: CallCompletedInput): CallCompletedEv
   // The structured results of the agent's `analysis` setting: only the parts it asked for.
   if (input.data !== undefined) Object.assign(payload, { data: input.data, data_error: input.data_error ?? null });
   if (input.success !== undefined) Object.assign(payload, { success: input.success, success_error: input.success_error ?? null });
+  // Only a conversation that was recorded carries its recording.
+  if (input.recording && input.recording_url) Object.assign(payload, { recording: input.recording, recording_url: input.recording_url });
   validateEventPayload('call.completed', payload);
   return payload;
 }

@@ -61,6 +61,7 @@ describe('agents: create, read, list, delete', () => {
         transfer_criteria: null,
         transfer_destinations: [],
         inbound_setup: null,
+        recording: { enabled: false },
         variable_placeholders: {},
         voicemail_config: null,
         telephony: {

@@ -110,8 +110,13 @@ for (const provider of PROVIDERS) {
         ended_at: _e,
         tool_calls: _tc,
         inbound_setup: _is,
+        // Null on the record of an unrecorded call; absent from its event (recordings.test.ts).
+        recording: _rec,
+        recording_url: _recUrl,
         ...shared
       } = call;
+      assert.equal(call.recording, null);
+      assert.equal('recording' in e, false);
       const { event, tool_calls: _etc, ...fromEvent } = e;
       assert.equal(event, 'call.completed');
       assert.deepEqual(fromEvent, shared, 'the record carries the same values as the event');

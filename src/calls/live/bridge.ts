@@ -26,7 +26,9 @@
 import type { WebSocket } from 'ws';
 import type { Logger } from 'pino';
 import type { Clock } from '../../lib/clock.js';
-import { DEFAULT_SPEECH_RMS, rms } from '../../audio/pcm16.js';
+import { DEFAULT_SPEECH_RMS, mulawToPcm16, rms } from '../../audio/pcm16.js';
+import type { RecordingService } from '../../recordings/service.js';
+import type { TwoChannelRecorder } from '../../recordings/two-channel.js';
 import type { VoiceService } from '../../voice/types.js';
 import type { RuntimeAgent } from '../../agents/service.js';
 import { Conversation, type ConversationTools } from '../../conversation/engine.js';
@@ -73,6 +75,8 @@ export interface CallBridgeDeps {
   log: Logger;
   /** The workspace's destination policy, applied again when the call is transferred (it may have changed since the agent was saved). */
   destinations: { transferRefusal(workspaceId: string, number: string): Promise<NumberRefusal | null> };
+  /** Records calls whose recording setting is on (null: recordings are not set up). */
+  recordings: RecordingService | null;
 }
 
 /** Frames held waiting for a missing one before it is given up (provider_b may reorder). */
@@ -122,6 +126,8 @@ export class CallBridge {
   private dtmfSent = 0;
   private progressTimer: NodeJS.Timeout | undefined;
   private saving: Promise<void> = Promise.resolve();
+  /** Both sides as each heard the other (8 kHz, as the carrier carried them); only when the call's recording setting is on. */
+  private readonly recorder: TwoChannelRecorder | null;
   private resolveDone!: () => void;
   /** Resolves once the call's stream has ended and the call has been finalised (or handed over). */
   readonly done = new Promise<void>((r) => (this.resolveDone = r));
@@ -139,6 +145,10 @@ export class CallBridge {
     this.lastActivity = this.now();
     this.audioBudget = new AudioBudget(opts.audioBudget);
     this.keypad = new KeypadRuns(opts.dtmfGapMs, (keys) => this.keysToModel(keys));
+    this.recorder =
+      call.recording_enabled && deps.recordings
+        ? deps.recordings.startTwoChannel({ workspaceId: call.workspace_id, conversationId: call.id, kind: 'phone_call', sampleRate: 8000 }, log)
+        : null;
     ws.on('close', () => void this.finish('stream_closed'));
   }
 
@@ -309,6 +319,8 @@ export class CallBridge {
       this.opts.onAudioDropped?.(ulaw.length / 8000);
       return;
     }
+    // Held frames were recorded when they arrived.
+    if (charge) this.recorder?.person(mulawToPcm16(ulaw));
     const pcm = this.transcoder.toModel(ulaw);
     if (rms(pcm) >= DEFAULT_SPEECH_RMS) {
       this.lastActivity = this.now();
@@ -401,7 +413,12 @@ export class CallBridge {
     this.lastActivity = this.now();
     this.measureLatency();
     if (this.messageRequestedAt !== null) this.heardAfterMessage = true;
-    for (const frame of this.transcoder.toCaller(pcm24k)) this.send(this.dialect.media(this.streamId, frame.toString('base64')));
+    for (const frame of this.transcoder.toCaller(pcm24k)) this.play(frame);
+  }
+
+  private play(frame: Buffer): void {
+    this.recorder?.agent(mulawToPcm16(frame));
+    this.send(this.dialect.media(this.streamId, frame.toString('base64')));
   }
 
   /**
@@ -419,7 +436,7 @@ export class CallBridge {
 
   private turnComplete(): void {
     const last = this.transcoder.flush();
-    if (last) this.send(this.dialect.media(this.streamId, last.toString('base64')));
+    if (last) this.play(last);
     this.turn += 1;
     const name = `turn-${this.turn}`;
     this.firstMark ??= name;
@@ -434,6 +451,7 @@ export class CallBridge {
 
   private interrupted(): void {
     this.transcoder.discard();
+    this.recorder?.interrupted();
     this.send(this.dialect.clear(this.streamId));
     for (const waiter of this.toneMarks.values()) waiter.interrupted = true;
     if (this.pendingMarks.size) this.clearedSinceFirstMark = true;
@@ -609,6 +627,8 @@ export class CallBridge {
       await this.saving;
       const outcome = this.conversation ? await this.conversation.finish() : null;
       if (outcome?.status === 'failed') this.endReason ??= 'service_error';
+      // The last second of audio is written before the call's record (and call.completed) is.
+      await this.recorder?.close();
       if (why === 'stream_closed' && !this.stopReceived && !this.hangingUp) {
         // Our side of the stream went away without the carrier ending the call: end it there too.
         await this.deps.carrier.hangup(credentialsOf(this.agent, this.call.provider), this.call.call_sid ?? '', { answered: true }).catch(() => undefined);

@@ -28,6 +28,9 @@ const DIALECTS: Record<Provider, MediaDialect> = { provider_a: providerAMedia, p
 /** Largest frame a carrier sends (20 ms frames are a few hundred bytes). */
 const MAX_FRAME_BYTES = 64 * 1024;
 
+/** Frames held between a stream's `start` and its bridge (2 s of 20 ms frames; the lookup takes milliseconds). */
+const EARLY_FRAMES = 100;
+
 export interface MediaServerDeps extends Omit<CallBridgeDeps, 'carrier' | 'log'> {
   carriers: Record<Provider, Carrier>;
   agents: { findForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent | null> };
@@ -100,6 +103,12 @@ export class MediaServer {
     const dialect = DIALECTS[provider];
     ws.on('error', (err) => this.log.debug({ err: err.message }, 'media socket error'));
     const log = this.log.child({ provider });
+    // Frames after `start` while the call is looked up: held for its bridge, so no caller audio (nor
+    // any moment of a recording) is lost to the lookup.
+    const early: string[] = [];
+    const hold = (data: Buffer, isBinary: boolean) => {
+      if (!isBinary && early.length < EARLY_FRAMES) early.push(data.toString());
+    };
     // Frames until `start`; audio before it is not taken.
     const start = await new Promise<{ streamId: string; callSid: string; callId: string | null; streamToken: string | null } | null>((resolve) => {
       const timer = setTimeout(() => resolve(null), this.opts.startTimeoutMs);
@@ -109,6 +118,7 @@ export class MediaServer {
         if (e?.kind !== 'start') return;
         clearTimeout(timer);
         ws.off('message', onMessage);
+        ws.on('message', hold);
         resolve(e);
       };
       ws.on('message', onMessage);
@@ -153,6 +163,8 @@ export class MediaServer {
       log.child({ callId: call.id }),
     );
     // Frames go to the bridge from now on (it holds caller audio until the voice session is open).
+    ws.off('message', hold);
+    for (const frame of early.splice(0)) bridge.handleMessage(frame, process.hrtime.bigint());
     ws.on('message', (data: Buffer, isBinary: boolean) => {
       if (!isBinary) bridge.handleMessage(data.toString(), process.hrtime.bigint());
     });

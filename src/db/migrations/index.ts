@@ -25,6 +25,7 @@ import * as m019 from './019_batch_attempts_slots.js';
 import * as m022 from './022_usage_by_agent.js';
 import * as m023 from './023_transfers_inbound_setup.js';
 import * as m024 from './024_call_alive_at.js';
+import * as m026 from './026_recordings.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -54,6 +55,7 @@ const migrations: Array<[string, Migration]> = [
   ['022_usage_by_agent', m022],
   ['023_transfers_inbound_setup', m023],
   ['024_call_alive_at', m024],
+  ['026_recordings', m026],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {

@@ -10,6 +10,7 @@ import { Line } from './line.js';
 import { MediaStream } from './media.js';
 import type { Framing } from './frames.js';
 import { ulawMs } from './audio.js';
+import { FRAME_MS } from './clock.js';
 import type { CallRecords, HangupBy, SandboxCallRecord } from './records.js';
 
 /** Why a call ended, carrier-neutral (each carrier names it its own way). */
@@ -160,6 +161,12 @@ export class SimCall {
         this.changed();
       },
       hangup: () => this.end({ reason: 'completed', by: 'callee' }),
+      clip: (label) => {
+        this.record.clips.push({ label, streamMs: (this.stream?.framesSent ?? 0) * FRAME_MS });
+      },
+      played: (bytes) => {
+        this.record.agentPlayedMs += ulawMs(bytes);
+      },
     });
     line.stream = this.stream;
     this.line = line;

@@ -22,7 +22,9 @@ export type CalleeStep =
   /** Waits (up to `startWithinMs`) for agent audio to play, then hangs up 200 ms into it. */
   | { hangupWhileAgentSpeaks: true; startWithinMs?: number }
   /** Presses keys one after another (dtmf frames, 200 ms apart). */
-  | { pressDigits: string };
+  | { pressDigits: string }
+  /** Plays recorded audio (mu-law 8 kHz, e.g. a speech fixture); `label` notes when it started in the call's record (`clips`). */
+  | { play: Buffer; label: string };
 
 export type CalleeScript = CalleeStep[];
 
@@ -94,8 +96,8 @@ export interface CalleeLine {
   readonly agentPending: boolean;
   /** Every key the service pressed that the callee heard, in order. */
   readonly keysHeard: string;
-  /** Resolves once the audio has gone out (20 ms per frame). */
-  talk(ulaw: Buffer): Promise<void>;
+  /** Resolves once the audio has gone out (20 ms per frame); a label is noted with the time its first frame went out. */
+  talk(ulaw: Buffer, label?: string): Promise<void>;
   said(text: string): void;
   dtmf(digit: string): void;
   /** Resolves true when `pred` holds at a frame, false after `maxFrames`; throws CallOver when the call ends. */
@@ -137,6 +139,8 @@ export async function runPerson(line: CalleeLine, script: CalleeScript): Promise
     } else if ('hangupWhileAgentSpeaks' in step) {
       if (await agentPlaying(line, step.startWithinMs)) await pause(line, HANGUP_INTO_SPEECH_MS);
       return line.hangup();
+    } else if ('play' in step) {
+      await line.talk(step.play, step.label);
     } else if ('pressDigits' in step) {
       for (const digit of step.pressDigits) {
         line.dtmf(digit);
@@ -177,7 +181,7 @@ export async function runMenu(line: CalleeLine, person: CalleeScript): Promise<v
  * `onRecorded` gets the agent audio (bytes) each frame after it.
  */
 export async function runVoicemail(line: CalleeLine, onBeep: () => void, onRecorded: (bytes: number) => void): Promise<void> {
-  await line.talk(VOICEMAIL_GREETING);
+  await line.talk(VOICEMAIL_GREETING, 'voicemail-greeting');
   await line.talk(BEEP);
   onBeep();
   let recorded = 0;

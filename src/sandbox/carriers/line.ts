@@ -26,6 +26,10 @@ export interface LineHooks {
   /** The callee heard a key the service pressed. */
   heard(key: string): void;
   hangup(): void;
+  /** A labelled clip's first frame is about to go out. */
+  clip?(label: string): void;
+  /** Agent audio played this frame (bytes). */
+  played?(bytes: number): void;
 }
 
 export class Line implements CalleeLine {
@@ -38,6 +42,7 @@ export class Line implements CalleeLine {
   stream: MediaStream | null = null;
   private voice: Buffer[] = [];
   private voiceBytes = 0;
+  private readonly labels = new Map<Buffer, string>();
   private waits = new Set<Wait>();
   private stopClock: (() => void) | null = null;
   private over = false;
@@ -53,8 +58,9 @@ export class Line implements CalleeLine {
     return this.stream?.playout.pendingAudio ?? false;
   }
 
-  talk(ulaw: Buffer): Promise<void> {
+  talk(ulaw: Buffer, label?: string): Promise<void> {
     if (ulaw.length) {
+      if (label) this.labels.set(ulaw, label);
       this.voice.push(ulaw);
       this.voiceBytes += ulaw.length;
     }
@@ -100,7 +106,10 @@ export class Line implements CalleeLine {
     this.frame++;
     const played = this.stream?.live ? this.stream.playout.step() : null;
     this.agentPlayedNow = played?.length ?? 0;
-    if (this.agentPlayedNow > 0) this.lastAgentFrame = this.frame;
+    if (this.agentPlayedNow > 0) {
+      this.lastAgentFrame = this.frame;
+      this.hooks.played?.(this.agentPlayedNow);
+    }
     const key = this.ear.push(played ?? NOTHING);
     if (key) this.hear(key);
     this.stream?.sendMedia(this.nextVoiceFrame());
@@ -126,6 +135,11 @@ export class Line implements CalleeLine {
     let at = 0;
     while (at < FRAME_BYTES && this.voice.length) {
       const head = this.voice[0];
+      const label = this.labels.get(head);
+      if (label !== undefined) {
+        this.labels.delete(head);
+        this.hooks.clip?.(label);
+      }
       const n = head.copy(out, at, 0, Math.min(head.length, FRAME_BYTES - at));
       at += n;
       this.voiceBytes -= n;

@@ -60,6 +60,11 @@ export class MediaStream {
     this.ws.on('close', (code) => this.onClose(code));
   }
 
+  /** Media frames sent so far (the next one's index). */
+  get framesSent(): number {
+    return this.chunk;
+  }
+
   /** streamSid / stream_id. */
   get id(): string {
     return this.o.framing.streamId;
@@ -180,6 +185,7 @@ export class MediaStream {
         break;
       case 'clear':
         r.clears++;
+        r.clearsAtMs.push(this.chunk * FRAME_MS);
         this.playout.clear();
         break;
       case 'invalid':

@@ -51,6 +51,12 @@ export interface SandboxCallRecord {
   mediaFramesSent: number;
   /** Agent audio received from the service, ms. */
   agentAudioMs: number;
+  /** Agent audio the callee heard (played out of the carrier's buffer), ms. */
+  agentPlayedMs: number;
+  /** Labelled clips the callee played (`{play}` steps, the answering machine's greeting), at the stream's media time of their first frame. */
+  clips: Array<{ label: string; streamMs: number }>;
+  /** The stream's media time at each `clear` (the agent's audio cut off from there). */
+  clearsAtMs: number[];
   /** Agent audio that played after the voicemail beep (what the machine recorded), ms. */
   agentAudioAfterBeepMs: number;
   marksReceived: string[];
@@ -95,6 +101,9 @@ export function newRecord(init: Pick<SandboxCallRecord, 'provider' | 'callSid' |
     mediaFramesSent: 0,
     agentAudioMs: 0,
     agentAudioAfterBeepMs: 0,
+    agentPlayedMs: 0,
+    clips: [],
+    clearsAtMs: [],
     marksReceived: [],
     marksEchoed: [],
     clears: 0,

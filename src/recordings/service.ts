@@ -1,0 +1,235 @@
+/**
+ * Recordings: started by a live conversation when its setting says so, shown on the call record and in
+ * `call.completed` (metadata and a signed link), served as WAV with `Range`, deleted on request or when
+ * the workspace's retention has passed (a job, every RECORDING_RETENTION_SWEEP_MS).
+ */
+import { Readable } from 'node:stream';
+import type { Knex } from 'knex';
+import type { Logger } from 'pino';
+import type { components } from '../../generated/openapi.js';
+import { ApiError, conflict, forbidden } from '../errors/api-error.js';
+import type { Clock } from '../lib/clock.js';
+import { newId } from '../lib/ids.js';
+import { jobKind, type JobQueue } from '../jobs/queue.js';
+import { parseRange } from './range.js';
+import type { RecordingLinks } from './signed-url.js';
+import type { RecordingStorage } from './storage.js';
+import type { RecordingKind, RecordingRow, RecordingStore } from './store.js';
+import { TwoChannelRecorder } from './two-channel.js';
+import { WAV_HEADER_BYTES, wavHeader } from './wav.js';
+import { RecordingWriter } from './writer.js';
+
+export type Recording = components['schemas']['Recording'];
+export type RecordingSettings = components['schemas']['RecordingSettings'];
+export interface RecordingView {
+  recording: Recording;
+  recording_url: string;
+}
+
+export interface RecordingOptions {
+  flushMs: number;
+  maxBytes: number;
+  retentionDays: number;
+  retentionSweepMs: number;
+}
+
+export const RETENTION_JOB = jobKind<Record<string, never>>({
+  name: 'recordings_retention',
+  parse: () => ({}),
+  key: () => 'recordings_retention',
+  maxAttempts: 3,
+});
+
+/** Chunks read from the database per query while streaming (about a second each). */
+const READ_BATCH = 16;
+/** Recordings removed per retention query. */
+const SWEEP_BATCH = 100;
+
+export type NotFoundReason = 'not_enabled' | 'not_started' | 'deleted' | 'expired';
+
+const REASON_TEXT: Record<NotFoundReason, string> = {
+  not_enabled: "recording was off for it (the agent's, call's or batch's recording setting)",
+  not_started: 'no audio has been recorded (the conversation was not answered, or has not started yet)',
+  deleted: 'its recording was deleted',
+  expired: "its recording was removed by the workspace's retention",
+};
+
+export function recordingNotFound(conversationId: string, reason: NotFoundReason): ApiError<404> {
+  return new ApiError(404, 'not_found_error', 'recording_not_found', `${conversationId} has no recording: ${REASON_TEXT[reason]}.`, { reason });
+}
+
+export interface WavReply {
+  status: 200 | 206;
+  headers: Record<string, string>;
+  body: Readable;
+}
+
+export class RecordingService {
+  constructor(
+    readonly store: RecordingStore,
+    private readonly storage: RecordingStorage,
+    readonly links: RecordingLinks,
+    private readonly clock: Clock,
+    private readonly opts: RecordingOptions,
+    private readonly log: Logger,
+  ) {}
+
+  /** Starts recording a conversation in two channels; the row is written in the background (the first chunk waits for it). */
+  startTwoChannel(c: { workspaceId: string; conversationId: string; kind: RecordingKind; sampleRate: number }, log: Logger): TwoChannelRecorder {
+    const row = this.store
+      .create({
+        id: newId('recording'),
+        workspace_id: c.workspaceId,
+        conversation_id: c.conversationId,
+        kind: c.kind,
+        storage: this.storage.kind,
+        sample_rate: c.sampleRate,
+        channels: 2,
+        created_at: this.clock.now(),
+      })
+      .catch((err) => {
+        log.warn({ err: (err as Error).message }, 'recording could not be started; the conversation goes on unrecorded');
+        return null;
+      });
+    const writer = new RecordingWriter(row, this.store, this.storage, this.clock, { flushMs: this.opts.flushMs, maxBytes: this.opts.maxBytes }, log);
+    return new TwoChannelRecorder(writer, c.sampleRate);
+  }
+
+  /** What the call record and `call.completed` show: null when there is no recording (or it was removed). */
+  view(row: RecordingRow | undefined): RecordingView | null {
+    if (!row || row.status === 'removed') return null;
+    const bytesPerSecond = row.sample_rate * row.channels * 2;
+    return {
+      recording: {
+        status: row.status,
+        format: 'wav',
+        channels: 2,
+        sample_rate: row.sample_rate as 8000 | 16000,
+        duration: Math.round((row.bytes / bytesPerSecond) * 1000) / 1000,
+        size_bytes: WAV_HEADER_BYTES + row.bytes,
+        truncated: row.truncated,
+        created_at: new Date(row.created_at).toISOString(),
+      },
+      recording_url: this.links.url(row.conversation_id, this.clock.now()),
+    };
+  }
+
+  /** Completes a conversation's recording in the transaction that ends it (its writer may have died with its instance); its view. */
+  async completeIn(conversationId: string, at: Date, trx: Knex.Transaction): Promise<RecordingView | null> {
+    await this.store.completeConversation(conversationId, at, trx);
+    return this.view(await this.store.byConversation(conversationId, trx));
+  }
+
+  async viewsOf(conversationIds: string[]): Promise<Map<string, RecordingView>> {
+    const out = new Map<string, RecordingView>();
+    for (const row of await this.store.byConversations(conversationIds)) {
+      const v = this.view(row);
+      if (v) out.set(row.conversation_id, v);
+    }
+    return out;
+  }
+
+  /** The conversation's recording as WAV (whole, or the part `range` asks for); `enabled`: whether its setting was on. */
+  async wav(conversationId: string, enabled: boolean, range: string | undefined): Promise<WavReply> {
+    const row = await this.store.byConversation(conversationId);
+    if (!row) throw recordingNotFound(conversationId, enabled ? 'not_started' : 'not_enabled');
+    if (row.status === 'removed') throw recordingNotFound(conversationId, row.removed_reason ?? 'deleted');
+    if (row.status === 'recording' && row.bytes === 0) throw recordingNotFound(conversationId, 'not_started');
+    const size = WAV_HEADER_BYTES + row.bytes;
+    const r = parseRange(range, size);
+    if (r === 'unsatisfiable') {
+      throw new ApiError(416, 'invalid_request_error', 'range_not_satisfiable', `The range asks for bytes beyond the file's ${size} bytes.`, {
+        param: 'Range',
+        headers: { 'Content-Range': `bytes */${size}` },
+      });
+    }
+    const start = r ? r.start : 0;
+    const end = r ? r.end : size - 1;
+    const headers: Record<string, string> = { 'Accept-Ranges': 'bytes', 'Content-Length': String(end - start + 1) };
+    if (r) headers['Content-Range'] = `bytes ${start}-${end}/${size}`;
+    return { status: r ? 206 : 200, headers, body: Readable.from(this.bytes(row, start, end + 1)) };
+  }
+
+  /** The file's bytes [start, end): the header made from the row, then the chunks, a batch of rows at a time. */
+  private async *bytes(row: RecordingRow, start: number, end: number): AsyncGenerator<Buffer> {
+    const header = wavHeader(row.bytes, row.sample_rate, row.channels);
+    if (start < WAV_HEADER_BYTES) yield header.subarray(start, Math.min(end, WAV_HEADER_BYTES));
+    let at = Math.max(0, start - WAV_HEADER_BYTES);
+    const stop = end - WAV_HEADER_BYTES;
+    while (at < stop) {
+      const chunks = await this.store.chunksFrom(row.id, at, READ_BATCH);
+      if (!chunks.length) return;
+      for (const c of chunks) {
+        if (c.offset >= stop) return;
+        const data = await this.storage.get({ workspaceId: row.workspace_id, recordingId: row.id, seq: c.seq }, c.data);
+        const from = Math.max(0, at - c.offset);
+        const to = Math.min(c.size, stop - c.offset);
+        if (to > from) yield data.subarray(from, to);
+        at = c.offset + to;
+      }
+    }
+  }
+
+  /** Deletes the recording's audio for good (the row stays, saying why, so a download can tell). */
+  async remove(conversationId: string, enabled: boolean, reason: 'deleted' | 'expired' = 'deleted'): Promise<void> {
+    const row = await this.store.byConversation(conversationId);
+    if (!row) throw recordingNotFound(conversationId, enabled ? 'not_started' : 'not_enabled');
+    if (row.status === 'removed') throw recordingNotFound(conversationId, row.removed_reason ?? 'deleted');
+    if (row.status === 'recording') throw conflict('recording_in_progress', 'The call is still in progress; delete its recording once it has ended.');
+    await this.removeRow(row, reason);
+  }
+
+  private async removeRow(row: RecordingRow, reason: 'deleted' | 'expired'): Promise<boolean> {
+    const chunks = row.chunks;
+    if (!(await this.store.remove(row.id, reason, this.clock.now()))) return false;
+    const keys = Array.from({ length: chunks }, (_, seq) => ({ workspaceId: row.workspace_id, recordingId: row.id, seq }));
+    // After the rows: a crash here leaves unreadable objects behind, never an index pointing at nothing.
+    await this.storage.remove(keys).catch((err) => this.log.warn({ err: (err as Error).message, recordingId: row.id }, 'recording objects not removed'));
+    return true;
+  }
+
+  /** Removes every recording past its workspace's retention; returns how many. */
+  async sweep(): Promise<number> {
+    let removed = 0;
+    for (;;) {
+      const rows = await this.store.expired(this.clock.now(), this.opts.retentionDays, SWEEP_BATCH);
+      for (const row of rows) if (await this.removeRow(row, 'expired')) removed++;
+      if (rows.length < SWEEP_BATCH) break;
+    }
+    if (removed) this.log.info({ removed }, 'expired recordings removed');
+    return removed;
+  }
+
+  /** The retention job: sweeps, then runs again after RECORDING_RETENTION_SWEEP_MS. */
+  register(jobs: JobQueue): { schedule(): Promise<void> } {
+    const next = () => new Date(this.clock.now().getTime() + this.opts.retentionSweepMs);
+    jobs.register(RETENTION_JOB, async () => {
+      await this.sweep();
+      await jobs.add(RETENTION_JOB, {}, { runAt: next() });
+    });
+    // A pending run keeps its time (every instance schedules at start; one job exists).
+    return { schedule: () => jobs.add(RETENTION_JOB, {}, { runAt: this.clock.now(), keyMode: 'preserve_run_at' }) };
+  }
+
+  async settings(workspaceId: string): Promise<RecordingSettings> {
+    const r = await this.store.retention(workspaceId);
+    return {
+      retention_days: r.days ?? this.opts.retentionDays,
+      retention_days_default: r.days === null,
+      updated_at: r.updatedAt ? new Date(r.updatedAt).toISOString() : null,
+    };
+  }
+
+  async updateSettings(workspaceId: string, body: { retention_days?: number | null }): Promise<RecordingSettings> {
+    if (Object.prototype.hasOwnProperty.call(body, 'retention_days')) await this.store.setRetention(workspaceId, body.retention_days ?? null, this.clock.now());
+    return this.settings(workspaceId);
+  }
+
+  /** For the signed download: 403 unless the link verifies and has not expired. */
+  checkLink(conversationId: string, expires: number, signature: string): void {
+    const verdict = this.links.check(conversationId, expires, signature, this.clock.now());
+    if (verdict === 'invalid') throw forbidden('invalid_signature', 'This recording link is not valid.', 'signature');
+    if (verdict === 'expired')
+      throw forbidden('recording_url_expired', 'This recording link has expired; fetch the call again for a fresh recording_url.', 'expires');
+  }
+}

@@ -1,0 +1,27 @@
+/** Recording links that work without an API key: HMAC-SHA256 over the conversation id and expiry with a server secret. */
+import { createHmac, timingSafeEqual } from 'node:crypto';
+
+export class RecordingLinks {
+  constructor(
+    private readonly key: Buffer,
+    private readonly baseUrl: () => string,
+    private readonly ttlS: number,
+  ) {}
+
+  private sign(conversationId: string, expires: number): string {
+    return createHmac('sha256', this.key).update(`recording:${conversationId}:${expires}`).digest('hex');
+  }
+
+  url(conversationId: string, now: Date): string {
+    const expires = Math.floor(now.getTime() / 1000) + this.ttlS;
+    return `${this.baseUrl()}/api/v1/calls/${conversationId}/recording/download?expires=${expires}&signature=${this.sign(conversationId, expires)}`;
+  }
+
+  /** 'ok', or why the link does not work (a bad signature is told before an expiry, so a forged expiry learns nothing). */
+  check(conversationId: string, expires: number, signature: string, now: Date): 'ok' | 'invalid' | 'expired' {
+    const want = Buffer.from(this.sign(conversationId, expires), 'hex');
+    const got = Buffer.from(signature, 'hex');
+    if (got.length !== want.length || !timingSafeEqual(got, want)) return 'invalid';
+    return now.getTime() / 1000 > expires ? 'expired' : 'ok';
+  }
+}

@@ -1,0 +1,85 @@
+/**
+ * A conversation in two channels as each side heard it. The person's audio (left) is the clock: it
+ * arrives continuously in real time (a carrier sends a frame every 20 ms, silence included), and each
+ * sample of it is one sample of the recording. The agent's audio (right) arrives in bursts, faster than
+ * it plays; like the far end's playback buffer, it queues and plays out one sample per person sample
+ * from the moment it arrives, and an interruption (the caller barging in: the bridge clears the
+ * carrier's buffer) drops what is queued and not yet played. So the right channel holds exactly what
+ * the person could have heard, cut where they spoke over the agent.
+ */
+import type { RecordingWriter } from './writer.js';
+
+/** Agent audio queued beyond this (seconds) cannot be heard in time (no person audio is coming): the oldest is dropped. */
+const MAX_QUEUED_S = 120;
+
+export class TwoChannelRecorder {
+  private queue: Buffer[] = [];
+  private queued = 0;
+  private readonly maxQueued: number;
+
+  constructor(
+    private readonly writer: RecordingWriter,
+    sampleRate: number,
+  ) {
+    this.maxQueued = MAX_QUEUED_S * sampleRate * 2;
+  }
+
+  /** Person audio, PCM16 mono at the recording's rate: written with the agent audio that played meanwhile. */
+  person(pcm: Buffer): void {
+    const samples = pcm.length >> 1;
+    if (samples === 0) return;
+    const agent = this.take(samples * 2);
+    const out = Buffer.allocUnsafe(samples * 4);
+    for (let i = 0; i < samples; i++) {
+      out.writeInt16LE(pcm.readInt16LE(i * 2), i * 4);
+      out.writeInt16LE(i * 2 < agent.length ? agent.readInt16LE(i * 2) : 0, i * 4 + 2);
+    }
+    this.writer.append(out);
+  }
+
+  /** Agent audio, PCM16 mono at the recording's rate, as sent to be played. */
+  agent(pcm: Buffer): void {
+    if (pcm.length === 0) return;
+    this.queue.push(pcm);
+    this.queued += pcm.length;
+    while (this.queued > this.maxQueued) {
+      const dropped = this.queue.shift()!;
+      this.queued -= dropped.length;
+    }
+  }
+
+  /** The agent was cut off: what has not played yet never will. */
+  interrupted(): void {
+    this.queue = [];
+    this.queued = 0;
+  }
+
+  /** Up to `bytes` of queued agent audio (fewer when less is queued: silence follows). */
+  private take(bytes: number): Buffer {
+    if (this.queued === 0) return EMPTY;
+    const parts: Buffer[] = [];
+    let want = bytes;
+    while (want > 0 && this.queue.length) {
+      const head = this.queue[0];
+      if (head.length <= want) {
+        parts.push(head);
+        want -= head.length;
+        this.queue.shift();
+      } else {
+        parts.push(head.subarray(0, want));
+        this.queue[0] = head.subarray(want);
+        want = 0;
+      }
+    }
+    const got = bytes - want;
+    this.queued -= got;
+    return parts.length === 1 ? parts[0] : Buffer.concat(parts, got);
+  }
+
+  close(): Promise<void> {
+    this.interrupted();
+    return this.writer.close();
+  }
+}
+
+const EMPTY = Buffer.alloc(0);
