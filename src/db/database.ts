@@ -66,6 +66,21 @@ async function grantServiceRole(owner: Knex, role: string): Promise<void> {
     await owner.raw(`grant execute on all functions in schema ${schema} to ${r}`);
   }
   await owner.raw(`revoke insert, update, delete on knex_migrations, knex_migrations_lock from ${r}`);
+  // graphile-worker turns row-level security on for its tables, which hides every row from a role
+  // that does not own them: without a policy the service's role could add no job (no call dialed).
+  // Instances starting together take turns (a lock for the transaction), so none sees another's drop.
+  await owner.transaction(async (trx) => {
+    await trx.raw(`select pg_advisory_xact_lock(hashtext('vas_service_role_policies'))`);
+    const { rows } = await trx.raw(
+      `select c.relname from pg_class c join pg_namespace n on n.oid = c.relnamespace
+        where n.nspname = 'graphile_worker' and c.relkind = 'r' and c.relrowsecurity`,
+    );
+    for (const { relname } of rows as Array<{ relname: string }>) {
+      const table = `graphile_worker.${owner.client.formatter(owner.queryBuilder()).wrap(relname) as string}`;
+      await trx.raw(`drop policy if exists service_role on ${table}`);
+      await trx.raw(`create policy service_role on ${table} for all to ${r} using (true) with check (true)`);
+    }
+  });
 }
 
 export async function openDatabase(opts: {

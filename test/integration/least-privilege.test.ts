@@ -18,6 +18,7 @@ import { startService, type RunningService } from '../../src/service.js';
 import { serverUrl } from '../helpers/database.js';
 import { startReceiver, type Receiver } from '../helpers/webhooks.js';
 import { connect, waitFor } from '../helpers/realtime.js';
+import { providerConfig, sandboxNumber } from '../helpers/calls.js';
 
 const suffix = randomBytes(4).toString('hex');
 const OWNER = `vas_owner_${suffix}`;
@@ -114,6 +115,26 @@ describe('a least-privilege database role', () => {
     await c.next('turn_complete');
     await c.close();
     await waitFor(async () => receiver.requests.some((r) => r.rawBody.toString().includes(sessionId)), 10_000, 'call.completed delivered');
+
+    // A phone call goes through the job queue (dialing, its deadline): graphile-worker's tables have
+    // row-level security, which hides every row from a role that is not their owner unless a policy
+    // lets it in.
+    const phone = await http
+      .post('/api/v1/agents')
+      .set(auth)
+      .send({ name: 'Receptionist', instruction: 'Help.', first_message: 'Hello!', ...providerConfig('provider_b') });
+    assert.equal(phone.status, 201, JSON.stringify(phone.body));
+    const placed = await http.post('/api/v1/calls').set(auth).send({ agent_id: phone.body.agent_id, to_number: sandboxNumber() });
+    assert.equal(placed.status, 201, JSON.stringify(placed.body));
+    const call = await waitFor(
+      async () => {
+        const c = (await http.get(`/api/v1/calls/${placed.body.call_id}`).set(auth)).body;
+        return c.status === 'completed' ? c : null;
+      },
+      30_000,
+      'the call dialed by a job and completed',
+    );
+    assert.ok(call.transcript.length > 0);
   });
 
   it('the service role cannot create, alter or drop tables', async () => {
