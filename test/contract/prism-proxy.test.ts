@@ -234,10 +234,10 @@ describe("every public operation through Prism's validating proxy", () => {
     await send('getWebhookSecret', { token: key, expect: 200 });
     await send('rotateWebhookSecret', { token: key, expect: 200 });
 
-    // Calls: one that runs to its end, one hung up at once.
+    // Calls: one that runs to its end (recorded), one hung up at once.
     const call = await send('createCall', {
       token: key,
-      body: { agent_id: agentId, to_number: sandboxNumber(), variables: { name: 'Ada', visits: 2, vip: true } },
+      body: { agent_id: agentId, to_number: sandboxNumber(), variables: { name: 'Ada', visits: 2, vip: true }, recording: { enabled: true } },
       expect: 201,
     });
     const callParams = { call_id: call.call_id as string };
@@ -246,11 +246,18 @@ describe("every public operation through Prism's validating proxy", () => {
     await send('listCalls', { token: key, query: { limit: '10' }, expect: 200 });
     const policy = await send('getDestinationPolicy', { token: key, expect: 200 });
     assert.equal(policy.calls_placed_today, 2, 'the two calls count toward the daily cap');
-    await until(
+    const ended = await until(
       'the call to end',
       () => send('getCall', { token: key, params: callParams, expect: 200 }),
       (c) => c.ended_at !== null,
     );
+    // Its recording: through the API, by its signed link, then deleted; the workspace's retention rule.
+    await send('getCallRecording', { token: key, params: callParams, expect: 200 });
+    const link = new URL(ended.recording_url as string);
+    await send('downloadSignedRecording', { params: callParams, query: Object.fromEntries(link.searchParams), expect: 200 });
+    await send('deleteCallRecording', { token: key, params: callParams, expect: 200 });
+    await send('getRecordingSettings', { token: key, expect: 200 });
+    await send('updateRecordingSettings', { token: key, body: { retention_days: 7 }, expect: 200 });
     await until(
       "the call's delivery",
       () => send('listCallWebhookDeliveries', { token: key, params: callParams, expect: 200 }),
