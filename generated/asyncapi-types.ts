@@ -35,6 +35,14 @@ export type TranscriptRole = "model" | "user";
  */
 export type Sentiment = "positive" | "neutral" | "negative";
 /**
+ * `recording` while the conversation goes on (what is stored so far can be fetched), `completed` once it ended.
+ */
+export type RecordingStatus = "recording" | "completed";
+/**
+ * Samples per second per channel.
+ */
+export type RecordingSampleRate = 8000 | 16000;
+/**
  * - `http`: an HTTP tool attached to the agent (`/api/v1/tools`).
  * - `mcp`: a tool of an MCP server connected to the agent.
  * - `knowledge`: a search of the agent's knowledge base.
@@ -371,10 +379,7 @@ export interface TranscriptEntry {
  *
  */
 export interface Recording {
-  /**
-   * `recording` while the conversation goes on (what is stored so far can be fetched), `completed` once it ended.
-   */
-  status: "recording" | "completed";
+  status: RecordingStatus;
   /**
    * Always `wav` (`audio/wav`, PCM16 little-endian).
    */
@@ -383,10 +388,7 @@ export interface Recording {
    * Left: the caller (person); right: the agent.
    */
   channels: 2;
-  /**
-   * Samples per second per channel.
-   */
-  sample_rate: 8000 | 16000;
+  sample_rate: RecordingSampleRate;
   /**
    * Seconds of audio stored.
    */

@@ -4055,6 +4055,7 @@ export interface components {
          */
         Recording: {
             /**
+             * RecordingStatus
              * @description `recording` while the conversation goes on (what is stored so far can be fetched), `completed` once it ended.
              * @enum {string}
              */
@@ -4070,6 +4071,7 @@ export interface components {
              */
             channels: 2;
             /**
+             * RecordingSampleRate
              * @description Samples per second per channel.
              * @enum {integer}
              */

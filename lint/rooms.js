@@ -15,8 +15,9 @@ export const LAYERS = [
   // Domains that stand alone, and the simulators of our peers. destinations: which numbers a
   // workspace may call (agents check transfer numbers with it, so it imports no other domain).
   ['workspaces', 'destinations', 'agents', 'tools', 'knowledge', 'mcp', 'webhooks', 'system', 'sandbox'],
-  // The engine web sessions and phone calls share.
-  ['conversation'],
+  // The engine web sessions and phone calls share; recordings of conversations (calls record through
+  // them, so they know no call).
+  ['conversation', 'recordings'],
   // Conversations: web sessions and phone calls.
   ['realtime', 'calls'],
   // Campaigns of calls.

@@ -1,14 +1,19 @@
 /** Handlers of the Recordings operations (thin: the rules are in service.ts; the call's ownership in calls/service.ts). */
 import type { Handlers } from '../contract/handlers.js';
 import { workspaceOf } from '../contract/principal.js';
-import type { CallRow } from '../calls/store.js';
 import type { RecordingService } from './service.js';
+
+/** What the handlers read of a call: recordings sit below calls, which record through them. */
+interface RecordedCall {
+  id: string;
+  recording_enabled: boolean;
+}
 
 export interface RecordedCalls {
   /** The call of this workspace (404/403 otherwise). */
-  owned(workspaceId: string, callId: string): Promise<CallRow>;
+  owned(workspaceId: string, callId: string): Promise<RecordedCall>;
   /** The call whatever its workspace (a signed link names it), 404 when none. */
-  any(callId: string): Promise<CallRow>;
+  any(callId: string): Promise<RecordedCall>;
 }
 
 export function recordingRoutes(recordings: RecordingService, calls: RecordedCalls): Handlers {
