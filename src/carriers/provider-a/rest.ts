@@ -97,7 +97,10 @@ export class ProviderACarrier implements Carrier {
   async hangup(credentials: CarrierCredentials, callSid: string, opts: { answered: boolean }): Promise<void> {
     const c = creds(credentials);
     try {
-      await this.request(c, 'POST', `Calls/${encodeURIComponent(callSid)}.json`, { Status: opts.answered ? 'completed' : 'canceled' });
+      const path = `Calls/${encodeURIComponent(callSid)}.json`;
+      const call = await this.request(c, 'POST', path, { Status: opts.answered ? 'completed' : 'canceled' });
+      // Canceling ends only a call still queued or ringing: one answered meanwhile goes on unless hung up as answered.
+      if (!opts.answered && call.status === 'in-progress') await this.request(c, 'POST', path, { Status: 'completed' });
     } catch (err) {
       // A call the carrier no longer knows is over already.
       if (err instanceof CarrierError && err.kind === 'not_found') return;
