@@ -5,39 +5,22 @@
  * database the call ends with its recording completed, holding at least everything flushed before the
  * crash, the caller's speech in the left channel where it was sent.
  */
-import { after, before, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import supertest from 'supertest';
 import { CRASH_TIMINGS, processEnv, signupWithKey, startProcess, type ServiceProcess } from '../helpers/process.js';
-import { createTestDatabase } from '../helpers/database.js';
+import { processRig } from '../helpers/process-rig.js';
 import { providerConfig, sandboxNumber } from '../helpers/calls.js';
 import { fixture, waitFor } from '../helpers/realtime.js';
 import { assertSamplesAt, binary, decodeWav } from '../helpers/recordings.js';
 import { mulawToPcm16 } from '../../src/audio/pcm16.js';
-import { startSandboxCarriers, type SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 
-let carriers: SandboxCarriers;
-let db: { url: string; drop(): Promise<void> };
-const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-rec-crash-'));
+const rig = processRig('rec-crash');
 const HELLO = fixture('audio/caller-hello.ulaw-8k.raw');
-
-before(async () => {
-  carriers = await startSandboxCarriers({ speed: 2, ringMs: 50 });
-  db = await createTestDatabase();
-});
-
-after(async () => {
-  await carriers.close();
-  await db.drop();
-  fs.rmSync(dataDir, { recursive: true, force: true });
-});
 
 describe('a crash mid-call', () => {
   it('keeps the recording up to the last flush', async () => {
-    const env = await processEnv(db.url, dataDir, carriers, { ...CRASH_TIMINGS, RECORDING_FLUSH_MS: '500' });
+    const env = await processEnv(rig.db.url, rig.dataDir, rig.carriers, { ...CRASH_TIMINGS, RECORDING_FLUSH_MS: '500' });
     let service: ServiceProcess = await startProcess(env);
     let http = supertest(service.url);
     const { auth } = await signupWithKey(http, 'Recording crash');
@@ -47,11 +30,11 @@ describe('a crash mid-call', () => {
       .send({ name: 'Receptionist', first_message: 'Hello! This is Acme Dental.', recording: { enabled: true }, ...providerConfig('provider_a') });
     assert.equal(agent.status, 201, JSON.stringify(agent.body));
     const to = sandboxNumber('8101');
-    carriers.setScript(to, [{ waitForAgent: true }, { play: HELLO, label: 'hello' }, { pause: 60_000 }]);
+    rig.carriers.setScript(to, [{ waitForAgent: true }, { play: HELLO, label: 'hello' }, { pause: 60_000 }]);
     const placed = await http.post('/api/v1/calls').set(auth).send({ agent_id: agent.body.agent_id, to_number: to });
     assert.equal(placed.status, 201, JSON.stringify(placed.body));
     const callId = placed.body.call_id as string;
-    const sim = () => carriers.calls().find((c) => c.to === to)!;
+    const sim = () => rig.carriers.calls().find((c) => c.to === to)!;
     // Live, with the caller's speech played and flushed (a second past its end).
     const live = await waitFor(
       async () => {
