@@ -18,7 +18,8 @@ import { clientAddressResolver } from '../net/client-address.js';
 import { IpAttemptLimiter } from './rate-limits.js';
 import { LiveSessions } from './live-sessions.js';
 import { ConversationRecords } from './records.js';
-import { realtimeRoutes } from './routes.js';
+import { conversationEventRoutes, realtimeRoutes } from './routes.js';
+import type { LiveEvents } from '../events/index.js';
 import { RealtimeService, type RuntimeAgents } from './service.js';
 import { RealtimeStore } from './store.js';
 import { RealtimeGateway } from './ws-server.js';
@@ -45,6 +46,8 @@ export interface RealtimeDeps {
   onForward?: (nanoseconds: bigint) => void;
   /** Counts a client's audio dropped beyond its budget, seconds. */
   onAudioDropped?: (seconds: number) => void;
+  /** Live events of sessions (their event streams); null: not set up. */
+  live?: LiveEvents | null;
 }
 
 export interface Realtime {
@@ -105,6 +108,7 @@ export function createRealtime(d: RealtimeDeps): Realtime {
     { centsPerMinute: c.REALTIME_CENTS_PER_MINUTE, textCentsPerMinute: c.REALTIME_TEXT_CENTS_PER_MINUTE },
     log,
   );
+  finaliser.live = d.live?.writer ?? null;
   const gateway = new RealtimeGateway(
     service,
     finaliser,
@@ -150,7 +154,10 @@ export function createRealtime(d: RealtimeDeps): Realtime {
     }
   };
   return {
-    routes: realtimeRoutes(service, new ConversationRecords(store), d.contract, c.BODY_LIMIT_BYTES, d.deliveries),
+    routes: {
+      ...realtimeRoutes(service, new ConversationRecords(store), d.contract, c.BODY_LIMIT_BYTES, d.deliveries),
+      ...(d.live ? conversationEventRoutes(store, d.live) : {}),
+    },
     store,
     gateway,
     leases: d.admission.slots,

@@ -180,6 +180,7 @@ export class RealtimeGateway {
       this.clock,
       this.opts,
       this.log.child({ sessionId: a.sessionId }),
+      this.finaliser.live?.sink(a.token.workspace_id, a.sessionId) ?? null,
     );
     this.bridges.add(bridge);
     this.finaliser.track(bridge.info, a.instruction, (onChange) => bridge.watchProgress(onChange));
