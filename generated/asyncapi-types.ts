@@ -143,35 +143,6 @@ export type CallStatus =
   | "canceled"
   | "voicemail";
 /**
- * Why a call ended. `remote_hangup`: the other party hung up; `agent_hangup`: the agent ended the
- * conversation; `api_hangup`: `POST /calls/{call_id}/hangup` on a live call; `transferred`: handed to
- * the agent's transfer number; `time_limit`: maximum call length reached; `insufficient_credit`: the
- * call's reservation of credit ran out and could not be extended (the workspace's credit is used up,
- * or held by its other live calls and sessions); `plan_limit_reached`: likewise for the plan's monthly
- * minutes; `silence_timeout`: neither side spoke for the configured silence timeout; `not_answered`:
- * status `busy` or `no_answer`; `canceled`: status `canceled`; `carrier_error`: the carrier failed the
- * call (or never reported its outcome); `service_error`: the media stream or voice service failed;
- * `not_allowed`: the agent or its provider configuration was removed before the call was dialed;
- * `shutdown`: the service instance running the call was stopping and the call was still live at its
- * drain deadline (`SHUTDOWN_DRAIN_MS`), so the service hung up (status `completed`, billed to then).
- *
- */
-export type CallEndReason =
-  | "remote_hangup"
-  | "agent_hangup"
-  | "api_hangup"
-  | "transferred"
-  | "time_limit"
-  | "insufficient_credit"
-  | "plan_limit_reached"
-  | "silence_timeout"
-  | "not_answered"
-  | "canceled"
-  | "carrier_error"
-  | "service_error"
-  | "not_allowed"
-  | "shutdown";
-/**
  * `model` is the agent; `user` is the person on the phone.
  */
 export type CallTranscriptRole = "model" | "user";
@@ -634,9 +605,9 @@ export interface CallStatusChangedEvent {
   status: LiveCallStatus;
   call_status: CallStatus;
   /**
-   * Why the call ended (only with `status` `ended`; null before).
+   * Why the call ended, one of `CallEndReason` (only with `status` `ended`; null before).
    */
-  end_reason: CallEndReason | null;
+  end_reason: string | null;
   /**
    * The carrier's own word on the outcome where it gave one (`busy`, `no_answer`, `canceled`,
    * `failed`, `time_limit`); null otherwise.

@@ -6273,8 +6273,8 @@ export interface components {
             status: components["schemas"]["LiveCallStatus"];
             /** @description The call record's status at the change (terminal once `status` is `ended`). */
             call_status: components["schemas"]["CallStatus"];
-            /** @description Why the call ended (only with `status` `ended`; null before). */
-            end_reason: components["schemas"]["CallEndReason"] | null;
+            /** @description Why the call ended, one of `CallEndReason` (only with `status` `ended`; null before). */
+            end_reason: string | null;
             /**
              * @description The carrier's own word on the outcome where it gave one (`busy`, `no_answer`, `canceled`,
              *     `failed`, `time_limit`); null otherwise.
