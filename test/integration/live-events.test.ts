@@ -21,7 +21,7 @@ import { openSse, type SseMessage, type SseStream } from '../helpers/sse.js';
 import { asyncapiPayloadValidator } from '../../src/contract/documents.js';
 import { newId } from '../../src/lib/ids.js';
 import { LIVE_EVENT_MESSAGES } from '../../src/events/writer.js';
-import type { LiveEventType } from '../../src/events/store.js';
+import { LiveEventStore, type LiveEventType } from '../../src/events/store.js';
 
 const ENV = { ...FAST_CALLS, EVENTS_HEARTBEAT_MS: '300', EVENTS_MAX_STREAMS_PER_WORKSPACE: '3' };
 /** The default sandbox callee's lines (src/sandbox/carriers/callee.ts DEFAULT_PERSON). */
@@ -314,5 +314,47 @@ describe('two instances on one database', () => {
       await Promise.all([a.close(), b.close()]);
       await db.drop();
     }
+  });
+});
+
+describe('storage limits', () => {
+  it('past the cap per conversation only `end` is stored; retention removes old events; a finished call whose events are gone streams just its end', async () => {
+    const tn = await tenant(t);
+    const knex = t.service.db.knex;
+    const capped = new LiveEventStore(knex, 3);
+    const id = newId('conversation');
+    const event = (type: LiveEventType, data: Record<string, unknown>) => ({ workspaceId: tn.workspaceId, conversationId: id, type, data });
+    await capped.insert([1, 2, 3, 4, 5].map((i) => event('interrupted', { timestamp: i })));
+    await capped.insert([event('end', { status: 'completed', end_reason: 'client_closed', timestamp: 6 })]);
+    const rows = await knex('conversation_events').where({ conversation_id: id }).orderBy('seq');
+    assert.deepEqual(
+      rows.map((r) => [r.seq, r.type]),
+      [
+        [1, 'interrupted'],
+        [2, 'interrupted'],
+        [3, 'interrupted'],
+        [4, 'end'],
+      ],
+    );
+
+    // A finished call, its events then expired by the retention job's sweep.
+    const agentId = await createPhoneAgent(t, tn, 'provider_b');
+    const placed = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber() });
+    const callId = placed.body.call_id as string;
+    const call = await waitForCall(t, tn, callId);
+    await knex('conversation_events')
+      .whereIn('conversation_id', [id, callId])
+      .update({ created_at: new Date(Date.now() - 8 * 24 * 3600 * 1000) });
+    const fresh = newId('conversation');
+    await capped.insert([{ workspaceId: tn.workspaceId, conversationId: fresh, type: 'interrupted', data: { timestamp: 1 } }]);
+    assert.ok((await t.service.liveEvents.sweep()) >= 4);
+    assert.equal(Number((await knex('conversation_events').whereIn('conversation_id', [id, callId]).count('* as n'))[0].n), 0);
+    assert.equal((await knex('conversation_events').where({ conversation_id: fresh })).length, 1, 'recent events are kept');
+    const sse = await openSse(eventsUrl(t, callId), bearer(tn.apiKey));
+    await sse.ended;
+    assert.deepEqual(
+      sse.messages.map((m) => [m.id, m.event, m.data.status, m.data.end_reason]),
+      [[1, 'end', call.status, call.end_reason]],
+    );
   });
 });
