@@ -13,6 +13,7 @@ import assert from 'node:assert/strict';
 import { createHmac } from 'node:crypto';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { createTestDatabase } from '../helpers/database.js';
+import { startHttpPeer } from '../helpers/http-peer.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { startReceiver, type Receiver } from '../helpers/webhooks.js';
 import { bearer, connect, createAgent, mintSession, waitFor } from '../helpers/realtime.js';
@@ -166,6 +167,77 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
     });
   });
 }
+
+describe('what happens during a call', () => {
+  it('streams the tool call and its result, the barge-in, the keys pressed and the transfer', async () => {
+    const peer = await startHttpPeer((_req, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ order: 'A-42', status: 'shipped yesterday' }));
+    });
+    try {
+      const tn = await tenant(t);
+      const tool = await t.http
+        .post('/api/v1/tools')
+        .set(bearer(tn.apiKey))
+        .send({
+          name: 'check_order_live',
+          description: 'Looks an order up.',
+          url: `${peer.url}/orders`,
+          parameters: { type: 'object', properties: { order_id: { type: 'string' } } },
+        });
+      assert.equal(tool.status, 201, JSON.stringify(tool.body));
+      const agentId = await createPhoneAgent(t, tn, 'provider_a', {
+        first_message: 'Hello! This is Acme Dental, calling about your appointment next week with doctor Smith at our Main Street clinic.',
+        transfer_phone_number: '+14155550199',
+        transfer_criteria: 'The caller asks for a person.',
+      });
+      assert.equal((await t.http.put(`/api/v1/agents/${agentId}/tools/${tool.body.tool_id}`).set(bearer(tn.apiKey))).status, 200);
+      const to = sandboxNumber();
+      t.service.sandbox.carriers!.server.setScript(to, [
+        { sayWhileAgentSpeaks: 'Sorry to interrupt, when do you open?' },
+        { waitForAgent: true },
+        { say: 'Please run check_order_live for A-42.' },
+        { waitForAgent: true },
+        { pressDigits: '42#' },
+        { waitForAgent: true },
+        { say: 'Please transfer call to a person.' },
+        { pause: 5000 },
+      ]);
+      const placed = await placeCall(t, tn, { agent_id: agentId, to_number: to });
+      const callId = placed.body.call_id as string;
+      const sse = await openSse(eventsUrl(t, callId), bearer(tn.apiKey));
+      await sse.ended;
+      assertWellFormed(sse.messages, callId);
+      const of = (type: string) => sse.messages.filter((m) => m.event === type).map((m) => m.data);
+      assert.ok(of('interrupted').length >= 1, 'the barge-in');
+      const tools = of('tool_call');
+      assert.ok(
+        tools.some((x) => x.name === 'check_order_live'),
+        JSON.stringify(tools),
+      );
+      const result = of('tool_result').find((x) => x.name === 'check_order_live')!;
+      assert.deepEqual([result.ok, result.result, result.error], [true, { order: 'A-42', status: 'shipped yesterday' }, null]);
+      assert.deepEqual(
+        of('dtmf').map((x) => [x.role, x.keys]),
+        [['user', '42#']],
+      );
+      assert.ok(
+        sse.messages.some((m) => m.event === 'transcript' && m.data.final && m.data.dtmf === '42#'),
+        'the keys are a transcript entry too',
+      );
+      assert.deepEqual(
+        of('transfer').map((x) => [x.to, x.status]),
+        [['+14155550199', 'started']],
+      );
+      assert.ok(of('tool_call').some((x) => x.name === 'transfer_call'));
+      const moves = statuses(sse);
+      assert.ok(moves.indexOf('transferring') > moves.indexOf('in_progress') && moves.indexOf('transferring') < moves.indexOf('ended'), `moves: ${moves}`);
+      assert.deepEqual([sse.messages.at(-1)!.data.status, sse.messages.at(-1)!.data.end_reason], ['completed', 'transferred']);
+    } finally {
+      await peer.close();
+    }
+  });
+});
 
 describe('a live stream', () => {
   it('sends keep-alives while nothing happens; the stream cap answers 429 in the envelope; a hang-up ends it', async () => {
