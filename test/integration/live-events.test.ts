@@ -374,12 +374,20 @@ describe('two instances on one database', () => {
         openSse(eventsUrl(bridging, callId), bearer(tn.apiKey)),
         openSse(eventsUrl(other, callId), bearer(tn.apiKey)),
       ]);
+      // A third client drops mid-call and resumes, while the call goes on, on the other instance.
+      const dropped = await openSse(eventsUrl(bridging, callId), bearer(tn.apiKey));
+      await dropped.waitFor((m) => m.event === 'status' && m.data.status === 'in_progress');
+      dropped.close();
+      await dropped.ended;
+      const received = [...dropped.messages];
+      const resumed = await openSse(eventsUrl(other, callId), { ...bearer(tn.apiKey), 'Last-Event-ID': String(received.at(-1)!.id) });
       await onOther.waitFor((m) => m.event === 'transcript' && m.data.role === 'user' && m.data.final);
       const hungUp = await bridging.http.post(`/api/v1/calls/${callId}/hangup`).set(bearer(tn.apiKey));
       assert.equal(hungUp.status, 200, JSON.stringify(hungUp.body));
-      await Promise.all([onBridging.ended, onOther.ended]);
+      await Promise.all([onBridging.ended, onOther.ended, resumed.ended]);
       assertWellFormed(onOther.messages, callId);
       assert.deepEqual(onOther.messages, onBridging.messages);
+      assert.deepEqual([...received, ...resumed.messages], onBridging.messages, 'the resumed stream has exactly the events the dropped one missed');
       assert.deepEqual(finals(onOther, 'user'), [CALLER_LINES[0]]);
       assert.equal(onOther.messages.at(-1)!.data.end_reason, 'api_hangup');
     } finally {
