@@ -156,7 +156,7 @@ export function createRealtime(d: RealtimeDeps): Realtime {
   return {
     routes: {
       ...realtimeRoutes(service, new ConversationRecords(store), d.contract, c.BODY_LIMIT_BYTES, d.deliveries),
-      ...(d.live ? conversationEventRoutes(store, d.live) : {}),
+      ...(d.live ? conversationEventRoutes(store, d.admission.slots, d.live) : {}),
     },
     store,
     gateway,

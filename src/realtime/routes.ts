@@ -69,14 +69,15 @@ export function realtimeRoutes(
  * A web session's live event stream (Server-Sent Events), live or finished; authorised like
  * `getRealtimeConversation` (403 for another workspace's session, 404 for none).
  */
-export function conversationEventRoutes(store: RealtimeStore, live: LiveEvents): Handlers {
+export function conversationEventRoutes(store: RealtimeStore, slots: { holder(id: string): Promise<string | undefined> }, live: LiveEvents): Handlers {
   return {
     streamRealtimeConversationEvents: async (req) => {
       const workspaceId = workspaceOf(req.auth);
       const afterSeq = resumeAfter(req.headers['last-event-id'], req.query.last_event_id);
       const id = req.params.conversation_id;
-      // Live first: the live row goes in the transaction that writes the record, so one of the two is found.
-      const liveOwner = await store.liveSessionWorkspace(id);
+      // Live first: the live row goes in the transaction that writes the record, so one of the two is
+      // found; just after admission (session_started sent, live row being written) the slot says whose.
+      const liveOwner = (await store.liveSessionWorkspace(id)) ?? (id.startsWith('conv_') ? await slots.holder(id) : undefined);
       const record = liveOwner ? undefined : await store.getConversation(id);
       const owner = liveOwner ?? record?.workspace_id;
       if (!owner) throw conversationNotFound(id);

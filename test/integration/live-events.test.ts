@@ -305,6 +305,7 @@ describe('a live stream', () => {
       [eventsUrl(t, 'not-a-call'), bearer(tn.apiKey), 422, 'invalid_value'],
       [eventsUrl(t, callId), {}, 401, 'unauthorized'],
       [`${t.url}/api/v1/realtime/conversations/${newId('conversation')}/events`, bearer(tn.apiKey), 404, 'conversation_not_found'],
+      [`${t.url}/api/v1/realtime/conversations/${callId}/events`, bearer(tn.apiKey), 404, 'conversation_not_found'],
     ];
     for (const [url, headers, status, code] of cases) {
       const s = await openSse(url, headers);
