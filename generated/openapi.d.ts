@@ -4119,10 +4119,13 @@ export interface components {
          *     caller (or the web session's person) on the left and the agent on the right, each as the other
          *     side heard it: agent audio that the caller cut off by speaking over it is not in the right channel.
          *     Phone calls are recorded at 8000 Hz (the telephone rate, exactly what the carrier carried), web
-         *     voice sessions at 16000 Hz. The file is written as the conversation goes, about once a second, so a
-         *     crash of the instance loses at most the last second. A recording stops growing at the deployment's
-         *     size cap (`RECORDING_MAX_BYTES`, 128 MiB by default: over an hour at 8000 Hz); `truncated` then
-         *     says so.
+         *     voice sessions at 16000 Hz (the rate the browser sends; the agent's 24 kHz audio is resampled), on
+         *     the service's clock: silence where a side sent nothing (a muted microphone), so both channels keep
+         *     wall time. The file is written as the conversation goes, about once a second, so a crash of the
+         *     instance loses at most the last second (a web session's, the last second and a quarter: its
+         *     recording waits that long for late audio). A recording stops growing at the deployment's size cap
+         *     (`RECORDING_MAX_BYTES`, 128 MiB by default: over an hour at 8000 Hz, over half an hour at
+         *     16000 Hz); `truncated` then says so.
          */
         Recording: {
             /**
