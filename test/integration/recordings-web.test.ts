@@ -13,7 +13,18 @@ import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer, connect, createAgent, fixture, mintSession, waitFor, type Client } from '../helpers/realtime.js';
 import { startReceiver, type Receiver } from '../helpers/webhooks.js';
-import { assertSamplesAt, binary, decodeWav, downloadSessionRecording, fence, heldClock, loud, sendPcm, sessionRecord } from '../helpers/recordings.js';
+import {
+  assertSamplesAt,
+  binary,
+  decodeWav,
+  downloadSessionRecording,
+  fence,
+  findSamples,
+  heldClock,
+  loud,
+  sendPcm,
+  sessionRecord,
+} from '../helpers/recordings.js';
 
 const FAST = {
   VOICE_SANDBOX_SPEED: '5',
@@ -295,6 +306,23 @@ describe('only when the setting says so', () => {
     const dl = await t.http.get(`/api/v1/realtime/conversations/${sessionId}/recording`).set(bearer(tn.apiKey));
     assert.equal(dl.status, 404);
     assert.equal(dl.body.error.reason, 'not_enabled');
+  });
+
+  it("a camera session records its audio (not its images): the user's speech in the left channel", async () => {
+    const agentId = await createAgent(t, tn, { recording: { enabled: true } });
+    const { c, sessionId } = await open(agentId, 'camera');
+    await c.next('turn_complete');
+    c.sendFrame('image/jpeg', fixture('images/camera-frame.jpg'));
+    sendPcm(c, HELLO);
+    await fence(c);
+    await c.close();
+    const body = await record(sessionId);
+    assert.equal(body.source, 'camera');
+    assert.equal(body.recording.sample_rate, RATE);
+    const wav = decodeWav((await download(sessionId)).body as Buffer);
+    const where = findSamples(wav.left, HELLO);
+    assert.ok(where >= 0, 'the speech is in the left channel');
+    assertSamplesAt(wav.left, HELLO, where, 'the whole speech in the left channel');
   });
 
   it('the setting as the session started decides, whatever the agent says by its end', async () => {
