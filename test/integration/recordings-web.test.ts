@@ -4,7 +4,7 @@
  * them at 16 kHz (the user's fixture speech in the left channel at the moment it was sent, silence
  * where none came; the agent's 24 kHz audio resampled in the right, cut where the user barged in), the
  * session record and `call.completed` with the recording and a signed link, the WAV download with
- * Range, deleting, the 404 reasons, a live session's recording so far, and the size cap. The
+ * Range, deleting, retention, the 404 reasons, a live session's recording so far, and the size cap. The
  * recordings' clock is held and moved by the tests, so where audio lands is exact.
  */
 import { after, before, describe, it } from 'node:test';
@@ -339,7 +339,7 @@ describe('only when the setting says so', () => {
   });
 });
 
-describe('a live session, deleting, and the size cap', () => {
+describe('a live session, deleting, retention and the size cap', () => {
   it("a live session's recording: not_started before anything is stored, what is stored so far after, not deletable until it ends", async () => {
     const agentId = await createAgent(t, tn, { recording: { enabled: true } });
     rec.hold();
@@ -395,6 +395,24 @@ describe('a live session, deleting, and the size cap', () => {
     const again = await t.http.delete(`/api/v1/realtime/conversations/${sessionId}/recording`).set(bearer(tn.apiKey));
     assert.equal(again.status, 404);
     assert.equal(again.body.error.reason, 'deleted');
+  });
+
+  it("retention: past the workspace's retention the job's sweep removes it, and the download says expired", async () => {
+    const agentId = await createAgent(t, tn, { recording: { enabled: true } });
+    const { c, sessionId } = await open(agentId);
+    await c.next('turn_complete');
+    await c.close();
+    assert.ok((await record(sessionId)).recording);
+    offsetMs += 31 * 86_400_000;
+    try {
+      assert.ok((await t.service.recordings.sweep()) >= 1);
+      const res = await t.http.get(`/api/v1/realtime/conversations/${sessionId}/recording`).set(bearer(tn.apiKey));
+      assert.equal(res.status, 404);
+      assert.equal(res.body.error.reason, 'expired');
+      assert.equal('recording' in (await record(sessionId)), false);
+    } finally {
+      offsetMs -= 31 * 86_400_000;
+    }
   });
 
   it('the size cap: a session recording stops at RECORDING_MAX_BYTES and says truncated', async () => {
