@@ -135,6 +135,8 @@ export async function startService(
   log: Logger,
   opts: {
     clock?: Clock;
+    /** What web sessions' recordings place audio by (tests move it; default: `clock`). */
+    recordingClock?: Clock;
     /** Benchmarks: realtime frame receipt-to-forward time. */
     onFrameForwarded?: (ns: bigint) => void;
     /** Benchmarks: phone call caller-frame receipt-to-forward time. */
@@ -241,6 +243,32 @@ export async function startService(
   // The simulators stand in for the carriers and the voice service that have no URL configured.
   const sandbox = await startSandboxes(config, log);
   const voice = createVoiceService(config, { url: config.VOICE_SERVICE_URL ?? sandbox.voice!.url, sandbox: !config.VOICE_SERVICE_URL }, log);
+  // The URLs the carriers call and recording links follow the port the server really listens on when
+  // PUBLIC_BASE_URL is unset (PORT=0 in tests).
+  let listening: http.Server | undefined;
+  const publicBaseUrl = () => {
+    const address = listening?.address();
+    if (config.PUBLIC_BASE_URL || !address || typeof address === 'string') return config.publicBaseUrl;
+    return config.publicBaseUrl.replace(/:\d+$/, `:${address.port}`);
+  };
+  // Recordings of calls and web sessions (both kinds of conversation record through them).
+  const recordings = new RecordingService(
+    new RecordingStore(db.knex),
+    recordingStorage(config),
+    new RecordingLinks(
+      config.RECORDING_URL_SECRET ? Buffer.from(config.RECORDING_URL_SECRET, 'utf8') : secrets.derive('recording links'),
+      publicBaseUrl,
+      config.RECORDING_URL_TTL_S,
+    ),
+    clock,
+    {
+      flushMs: config.RECORDING_FLUSH_MS,
+      maxBytes: config.RECORDING_MAX_BYTES,
+      retentionDays: config.RECORDING_RETENTION_DAYS,
+      retentionSweepMs: config.RECORDING_RETENTION_SWEEP_MS,
+    },
+    log.child({ component: 'recordings' }),
+  );
   const realtime = createRealtime({
     config,
     knex: db.knex,
@@ -253,18 +281,13 @@ export async function startService(
     tools: toolRunner,
     events,
     deliveries: (workspaceId, conversationId, params) => webhooks.callDeliveries(workspaceId, conversationId, params),
+    recordings,
+    recordingClock: opts.recordingClock ?? clock,
     onForward: opts.onFrameForwarded,
     onAudioDropped: (seconds) => audioDropped.inc({ stream: 'realtime' }, seconds),
   });
 
-  // Phone calls. The URLs the carriers call follow the port the server really listens on when
-  // PUBLIC_BASE_URL is unset (PORT=0 in tests).
-  let listening: http.Server | undefined;
-  const publicBaseUrl = () => {
-    const address = listening?.address();
-    if (config.PUBLIC_BASE_URL || !address || typeof address === 'string') return config.publicBaseUrl;
-    return config.publicBaseUrl.replace(/:\d+$/, `:${address.port}`);
-  };
+  // Phone calls.
   const urls = callbackUrls(publicBaseUrl);
   const jobs = new JobQueue(
     db.knex,
@@ -294,23 +317,6 @@ export async function startService(
     orphanAfterMs: config.CALL_ORPHAN_AFTER_MS,
   };
   const callStore = new CallStore(db.knex);
-  const recordings = new RecordingService(
-    new RecordingStore(db.knex),
-    recordingStorage(config),
-    new RecordingLinks(
-      config.RECORDING_URL_SECRET ? Buffer.from(config.RECORDING_URL_SECRET, 'utf8') : secrets.derive('recording links'),
-      publicBaseUrl,
-      config.RECORDING_URL_TTL_S,
-    ),
-    clock,
-    {
-      flushMs: config.RECORDING_FLUSH_MS,
-      maxBytes: config.RECORDING_MAX_BYTES,
-      retentionDays: config.RECORDING_RETENTION_DAYS,
-      retentionSweepMs: config.RECORDING_RETENTION_SWEEP_MS,
-    },
-    log.child({ component: 'recordings' }),
-  );
   const retention = recordings.register(jobs);
   const callLog = log.child({ component: 'calls' });
   const finaliser = new CallFinaliser(callStore, voice, admission, events, jobs, clock, { centsPerMinute: config.CALL_CENTS_PER_MINUTE }, callLog);
@@ -431,6 +437,12 @@ export async function startService(
     },
   );
   const authLimit = new AuthRateLimit(db.knex, { perMinute: config.AUTH_RATE_LIMIT_PER_MINUTE, trustedProxies: config.TRUSTED_PROXIES });
+  // A call as its recording's routes see it (recordings know no call).
+  const recordedCall = (row: { id: string; recording_enabled: boolean }) => ({
+    id: row.id,
+    kind: 'phone_call' as const,
+    recordingEnabled: row.recording_enabled,
+  });
   // Handlers by operationId; operations missing here answer 501.
   const handlers: Handlers = {
     ...workspaceRoutes(workspaces, authLimit),
@@ -445,7 +457,14 @@ export async function startService(
     ...callRoutes(callService, callbacks, inbound, (workspaceId, callId, params) => webhooks.callDeliveries(workspaceId, callId, params)),
     ...batchRoutes(batchService, contract, (workspaceId, batchId, params) => webhooks.batchDeliveries(workspaceId, batchId, params)),
     ...systemRoutes({ db: db.knex, publicBaseUrl, metrics, isShuttingDown: () => draining }),
-    ...recordingRoutes(recordings, { owned: (ws, id) => callService.owned(ws, id), any: (id) => callService.any(id) }),
+    ...recordingRoutes(
+      recordings,
+      {
+        owned: async (ws, id) => recordedCall(await callService.owned(ws, id)),
+        any: async (id) => recordedCall(await callService.any(id)),
+      },
+      realtime.recorded,
+    ),
   };
   // A draining instance starts no new conversation: the request did nothing, so the client (or the
   // balancer) sends it again and a ready instance takes it. Everything else is served as usual while

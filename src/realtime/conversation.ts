@@ -17,6 +17,7 @@ import { sessionCallFacts } from './records.js';
 import type { SessionInfo, SessionOutcome } from './bridge.js';
 import type { ConversationRow, EndReason, RealtimeStore } from './store.js';
 import type { LiveSessionRow, LiveSessions, Progress } from './live-sessions.js';
+import type { RecordingService } from '../recordings/service.js';
 
 export type { CallCompletedPublisher } from '../webhooks/events.js';
 
@@ -31,6 +32,9 @@ export function sessionPrice(source: SessionInfo['source'], m: Metering): number
 }
 
 export class ConversationFinaliser {
+  /** Completes a session's recording and shows it in `call.completed` (null: recordings are not set up). */
+  recordings: Pick<RecordingService, 'completeIn'> | null = null;
+
   constructor(
     private readonly store: RealtimeStore,
     private readonly live: LiveSessions,
@@ -54,6 +58,7 @@ export class ConversationFinaliser {
       variables: info.variables,
       analysis: info.analysis,
       started_at: info.startedAt,
+      recording_enabled: info.recording,
     });
     const read = progress(() => this.live.changed(info.id, read));
   }
@@ -85,6 +90,7 @@ export class ConversationFinaliser {
       firstMessage: row.first_message,
       variables: row.variables,
       analysis: row.analysis,
+      recording: row.recording_enabled,
     };
     const endedAt = new Date(row.alive_at);
     const outcome: SessionOutcome = {
@@ -141,12 +147,15 @@ export class ConversationFinaliser {
       tool_calls: w.tool_calls,
       analysis_results: w.analysis_results,
       cost_cents: bill.cents,
+      recording_enabled: info.recording,
     };
-    const payload = callCompletedPayload(sessionCallFacts(row));
     const saved = await this.store.saveConversation(
       row,
       async (trx) => {
         await this.live.remove(row.id, trx);
+        // Its recording ends with it (also when its instance died mid-write) and is shown in call.completed.
+        const recording = this.recordings ? await this.recordings.completeIn(row.id, row.ended_at, trx) : null;
+        const payload = callCompletedPayload(sessionCallFacts(row, recording));
         await this.admission.meter(
           {
             workspaceId: row.workspace_id,

@@ -28,7 +28,7 @@ export interface TestService {
   close(): Promise<void>;
 }
 
-export async function startTestService(env: Record<string, string> = {}, opts: { clock?: Clock } = {}): Promise<TestService> {
+export async function startTestService(env: Record<string, string> = {}, opts: { clock?: Clock; recordingClock?: Clock } = {}): Promise<TestService> {
   const db = await createTestDatabase();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-test-'));
   const config = loadConfig({
