@@ -444,7 +444,7 @@ export interface Recording {
    */
   truncated: boolean;
   /**
-   * When recording started (the media stream opened).
+   * When recording started (a call's media stream opened; a web session started).
    */
   created_at: string;
 }

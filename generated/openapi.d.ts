@@ -1598,6 +1598,11 @@ export interface paths {
          *     The rate limit counts issued tokens: sliding windows of one hour and one day over the
          *     workspace's successful creations, shared by every instance of the service; `Retry-After` is the
          *     time until the oldest creation that fills the window leaves it.
+         *
+         *     **Recording.** The body has no recording choice: a session is recorded when the agent's
+         *     `recording` setting is on as the session starts (a `voice`, `camera` or `screen` session; a
+         *     `text` session never is). The recording is on the session's record and in its `call.completed`
+         *     (`recording`, `recording_url`) and at `GET /api/v1/realtime/conversations/{conversation_id}/recording`.
          */
         post: operations["createRealtimeSession"];
         delete?: never;
@@ -1642,7 +1647,8 @@ export interface paths {
         /**
          * Retrieve a finished web session
          * @description The record of one finished web session: the same values as its `call.completed` event, plus
-         *     `user_id`, `source` and `ended_at`, so it fills the gap left by a missed webhook. Another
+         *     `user_id`, `source` and `ended_at`, so it fills the gap left by a missed webhook. A recorded
+         *     session carries `recording` and a freshly signed `recording_url`. Another
          *     workspace's session answers 403; an unknown id (or a session still live, not yet finalised)
          *     answers 404 (`conversation_not_found`).
          */
@@ -1671,6 +1677,71 @@ export interface paths {
          *     30 days: find what a receiver missed, then read the session itself to fill the gap.
          */
         get: operations["listRealtimeConversationWebhookDeliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/realtime/conversations/{conversation_id}/recording": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The web session's id (`conv_...`, the `conversation_id` of its `call.completed`). Any id that matches no session of any workspace answers 404. */
+                conversation_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Download a web session's recording
+         * @description The web voice session's recording as a WAV file (`Recording`: PCM16, 16000 Hz, two channels:
+         *     the user left, the agent right, each as the other side heard it), streamed from storage; the
+         *     same file, `Range` rules and answers as `getCallRecording`. A session records when its agent's
+         *     `recording` setting was on as the session started (the session-creation body has no override)
+         *     and it carried audio (`voice`, `camera`, `screen`; images are not recorded, text sessions never
+         *     are). While the session goes on it answers what is stored so far. 404 `conversation_not_found`
+         *     when no session (finished or live) has this id; 404 `recording_not_found` carries `reason`:
+         *     `not_enabled` (the agent's setting was off, or a text session), `not_started` (no audio stored),
+         *     `deleted`, `expired`.
+         */
+        get: operations["getRealtimeConversationRecording"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a web session's recording
+         * @description Removes the recording's audio from storage for good; the session's record then has no
+         *     `recording` (nor `recording_url`) and a later download answers 404 `recording_not_found` with
+         *     `reason` `deleted`. A recording still being written (the session is live) is refused with 409
+         *     `recording_in_progress`; a session without a recording answers 404 `recording_not_found`.
+         */
+        delete: operations["deleteRealtimeConversationRecording"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/realtime/conversations/{conversation_id}/recording/download": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The web session's id (`conv_...`). Any id that matches no session answers 404. */
+                conversation_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Download a web session's recording by its signed link
+         * @description What a web session's `recording_url` (on its record and in its `call.completed`) points at: the
+         *     recording, as `getRealtimeConversationRecording` answers it (`Range` included), without an API
+         *     key. Signed and checked exactly as a call's link (`downloadSignedRecording`): valid until
+         *     `expires`, after it 403 `recording_url_expired`; a link altered in any part 403
+         *     `invalid_signature`.
+         */
+        get: operations["downloadSignedRealtimeConversationRecording"];
         put?: never;
         post?: never;
         delete?: never;
@@ -4255,10 +4326,13 @@ export interface components {
          *     caller (or the web session's person) on the left and the agent on the right, each as the other
          *     side heard it: agent audio that the caller cut off by speaking over it is not in the right channel.
          *     Phone calls are recorded at 8000 Hz (the telephone rate, exactly what the carrier carried), web
-         *     voice sessions at 16000 Hz. The file is written as the conversation goes, about once a second, so a
-         *     crash of the instance loses at most the last second. A recording stops growing at the deployment's
-         *     size cap (`RECORDING_MAX_BYTES`, 128 MiB by default: over an hour at 8000 Hz); `truncated` then
-         *     says so.
+         *     voice sessions at 16000 Hz (the rate the browser sends; the agent's 24 kHz audio is resampled), on
+         *     the service's clock: silence where a side sent nothing (a muted microphone), so both channels keep
+         *     wall time. The file is written as the conversation goes, about once a second, so a crash of the
+         *     instance loses at most the last second (a web session's, the last second and a quarter: its
+         *     recording waits that long for late audio). A recording stops growing at the deployment's size cap
+         *     (`RECORDING_MAX_BYTES`, 128 MiB by default: over an hour at 8000 Hz, over half an hour at
+         *     16000 Hz); `truncated` then says so.
          */
         Recording: {
             /**
@@ -4294,7 +4368,7 @@ export interface components {
             truncated: boolean;
             /**
              * Format: date-time
-             * @description When recording started (the media stream opened).
+             * @description When recording started (a call's media stream opened; a web session started).
              */
             created_at: string;
         };
@@ -5504,7 +5578,9 @@ export interface components {
          *     `call.completed` event with the same values (`tool_calls` likewise only when the agent called a
          *     tool, and `data`/`data_error`, `success`/`success_error` likewise only when the agent's `analysis`
          *     setting had that part), so a missed webhook can be made up by reading it, plus `user_id`, `source`
-         *     and `ended_at`.
+         *     and `ended_at`. `recording` and `recording_url` likewise are present only when the session has a
+         *     recording (as in its `call.completed`; see `recording`), with the recording as it is now and a link
+         *     signed afresh for each read.
          *     A record exists once the session has ended and been finalised (just before `call.completed` is
          *     sent); a live session has none yet.
          * @example {
@@ -5674,6 +5750,24 @@ export interface components {
              * @description Why `success` is `null`; `null` when it holds the judgement. Present exactly when `success` is.
              */
             success_error?: components["schemas"]["AnalysisError"];
+            /**
+             * @description The session's recording (16000 Hz; the user left, the agent right). Whether a web session is
+             *     recorded is the agent's `recording` setting as the session started, and nothing else: the
+             *     session-creation body has no override (the spec fixes its fields; a per-session choice would
+             *     have to come from the server minting the token, which can set the agent instead). Voice, camera
+             *     and screen sessions record their audio (not their images); text sessions never record.
+             *     Present only when the session was recorded and its recording has not been deleted or expired
+             *     (`GET .../recording` then says why, with `reason`).
+             */
+            recording?: components["schemas"]["Recording"];
+            /**
+             * Format: uri
+             * @description A signed link to the recording's WAV file that needs no API key
+             *     (`/api/v1/realtime/conversations/{conversation_id}/recording/download?...`), valid for
+             *     `RECORDING_URL_TTL_S` (24 hours unless configured) from this read; read the record again for a
+             *     fresh one. Present exactly when `recording` is.
+             */
+            recording_url?: string;
         };
         /** RealtimeConversationList */
         RealtimeConversationList: {
@@ -5682,6 +5776,13 @@ export interface components {
             data: components["schemas"]["RealtimeConversation"][];
             has_more: boolean;
             next_cursor: string | null;
+        };
+        /** RealtimeRecordingDeleteResult */
+        RealtimeRecordingDeleteResult: {
+            /** @description The web session whose recording was deleted. */
+            conversation_id: string;
+            /** @constant */
+            deleted: true;
         };
         /**
          * SandboxInboundCallRequest
@@ -6612,9 +6713,12 @@ export interface components {
             };
         };
         /**
-         * @description The service is starting, shutting down, or its database is unreachable. An instance that is
-         *     draining for a restart refuses new calls and sessions with this and a `Retry-After`; the request
-         *     did nothing, so it can be sent again (with the same `Idempotency-Key`) and another instance takes it.
+         * @description The service is starting, shutting down, at capacity, or its database is unreachable. An instance
+         *     that is draining for a restart, or is overloaded (its event loop delayed past
+         *     `OVERLOAD_LOOP_DELAY_MS`, or `OVERLOAD_DB_WAITING` queries waiting for a database connection), refuses
+         *     new calls and sessions with this and a `Retry-After` so that the conversations it carries keep their
+         *     share; the request did nothing, so it can be sent again (with the same `Idempotency-Key`) and
+         *     another instance, or this one once at ease, takes it.
          */
         ServiceUnavailable: {
             headers: {
@@ -6695,9 +6799,37 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /** @description The whole file. */
+        RecordingFile: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
+                "Accept-Ranges": components["headers"]["AcceptRanges"];
+                "Content-Length": components["headers"]["ContentLength"];
+                [name: string]: unknown;
+            };
+            content: {
+                /** @example RIFF....WAVEfmt (binary: a 44-byte header, then PCM16 little-endian, left and right samples interleaved) */
+                "audio/wav": string;
+            };
+        };
+        /** @description The part asked for by `Range`. */
+        RecordingPart: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
+                "Accept-Ranges": components["headers"]["AcceptRanges"];
+                "Content-Length": components["headers"]["ContentLength"];
+                "Content-Range": components["headers"]["ContentRange"];
+                [name: string]: unknown;
+            };
+            content: {
+                /** @example RIFF....WAVEfmt (binary: a 44-byte header, then PCM16 little-endian, left and right samples interleaved) */
+                "audio/wav": string;
+            };
+        };
         /**
-         * @description No such call (`call_not_found`), or the call has no recording (`recording_not_found`, with `reason`:
-         *     `not_enabled`, `not_started`, `deleted` or `expired`).
+         * @description No such call (`call_not_found`) or web session (`conversation_not_found`), or the conversation has
+         *     no recording (`recording_not_found`, with `reason`: `not_enabled`, `not_started`, `deleted` or
+         *     `expired`).
          */
         RecordingNotFound: {
             headers: {
@@ -10556,33 +10688,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The whole file. */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["RequestId"];
-                    "Accept-Ranges": components["headers"]["AcceptRanges"];
-                    "Content-Length": components["headers"]["ContentLength"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /** @example RIFF....WAVEfmt (binary: a 44-byte header, then PCM16 little-endian, left and right samples interleaved) */
-                    "audio/wav": string;
-                };
-            };
-            /** @description The part asked for by `Range`. */
-            206: {
-                headers: {
-                    "X-Request-Id": components["headers"]["RequestId"];
-                    "Accept-Ranges": components["headers"]["AcceptRanges"];
-                    "Content-Length": components["headers"]["ContentLength"];
-                    "Content-Range": components["headers"]["ContentRange"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /** @example RIFF....WAVEfmt (binary: a 44-byte header, then PCM16 little-endian, left and right samples interleaved) */
-                    "audio/wav": string;
-                };
-            };
+            200: components["responses"]["RecordingFile"];
+            206: components["responses"]["RecordingPart"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["RecordingNotFound"];
@@ -10669,33 +10776,8 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The whole file. */
-            200: {
-                headers: {
-                    "X-Request-Id": components["headers"]["RequestId"];
-                    "Accept-Ranges": components["headers"]["AcceptRanges"];
-                    "Content-Length": components["headers"]["ContentLength"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /** @example RIFF....WAVEfmt (binary: a 44-byte header, then PCM16 little-endian, left and right samples interleaved) */
-                    "audio/wav": string;
-                };
-            };
-            /** @description The part asked for by `Range`. */
-            206: {
-                headers: {
-                    "X-Request-Id": components["headers"]["RequestId"];
-                    "Accept-Ranges": components["headers"]["AcceptRanges"];
-                    "Content-Length": components["headers"]["ContentLength"];
-                    "Content-Range": components["headers"]["ContentRange"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /** @example RIFF....WAVEfmt (binary: a 44-byte header, then PCM16 little-endian, left and right samples interleaved) */
-                    "audio/wav": string;
-                };
-            };
+            200: components["responses"]["RecordingFile"];
+            206: components["responses"]["RecordingPart"];
             /** @description The link has expired (`recording_url_expired`) or its signature does not verify (`invalid_signature`). */
             403: {
                 headers: {
@@ -12895,6 +12977,138 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getRealtimeConversationRecording: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description One byte range (`bytes=0-1023`); several ranges are answered with the first only. */
+                Range?: string;
+            };
+            path: {
+                /** @description The web session's id (`conv_...`, the `conversation_id` of its `call.completed`). Any id that matches no session of any workspace answers 404. */
+                conversation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["RecordingFile"];
+            206: components["responses"]["RecordingPart"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["RecordingNotFound"];
+            416: components["responses"]["RangeNotSatisfiable"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteRealtimeConversationRecording: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The web session's id (`conv_...`, the `conversation_id` of its `call.completed`). Any id that matches no session of any workspace answers 404. */
+                conversation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "conversation_id": "conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2",
+                     *       "deleted": true
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RealtimeRecordingDeleteResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["RecordingNotFound"];
+            /** @description The session is still going on and its recording being written (`recording_in_progress`). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "conflict_error",
+                     *         "code": "recording_in_progress",
+                     *         "message": "The web session is still in progress; delete its recording once it has ended.",
+                     *         "param": null,
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    downloadSignedRealtimeConversationRecording: {
+        parameters: {
+            query: {
+                /** @description Unix time (seconds) after which the link no longer works. */
+                expires: number;
+                /** @description The link's signature (hex). */
+                signature: string;
+            };
+            header?: {
+                /** @description One byte range (`bytes=0-1023`). */
+                Range?: string;
+            };
+            path: {
+                /** @description The web session's id (`conv_...`). Any id that matches no session answers 404. */
+                conversation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["RecordingFile"];
+            206: components["responses"]["RecordingPart"];
+            /** @description The link has expired (`recording_url_expired`) or its signature does not verify (`invalid_signature`). */
+            403: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "permission_error",
+                     *         "code": "recording_url_expired",
+                     *         "message": "This recording link has expired; fetch the web session's record again for a fresh recording_url.",
+                     *         "param": "expires",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            404: components["responses"]["RecordingNotFound"];
+            416: components["responses"]["RangeNotSatisfiable"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

@@ -633,6 +633,30 @@ export const operations = [
     ]
   },
   {
+    "operationId": "getRealtimeConversationRecording",
+    "method": "GET",
+    "path": "/api/v1/realtime/conversations/{conversation_id}/recording",
+    "tags": [
+      "Recordings"
+    ]
+  },
+  {
+    "operationId": "deleteRealtimeConversationRecording",
+    "method": "DELETE",
+    "path": "/api/v1/realtime/conversations/{conversation_id}/recording",
+    "tags": [
+      "Recordings"
+    ]
+  },
+  {
+    "operationId": "downloadSignedRealtimeConversationRecording",
+    "method": "GET",
+    "path": "/api/v1/realtime/conversations/{conversation_id}/recording/download",
+    "tags": [
+      "Recordings"
+    ]
+  },
+  {
     "operationId": "streamRealtimeConversationEvents",
     "method": "GET",
     "path": "/api/v1/realtime/conversations/{conversation_id}/events",

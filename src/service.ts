@@ -5,6 +5,7 @@
 import http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { limitConnections, serverOptions } from './http/connection-limits.js';
+import { OverloadGuard } from './system/overload.js';
 import { trustedProxyMatcher } from './net/client-address.js';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
@@ -138,6 +139,8 @@ export async function startService(
   log: Logger,
   opts: {
     clock?: Clock;
+    /** What web sessions' recordings place audio by (tests move it; default: `clock`). */
+    recordingClock?: Clock;
     /** Benchmarks: realtime frame receipt-to-forward time. */
     onFrameForwarded?: (ns: bigint) => void;
     /** Benchmarks: phone call caller-frame receipt-to-forward time. */
@@ -262,6 +265,32 @@ export async function startService(
   // The simulators stand in for the carriers and the voice service that have no URL configured.
   const sandbox = await startSandboxes(config, log);
   const voice = createVoiceService(config, { url: config.VOICE_SERVICE_URL ?? sandbox.voice!.url, sandbox: !config.VOICE_SERVICE_URL }, log);
+  // The URLs the carriers call and recording links follow the port the server really listens on when
+  // PUBLIC_BASE_URL is unset (PORT=0 in tests).
+  let listening: http.Server | undefined;
+  const publicBaseUrl = () => {
+    const address = listening?.address();
+    if (config.PUBLIC_BASE_URL || !address || typeof address === 'string') return config.publicBaseUrl;
+    return config.publicBaseUrl.replace(/:\d+$/, `:${address.port}`);
+  };
+  // Recordings of calls and web sessions (both kinds of conversation record through them).
+  const recordings = new RecordingService(
+    new RecordingStore(db.knex),
+    recordingStorage(config),
+    new RecordingLinks(
+      config.RECORDING_URL_SECRET ? Buffer.from(config.RECORDING_URL_SECRET, 'utf8') : secrets.derive('recording links'),
+      publicBaseUrl,
+      config.RECORDING_URL_TTL_S,
+    ),
+    clock,
+    {
+      flushMs: config.RECORDING_FLUSH_MS,
+      maxBytes: config.RECORDING_MAX_BYTES,
+      retentionDays: config.RECORDING_RETENTION_DAYS,
+      retentionSweepMs: config.RECORDING_RETENTION_SWEEP_MS,
+    },
+    log.child({ component: 'recordings' }),
+  );
   const realtime = createRealtime({
     config,
     knex: db.knex,
@@ -274,19 +303,14 @@ export async function startService(
     tools: toolRunner,
     events,
     deliveries: (workspaceId, conversationId, params) => webhooks.callDeliveries(workspaceId, conversationId, params),
+    recordings,
+    recordingClock: opts.recordingClock ?? clock,
     onForward: opts.onFrameForwarded,
     onAudioDropped: (seconds) => audioDropped.inc({ stream: 'realtime' }, seconds),
     live: liveEvents,
   });
 
-  // Phone calls. The URLs the carriers call follow the port the server really listens on when
-  // PUBLIC_BASE_URL is unset (PORT=0 in tests).
-  let listening: http.Server | undefined;
-  const publicBaseUrl = () => {
-    const address = listening?.address();
-    if (config.PUBLIC_BASE_URL || !address || typeof address === 'string') return config.publicBaseUrl;
-    return config.publicBaseUrl.replace(/:\d+$/, `:${address.port}`);
-  };
+  // Phone calls.
   const urls = callbackUrls(publicBaseUrl);
   const jobs = new JobQueue(
     db.knex,
@@ -316,23 +340,6 @@ export async function startService(
     orphanAfterMs: config.CALL_ORPHAN_AFTER_MS,
   };
   const callStore = new CallStore(db.knex);
-  const recordings = new RecordingService(
-    new RecordingStore(db.knex),
-    recordingStorage(config),
-    new RecordingLinks(
-      config.RECORDING_URL_SECRET ? Buffer.from(config.RECORDING_URL_SECRET, 'utf8') : secrets.derive('recording links'),
-      publicBaseUrl,
-      config.RECORDING_URL_TTL_S,
-    ),
-    clock,
-    {
-      flushMs: config.RECORDING_FLUSH_MS,
-      maxBytes: config.RECORDING_MAX_BYTES,
-      retentionDays: config.RECORDING_RETENTION_DAYS,
-      retentionSweepMs: config.RECORDING_RETENTION_SWEEP_MS,
-    },
-    log.child({ component: 'recordings' }),
-  );
   const retention = recordings.register(jobs);
   const callLog = log.child({ component: 'calls' });
   const callLive = new CallLiveEvents(liveEvents.writer, events, clock, callLog);
@@ -366,6 +373,11 @@ export async function startService(
   const callJobs = new CallJobs(callStore, agents, carriers.byProvider, finaliser, jobs, clock, { ...timing, machineDetectionTimeoutS: 30 }, callLog);
   callJobs.register();
   const batchStore = new BatchStore(db.knex);
+  const overload = new OverloadGuard(
+    { loopDelayMs: config.OVERLOAD_LOOP_DELAY_MS, dbWaiting: config.OVERLOAD_DB_WAITING ?? config.DATABASE_POOL_MAX, sampleMs: config.OVERLOAD_SAMPLE_MS },
+    () => (db.knex.client as { pool?: { numPendingAcquires(): number } }).pool?.numPendingAcquires() ?? 0,
+    log.child({ component: 'overload' }),
+  );
   const batchLog = log.child({ component: 'batches' });
   const batchEngine = new BatchEngine(
     batchStore,
@@ -374,7 +386,12 @@ export async function startService(
     jobs,
     events,
     clock,
-    { chunk: config.BATCH_DISPATCH_CHUNK, capacityRetryMs: config.BATCH_CAPACITY_RETRY_MS, wakeDelayMs: config.BATCH_WAKE_DELAY_MS },
+    {
+      chunk: config.BATCH_DISPATCH_CHUNK,
+      capacityRetryMs: config.BATCH_CAPACITY_RETRY_MS,
+      wakeDelayMs: config.BATCH_WAKE_DELAY_MS,
+      overloaded: () => overload.reason() !== null,
+    },
     batchLog,
     destinations,
   );
@@ -460,6 +477,12 @@ export async function startService(
     },
   );
   const authLimit = new AuthRateLimit(db.knex, { perMinute: config.AUTH_RATE_LIMIT_PER_MINUTE, trustedProxies: config.TRUSTED_PROXIES });
+  // A call as its recording's routes see it (recordings know no call).
+  const recordedCall = (row: { id: string; recording_enabled: boolean }) => ({
+    id: row.id,
+    kind: 'phone_call' as const,
+    recordingEnabled: row.recording_enabled,
+  });
   // Handlers by operationId; operations missing here answer 501.
   const handlers: Handlers = {
     ...workspaceRoutes(workspaces, authLimit),
@@ -474,23 +497,35 @@ export async function startService(
     ...callRoutes(callService, callbacks, inbound, (workspaceId, callId, params) => webhooks.callDeliveries(workspaceId, callId, params)),
     ...batchRoutes(batchService, contract, (workspaceId, batchId, params) => webhooks.batchDeliveries(workspaceId, batchId, params)),
     ...systemRoutes({ db: db.knex, publicBaseUrl, metrics, isShuttingDown: () => draining }),
-    ...recordingRoutes(recordings, { owned: (ws, id) => callService.owned(ws, id), any: (id) => callService.any(id) }),
+    ...recordingRoutes(
+      recordings,
+      {
+        owned: async (ws, id) => recordedCall(await callService.owned(ws, id)),
+        any: async (id) => recordedCall(await callService.any(id)),
+      },
+      realtime.recorded,
+    ),
     ...callEventRoutes(callService, liveEvents),
   };
   // A draining instance starts no new conversation: the request did nothing, so the client (or the
   // balancer) sends it again and a ready instance takes it. Everything else is served as usual while
   // the instance drains (carriers' callbacks and media streams and browsers' WebSockets of the
   // conversations already created included), so nothing already begun is lost.
+  // An overloaded one (src/system/overload.ts) likewise, until it has room again.
   for (const op of ['createCall', 'createRealtimeSession'] as const) {
     const handler = handlers[op] as (...args: unknown[]) => Promise<unknown>;
     (handlers as Record<string, unknown>)[op] = (...args: unknown[]) => {
       if (draining) throw serviceUnavailable('This instance is shutting down; send the request again: another instance takes it.', 'service_unavailable', 1);
+      if (overload.reason() !== null)
+        throw serviceUnavailable('This instance is at capacity; send the request again shortly (it did nothing).', 'service_unavailable', 2);
       return handler(...args);
     };
   }
   // Work to finish on shutdown after the HTTP server stops (background workers, open sessions), in order.
   const stopHooks: Array<[string, () => Promise<void>]> = [];
   // Slot leases are renewed until every live session has been drained.
+  overload.start();
+  stopHooks.push(['overload guard', async () => overload.stop()]);
   slots.start();
   stopHooks.push(['slot heartbeat', async () => slots.stop()]);
   // Webhook deliveries in flight finish (each within WEBHOOK_TIMEOUT_MS); pending ones stay in the outbox.

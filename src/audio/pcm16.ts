@@ -1,6 +1,7 @@
 /**
  * PCM16 LE mono helpers shared by the voice service, the carriers and the simulators: energy (speech detection), G.711 mu-law
- * (via `alawmulaw`), and the two resamplers the carriers need (8 kHz -> 16 kHz in, 24 kHz -> 8 kHz out).
+ * (via `alawmulaw`), the resamplers the carriers need (8 kHz -> 16 kHz in, 24 kHz -> 8 kHz out) and the
+ * 24 kHz -> 16 kHz of web sessions' recordings (both on one polyphase FIR, `FirResampler`).
  * The resamplers are hand-written: each is a few dozen lines, carries its state across 20 ms frames (so
  * frame-by-frame output equals whole-buffer output) and avoids a native dependency.
  */
@@ -90,7 +91,6 @@ export class Upsampler8kTo16k {
 
 // 47 taps at 3.4 kHz: 1 kHz flat, 3 kHz -2 dB, 4.6 kHz (which folds onto 3.4 kHz) -50 dB, 6 kHz -79 dB.
 const DOWN_TAPS = 47;
-const DOWN_FACTOR = 3;
 
 /** Windowed-sinc (Blackman) low-pass, unity gain at DC. `cutoff` in Hz at `rate` Hz. */
 export function lowPassTaps(taps: number, cutoff: number, rate: number): Float64Array {
@@ -109,41 +109,108 @@ export function lowPassTaps(taps: number, cutoff: number, rate: number): Float64
   return h;
 }
 
-const DOWN_FILTER = lowPassTaps(DOWN_TAPS, 3400, 24_000);
-const DOWN_MID = (DOWN_TAPS - 1) / 2;
-
 /**
- * 24 kHz -> 8 kHz: low-pass at 3.4 kHz, then every 3rd sample. Only the kept samples are computed; the
- * last TAPS-1 inputs and the decimation phase carry over to the next frame.
+ * Rational resampling by `up`/`down`: the input with `up - 1` zeros after each sample, low-passed by
+ * `filter` (designed at `up` times the input rate, unity gain at DC: each phase is scaled by `up`),
+ * keeping every `down`-th sample. Polyphase: only the kept outputs are computed, each from the taps
+ * that meet non-zero inputs. The last inputs the filter still needs and the position of the next
+ * output carry over to the next chunk, so chunk-by-chunk output equals whole-buffer output.
  */
-export class Downsampler24kTo8k {
-  private history = new Float64Array(DOWN_TAPS - 1);
+export class FirResampler {
+  /** Per phase r (the output's position modulo `up`), the taps r, r + up, ... times `up`. */
+  private readonly phases: Float64Array[];
+  private readonly keep: number;
+  private readonly history: Float64Array;
   private scratch = new Float64Array(0);
-  private phase = 0;
+  /** The next output's position in upsampled samples, counted from the next chunk's first input. */
+  private position = 0;
 
-  process(pcm24k: Buffer): Buffer {
-    const n = pcm24k.length >> 1;
-    const keep = DOWN_TAPS - 1;
+  constructor(
+    private readonly up: number,
+    private readonly down: number,
+    private readonly filter: Float64Array,
+  ) {
+    this.phases = Array.from({ length: up }, (_, r) => {
+      const taps: number[] = [];
+      for (let k = r; k < filter.length; k += up) taps.push(filter[k] * up);
+      return Float64Array.from(taps);
+    });
+    this.keep = Math.ceil(filter.length / up) - 1;
+    this.history = new Float64Array(this.keep);
+  }
+
+  /** Output samples for `n` more input samples (what `process` of that many returns). */
+  private outputs(n: number): number {
+    const span = n * this.up;
+    return span > this.position ? Math.ceil((span - this.position) / this.down) : 0;
+  }
+
+  process(pcm: Buffer): Buffer {
+    const n = pcm.length >> 1;
+    const keep = this.keep;
     if (this.scratch.length < keep + n) this.scratch = new Float64Array(keep + n);
     const x = this.scratch;
     x.set(this.history, 0);
-    const input = int16View(pcm24k);
+    const input = int16View(pcm);
     for (let i = 0; i < n; i++) x[keep + i] = input[i];
-    const outCount = n > this.phase ? Math.ceil((n - this.phase) / DOWN_FACTOR) : 0;
+    const outCount = this.outputs(n);
     const out = Buffer.allocUnsafe(outCount * 2);
     const y = new Int16Array(out.buffer, out.byteOffset, outCount);
+    const span = n * this.up;
+    let p = this.position;
     let o = 0;
-    let i = this.phase;
-    for (; i < n; i += DOWN_FACTOR) {
-      const end = keep + i;
-      // The filter is symmetric (linear phase): fold the two halves, half the multiplications.
-      let acc = DOWN_FILTER[DOWN_MID] * x[end - DOWN_MID];
-      for (let k = 0; k < DOWN_MID; k++) acc += DOWN_FILTER[k] * (x[end - k] + x[end - (DOWN_TAPS - 1) + k]);
-      const v = Math.round(acc);
-      y[o++] = v > 32767 ? 32767 : v < -32768 ? -32768 : v;
+    if (this.up === 1) {
+      // One phase, the whole (symmetric, linear-phase) filter: fold its two halves, half the multiplications.
+      const h = this.filter;
+      const last = h.length - 1;
+      const mid = last / 2;
+      for (; p < span; p += this.down) {
+        const end = keep + p;
+        let acc = h[mid] * x[end - mid];
+        for (let k = 0; k < mid; k++) acc += h[k] * (x[end - k] + x[end - last + k]);
+        y[o++] = clamp16(acc);
+      }
+    } else {
+      for (; p < span; p += this.down) {
+        const r = p % this.up;
+        const h = this.phases[r];
+        const at = keep + (p - r) / this.up;
+        let acc = 0;
+        for (let t = 0; t < h.length; t++) acc += h[t] * x[at - t];
+        y[o++] = clamp16(acc);
+      }
     }
-    this.phase = i - n;
+    this.position = p - span;
     this.history.set(x.subarray(n, n + keep));
     return out;
+  }
+}
+
+function clamp16(v: number): number {
+  const r = Math.round(v);
+  return r > 32767 ? 32767 : r < -32768 ? -32768 : r;
+}
+
+const DOWN_FILTER = lowPassTaps(DOWN_TAPS, 3400, 24_000);
+
+/** 24 kHz -> 8 kHz (agent audio to a phone call): low-pass at 3.4 kHz, then every 3rd sample. */
+export class Downsampler24kTo8k extends FirResampler {
+  constructor() {
+    super(1, 3, DOWN_FILTER);
+  }
+}
+
+// 97 taps at 48 kHz (24 kHz doubled), cut off at 7 kHz: 1 kHz flat; from 8.4 kHz on (what would fold
+// below 8 kHz at 16 kHz) over 70 dB down. 48 samples of delay at 48 kHz: exactly 1 ms.
+const TO_16K_TAPS = 97;
+const TO_16K_FILTER = lowPassTaps(TO_16K_TAPS, 7000, 48_000);
+
+/**
+ * 24 kHz -> 16 kHz (agent audio in a web session's recording): doubled with zeros, low-passed at
+ * 7 kHz, every 3rd sample kept (the same windowed-sinc design as the phone path's 24 -> 8 kHz).
+ */
+export class Resampler24kTo16k extends FirResampler {
+  constructor() {
+    super(2, 3, TO_16K_FILTER);
   }
 }

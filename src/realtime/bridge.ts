@@ -15,6 +15,8 @@ import type { RealtimeServerMessage } from '../../generated/asyncapi-types.js';
 import type { EndReason, Source } from './store.js';
 import type { AnalysisSetting } from '../conversation/write-up.js';
 import { AudioBudget, type AudioBudgetOptions } from '../audio/budget.js';
+import { Resampler24kTo16k } from '../audio/pcm16.js';
+import type { ClockedTwoChannelRecorder } from '../recordings/clocked.js';
 
 export { FILLER } from '../conversation/engine.js';
 
@@ -29,6 +31,8 @@ export interface SessionInfo {
   variables: Record<string, string>;
   /** The agent's `analysis` setting as the session started with it. */
   analysis: AnalysisSetting | null;
+  /** Whether the session records: the agent's `recording` setting as it started (never a text session). */
+  recording: boolean;
 }
 
 export type SessionOutcome = ConversationOutcome & { endReason: EndReason };
@@ -56,6 +60,8 @@ export class SessionBridge {
   /** Why the server closed the session (shutdown, or its reservation ran out); null: it did not. */
   private closedByServer: EndReason | null = null;
   private onProgress: (() => void) | undefined;
+  /** The agent's audio at the recording's 16 kHz (only when recording). */
+  private readonly toRecording: Resampler24kTo16k | null;
   private resolveDone!: (o: SessionOutcome) => void;
   /** Resolves once when the socket has closed, with what the conversation record needs. */
   readonly done = new Promise<SessionOutcome>((r) => (this.resolveDone = r));
@@ -68,10 +74,13 @@ export class SessionBridge {
     private readonly clock: Clock,
     private readonly opts: BridgeOptions,
     private readonly log: Logger,
+    /** Both sides as each heard the other; only when the session's recording setting is on. */
+    private readonly recorder: ClockedTwoChannelRecorder | null = null,
     /** The session's live events (its event stream); null: not set up. */
     live: LiveEventSink | null = null,
   ) {
     this.audioBudget = new AudioBudget(opts.audioBudget);
+    this.toRecording = recorder ? new Resampler24kTo16k() : null;
     this.isText = info.source === 'text';
     this.conversation = new Conversation(
       voice,
@@ -80,7 +89,10 @@ export class SessionBridge {
       clock,
       opts,
       {
-        agentAudio: (pcm) => this.send({ type: 'audio', mime_type: 'audio/pcm;rate=24000', data: pcm.toString('base64') }),
+        agentAudio: (pcm) => {
+          this.send({ type: 'audio', mime_type: 'audio/pcm;rate=24000', data: pcm.toString('base64') });
+          if (this.recorder) this.recorder.agentAudio(this.toRecording!.process(pcm));
+        },
         agentText: (text) => this.send({ type: 'text', text }),
         transcript: (u) => {
           if (!this.isText) this.send({ type: 'transcript', role: u.role, text: u.text, final: u.final, timestamp: u.timestamp });
@@ -89,6 +101,8 @@ export class SessionBridge {
         turnComplete: () => this.send({ type: 'turn_complete' }),
         interrupted: () => {
           this.send({ type: 'interrupted' });
+          // The client drops the audio it has queued: the recording's right channel stops here too.
+          this.recorder?.interrupted();
           this.onProgress?.();
         },
         toolCall: (name, status) => {
@@ -174,6 +188,7 @@ export class SessionBridge {
             this.opts.onAudioDropped?.(frame.bytes.length / 32_000);
             return;
           }
+          this.recorder?.personAudio(frame.bytes);
           this.conversation.sendAudio(frame.bytes);
           break;
         case 'image/jpeg':
@@ -223,7 +238,11 @@ export class SessionBridge {
   private async finish(): Promise<void> {
     if (this.finished) return;
     this.finished = true;
+    // The recording ends as the socket closed; its last audio is written before the session's record
+    // (and call.completed) is.
+    const recorded = this.recorder?.close().catch((err) => this.log.warn({ err: (err as Error).message }, 'recording could not be closed'));
     const outcome = await this.conversation.finish();
+    await recorded;
     const endReason: EndReason =
       outcome.status === 'failed' ? 'service_error' : (this.closedByServer ?? (this.conversation.ended ? 'agent_ended' : 'client_closed'));
     this.resolveDone({ ...outcome, endReason });

@@ -18,6 +18,7 @@ import type { SessionInfo, SessionOutcome } from './bridge.js';
 import type { ConversationRow, EndReason, RealtimeStore } from './store.js';
 import type { LiveSessionRow, LiveSessions, Progress } from './live-sessions.js';
 import type { LiveEventWriter } from '../events/writer.js';
+import type { RecordingService } from '../recordings/service.js';
 
 export type { CallCompletedPublisher } from '../webhooks/events.js';
 
@@ -34,6 +35,8 @@ export function sessionPrice(source: SessionInfo['source'], m: Metering): number
 export class ConversationFinaliser {
   /** Set once live events exist (src/realtime/index.ts): the session's status and `end` on its event stream. */
   live: LiveEventWriter | null = null;
+  /** Completes a session's recording and shows it in `call.completed` (null: recordings are not set up). */
+  recordings: Pick<RecordingService, 'completeIn'> | null = null;
 
   constructor(
     private readonly store: RealtimeStore,
@@ -58,6 +61,7 @@ export class ConversationFinaliser {
       variables: info.variables,
       analysis: info.analysis,
       started_at: info.startedAt,
+      recording_enabled: info.recording,
     });
     const read = progress(() => this.sessions.changed(info.id, read));
     this.live?.append(info.workspaceId, info.id, 'status', { status: 'in_progress', call_status: null, end_reason: null, reason: null });
@@ -92,6 +96,7 @@ export class ConversationFinaliser {
       firstMessage: row.first_message,
       variables: row.variables,
       analysis: row.analysis,
+      recording: row.recording_enabled,
     };
     const endedAt = new Date(row.alive_at);
     const outcome: SessionOutcome = {
@@ -148,12 +153,15 @@ export class ConversationFinaliser {
       tool_calls: w.tool_calls,
       analysis_results: w.analysis_results,
       cost_cents: bill.cents,
+      recording_enabled: info.recording,
     };
-    const payload = callCompletedPayload(sessionCallFacts(row));
     const saved = await this.store.saveConversation(
       row,
       async (trx) => {
         await this.sessions.remove(row.id, trx);
+        // Its recording ends with it (also when its instance died mid-write) and is shown in call.completed.
+        const recording = this.recordings ? await this.recordings.completeIn(row.id, row.ended_at, trx) : null;
+        const payload = callCompletedPayload(sessionCallFacts(row, recording));
         await this.admission.meter(
           {
             workspaceId: row.workspace_id,

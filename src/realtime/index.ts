@@ -17,7 +17,9 @@ import { ConversationFinaliser, type CallCompletedPublisher } from './conversati
 import { clientAddressResolver } from '../net/client-address.js';
 import { IpAttemptLimiter } from './rate-limits.js';
 import { LiveSessions } from './live-sessions.js';
-import { ConversationRecords } from './records.js';
+import { ConversationRecords, recordedSessions } from './records.js';
+import type { RecordingService } from '../recordings/service.js';
+import type { RecordedConversations } from '../recordings/routes.js';
 import { conversationEventRoutes, realtimeRoutes } from './routes.js';
 import type { LiveEvents } from '../events/index.js';
 import { RealtimeService, type RuntimeAgents } from './service.js';
@@ -42,6 +44,10 @@ export interface RealtimeDeps {
   events: CallCompletedPublisher | null;
   /** The webhook deliveries of a call.completed, by the event's conversation id. */
   deliveries: (workspaceId: string, conversationId: string, params: PageParams) => Promise<Page<WebhookDelivery>>;
+  /** Records voice, camera and screen sessions whose agent's recording setting is on (null: recordings are not set up). */
+  recordings: RecordingService | null;
+  /** What recordings place the two sides' audio by (the service's clock; tests move their own). */
+  recordingClock: Clock;
   /** Benchmarks: time from a frame's receipt to its hand-over to the voice session. */
   onForward?: (nanoseconds: bigint) => void;
   /** Counts a client's audio dropped beyond its budget, seconds. */
@@ -56,6 +62,8 @@ export interface Realtime {
   gateway: RealtimeGateway;
   /** The workspace slot keeper (shared with phone calls; owned by src/workspaces). */
   leases: SlotKeeper;
+  /** Web sessions, finished or live, for their recording's routes. */
+  recorded: RecordedConversations;
   /** The `/ws/{user_id}` WebSocket route, for src/http/upgrades.ts. */
   upgradeRoute: UpgradeRoute;
   /** Starts the ping sweep (the server is used for its port when PUBLIC_BASE_URL is unset). */
@@ -108,6 +116,7 @@ export function createRealtime(d: RealtimeDeps): Realtime {
     { centsPerMinute: c.REALTIME_CENTS_PER_MINUTE, textCentsPerMinute: c.REALTIME_TEXT_CENTS_PER_MINUTE },
     log,
   );
+  finaliser.recordings = d.recordings;
   finaliser.live = d.live?.writer ?? null;
   const gateway = new RealtimeGateway(
     service,
@@ -116,6 +125,7 @@ export function createRealtime(d: RealtimeDeps): Realtime {
     clientAddressResolver(c.TRUSTED_PROXIES),
     d.tools,
     d.clock,
+    d.recordings ? { recordings: d.recordings, clock: d.recordingClock } : null,
     {
       pingIntervalMs: c.REALTIME_PING_INTERVAL_MS,
       holdFrames: c.REALTIME_ADMISSION_HOLD_FRAMES,
@@ -155,10 +165,11 @@ export function createRealtime(d: RealtimeDeps): Realtime {
   };
   return {
     routes: {
-      ...realtimeRoutes(service, new ConversationRecords(store), d.contract, c.BODY_LIMIT_BYTES, d.deliveries),
+      ...realtimeRoutes(service, new ConversationRecords(store, d.recordings), d.contract, c.BODY_LIMIT_BYTES, d.deliveries),
       ...(d.live ? conversationEventRoutes(store, d.admission.slots, d.live) : {}),
     },
     store,
+    recorded: recordedSessions(store),
     gateway,
     leases: d.admission.slots,
     upgradeRoute: gateway.route,

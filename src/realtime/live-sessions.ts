@@ -33,11 +33,13 @@ export interface LiveSessionRow {
   latencies_ms: number[];
   tool_calls: ConversationOutcome['toolCalls'];
   first_message_delivered: boolean;
+  /** Whether the session records (its recording is completed when an orphan is finalised). */
+  recording_enabled: boolean;
 }
 
 export type NewLiveSession = Pick<
   LiveSessionRow,
-  'id' | 'workspace_id' | 'agent_id' | 'user_id' | 'source' | 'instruction' | 'first_message' | 'variables' | 'analysis' | 'started_at'
+  'id' | 'workspace_id' | 'agent_id' | 'user_id' | 'source' | 'instruction' | 'first_message' | 'variables' | 'analysis' | 'started_at' | 'recording_enabled'
 >;
 
 /** A progress save waits this long for more to save with it (a burst of turns is one write). */

@@ -52,6 +52,15 @@ export interface ConversationRow {
   /** The structured results of the agent's `analysis` setting; null when it had none. */
   analysis_results: AnalysisResults | null;
   cost_cents: number;
+  /** Whether the session was to be recorded (the agent's setting as it started; never for text). */
+  recording_enabled: boolean;
+}
+
+/** What a web session's recording routes need of it, finished or live. */
+export interface RecordedSessionRow {
+  id: string;
+  workspace_id: string;
+  recording_enabled: boolean;
 }
 
 /** Serialises work of one workspace across every instance on the database (held until the transaction ends). */
@@ -140,6 +149,17 @@ export class RealtimeStore {
   async liveSessionWorkspace(id: string): Promise<string | undefined> {
     const row = await this.db('realtime_live_sessions').where({ id }).first('workspace_id');
     return row?.workspace_id as string | undefined;
+  }
+
+  /** A web session finished or still live (one statement: a session being finalised is found either way). */
+  async recordedSession(id: string): Promise<RecordedSessionRow | undefined> {
+    const { rows } = await this.db.raw<{ rows: RecordedSessionRow[] }>(
+      `select id, workspace_id, recording_enabled from realtime_conversations where id = ?
+       union all select id, workspace_id, recording_enabled from realtime_live_sessions where id = ?
+       limit 1`,
+      [id, id],
+    );
+    return rows[0];
   }
 
   getConversation(id: string): Promise<ConversationRow | undefined> {

@@ -19,8 +19,17 @@ import type { ConversationTools } from '../conversation/engine.js';
 import type { ConversationFinaliser } from './conversation.js';
 import type { IpAttemptLimiter } from './rate-limits.js';
 import type { RealtimeService, Admission } from './service.js';
+import type { RecordingService } from '../recordings/service.js';
+
+/** Recording web sessions: where, and on which clock (the service's; tests move their own). */
+export interface SessionRecording {
+  recordings: RecordingService;
+  clock: Clock;
+}
 
 export const REALTIME_PATH = /^\/ws\/([^/]+)$/;
+/** Web sessions are recorded at the rate the browser sends (16 kHz); the agent's 24 kHz is resampled to it. */
+const RECORDING_RATE = 16_000;
 /** Largest client frame (a JPEG frame as base64 JSON fits comfortably). */
 const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 
@@ -60,6 +69,7 @@ export class RealtimeGateway {
     private readonly clientAddress: (req: http.IncomingMessage) => string,
     private readonly tools: ConversationTools | null,
     private readonly clock: Clock,
+    private readonly recording: SessionRecording | null,
     private readonly opts: GatewayOptions,
     private readonly log: Logger,
   ) {}
@@ -162,6 +172,17 @@ export class RealtimeGateway {
   }
 
   private run(ws: WebSocket, a: Admission, held: Held, hold: (d: Buffer, b: boolean) => void): void {
+    const log = this.log.child({ sessionId: a.sessionId });
+    // The agent's setting as the session starts decides; a text session has no audio to record.
+    const recorded = a.agent.recordingEnabled && a.token.source !== 'text';
+    const recorder =
+      recorded && this.recording
+        ? this.recording.recordings.startClockedTwoChannel(
+            { workspaceId: a.token.workspace_id, conversationId: a.sessionId, kind: 'web_session', sampleRate: RECORDING_RATE },
+            this.recording.clock,
+            log,
+          )
+        : null;
     const bridge = new SessionBridge(
       ws,
       a.voice,
@@ -175,11 +196,13 @@ export class RealtimeGateway {
         firstMessage: a.firstMessage,
         variables: a.variables,
         analysis: a.agent.analysis,
+        recording: recorded,
       },
       this.tools,
       this.clock,
       this.opts,
-      this.log.child({ sessionId: a.sessionId }),
+      log,
+      recorder,
       this.finaliser.live?.sink(a.token.workspace_id, a.sessionId) ?? null,
     );
     this.bridges.add(bridge);

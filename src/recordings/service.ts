@@ -16,6 +16,7 @@ import type { RecordingLinks } from './signed-url.js';
 import type { RecordingStorage } from './storage.js';
 import type { RecordingKind, RecordingRow, RecordingStore } from './store.js';
 import { TwoChannelRecorder } from './two-channel.js';
+import { ClockedTwoChannelRecorder } from './clocked.js';
 import { WAV_HEADER_BYTES, wavHeader } from './wav.js';
 import { RecordingWriter } from './writer.js';
 
@@ -24,6 +25,13 @@ export type RecordingSettings = components['schemas']['RecordingSettings'];
 export interface RecordingView {
   recording: Recording;
   recording_url: string;
+}
+
+export interface NewRecording {
+  workspaceId: string;
+  conversationId: string;
+  kind: RecordingKind;
+  sampleRate: number;
 }
 
 export interface RecordingOptions {
@@ -47,15 +55,30 @@ const SWEEP_BATCH = 100;
 
 export type NotFoundReason = 'not_enabled' | 'not_started' | 'deleted' | 'expired';
 
-const REASON_TEXT: Record<NotFoundReason, string> = {
-  not_enabled: "recording was off for it (the agent's, call's or batch's recording setting)",
-  not_started: 'no audio has been recorded (the conversation was not answered, or has not started yet)',
-  deleted: 'its recording was deleted',
-  expired: "its recording was removed by the workspace's retention",
+const REASON_TEXT: Record<RecordingKind, Record<NotFoundReason, string>> = {
+  phone_call: {
+    not_enabled: "recording was off for it (the agent's, call's or batch's recording setting)",
+    not_started: 'no audio has been recorded (the conversation was not answered, or has not started yet)',
+    deleted: 'its recording was deleted',
+    expired: "its recording was removed by the workspace's retention",
+  },
+  web_session: {
+    not_enabled: "recording was off for it (the agent's recording setting when the session started; text sessions are never recorded)",
+    not_started: 'no audio has been recorded (the session ended as it started)',
+    deleted: 'its recording was deleted',
+    expired: "its recording was removed by the workspace's retention",
+  },
 };
 
-export function recordingNotFound(conversationId: string, reason: NotFoundReason): ApiError<404> {
-  return new ApiError(404, 'not_found_error', 'recording_not_found', `${conversationId} has no recording: ${REASON_TEXT[reason]}.`, { reason });
+export function recordingNotFound(conversationId: string, reason: NotFoundReason, kind: RecordingKind = 'phone_call'): ApiError<404> {
+  return new ApiError(404, 'not_found_error', 'recording_not_found', `${conversationId} has no recording: ${REASON_TEXT[kind][reason]}.`, { reason });
+}
+
+/** A conversation whose recording is asked for: its id, kind and whether its recording setting was on. */
+export interface RecordedConversation {
+  id: string;
+  kind: RecordingKind;
+  recordingEnabled: boolean;
 }
 
 export interface WavReply {
@@ -74,8 +97,18 @@ export class RecordingService {
     private readonly log: Logger,
   ) {}
 
-  /** Starts recording a conversation in two channels; the row is written in the background (the first chunk waits for it). */
-  startTwoChannel(c: { workspaceId: string; conversationId: string; kind: RecordingKind; sampleRate: number }, log: Logger): TwoChannelRecorder {
+  /** Starts recording a conversation in two channels, the person's audio its clock (a phone call: a frame every 20 ms). */
+  startTwoChannel(c: NewRecording, log: Logger): TwoChannelRecorder {
+    return new TwoChannelRecorder(this.writer(c, log), c.sampleRate);
+  }
+
+  /** Starts recording a conversation in two channels on `clock` (a web session: the browser's audio comes in bursts). */
+  startClockedTwoChannel(c: NewRecording, clock: Clock, log: Logger): ClockedTwoChannelRecorder {
+    return new ClockedTwoChannelRecorder(this.writer(c, log), c.sampleRate, clock);
+  }
+
+  /** The recording's writer; its row is written in the background (the first chunk waits for it). */
+  private writer(c: NewRecording, log: Logger): RecordingWriter {
     const row = this.store
       .create({
         id: newId('recording'),
@@ -91,8 +124,7 @@ export class RecordingService {
         log.warn({ err: (err as Error).message }, 'recording could not be started; the conversation goes on unrecorded');
         return null;
       });
-    const writer = new RecordingWriter(row, this.store, this.storage, this.clock, { flushMs: this.opts.flushMs, maxBytes: this.opts.maxBytes }, log);
-    return new TwoChannelRecorder(writer, c.sampleRate);
+    return new RecordingWriter(row, this.store, this.storage, this.clock, { flushMs: this.opts.flushMs, maxBytes: this.opts.maxBytes }, log);
   }
 
   /** What the call record and `call.completed` show: null when there is no recording (or it was removed). */
@@ -110,7 +142,7 @@ export class RecordingService {
         truncated: row.truncated,
         created_at: new Date(row.created_at).toISOString(),
       },
-      recording_url: this.links.url(row.conversation_id, this.clock.now()),
+      recording_url: this.links.url(row.conversation_id, row.kind, this.clock.now()),
     };
   }
 
@@ -129,12 +161,12 @@ export class RecordingService {
     return out;
   }
 
-  /** The conversation's recording as WAV (whole, or the part `range` asks for); `enabled`: whether its setting was on. */
-  async wav(conversationId: string, enabled: boolean, range: string | undefined): Promise<WavReply> {
-    const row = await this.store.byConversation(conversationId);
-    if (!row) throw recordingNotFound(conversationId, enabled ? 'not_started' : 'not_enabled');
-    if (row.status === 'removed') throw recordingNotFound(conversationId, row.removed_reason ?? 'deleted');
-    if (row.status === 'recording' && row.bytes === 0) throw recordingNotFound(conversationId, 'not_started');
+  /** The conversation's recording as WAV (whole, or the part `range` asks for). */
+  async wav(c: RecordedConversation, range: string | undefined): Promise<WavReply> {
+    const row = await this.store.byConversation(c.id);
+    if (!row) throw recordingNotFound(c.id, c.recordingEnabled ? 'not_started' : 'not_enabled', c.kind);
+    if (row.status === 'removed') throw recordingNotFound(c.id, row.removed_reason ?? 'deleted', c.kind);
+    if (row.status === 'recording' && row.bytes === 0) throw recordingNotFound(c.id, 'not_started', c.kind);
     const size = WAV_HEADER_BYTES + row.bytes;
     const r = parseRange(range, size);
     if (r === 'unsatisfiable') {
@@ -171,12 +203,15 @@ export class RecordingService {
   }
 
   /** Deletes the recording's audio for good (the row stays, saying why, so a download can tell). */
-  async remove(conversationId: string, enabled: boolean, reason: 'deleted' | 'expired' = 'deleted'): Promise<void> {
-    const row = await this.store.byConversation(conversationId);
-    if (!row) throw recordingNotFound(conversationId, enabled ? 'not_started' : 'not_enabled');
-    if (row.status === 'removed') throw recordingNotFound(conversationId, row.removed_reason ?? 'deleted');
-    if (row.status === 'recording') throw conflict('recording_in_progress', 'The call is still in progress; delete its recording once it has ended.');
-    await this.removeRow(row, reason);
+  async remove(c: RecordedConversation): Promise<void> {
+    const row = await this.store.byConversation(c.id);
+    if (!row) throw recordingNotFound(c.id, c.recordingEnabled ? 'not_started' : 'not_enabled', c.kind);
+    if (row.status === 'removed') throw recordingNotFound(c.id, row.removed_reason ?? 'deleted', c.kind);
+    if (row.status === 'recording') {
+      const what = c.kind === 'web_session' ? 'web session' : 'call';
+      throw conflict('recording_in_progress', `The ${what} is still in progress; delete its recording once it has ended.`);
+    }
+    await this.removeRow(row, 'deleted');
   }
 
   private async removeRow(row: RecordingRow, reason: 'deleted' | 'expired'): Promise<boolean> {
@@ -226,10 +261,12 @@ export class RecordingService {
   }
 
   /** For the signed download: 403 unless the link verifies and has not expired. */
-  checkLink(conversationId: string, expires: number, signature: string): void {
+  checkLink(conversationId: string, kind: RecordingKind, expires: number, signature: string): void {
     const verdict = this.links.check(conversationId, expires, signature, this.clock.now());
     if (verdict === 'invalid') throw forbidden('invalid_signature', 'This recording link is not valid.', 'signature');
-    if (verdict === 'expired')
-      throw forbidden('recording_url_expired', 'This recording link has expired; fetch the call again for a fresh recording_url.', 'expires');
+    if (verdict === 'expired') {
+      const record = kind === 'web_session' ? "the web session's record" : 'the call';
+      throw forbidden('recording_url_expired', `This recording link has expired; fetch ${record} again for a fresh recording_url.`, 'expires');
+    }
   }
 }

@@ -27,6 +27,8 @@ export class RecordingWriter {
   private truncationMarked = false;
   private chain: Promise<void> = Promise.resolve();
   private readonly timer: NodeJS.Timeout;
+  /** Called at the start of every flush: a recorder on a clock appends what has become final (clocked.ts). */
+  beforeFlush: (() => void) | null = null;
 
   constructor(
     private readonly recording: Promise<RecordingRow | null>,
@@ -66,6 +68,7 @@ export class RecordingWriter {
 
   /** Hands what is buffered to storage as the next chunk. */
   flush(): void {
+    if (!this.closed) this.beforeFlush?.();
     if (this.partBytes === 0) {
       if (this.truncated && !this.truncationMarked) {
         this.truncationMarked = true;

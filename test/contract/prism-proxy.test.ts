@@ -346,6 +346,23 @@ describe("every public operation through Prism's validating proxy", () => {
     await send('listRealtimeConversationWebhookDeliveries', { token: key, params: convParams, expect: 200 });
     const sessionStream = (await send('streamRealtimeConversationEvents', { token: key, params: convParams, expect: 200 })) as string;
     assert.match(sessionStream, /^event: end$/m);
+    // A recorded voice session (the agent records from now on): its recording by API and by its signed link, deleted.
+    await send('updateAgent', { token: key, params, body: { recording: { enabled: true } }, expect: 200 });
+    const voice = await send('createRealtimeSession', { token: key, body: { agent_id: agentId, user_id: 'prism-voice', source: 'voice' }, expect: 201 });
+    const voiceWs = connect(voice.ws_url);
+    const voiceId = String((await voiceWs.next('session_started')).session_id);
+    await voiceWs.next('turn_complete');
+    await voiceWs.close();
+    const voiceParams = { conversation_id: voiceId };
+    const recorded = await until(
+      'the recorded session',
+      async () => (await t.http.get(`/api/v1/realtime/conversations/${voiceId}`).set('Authorization', `Bearer ${key}`)).body,
+      (b) => Boolean(b?.recording),
+    );
+    await send('getRealtimeConversationRecording', { token: key, params: voiceParams, expect: 200 });
+    const sessionLink = new URL(recorded.recording_url as string);
+    await send('downloadSignedRealtimeConversationRecording', { params: voiceParams, query: Object.fromEntries(sessionLink.searchParams), expect: 200 });
+    await send('deleteRealtimeConversationRecording', { token: key, params: voiceParams, expect: 200 });
 
     // Tidy up, and end the session.
     await send('disableInbound', { token: key, params: { ...params, provider: 'provider_a' }, expect: 200 });

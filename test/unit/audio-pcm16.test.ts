@@ -1,7 +1,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { Downsampler24kTo8k, Upsampler8kTo16k, isSpeech, mulawToPcm16, pcm16ToMulaw, rms } from '../../src/audio/pcm16.js';
+import { Downsampler24kTo8k, Resampler24kTo16k, Upsampler8kTo16k, isSpeech, mulawToPcm16, pcm16ToMulaw, rms } from '../../src/audio/pcm16.js';
 
 const FIXTURES = new URL('../fixtures/audio/', import.meta.url);
 const fixture = (name: string) => readFileSync(new URL(name, FIXTURES));
@@ -97,6 +97,62 @@ describe('24 kHz -> 8 kHz', () => {
     const whole = new Downsampler24kTo8k().process(input);
     for (const size of [960, 962, 322]) {
       const down = new Downsampler24kTo8k();
+      assert.deepEqual(Buffer.concat(frames(input, size).map((f) => down.process(f))), whole, `frame size ${size}`);
+    }
+  });
+});
+
+/** The frequency of a steady tone from its zero crossings (the first quarter, the filter's start-up, left out). */
+function frequencyOf(pcm: Buffer, rate: number): number {
+  const from = Math.floor(pcm.length / 8);
+  const n = (pcm.length >> 1) - from;
+  let crossings = 0;
+  let prev = pcm.readInt16LE(from * 2);
+  for (let i = from + 1; i < from + n; i++) {
+    const v = pcm.readInt16LE(i * 2);
+    if ((prev < 0 && v >= 0) || (prev >= 0 && v < 0)) crossings++;
+    prev = v;
+  }
+  return crossings / 2 / (n / rate);
+}
+
+describe('24 kHz -> 16 kHz (web session recordings)', () => {
+  it('keeps two samples in three: half a second in, half a second out', () => {
+    const out = new Resampler24kTo16k().process(tone(1000, 24_000, 0.5));
+    assert.equal(out.length / 2, 8000);
+    assert.equal(new Resampler24kTo16k().process(tone(1000, 24_000, 0.02)).length / 2, 320, 'a 20 ms frame gives 20 ms');
+  });
+
+  it('a 1 kHz tone comes out as a 1 kHz tone at 16 kHz, at the same level', () => {
+    const out = new Resampler24kTo16k().process(tone(1000, 24_000, 0.5));
+    const f = frequencyOf(out, 16_000);
+    assert.ok(Math.abs(f - 1000) < 5, `frequency ${f} Hz`);
+    const ratio = steadyRms(out) / (10_000 / Math.SQRT2);
+    assert.ok(ratio > 0.97 && ratio < 1.03, `1 kHz gain ${ratio}`);
+  });
+
+  it('passes speech frequencies up to 5 kHz', () => {
+    for (const freq of [300, 3000, 5000]) {
+      const out = new Resampler24kTo16k().process(tone(freq, 24_000, 0.5));
+      const ratio = steadyRms(out) / (10_000 / Math.SQRT2);
+      assert.ok(ratio > 0.9 && ratio < 1.05, `${freq} Hz gain ${ratio}`);
+      assert.ok(Math.abs(frequencyOf(out, 16_000) - freq) < freq * 0.01, `${freq} Hz stays ${freq} Hz`);
+    }
+  });
+
+  it('attenuates an 11 kHz tone instead of folding it to 5 kHz, and a 9 kHz one instead of 7 kHz', () => {
+    for (const freq of [11_000, 9000]) {
+      const ratio = steadyRms(new Resampler24kTo16k().process(tone(freq, 24_000, 0.5))) / (10_000 / Math.SQRT2);
+      assert.ok(ratio < 0.001, `${freq} Hz gain ${ratio}`);
+    }
+  });
+
+  it('gives the same samples frame by frame (any frame size) as for the whole buffer', () => {
+    const input = Buffer.concat([tone(700, 24_000, 0.3), tone(2500, 24_000, 0.3, 5000), tone(6000, 24_000, 0.1, 3000)]);
+    const whole = new Resampler24kTo16k().process(input);
+    assert.equal(whole.length / 2, Math.ceil((input.length / 2) * (2 / 3)));
+    for (const size of [960, 962, 322, 2, 4800]) {
+      const down = new Resampler24kTo16k();
       assert.deepEqual(Buffer.concat(frames(input, size).map((f) => down.process(f))), whole, `frame size ${size}`);
     }
   });
