@@ -121,6 +121,38 @@ export type InboundSetupAction = "answer" | "refuse";
  */
 export type BatchCompletedStatus = "completed" | "canceled" | "failed";
 /**
+ * Where a phone call is, as its live events say: `queued` (created, not yet dialed), `ringing`,
+ * `in_progress` (answered), `transferring` (the agent is handing the call to a transfer number), and
+ * `ended` (the call's record is final; its terminal status is in `call_status`). A call that is
+ * refused before it rings goes from `queued` to `ended`.
+ *
+ */
+export type LiveCallStatus = "queued" | "ringing" | "in_progress" | "transferring" | "ended";
+/**
+ * The call record's status at the change (terminal once `status` is `ended`).
+ */
+export type CallStatus =
+  | "queued"
+  | "initiated"
+  | "ringing"
+  | "in_progress"
+  | "completed"
+  | "busy"
+  | "no_answer"
+  | "failed"
+  | "canceled"
+  | "voicemail";
+/**
+ * `model` is the agent; `user` is the person on the phone.
+ */
+export type CallTranscriptRole = "model" | "user";
+/**
+ * `model` is the agent; `user` is the person.
+ */
+export type LiveTranscriptRole = "model" | "user";
+export type LiveTransferStatus = "started" | "failed";
+export type LiveDtmfRole = "model" | "user";
+/**
  * Compared exactly (no parameters such as `;rate=`); anything else is `unsupported_mime_type`.
  */
 export type RealtimeInputMimeType = "audio/pcm" | "image/jpeg" | "text/plain";
@@ -175,6 +207,16 @@ export interface AsyncApiMessagePayloads {
   inboundSetup?: InboundSetupRequest;
   inboundSetupAnswer?: InboundSetupAnswer;
   batchCompleted?: BatchCompletedEvent;
+  callStatusChanged?: CallStatusChangedEvent;
+  callTranscript?: CallTranscriptEvent;
+  liveStatus?: LiveStatusEvent;
+  liveTranscript?: LiveTranscriptEvent;
+  liveToolCall?: LiveToolCallEvent;
+  liveToolResult?: LiveToolResultEvent;
+  liveInterrupted?: LiveInterruptedEvent;
+  liveTransfer?: LiveTransferEvent;
+  liveDtmf?: LiveDtmfEvent;
+  liveEnd?: LiveEndEvent;
   realtimeClientMessage?: RealtimeClientMessage;
   realtimeSessionStarted?: RealtimeSessionStarted;
   realtimeAudio?: RealtimeAudio;
@@ -543,6 +585,285 @@ export interface BatchCompletedEvent {
    * When the batch reached this terminal state.
    */
   completed_at: string;
+}
+/**
+ * Body of the `call.status_changed` event: a phone call moved on. Sent only to registered webhooks
+ * that list `call.status_changed` in their `events` (never to a call's own `webhook_url`), once per
+ * change, in the transaction that records the change. Each event is delivered on its own (one
+ * attempt, like every event), so receivers order them by `timestamp`, not by arrival. Phone calls
+ * only: web sessions raise no `call.status_changed` (their live events are on their event stream).
+ *
+ */
+export interface CallStatusChangedEvent {
+  event: "call.status_changed";
+  call_id: string;
+  agent_id: string;
+  /**
+   * The batch that placed the call; null for a direct or inbound call.
+   */
+  batch_id: string | null;
+  status: LiveCallStatus;
+  call_status: CallStatus;
+  /**
+   * Why the call ended, one of `CallEndReason` (only with `status` `ended`; null before).
+   */
+  end_reason: string | null;
+  /**
+   * The carrier's own word on the outcome where it gave one (`busy`, `no_answer`, `canceled`,
+   * `failed`, `time_limit`); null otherwise.
+   *
+   */
+  reason: string | null;
+  /**
+   * When the change was recorded.
+   */
+  timestamp: string;
+}
+/**
+ * Body of the `call.transcript` event: one utterance of a phone call finished (one event per entry
+ * the call's transcript keeps, keypad entries included, as they are added). Sent only to registered
+ * webhooks that list `call.transcript` in their `events`. Each is delivered on its own (one attempt),
+ * so receivers order them by `timestamp`. Phone calls only (web sessions stream theirs on their event
+ * stream). Entries beyond the record's size limit (`transcript_truncated`) raise no event.
+ *
+ */
+export interface CallTranscriptEvent {
+  event: "call.transcript";
+  call_id: string;
+  agent_id: string;
+  role: CallTranscriptRole;
+  /**
+   * What was said, or for keypad entries the keys.
+   */
+  text: string;
+  /**
+   * Present only on keypad entries (as in `TranscriptEntry`).
+   */
+  dtmf?: string;
+  /**
+   * When the utterance began, Unix time in seconds (as in the call's transcript).
+   */
+  timestamp: number;
+}
+/**
+ * The conversation moved on. Phone calls: `queued`, `ringing`, `in_progress`, `transferring`, `ended`
+ * (the same moves as the `call.status_changed` webhook). Web sessions: `in_progress` when the session
+ * starts and `ended` when its record is written.
+ *
+ */
+export interface LiveStatusEvent {
+  type: "status";
+  /**
+   * The event's number in its conversation (the SSE `id`).
+   */
+  seq: number;
+  /**
+   * The phone call (`call_...`) or web session (`conv_...`).
+   */
+  conversation_id: string;
+  /**
+   * When the event happened, Unix time in seconds (fractional part allowed).
+   */
+  timestamp: number;
+  status: LiveCallStatus;
+  /**
+   * The record's own status at the change (a phone call's `CallStatus`; a web session's final `status` once ended, else null).
+   */
+  call_status: string | null;
+  /**
+   * Why the conversation ended, with `ended`; null before.
+   */
+  end_reason: string | null;
+  /**
+   * The carrier's word on the outcome where it gave one (`busy`, `no_answer`, `canceled`, `failed`, `time_limit`); null otherwise.
+   */
+  reason: string | null;
+}
+/**
+ * Speech transcribed as it is spoken. `final: false` messages carry the utterance so far (each
+ * replaces the previous one of the same role); the `final: true` message is the finished utterance,
+ * the entry the record's transcript keeps (keypad entries arrive as finals with `dtmf`). The
+ * `timestamp` is when the utterance began (the same for all its messages).
+ *
+ */
+export interface LiveTranscriptEvent {
+  type: "transcript";
+  /**
+   * The event's number in its conversation (the SSE `id`).
+   */
+  seq: number;
+  /**
+   * The phone call (`call_...`) or web session (`conv_...`).
+   */
+  conversation_id: string;
+  /**
+   * When the event happened, Unix time in seconds (fractional part allowed).
+   */
+  timestamp: number;
+  role: LiveTranscriptRole;
+  text: string;
+  /**
+   * True on the finished utterance.
+   */
+  final: boolean;
+  /**
+   * Present only on keypad entries, as in `TranscriptEntry`.
+   */
+  dtmf?: string;
+}
+/**
+ * The agent called a tool; its result follows as `tool_result`.
+ *
+ */
+export interface LiveToolCallEvent {
+  type: "tool_call";
+  /**
+   * The event's number in its conversation (the SSE `id`).
+   */
+  seq: number;
+  /**
+   * The phone call (`call_...`) or web session (`conv_...`).
+   */
+  conversation_id: string;
+  /**
+   * When the event happened, Unix time in seconds (fractional part allowed).
+   */
+  timestamp: number;
+  /**
+   * The tool's name as the agent saw it.
+   */
+  name: string;
+  /**
+   * The arguments the agent gave.
+   */
+  arguments: {};
+}
+/**
+ * A tool call finished, as its `ToolCallRecord` says (a result longer than 4,096 bytes of JSON is cut).
+ *
+ */
+export interface LiveToolResultEvent {
+  type: "tool_result";
+  /**
+   * The event's number in its conversation (the SSE `id`).
+   */
+  seq: number;
+  /**
+   * The phone call (`call_...`) or web session (`conv_...`).
+   */
+  conversation_id: string;
+  /**
+   * When the event happened, Unix time in seconds (fractional part allowed).
+   */
+  timestamp: number;
+  name: string;
+  /**
+   * True when the tool answered successfully.
+   */
+  ok: boolean;
+  /**
+   * What the tool returned (any JSON value; null when it failed before returning).
+   */
+  result: unknown;
+  /**
+   * Why it failed; null when `ok`.
+   */
+  error: string | null;
+  duration_ms: number;
+}
+/**
+ * The person spoke over the agent: the agent's speech was cut off.
+ *
+ */
+export interface LiveInterruptedEvent {
+  type: "interrupted";
+  /**
+   * The event's number in its conversation (the SSE `id`).
+   */
+  seq: number;
+  /**
+   * The phone call (`call_...`) or web session (`conv_...`).
+   */
+  conversation_id: string;
+  /**
+   * When the event happened, Unix time in seconds (fractional part allowed).
+   */
+  timestamp: number;
+}
+/**
+ * The agent handed a phone call to one of its transfer numbers (`started`; `failed` when it could not,
+ * and the call goes on). A started transfer ends the call for the agent (`end_reason` `transferred`).
+ *
+ */
+export interface LiveTransferEvent {
+  type: "transfer";
+  /**
+   * The event's number in its conversation (the SSE `id`).
+   */
+  seq: number;
+  /**
+   * The phone call (`call_...`) or web session (`conv_...`).
+   */
+  conversation_id: string;
+  /**
+   * When the event happened, Unix time in seconds (fractional part allowed).
+   */
+  timestamp: number;
+  /**
+   * The number the call is transferred to (E.164).
+   */
+  to: string;
+  status: LiveTransferStatus;
+}
+/**
+ * Keys pressed on a phone call: by the person (`user`, a run of keys as the agent gets it) or by the
+ * agent (`model`, with its `send_dtmf` tool).
+ *
+ */
+export interface LiveDtmfEvent {
+  type: "dtmf";
+  /**
+   * The event's number in its conversation (the SSE `id`).
+   */
+  seq: number;
+  /**
+   * The phone call (`call_...`) or web session (`conv_...`).
+   */
+  conversation_id: string;
+  /**
+   * When the event happened, Unix time in seconds (fractional part allowed).
+   */
+  timestamp: number;
+  role: LiveDtmfRole;
+  keys: string;
+}
+/**
+ * The conversation's final record is written (its `call.completed` too): the last event, after which
+ * the server closes the stream. Read the whole record with the GET of the conversation.
+ *
+ */
+export interface LiveEndEvent {
+  type: "end";
+  /**
+   * The event's number in its conversation (the SSE `id`).
+   */
+  seq: number;
+  /**
+   * The phone call (`call_...`) or web session (`conv_...`).
+   */
+  conversation_id: string;
+  /**
+   * When the event happened, Unix time in seconds (fractional part allowed).
+   */
+  timestamp: number;
+  /**
+   * The record's final status (a phone call's terminal `CallStatus`; a web session's `completed` or `failed`).
+   */
+  status: string;
+  /**
+   * The record's end reason.
+   */
+  end_reason: string | null;
 }
 /**
  * The only message a client sends: one JSON **text** frame per chunk of input. Binary frames are

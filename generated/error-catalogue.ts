@@ -101,6 +101,7 @@ export const errorCatalogue = {
   csv_record_too_large: { statuses: [422], meaning: "A CSV row holds more than 204,000 characters (102 values of 2,000)." },
   rate_limited: { statuses: [429], meaning: "Too many requests; `Retry-After` says when to retry." },
   concurrency_limit_reached: { statuses: [429], meaning: "The workspace has as many live conversations as its plan allows." },
+  event_stream_limit_reached: { statuses: [429], meaning: "The workspace already holds as many open event streams (`GET .../events`) on this instance as the deployment allows (`EVENTS_MAX_STREAMS_PER_WORKSPACE`, default 50); close one or retry after `Retry-After`." },
   batch_limit_reached: { statuses: [429], meaning: "The workspace has as many batches that are not over (not completed, canceled or failed and reported) as the deployment allows (`BATCH_MAX_OPEN_PER_WORKSPACE`, default 100)." },
   pending_recipient_limit_reached: { statuses: [429], meaning: "The batch's recipients (or those a retry would reopen) would make more recipients wait across the workspace's batches than the deployment allows (`BATCH_MAX_WAITING_RECIPIENTS_PER_WORKSPACE`, default 100,000)." },
   daily_call_cap_reached: { statuses: [429], meaning: "The workspace has placed as many outbound calls today (UTC) as its destination policy's `daily_call_cap` allows; `Retry-After` says when the day ends." },

@@ -921,6 +921,81 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/calls/{call_id}/events": {
+        parameters: {
+            query?: {
+                /**
+                 * @description The same as the `Last-Event-ID` header, for clients that cannot set headers; the header wins when both are given.
+                 * @example 7
+                 */
+                last_event_id?: components["parameters"]["LastEventIdQuery"];
+            };
+            header?: {
+                /**
+                 * @description The `id` of the last event received: the stream resumes with the next one. A non-negative integer
+                 *     (otherwise 422); `0` is the start.
+                 * @example 7
+                 */
+                "Last-Event-ID"?: components["parameters"]["LastEventId"];
+            };
+            path: {
+                /** @description The call's `call_id` (`call_...`); anything else is refused with 422. */
+                call_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Follow a phone call's events (Server-Sent Events)
+         * @description The conversation's events as a `text/event-stream`, from its first (or from after
+         *     `Last-Event-ID`) until its `end`. Works on any instance of the deployment, whichever one runs
+         *     the conversation. Authorised like the GET of the record: another workspace's conversation
+         *     answers 403, an unknown id 404, both before the stream starts and in the error envelope.
+         *
+         *     **Messages.** Each event is one SSE message:
+         *     ```
+         *     id: 7
+         *     event: transcript
+         *     data: {"type":"transcript","seq":7,"conversation_id":"call_...","role":"user","text":"Can I move it?","final":true,"timestamp":1795305090.8}
+         *     ```
+         *     `id` is the event's sequence number in its conversation (1, 2, 3... with no gaps while the
+         *     conversation is under its event cap), `event` its type, `data` one line of JSON whose
+         *     `type`, `seq` and `conversation_id` repeat them. Types (schemas in the AsyncAPI document,
+         *     channel `conversationEvents`): `status` (queued, ringing, in_progress, transferring, ended;
+         *     web sessions: in_progress, ended), `transcript` (partial text with `final: false`, then the
+         *     finished utterance with `final: true`; role, text, timestamp), `tool_call` (name and
+         *     arguments), `tool_result` (ok, result or error, duration), `interrupted` (the person spoke over
+         *     the agent), `transfer` (the agent handed the call to a number: `started`, `failed`), `dtmf`
+         *     (keys pressed by the person or the agent), and `end` (the final record is written: its status
+         *     and end reason; read the record with the GET of the conversation).
+         *
+         *     **Resuming.** Send the last `id` you received as the `Last-Event-ID` header (what browsers'
+         *     `EventSource` do on reconnecting) or, for clients that cannot set headers, as the
+         *     `last_event_id` query parameter (the header wins when both are given): the stream starts with
+         *     the next event, none lost, none repeated. `0` (or neither) starts from the first event.
+         *
+         *     **End.** After the `end` event, written once the conversation's final record (and its
+         *     `call.completed`) is, the server closes the stream. A finished conversation's stream replays
+         *     every stored event and closes. Events are kept for `EVENTS_RETENTION_MS` (7 days by default)
+         *     after they were written, and go with their workspace; the stream of a finished conversation
+         *     whose events are gone (or that ended before this feature) holds just an `end` event.
+         *
+         *     **Keep-alive.** A comment line `: keepalive` every `EVENTS_HEARTBEAT_MS` (15 s by default)
+         *     keeps proxies from closing an idle stream.
+         *
+         *     **Limits.** A workspace may hold `EVENTS_MAX_STREAMS_PER_WORKSPACE` (50) open streams per
+         *     instance; beyond it 429 `event_stream_limit_reached`. A conversation keeps at most
+         *     `EVENTS_MAX_PER_CONVERSATION` (10,000) events: past it, further events are not stored or sent,
+         *     except its `end`, which is always written (so every stream ends; the record has everything).
+         */
+        get: operations["streamCallEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/calls/{call_id}/recording": {
         parameters: {
             query?: never;
@@ -1675,6 +1750,81 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/realtime/conversations/{conversation_id}/events": {
+        parameters: {
+            query?: {
+                /**
+                 * @description The same as the `Last-Event-ID` header, for clients that cannot set headers; the header wins when both are given.
+                 * @example 7
+                 */
+                last_event_id?: components["parameters"]["LastEventIdQuery"];
+            };
+            header?: {
+                /**
+                 * @description The `id` of the last event received: the stream resumes with the next one. A non-negative integer
+                 *     (otherwise 422); `0` is the start.
+                 * @example 7
+                 */
+                "Last-Event-ID"?: components["parameters"]["LastEventId"];
+            };
+            path: {
+                /** @description The web session's id (`conv_...`, live or finished). Any id that matches no session of any workspace answers 404. */
+                conversation_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Follow a web session's events (Server-Sent Events)
+         * @description The conversation's events as a `text/event-stream`, from its first (or from after
+         *     `Last-Event-ID`) until its `end`. Works on any instance of the deployment, whichever one runs
+         *     the conversation. Authorised like the GET of the record: another workspace's conversation
+         *     answers 403, an unknown id 404, both before the stream starts and in the error envelope.
+         *
+         *     **Messages.** Each event is one SSE message:
+         *     ```
+         *     id: 7
+         *     event: transcript
+         *     data: {"type":"transcript","seq":7,"conversation_id":"call_...","role":"user","text":"Can I move it?","final":true,"timestamp":1795305090.8}
+         *     ```
+         *     `id` is the event's sequence number in its conversation (1, 2, 3... with no gaps while the
+         *     conversation is under its event cap), `event` its type, `data` one line of JSON whose
+         *     `type`, `seq` and `conversation_id` repeat them. Types (schemas in the AsyncAPI document,
+         *     channel `conversationEvents`): `status` (queued, ringing, in_progress, transferring, ended;
+         *     web sessions: in_progress, ended), `transcript` (partial text with `final: false`, then the
+         *     finished utterance with `final: true`; role, text, timestamp), `tool_call` (name and
+         *     arguments), `tool_result` (ok, result or error, duration), `interrupted` (the person spoke over
+         *     the agent), `transfer` (the agent handed the call to a number: `started`, `failed`), `dtmf`
+         *     (keys pressed by the person or the agent), and `end` (the final record is written: its status
+         *     and end reason; read the record with the GET of the conversation).
+         *
+         *     **Resuming.** Send the last `id` you received as the `Last-Event-ID` header (what browsers'
+         *     `EventSource` do on reconnecting) or, for clients that cannot set headers, as the
+         *     `last_event_id` query parameter (the header wins when both are given): the stream starts with
+         *     the next event, none lost, none repeated. `0` (or neither) starts from the first event.
+         *
+         *     **End.** After the `end` event, written once the conversation's final record (and its
+         *     `call.completed`) is, the server closes the stream. A finished conversation's stream replays
+         *     every stored event and closes. Events are kept for `EVENTS_RETENTION_MS` (7 days by default)
+         *     after they were written, and go with their workspace; the stream of a finished conversation
+         *     whose events are gone (or that ended before this feature) holds just an `end` event.
+         *
+         *     **Keep-alive.** A comment line `: keepalive` every `EVENTS_HEARTBEAT_MS` (15 s by default)
+         *     keeps proxies from closing an idle stream.
+         *
+         *     **Limits.** A workspace may hold `EVENTS_MAX_STREAMS_PER_WORKSPACE` (50) open streams per
+         *     instance; beyond it 429 `event_stream_limit_reached`. A conversation keeps at most
+         *     `EVENTS_MAX_PER_CONVERSATION` (10,000) events: past it, further events are not stored or sent,
+         *     except its `end`, which is always written (so every stream ends; the record has everything).
+         */
+        get: operations["streamRealtimeConversationEvents"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/sandbox/inbound-calls": {
         parameters: {
             query?: never;
@@ -2360,6 +2510,63 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "call.status_changed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A phone call moved on (opt-in)
+         * @description Sent when a phone call is queued, rings, is answered (`in_progress`), is being transferred
+         *     (`transferring`) and when its record is final (`ended`, with the terminal `call_status`, the
+         *     `end_reason` and the carrier's `reason` where it gave one). Phone calls only.
+         *
+         *     **Targets.** Only registered webhooks whose `events` list `call.status_changed`; a webhook
+         *     registered without `events` does not receive it, and a call's own `webhook_url` never does.
+         *
+         *     **Delivery and authenticity** are as for `call.completed`: one attempt per target, 10 second
+         *     timeout, redirects not followed, never retried; the same signature headers. Events are
+         *     delivered independently: order them by `timestamp`.
+         */
+        post: operations["callStatusChangedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "call.transcript": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A phone call's utterance finished (opt-in)
+         * @description Sent once per entry of a phone call's transcript as it is added (a finished utterance of the
+         *     agent or the person, or a run of keypad keys). Phone calls only.
+         *
+         *     **Targets.** Only registered webhooks whose `events` list `call.transcript`; a webhook
+         *     registered without `events` does not receive it, and a call's own `webhook_url` never does.
+         *
+         *     **Delivery and authenticity** are as for `call.completed` (one attempt, never retried, the same
+         *     signature headers). Events are delivered independently: order them by `timestamp`. The whole
+         *     transcript is in `call.completed` and `GET /api/v1/calls/{call_id}`.
+         */
+        post: operations["callTranscriptWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "inbound.setup": {
         parameters: {
             query?: never;
@@ -2461,7 +2668,7 @@ export interface components {
          *     string, so that a code added later does not break a client: handle the codes you know and treat
          *     any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -4396,10 +4603,15 @@ export interface components {
         /**
          * WebhookEventType
          * @description An event kind. `call.completed`: a phone call or a web session ended. `batch.completed`: a batch
-         *     reached a terminal state.
+         *     reached a terminal state. `call.status_changed`: a phone call moved on (queued, ringing,
+         *     in_progress, transferring, ended). `call.transcript`: a phone call's utterance finished (one event
+         *     per transcript entry). The last two are sent only to webhooks that list them in `events`: a
+         *     webhook registered without `events` receives `call.completed` and `batch.completed` only. They
+         *     are raised for phone calls only; a web session's live events are on its event stream
+         *     (`GET /api/v1/realtime/conversations/{conversation_id}/events`).
          * @enum {string}
          */
-        WebhookEventType: "call.completed" | "batch.completed";
+        WebhookEventType: "call.completed" | "batch.completed" | "call.status_changed" | "call.transcript";
         /**
          * WebhookDeliveryError
          * @description Why a webhook delivery failed. `timeout`: no answer within 10 seconds; `redirect_not_followed`: the
@@ -5275,7 +5487,8 @@ export interface components {
              */
             url: string;
             /**
-             * @description The event kinds to receive. Omitted: both. On a URL already registered, nothing changes: the
+             * @description The event kinds to receive. Omitted: `call.completed` and `batch.completed` (the live kinds
+             *     `call.status_changed` and `call.transcript` are sent only to webhooks that list them). On a URL already registered, nothing changes: the
              *     existing webhook is returned as it is (change its events with `PATCH /api/v1/webhooks/{webhook_id}`).
              */
             events?: components["schemas"]["WebhookEventType"][];
@@ -6122,6 +6335,95 @@ export interface components {
             completed_at: string;
         };
         /**
+         * LiveCallStatus
+         * @description Where a phone call is, as its live events say: `queued` (created, not yet dialed), `ringing`,
+         *     `in_progress` (answered), `transferring` (the agent is handing the call to a transfer number), and
+         *     `ended` (the call's record is final; its terminal status is in `call_status`). A call that is
+         *     refused before it rings goes from `queued` to `ended`.
+         * @enum {string}
+         */
+        LiveCallStatus: "queued" | "ringing" | "in_progress" | "transferring" | "ended";
+        /**
+         * CallStatusChangedEvent
+         * @description Body of the `call.status_changed` event: a phone call moved on. Sent only to registered webhooks
+         *     that list `call.status_changed` in their `events` (never to a call's own `webhook_url`), once per
+         *     change, in the transaction that records the change. Each event is delivered on its own (one
+         *     attempt, like every event), so receivers order them by `timestamp`, not by arrival. Phone calls
+         *     only: web sessions raise no `call.status_changed` (their live events are on their event stream).
+         * @example {
+         *       "event": "call.status_changed",
+         *       "call_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
+         *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+         *       "batch_id": null,
+         *       "status": "ended",
+         *       "call_status": "busy",
+         *       "end_reason": "not_answered",
+         *       "reason": "busy",
+         *       "timestamp": "2026-11-21T23:51:30.000Z"
+         *     }
+         */
+        CallStatusChangedEvent: {
+            /** @constant */
+            event: "call.status_changed";
+            /** @example call_01JD5Z9K3M4N5P6Q7R8S9T0V1W */
+            call_id: string;
+            /** @example agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R */
+            agent_id: string;
+            /** @description The batch that placed the call; null for a direct or inbound call. */
+            batch_id: string | null;
+            status: components["schemas"]["LiveCallStatus"];
+            /** @description The call record's status at the change (terminal once `status` is `ended`). */
+            call_status: components["schemas"]["CallStatus"];
+            /** @description Why the call ended, one of `CallEndReason` (only with `status` `ended`; null before). */
+            end_reason: string | null;
+            /**
+             * @description The carrier's own word on the outcome where it gave one (`busy`, `no_answer`, `canceled`,
+             *     `failed`, `time_limit`); null otherwise.
+             */
+            reason: string | null;
+            /**
+             * Format: date-time
+             * @description When the change was recorded.
+             */
+            timestamp: string;
+        };
+        /**
+         * CallTranscriptEvent
+         * @description Body of the `call.transcript` event: one utterance of a phone call finished (one event per entry
+         *     the call's transcript keeps, keypad entries included, as they are added). Sent only to registered
+         *     webhooks that list `call.transcript` in their `events`. Each is delivered on its own (one attempt),
+         *     so receivers order them by `timestamp`. Phone calls only (web sessions stream theirs on their event
+         *     stream). Entries beyond the record's size limit (`transcript_truncated`) raise no event.
+         * @example {
+         *       "event": "call.transcript",
+         *       "call_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
+         *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+         *       "role": "user",
+         *       "text": "Can I move it to Wednesday?",
+         *       "timestamp": 1795305090.8
+         *     }
+         */
+        CallTranscriptEvent: {
+            /** @constant */
+            event: "call.transcript";
+            /** @example call_01JD5Z9K3M4N5P6Q7R8S9T0V1W */
+            call_id: string;
+            /** @example agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R */
+            agent_id: string;
+            /**
+             * CallTranscriptRole
+             * @description `model` is the agent; `user` is the person on the phone.
+             * @enum {string}
+             */
+            role: "model" | "user";
+            /** @description What was said, or for keypad entries the keys. */
+            text: string;
+            /** @description Present only on keypad entries (as in `TranscriptEntry`). */
+            dtmf?: string;
+            /** @description When the utterance began, Unix time in seconds (as in the call's transcript). */
+            timestamp: number;
+        };
+        /**
          * InboundSetupRequest
          * @description The body of an `inbound.setup` request, sent before an inbound call is answered.
          */
@@ -6449,6 +6751,54 @@ export interface components {
             };
             content?: never;
         };
+        /**
+         * @description The stream of the conversation's events (see the operation's description; each `data` is one of the
+         *     AsyncAPI `conversationEvents` messages). The server closes it after the `end` event.
+         */
+        EventStream: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
+                /** @description `no-cache`: the stream is never cached. */
+                "Cache-Control": "no-cache";
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example id: 1
+                 *     event: status
+                 *     data: {"type":"status","seq":1,"conversation_id":"call_01JD5Z9K3M4N5P6Q7R8S9T0V1W","status":"queued","call_status":"queued","end_reason":null,"reason":null,"timestamp":1795305078.1}
+                 *
+                 *     : keepalive
+                 *
+                 *     id: 2
+                 *     event: status
+                 *     data: {"type":"status","seq":2,"conversation_id":"call_01JD5Z9K3M4N5P6Q7R8S9T0V1W","status":"ringing","call_status":"ringing","end_reason":null,"reason":null,"timestamp":1795305079.4}
+                 */
+                "text/event-stream": string;
+            };
+        };
+        /** @description The workspace holds as many open event streams as allowed (`event_stream_limit_reached`); `Retry-After` says when to try again. */
+        EventStreamLimit: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
+                "Retry-After": components["headers"]["RetryAfter"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "type": "rate_limit_error",
+                 *         "code": "event_stream_limit_reached",
+                 *         "message": "The workspace holds 50 open event streams on this instance, the most allowed; close one first.",
+                 *         "param": null,
+                 *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
         /** @description The whole file. */
         RecordingFile: {
             headers: {
@@ -6549,6 +6899,17 @@ export interface components {
          * @example "3f1c2a9b7d6e5f40a1b2c3d4e5f60718"
          */
         IfNoneMatch: string;
+        /**
+         * @description The `id` of the last event received: the stream resumes with the next one. A non-negative integer
+         *     (otherwise 422); `0` is the start.
+         * @example 7
+         */
+        LastEventId: string;
+        /**
+         * @description The same as the `Last-Event-ID` header, for clients that cannot set headers; the header wins when both are given.
+         * @example 7
+         */
+        LastEventIdQuery: string;
     };
     requestBodies: never;
     headers: {
@@ -10277,6 +10638,41 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    streamCallEvents: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The same as the `Last-Event-ID` header, for clients that cannot set headers; the header wins when both are given.
+                 * @example 7
+                 */
+                last_event_id?: components["parameters"]["LastEventIdQuery"];
+            };
+            header?: {
+                /**
+                 * @description The `id` of the last event received: the stream resumes with the next one. A non-negative integer
+                 *     (otherwise 422); `0` is the start.
+                 * @example 7
+                 */
+                "Last-Event-ID"?: components["parameters"]["LastEventId"];
+            };
+            path: {
+                /** @description The call's `call_id` (`call_...`); anything else is refused with 422. */
+                call_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["EventStream"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["EventStreamLimit"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     getCallRecording: {
         parameters: {
             query?: never;
@@ -12718,6 +13114,41 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    streamRealtimeConversationEvents: {
+        parameters: {
+            query?: {
+                /**
+                 * @description The same as the `Last-Event-ID` header, for clients that cannot set headers; the header wins when both are given.
+                 * @example 7
+                 */
+                last_event_id?: components["parameters"]["LastEventIdQuery"];
+            };
+            header?: {
+                /**
+                 * @description The `id` of the last event received: the stream resumes with the next one. A non-negative integer
+                 *     (otherwise 422); `0` is the start.
+                 * @example 7
+                 */
+                "Last-Event-ID"?: components["parameters"]["LastEventId"];
+            };
+            path: {
+                /** @description The web session's id (`conv_...`, live or finished). Any id that matches no session of any workspace answers 404. */
+                conversation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            200: components["responses"]["EventStream"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            429: components["responses"]["EventStreamLimit"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     createSandboxInboundCall: {
         parameters: {
             query?: never;
@@ -14103,6 +14534,155 @@ export interface operations {
                  *     }
                  */
                 "application/json": components["schemas"]["BatchCompletedEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx marks the delivery succeeded; anything else (including 3xx) is recorded as failed and not retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status, a redirect, or no answer within 10 seconds. The delivery is recorded as failed and not retried. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    callStatusChangedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Lowercase hex HMAC-SHA256 of the exact raw request body, keyed with the UTF-8 bytes of the
+                 *     workspace's `webhook_secret` string as returned by `GET /api/v1/webhooks/secret`
+                 *     (`whsec_` prefix included). Sent on every delivery except in the rare case where the
+                 *     secret cannot be loaded, when it is omitted.
+                 * @example a5834a7cb94823e697f1903f79900f68faf313be772b7b2cf8a500be838ed0e2
+                 */
+                "X-Webhook-Signature"?: string;
+                /**
+                 * @description The event's id (`evt_` + ULID). The same for every target of one event and never reused,
+                 *     so a receiver can de-duplicate.
+                 * @example evt_01JD5ZC4D5E6F7G8H9J0K1M2N3
+                 */
+                "webhook-id": string;
+                /**
+                 * @description When this delivery attempt was sent, as Unix time in whole seconds.
+                 * @example 1795305197
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated entries `v1,<base64 HMAC-SHA256>` over
+                 *     `{webhook-id}.{webhook-timestamp}.{raw body}`, keyed with the base64-decoded part of
+                 *     `webhook_secret` after `whsec_`. One entry today; accept the request if any entry matches.
+                 *     Omitted, like `X-Webhook-Signature`, when the secret cannot be loaded.
+                 * @example v1,r2uxldKWrzpOlRHBoIj1BNRaANPWiuZ88KOFxql/vwM=
+                 */
+                "webhook-signature"?: string;
+                /**
+                 * @description Identifies the sender; the request's `Content-Type` is always `application/json`.
+                 * @example VoiceAgentService-Webhooks/1.0
+                 */
+                "User-Agent": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, as UTF-8 JSON. Verify signatures over these exact bytes. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "event": "call.status_changed",
+                 *       "call_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
+                 *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                 *       "batch_id": null,
+                 *       "status": "in_progress",
+                 *       "call_status": "in_progress",
+                 *       "end_reason": null,
+                 *       "reason": null,
+                 *       "timestamp": "2026-11-21T23:51:24.000Z"
+                 *     }
+                 */
+                "application/json": components["schemas"]["CallStatusChangedEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx marks the delivery succeeded; anything else (including 3xx) is recorded as failed and not retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status, a redirect, or no answer within 10 seconds. The delivery is recorded as failed and not retried. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    callTranscriptWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Lowercase hex HMAC-SHA256 of the exact raw request body, keyed with the UTF-8 bytes of the
+                 *     workspace's `webhook_secret` string as returned by `GET /api/v1/webhooks/secret`
+                 *     (`whsec_` prefix included). Sent on every delivery except in the rare case where the
+                 *     secret cannot be loaded, when it is omitted.
+                 * @example a5834a7cb94823e697f1903f79900f68faf313be772b7b2cf8a500be838ed0e2
+                 */
+                "X-Webhook-Signature"?: string;
+                /**
+                 * @description The event's id (`evt_` + ULID). The same for every target of one event and never reused,
+                 *     so a receiver can de-duplicate.
+                 * @example evt_01JD5ZC4D5E6F7G8H9J0K1M2N3
+                 */
+                "webhook-id": string;
+                /**
+                 * @description When this delivery attempt was sent, as Unix time in whole seconds.
+                 * @example 1795305197
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated entries `v1,<base64 HMAC-SHA256>` over
+                 *     `{webhook-id}.{webhook-timestamp}.{raw body}`, keyed with the base64-decoded part of
+                 *     `webhook_secret` after `whsec_`. One entry today; accept the request if any entry matches.
+                 *     Omitted, like `X-Webhook-Signature`, when the secret cannot be loaded.
+                 * @example v1,r2uxldKWrzpOlRHBoIj1BNRaANPWiuZ88KOFxql/vwM=
+                 */
+                "webhook-signature"?: string;
+                /**
+                 * @description Identifies the sender; the request's `Content-Type` is always `application/json`.
+                 * @example VoiceAgentService-Webhooks/1.0
+                 */
+                "User-Agent": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, as UTF-8 JSON. Verify signatures over these exact bytes. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "event": "call.transcript",
+                 *       "call_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
+                 *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                 *       "role": "user",
+                 *       "text": "Can I move it to Wednesday?",
+                 *       "timestamp": 1795305090.8
+                 *     }
+                 */
+                "application/json": components["schemas"]["CallTranscriptEvent"];
             };
         };
         responses: {

@@ -401,6 +401,14 @@ export const operations = [
     ]
   },
   {
+    "operationId": "streamCallEvents",
+    "method": "GET",
+    "path": "/api/v1/calls/{call_id}/events",
+    "tags": [
+      "Live Events"
+    ]
+  },
+  {
     "operationId": "getCallRecording",
     "method": "GET",
     "path": "/api/v1/calls/{call_id}/recording",
@@ -646,6 +654,14 @@ export const operations = [
     "path": "/api/v1/realtime/conversations/{conversation_id}/recording/download",
     "tags": [
       "Recordings"
+    ]
+  },
+  {
+    "operationId": "streamRealtimeConversationEvents",
+    "method": "GET",
+    "path": "/api/v1/realtime/conversations/{conversation_id}/events",
+    "tags": [
+      "Live Events"
     ]
   },
   {

@@ -14,7 +14,9 @@ export const LAYERS = [
   ['carriers', 'voice'],
   // Domains that stand alone, and the simulators of our peers. destinations: which numbers a
   // workspace may call (agents check transfer numbers with it, so it imports no other domain).
-  ['workspaces', 'destinations', 'agents', 'tools', 'knowledge', 'mcp', 'webhooks', 'system', 'sandbox'],
+  // events: conversations' live events, stored, streamed (SSE) and expired; it knows no call or
+  // session (calls and realtime check who may read a conversation and feed it).
+  ['workspaces', 'destinations', 'agents', 'tools', 'knowledge', 'mcp', 'webhooks', 'events', 'system', 'sandbox'],
   // The engine web sessions and phone calls share; recordings of conversations (calls record through
   // them, so they know no call).
   ['conversation', 'recordings'],

@@ -178,6 +178,21 @@ const schema = z.object({
   WEBHOOK_SECRET_OVERLAP_MS: durationMs(24 * 60 * 60 * 1000),
   /** How long delivery records are kept. */
   WEBHOOK_DELIVERY_RETENTION_MS: durationMs(30 * 24 * 60 * 60 * 1000),
+  /** Live events: queued events of this instance's conversations are written together this often. */
+  EVENTS_FLUSH_MS: z.coerce.number().int().min(1).max(1000).default(25),
+  /** An event stream gets a `: keepalive` comment (and reads again) this often. */
+  EVENTS_HEARTBEAT_MS: z.coerce.number().int().min(100).max(300_000).default(15_000),
+  /** Open event streams a workspace may hold on one instance (429 `event_stream_limit_reached` beyond). */
+  EVENTS_MAX_STREAMS_PER_WORKSPACE: z.coerce.number().int().min(1).default(50),
+  /** Events kept per conversation; beyond, only its `end` is still written. */
+  EVENTS_MAX_PER_CONVERSATION: z.coerce.number().int().min(10).default(10_000),
+  /** How long conversation events are kept, and how often the job removing older ones runs. */
+  EVENTS_RETENTION_MS: z.coerce
+    .number()
+    .int()
+    .min(60_000)
+    .default(7 * 24 * 60 * 60 * 1000),
+  EVENTS_RETENTION_SWEEP_MS: z.coerce.number().int().min(1000).default(3_600_000),
   // Realtime web sessions (src/realtime/).
   /** Lifetime of a realtime session token. */
   REALTIME_TOKEN_TTL_MS: durationMs(60_000),

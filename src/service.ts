@@ -73,12 +73,14 @@ import { CallFinaliser } from './calls/finaliser.js';
 import { InboundSetup } from './calls/inbound-setup.js';
 import { CallService } from './calls/service.js';
 import { CallJobs } from './calls/jobs.js';
-import { callRoutes } from './calls/routes.js';
+import { callEventRoutes, callRoutes } from './calls/routes.js';
 import { BatchStore } from './batches/store.js';
 import { BatchEngine } from './batches/engine.js';
 import { BatchService } from './batches/service.js';
 import { batchRoutes } from './batches/routes.js';
 import { serviceUnavailable } from './errors/api-error.js';
+import { LiveEvents } from './events/index.js';
+import { CallLiveEvents } from './calls/live-events.js';
 
 export interface RunningService {
   url: string;
@@ -115,6 +117,8 @@ export interface RunningService {
   telephony: { carriers: Carriers; media: MediaServer; signals: CallSignals };
   /** The PostgreSQL job queue (dialing, call deadlines). */
   jobs: JobQueue;
+  /** Live events of calls and web sessions: their writer, streams and retention. */
+  liveEvents: LiveEvents;
   /** Recordings of calls and web sessions: storage, links, retention. */
   recordings: RecordingService;
   /** operationIds that have a handler; the rest answer 501. */
@@ -141,6 +145,8 @@ export async function startService(
     onFrameForwarded?: (ns: bigint) => void;
     /** Benchmarks: phone call caller-frame receipt-to-forward time. */
     onCallFrameForwarded?: (ns: bigint) => void;
+    /** Benchmarks: a live event queued by a conversation of this instance (an utterance's end in the bridge). */
+    onLiveEvent?: (conversationId: string, type: string, data: Record<string, unknown>) => void;
   } = {},
 ): Promise<RunningService> {
   const clock = opts.clock ?? systemClock;
@@ -240,6 +246,22 @@ export async function startService(
     db.url,
   );
   const events = new EventPublisher(webhookStore, () => webhookDispatcher.kick());
+  // Live events of calls and web sessions: written in order, streamed by every instance.
+  const liveEvents = new LiveEvents(
+    db.knex,
+    db.url,
+    clock,
+    {
+      flushMs: config.EVENTS_FLUSH_MS,
+      heartbeatMs: config.EVENTS_HEARTBEAT_MS,
+      maxStreamsPerWorkspace: config.EVENTS_MAX_STREAMS_PER_WORKSPACE,
+      maxPerConversation: config.EVENTS_MAX_PER_CONVERSATION,
+      retentionMs: config.EVENTS_RETENTION_MS,
+      retentionSweepMs: config.EVENTS_RETENTION_SWEEP_MS,
+      onAppend: opts.onLiveEvent,
+    },
+    log.child({ component: 'events' }),
+  );
   // The simulators stand in for the carriers and the voice service that have no URL configured.
   const sandbox = await startSandboxes(config, log);
   const voice = createVoiceService(config, { url: config.VOICE_SERVICE_URL ?? sandbox.voice!.url, sandbox: !config.VOICE_SERVICE_URL }, log);
@@ -285,6 +307,7 @@ export async function startService(
     recordingClock: opts.recordingClock ?? clock,
     onForward: opts.onFrameForwarded,
     onAudioDropped: (seconds) => audioDropped.inc({ stream: 'realtime' }, seconds),
+    live: liveEvents,
   });
 
   // Phone calls.
@@ -319,6 +342,9 @@ export async function startService(
   const callStore = new CallStore(db.knex);
   const retention = recordings.register(jobs);
   const callLog = log.child({ component: 'calls' });
+  const callLive = new CallLiveEvents(liveEvents.writer, events, clock, callLog);
+  callStore.statusObserver = (moves, trx) => callLive.statusMoved(moves, trx);
+  const eventsRetention = liveEvents.register(jobs);
   const finaliser = new CallFinaliser(callStore, voice, admission, events, jobs, clock, { centsPerMinute: config.CALL_CENTS_PER_MINUTE }, callLog);
   const callService = new CallService(
     callStore,
@@ -343,6 +369,7 @@ export async function startService(
   );
   callService.recordings = recordings;
   finaliser.recordings = recordings;
+  finaliser.live = callLive;
   const callJobs = new CallJobs(callStore, agents, carriers.byProvider, finaliser, jobs, clock, { ...timing, machineDetectionTimeoutS: 30 }, callLog);
   callJobs.register();
   const batchStore = new BatchStore(db.knex);
@@ -391,7 +418,20 @@ export async function startService(
   const ringer = sandbox.carriers && { providers: sandbox.carriers.providers, ring: sandbox.carriers.server.ring };
   const inbound = new InboundNumbers(agents, carriers.byProvider, callStore, ringer, callLog);
   const media = new MediaServer(
-    { store: callStore, voice, tools: toolRunner, finaliser, clock, carriers: carriers.byProvider, agents, admission, signals, destinations, recordings },
+    {
+      store: callStore,
+      voice,
+      tools: toolRunner,
+      finaliser,
+      clock,
+      carriers: carriers.byProvider,
+      agents,
+      admission,
+      signals,
+      destinations,
+      recordings,
+      live: callLive,
+    },
     {
       toolTimeoutMs: config.REALTIME_TOOL_TIMEOUT_MS,
       toolFillerMs: config.REALTIME_TOOL_FILLER_MS,
@@ -465,6 +505,7 @@ export async function startService(
       },
       realtime.recorded,
     ),
+    ...callEventRoutes(callService, liveEvents),
   };
   // A draining instance starts no new conversation: the request did nothing, so the client (or the
   // balancer) sends it again and a ready instance takes it. Everything else is served as usual while
@@ -493,11 +534,13 @@ export async function startService(
   // Calls: cross-instance signals to bridges, then the job queue (dialing, deadlines) once handlers exist.
   await signals.start();
   stopHooks.push(['call signals', () => signals.stop()]);
+  await liveEvents.start();
   await jobs.start();
   stopHooks.push(['job queue', () => jobs.stop()]);
   // Not fatal: a role that may only read and write rows cannot add graphile-worker jobs (row-level
   // security on its private tables, with no policy for that role); the instance serves all the same.
   await retention.schedule().catch((err) => log.warn({ err: (err as Error).message }, 'the recordings retention job could not be scheduled'));
+  await eventsRetention.schedule().catch((err) => log.warn({ err: (err as Error).message }, 'the conversation events retention job could not be scheduled'));
   media.start();
 
   // Connections kept open for MCP tool calls.
@@ -570,6 +613,7 @@ export async function startService(
     telephony: { carriers, media, signals },
     jobs,
     recordings,
+    liveEvents,
     implemented: Object.keys(handlers),
     get draining() {
       return draining;
@@ -585,6 +629,8 @@ export async function startService(
         const deadline = new Promise<void>((resolve) => (deadlineTimer = setTimeout(resolve, config.SHUTDOWN_DRAIN_MS)));
         await Promise.all([realtime.drain(deadline), media.drain(deadline), jobsStopped]);
         clearTimeout(deadlineTimer);
+        // Every conversation here has ended: its events are written; event streams end (clients resume elsewhere).
+        await liveEvents.stop().catch((err) => log.warn({ err }, 'live events did not stop cleanly'));
         const closed = new Promise<void>((resolve) => server.close(() => resolve()));
         server.closeIdleConnections();
         const grace = setTimeout(() => server.closeAllConnections(), config.SHUTDOWN_GRACE_MS);

@@ -19,6 +19,7 @@ import { endTime, finalState } from './lifecycle.js';
 import { DEADLINE_JOB } from './jobs.js';
 import { callCompletedFacts } from './records.js';
 import type { RecordingView } from '../recordings/service.js';
+import type { CallLiveEvents } from './live-events.js';
 import { LIVE_STATUSES, type CallRow, type CallStore, type EndReason } from './store.js';
 
 /** A claim older than this is presumed dead (analysis is bounded well below it). */
@@ -39,6 +40,8 @@ export class CallFinaliser {
   private readonly hooks: FinalisedHook[] = [];
   /** Set once recordings exist (src/service.ts): completes the call's recording and shows it in `call.completed`. */
   recordings: { completeIn(conversationId: string, at: Date, trx: Knex.Transaction): Promise<RecordingView | null> } | null = null;
+  /** Set once live events exist (src/service.ts): the call's `end` event, in the terminal transaction. */
+  live: Pick<CallLiveEvents, 'ended'> | null = null;
 
   constructor(
     private readonly store: CallStore,
@@ -110,6 +113,8 @@ export class CallFinaliser {
         { workspaceId: done.workspace_id, callId: done.id, webhookUrl: done.webhook_url, batchId: done.batch_id, payload: callCompletedFacts(done, recording) },
         trx,
       );
+      // The stream's last event: written with the record, so a stream ends once the record is final.
+      await this.live?.ended(done, trx);
       await this.admission.slots.releaseFixed(done.id, trx);
       for (const hook of this.hooks) await hook(done, trx);
       // The charge takes the workspace's admission lock: after the hooks' rows (a batch row), in the

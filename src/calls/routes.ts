@@ -11,6 +11,8 @@ import type { Context } from 'koa';
 import type { CarrierCallbacks, CarrierRequest } from './callbacks.js';
 import type { InboundNumbers } from './inbound.js';
 import { exemptWhileAnswering } from '../http/connection-limits.js';
+import { resumeAfter, type LiveEvents } from '../events/index.js';
+import { isTerminal } from './store.js';
 
 type WebhookDelivery = components['schemas']['WebhookDelivery'];
 
@@ -59,5 +61,22 @@ export function callRoutes(
     enableInbound: async (req) => ({ status: 200, body: await inbound.enable(workspaceOf(req.auth), req.params.agent_id, req.params.provider) }),
     disableInbound: async (req) => ({ status: 200, body: await inbound.disable(workspaceOf(req.auth), req.params.agent_id, req.params.provider) }),
     createSandboxInboundCall: async (req) => ({ status: 201, body: await inbound.ringSandbox(workspaceOf(req.auth), req.body) }),
+  };
+}
+
+/** The call's live event stream (Server-Sent Events); authorised like `getCall`. */
+export function callEventRoutes(calls: CallService, live: LiveEvents): Handlers {
+  return {
+    streamCallEvents: async (req) => {
+      const workspaceId = workspaceOf(req.auth);
+      const afterSeq = resumeAfter(req.headers['last-event-id'], req.query.last_event_id);
+      const call = await calls.owned(workspaceId, req.params.call_id);
+      const finished = isTerminal(call.status)
+        ? { status: call.status, endReason: call.end_reason, endedAt: new Date(call.ended_at ?? call.updated_at) }
+        : null;
+      const reply = await live.stream({ workspaceId, conversationId: call.id, afterSeq, finished });
+      // The contract's body is the stream's text; Koa pipes the stream.
+      return { ...reply, body: reply.body as never };
+    },
   };
 }

@@ -169,22 +169,66 @@ function encode<T extends Record<string, unknown>>(values: T): Record<string, un
   return out;
 }
 
+/** A call whose status moved (`previous` null: the call was just created). */
+export interface StatusMove {
+  row: CallRow;
+  previous: CallStatus | null;
+}
+
+/** Told of status moves in the transaction that makes them (src/calls/live-events.ts: live events and webhooks). */
+export type StatusObserver = (moves: StatusMove[], trx: Knex.Transaction) => Promise<void>;
+
 export class CallStore {
+  /** Set by the assembly; every write that moves a call's status runs it in its transaction. */
+  statusObserver: StatusObserver | null = null;
+
   constructor(private readonly db: Knex) {}
+
+  /**
+   * Runs a write of one call's status; with an observer, in a transaction that first reads (and
+   * locks) the status before, so the observer learns of exactly the moves that happened.
+   */
+  private async moving(
+    id: string,
+    trx: Knex.Transaction | undefined,
+    write: (db: Knex | Knex.Transaction) => Promise<CallRow | undefined>,
+  ): Promise<CallRow | undefined> {
+    const observer = this.statusObserver;
+    if (!observer) return write(trx ?? this.db);
+    const run = async (t: Knex.Transaction) => {
+      const before: Pick<CallRow, 'status'> | undefined = await t('calls').where({ id }).forUpdate().first('status');
+      const row = await write(t);
+      if (row && before && row.status !== before.status) await observer([{ row, previous: before.status }], t);
+      return row;
+    };
+    return trx ? run(trx) : this.db.transaction(run);
+  }
+
+  private async created(rows: CallRow[], trx: Knex.Transaction | undefined): Promise<void> {
+    const observer = this.statusObserver;
+    if (!observer || rows.length === 0) return;
+    const moves = rows.map((row) => ({ row, previous: null }));
+    if (trx) await observer(moves, trx);
+    else await this.db.transaction((t) => observer(moves, t));
+  }
 
   get knex(): Knex {
     return this.db;
   }
 
   async insert(call: NewCall, trx?: Knex.Transaction): Promise<CallRow> {
+    if (this.statusObserver && !trx) return this.db.transaction((t) => this.insert(call, t));
     const [row] = await (trx ?? this.db)('calls').insert(encode(call)).returning('*');
+    await this.created([row], trx);
     return row;
   }
 
   /** Several calls in one statement (a batch's dispatch round). */
   async insertMany(calls: NewCall[], trx: Knex.Transaction): Promise<CallRow[]> {
     if (!calls.length) return [];
-    return trx('calls').insert(calls.map(encode)).returning('*');
+    const rows: CallRow[] = await trx('calls').insert(calls.map(encode)).returning('*');
+    await this.created(rows, trx);
+    return rows;
   }
 
   /** By id alone, so callers can tell "another workspace's" (403) from "none" (404). */
@@ -211,7 +255,14 @@ export class CallStore {
     now: Date;
     deadlineMs: number;
   }): Promise<CallRow | undefined> {
-    const [row] = await this.db('calls')
+    return this.moving(input.callId, undefined, (db) => this.claimStreamIn(db, input));
+  }
+
+  private async claimStreamIn(
+    db: Knex | Knex.Transaction,
+    input: { callId: string; provider: CallRow['provider']; tokenHash: string; callSid: string; instanceId: string; now: Date; deadlineMs: number },
+  ): Promise<CallRow | undefined> {
+    const [row] = await db('calls')
       .where({ id: input.callId, provider: input.provider, stream_token_hash: input.tokenHash })
       .whereNull('media_started_at')
       .whereIn('status', ['initiated', 'ringing', 'in_progress'])
@@ -237,13 +288,16 @@ export class CallStore {
    * already has its stream.
    */
   async offerStream(id: string, values: Partial<CallRow>, from: readonly CallStatus[] = LIVE_STATUSES): Promise<CallRow | undefined> {
-    const [row] = await this.db('calls')
-      .where({ id })
-      .whereIn('status', from as CallStatus[])
-      .whereNull('media_started_at')
-      .update({ ...encode(values), updated_at: this.db.fn.now() })
-      .returning('*');
-    return row;
+    const write = async (db: Knex | Knex.Transaction) => {
+      const [row] = await db('calls')
+        .where({ id })
+        .whereIn('status', from as CallStatus[])
+        .whereNull('media_started_at')
+        .update({ ...encode(values), updated_at: this.db.fn.now() })
+        .returning('*');
+      return row as CallRow | undefined;
+    };
+    return values.status === undefined ? write(this.db) : this.moving(id, undefined, write);
   }
 
   /**
@@ -278,12 +332,15 @@ export class CallStore {
    * undefined: the guard that keeps a terminal call unchanged and makes racing writers take turns.
    */
   async update(id: string, values: Partial<CallRow>, from: readonly CallStatus[] = LIVE_STATUSES, trx?: Knex.Transaction): Promise<CallRow | undefined> {
-    const [row] = await (trx ?? this.db)('calls')
-      .where({ id })
-      .whereIn('status', from as CallStatus[])
-      .update({ ...encode(values), updated_at: this.db.fn.now() })
-      .returning('*');
-    return row;
+    const write = async (db: Knex | Knex.Transaction) => {
+      const [row] = await db('calls')
+        .where({ id })
+        .whereIn('status', from as CallStatus[])
+        .update({ ...encode(values), updated_at: this.db.fn.now() })
+        .returning('*');
+      return row as CallRow | undefined;
+    };
+    return values.status === undefined ? write(trx ?? this.db) : this.moving(id, trx, write);
   }
 
   /**

@@ -26,6 +26,14 @@ export interface BuiltinTool {
 /** One tool call as the record and the webhook event carry it (the AsyncAPI `ToolCallRecord`). */
 export type { ToolCallRecord };
 
+/**
+ * Where a conversation's live events go (src/events/writer.ts writes them for the conversation's
+ * event stream): transcript partials and finals, tool calls and results, interruptions, keys.
+ */
+export interface LiveEventSink {
+  emit(type: 'transcript' | 'tool_call' | 'tool_result' | 'interrupted' | 'dtmf', data: Record<string, unknown>): void;
+}
+
 export interface ConversationInfo {
   id: string;
   workspaceId: string;
@@ -39,6 +47,8 @@ export interface ConversationInfo {
    * from the end of the user's transcript (a phone call knows when the caller stopped speaking).
    */
   externalLatency?: boolean;
+  /** The conversation's live events (its event stream); none when not given. */
+  live?: LiveEventSink | null;
 }
 
 /** What a finished conversation hands to its record. */
@@ -154,6 +164,14 @@ export class Conversation {
     this.failed = true;
   }
 
+  private live(type: Parameters<LiveEventSink['emit']>[0], data: Record<string, unknown>): void {
+    try {
+      this.info.live?.emit(type, data);
+    } catch (err) {
+      this.log.warn({ err, conversationId: this.info.id, type }, 'live event not recorded');
+    }
+  }
+
   private nowMs(): number {
     return this.clock.now().getTime();
   }
@@ -180,11 +198,17 @@ export class Conversation {
     const timestamp = this.nowMs() / 1000;
     this.voice.sendKeys(keys);
     this.commit({ role: 'user', text: keys, dtmf: keys, timestamp });
+    this.live('dtmf', { role: 'user', keys, timestamp });
+    this.live('transcript', { role: 'user', text: keys, final: true, dtmf: keys, timestamp });
   }
 
   /** Keys the agent pressed (its `send_dtmf` tool): a `model` transcript entry marked `dtmf`. */
   recordAgentKeys(keys: string, startedAtMs: number): void {
-    if (!this.finished) this.commit({ role: 'model', text: keys, dtmf: keys, timestamp: startedAtMs / 1000 });
+    if (this.finished) return;
+    const timestamp = startedAtMs / 1000;
+    this.commit({ role: 'model', text: keys, dtmf: keys, timestamp });
+    this.live('dtmf', { role: 'model', keys, timestamp });
+    this.live('transcript', { role: 'model', text: keys, final: true, dtmf: keys, timestamp });
   }
 
   /** Has the agent say a line as its own turn (a filler, a voicemail message). */
@@ -233,6 +257,7 @@ export class Conversation {
     if (!u || !u.text) return;
     const timestamp = u.at / 1000;
     this.commit({ role: 'model', text: u.text, timestamp });
+    this.live('transcript', { role: 'model', text: u.text, final: true, timestamp });
     this.events.transcript?.({ role: 'model', text: u.text, final: true, timestamp });
   }
 
@@ -250,12 +275,14 @@ export class Conversation {
         if (textMode) return;
         this.modelUtterance ??= { at: this.nowMs(), text: '' };
         this.modelUtterance.text = e.text;
+        this.live('transcript', { role: 'model', text: e.text, final: false, timestamp: this.modelUtterance.at / 1000 });
         this.events.transcript?.({ role: 'model', text: e.text, final: false, timestamp: this.modelUtterance.at / 1000 });
         return;
       case 'input_transcript': {
         this.userUtteranceAt ??= this.nowMs();
         const timestamp = this.userUtteranceAt / 1000;
         this.events.transcript?.({ role: 'user', text: e.text, final: e.final, timestamp });
+        if (e.text || !e.final) this.live('transcript', { role: 'user', text: e.text, final: e.final, timestamp });
         if (e.final) {
           if (e.text) this.commit({ role: 'user', text: e.text, timestamp });
           this.userUtteranceAt = null;
@@ -268,6 +295,7 @@ export class Conversation {
         this.replyStarted();
         this.modelUtterance ??= { at: this.nowMs(), text: '' };
         this.modelUtterance.text += e.text;
+        this.live('transcript', { role: 'model', text: this.modelUtterance.text, final: false, timestamp: this.modelUtterance.at / 1000 });
         this.events.agentText?.(e.text);
         return;
       case 'turn_complete':
@@ -282,6 +310,7 @@ export class Conversation {
         this.interruptionCount += 1;
         this.closeModelUtterance();
         this.firstTurnDone = true;
+        this.live('interrupted', {});
         this.events.interrupted?.();
         return;
       case 'tool_call':
@@ -334,6 +363,7 @@ export class Conversation {
       calls.map(async (call) => {
         const startedAt = this.nowMs();
         this.events.toolCall?.(call.name, 'started');
+        this.live('tool_call', { name: call.name, arguments: call.args ?? {}, timestamp: startedAt / 1000 });
         const outcome = await this.runOne(call);
         const record: ToolCallRecord = {
           name: call.name,
@@ -346,6 +376,7 @@ export class Conversation {
           started_at: startedAt / 1000,
         };
         if (this.fits(record)) this.toolCalls.push(record);
+        this.live('tool_result', { name: record.name, ok: record.ok, result: record.result, error: record.error, duration_ms: record.duration_ms });
         this.events.toolCall?.(call.name, outcome.ok ? 'completed' : 'failed');
         return { id: call.id, name: call.name, response: outcome.ok ? { result: outcome.result ?? null } : { error: outcome.error ?? 'failed' } };
       }),

@@ -9,7 +9,7 @@ import type { WebSocket } from 'ws';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import type { VoiceSession } from '../voice/types.js';
-import { Conversation, type ConversationOptions, type ConversationOutcome, type ConversationTools } from '../conversation/engine.js';
+import { Conversation, type ConversationOptions, type ConversationOutcome, type ConversationTools, type LiveEventSink } from '../conversation/engine.js';
 import { parseFrame, TEXT_SESSION_CODES, type ServerErrorCode } from './frames.js';
 import type { RealtimeServerMessage } from '../../generated/asyncapi-types.js';
 import type { EndReason, Source } from './store.js';
@@ -76,13 +76,15 @@ export class SessionBridge {
     private readonly log: Logger,
     /** Both sides as each heard the other; only when the session's recording setting is on. */
     private readonly recorder: ClockedTwoChannelRecorder | null = null,
+    /** The session's live events (its event stream); null: not set up. */
+    live: LiveEventSink | null = null,
   ) {
     this.audioBudget = new AudioBudget(opts.audioBudget);
     this.toRecording = recorder ? new Resampler24kTo16k() : null;
     this.isText = info.source === 'text';
     this.conversation = new Conversation(
       voice,
-      { id: info.id, workspaceId: info.workspaceId, agentId: info.agentId, firstMessage: info.firstMessage, textMode: this.isText },
+      { id: info.id, workspaceId: info.workspaceId, agentId: info.agentId, firstMessage: info.firstMessage, textMode: this.isText, live },
       tools,
       clock,
       opts,

@@ -17,6 +17,7 @@ import { sessionCallFacts } from './records.js';
 import type { SessionInfo, SessionOutcome } from './bridge.js';
 import type { ConversationRow, EndReason, RealtimeStore } from './store.js';
 import type { LiveSessionRow, LiveSessions, Progress } from './live-sessions.js';
+import type { LiveEventWriter } from '../events/writer.js';
 import type { RecordingService } from '../recordings/service.js';
 
 export type { CallCompletedPublisher } from '../webhooks/events.js';
@@ -32,12 +33,14 @@ export function sessionPrice(source: SessionInfo['source'], m: Metering): number
 }
 
 export class ConversationFinaliser {
+  /** Set once live events exist (src/realtime/index.ts): the session's status and `end` on its event stream. */
+  live: LiveEventWriter | null = null;
   /** Completes a session's recording and shows it in `call.completed` (null: recordings are not set up). */
   recordings: Pick<RecordingService, 'completeIn'> | null = null;
 
   constructor(
     private readonly store: RealtimeStore,
-    private readonly live: LiveSessions,
+    private readonly sessions: LiveSessions,
     private readonly voice: VoiceService,
     private readonly admission: WorkspaceAdmission,
     private readonly events: CallCompletedPublisher | null,
@@ -47,7 +50,7 @@ export class ConversationFinaliser {
 
   /** A session started: it is durable from now on, its conversation saved as it grows. */
   track(info: SessionInfo, instruction: string, progress: (onChange: () => void) => () => Progress): void {
-    this.live.open({
+    this.sessions.open({
       id: info.id,
       workspace_id: info.workspaceId,
       agent_id: info.agentId,
@@ -60,17 +63,20 @@ export class ConversationFinaliser {
       started_at: info.startedAt,
       recording_enabled: info.recording,
     });
-    const read = progress(() => this.live.changed(info.id, read));
+    const read = progress(() => this.sessions.changed(info.id, read));
+    this.live?.append(info.workspaceId, info.id, 'status', { status: 'in_progress', call_status: null, end_reason: null, reason: null });
   }
 
   /** The session ended here: its record, usage and `call.completed`; undefined when another instance had finalised it. */
   async finalise(info: SessionInfo, instruction: string, outcome: SessionOutcome): Promise<ConversationRow | undefined> {
-    await this.live.settle(info.id);
+    await this.sessions.settle(info.id);
+    // The session's queued live events are written before its end.
+    await this.live?.flush();
     const elapsedMs = outcome.endedAt.getTime() - info.startedAt.getTime();
     try {
       return await this.record(info, instruction, outcome, outcome.endReason, elapsedMs);
     } finally {
-      this.live.forget(info.id);
+      this.sessions.forget(info.id);
     }
   }
 
@@ -152,7 +158,7 @@ export class ConversationFinaliser {
     const saved = await this.store.saveConversation(
       row,
       async (trx) => {
-        await this.live.remove(row.id, trx);
+        await this.sessions.remove(row.id, trx);
         // Its recording ends with it (also when its instance died mid-write) and is shown in call.completed.
         const recording = this.recordings ? await this.recordings.completeIn(row.id, row.ended_at, trx) : null;
         const payload = callCompletedPayload(sessionCallFacts(row, recording));
@@ -172,6 +178,21 @@ export class ConversationFinaliser {
         // The session id stands in the deliveries' call column, so its deliveries can be listed.
         if (this.events) await this.events.callCompleted({ workspaceId: row.workspace_id, callId: row.id, webhookUrl: null, payload }, trx);
         else this.log.warn({ sessionId: row.id }, 'no event publisher configured; call.completed not sent');
+        // The stream's last events, written with the record: a stream ends once the record is final.
+        await this.live?.writeIn(trx, [
+          {
+            workspaceId: row.workspace_id,
+            conversationId: row.id,
+            type: 'status',
+            data: { status: 'ended', call_status: row.status, end_reason: row.end_reason, reason: null },
+          },
+          {
+            workspaceId: row.workspace_id,
+            conversationId: row.id,
+            type: 'end',
+            data: { status: row.status, end_reason: row.end_reason, timestamp: row.ended_at.getTime() / 1000 },
+          },
+        ]);
       },
       outer,
     );

@@ -20,7 +20,8 @@ import { LiveSessions } from './live-sessions.js';
 import { ConversationRecords, recordedSessions } from './records.js';
 import type { RecordingService } from '../recordings/service.js';
 import type { RecordedConversations } from '../recordings/routes.js';
-import { realtimeRoutes } from './routes.js';
+import { conversationEventRoutes, realtimeRoutes } from './routes.js';
+import type { LiveEvents } from '../events/index.js';
 import { RealtimeService, type RuntimeAgents } from './service.js';
 import { RealtimeStore } from './store.js';
 import { RealtimeGateway } from './ws-server.js';
@@ -51,6 +52,8 @@ export interface RealtimeDeps {
   onForward?: (nanoseconds: bigint) => void;
   /** Counts a client's audio dropped beyond its budget, seconds. */
   onAudioDropped?: (seconds: number) => void;
+  /** Live events of sessions (their event streams); null: not set up. */
+  live?: LiveEvents | null;
 }
 
 export interface Realtime {
@@ -114,6 +117,7 @@ export function createRealtime(d: RealtimeDeps): Realtime {
     log,
   );
   finaliser.recordings = d.recordings;
+  finaliser.live = d.live?.writer ?? null;
   const gateway = new RealtimeGateway(
     service,
     finaliser,
@@ -160,7 +164,10 @@ export function createRealtime(d: RealtimeDeps): Realtime {
     }
   };
   return {
-    routes: realtimeRoutes(service, new ConversationRecords(store, d.recordings), d.contract, c.BODY_LIMIT_BYTES, d.deliveries),
+    routes: {
+      ...realtimeRoutes(service, new ConversationRecords(store, d.recordings), d.contract, c.BODY_LIMIT_BYTES, d.deliveries),
+      ...(d.live ? conversationEventRoutes(store, d.admission.slots, d.live) : {}),
+    },
     store,
     recorded: recordedSessions(store),
     gateway,

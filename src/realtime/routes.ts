@@ -12,6 +12,10 @@ import type { RealtimeService } from './service.js';
 import type { ConversationRecords } from './records.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { components } from '../../generated/openapi.js';
+import { otherWorkspace } from '../errors/api-error.js';
+import { resumeAfter, type LiveEvents } from '../events/index.js';
+import { conversationNotFound } from './records.js';
+import type { RealtimeStore } from './store.js';
 
 type WebhookDelivery = components['schemas']['WebhookDelivery'];
 
@@ -57,6 +61,31 @@ export function realtimeRoutes(
       // 404 / 403 for a session that does not exist or is another workspace's.
       await records.get(workspaceId, req.params.conversation_id);
       return { status: 200, body: await deliveries(workspaceId, req.params.conversation_id, req.query) };
+    },
+  };
+}
+
+/**
+ * A web session's live event stream (Server-Sent Events), live or finished; authorised like
+ * `getRealtimeConversation` (403 for another workspace's session, 404 for none).
+ */
+export function conversationEventRoutes(store: RealtimeStore, slots: { holder(id: string): Promise<string | undefined> }, live: LiveEvents): Handlers {
+  return {
+    streamRealtimeConversationEvents: async (req) => {
+      const workspaceId = workspaceOf(req.auth);
+      const afterSeq = resumeAfter(req.headers['last-event-id'], req.query.last_event_id);
+      const id = req.params.conversation_id;
+      // Live first: the live row goes in the transaction that writes the record, so one of the two is
+      // found; just after admission (session_started sent, live row being written) the slot says whose.
+      const liveOwner = (await store.liveSessionWorkspace(id)) ?? (id.startsWith('conv_') ? await slots.holder(id) : undefined);
+      const record = liveOwner ? undefined : await store.getConversation(id);
+      const owner = liveOwner ?? record?.workspace_id;
+      if (!owner) throw conversationNotFound(id);
+      if (owner !== workspaceId) throw otherWorkspace('web session');
+      const finished = record ? { status: record.status, endReason: record.end_reason, endedAt: new Date(record.ended_at) } : null;
+      const reply = await live.stream({ workspaceId, conversationId: id, afterSeq, finished });
+      // The contract's body is the stream's text; Koa pipes the stream.
+      return { ...reply, body: reply.body as never };
     },
   };
 }

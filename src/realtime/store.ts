@@ -145,6 +145,12 @@ export class RealtimeStore {
     return outer ? run(outer) : this.db.transaction(run);
   }
 
+  /** The workspace of a live session (one still running, or whose instance died and is not yet finalised). */
+  async liveSessionWorkspace(id: string): Promise<string | undefined> {
+    const row = await this.db('realtime_live_sessions').where({ id }).first('workspace_id');
+    return row?.workspace_id as string | undefined;
+  }
+
   /** A web session finished or still live (one statement: a session being finalised is found either way). */
   async recordedSession(id: string): Promise<RecordedSessionRow | undefined> {
     const { rows } = await this.db.raw<{ rows: RecordedSessionRow[] }>(

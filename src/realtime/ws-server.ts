@@ -203,6 +203,7 @@ export class RealtimeGateway {
       this.opts,
       log,
       recorder,
+      this.finaliser.live?.sink(a.token.workspace_id, a.sessionId) ?? null,
     );
     this.bridges.add(bridge);
     this.finaliser.track(bridge.info, a.instruction, (onChange) => bridge.watchProgress(onChange));

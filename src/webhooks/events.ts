@@ -1,12 +1,23 @@
 /**
- * The internal entry point for raising `call.completed` and `batch.completed`. Each method builds and
+ * The internal entry point for raising `call.completed` and `batch.completed` (and, for webhooks that
+ * list them, `call.status_changed` and `call.transcript`). Each method builds and
  * validates the payload (payloads.ts), records the event and one outbox row per target in one
  * transaction, wakes the dispatcher and returns: it never waits for a delivery. Once it returns, the
  * event survives a crash (the dispatcher of this or another instance sends it).
  */
 import type { Knex } from 'knex';
 import { newId } from '../lib/ids.js';
-import { batchCompletedPayload, callCompletedPayload, type BatchCompletedInput, type CallCompletedInput, type EventKind } from './payloads.js';
+import {
+  batchCompletedPayload,
+  callCompletedPayload,
+  callStatusChangedPayload,
+  callTranscriptPayload,
+  type BatchCompletedInput,
+  type CallCompletedInput,
+  type CallStatusChangedInput,
+  type CallTranscriptInput,
+  type EventKind,
+} from './payloads.js';
 import type { WebhookStore } from './store.js';
 import { urlKey } from './url-key.js';
 
@@ -18,6 +29,8 @@ export interface RaisedEvent {
 
 /** What a conversation domain needs of the publisher to report a finished call or session. */
 export type CallCompletedPublisher = Pick<EventPublisher, 'callCompleted'>;
+/** What a phone call needs of the publisher to report its live events to the webhooks that list them. */
+export type CallLivePublisher = Pick<EventPublisher, 'callStatusChanged' | 'callTranscript' | 'listens'>;
 /** What the batch engine needs of the publisher. */
 export type BatchCompletedPublisher = Pick<EventPublisher, 'batchCompleted'>;
 
@@ -46,6 +59,26 @@ export class EventPublisher {
   ): Promise<RaisedEvent> {
     const payload = batchCompletedPayload(input.payload);
     return this.raise('batch.completed', input.workspaceId, null, input.batchId, input.webhookUrl, JSON.stringify(payload), trx);
+  }
+
+  /** Whether a webhook of the workspace lists `kind` (so a caller with many events skips building them). */
+  listens(workspaceId: string, kind: EventKind, trx?: Knex.Transaction): Promise<boolean> {
+    return this.store.listens(workspaceId, kind, trx);
+  }
+
+  /**
+   * A phone call moved on: recorded (in `trx`, with the move) only when a webhook of the workspace
+   * lists `call.status_changed`; never to the call's own `webhook_url`.
+   */
+  async callStatusChanged(input: { workspaceId: string; payload: CallStatusChangedInput }, trx?: Knex.Transaction): Promise<RaisedEvent> {
+    const payload = callStatusChangedPayload(input.payload);
+    return this.raise('call.status_changed', input.workspaceId, payload.call_id, payload.batch_id, null, JSON.stringify(payload), trx);
+  }
+
+  /** An utterance of a phone call finished: as callStatusChanged, for webhooks listing `call.transcript`. */
+  async callTranscript(input: { workspaceId: string; batchId: string | null; payload: CallTranscriptInput }, trx?: Knex.Transaction): Promise<RaisedEvent> {
+    const payload = callTranscriptPayload(input.payload);
+    return this.raise('call.transcript', input.workspaceId, payload.call_id, input.batchId, null, JSON.stringify(payload), trx);
   }
 
   /** With `trx`, the event commits with the caller's transaction (NOTIFY wakes the dispatchers then). */

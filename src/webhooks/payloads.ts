@@ -5,10 +5,13 @@
  * validates the result against the AsyncAPI message schema (generated/asyncapi.json), so a payload
  * that does not match the contract is refused before anything is recorded or sent.
  */
-import type { BatchCompletedEvent, CallCompletedEvent, ToolCallRecord } from '../../generated/asyncapi-types.js';
+import type { BatchCompletedEvent, CallCompletedEvent, CallStatusChangedEvent, CallTranscriptEvent, ToolCallRecord } from '../../generated/asyncapi-types.js';
 import { asyncapiPayloadValidator } from '../contract/documents.js';
 
-export type EventKind = 'call.completed' | 'batch.completed';
+export type EventKind = 'call.completed' | 'batch.completed' | 'call.status_changed' | 'call.transcript';
+
+/** The kinds only webhooks that list them receive (no own `webhook_url` target, no event kept without a target). */
+export const OPT_IN_KINDS: readonly EventKind[] = ['call.status_changed', 'call.transcript'];
 
 type Timestamp = string | Date;
 
@@ -36,7 +39,12 @@ export class InvalidEventPayloadError extends Error {
   }
 }
 
-const MESSAGE_OF: Record<EventKind, string> = { 'call.completed': 'callCompleted', 'batch.completed': 'batchCompleted' };
+const MESSAGE_OF: Record<EventKind, string> = {
+  'call.completed': 'callCompleted',
+  'batch.completed': 'batchCompleted',
+  'call.status_changed': 'callStatusChanged',
+  'call.transcript': 'callTranscript',
+};
 const validatorFor = (kind: EventKind) => asyncapiPayloadValidator(MESSAGE_OF[kind]);
 
 /** Throws InvalidEventPayloadError when the payload does not match its AsyncAPI schema. */
@@ -102,5 +110,39 @@ export function batchCompletedPayload(input: BatchCompletedInput): BatchComplete
     completed_at: iso(input.completed_at),
   };
   validateEventPayload('batch.completed', payload);
+  return payload;
+}
+
+export type CallStatusChangedInput = Omit<CallStatusChangedEvent, 'event' | 'timestamp'> & { timestamp: Timestamp };
+
+export function callStatusChangedPayload(input: CallStatusChangedInput): CallStatusChangedEvent {
+  const payload: CallStatusChangedEvent = {
+    event: 'call.status_changed',
+    call_id: input.call_id,
+    agent_id: input.agent_id,
+    batch_id: input.batch_id,
+    status: input.status,
+    call_status: input.call_status,
+    end_reason: input.end_reason,
+    reason: input.reason,
+    timestamp: iso(input.timestamp),
+  };
+  validateEventPayload('call.status_changed', payload);
+  return payload;
+}
+
+export type CallTranscriptInput = Omit<CallTranscriptEvent, 'event'>;
+
+export function callTranscriptPayload(input: CallTranscriptInput): CallTranscriptEvent {
+  const payload: CallTranscriptEvent = {
+    event: 'call.transcript',
+    call_id: input.call_id,
+    agent_id: input.agent_id,
+    role: input.role,
+    text: input.text,
+    ...(input.dtmf !== undefined ? { dtmf: input.dtmf } : {}),
+    timestamp: input.timestamp,
+  };
+  validateEventPayload('call.transcript', payload);
   return payload;
 }

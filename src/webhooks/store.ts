@@ -1,7 +1,7 @@
 /** Webhooks, the workspace signing secret, events and deliveries (the outbox) in PostgreSQL. */
 import type { Knex } from 'knex';
 import { paginate, type Page, type PageParams } from '../lib/pagination.js';
-import type { EventKind } from './payloads.js';
+import { OPT_IN_KINDS, type EventKind } from './payloads.js';
 
 export interface WebhookRow {
   id: string;
@@ -167,6 +167,12 @@ export class WebhookStore {
 
   // Events and the outbox
 
+  /** Whether a webhook of the workspace lists `kind`. */
+  async listens(workspaceId: string, kind: EventKind, trx?: Knex.Transaction): Promise<boolean> {
+    const row = await (trx ?? this.db)('webhooks').where({ workspace_id: workspaceId }).whereRaw('? = any(events)', [kind]).first('id');
+    return Boolean(row);
+  }
+
   /**
    * Records an event and one pending delivery per target, in one transaction: the workspace's webhooks
    * subscribed to the event plus the event's own target, one row per URL key (a registered webhook
@@ -176,6 +182,8 @@ export class WebhookStore {
   recordEvent(event: NewEvent, newDeliveryId: () => string, outer?: Knex.Transaction): Promise<number> {
     const run = async (trx: Knex.Transaction) => {
       const subscribed: WebhookRow[] = await trx('webhooks').where({ workspace_id: event.workspaceId }).whereRaw('? = any(events)', [event.kind]).orderBy('id');
+      // The opt-in kinds go to registered webhooks only, and are not kept when none lists them.
+      if (OPT_IN_KINDS.includes(event.kind) && subscribed.length === 0) return 0;
       await trx('webhook_events').insert({
         id: event.id,
         workspace_id: event.workspaceId,

@@ -246,6 +246,12 @@ export class AdmissionStore {
     return rows.map((r) => r.id);
   }
 
+  /** The workspace holding the lease `id` (a live conversation's slot), if one does. */
+  async leaseWorkspace(id: string): Promise<string | undefined> {
+    const row = await this.db('session_leases').where({ id }).first('workspace_id');
+    return row?.workspace_id as string | undefined;
+  }
+
   async releaseLease(id: string, trx?: Knex.Transaction): Promise<void> {
     await (trx ?? this.db)('session_leases').where({ id }).delete();
   }

@@ -145,6 +145,11 @@ export class SlotKeeper {
     );
   }
 
+  /** The workspace whose live conversation holds the slot `id` (from admission to release, on any instance). */
+  holder(id: string): Promise<string | undefined> {
+    return this.store.leaseWorkspace(id);
+  }
+
   /** Gives back a fixed-term slot (from any instance, in `trx` when given); one already gone is a no-op. */
   async releaseFixed(id: string, trx?: Knex.Transaction): Promise<void> {
     await this.store.releaseLease(id, trx);

@@ -229,6 +229,11 @@ describe("every public operation through Prism's validating proxy", () => {
     // Webhooks.
     const hook = await send('createWebhook', { token: key, body: { url: `${peer.url}/hooks` }, expect: 201 });
     await send('createWebhook', { token: key, body: { url: `${peer.url}/hooks`, events: ['call.completed'] }, expect: 200 });
+    const liveHook = await send('createWebhook', {
+      token: key,
+      body: { url: `${peer.url}/live`, events: ['call.status_changed', 'call.transcript'] },
+      expect: 201,
+    });
     await send('listWebhooks', { token: key, expect: 200 });
     await send('updateWebhook', { token: key, params: { webhook_id: hook.webhook_id }, body: { events: ['call.completed', 'batch.completed'] }, expect: 200 });
     await send('getWebhookSecret', { token: key, expect: 200 });
@@ -251,6 +256,11 @@ describe("every public operation through Prism's validating proxy", () => {
       () => send('getCall', { token: key, params: callParams, expect: 200 }),
       (c) => c.ended_at !== null,
     );
+    // Its live events (Server-Sent Events): a finished call's stream replays everything and ends; resumed after its first event.
+    const stream = (await send('streamCallEvents', { token: key, params: callParams, expect: 200 })) as string;
+    assert.match(stream, /^event: end$/m);
+    const resumed = (await send('streamCallEvents', { token: key, params: callParams, query: { last_event_id: '1' }, expect: 200 })) as string;
+    assert.doesNotMatch(resumed, /^id: 1$/m);
     // Its recording: through the API, by its signed link, then deleted; the workspace's retention rule.
     await send('getCallRecording', { token: key, params: callParams, expect: 200 });
     const link = new URL(ended.recording_url as string);
@@ -334,6 +344,8 @@ describe("every public operation through Prism's validating proxy", () => {
     const convParams = { conversation_id: sessionId };
     await send('getRealtimeConversation', { token: key, params: convParams, expect: 200 });
     await send('listRealtimeConversationWebhookDeliveries', { token: key, params: convParams, expect: 200 });
+    const sessionStream = (await send('streamRealtimeConversationEvents', { token: key, params: convParams, expect: 200 })) as string;
+    assert.match(sessionStream, /^event: end$/m);
     // A recorded voice session (the agent records from now on): its recording by API and by its signed link, deleted.
     await send('updateAgent', { token: key, params, body: { recording: { enabled: true } }, expect: 200 });
     const voice = await send('createRealtimeSession', { token: key, body: { agent_id: agentId, user_id: 'prism-voice', source: 'voice' }, expect: 201 });
@@ -355,6 +367,7 @@ describe("every public operation through Prism's validating proxy", () => {
     // Tidy up, and end the session.
     await send('disableInbound', { token: key, params: { ...params, provider: 'provider_a' }, expect: 200 });
     await send('deleteWebhook', { token: key, params: { webhook_id: hook.webhook_id }, expect: 200 });
+    await send('deleteWebhook', { token: key, params: { webhook_id: liveHook.webhook_id }, expect: 200 });
     await send('deleteTool', { token: key, params: toolParams, expect: 200 });
     await send('deleteAgent', { token: key, params, expect: 200 });
     await send('logout', { token: signup.session_token, expect: 204 });

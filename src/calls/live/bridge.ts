@@ -34,6 +34,7 @@ import type { RuntimeAgent } from '../../agents/service.js';
 import { Conversation, type ConversationTools } from '../../conversation/engine.js';
 import { conversationVariables, fillPlaceholders } from '../../conversation/placeholders.js';
 import type { CallFinaliser } from '../finaliser.js';
+import type { CallLiveEvents } from '../live-events.js';
 import type { CallRow, CallStore, EndReason } from '../store.js';
 import { CallTranscoder } from '../../carriers/transcode.js';
 import type { MediaDialect, MediaEvent } from '../../carriers/media.js';
@@ -77,6 +78,8 @@ export interface CallBridgeDeps {
   destinations: { transferRefusal(workspaceId: string, number: string): Promise<NumberRefusal | null> };
   /** Records calls whose recording setting is on (null: recordings are not set up). */
   recordings: RecordingService | null;
+  /** The call's live events and opt-in webhooks (null: not set up). */
+  live?: CallLiveEvents | null;
 }
 
 /** Frames held waiting for a missing one before it is given up (provider_b may reorder). */
@@ -196,7 +199,15 @@ export class CallBridge {
     }
     const conversation = new Conversation(
       voice,
-      { id: this.call.id, workspaceId: agent.workspaceId, agentId: agent.id, firstMessage: this.call.first_message, textMode: false, externalLatency: true },
+      {
+        id: this.call.id,
+        workspaceId: agent.workspaceId,
+        agentId: agent.id,
+        firstMessage: this.call.first_message,
+        textMode: false,
+        externalLatency: true,
+        live: this.deps.live?.sink(this.call) ?? null,
+      },
       this.deps.tools,
       this.deps.clock,
       this.opts,
@@ -204,7 +215,10 @@ export class CallBridge {
         agentAudio: (pcm) => this.agentAudio(pcm),
         turnComplete: () => this.turnComplete(),
         interrupted: () => this.interrupted(),
-        committed: () => this.scheduleProgress(),
+        committed: (turn) => {
+          this.scheduleProgress();
+          this.deps.live?.transcript(this.call, turn);
+        },
         toolCall: (_name, status) => {
           if (status !== 'started') this.scheduleProgress();
         },
@@ -507,11 +521,13 @@ export class CallBridge {
     }
     try {
       this.endReason = 'transferred';
+      await this.deps.live?.transferring(this.call, to);
       await this.deps.carrier.transfer(credentialsOf(this.agent, this.call.provider), this.call.call_sid ?? '', to);
       this.log.info('call transferred');
       return { ok: true, result: 'The call is being transferred.', error: null };
     } catch (err) {
       this.endReason = null;
+      this.deps.live?.transferFailed(this.call, to);
       this.log.warn({ err: (err as Error).message }, 'transfer failed');
       return { ok: false, result: null, error: 'The transfer failed; tell the caller and carry on.' };
     }
@@ -647,6 +663,8 @@ export class CallBridge {
             }
           : {}),
       });
+      // The conversation's queued live events are written before its status moves to ended.
+      await this.deps.live?.flush();
       await this.deps.finaliser.finalise(this.call.id, { endedAt });
     } catch (err) {
       this.log.error({ err }, 'call bridge could not finish the call; its deadline will');

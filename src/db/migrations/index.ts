@@ -26,6 +26,7 @@ import * as m022 from './022_usage_by_agent.js';
 import * as m023 from './023_transfers_inbound_setup.js';
 import * as m024 from './024_call_alive_at.js';
 import * as m026 from './026_recordings.js';
+import * as m027 from './027_conversation_events.js';
 import * as m028 from './028_web_session_recordings.js';
 
 interface Migration {
@@ -57,6 +58,7 @@ const migrations: Array<[string, Migration]> = [
   ['023_transfers_inbound_setup', m023],
   ['024_call_alive_at', m024],
   ['026_recordings', m026],
+  ['027_conversation_events', m027],
   ['028_web_session_recordings', m028],
 ];
 

@@ -1,0 +1,183 @@
+/**
+ * The reading side of live events on one instance: the Server-Sent Events streams its clients hold.
+ * One LISTEN connection (src/db/listener.ts) on `conversation_events` tells which conversation has
+ * new events (whichever instance wrote them); each stream of that conversation then reads the rows
+ * after the last it sent, in order, and writes them as SSE messages. Every heartbeat a stream gets
+ * a `: keepalive` comment and reads again (what a lost notification would have said). A stream ends
+ * after its conversation's `end` event; a stream of a finished conversation replays and ends.
+ */
+import { PassThrough, type Readable } from 'node:stream';
+import type { Logger } from 'pino';
+import { tooManyRequests } from '../errors/api-error.js';
+import { Listener } from '../db/listener.js';
+import { EVENTS_CHANNEL, ensureEnd, type LiveEventStore, type StoredLiveEvent } from './store.js';
+import { checkLiveEvent } from './writer.js';
+
+/** Rows read at once. */
+const PAGE = 500;
+
+export interface StreamRequest {
+  workspaceId: string;
+  conversationId: string;
+  /** Events up to this seq were received (Last-Event-ID); 0: from the first. */
+  afterSeq: number;
+  /** The conversation's record is final: how it ended (its `end` is written if none is stored). */
+  finished: { status: string; endReason: string | null; endedAt: Date } | null;
+}
+
+interface Subscriber {
+  req: StreamRequest;
+  stream: PassThrough;
+  lastSeq: number;
+  reading: boolean;
+  again: boolean;
+  closed: boolean;
+}
+
+export interface HubOptions {
+  heartbeatMs: number;
+  maxStreamsPerWorkspace: number;
+}
+
+/** One SSE message. */
+export function sseMessage(e: StoredLiveEvent): string {
+  const data = JSON.stringify({ type: e.type, seq: e.seq, conversation_id: e.conversation_id, ...e.data });
+  return `id: ${e.seq}\nevent: ${e.type}\ndata: ${data}\n\n`;
+}
+
+export class LiveEventHub {
+  private readonly subscribers = new Map<string, Set<Subscriber>>();
+  private readonly perWorkspace = new Map<string, number>();
+  private readonly listener: Listener | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly store: LiveEventStore,
+    private readonly opts: HubOptions,
+    databaseUrl: string | undefined,
+    private readonly log: Logger,
+  ) {
+    this.listener = databaseUrl ? new Listener(databaseUrl, EVENTS_CHANNEL, (payload) => this.notified(payload), log) : undefined;
+  }
+
+  async start(): Promise<void> {
+    await this.listener?.start();
+    this.heartbeat = setInterval(() => this.beat(), this.opts.heartbeatMs);
+    this.heartbeat.unref();
+  }
+
+  /** Ends every stream (the instance is stopping; clients resume elsewhere with Last-Event-ID). */
+  async stop(): Promise<void> {
+    clearInterval(this.heartbeat);
+    for (const subs of this.subscribers.values()) for (const s of subs) this.close(s);
+    await this.listener?.stop();
+  }
+
+  /** Streams open on this instance (metrics, tests). */
+  get openStreams(): number {
+    let n = 0;
+    for (const subs of this.subscribers.values()) n += subs.size;
+    return n;
+  }
+
+  /**
+   * Opens a stream (429 beyond the workspace's streams on this instance). The caller has checked the
+   * conversation is the workspace's.
+   */
+  async open(req: StreamRequest): Promise<Readable> {
+    const held = this.perWorkspace.get(req.workspaceId) ?? 0;
+    if (held >= this.opts.maxStreamsPerWorkspace) {
+      throw tooManyRequests(
+        Math.ceil(this.opts.heartbeatMs / 1000),
+        `The workspace holds ${held} open event streams on this instance, the most allowed; close one first.`,
+        'event_stream_limit_reached',
+      );
+    }
+    if (req.finished) {
+      const data = { status: req.finished.status, end_reason: req.finished.endReason, timestamp: req.finished.endedAt.getTime() / 1000 };
+      checkLiveEvent(req.conversationId, 'end', data);
+      await ensureEnd(this.store, { workspaceId: req.workspaceId, conversationId: req.conversationId, type: 'end', data });
+    }
+    const stream = new PassThrough();
+    const sub: Subscriber = { req, stream, lastSeq: req.afterSeq, reading: false, again: false, closed: false };
+    this.perWorkspace.set(req.workspaceId, held + 1);
+    let subs = this.subscribers.get(req.conversationId);
+    if (!subs) this.subscribers.set(req.conversationId, (subs = new Set()));
+    subs.add(sub);
+    // The client went away, or the stream was ended: forget it.
+    stream.on('close', () => this.forget(sub));
+    stream.on('error', () => this.forget(sub));
+    // Headers and a first line go out at once, before any event (a client sees the stream is open).
+    stream.write(': connected\n\n');
+    // Subscribed before the first read: nothing written meanwhile is missed.
+    void this.pump(sub);
+    return stream;
+  }
+
+  private forget(sub: Subscriber): void {
+    if (sub.closed && !this.subscribers.get(sub.req.conversationId)?.has(sub)) return;
+    sub.closed = true;
+    const subs = this.subscribers.get(sub.req.conversationId);
+    if (subs?.delete(sub)) {
+      if (subs.size === 0) this.subscribers.delete(sub.req.conversationId);
+      const n = (this.perWorkspace.get(sub.req.workspaceId) ?? 1) - 1;
+      if (n > 0) this.perWorkspace.set(sub.req.workspaceId, n);
+      else this.perWorkspace.delete(sub.req.workspaceId);
+    }
+  }
+
+  private close(sub: Subscriber): void {
+    this.forget(sub);
+    sub.stream.end();
+  }
+
+  private notified(payload: string | undefined): void {
+    if (!payload) return;
+    const [conversationId, seq] = payload.split(' ');
+    const subs = conversationId ? this.subscribers.get(conversationId) : undefined;
+    if (!subs) return;
+    const last = Number(seq);
+    for (const sub of subs) if (!(last <= sub.lastSeq)) void this.pump(sub);
+  }
+
+  private beat(): void {
+    for (const subs of this.subscribers.values()) {
+      for (const sub of subs) {
+        if (sub.closed) continue;
+        sub.stream.write(': keepalive\n\n');
+        void this.pump(sub);
+      }
+    }
+  }
+
+  /** Sends the rows after the subscriber's last, until none are left; one read at a time per stream. */
+  private async pump(sub: Subscriber): Promise<void> {
+    if (sub.reading) {
+      sub.again = true;
+      return;
+    }
+    sub.reading = true;
+    try {
+      for (;;) {
+        sub.again = false;
+        if (sub.closed) return;
+        const rows = await this.store.after(sub.req.workspaceId, sub.req.conversationId, sub.lastSeq, PAGE);
+        for (const row of rows) {
+          if (sub.closed) return;
+          sub.lastSeq = row.seq;
+          if (!sub.stream.write(sseMessage(row))) await new Promise((r) => sub.stream.once('drain', r));
+          if (row.type === 'end') {
+            this.close(sub);
+            return;
+          }
+        }
+        if (rows.length < PAGE && !sub.again) return;
+      }
+    } catch (err) {
+      this.log.warn({ err, conversationId: sub.req.conversationId }, 'live events could not be read; the stream is closed (resume with Last-Event-ID)');
+      this.close(sub);
+    } finally {
+      sub.reading = false;
+    }
+  }
+}
