@@ -6612,9 +6612,12 @@ export interface components {
             };
         };
         /**
-         * @description The service is starting, shutting down, or its database is unreachable. An instance that is
-         *     draining for a restart refuses new calls and sessions with this and a `Retry-After`; the request
-         *     did nothing, so it can be sent again (with the same `Idempotency-Key`) and another instance takes it.
+         * @description The service is starting, shutting down, at capacity, or its database is unreachable. An instance
+         *     that is draining for a restart, or is overloaded (its event loop delayed past
+         *     `OVERLOAD_LOOP_DELAY_MS`, or `OVERLOAD_DB_WAITING` queries waiting for a database connection), refuses
+         *     new calls and sessions with this and a `Retry-After` so that the conversations it carries keep their
+         *     share; the request did nothing, so it can be sent again (with the same `Idempotency-Key`) and
+         *     another instance, or this one once at ease, takes it.
          */
         ServiceUnavailable: {
             headers: {

@@ -80,6 +80,15 @@ const schema = z.object({
    * are ended with `end_reason` `shutdown`. Set the orchestrator's kill timeout above this plus SHUTDOWN_GRACE_MS.
    */
   SHUTDOWN_DRAIN_MS: durationMs(300_000),
+  /**
+   * New calls and sessions are refused (503 + `Retry-After`) and batches wait while the event loop's
+   * delay p99 stays above this (ms) for two windows of OVERLOAD_SAMPLE_MS running: live conversations
+   * need the loop every 20 ms. 0 turns the check off.
+   */
+  OVERLOAD_LOOP_DELAY_MS: durationMs(250),
+  /** Likewise while this many queries wait for a database connection (default: DATABASE_POOL_MAX); 0 turns it off. */
+  OVERLOAD_DB_WAITING: z.coerce.number().int().min(0).optional(),
+  OVERLOAD_SAMPLE_MS: z.coerce.number().int().min(50).default(1_000),
   /** After the drain: time for in-flight requests and for conversations ended at the deadline to be finalised before connections are cut. */
   SHUTDOWN_GRACE_MS: durationMs(10_000),
   /** Check every response against the contract: off, log (development default) or enforce (tests). */

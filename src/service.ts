@@ -5,6 +5,7 @@
 import http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { limitConnections, serverOptions } from './http/connection-limits.js';
+import { OverloadGuard } from './system/overload.js';
 import { trustedProxyMatcher } from './net/client-address.js';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from 'pino';
@@ -366,6 +367,11 @@ export async function startService(
   const callJobs = new CallJobs(callStore, agents, carriers.byProvider, finaliser, jobs, clock, { ...timing, machineDetectionTimeoutS: 30 }, callLog);
   callJobs.register();
   const batchStore = new BatchStore(db.knex);
+  const overload = new OverloadGuard(
+    { loopDelayMs: config.OVERLOAD_LOOP_DELAY_MS, dbWaiting: config.OVERLOAD_DB_WAITING ?? config.DATABASE_POOL_MAX, sampleMs: config.OVERLOAD_SAMPLE_MS },
+    () => (db.knex.client as { pool?: { numPendingAcquires(): number } }).pool?.numPendingAcquires() ?? 0,
+    log.child({ component: 'overload' }),
+  );
   const batchLog = log.child({ component: 'batches' });
   const batchEngine = new BatchEngine(
     batchStore,
@@ -374,7 +380,12 @@ export async function startService(
     jobs,
     events,
     clock,
-    { chunk: config.BATCH_DISPATCH_CHUNK, capacityRetryMs: config.BATCH_CAPACITY_RETRY_MS, wakeDelayMs: config.BATCH_WAKE_DELAY_MS },
+    {
+      chunk: config.BATCH_DISPATCH_CHUNK,
+      capacityRetryMs: config.BATCH_CAPACITY_RETRY_MS,
+      wakeDelayMs: config.BATCH_WAKE_DELAY_MS,
+      overloaded: () => overload.reason() !== null,
+    },
     batchLog,
     destinations,
   );
@@ -481,16 +492,21 @@ export async function startService(
   // balancer) sends it again and a ready instance takes it. Everything else is served as usual while
   // the instance drains (carriers' callbacks and media streams and browsers' WebSockets of the
   // conversations already created included), so nothing already begun is lost.
+  // An overloaded one (src/system/overload.ts) likewise, until it has room again.
   for (const op of ['createCall', 'createRealtimeSession'] as const) {
     const handler = handlers[op] as (...args: unknown[]) => Promise<unknown>;
     (handlers as Record<string, unknown>)[op] = (...args: unknown[]) => {
       if (draining) throw serviceUnavailable('This instance is shutting down; send the request again: another instance takes it.', 'service_unavailable', 1);
+      if (overload.reason() !== null)
+        throw serviceUnavailable('This instance is at capacity; send the request again shortly (it did nothing).', 'service_unavailable', 2);
       return handler(...args);
     };
   }
   // Work to finish on shutdown after the HTTP server stops (background workers, open sessions), in order.
   const stopHooks: Array<[string, () => Promise<void>]> = [];
   // Slot leases are renewed until every live session has been drained.
+  overload.start();
+  stopHooks.push(['overload guard', async () => overload.stop()]);
   slots.start();
   stopHooks.push(['slot heartbeat', async () => slots.stop()]);
   // Webhook deliveries in flight finish (each within WEBHOOK_TIMEOUT_MS); pending ones stay in the outbox.

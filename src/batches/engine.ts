@@ -69,8 +69,10 @@ export interface EngineOptions {
   wakeDelayMs: number;
   /** Calls written per dispatch transaction (a larger room is filled by consecutive rounds). */
   chunk: number;
-  /** How soon a batch looks again when the workspace had no free slot. */
+  /** How soon a batch looks again when the workspace had no free slot (or the instance was overloaded). */
   capacityRetryMs: number;
+  /** The instance is too busy to start calls now: rounds wait capacityRetryMs. */
+  overloaded: () => boolean;
 }
 
 type Readiness = { plan: OutboundPlan; limit: number; workspacePlan: string } | { refusal: string };
@@ -114,6 +116,11 @@ export class BatchEngine {
 
   /** One dispatch round (the job's handler). */
   async dispatch(batchId: string): Promise<void> {
+    if (this.opts.overloaded()) {
+      const runAt = new Date(this.clock.now().getTime() + this.opts.capacityRetryMs);
+      await this.jobs.add(DISPATCH_JOB, { batch_id: batchId }, { runAt, keyMode: 'preserve_run_at' });
+      return;
+    }
     if ((await this.round(batchId)) === 'more') await this.wake(batchId);
   }
 
@@ -122,6 +129,11 @@ export class BatchEngine {
    * comes up short (it re-arms this job and goes to the back of the line).
    */
   async slotsFreed(workspaceId: string): Promise<void> {
+    if (this.opts.overloaded()) {
+      const runAt = new Date(this.clock.now().getTime() + this.opts.capacityRetryMs);
+      await this.jobs.add(SLOTS_JOB, { workspace_id: workspaceId }, { runAt, keyMode: 'preserve_run_at' });
+      return;
+    }
     const waiting = await this.store.waitingForSlots(workspaceId, SLOT_ROUNDS_PER_JOB);
     for (const batchId of waiting) {
       const outcome = await this.round(batchId);

@@ -53,6 +53,7 @@ interface Counted {
   release(): void;
   /** It counts again, if its address has room; false when it has none. */
   retake(): boolean;
+  counts(): boolean;
 }
 
 const counted = new WeakMap<object, Counted>();
@@ -91,23 +92,63 @@ export function limitConnections(server: http.Server, l: ConnectionLimits, log: 
     if (left > 0) open.set(key, left);
     else open.delete(key);
   };
+  /**
+   * Kept-alive connections of each address waiting for their next request, oldest first. HTTP clients
+   * (a carrier's callback client among them) keep idle connections open for reuse; one arriving over
+   * the cap closes its address's oldest idle one instead of being refused, as a server closing an idle
+   * kept-alive connection is something every HTTP client expects.
+   */
+  const idle = new Map<string, Set<net.Socket>>();
+  const setIdle = (key: string, socket: net.Socket, on: boolean) => {
+    let set = idle.get(key);
+    if (on) {
+      if (!set) idle.set(key, (set = new Set()));
+      set.add(socket);
+    } else if (set?.delete(socket) && set.size === 0) idle.delete(key);
+  };
+  const evictIdle = (key: string): boolean => {
+    const oldest = idle.get(key)?.values().next().value;
+    if (!oldest) return false;
+    setIdle(key, oldest, false);
+    counted.get(oldest)?.release();
+    oldest.destroy();
+    return true;
+  };
+  const keyOf = new WeakMap<net.Socket, string>();
+  const inFlight = new WeakMap<net.Socket, number>();
+  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const socket = req.socket;
+    const key = keyOf.get(socket);
+    if (key === undefined || req.headers.upgrade) return;
+    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
+    setIdle(key, socket, false);
+    res.once('close', () => {
+      inFlight.set(socket, (inFlight.get(socket) ?? 1) - 1);
+      // After the other 'close' listeners (a carrier callback's connection counts again in one of them).
+      setImmediate(() => {
+        if (inFlight.get(socket) === 0 && !socket.destroyed && counted.get(socket)?.counts()) setIdle(key, socket, true);
+      });
+    });
+  });
   server.on('connection', (socket: net.Socket) => {
     const address = socket.remoteAddress;
     if (address && l.isTrustedProxy(address)) return;
     const key = addressKey(address);
-    if (!take(key)) {
+    if (!take(key) && !(evictIdle(key) && take(key))) {
       socket.destroy();
       // One warning per burst, not one per refused connection.
       if (refusedSince++ === 0) log.warn({ address: key, limit: l.maxConnectionsPerIp }, 'connection refused: too many open connections from one address');
       return;
     }
     refusedSince = 0;
+    keyOf.set(socket, key);
     let counting = true;
     const release = () => {
       if (counting) give(key);
       counting = false;
+      setIdle(key, socket, false);
     };
-    counted.set(socket, { release, retake: () => counting || (counting = take(key)) });
+    counted.set(socket, { release, retake: () => counting || (counting = take(key)), counts: () => counting });
     socket.once('close', release);
   });
 }

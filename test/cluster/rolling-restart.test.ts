@@ -93,11 +93,19 @@ async function setUp(): Promise<Tenant> {
   const limit = await request(
     'PATCH',
     `/admin/v1/workspaces/${signup.body.workspace.id}`,
-    // Well above what the traffic keeps live, so no refusal here comes from the workspace's limit.
-    { concurrent_session_limit: 1000 },
+    // Well above what the traffic keeps live and spends, so no refusal here comes from the workspace's
+    // limit or its credit (a free workspace's credit runs out within the three phases: 402).
+    { concurrent_session_limit: 1000, plan: 'enterprise', credit_balance_cents: 1_000_000_000 },
     { authorization: `Bearer ${ADMIN}` },
   );
   assert.equal(limit.status, 200, JSON.stringify(limit.body));
+  const policy = await request(
+    'PATCH',
+    `/admin/v1/workspaces/${signup.body.workspace.id}/destination-policy`,
+    { daily_call_cap: null },
+    { authorization: `Bearer ${ADMIN}` },
+  );
+  assert.equal(policy.status, 200, JSON.stringify(policy.body));
   assert.equal((await request('POST', '/api/v1/webhooks', { url: receiver.url }, auth)).status, 201);
   const agent = async (extra: Record<string, unknown>) => {
     const res = await request(

@@ -51,7 +51,7 @@ function startOnce(env: Record<string, string>, opts: { compiled?: boolean }): P
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !['DATABASE_URL', 'TEST_DATABASE_SERVER_URL', 'NODE_TEST_CONTEXT'].includes(k)));
   const child = spawn(process.execPath, opts.compiled ? ['dist/src/main.js'] : ['--import', 'tsx', 'src/main.ts'], {
     cwd: root,
-    env: { ...clean, NODE_ENV: 'development', LOG_LEVEL: 'info', HOST: '127.0.0.1', PORT: '0', ...env },
+    env: { ...clean, NODE_ENV: 'development', LOG_LEVEL: 'info', OVERLOAD_LOOP_DELAY_MS: '0', OVERLOAD_DB_WAITING: '0', HOST: '127.0.0.1', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

@@ -40,6 +40,9 @@ export async function startTestService(env: Record<string, string> = {}, opts: {
     HOST: '127.0.0.1',
     // debug, so the tests that scan logs for secrets also see what only debug logging would write.
     LOG_LEVEL: 'debug',
+    // Tests share loaded cores: no refusals for a slow loop or a busy pool unless a test asks (overload.test.ts).
+    OVERLOAD_LOOP_DELAY_MS: '0',
+    OVERLOAD_DB_WAITING: '0',
     CONTRACT_CHECK: 'enforce',
     CONTRACT_COVERAGE_DIR: process.env.CONTRACT_COVERAGE_DIR ?? '',
     ADMIN_TOKEN,

@@ -4,7 +4,8 @@
  * address, with the cap lowered to 3: more live media streams than the cap, each presenting its
  * stream token, all carry their call; signed callbacks being answered do not count either. Without
  * proof (an open connection, a media stream that has not presented a token, a callback's connection
- * once it is answered) a connection counts as before, and the cap holds.
+ * once it is answered) a connection counts as before, and the cap holds; a kept-alive connection idle
+ * between requests gives way to a new one from its address (it is closed, as HTTP clients expect).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -207,18 +208,23 @@ describe('the per-address connection cap and carriers', () => {
       for (const callId of callIds) assert.equal((await waitForCall(t, tn, callId, () => true)).status, 'in_progress');
 
       // Connections that proved nothing count: a media stream that has not presented a token, and
-      // plain connections; one more than the cap is closed unanswered.
+      // plain connections in the middle of a request; one more than the cap is closed unanswered.
       const pending = await mediaStream(carrier);
       const plain = [];
-      for (let i = 0; i < CAP - 1; i++) {
-        const h = await healthz(carrier);
-        assert.match(h.answer, /^HTTP\/1\.1 200/);
-        plain.push(h);
-      }
+      for (let i = 0; i < CAP - 1; i++) plain.push(await open(carrier, 'GET /healthz HTTP/1.1\r\nHost: x\r\n'));
       const over = await healthz(carrier);
       assert.equal(over.answer, '', 'the connection over the cap is closed without an answer');
+      // Once answered, they wait kept alive for a next request: a new connection from the address
+      // then closes the oldest of them instead of being refused.
+      for (const p of plain) p.socket.write('\r\n');
+      for (const p of plain) await waitFor(async () => /^HTTP\/1\.1 200[^]*\r\n\r\n/.test(p.received()), 10_000, 'the answer');
+      const next = await healthz(carrier);
+      assert.match(next.answer, /^HTTP\/1\.1 200/, 'a new connection is served in place of an idle one');
+      await Promise.race(plain.map((p) => p.closed));
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(plain.filter((p) => p.socket.destroyed).length, 1, 'one idle connection was closed for it');
       pending.ws.terminate();
-      for (const p of plain) p.socket.destroy();
+      for (const p of [...plain, next]) p.socket.destroy();
     } finally {
       for (const s of streams) s.ws.close();
       for (const callId of callIds) await t.http.post(`/api/v1/calls/${callId}/hangup`).set(bearer(tn.apiKey));
@@ -243,13 +249,15 @@ describe('the per-address connection cap and carriers', () => {
       }),
     );
     await waitFor(async () => held.length === CAP, 20_000, 'the callbacks to wait for their setup');
-    // The address holds CAP connections, all being answered as verified callbacks: there is room.
+    // The address holds CAP connections, all being answered as verified callbacks: there is room for
+    // CAP plain connections in the middle of a request (which cannot be closed for a newcomer).
     const plain = [];
-    for (let i = 0; i < CAP; i++) {
-      const h = await healthz(carrier);
-      assert.match(h.answer, /^HTTP\/1\.1 200/, `plain connection ${i + 1} beside ${CAP} callbacks being answered`);
-      plain.push(h);
-    }
+    for (let i = 0; i < CAP; i++) plain.push(await open(carrier, 'GET /healthz HTTP/1.1\r\nHost: x\r\n'));
+    await new Promise((r) => setTimeout(r, 200));
+    assert.ok(
+      plain.every((p) => !p.socket.destroyed),
+      `${CAP} plain connections beside ${CAP} callbacks being answered`,
+    );
     // The address is full: the callbacks are still answered, and their connections then closed.
     for (const release of held.splice(0)) release();
     for (const answer of await Promise.all(answers)) {

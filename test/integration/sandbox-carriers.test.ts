@@ -12,6 +12,7 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { verifyProviderASignature, type FormParams } from '../../src/carriers/provider-a/signature.js';
+import { ProviderACarrier } from '../../src/carriers/provider-a/rest.js';
 import { publicKeyFromBase64, verifyProviderBSignature } from '../../src/carriers/provider-b/signature.js';
 import { startSandboxCarriers, type CalleeScript, type SandboxCallRecord, type SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 import { mulawToPcm16, pcm16ToMulaw, rms } from '../../src/audio/pcm16.js';
@@ -575,6 +576,23 @@ describe('sandbox carriers', () => {
       await callbacksDone(record, 'canceled');
       assert.equal(record.outcome, 'canceled');
       assert.equal(record.answeredAt, null);
+    });
+
+    it('the adapter hangs up a call it believed unanswered though the person answered meanwhile', async () => {
+      // The service's view lags the carrier's: its hang-up cancels, the carrier (like Twilio) ignores a
+      // cancel of an answered call and answers `in-progress`, so the adapter must hang it up as answered.
+      sandbox.setScript('+15551230027', [{ waitForAgent: true }, { pause: 60_000 }]);
+      const sid = (await dialA('+15551230027')).body.sid as string;
+      const conn = await svc.conn(sid);
+      await conn.waitFor(() => conn.marks.includes('greeting'));
+      const adapter = new ProviderACarrier(sandbox.providerAUrl, { base: () => svc.url, media: () => svc.url.replace(/^http/, 'ws') }, 5000);
+      await adapter.hangup({ provider: 'provider_a', accountSid: ACCOUNT, authToken: TOKEN }, sid, { answered: false });
+      const record = await completed(sid);
+      await conn.closed;
+      assert.equal(record.hangupBy, 'service');
+      assert.equal(record.endStatus, 'completed');
+      assert.notEqual(record.answeredAt, null);
+      sandbox.setScript('+15551230027', null);
     });
 
     it('transfers with <Dial>: the stream stops and the call completes', async () => {

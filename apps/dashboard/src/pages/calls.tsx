@@ -236,6 +236,7 @@ export function CallPage({ session, callId }: { session: SignedIn; callId: strin
           <ErrorNote error={hangup.error} />
         </p>
       )}
+      <Recording session={session} call={c} reload={() => call.reload()} />
       <h2>Transcript</h2>
       {c.transcript.length === 0 ? (
         <p class="muted">Nothing said yet.</p>
@@ -285,6 +286,39 @@ export function CallPage({ session, callId }: { session: SignedIn; callId: strin
       <ErrorNote error={deliveries.error} />
       {deliveries.data && <DeliveryTable deliveries={deliveries.data} />}
     </section>
+  );
+}
+
+/** The call's two-channel recording: a player on its signed link (no API key needed), its facts, and deletion. */
+function Recording({ session, call, reload }: { session: SignedIn; call: Schemas['Call']; reload: () => void }) {
+  const remove = useAction(async () => {
+    if (!confirm('Delete this recording? This cannot be undone.')) return;
+    await ok(api.DELETE('/api/v1/calls/{call_id}/recording', { params: { path: { call_id: call.call_id } } }));
+    reload();
+  });
+  const r = call.recording;
+  if (!r || !call.recording_url) return null;
+  return (
+    <>
+      <h2>Recording</h2>
+      <audio class="recording" controls preload="none" src={call.recording_url} aria-label="Call recording" />
+      <p class="muted">
+        {r.status === 'recording' ? 'Recording so far: ' : ''}
+        {r.duration.toFixed(1)} s, {(r.size_bytes / 1024).toFixed(0)} KiB, caller on the left, agent on the right
+        {r.truncated ? ' (cut at the size limit)' : ''}.{' '}
+        <a href={call.recording_url} download={`${call.call_id}.wav`}>
+          Download
+        </a>
+      </p>
+      {canWrite(session) && (
+        <p>
+          <button type="button" class="danger" disabled={remove.busy} onClick={() => void remove.run()}>
+            Delete recording
+          </button>
+          <ErrorNote error={remove.error} />
+        </p>
+      )}
+    </>
   );
 }
 
