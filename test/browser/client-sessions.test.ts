@@ -7,6 +7,8 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { Browser } from 'playwright-core';
 import { startTestService, type TestService } from '../helpers/service.js';
@@ -82,8 +84,21 @@ describe('served at GET /sdk/voice-agent-client.js', () => {
 });
 
 describe('a text session', () => {
-  it('start() resolves on session_started; sendText reaches the agent and its reply arrives; stop() closes with 1000', async () => {
+  it('start() resolves on session_started; sendText reaches the agent and its reply arrives; tool calls are told; stop() closes with 1000', async () => {
     const agentId = await createAgent(t, a, { first_message: 'Hello! How can I help you today?' });
+    const toolServer = http.createServer((_req, res) => res.writeHead(200, { 'Content-Type': 'application/json' }).end('{"found":true}'));
+    await new Promise<void>((r) => toolServer.listen(0, '127.0.0.1', r));
+    const tool = await t.http
+      .post('/api/v1/tools')
+      .set(bearer(a.apiKey))
+      .send({
+        name: 'lookup_appointment',
+        description: 'Looks up an appointment.',
+        url: `http://127.0.0.1:${(toolServer.address() as AddressInfo).port}/`,
+        method: 'POST',
+      });
+    assert.equal(tool.status, 201, JSON.stringify(tool.body));
+    assert.equal((await t.http.put(`/api/v1/agents/${agentId}/tools/${tool.body.tool_id}`).set(bearer(a.apiKey))).status, 200);
     const p = await openCustomerPage(browser, site);
     try {
       const before = site.requests.length;
@@ -112,7 +127,17 @@ describe('a text session', () => {
         10_000,
         'the reply',
       );
+      // The agent calls its tool: the page is told when it starts and when it ends.
+      assert.deepEqual(await p.call('sendText', i, 'Please lookup_appointment for Ada'), { ok: true });
+      await p.waitForEvent(i, (e) => e.e === 'reply' && /lookup_appointment returned/.test(String(e.v)), 10_000, 'the reply after the tool');
       const events = await p.events(i);
+      assert.deepEqual(
+        events.filter((e) => e.e === 'toolCall').map((e) => e.v),
+        [
+          { name: 'lookup_appointment', status: 'started' },
+          { name: 'lookup_appointment', status: 'completed' },
+        ],
+      );
       const messages = events.filter((e) => e.e === 'message').map((e) => (e.v as { type: string }).type);
       assert.deepEqual(messages.slice(0, 1), ['session_started']);
       assert.ok(messages.includes('text') && messages.includes('turn_complete'), messages.join(','));
@@ -141,6 +166,8 @@ describe('a text session', () => {
       assert.ok(turns.includes('user: What are your opening hours on Saturday?'), turns.join('\n'));
     } finally {
       await p.page.close();
+      toolServer.closeAllConnections();
+      await new Promise<void>((r) => toolServer.close(() => r()));
     }
   });
 
@@ -226,6 +253,7 @@ describe('a voice session with the fake microphone', () => {
         ['speaking', false],
         'playback flushed on interrupted, before any other event',
       );
+      assert.equal(events[interrupted + 2]?.e, 'interrupted', 'then the interrupted event');
 
       // What went over the wire: JSON frames of PCM16 LE at 16 kHz, 640 bytes (20 ms) each, in real time.
       const frames = p.sent.filter((f) => f.mime_type === 'audio/pcm');

@@ -1,6 +1,6 @@
 /**
  * A call's page in the dashboard (real headless Chromium, real service, sandbox calls): keypad keys in
- * the transcript, and the call's recording.
+ * the transcript, the call's recording, and a live call followed through its event stream.
  * - The keys the agent pressed with `send_dtmf` at the sandbox phone menu appear as key caps in the
  *   agent's turn, marked apart from speech.
  * - The player loads the recording's WAV through its signed link alone (the page's requests for it
@@ -93,5 +93,27 @@ describe('dashboard: a call recording', () => {
     const deleted = await getCall(t, tn, call.call_id);
     assert.equal(deleted.recording, null);
     assert.equal(deleted.recording_url, null);
+  });
+});
+
+describe('dashboard: a live call', () => {
+  it('follows the call through its event stream as it is spoken, then shows the record', async () => {
+    const agentId = await createPhoneAgent(t, tn, 'provider_a');
+    const res = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber() });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    const callId = res.body.call_id as string;
+    await page.goto(`${t.url}/dashboard#/calls/${callId}`);
+    // The live transcript exists only while the record says the call is live: a caller's finished
+    // utterance in it came through the stream, before the call ended.
+    await page.locator('.transcript.live li.turn-user').first().waitFor({ timeout: 30_000 });
+    assert.match(await page.locator('.live-state').innerText(), /^Following live/);
+    const call = await waitForCall(t, tn, callId);
+    assert.equal(call.status, 'completed');
+    // The end event reloads the record: its transcript replaces the live one, with no page reload.
+    await page.locator('.transcript:not(.live)').waitFor({ timeout: 15_000 });
+    assert.match(await page.locator('dl.facts').first().innerText(), /completed/);
+    const shown = await page.locator('.transcript li.turn').allInnerTexts();
+    assert.equal(shown.length, call.transcript.length);
+    assert.ok(shown.some((line) => line.includes(call.transcript.find((e: { role: string }) => e.role === 'user').text)));
   });
 });

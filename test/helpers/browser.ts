@@ -115,7 +115,7 @@ window.vas = {
     const s = sdk.createSession(o);
     const rec = { s, events: [] };
     const t0 = performance.now();
-    for (const e of ['message', 'state', 'transcript', 'reply', 'speaking', 'error', 'close']) {
+    for (const e of ['message', 'state', 'transcript', 'reply', 'speaking', 'interrupted', 'toolCall', 'error', 'close']) {
       s.on(e, (v) => rec.events.push({ e, v: plain(v), at: performance.now() - t0 }));
     }
     s.on('audio', (a) => rec.events.push({ e: 'audio', v: { samples: a.samples.length, sampleRate: a.sampleRate }, at: performance.now() - t0 }));

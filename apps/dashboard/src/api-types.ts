@@ -3,3 +3,18 @@ import type { components, paths } from '../../../generated/openapi.js';
 
 export type { paths };
 export type Schemas = components['schemas'];
+
+import type {
+  LiveDtmfEvent,
+  LiveEndEvent,
+  LiveInterruptedEvent,
+  LiveStatusEvent,
+  LiveToolCallEvent,
+  LiveToolResultEvent,
+  LiveTransferEvent,
+  LiveTranscriptEvent,
+} from '../../../generated/asyncapi-types.js';
+
+/** One event of a conversation's live stream (GET .../events; the AsyncAPI `conversationEvents` messages). */
+export type LiveEvent =
+  LiveStatusEvent | LiveTranscriptEvent | LiveToolCallEvent | LiveToolResultEvent | LiveInterruptedEvent | LiveTransferEvent | LiveDtmfEvent | LiveEndEvent;

@@ -67,6 +67,10 @@ export interface SessionEvents {
   audio: (audio: AgentAudio) => void;
   /** The agent's audio started or stopped playing (also false at once on barge-in). */
   speaking: (speaking: boolean) => void;
+  /** The person spoke over the agent: what was playing has stopped and the queued audio is dropped. */
+  interrupted: () => void;
+  /** The agent calls one of its tools (`started`), and the call's end (`completed` or `failed`). */
+  toolCall: (call: { name: string; status: 'started' | 'completed' | 'failed' }) => void;
   /** A problem during a live session; the session goes on unless a `close` follows. */
   error: (error: VoiceAgentError) => void;
   /** The WebSocket closed (after `stop()`, or by the server). */
@@ -91,6 +95,8 @@ export class Session {
     reply: new Set(),
     audio: new Set(),
     speaking: new Set(),
+    interrupted: new Set(),
+    toolCall: new Set(),
     error: new Set(),
     close: new Set(),
   };
@@ -397,6 +403,10 @@ export class Session {
       }
       case 'interrupted':
         this.player?.flush();
+        this.emit('interrupted');
+        break;
+      case 'tool_call':
+        this.emit('toolCall', { name: msg.name, status: msg.status });
         break;
       case 'transcript': {
         const { role, text, final, timestamp } = msg;

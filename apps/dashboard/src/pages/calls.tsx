@@ -5,6 +5,7 @@ import { api, ok } from '../api.js';
 import { canWrite, type SignedIn } from '../session.js';
 import { ErrorNote, Loading, MoreButton, Status, When, useAction, useInterval, useLoad, usePaged } from '../ui.js';
 import { DeliveryTable } from './deliveries.js';
+import { useLiveFeed, type LiveFeed } from '../live-events.js';
 
 type CallStatus = Schemas['CallStatus'];
 const STATUSES: CallStatus[] = ['queued', 'initiated', 'ringing', 'in_progress', 'completed', 'busy', 'no_answer', 'failed', 'canceled', 'voicemail'];
@@ -158,7 +159,10 @@ export function CallPage({ session, callId }: { session: SignedIn; callId: strin
     [callId],
   );
   const live = !!call.data && LIVE.includes(call.data.status);
-  useInterval(() => call.reload(), 2000, live);
+  // A live call is followed through its event stream; the record is reloaded when its status moves
+  // (and every 2 s only if the stream cannot be had).
+  const feed = useLiveFeed(`/api/v1/calls/${callId}/events`, live, () => call.reload());
+  useInterval(() => call.reload(), 2000, live && feed.state === 'failed');
   const hangup = useAction(async () => {
     await ok(api.POST('/api/v1/calls/{call_id}/hangup', { params: { path: { call_id: callId } } }));
     call.reload();
@@ -238,7 +242,9 @@ export function CallPage({ session, callId }: { session: SignedIn; callId: strin
       )}
       <Recording session={session} call={c} reload={() => call.reload()} />
       <h2>Transcript</h2>
-      {c.transcript.length === 0 ? (
+      {live && feed.state !== 'off' && feed.state !== 'failed' ? (
+        <LiveTranscript feed={feed} />
+      ) : c.transcript.length === 0 ? (
         <p class="muted">Nothing said yet.</p>
       ) : (
         <ol class="transcript">
@@ -286,6 +292,42 @@ export function CallPage({ session, callId }: { session: SignedIn; callId: strin
       <ErrorNote error={deliveries.error} />
       {deliveries.data && <DeliveryTable deliveries={deliveries.data} />}
     </section>
+  );
+}
+
+/** The call as it is spoken: finished utterances, notes (tools, interruptions, transfer), and what each side is saying now. */
+function LiveTranscript({ feed }: { feed: LiveFeed }) {
+  const who = (role: 'model' | 'user') => (role === 'model' ? 'Agent' : 'Caller');
+  return (
+    <>
+      <p class="muted live-state" aria-live="polite">
+        {feed.state === 'live'
+          ? `Following live${feed.status ? ` (${feed.status.replace(/_/g, ' ')})` : ''}`
+          : feed.state === 'ended'
+            ? 'The call ended.'
+            : 'Connecting…'}
+      </p>
+      <ol class="transcript live">
+        {feed.lines.map((l, i) =>
+          l.kind === 'note' ? (
+            <li key={i} class="turn turn-note muted">
+              {l.text}
+            </li>
+          ) : (
+            <li key={i} class={`turn turn-${l.role}${l.dtmf === undefined ? '' : ' turn-keys'}`}>
+              <span class="who">{who(l.role)}</span> {l.dtmf === undefined ? l.text : <Keys keys={l.dtmf} />}
+            </li>
+          ),
+        )}
+        {(['user', 'model'] as const).map((role) =>
+          feed.partial[role] ? (
+            <li key={`partial-${role}`} class={`turn turn-${role} turn-partial`}>
+              <span class="who">{who(role)}</span> {feed.partial[role]}…
+            </li>
+          ) : null,
+        )}
+      </ol>
+    </>
   );
 }
 
