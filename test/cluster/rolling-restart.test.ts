@@ -12,7 +12,7 @@
  *
  * Not in the default `npm test` (it takes minutes): `npm run test:cluster` runs it, skipped when
  * HAProxy is not installed (.ci/run installs it). Progress goes to stderr; each instance run's output
- * is written to CLUSTER_LOG_DIR when set. Live event streams are not covered: the service has none yet.
+ * is written to CLUSTER_LOG_DIR when set.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -26,6 +26,7 @@ import { freePort } from '../helpers/process.js';
 import { startReceiver, type Receiver } from '../helpers/webhooks.js';
 import { providerConfig, providerBConfigFor, sandboxNumber } from '../helpers/calls.js';
 import { connect, waitFor } from '../helpers/realtime.js';
+import { openSse, type SseMessage } from '../helpers/sse.js';
 import { Instance, haproxyBinary, startBalancer, startSimulator, type Balancer, type Simulator } from '../helpers/cluster.js';
 
 const ADMIN = 'cluster-operator-token-0123456789';
@@ -133,12 +134,54 @@ async function setUp(): Promise<Tenant> {
   };
 }
 
+/**
+ * A call's live events through the balancer, from the first to `end`: a stream that closes before
+ * `end` (its instance drained or was killed) is opened again with the last id received.
+ */
+async function follow(tn: Tenant, callId: string): Promise<SseMessage[]> {
+  const got: SseMessage[] = [];
+  for (let attempt = 1; attempt <= 40; attempt++) {
+    const last = got.at(-1);
+    try {
+      const stream = await openSse(`${lb.url}/api/v1/calls/${callId}/events`, { ...tn.auth, ...(last ? { 'Last-Event-ID': String(last.id) } : {}) }, (m) =>
+        got.push(m),
+      );
+      if (stream.status === 200) {
+        await stream.ended;
+        if (got.at(-1)?.event === 'end') return got;
+      } else if (!RETRYABLE.has(stream.status)) {
+        throw new Error(`${callId}: events answered ${stream.status} ${JSON.stringify(stream.error)}`);
+      }
+    } catch (err) {
+      if ((err as Error).message.startsWith(`${callId}:`)) throw err;
+      // The connection failed (an instance going away): as retryable as a 502.
+    }
+    retried += 1;
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`${callId}: no end event after 40 attempts; got ${got.map((m) => `${m.id}:${m.event}`).join(' ')}`);
+}
+
+/** Each followed call's events came once each, numbered 1..n, to `end`, with the call's final status. */
+async function assertFollowed(follows: Map<string, Promise<SseMessage[]>>, rows: Array<Record<string, any>>): Promise<void> {
+  const wrong: string[] = [];
+  for (const [callId, events] of follows) {
+    const got = await events;
+    const ids = got.map((m) => m.id);
+    const row = rows.find((r) => r.id === callId);
+    if (ids.some((id, i) => id !== i + 1)) wrong.push(`${callId}: ids ${ids.join(',')}`);
+    else if (got.at(-1)?.data.status !== row?.status) wrong.push(`${callId}: end says ${got.at(-1)?.data.status}, the record ${row?.status}`);
+  }
+  assert.deepEqual(wrong, [], 'every call followed once from its first event to its end');
+}
+
 /** Web sessions that failed on the client's side, with why (each fails the test at its end). */
 const sessionErrors: string[] = [];
 
 /** Traffic until `stop()`: a call every 600 ms (carriers alternating), a web session every 2.5 s. */
 function traffic(tn: Tenant) {
   const calls: string[] = [];
+  const follows = new Map<string, Promise<SseMessage[]>>();
   const sessions: Array<Promise<string | null>> = [];
   /** The instances seen running calls' media (the finalised row forgets it). */
   const bridgedOn = new Set<string>();
@@ -155,7 +198,12 @@ function traffic(tn: Tenant) {
     while (running) {
       const provider = n++ % 2 === 0 ? 'provider_a' : 'provider_b';
       const res = await request('POST', '/api/v1/calls', { agent_id: tn.agents[provider], to_number: sandboxNumber('5555') }, tn.auth);
-      if (res.status === 201) calls.push(res.body.call_id);
+      if (res.status === 201) {
+        calls.push(res.body.call_id);
+        const events = follow(tn, res.body.call_id);
+        events.catch(() => undefined);
+        follows.set(res.body.call_id, events);
+      }
       await new Promise((r) => setTimeout(r, 600));
     }
   })();
@@ -172,6 +220,7 @@ function traffic(tn: Tenant) {
   })();
   return {
     calls,
+    follows,
     sessions,
     bridgedOn,
     /** Until at least `calls` calls and `sessions` sessions were accepted (the machine may be slow). */
@@ -392,6 +441,7 @@ describe('three instances behind a load balancer', { skip }, () => {
     );
     assert.ok(load.bridgedOn.size >= 2, `media streams reached more than one instance: ${[...load.bridgedOn].join(', ')}`);
     assertOncePerConversation([...rows.map((c) => c.id), ...sessionIds]);
+    await assertFollowed(load.follows, rows);
     await assertDialedOnce(batchId);
   });
 
@@ -411,6 +461,7 @@ describe('three instances behind a load balancer', { skip }, () => {
     const sessionIds = (await Promise.all(load.sessions)).filter((s): s is string => s !== null);
     const rows = await settle(tn, load.calls, sessionIds, batchId);
     assertOncePerConversation([...rows.map((c) => c.id), ...sessionIds]);
+    await assertFollowed(load.follows, rows);
     await assertDialedOnce(batchId);
   });
 
@@ -443,6 +494,7 @@ describe('three instances behind a load balancer', { skip }, () => {
       'no web session was cut',
     );
     assertOncePerConversation([...rows.map((c) => c.id), ...sessionIds]);
+    await assertFollowed(load.follows, rows);
     await assertDialedOnce(batchId);
     const statuses = new Map<number, number>();
     for (const o of outcomes) statuses.set(o.status, (statuses.get(o.status) ?? 0) + 1);
