@@ -86,7 +86,7 @@ const schema = z.object({
    * need the loop every 20 ms. 0 turns the check off.
    */
   OVERLOAD_LOOP_DELAY_MS: durationMs(250),
-  /** Likewise while this many queries wait for a database connection (default: DATABASE_POOL_MAX); 0 turns it off. */
+  /** Likewise while at least this many queries keep waiting for a database connection through two windows (default: DATABASE_POOL_MAX); 0 turns it off. */
   OVERLOAD_DB_WAITING: z.coerce.number().int().min(0).optional(),
   OVERLOAD_SAMPLE_MS: z.coerce.number().int().min(50).default(1_000),
   /** After the drain: time for in-flight requests and for conversations ended at the deadline to be finalised before connections are cut. */

@@ -4,28 +4,33 @@
  * cores carry that still took new calls would starve all of them (the `calls` benchmark at 500
  * streams on two cores: event-loop delay p99 over 300 ms, then every database connection taken and
  * waited for, dial jobs and hang-ups failing). So new conversations are refused (503 and
- * `Retry-After`, the request did nothing; a batch's next round waits) while either signal holds:
- * - the event loop's delay p99 over a sampling window above `loopDelayMs`, for two windows running
- *   (one slow garbage collection or a burst does not count);
- * - at least `dbWaiting` queries waiting for a connection of the pool, now.
+ * `Retry-After`, the request did nothing; a batch's next round waits) while either signal holds for
+ * two sampling windows running (a burst of requests, one slow garbage collection does not count):
+ * - the event loop's delay p99 over the window above `loopDelayMs`;
+ * - at least `dbWaiting` queries waiting for a connection of the pool all through the window (its
+ *   fewest, sampled five times a window).
  * Hand-written: the one library for this (under-pressure) is a Fastify plugin.
  */
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 
 export interface OverloadOptions {
-  /** Event-loop delay p99 (ms) over one window above which the instance is busy; 0: not watched. */
+  /** Event-loop delay p99 (ms) over one window above which the window is slow; 0: not watched. */
   loopDelayMs: number;
-  /** Queries waiting for a database connection at or above which the instance is busy; 0: not watched. */
+  /** Queries waiting for a database connection all through a window for it to be starved; 0: not watched. */
   dbWaiting: number;
   /** The sampling window (ms). */
   sampleMs: number;
 }
 
+const DB_SAMPLES_PER_WINDOW = 5;
+
 export class OverloadGuard {
   private histogram: IntervalHistogram | null = null;
-  private timer: NodeJS.Timeout | null = null;
+  private timers: NodeJS.Timeout[] = [];
   private slowWindows = 0;
+  private starvedWindows = 0;
+  private fewestWaiting = Infinity;
   private lastReason: string | null = null;
 
   constructor(
@@ -36,35 +41,48 @@ export class OverloadGuard {
   ) {}
 
   start(): void {
-    if (this.opts.loopDelayMs <= 0 || this.timer) return;
-    this.histogram = monitorEventLoopDelay({ resolution: 10 });
-    this.histogram.enable();
-    this.timer = setInterval(() => this.sample(), this.opts.sampleMs);
-    this.timer.unref();
+    if (this.timers.length > 0 || (this.opts.loopDelayMs <= 0 && this.opts.dbWaiting <= 0)) return;
+    if (this.opts.loopDelayMs > 0) {
+      this.histogram = monitorEventLoopDelay({ resolution: 10 });
+      this.histogram.enable();
+    }
+    if (this.opts.dbWaiting > 0) {
+      const probe = setInterval(
+        () => (this.fewestWaiting = Math.min(this.fewestWaiting, this.dbWaitingNow())),
+        Math.max(10, this.opts.sampleMs / DB_SAMPLES_PER_WINDOW),
+      );
+      this.timers.push(probe);
+    }
+    this.timers.push(setInterval(() => this.endWindow(), this.opts.sampleMs));
+    for (const t of this.timers) t.unref();
   }
 
   stop(): void {
-    if (this.timer) clearInterval(this.timer);
+    for (const t of this.timers) clearInterval(t);
+    this.timers = [];
     this.histogram?.disable();
-    this.timer = null;
     this.histogram = null;
   }
 
-  private sample(): void {
-    const h = this.histogram!;
-    const p99Ms = h.count > 0 ? h.percentile(99) / 1e6 : 0;
-    h.reset();
-    this.slowWindows = p99Ms > this.opts.loopDelayMs ? this.slowWindows + 1 : 0;
+  private endWindow(): void {
+    let p99Ms = 0;
+    if (this.histogram) {
+      p99Ms = this.histogram.count > 0 ? this.histogram.percentile(99) / 1e6 : 0;
+      this.histogram.reset();
+      this.slowWindows = p99Ms > this.opts.loopDelayMs ? this.slowWindows + 1 : 0;
+    }
+    if (this.opts.dbWaiting > 0) {
+      const fewest = Math.min(this.fewestWaiting, this.dbWaitingNow());
+      this.starvedWindows = fewest >= this.opts.dbWaiting ? this.starvedWindows + 1 : 0;
+      this.fewestWaiting = Infinity;
+    }
     this.note(p99Ms);
   }
 
   /** Why the instance takes no new conversation now, or null when it does. */
   reason(): string | null {
-    if (this.opts.dbWaiting > 0) {
-      const waiting = this.dbWaitingNow();
-      if (waiting >= this.opts.dbWaiting) return `${waiting} database queries are waiting for a connection`;
-    }
     if (this.slowWindows >= 2) return `the event loop is delayed over ${this.opts.loopDelayMs} ms`;
+    if (this.starvedWindows >= 2) return `${this.opts.dbWaiting} or more database queries keep waiting for a connection`;
     return null;
   }
 

@@ -1,7 +1,7 @@
 /**
  * The overload guard (src/system/overload.ts) on its own: queries waiting for a database connection
- * make the instance busy at once and no longer once they are served; an event loop held busy makes it
- * busy only after two slow windows running, and one window at ease clears it. The loop here is this
+ * through two windows make the instance busy (a shorter burst does not), an event loop held busy
+ * makes it busy after two slow windows running (one does not), and one window at ease clears either. The loop here is this
  * test's own, blocked on purpose.
  */
 import { describe, it } from 'node:test';
@@ -11,27 +11,47 @@ import { OverloadGuard } from '../../src/system/overload.js';
 
 const silent = pino({ level: 'silent' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+async function waitUntil(check: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await sleep(20);
+  }
+}
 const block = (ms: number) => {
   const until = Date.now() + ms;
   while (Date.now() < until);
 };
 
 describe('overload guard', () => {
-  it('is busy while at least dbWaiting queries wait for a connection', () => {
+  it('is busy once dbWaiting queries kept waiting for a connection through two windows; a burst does not count', async () => {
     let waiting = 0;
-    const guard = new OverloadGuard({ loopDelayMs: 0, dbWaiting: 3, sampleMs: 1000 }, () => waiting, silent);
-    assert.equal(guard.reason(), null);
-    waiting = 2;
-    assert.equal(guard.reason(), null);
-    waiting = 3;
-    assert.match(guard.reason() ?? '', /3 database queries are waiting/);
-    waiting = 0;
-    assert.equal(guard.reason(), null);
+    const guard = new OverloadGuard({ loopDelayMs: 0, dbWaiting: 3, sampleMs: 100 }, () => waiting, silent);
+    guard.start();
+    try {
+      // A burst shorter than a window: not starved.
+      waiting = 10;
+      await sleep(40);
+      waiting = 0;
+      await sleep(350);
+      assert.equal(guard.reason(), null, 'a burst of waiting queries does not count');
+      // Waiting all along.
+      waiting = 3;
+      await waitUntil(() => guard.reason() !== null);
+      assert.match(guard.reason() ?? '', /3 or more database queries keep waiting/);
+      waiting = 2;
+      await waitUntil(() => guard.reason() === null);
+    } finally {
+      guard.stop();
+    }
   });
 
-  it('with dbWaiting 0 the pool is not watched', () => {
-    const guard = new OverloadGuard({ loopDelayMs: 0, dbWaiting: 0, sampleMs: 1000 }, () => 1_000, silent);
+  it('watches nothing when both signals are 0', async () => {
+    const guard = new OverloadGuard({ loopDelayMs: 0, dbWaiting: 0, sampleMs: 50 }, () => 1_000, silent);
+    guard.start();
+    await sleep(200);
     assert.equal(guard.reason(), null);
+    guard.stop();
   });
 
   it('is busy after two windows of a delayed event loop, not after one, and clear after one at ease', async () => {
