@@ -131,6 +131,27 @@ export class LiveEventHub {
     sub.stream.end();
   }
 
+  /**
+   * Rows this instance just wrote and committed: a stream that has sent everything before them takes
+   * them at once, without reading them back (a stream that is behind or reading reads, as on a NOTIFY).
+   */
+  delivered(rows: StoredLiveEvent[]): void {
+    for (const row of rows) {
+      const subs = this.subscribers.get(row.conversation_id);
+      if (!subs) continue;
+      for (const sub of subs) {
+        if (sub.closed || row.seq <= sub.lastSeq) continue;
+        if (sub.reading || row.seq !== sub.lastSeq + 1 || sub.stream.writableNeedDrain) {
+          void this.pump(sub);
+          continue;
+        }
+        sub.lastSeq = row.seq;
+        sub.stream.write(sseMessage(row));
+        if (row.type === 'end') this.close(sub);
+      }
+    }
+  }
+
   private notified(payload: string | undefined): void {
     if (!payload) return;
     const [conversationId, seq] = payload.split(' ');

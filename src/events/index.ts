@@ -69,8 +69,13 @@ export class LiveEvents {
     private readonly log: Logger,
   ) {
     this.store = new LiveEventStore(knex, opts.maxPerConversation);
-    this.writer = new LiveEventWriter(this.store, clock, { flushMs: opts.flushMs, onAppend: opts.onAppend }, log);
     this.hub = new LiveEventHub(this.store, { heartbeatMs: opts.heartbeatMs, maxStreamsPerWorkspace: opts.maxStreamsPerWorkspace }, databaseUrl, log);
+    this.writer = new LiveEventWriter(
+      this.store,
+      clock,
+      { flushMs: opts.flushMs, onAppend: opts.onAppend, onWritten: (rows) => this.hub.delivered(rows) },
+      log,
+    );
   }
 
   start(): Promise<void> {

@@ -34,10 +34,10 @@ export class LiveEventStore {
 
   /**
    * Stores `events` (in the given order within each conversation) in `trx`, or in a transaction of
-   * its own. Returns how many were stored.
+   * its own. Returns the rows stored, numbered.
    */
-  async insert(events: NewLiveEvent[], trx?: Knex.Transaction): Promise<number> {
-    if (events.length === 0) return 0;
+  async insert(events: NewLiveEvent[], trx?: Knex.Transaction): Promise<StoredLiveEvent[]> {
+    if (events.length === 0) return [];
     const run = async (t: Knex.Transaction) => {
       const ids = [...new Set(events.map((e) => e.conversationId))].sort();
       await t.raw(`select pg_advisory_xact_lock(hashtextextended(id, 27)) from unnest(?::text[]) as id order by id`, [ids]);
@@ -53,14 +53,20 @@ export class LiveEventStore {
            insert into conversation_events (workspace_id, conversation_id, seq, type, data)
            select w, c, top + n, t, d from numbered
             where top + n <= ? or t = 'end'
-           returning conversation_id, seq
+           returning conversation_id, seq, type, data
+         ), notified as (
+           select pg_notify(?, conversation_id || ' ' || max(seq)) from kept group by conversation_id
          )
-         select conversation_id, max(seq) as last, count(*)::int as stored,
-                pg_notify(?, conversation_id || ' ' || max(seq)) as notified
-           from kept group by conversation_id`,
+         select conversation_id, seq, type, data, (select count(*) from notified) as notifications
+           from kept order by conversation_id, seq`,
         [JSON.stringify(input), this.maxPerConversation, EVENTS_CHANNEL],
       );
-      return (result.rows as Array<{ stored: number }>).reduce((n, r) => n + r.stored, 0);
+      return (result.rows as Array<StoredLiveEvent & { notifications: unknown }>).map(({ conversation_id, seq, type, data }) => ({
+        conversation_id,
+        seq,
+        type,
+        data,
+      }));
     };
     return trx ? run(trx) : this.db.transaction(run);
   }

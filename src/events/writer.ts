@@ -2,7 +2,8 @@
  * The producing side of live events. A conversation running on this instance appends its events
  * here (`sink()`); they are held for `flushMs` and written together, every conversation's in one
  * statement (so a hundred live calls cost one small transaction every few tens of milliseconds),
- * one flush at a time so each conversation's events keep their order. Events that must commit with
+ * one flush at a time so each conversation's events keep their order; an utterance's partial
+ * transcript replaces its previous one still waiting. Events that must commit with
  * a record (a status change, the `end`) are written with `writeIn` in the caller's transaction (the
  * bridges flush their conversation's queued events before finalising, so the order holds).
  */
@@ -10,7 +11,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import { asyncapiPayloadValidator } from '../contract/documents.js';
-import type { LiveEventStore, LiveEventType, NewLiveEvent } from './store.js';
+import type { LiveEventStore, LiveEventType, NewLiveEvent, StoredLiveEvent } from './store.js';
 
 /** Each event type's AsyncAPI message (channel `conversationEvents`). */
 export const LIVE_EVENT_MESSAGES: Record<LiveEventType, string> = {
@@ -34,6 +35,8 @@ const ENDED_MEMORY_MS = 60_000;
 
 export class InvalidLiveEventError extends Error {}
 
+const isPartial = (type: LiveEventType, data: Record<string, unknown>) => type === 'transcript' && data.final === false;
+
 /** Checks an event against its AsyncAPI message (with placeholder seq), so nothing off-contract is stored. */
 export function checkLiveEvent(conversationId: string, type: LiveEventType, data: Record<string, unknown>): void {
   const validate = asyncapiPayloadValidator(LIVE_EVENT_MESSAGES[type]);
@@ -46,14 +49,21 @@ export function checkLiveEvent(conversationId: string, type: LiveEventType, data
 export class LiveEventWriter {
   private pending: NewLiveEvent[] = [];
   private timer: NodeJS.Timeout | undefined;
-  private flushing: Promise<void> = Promise.resolve();
+  /** The write in flight, and the one that follows it (everything queued meanwhile). */
+  private writing: Promise<void> | null = null;
+  private next: Promise<void> | null = null;
   /** Conversations whose `end` is written: later events of theirs are dropped. */
   private readonly ended = new Set<string>();
 
   constructor(
     private readonly store: LiveEventStore,
     private readonly clock: Clock,
-    private readonly opts: { flushMs: number; onAppend?: (conversationId: string, type: LiveEventType, data: Record<string, unknown>) => void },
+    private readonly opts: {
+      flushMs: number;
+      onAppend?: (conversationId: string, type: LiveEventType, data: Record<string, unknown>) => void;
+      /** Rows this writer stored and committed (this instance's streams take them without reading them back). */
+      onWritten?: (rows: StoredLiveEvent[]) => void;
+    },
     private readonly log: Logger,
   ) {}
 
@@ -71,7 +81,12 @@ export class LiveEventWriter {
       this.log.error({ err, conversationId, type }, 'live event dropped');
       return;
     }
-    this.pending.push({ workspaceId, conversationId, type, data: stamped });
+    // The utterance so far replaces its previous state still waiting to be written: a client reads
+    // the latest words, not every intermediate one (finals and every other event are all kept).
+    let last: NewLiveEvent | undefined;
+    for (let i = this.pending.length - 1; i >= 0 && !last; i--) if (this.pending[i].conversationId === conversationId) last = this.pending[i];
+    if (isPartial(type, stamped) && last && isPartial(last.type, last.data) && last.data.role === stamped.role) last.data = stamped;
+    else this.pending.push({ workspaceId, conversationId, type, data: stamped });
     this.opts.onAppend?.(conversationId, type, stamped);
     this.timer ??= setTimeout(() => {
       this.timer = undefined;
@@ -84,21 +99,35 @@ export class LiveEventWriter {
     return { emit: (type, data) => this.append(workspaceId, conversationId, type, data) };
   }
 
-  /** Writes everything queued; resolves once written (or given up, logged). */
+  /**
+   * Writes everything queued; resolves once written (or given up, logged). One write at a time: what
+   * is queued meanwhile goes in one next write, started when the current one ends (a write per call
+   * would queue up behind each other under load: seconds of delay at a hundred calls).
+   */
   flush(): Promise<void> {
     clearTimeout(this.timer);
     this.timer = undefined;
+    if (!this.writing) {
+      this.writing = this.writeOut().finally(() => (this.writing = null));
+      return this.writing;
+    }
+    this.next ??= this.writing.then(() => {
+      this.next = null;
+      return this.flush();
+    });
+    return this.next;
+  }
+
+  private async writeOut(): Promise<void> {
     const batch = this.pending;
     this.pending = [];
-    this.flushing = this.flushing.then(async () => {
-      if (batch.length === 0) return;
-      try {
-        await this.store.insert(batch);
-      } catch (err) {
-        this.log.warn({ err, events: batch.length }, 'live events could not be written; they are lost');
-      }
-    });
-    return this.flushing;
+    if (batch.length === 0) return;
+    try {
+      const rows = await this.store.insert(batch);
+      this.opts.onWritten?.(rows);
+    } catch (err) {
+      this.log.warn({ err, events: batch.length }, 'live events could not be written; they are lost');
+    }
   }
 
   /**
