@@ -1,19 +1,22 @@
 /**
  * Live events: `npm run bench -- events`.
  *
- * N concurrent sandbox phone calls (BENCH_EVENTS_CALLS, default 100) on one service with its sandbox
- * carriers and voice service in-process; each call's event stream is followed by an SSE client, and a
+ * N concurrent sandbox phone calls (BENCH_EVENTS_CALLS, default 100) on one service, the sandbox
+ * carriers and voice service each in a process of its own; each call's event stream is followed by an SSE client, and a
  * webhook listing `call.transcript` receives every utterance. Figures: the time from an utterance's
  * end in the bridge (its final transcript event queued by the conversation, `onLiveEvent`) to the SSE
  * client reading it, and to the webhook receiver having read the `call.transcript` request, p50/p99
- * (goal: SSE p99 under 100 ms at 100 calls). One process and one clock for all ends.
+ * (goal: SSE p99 under 100 ms at 100 calls). One process and one clock for all ends. The calls run
+ * in rounds alternating an agent with recording off and one with it on (BENCH_EVENTS_ROUNDS, 3, the
+ * first a warm-up), and each round's CPU time per call of this process is compared (goal: recording adds under
+ * 10%).
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { benchDatabase, percentile, table } from './lib.js';
+import { benchDatabase, forkChild, percentile, table } from './lib.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import { startService } from '../../src/service.js';
@@ -52,8 +55,16 @@ export async function run(): Promise<void> {
   });
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   const db = await benchDatabase();
+  // The carriers and the voice service are peers of the service: processes of their own, so the
+  // service's process (whose loop carries the events) is not also doing their work.
+  const sandbox = path.join(import.meta.dirname, '../sandbox.ts');
+  const carriers = await forkChild(sandbox, ['carriers'], { PORT: '0', SPEED: '2', RING_MS: '40', LOG_LEVEL: 'silent' });
+  const voice = await forkChild(sandbox, ['voice'], { PORT: '0', SPEED: '2', MS_PER_CHAR: '30', LOG_LEVEL: 'silent' });
   try {
     const config = loadConfig({
+      PROVIDER_A_API_URL: carriers.info.providerAUrl,
+      PROVIDER_B_API_URL: carriers.info.providerBUrl,
+      VOICE_SERVICE_URL: voice.info.url,
       DATABASE_URL: db.url,
       DATA_DIR: fs.mkdtempSync(path.join(os.tmpdir(), 'vas-bench-')),
       PORT: '0',
@@ -61,11 +72,7 @@ export async function run(): Promise<void> {
       LOG_LEVEL: 'silent',
       CONTRACT_CHECK: 'off',
       ADMIN_TOKEN: ADMIN,
-      SANDBOX_CARRIERS_SPEED: '2',
       CALL_AUDIO_RATE: '2',
-      SANDBOX_CARRIERS_RING_MS: '40',
-      VOICE_SANDBOX_SPEED: '2',
-      VOICE_SANDBOX_MS_PER_CHAR: '30',
       JOBS_POLL_INTERVAL_MS: '200',
       DATABASE_POOL_MAX: '30',
     });
@@ -94,44 +101,84 @@ export async function run(): Promise<void> {
         url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`,
         events: ['call.transcript'],
       });
-      const agent = await api(base, 'POST', '/api/v1/agents', key, {
-        name: 'Receptionist',
-        instruction: 'You are the receptionist of Acme Dental.',
-        first_message: 'Hello! This is Acme Dental.',
-        can_end_conversation: true,
-        ...providerConfig('provider_a'),
-      });
-      const started = performance.now();
-      // An overloaded instance refuses new calls (503); those are counted, not measured.
-      const attempts = await Promise.allSettled(
-        Array.from({ length: calls }, () => api(base, 'POST', '/api/v1/calls', key, { agent_id: agent.agent_id, to_number: sandboxNumber() })),
+      const agentWith = (recording: boolean) =>
+        api(base, 'POST', '/api/v1/agents', key, {
+          name: 'Receptionist',
+          instruction: 'You are the receptionist of Acme Dental.',
+          first_message: 'Hello! This is Acme Dental.',
+          can_end_conversation: true,
+          recording: { enabled: recording },
+          ...providerConfig('provider_a'),
+        });
+      const agents = { off: await agentWith(false), on: await agentWith(true) };
+      const rows: Array<Record<string, string | number>> = [];
+      const cpu: Record<string, number[]> = { off: [], on: [] };
+      // Recording off, on, off, on...: the same calls each time, so the CPU difference is the recording's.
+      const rounds = Number(process.env.BENCH_EVENTS_ROUNDS ?? 3);
+      const rampMs = Number(process.env.BENCH_EVENTS_RAMP_MS ?? 5000);
+      for (let round = 0; round < rounds; round++) {
+        for (const mode of ['off', 'on'] as const) {
+          ended.clear();
+          toSse.clear();
+          toHook.clear();
+          const started = performance.now();
+          const cpuBefore = process.cpuUsage();
+          // An overloaded instance refuses new calls (503); those are counted, not measured.
+          // Calls arrive over BENCH_EVENTS_RAMP_MS (5 s), as callers do, not in one instant.
+          const attempts = await Promise.allSettled(
+            Array.from({ length: calls }, async (_, i) => {
+              await new Promise((r) => setTimeout(r, (rampMs * i) / calls));
+              return api(base, 'POST', '/api/v1/calls', key, { agent_id: agents[mode].agent_id, to_number: sandboxNumber() });
+            }),
+          );
+          const placed = attempts.flatMap((a) => (a.status === 'fulfilled' ? [a.value] : []));
+          const refused = attempts.length - placed.length;
+          const streams = await Promise.all(
+            placed.map((c) =>
+              openSse(`${base}/api/v1/calls/${c.call_id}/events`, { Authorization: `Bearer ${key}` }, (m) => {
+                if (m.event === 'transcript' && m.data.final) toSse.set(keyOf(String(m.data.conversation_id), m.data.role, m.data.text), performance.now());
+              }),
+            ),
+          );
+          await Promise.all(streams.map((s) => s.ended));
+          const used = process.cpuUsage(cpuBefore);
+          // The webhook deliveries of the last utterances may still be on their way.
+          const deadline = Date.now() + 15_000;
+          while (toHook.size < ended.size && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+          const sse = [...toSse].flatMap(([k, at]) => (ended.has(k) ? [at - ended.get(k)!] : [])).sort((a, b) => a - b);
+          const hook = [...toHook].flatMap(([k, at]) => (ended.has(k) ? [at - ended.get(k)!] : [])).sort((a, b) => a - b);
+          const cpuMsPerCall = (used.user + used.system) / 1000 / Math.max(1, placed.length);
+          // The first round warms the code up (compilation, pools): shown, not counted.
+          if (round > 0 || rounds === 1) cpu[mode].push(cpuMsPerCall);
+          rows.push({
+            round: round === 0 && rounds > 1 ? '0 (warm-up)' : round,
+            recording: mode,
+            calls: placed.length,
+            refused,
+            utterances: ended.size,
+            'SSE p50 / p99 ms': `${ms(percentile(sse, 50))} / ${ms(percentile(sse, 99))}`,
+            'webhook p50 / p99 ms': `${ms(percentile(hook, 50))} / ${ms(percentile(hook, 99))}`,
+            'CPU ms per call': ms(cpuMsPerCall),
+            seconds: ms((performance.now() - started) / 1000),
+          });
+          console.log(JSON.stringify(rows.at(-1)));
+        }
+      }
+      table(rows);
+      const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+      console.log(
+        `CPU per call (this process: service, sandbox carriers and voice service, SSE clients, receiver): recording off ${ms(mean(cpu.off))} ms, on ${ms(mean(cpu.on))} ms (${(((mean(cpu.on) - mean(cpu.off)) / mean(cpu.off)) * 100).toFixed(1)}%; goal under 10% more).`,
       );
-      const placed = attempts.flatMap((a) => (a.status === 'fulfilled' ? [a.value] : []));
-      const refused = attempts.length - placed.length;
-      const streams = await Promise.all(
-        placed.map((c) =>
-          openSse(`${base}/api/v1/calls/${c.call_id}/events`, { Authorization: `Bearer ${key}` }, (m) => {
-            if (m.event === 'transcript' && m.data.final) toSse.set(keyOf(String(m.data.conversation_id), m.data.role, m.data.text), performance.now());
-          }),
-        ),
-      );
-      await Promise.all(streams.map((s) => s.ended));
-      // The webhook deliveries of the last utterances may still be on their way.
-      const deadline = Date.now() + 15_000;
-      while (toHook.size < ended.size && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-      const sse = [...toSse].flatMap(([k, at]) => (ended.has(k) ? [at - ended.get(k)!] : [])).sort((a, b) => a - b);
-      const hook = [...toHook].flatMap(([k, at]) => (ended.has(k) ? [at - ended.get(k)!] : [])).sort((a, b) => a - b);
-      table([
-        { path: 'utterance end -> SSE client', utterances: sse.length, 'p50 ms': ms(percentile(sse, 50)), 'p99 ms': ms(percentile(sse, 99)) },
-        { path: 'utterance end -> webhook receiver', utterances: hook.length, 'p50 ms': ms(percentile(hook, 50)), 'p99 ms': ms(percentile(hook, 99)) },
-      ]);
-      console.log(`${placed.length} concurrent calls (${refused} refused), ${ended.size} utterances, ${((performance.now() - started) / 1000).toFixed(1)} s.`);
     } finally {
       await live.close();
     }
   } finally {
     receiver.closeAllConnections();
     await new Promise<void>((resolve) => receiver.close(() => resolve()));
+    for (const child of [carriers, voice]) {
+      child.proc.kill('SIGTERM');
+      await new Promise((r) => child.proc.once('exit', r));
+    }
     await db.drop();
   }
 }
