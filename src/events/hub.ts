@@ -37,7 +37,16 @@ interface Subscriber {
 export interface HubOptions {
   heartbeatMs: number;
   maxStreamsPerWorkspace: number;
+  /** Whether this instance writes the conversation's events (its streams get them by `delivered`). */
+  writesHere?: (conversationId: string) => boolean;
 }
+
+/**
+ * How long a stream of a conversation written here waits, after a NOTIFY, for the rows to come by
+ * `delivered` before it reads them (the NOTIFY, on its own connection, often arrives first; a read per
+ * NOTIFY and stream is what made a hundred calls' streams seconds late).
+ */
+const LOCAL_DELIVERY_GRACE_MS = 100;
 
 /** One SSE message. */
 export function sseMessage(e: StoredLiveEvent): string {
@@ -158,7 +167,19 @@ export class LiveEventHub {
     const subs = conversationId ? this.subscribers.get(conversationId) : undefined;
     if (!subs) return;
     const last = Number(seq);
-    for (const sub of subs) if (!(last <= sub.lastSeq)) void this.pump(sub);
+    const here = this.opts.writesHere?.(conversationId!) ?? false;
+    for (const sub of subs) {
+      if (last <= sub.lastSeq) continue;
+      if (!here) {
+        void this.pump(sub);
+        continue;
+      }
+      // Written here: `delivered` brings the rows in a moment; events written in another transaction
+      // (a status change, the end) are read if they have not come by then.
+      setTimeout(() => {
+        if (!sub.closed && sub.lastSeq < last) void this.pump(sub);
+      }, LOCAL_DELIVERY_GRACE_MS).unref();
+    }
   }
 
   private beat(): void {

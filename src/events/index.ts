@@ -69,7 +69,12 @@ export class LiveEvents {
     private readonly log: Logger,
   ) {
     this.store = new LiveEventStore(knex, opts.maxPerConversation);
-    this.hub = new LiveEventHub(this.store, { heartbeatMs: opts.heartbeatMs, maxStreamsPerWorkspace: opts.maxStreamsPerWorkspace }, databaseUrl, log);
+    this.hub = new LiveEventHub(
+      this.store,
+      { heartbeatMs: opts.heartbeatMs, maxStreamsPerWorkspace: opts.maxStreamsPerWorkspace, writesHere: (id) => this.writer.writesHere(id) },
+      databaseUrl,
+      log,
+    );
     this.writer = new LiveEventWriter(
       this.store,
       clock,

@@ -35,6 +35,9 @@ const ENDED_MEMORY_MS = 60_000;
 
 export class InvalidLiveEventError extends Error {}
 
+/** A conversation that appended within this long counts as written here (a live call speaks every few seconds). */
+const WRITES_HERE_MS = 30_000;
+
 const isPartial = (type: LiveEventType, data: Record<string, unknown>) => type === 'transcript' && data.final === false;
 
 /** Checks an event against its AsyncAPI message (with placeholder seq), so nothing off-contract is stored. */
@@ -52,6 +55,8 @@ export class LiveEventWriter {
   /** The write in flight, and the one that follows it (everything queued meanwhile). */
   private writing: Promise<void> | null = null;
   private next: Promise<void> | null = null;
+  /** When each conversation last appended an event here (forgotten once it ended). */
+  private readonly appendedAt = new Map<string, number>();
   /** Conversations whose `end` is written: later events of theirs are dropped. */
   private readonly ended = new Set<string>();
 
@@ -83,6 +88,7 @@ export class LiveEventWriter {
     }
     // The utterance so far replaces its previous state still waiting to be written: a client reads
     // the latest words, not every intermediate one (finals and every other event are all kept).
+    this.appendedAt.set(conversationId, performance.now());
     let last: NewLiveEvent | undefined;
     for (let i = this.pending.length - 1; i >= 0 && !last; i--) if (this.pending[i].conversationId === conversationId) last = this.pending[i];
     if (isPartial(type, stamped) && last && isPartial(last.type, last.data) && last.data.role === stamped.role) last.data = stamped;
@@ -92,6 +98,12 @@ export class LiveEventWriter {
       this.timer = undefined;
       void this.flush();
     }, this.opts.flushMs);
+  }
+
+  /** Whether conversation events are appended here (a live conversation of this instance). */
+  writesHere(conversationId: string): boolean {
+    const at = this.appendedAt.get(conversationId);
+    return at !== undefined && performance.now() - at < WRITES_HERE_MS;
   }
 
   /** The sink a conversation of this instance emits into. */
@@ -119,6 +131,8 @@ export class LiveEventWriter {
   }
 
   private async writeOut(): Promise<void> {
+    const stale = performance.now() - WRITES_HERE_MS;
+    for (const [id, at] of this.appendedAt) if (at < stale) this.appendedAt.delete(id);
     const batch = this.pending;
     this.pending = [];
     if (batch.length === 0) return;
@@ -142,6 +156,7 @@ export class LiveEventWriter {
     for (const e of stamped) {
       if (e.type !== 'end') continue;
       this.ended.add(e.conversationId);
+      this.appendedAt.delete(e.conversationId);
       // Late events of a conversation come within moments of its end; then its id is forgotten.
       setTimeout(() => this.ended.delete(e.conversationId), ENDED_MEMORY_MS).unref();
     }
