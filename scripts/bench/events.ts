@@ -125,21 +125,20 @@ export async function run(): Promise<void> {
           const cpuBefore = process.cpuUsage();
           // An overloaded instance refuses new calls (503); those are counted, not measured.
           // Calls arrive over BENCH_EVENTS_RAMP_MS (5 s), as callers do, not in one instant.
+          // Each call's stream is opened as soon as the call is placed (as a live dashboard does): a
+          // stream opened later replays what was said before, which is not delivery latency.
           const attempts = await Promise.allSettled(
             Array.from({ length: calls }, async (_, i) => {
               await new Promise((r) => setTimeout(r, (rampMs * i) / calls));
-              return api(base, 'POST', '/api/v1/calls', key, { agent_id: agents[mode].agent_id, to_number: sandboxNumber() });
+              const call = await api(base, 'POST', '/api/v1/calls', key, { agent_id: agents[mode].agent_id, to_number: sandboxNumber() });
+              return openSse(`${base}/api/v1/calls/${call.call_id}/events`, { Authorization: `Bearer ${key}` }, (m) => {
+                if (m.event === 'transcript' && m.data.final) toSse.set(keyOf(String(m.data.conversation_id), m.data.role, m.data.text), performance.now());
+              });
             }),
           );
-          const placed = attempts.flatMap((a) => (a.status === 'fulfilled' ? [a.value] : []));
+          const streams = attempts.flatMap((a) => (a.status === 'fulfilled' ? [a.value] : []));
+          const placed = streams;
           const refused = attempts.length - placed.length;
-          const streams = await Promise.all(
-            placed.map((c) =>
-              openSse(`${base}/api/v1/calls/${c.call_id}/events`, { Authorization: `Bearer ${key}` }, (m) => {
-                if (m.event === 'transcript' && m.data.final) toSse.set(keyOf(String(m.data.conversation_id), m.data.role, m.data.text), performance.now());
-              }),
-            ),
-          );
           await Promise.all(streams.map((s) => s.ended));
           const used = process.cpuUsage(cpuBefore);
           // The webhook deliveries of the last utterances may still be on their way.
