@@ -152,6 +152,23 @@ describe('dashboard', () => {
     assert.equal((await t.http.get('/api/v1/agents').set(bearer(key))).status, 401, 'the revoked key is refused');
   });
 
+  it('registers a webhook for the events it picks: the two default kinds checked, the live ones on request', async () => {
+    await go('webhooks');
+    assert.equal(await page.getByLabel('call.completed').isChecked(), true);
+    assert.equal(await page.getByLabel('call.transcript').isChecked(), false, 'live kinds are opt-in');
+    await page.getByLabel('Endpoint URL').fill('http://127.0.0.1:9/hooks/live');
+    await page.getByLabel('batch.completed').uncheck();
+    await page.getByLabel('call.transcript').check();
+    await page.getByRole('button', { name: 'Register webhook' }).click();
+    const row = page.locator('tr', { hasText: 'http://127.0.0.1:9/hooks/live' });
+    await row.waitFor();
+    const session = (await t.http.post('/api/v1/auth/login').send({ email, password })).body.session_token as string;
+    const hooks = await t.http.get('/api/v1/webhooks').set(bearer(session));
+    const hook = hooks.body.data.find((h: { url: string }) => h.url === 'http://127.0.0.1:9/hooks/live');
+    assert.deepEqual([...hook.events].sort(), ['call.completed', 'call.transcript']);
+    assert.match(await row.innerText(), /call\.completed, call\.transcript/);
+  });
+
   it('creates an agent and edits its fields; credentials are write-only', async () => {
     await go('agents');
     await page.getByLabel("New agent's name").fill('Front desk');

@@ -1,4 +1,4 @@
-/** Webhooks: register a URL for call and batch events, the workspace's signing secret, each webhook's delivery log. */
+/** Webhooks: register a URL for call and batch events (and the live ones: status changes, transcripts), the workspace's signing secret, each webhook's delivery log. */
 import { Fragment } from 'preact';
 import { useState } from 'preact/hooks';
 import type { Schemas } from '../api-types.js';
@@ -8,7 +8,9 @@ import { ActionForm, ErrorNote, Field, Loading, MoreButton, When, formValue, use
 import { DeliveryTable } from './deliveries.js';
 
 type EventType = Schemas['WebhookEventType'];
-const EVENTS: EventType[] = ['call.completed', 'batch.completed'];
+/** The kinds a webhook registered without a choice gets, then the live ones it must ask for. */
+const DEFAULT_EVENTS: EventType[] = ['call.completed', 'batch.completed'];
+const EVENTS: EventType[] = [...DEFAULT_EVENTS, 'call.status_changed', 'call.transcript'];
 
 function SigningSecret() {
   const [secret, setSecret] = useState<string | null>(null);
@@ -92,7 +94,7 @@ export function WebhooksPage({ session }: { session: SignedIn }) {
               <legend>Events</legend>
               {EVENTS.map((e) => (
                 <label key={e} class="check">
-                  <input type="checkbox" name={`event:${e}`} defaultChecked /> {e}
+                  <input type="checkbox" name={`event:${e}`} defaultChecked={DEFAULT_EVENTS.includes(e)} /> {e}
                 </label>
               ))}
             </fieldset>
