@@ -167,19 +167,17 @@ export class LiveEventHub {
     const subs = conversationId ? this.subscribers.get(conversationId) : undefined;
     if (!subs) return;
     const last = Number(seq);
-    const here = this.opts.writesHere?.(conversationId!) ?? false;
-    for (const sub of subs) {
-      if (last <= sub.lastSeq) continue;
-      if (!here) {
-        void this.pump(sub);
-        continue;
-      }
-      // Written here: `delivered` brings the rows in a moment; events written in another transaction
-      // (a status change, the end) are read if they have not come by then.
-      setTimeout(() => {
-        if (!sub.closed && sub.lastSeq < last) void this.pump(sub);
-      }, LOCAL_DELIVERY_GRACE_MS).unref();
+    const behind = [...subs].filter((sub) => !(last <= sub.lastSeq));
+    if (!this.opts.writesHere?.(conversationId!)) {
+      for (const sub of behind) void this.pump(sub);
+      return;
     }
+    // Written here: `delivered` brings the rows in a moment; events written in another transaction
+    // (a status change, the end) are read by the streams they have not reached by then.
+    if (behind.length === 0) return;
+    setTimeout(() => {
+      for (const sub of behind) if (!sub.closed && sub.lastSeq < last) void this.pump(sub);
+    }, LOCAL_DELIVERY_GRACE_MS).unref();
   }
 
   private beat(): void {

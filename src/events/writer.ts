@@ -55,6 +55,8 @@ export class LiveEventWriter {
   /** The write in flight, and the one that follows it (everything queued meanwhile). */
   private writing: Promise<void> | null = null;
   private next: Promise<void> | null = null;
+  /** Each conversation's last event still waiting to be written. */
+  private readonly lastPending = new Map<string, NewLiveEvent>();
   /** When each conversation last appended an event here (forgotten once it ended). */
   private readonly appendedAt = new Map<string, number>();
   /** Conversations whose `end` is written: later events of theirs are dropped. */
@@ -89,10 +91,13 @@ export class LiveEventWriter {
     // The utterance so far replaces its previous state still waiting to be written: a client reads
     // the latest words, not every intermediate one (finals and every other event are all kept).
     this.appendedAt.set(conversationId, performance.now());
-    let last: NewLiveEvent | undefined;
-    for (let i = this.pending.length - 1; i >= 0 && !last; i--) if (this.pending[i].conversationId === conversationId) last = this.pending[i];
+    const last = this.lastPending.get(conversationId);
     if (isPartial(type, stamped) && last && isPartial(last.type, last.data) && last.data.role === stamped.role) last.data = stamped;
-    else this.pending.push({ workspaceId, conversationId, type, data: stamped });
+    else {
+      const event = { workspaceId, conversationId, type, data: stamped };
+      this.pending.push(event);
+      this.lastPending.set(conversationId, event);
+    }
     this.opts.onAppend?.(conversationId, type, stamped);
     this.timer ??= setTimeout(() => {
       this.timer = undefined;
@@ -135,6 +140,7 @@ export class LiveEventWriter {
     for (const [id, at] of this.appendedAt) if (at < stale) this.appendedAt.delete(id);
     const batch = this.pending;
     this.pending = [];
+    this.lastPending.clear();
     if (batch.length === 0) return;
     try {
       const rows = await this.store.insert(batch);
