@@ -137,8 +137,7 @@ export async function run(): Promise<void> {
             }),
           );
           const streams = attempts.flatMap((a) => (a.status === 'fulfilled' ? [a.value] : []));
-          const placed = streams;
-          const refused = attempts.length - placed.length;
+          const refused = attempts.length - streams.length;
           await Promise.all(streams.map((s) => s.ended));
           const used = process.cpuUsage(cpuBefore);
           // The webhook deliveries of the last utterances may still be on their way.
@@ -146,13 +145,13 @@ export async function run(): Promise<void> {
           while (toHook.size < ended.size && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
           const sse = [...toSse].flatMap(([k, at]) => (ended.has(k) ? [at - ended.get(k)!] : [])).sort((a, b) => a - b);
           const hook = [...toHook].flatMap(([k, at]) => (ended.has(k) ? [at - ended.get(k)!] : [])).sort((a, b) => a - b);
-          const cpuMsPerCall = (used.user + used.system) / 1000 / Math.max(1, placed.length);
+          const cpuMsPerCall = (used.user + used.system) / 1000 / Math.max(1, streams.length);
           // The first round warms the code up (compilation, pools): shown, not counted.
           if (round > 0 || rounds === 1) cpu[mode].push(cpuMsPerCall);
           rows.push({
             round: round === 0 && rounds > 1 ? '0 (warm-up)' : round,
             recording: mode,
-            calls: placed.length,
+            calls: streams.length,
             refused,
             utterances: ended.size,
             'SSE p50 / p99 ms': `${ms(percentile(sse, 50))} / ${ms(percentile(sse, 99))}`,
