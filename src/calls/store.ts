@@ -185,21 +185,25 @@ export class CallStore {
   constructor(private readonly db: Knex) {}
 
   /**
-   * Runs a write of one call's status; with an observer, in a transaction that first reads (and
-   * locks) the status before, so the observer learns of exactly the moves that happened.
+   * Runs an update of one call that may move its status (`build` gives the update without its
+   * returning). With an observer, in a transaction, and the update itself reads (and locks) the status
+   * before, in the same statement (a locked `from` of the same row: the old values the update replaced),
+   * so the observer learns of exactly the moves that happened without a read of its own.
    */
-  private async moving(
-    id: string,
-    trx: Knex.Transaction | undefined,
-    write: (db: Knex | Knex.Transaction) => Promise<CallRow | undefined>,
-  ): Promise<CallRow | undefined> {
+  private async moving(id: string, trx: Knex.Transaction | undefined, build: (db: Knex | Knex.Transaction) => Knex.QueryBuilder): Promise<CallRow | undefined> {
     const observer = this.statusObserver;
-    if (!observer) return write(trx ?? this.db);
+    if (!observer) {
+      const [row] = await build(trx ?? this.db).returning('*');
+      return row as CallRow | undefined;
+    }
     const run = async (t: Knex.Transaction) => {
-      const before: Pick<CallRow, 'status'> | undefined = await t('calls').where({ id }).forUpdate().first('status');
-      const row = await write(t);
-      if (row && before && row.status !== before.status) await observer([{ row, previous: before.status }], t);
-      return row;
+      const [found] = (await build(t)
+        .updateFrom(t.raw('(select status as previous_status from calls where id = ? for update) as before', [id]))
+        .returning('*')) as Array<CallRow & { previous_status?: CallStatus }>;
+      if (!found) return undefined;
+      const { previous_status: previous, ...row } = found;
+      if (previous && row.status !== previous) await observer([{ row, previous }], t);
+      return row as CallRow;
     };
     return trx ? run(trx) : this.db.transaction(run);
   }
@@ -255,31 +259,24 @@ export class CallStore {
     now: Date;
     deadlineMs: number;
   }): Promise<CallRow | undefined> {
-    return this.moving(input.callId, undefined, (db) => this.claimStreamIn(db, input));
-  }
-
-  private async claimStreamIn(
-    db: Knex | Knex.Transaction,
-    input: { callId: string; provider: CallRow['provider']; tokenHash: string; callSid: string; instanceId: string; now: Date; deadlineMs: number },
-  ): Promise<CallRow | undefined> {
-    const [row] = await db('calls')
-      .where({ id: input.callId, provider: input.provider, stream_token_hash: input.tokenHash })
-      .whereNull('media_started_at')
-      .whereIn('status', ['initiated', 'ringing', 'in_progress'])
-      .where((q) => q.whereNull('call_sid').orWhere('call_sid', input.callSid))
-      .update({
-        stream_token_hash: null,
-        call_sid: input.callSid,
-        status: 'in_progress',
-        answered_at: this.db.raw('coalesce(answered_at, ?)', [input.now]),
-        media_started_at: input.now,
-        bridge_instance: input.instanceId,
-        deadline_at: this.db.raw(`now() + ? * interval '1 millisecond'`, [input.deadlineMs]),
-        alive_at: this.db.fn.now(),
-        updated_at: this.db.fn.now(),
-      })
-      .returning('*');
-    return row;
+    return this.moving(input.callId, undefined, (db) =>
+      db('calls')
+        .where({ id: input.callId, provider: input.provider, stream_token_hash: input.tokenHash })
+        .whereNull('media_started_at')
+        .whereIn('status', ['initiated', 'ringing', 'in_progress'])
+        .where((q) => q.whereNull('call_sid').orWhere('call_sid', input.callSid))
+        .update({
+          stream_token_hash: null,
+          call_sid: input.callSid,
+          status: 'in_progress',
+          answered_at: this.db.raw('coalesce(answered_at, ?)', [input.now]),
+          media_started_at: input.now,
+          bridge_instance: input.instanceId,
+          deadline_at: this.db.raw(`now() + ? * interval '1 millisecond'`, [input.deadlineMs]),
+          alive_at: this.db.fn.now(),
+          updated_at: this.db.fn.now(),
+        }),
+    );
   }
 
   /**
@@ -288,16 +285,15 @@ export class CallStore {
    * already has its stream.
    */
   async offerStream(id: string, values: Partial<CallRow>, from: readonly CallStatus[] = LIVE_STATUSES): Promise<CallRow | undefined> {
-    const write = async (db: Knex | Knex.Transaction) => {
-      const [row] = await db('calls')
+    const write = (db: Knex | Knex.Transaction) =>
+      db('calls')
         .where({ id })
         .whereIn('status', from as CallStatus[])
         .whereNull('media_started_at')
-        .update({ ...encode(values), updated_at: this.db.fn.now() })
-        .returning('*');
-      return row as CallRow | undefined;
-    };
-    return values.status === undefined ? write(this.db) : this.moving(id, undefined, write);
+        .update({ ...encode(values), updated_at: this.db.fn.now() });
+    if (values.status !== undefined) return this.moving(id, undefined, write);
+    const [row] = await write(this.db).returning('*');
+    return row as CallRow | undefined;
   }
 
   /**
@@ -332,15 +328,14 @@ export class CallStore {
    * undefined: the guard that keeps a terminal call unchanged and makes racing writers take turns.
    */
   async update(id: string, values: Partial<CallRow>, from: readonly CallStatus[] = LIVE_STATUSES, trx?: Knex.Transaction): Promise<CallRow | undefined> {
-    const write = async (db: Knex | Knex.Transaction) => {
-      const [row] = await db('calls')
+    const write = (db: Knex | Knex.Transaction) =>
+      db('calls')
         .where({ id })
         .whereIn('status', from as CallStatus[])
-        .update({ ...encode(values), updated_at: this.db.fn.now() })
-        .returning('*');
-      return row as CallRow | undefined;
-    };
-    return values.status === undefined ? write(trx ?? this.db) : this.moving(id, trx, write);
+        .update({ ...encode(values), updated_at: this.db.fn.now() });
+    if (values.status !== undefined) return this.moving(id, trx, write);
+    const [row] = await write(trx ?? this.db).returning('*');
+    return row as CallRow | undefined;
   }
 
   /**
