@@ -1,8 +1,8 @@
 /**
- * Conversation events in PostgreSQL (`conversation_events`, migration 027). Writes take a
- * transaction-scoped advisory lock per conversation (in id order, so two writers never deadlock),
- * number the new events after the conversation's last, and NOTIFY `conversation_events` with
- * `<conversation id> <last seq>` per conversation, delivered on commit. Reads are scoped by workspace.
+ * Conversation events in PostgreSQL (`conversation_events`, migration 027). A write numbers the new
+ * events after the conversation's last by bumping its head (`conversation_event_heads`, migration
+ * 029) in the same statement, and NOTIFYs `conversation_events` with `<conversation id> <last seq>`
+ * per conversation, delivered on commit. Reads are scoped by workspace.
  */
 import type { Knex } from 'knex';
 
@@ -33,42 +33,47 @@ export class LiveEventStore {
   ) {}
 
   /**
-   * Stores `events` (in the given order within each conversation) in `trx`, or in a transaction of
-   * its own. Returns the rows stored, numbered.
+   * Stores `events` (in the given order within each conversation) in `trx`, or on its own, in one
+   * statement: each conversation's head (`conversation_event_heads`) is bumped by its number of events,
+   * in id order (the heads' row locks order concurrent writers and never deadlock), and the events take
+   * the numbers between. Beyond `maxPerConversation` only `end` is stored (the numbers of the events
+   * not kept are skipped: a reader resumes after any `seq`, so gaps are harmless). Returns the rows
+   * stored, numbered.
    */
   async insert(events: NewLiveEvent[], trx?: Knex.Transaction): Promise<StoredLiveEvent[]> {
     if (events.length === 0) return [];
-    const run = async (t: Knex.Transaction) => {
-      const ids = [...new Set(events.map((e) => e.conversationId))].sort();
-      await t.raw(`select pg_advisory_xact_lock(hashtextextended(id, 27)) from unnest(?::text[]) as id order by id`, [ids]);
-      const input = events.map((e, i) => ({ w: e.workspaceId, c: e.conversationId, o: i + 1, t: e.type, d: e.data }));
-      const result = await t.raw(
-        `with input as (
-           select * from jsonb_to_recordset(?::jsonb) as x(w text, c text, o int, t text, d jsonb)
-         ), numbered as (
-           select i.*, row_number() over (partition by i.c order by i.o) as n,
-                  coalesce((select max(e.seq) from conversation_events e where e.conversation_id = i.c), 0) as top
-             from input i
-         ), kept as (
-           insert into conversation_events (workspace_id, conversation_id, seq, type, data)
-           select w, c, top + n, t, d from numbered
-            where top + n <= ? or t = 'end'
-           returning conversation_id, seq, type, data
-         ), notified as (
-           select pg_notify(?, conversation_id || ' ' || max(seq)) from kept group by conversation_id
-         )
-         select conversation_id, seq, type, data, (select count(*) from notified) as notifications
-           from kept order by conversation_id, seq`,
-        [JSON.stringify(input), this.maxPerConversation, EVENTS_CHANNEL],
-      );
-      return (result.rows as Array<StoredLiveEvent & { notifications: unknown }>).map(({ conversation_id, seq, type, data }) => ({
-        conversation_id,
-        seq,
-        type,
-        data,
-      }));
-    };
-    return trx ? run(trx) : this.db.transaction(run);
+    const input = events.map((e, i) => ({ w: e.workspaceId, c: e.conversationId, o: i + 1, t: e.type, d: e.data }));
+    const result = await (trx ?? this.db).raw(
+      `with input as (
+         select * from jsonb_to_recordset(?::jsonb) as x(w text, c text, o int, t text, d jsonb)
+       ), counts as (
+         select c, min(w) as w, count(*)::int as n from input group by c
+       ), heads as (
+         insert into conversation_event_heads as h (conversation_id, workspace_id, last_seq)
+         select c, w, n from counts order by c
+         on conflict (conversation_id) do update set last_seq = h.last_seq + excluded.last_seq, updated_at = now()
+         returning conversation_id, last_seq
+       ), numbered as (
+         select i.*, h.last_seq - k.n + row_number() over (partition by i.c order by i.o) as seq
+           from input i join counts k on k.c = i.c join heads h on h.conversation_id = i.c
+       ), kept as (
+         insert into conversation_events (workspace_id, conversation_id, seq, type, data)
+         select w, c, seq, t, d from numbered
+          where seq <= ? or t = 'end'
+         returning conversation_id, seq, type, data
+       ), notified as (
+         select pg_notify(?, conversation_id || ' ' || max(seq)) from kept group by conversation_id
+       )
+       select conversation_id, seq, type, data, (select count(*) from notified) as notifications
+         from kept order by conversation_id, seq`,
+      [JSON.stringify(input), this.maxPerConversation, EVENTS_CHANNEL],
+    );
+    return (result.rows as Array<StoredLiveEvent & { notifications: unknown }>).map(({ conversation_id, seq, type, data }) => ({
+      conversation_id,
+      seq,
+      type,
+      data,
+    }));
   }
 
   /** The conversation's events after `afterSeq`, in order, at most `limit`. */
@@ -87,12 +92,21 @@ export class LiveEventStore {
     return Boolean(row);
   }
 
-  /** Removes events written before `before`, at most `limit` a call; returns how many. */
+  /**
+   * Removes events written before `before`, at most `limit` a call, and the heads of conversations
+   * with no event left that have not moved since; returns how many events.
+   */
   async pruneBefore(before: Date, limit: number): Promise<number> {
     const result = await this.db.raw(`delete from conversation_events where ctid in (select ctid from conversation_events where created_at < ? limit ?)`, [
       before,
       limit,
     ]);
+    await this.db.raw(
+      `delete from conversation_event_heads h where h.conversation_id in (
+         select conversation_id from conversation_event_heads where updated_at < ? limit ?)
+         and not exists (select 1 from conversation_events e where e.conversation_id = h.conversation_id)`,
+      [before, limit],
+    );
     return result.rowCount ?? 0;
   }
 }
@@ -100,7 +114,12 @@ export class LiveEventStore {
 /** The `end` of a finished conversation that has none stored (expired, or ended before events existed), written once. */
 export async function ensureEnd(store: LiveEventStore, event: NewLiveEvent): Promise<void> {
   await store.db.transaction(async (trx) => {
-    await trx.raw(`select pg_advisory_xact_lock(hashtextextended(?::text, 27))`, [event.conversationId]);
+    // The conversation's head, made if missing and locked: one of two readers at once writes the end.
+    await trx.raw(
+      `insert into conversation_event_heads as h (conversation_id, workspace_id, last_seq) values (?, ?, 0)
+       on conflict (conversation_id) do update set last_seq = h.last_seq`,
+      [event.conversationId, event.workspaceId],
+    );
     const found = await trx('conversation_events').where({ conversation_id: event.conversationId, type: 'end' }).first('seq');
     if (!found) await store.insert([event], trx);
   });

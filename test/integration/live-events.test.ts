@@ -414,8 +414,9 @@ describe('storage limits', () => {
         [1, 'interrupted'],
         [2, 'interrupted'],
         [3, 'interrupted'],
-        [4, 'end'],
+        [6, 'end'],
       ],
+      'the numbers of the events not kept are skipped (the contract promises no gaps only under the cap)',
     );
 
     // A finished call, its events then expired by the retention job's sweep.
@@ -423,14 +424,19 @@ describe('storage limits', () => {
     const placed = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber() });
     const callId = placed.body.call_id as string;
     const call = await waitForCall(t, tn, callId);
-    await knex('conversation_events')
-      .whereIn('conversation_id', [id, callId])
-      .update({ created_at: new Date(Date.now() - 8 * 24 * 3600 * 1000) });
+    const longAgo = new Date(Date.now() - 8 * 24 * 3600 * 1000);
+    await knex('conversation_events').whereIn('conversation_id', [id, callId]).update({ created_at: longAgo });
+    await knex('conversation_event_heads').whereIn('conversation_id', [id, callId]).update({ updated_at: longAgo });
     const fresh = newId('conversation');
     await capped.insert([{ workspaceId: tn.workspaceId, conversationId: fresh, type: 'interrupted', data: { timestamp: 1 } }]);
     assert.ok((await t.service.liveEvents.sweep()) >= 4);
     assert.equal(Number((await knex('conversation_events').whereIn('conversation_id', [id, callId]).count('* as n'))[0].n), 0);
     assert.equal((await knex('conversation_events').where({ conversation_id: fresh })).length, 1, 'recent events are kept');
+    assert.deepEqual(
+      (await knex('conversation_event_heads').whereIn('conversation_id', [id, callId, fresh]).pluck('conversation_id')).sort(),
+      [fresh],
+      'the heads of conversations with no events left are removed with them',
+    );
     const sse = await openSse(eventsUrl(t, callId), bearer(tn.apiKey));
     await sse.ended;
     assert.deepEqual(

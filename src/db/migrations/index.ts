@@ -28,6 +28,7 @@ import * as m024 from './024_call_alive_at.js';
 import * as m026 from './026_recordings.js';
 import * as m027 from './027_conversation_events.js';
 import * as m028 from './028_web_session_recordings.js';
+import * as m029 from './029_conversation_event_heads.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -60,6 +61,7 @@ const migrations: Array<[string, Migration]> = [
   ['026_recordings', m026],
   ['027_conversation_events', m027],
   ['028_web_session_recordings', m028],
+  ['029_conversation_event_heads', m029],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
