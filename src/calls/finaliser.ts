@@ -108,7 +108,8 @@ export class CallFinaliser {
         trx,
       );
       if (!done) return undefined;
-      const recording = this.recordings ? await this.recordings.completeIn(done.id, endedAt, trx) : null;
+      // Only a call recorded by its setting can have a recording (none is ever written otherwise).
+      const recording = this.recordings && done.recording_enabled ? await this.recordings.completeIn(done.id, endedAt, trx) : null;
       await this.events.callCompleted(
         { workspaceId: done.workspace_id, callId: done.id, webhookUrl: done.webhook_url, batchId: done.batch_id, payload: callCompletedFacts(done, recording) },
         trx,

@@ -148,8 +148,8 @@ export class RecordingService {
 
   /** Completes a conversation's recording in the transaction that ends it (its writer may have died with its instance); its view. */
   async completeIn(conversationId: string, at: Date, trx: Knex.Transaction): Promise<RecordingView | null> {
-    await this.store.completeConversation(conversationId, at, trx);
-    return this.view(await this.store.byConversation(conversationId, trx));
+    const completed = await this.store.completeConversation(conversationId, at, trx);
+    return this.view(completed ?? (await this.store.byConversation(conversationId, trx)));
   }
 
   async viewsOf(conversationIds: string[]): Promise<Map<string, RecordingView>> {

@@ -61,8 +61,13 @@ export class RecordingStore {
   }
 
   /** Completes the recording of a conversation that ended (its instance may have died mid-write). */
-  async completeConversation(conversationId: string, at: Date, trx?: Knex.Transaction): Promise<void> {
-    await (trx ?? this.knex)('recordings').where({ conversation_id: conversationId, status: 'recording' }).update({ status: 'completed', completed_at: at });
+  /** Completes the conversation's recording still being written; returns it when there was one. */
+  async completeConversation(conversationId: string, at: Date, trx?: Knex.Transaction): Promise<RecordingRow | undefined> {
+    const [row] = await (trx ?? this.knex)('recordings')
+      .where({ conversation_id: conversationId, status: 'recording' })
+      .update({ status: 'completed', completed_at: at })
+      .returning('*');
+    return row ? num(row) : undefined;
   }
 
   async byConversation(conversationId: string, trx?: Knex.Transaction): Promise<RecordingRow | undefined> {
