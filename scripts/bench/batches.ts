@@ -46,6 +46,7 @@ import path from 'node:path';
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import knexFactory, { type Knex } from 'knex';
+import { cpuProfiler } from './cpu-profile.js';
 import { benchDatabase, forkChild, percentile, startBenchService, table, type BenchChild } from './lib.js';
 import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
@@ -309,6 +310,8 @@ async function ratePhase(c: Ctx, watch: Watch, client: BenchChild, mode: 'batch'
   const nums = numbers(n, '0002');
   const records = watch.track(new Set(nums));
   const timeout = Math.max(120_000, n * 200);
+  const profiler = cpuProfiler(`batches-${mode}-${concurrency}`);
+  await profiler.start();
   const cpu0 = process.cpuUsage();
   const q0 = c.queries();
   const t0 = Date.now();
@@ -342,6 +345,8 @@ async function ratePhase(c: Ctx, watch: Watch, client: BenchChild, mode: 'batch'
   await waitUntil(async () => (await liveCalls(c)) === 0, timeout, 'every call to end', 50);
   const cpu = process.cpuUsage(cpu0);
   const queries = c.queries() - q0;
+  const profile = await profiler.stop();
+  if (profile) console.log(`CPU profile: ${profile}`);
   watch.take();
   const f = startFigures(records, t0, n);
   // Where a call's time went, from its rows: written -> dial claimed -> finalisation claimed -> terminal row.
@@ -535,7 +540,15 @@ export async function run(): Promise<void> {
   const watch = carrierWatch(service);
   const knex = knexFactory({ client: 'pg', connection: db.url, pool: { min: 0, max: 2 } });
   let queries = 0;
-  service.db.knex.on('query', () => queries++);
+  // BENCH_SQL_PROFILE=1 prints the statements the service sent, most frequent first (to find what a call costs).
+  const profile = process.env.BENCH_SQL_PROFILE ? new Map<string, number>() : null;
+  service.db.knex.on('query', (q: { sql: string }) => {
+    queries++;
+    if (profile) {
+      const text = q.sql.replace(/\s+/g, ' ').slice(0, 140);
+      profile.set(text, (profile.get(text) ?? 0) + 1);
+    }
+  });
   try {
     const base = service.url;
     const signup = await api(base, 'POST', '/api/v1/auth/signup', null, {
@@ -577,5 +590,6 @@ export async function run(): Promise<void> {
     await knex.destroy();
     await service.close();
     await db.drop();
+    if (profile) for (const [text, n] of [...profile].sort((a, b) => b[1] - a[1]).slice(0, 40)) console.log(String(n).padStart(8), text);
   }
 }
