@@ -59,10 +59,12 @@ export class CallJobs {
   }
 
   async dial(callId: string): Promise<void> {
-    const queued = await this.store.get(callId);
-    if (!queued || queued.status !== 'queued' || queued.dial_attempted_at || queued.hangup_requested_at) return;
+    // The claim is the check: only a queued call never attempted and not asked to hang up is taken.
+    const streamToken = newStreamToken();
+    const call = await this.store.claimDial(callId, sha256Hex(streamToken));
+    if (!call) return;
     const log = this.log.child({ callId });
-    const agent = await this.agents.findForRuntime(queued.workspace_id, queued.agent_id);
+    const agent = await this.agents.findForRuntime(call.workspace_id, call.agent_id);
     if (!agent) {
       log.warn('agent gone before dialing; the call fails');
       await this.finaliser.finalise(callId, { endReason: 'not_allowed' });
@@ -70,15 +72,12 @@ export class CallJobs {
     }
     let credentials;
     try {
-      credentials = credentialsOf(agent, queued.provider);
+      credentials = credentialsOf(agent, call.provider);
     } catch (err) {
       if (!(err instanceof MissingCredentialsError)) throw err;
       await this.finaliser.finalise(callId, { endReason: 'not_allowed' });
       return;
     }
-    const streamToken = newStreamToken();
-    const call = await this.store.claimDial(callId, sha256Hex(streamToken));
-    if (!call) return;
     const voicemail = agent.voicemailConfig;
     try {
       const { callSid } = await this.carriers[call.provider].dial(credentials, {
