@@ -104,9 +104,13 @@ export class CallLiveEvents {
       ...(turn.dtmf ? { dtmf: turn.dtmf } : {}),
       timestamp: turn.timestamp,
     };
-    void this.publisher
-      .callTranscript({ workspaceId: row.workspace_id, batchId: row.batch_id, payload })
-      .catch((err) => this.log.warn({ err, callId: row.id }, 'call.transcript not recorded'));
+    // Asked first (a cached answer): a workspace with no webhook listing the kind costs no transaction per utterance.
+    const raise = async () => {
+      if (await this.publisher.listens(row.workspace_id, 'call.transcript')) {
+        await this.publisher.callTranscript({ workspaceId: row.workspace_id, batchId: row.batch_id, payload });
+      }
+    };
+    raise().catch((err) => this.log.warn({ err, callId: row.id }, 'call.transcript not recorded'));
   }
 
   /** The sink the call's conversation emits into. */
