@@ -2,7 +2,8 @@
  * One PostgreSQL LISTEN connection that stays up: a channel's notifications go to `onNotify`; a lost
  * connection (or one that could not be opened) is opened again after `retryMs`, so callers only need
  * a fallback (a poll) for what was sent while it was down. Payloads are given as sent (NOTIFY limits
- * them to 8000 bytes).
+ * them to 8000 bytes). `onListening` runs each time the connection is listening again, the first time
+ * included: whatever a caller kept up to date by notifications before then may have missed some.
  */
 import pg from 'pg';
 import type { Logger } from 'pino';
@@ -20,7 +21,7 @@ export class Listener {
     private readonly channel: string,
     private readonly onNotify: (payload: string | undefined) => void,
     private readonly log: Logger,
-    private readonly retryMs = 2000,
+    private readonly opts: { retryMs?: number; onListening?: () => void } = {},
   ) {
     if (!CHANNEL.test(channel)) throw new Error(`not a channel name: ${channel}`);
   }
@@ -61,7 +62,9 @@ export class Listener {
       this.log.warn({ err: (err as Error).message, channel: this.channel }, 'could not LISTEN; retrying shortly');
       await client.end().catch(() => undefined);
       this.scheduleRetry();
+      return;
     }
+    this.opts.onListening?.();
   }
 
   private scheduleRetry(): void {
@@ -69,7 +72,7 @@ export class Listener {
     this.retry = setTimeout(() => {
       this.retry = undefined;
       void this.start();
-    }, this.retryMs);
+    }, this.opts.retryMs ?? 2000);
     this.retry.unref();
   }
 
