@@ -110,6 +110,13 @@ const schema = z.object({
     ),
   /** Signup/login attempts per IP per minute. */
   AUTH_RATE_LIMIT_PER_MINUTE: z.coerce.number().int().min(1).default(30),
+  /**
+   * Per-process caches of agents and of which event kinds each workspace's webhooks list (src/db/notified-cache.ts),
+   * kept right across instances by NOTIFY from triggers: an entry is used at most this long (a safety net), and
+   * at most CACHE_MAX_ENTRIES per cache are kept. 0 in either turns the caches off.
+   */
+  CACHE_TTL_MS: durationMs(60_000),
+  CACHE_MAX_ENTRIES: z.coerce.number().int().min(0).default(2_000),
   // MCP servers (src/mcp/).
   /** One connection attempt to an MCP server (initialize + tools/list): the contract says 10 seconds. */
   MCP_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(1).default(10_000),

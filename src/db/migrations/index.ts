@@ -29,6 +29,7 @@ import * as m026 from './026_recordings.js';
 import * as m027 from './027_conversation_events.js';
 import * as m028 from './028_web_session_recordings.js';
 import * as m029 from './029_conversation_event_heads.js';
+import * as m030 from './030_cache_invalidations.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -62,6 +63,7 @@ const migrations: Array<[string, Migration]> = [
   ['027_conversation_events', m027],
   ['028_web_session_recordings', m028],
   ['029_conversation_event_heads', m029],
+  ['030_cache_invalidations', m030],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
