@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import { Counter, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Config } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
+import { NotifiedCaches } from './db/notified-cache.js';
 import { Contract } from './http/contract.js';
 import type { Handlers } from './contract/handlers.js';
 import { createApp } from './app.js';
@@ -103,6 +104,8 @@ export interface RunningService {
   webhooks: WebhookService;
   /** Raises call.completed and batch.completed (recorded durably, delivered in the background). */
   events: EventPublisher;
+  /** The per-instance caches of agents and webhooks' event kinds, and their LISTEN connection. */
+  caches: NotifiedCaches;
   /** The voice service (the Gemini Live adapter, pointed at VOICE_SERVICE_URL or the sandbox). */
   voice: VoiceService;
   /** The simulators started in-process for what the configuration gives no URL (tests use their controls). */
@@ -176,7 +179,10 @@ export async function startService(
 
   const outbound: OutboundPolicy = { production: config.NODE_ENV === 'production', allowList: config.OUTBOUND_ALLOW_LIST };
 
-  const webhookStore = new WebhookStore(db.knex);
+  // Agents and the event kinds workspaces' webhooks list, kept per instance; any write anywhere drops
+  // them on every instance (NOTIFY from triggers). Nothing is kept until the LISTEN connection is up.
+  const caches = new NotifiedCaches(db.url, { ttlMs: config.CACHE_TTL_MS, maxEntries: config.CACHE_MAX_ENTRIES }, log.child({ component: 'caches' }));
+  const webhookStore = new WebhookStore(db.knex, caches.of('webhooks'));
   const webhooks = new WebhookService(webhookStore, secrets, outbound, clock, { secretOverlapMs: config.WEBHOOK_SECRET_OVERLAP_MS }, log);
   // Before anything reads a secret: this instance's SECRETS_KEY must be the one this database's secrets are sealed with.
   try {
@@ -212,7 +218,7 @@ export async function startService(
     log.child({ component: 'admission' }),
   );
   const destinations = new DestinationService(new DestinationStore(db.knex), clock, log.child({ component: 'destinations' }));
-  const agents = new AgentService(new AgentStore(db.knex), secrets, destinations, outbound);
+  const agents = new AgentService(new AgentStore(db.knex), secrets, destinations, outbound, caches.of('agents'));
   const tools = new ToolService(new ToolStore(db.knex), agents, secrets, outbound);
   const extractor = new TextExtractor({ threads: config.KNOWLEDGE_EXTRACT_THREADS, timeoutMs: config.KNOWLEDGE_EXTRACT_TIMEOUT_MS });
   const knowledge = new KnowledgeService(new KnowledgeStore(db.knex), agents, extractor);
@@ -523,6 +529,8 @@ export async function startService(
   }
   // Work to finish on shutdown after the HTTP server stops (background workers, open sessions), in order.
   const stopHooks: Array<[string, () => Promise<void>]> = [];
+  await caches.start();
+  stopHooks.push(['caches', () => caches.stop()]);
   // Slot leases are renewed until every live session has been drained.
   overload.start();
   stopHooks.push(['overload guard', async () => overload.stop()]);
@@ -605,6 +613,7 @@ export async function startService(
     outbound,
     webhooks,
     events,
+    caches,
     voice,
     sandbox,
     realtime,

@@ -30,6 +30,7 @@ import type {
 import { checkCallerId } from '../destinations/service.js';
 import type { OutboundPolicy } from '../net/outbound-guard.js';
 import { checkTargetUrl } from '../net/target-url.js';
+import { deepFreeze, type NotifiedCache } from '../db/notified-cache.js';
 
 export type Agent = components['schemas']['Agent'];
 export type PublicAgentProfile = components['schemas']['PublicAgentProfile'];
@@ -135,6 +136,11 @@ export class AgentService {
     private readonly secrets: SecretBox,
     private readonly transfers: TransferPolicy,
     private readonly outbound: OutboundPolicy,
+    /**
+     * The agents conversations run from, decrypted, by id (kept only in memory; dropped by migration
+     * 030's trigger on any write to the row). None: every read goes to the database.
+     */
+    private readonly runtimeAgents?: NotifiedCache<RuntimeAgent>,
   ) {}
 
   /** An inbound setup URL must be one the outbound guard lets requests go to (422 url_not_allowed, as for webhooks). */
@@ -301,6 +307,7 @@ export class AgentService {
       if (Object.keys(changes).length === 0) return current;
       return this.store.update(trx, agentId, changes);
     });
+    this.written(agentId);
     return this.toAgent(row);
   }
 
@@ -314,6 +321,7 @@ export class AgentService {
     await this.owned(workspaceId, agentId);
     for (const guard of this.deleteGuards) await guard(workspaceId, agentId);
     await this.store.delete(workspaceId, agentId);
+    this.written(agentId);
     return { status: 'deleted', agent_id: agentId };
   }
 
@@ -323,10 +331,22 @@ export class AgentService {
 
   /** The workspace's agent for a conversation, decrypted, or why there is none (no error: callers decide what it means). */
   async runtimeOf(workspaceId: string, agentId: string): Promise<RuntimeAgent | 'not_found' | 'other_workspace'> {
-    const row = await this.store.find(agentId);
-    if (!row) return 'not_found';
-    if (row.workspace_id !== workspaceId) return 'other_workspace';
-    return this.runtime(row);
+    let missing: 'not_found' | 'other_workspace' = 'not_found';
+    const load = async () => {
+      const row = await this.store.find(agentId);
+      if (!row) return undefined;
+      // Another workspace's agent is neither decrypted nor kept.
+      if (row.workspace_id !== workspaceId) {
+        missing = 'other_workspace';
+        return undefined;
+      }
+      return this.runtime(row);
+    };
+    const agent = this.runtimeAgents ? await this.runtimeAgents.get(agentId, load) : await load();
+    if (!agent) return missing;
+    // A kept agent was loaded for its own workspace: asked for by another, it is another workspace's.
+    if (agent.workspaceId !== workspaceId) return 'other_workspace';
+    return agent;
   }
 
   /** The workspace's agent for a conversation, decrypted; null when it is gone. */
@@ -346,6 +366,7 @@ export class AgentService {
     let row: AgentRow | undefined;
     try {
       row = await this.store.setInbound(workspaceId, agentId, provider, phoneNumber, enabled);
+      this.written(agentId);
     } catch (err) {
       if (isUniqueViolation(err))
         throw conflict('phone_number_in_use', `Another agent already answers inbound calls on ${phoneNumber} at ${provider}.`, 'provider');
@@ -355,12 +376,21 @@ export class AgentService {
     return this.toAgent(row);
   }
 
+  /**
+   * This instance wrote the agent (committed): its kept runtime view goes now, before the trigger's
+   * NOTIFY comes back, so this instance's next read sees the write.
+   */
+  private written(agentId: string): void {
+    this.runtimeAgents?.invalidate(agentId);
+  }
+
   private runtime(row: AgentRow): RuntimeAgent {
     const open = (v: string | undefined, provider: 'provider_a' | 'provider_b', field: string) =>
       v ? this.secrets.open(v, credentialContext(row.id, provider, field)) : null;
     const a = row.provider_a_config;
     const b = row.provider_b_config;
-    return {
+    // Frozen: a kept view is shared by every conversation of the agent on this instance.
+    return deepFreeze({
       id: row.id,
       workspaceId: row.workspace_id,
       name: row.name,
@@ -407,7 +437,7 @@ export class AgentService {
               configured: configuredB(b, row.provider_b_phone_number),
             }
           : null,
-    };
+    });
   }
 
   /** The column values a body changes, applied onto `current` (only the fields present). */

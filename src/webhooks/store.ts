@@ -1,6 +1,7 @@
 /** Webhooks, the workspace signing secret, events and deliveries (the outbox) in PostgreSQL. */
 import type { Knex } from 'knex';
 import { paginate, type Page, type PageParams } from '../lib/pagination.js';
+import type { NotifiedCache } from '../db/notified-cache.js';
 import { OPT_IN_KINDS, type EventKind } from './payloads.js';
 
 export interface WebhookRow {
@@ -87,7 +88,14 @@ export interface ClaimShares {
 }
 
 export class WebhookStore {
-  constructor(readonly db: Knex) {}
+  constructor(
+    readonly db: Knex,
+    /**
+     * The event kinds each workspace's webhooks list, by workspace id (dropped by migration 030's
+     * trigger on any write to the workspace's webhooks). None: `listens` reads the database each time.
+     */
+    private readonly listedKinds?: NotifiedCache<readonly EventKind[]>,
+  ) {}
 
   // Registry
 
@@ -96,12 +104,12 @@ export class WebhookStore {
    * events change only through `updateEvents`). The workspace row is locked so that concurrent
    * registrations cannot pass the limit together.
    */
-  register(
+  async register(
     workspaceId: string,
     input: { id: string; url: string; urlKey: string; events: EventKind[] | undefined; defaultEvents: EventKind[] },
     limit: number,
   ): Promise<{ webhook: WebhookRow; created: boolean } | { limitReached: true }> {
-    return this.db.transaction(async (trx) => {
+    const registered = await this.db.transaction(async (trx) => {
       await trx('workspaces').where({ id: workspaceId }).forUpdate().first('id');
       const existing: WebhookRow | undefined = await trx('webhooks').where({ workspace_id: workspaceId, url_key: input.urlKey }).first();
       if (existing) return { webhook: existing, created: false };
@@ -112,6 +120,8 @@ export class WebhookStore {
         .returning('*');
       return { webhook: row as WebhookRow, created: true };
     });
+    if ('created' in registered && registered.created) this.written(workspaceId);
+    return registered;
   }
 
   listWebhooks<T>(workspaceId: string, params: PageParams, toItem: (row: WebhookRow) => T): Promise<Page<T>> {
@@ -125,11 +135,14 @@ export class WebhookStore {
   /** Replaces a webhook's events; undefined when the workspace has no such webhook. */
   async updateEvents(workspaceId: string, id: string, events: EventKind[]): Promise<WebhookRow | undefined> {
     const [row] = await this.db('webhooks').where({ id, workspace_id: workspaceId }).update({ events, updated_at: this.db.fn.now() }).returning('*');
+    this.written(workspaceId);
     return row as WebhookRow | undefined;
   }
 
   async deleteWebhook(workspaceId: string, id: string): Promise<boolean> {
-    return (await this.db('webhooks').where({ id, workspace_id: workspaceId }).delete()) > 0;
+    const deleted = (await this.db('webhooks').where({ id, workspace_id: workspaceId }).delete()) > 0;
+    this.written(workspaceId);
+    return deleted;
   }
 
   // Secret
@@ -167,10 +180,28 @@ export class WebhookStore {
 
   // Events and the outbox
 
-  /** Whether a webhook of the workspace lists `kind`. */
+  /**
+   * Whether a webhook of the workspace lists `kind`. In `trx` (read there on a miss, so no second
+   * connection is taken) it does not see webhooks the transaction itself writes: no caller writes
+   * webhooks and asks this in one transaction.
+   */
   async listens(workspaceId: string, kind: EventKind, trx?: Knex.Transaction): Promise<boolean> {
-    const row = await (trx ?? this.db)('webhooks').where({ workspace_id: workspaceId }).whereRaw('? = any(events)', [kind]).first('id');
-    return Boolean(row);
+    if (!this.listedKinds) {
+      const row = await (trx ?? this.db)('webhooks').where({ workspace_id: workspaceId }).whereRaw('? = any(events)', [kind]).first('id');
+      return Boolean(row);
+    }
+    const kinds = await this.listedKinds.get(workspaceId, async () => {
+      const rows: Array<{ kind: EventKind }> = await (trx ?? this.db)('webhooks')
+        .where({ workspace_id: workspaceId })
+        .distinct(this.db.raw('unnest(events) as kind'));
+      return rows.map((r) => r.kind);
+    });
+    return kinds!.includes(kind);
+  }
+
+  /** This instance wrote the workspace's webhooks (committed): what it kept of them goes now, before the trigger's NOTIFY comes back. */
+  private written(workspaceId: string): void {
+    this.listedKinds?.invalidate(workspaceId);
   }
 
   /**
