@@ -79,6 +79,9 @@ async function startOn(databaseUrl: string, env: Record<string, string> = {}): P
     WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
     WEBHOOK_POLL_INTERVAL_MS: '100',
     SHUTDOWN_GRACE_MS: '500',
+    // As test/helpers/service.ts: many services share the test server's connections (max_connections 100).
+    DATABASE_POOL_MAX: '10',
+    JOBS_CONCURRENCY: '4',
     ...env,
   });
   const s = await startService(config, createLogger('silent'));
