@@ -334,12 +334,12 @@ async function ratePhase(c: Ctx, watch: Watch, client: BenchChild, mode: 'batch'
       50,
     );
   } else {
-    const asked = client.ask<{ placed: number; retried429: number; errors: number; lost: number; ms: number }>(
+    const asked = client.ask<{ placed: number; retried429: number; retried503: number; errors: number; lost: number; ms: number }>(
       { cmd: 'run', mode, base: c.base, key: c.key, agentId: c.agentId, numbers: nums, concurrency },
       'done',
     );
     const done = await Promise.race([asked, sleep(timeout).then(() => Promise.reject(new Error(`the ${mode} client did not finish in ${timeout} ms`)))]);
-    clientInfo = `${done.placed} placed, ${done.retried429} 429s retried, ${done.errors} errors, ${done.lost} call.completed not received`;
+    clientInfo = `${done.placed} placed, ${done.retried429} 429s and ${done.retried503} 503s retried, ${done.errors} errors, ${done.lost} call.completed not received`;
     await waitUntil(() => records.length >= done.placed, timeout, `${done.placed} calls at the carrier`);
   }
   await waitUntil(async () => (await liveCalls(c)) === 0, timeout, 'every call to end', 50);

@@ -14,7 +14,7 @@
  *    call; then the largest N whose p99 + loop-delay p99 stays under 10 ms, for both, and their ratio
  *    (goal: the service at least 80% of the relay's N).
  * BENCH_SECONDS (default 10) is each measured phase; BENCH_CALLS_LEVELS (default 50,100,...,450,500)
- * the values of N; BENCH_CALLS_PER_SECOND (default 25) the rate at which each level's calls are placed,
+ * the values of N; BENCH_CALLS_PER_SECOND (default 10) the rate at which each level's calls are placed,
  * in groups of 25 (the relay's calls come at the same rate).
  */
 import { readFileSync } from 'node:fs';
@@ -150,7 +150,7 @@ export async function run(): Promise<void> {
   transcoding();
   const seconds = Number(process.env.BENCH_SECONDS ?? 10);
   const levels = (process.env.BENCH_CALLS_LEVELS ?? '50,100,200,250,300,350,400,450,500').split(',').map(Number);
-  const callsPerSecond = Number(process.env.BENCH_CALLS_PER_SECOND ?? 25);
+  const callsPerSecond = Number(process.env.BENCH_CALLS_PER_SECOND ?? 10);
   const db = await benchDatabase();
   const carrier = await forkChild(path.join(root, 'scripts/sandbox.ts'), ['carriers'], { PORT: '0', SPEED: '1', RING_MS: '50', LOG_LEVEL: 'silent' });
   const c = carrier.info;

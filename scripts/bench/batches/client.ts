@@ -6,9 +6,10 @@
  *   client placing calls as fast as the API takes them; the calls' own lengths do not hold it back);
  * - `paced`: at most `concurrency` calls live, as a batch keeps them: each call carries this process's
  *   receiver as its `webhook_url`, and the next call is placed when its `call.completed` arrives.
- * A 429 (no free workspace slot) is retried after BENCH_CLIENT_RETRY_MS (default 20).
+ * A 429 (no free workspace slot) is retried after BENCH_CLIENT_RETRY_MS (default 20); a 503 (the
+ * instance at capacity: the request did nothing) after its Retry-After, as a client should.
  * IPC: sends {ready, webhookUrl}; takes {cmd: 'run', mode, base, key, agentId, numbers, concurrency}
- * and answers {done: {placed, retried429, errors, lost, ms}} (lost: no call.completed within
+ * and answers {done: {placed, retried429, retried503, errors, lost, ms}} (lost: no call.completed within
  * BENCH_CLIENT_LOST_MS, default 30 s); {cmd: 'exit'} exits.
  */
 import http from 'node:http';
@@ -72,6 +73,7 @@ async function run(m: RunMsg) {
   let next = 0;
   let placed = 0;
   let retried429 = 0;
+  let retried503 = 0;
   let errors = 0;
   let lost = 0;
   const t0 = performance.now();
@@ -86,6 +88,11 @@ async function run(m: RunMsg) {
       if (res.status === 429) {
         retried429++;
         await sleep(RETRY_MS);
+        continue;
+      }
+      if (res.status === 503) {
+        retried503++;
+        await sleep(Number(res.headers.get('retry-after') ?? 1) * 1000);
         continue;
       }
       if (res.status !== 201) {
@@ -105,14 +112,14 @@ async function run(m: RunMsg) {
       }
     }),
   );
-  return { placed, retried429, errors, lost, ms: performance.now() - t0 };
+  return { placed, retried429, retried503, errors, lost, ms: performance.now() - t0 };
 }
 
 process.on('message', (m: RunMsg | { cmd: 'exit' }) => {
   if (m.cmd === 'run') {
     run(m).then(
       (done) => process.send!({ done }),
-      (err: unknown) => process.send!({ done: { placed: 0, retried429: 0, errors: -1, lost: 0, ms: 0, error: String(err) } }),
+      (err: unknown) => process.send!({ done: { placed: 0, retried429: 0, retried503: 0, errors: -1, lost: 0, ms: 0, error: String(err) } }),
     );
   } else if (m.cmd === 'exit') {
     receiver.closeAllConnections();
