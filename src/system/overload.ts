@@ -5,7 +5,8 @@
  * streams on two cores: event-loop delay p99 over 300 ms, then every database connection taken and
  * waited for, dial jobs and hang-ups failing). So new conversations are refused (503 and
  * `Retry-After`, the request did nothing; a batch's next round waits) while either signal holds for
- * two sampling windows running (a burst of requests, one slow garbage collection does not count):
+ * two sampling windows running (a burst of requests, one slow garbage collection does not count),
+ * and until two windows running are at ease (one calm moment inside a busy spell does not reopen it):
  * - the event loop's delay p99 over the window above `loopDelayMs`;
  * - at least `dbWaiting` queries waiting for a connection of the pool all through the window (its
  *   fewest, sampled five times a window).
@@ -30,6 +31,9 @@ export class OverloadGuard {
   private timers: NodeJS.Timeout[] = [];
   private slowWindows = 0;
   private starvedWindows = 0;
+  /** Windows running in which neither signal held. */
+  private easyWindows = 0;
+  private busy: string | null = null;
   private fewestWaiting = Infinity;
   private lastReason: string | null = null;
 
@@ -66,24 +70,35 @@ export class OverloadGuard {
 
   private endWindow(): void {
     let p99Ms = 0;
+    let slow = false;
+    let starved = false;
     if (this.histogram) {
       p99Ms = this.histogram.count > 0 ? this.histogram.percentile(99) / 1e6 : 0;
       this.histogram.reset();
-      this.slowWindows = p99Ms > this.opts.loopDelayMs ? this.slowWindows + 1 : 0;
+      slow = p99Ms > this.opts.loopDelayMs;
+      this.slowWindows = slow ? this.slowWindows + 1 : 0;
     }
     if (this.opts.dbWaiting > 0) {
       const fewest = Math.min(this.fewestWaiting, this.dbWaitingNow());
-      this.starvedWindows = fewest >= this.opts.dbWaiting ? this.starvedWindows + 1 : 0;
+      starved = fewest >= this.opts.dbWaiting;
+      this.starvedWindows = starved ? this.starvedWindows + 1 : 0;
       this.fewestWaiting = Infinity;
     }
+    this.easyWindows = slow || starved ? 0 : this.easyWindows + 1;
+    const now =
+      this.slowWindows >= 2
+        ? `the event loop is delayed over ${this.opts.loopDelayMs} ms`
+        : this.starvedWindows >= 2
+          ? `${this.opts.dbWaiting} or more database queries keep waiting for a connection`
+          : null;
+    if (now) this.busy = now;
+    else if (this.easyWindows >= 2) this.busy = null;
     this.note(p99Ms);
   }
 
   /** Why the instance takes no new conversation now, or null when it does. */
   reason(): string | null {
-    if (this.slowWindows >= 2) return `the event loop is delayed over ${this.opts.loopDelayMs} ms`;
-    if (this.starvedWindows >= 2) return `${this.opts.dbWaiting} or more database queries keep waiting for a connection`;
-    return null;
+    return this.busy;
   }
 
   /** Logs each change between busy and not (once, not per refused request). */

@@ -1,7 +1,7 @@
 /**
  * The overload guard (src/system/overload.ts) on its own: queries waiting for a database connection
  * through two windows make the instance busy (a shorter burst does not), an event loop held busy
- * makes it busy after two slow windows running (one does not), and one window at ease clears either. The loop here is this
+ * makes it busy after two slow windows running (one does not), and two windows at ease running clear either. The loop here is this
  * test's own, blocked on purpose.
  */
 import { describe, it } from 'node:test';
@@ -54,7 +54,7 @@ describe('overload guard', () => {
     guard.stop();
   });
 
-  it('is busy after two windows of a delayed event loop, not after one, and clear after one at ease', async () => {
+  it('is busy after two windows of a delayed event loop, not after one, and clear after two at ease', async () => {
     const guard = new OverloadGuard({ loopDelayMs: 100, dbWaiting: 0, sampleMs: 300 }, () => 0, silent);
     guard.start();
     try {
@@ -72,7 +72,7 @@ describe('overload guard', () => {
         busy = guard.reason();
       }
       assert.match(busy ?? '', /event loop is delayed over 100 ms/);
-      // At ease again: one window of normal delay clears it.
+      // At ease again: two windows of normal delay clear it.
       const calm = Date.now() + 10_000;
       while (guard.reason() !== null && Date.now() < calm) await sleep(20);
       assert.equal(guard.reason(), null);
