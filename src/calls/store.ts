@@ -240,10 +240,6 @@ export class CallStore {
     return (trx ?? this.db)('calls').where({ id }).first();
   }
 
-  getForUpdate(trx: Knex.Transaction, id: string): Promise<CallRow | undefined> {
-    return trx('calls').where({ id }).forUpdate().first();
-  }
-
   /**
    * A media stream's claim: takes the call's single-use stream token (a live call of `provider` whose
    * carrier id, if known, is `callSid`, and whose media has not started) and marks the call answered
