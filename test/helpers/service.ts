@@ -19,6 +19,20 @@ export const ADMIN_TOKEN = 'test-operator-token-0123456789';
 /** One SECRETS_KEY for the test services of a process: instances a test starts on one database must share it. */
 export const TEST_SECRETS_KEY = randomBytes(32).toString('base64');
 
+/**
+ * What every service a test starts in-process needs, whichever database it runs on: test files run side
+ * by side on two loaded cores and one PostgreSQL server.
+ */
+export const SHARED_MACHINE_ENV = {
+  // No refusals for a slow loop or a busy pool unless a test asks (overload.test.ts): a loaded CI
+  // machine otherwise turns a test's request into a 503 "at capacity".
+  OVERLOAD_LOOP_DELAY_MS: '0',
+  OVERLOAD_DB_WAITING: '0',
+  // Many services share the test server's connections (max_connections is 100 by default).
+  DATABASE_POOL_MAX: '10',
+  JOBS_CONCURRENCY: '4',
+} as const;
+
 export interface TestService {
   url: string;
   http: ReturnType<typeof supertest>;
@@ -40,9 +54,7 @@ export async function startTestService(env: Record<string, string> = {}, opts: {
     HOST: '127.0.0.1',
     // debug, so the tests that scan logs for secrets also see what only debug logging would write.
     LOG_LEVEL: 'debug',
-    // Tests share loaded cores: no refusals for a slow loop or a busy pool unless a test asks (overload.test.ts).
-    OVERLOAD_LOOP_DELAY_MS: '0',
-    OVERLOAD_DB_WAITING: '0',
+    ...SHARED_MACHINE_ENV,
     CONTRACT_CHECK: 'enforce',
     CONTRACT_COVERAGE_DIR: process.env.CONTRACT_COVERAGE_DIR ?? '',
     ADMIN_TOKEN,
@@ -50,9 +62,6 @@ export async function startTestService(env: Record<string, string> = {}, opts: {
     // Closing a test service ends what is still live at once (tests that drain set their own).
     SHUTDOWN_DRAIN_MS: '0',
     AUTH_RATE_LIMIT_PER_MINUTE: '10000',
-    // Many services share the test server's connections (max_connections is 100 by default).
-    DATABASE_POOL_MAX: '10',
-    JOBS_CONCURRENCY: '4',
     // Tests send whole clips of speech at once, faster than real time; the budget's own test sets it small.
     REALTIME_AUDIO_BURST_MS: '60000',
     ...env,

@@ -16,6 +16,7 @@ import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import { startService, type RunningService } from '../../src/service.js';
 import { serverUrl } from '../helpers/database.js';
+import { SHARED_MACHINE_ENV } from '../helpers/service.js';
 import { startReceiver, type Receiver } from '../helpers/webhooks.js';
 import { connect, waitFor } from '../helpers/realtime.js';
 import { providerConfig, sandboxNumber } from '../helpers/calls.js';
@@ -72,6 +73,7 @@ before(async () => {
     VOICE_SANDBOX_SPEED: '20',
     VOICE_SANDBOX_MS_PER_CHAR: '0',
     SHUTDOWN_GRACE_MS: '1000',
+    ...SHARED_MACHINE_ENV,
   });
   service = await startService(config, createLogger('silent'));
 });

@@ -14,6 +14,7 @@ import { createLogger } from '../../src/log.js';
 import { startService, type RunningService } from '../../src/service.js';
 import { SecretsKeyMismatchError } from '../../src/crypto/key-check.js';
 import { createTestDatabase } from '../helpers/database.js';
+import { SHARED_MACHINE_ENV } from '../helpers/service.js';
 import { tenant } from '../helpers/fixtures.js';
 import supertest from 'supertest';
 
@@ -42,6 +43,7 @@ function start(secretsKey: string): Promise<RunningService> {
     LOG_LEVEL: 'silent',
     SECRETS_KEY: secretsKey,
     SHUTDOWN_GRACE_MS: '500',
+    ...SHARED_MACHINE_ENV,
   });
   return startService(config, createLogger('silent'));
 }
