@@ -40,6 +40,8 @@ interface HeldLease {
 export class SlotKeeper {
   private readonly held = new Map<string, HeldLease>();
   private timer: NodeJS.Timeout | undefined;
+  /** The heartbeat under way: one at a time, and `stop` waits for it. */
+  private beating: Promise<void> | undefined;
 
   constructor(
     private readonly store: AdmissionStore,
@@ -48,7 +50,7 @@ export class SlotKeeper {
   ) {}
 
   start(): void {
-    this.timer ??= setInterval(() => void this.heartbeat(), this.opts.heartbeatMs);
+    this.timer ??= setInterval(() => void (this.beating ?? this.heartbeat()), this.opts.heartbeatMs);
     this.timer.unref();
   }
 
@@ -58,7 +60,16 @@ export class SlotKeeper {
   }
 
   /** Renews every held lease and reservation, re-acquires leases that disappeared, then deletes expired ones. */
-  async heartbeat(): Promise<void> {
+  heartbeat(): Promise<void> {
+    const beat = (this.beating ?? Promise.resolve()).then(() => this.beat());
+    this.beating = beat;
+    void beat.finally(() => {
+      if (this.beating === beat) this.beating = undefined;
+    });
+    return beat;
+  }
+
+  private async beat(): Promise<void> {
     try {
       await this.store.renewReservations([...this.held.keys()], this.reservationExpiryMs);
       const ids = [...this.held].filter(([, l]) => l.slot).map(([id]) => id);
@@ -161,8 +172,10 @@ export class SlotKeeper {
     await this.store.releaseReservation(id);
   }
 
-  stop(): void {
+  /** Stops the heartbeat; resolves once a heartbeat under way has finished (so none touches a lease after). */
+  async stop(): Promise<void> {
     clearInterval(this.timer);
     this.timer = undefined;
+    await this.beating;
   }
 }

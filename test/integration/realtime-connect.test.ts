@@ -319,7 +319,7 @@ describe('a second instance on the same database, and instances or tabs that die
     const onDying = connect((await mintSession(t, a, agentId, 'text')).ws_url.replace(t.url.replace(/^http/, 'ws'), wsBase2));
     await onDying.next('session_started');
     await expectRefusal((await mintSession(t, a, agentId, 'text')).ws_url, ...CLOSE.slots);
-    t2.service.realtime.leases.stop();
+    await t2.service.realtime.leases.stop();
     const later = await waitFor(
       async () => {
         const c = connect((await mintSession(t, a, agentId, 'text')).ws_url);
@@ -526,7 +526,8 @@ describe('leases on the database clock, shared by two instances with skewed cloc
     const c = connect((await mintSession(normal, a, agentId, 'text')).ws_url);
     const sid = (await c.next('session_started')).session_id;
     const keeper = normal.service.realtime.leases;
-    keeper.stop();
+    // A heartbeat under way when it stops would take the lease back after the delete below.
+    await keeper.stop();
     try {
       await normal.service.db
         .knex('session_leases')
