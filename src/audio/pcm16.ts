@@ -51,6 +51,9 @@ const MULAW_ENCODE = (() => {
   return alawmulaw.mulaw.encode(samples);
 })();
 
+/** Mu-law's code for a zero sample. */
+export const MULAW_SILENCE = 0xff;
+
 export function mulawToPcm16(ulaw: Buffer): Buffer {
   const out = Buffer.allocUnsafe(ulaw.length * 2);
   const view = new Int16Array(out.buffer, out.byteOffset, ulaw.length);

@@ -5,11 +5,10 @@
  * sinc, state carried across chunks, see src/audio/pcm16.ts), encoded, and cut into whole 160-byte
  * frames, the remainder held for the next chunk so nothing is dropped or padded mid-stream.
  */
-import { Downsampler24kTo8k, Upsampler8kTo16k, mulawToPcm16, pcm16ToMulaw } from '../audio/pcm16.js';
+import { Downsampler24kTo8k, MULAW_SILENCE, Upsampler8kTo16k, mulawToPcm16, pcm16ToMulaw } from '../audio/pcm16.js';
 
 /** 20 ms of mu-law at 8 kHz. */
 export const FRAME_BYTES = 160;
-export const MULAW_SILENCE = 0xff;
 
 export class CallTranscoder {
   private readonly up = new Upsampler8kTo16k();

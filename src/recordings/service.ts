@@ -11,10 +11,11 @@ import { ApiError, conflict, forbidden } from '../errors/api-error.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import { jobKind, type JobQueue } from '../jobs/queue.js';
+import { mulawToPcm16 } from '../audio/pcm16.js';
 import { parseRange } from './range.js';
 import type { RecordingLinks } from './signed-url.js';
 import type { RecordingStorage } from './storage.js';
-import type { RecordingKind, RecordingRow, RecordingStore } from './store.js';
+import type { RecordingEncoding, RecordingKind, RecordingRow, RecordingStore } from './store.js';
 import { TwoChannelRecorder } from './two-channel.js';
 import { ClockedTwoChannelRecorder } from './clocked.js';
 import { WAV_HEADER_BYTES, wavHeader } from './wav.js';
@@ -97,18 +98,18 @@ export class RecordingService {
     private readonly log: Logger,
   ) {}
 
-  /** Starts recording a conversation in two channels, the person's audio its clock (a phone call: a frame every 20 ms). */
+  /** Starts recording a conversation in two channels of mu-law, the person's audio its clock (a phone call: a frame every 20 ms). */
   startTwoChannel(c: NewRecording, log: Logger): TwoChannelRecorder {
-    return new TwoChannelRecorder(this.writer(c, log), c.sampleRate);
+    return new TwoChannelRecorder(this.writer(c, 'mulaw', log), c.sampleRate);
   }
 
-  /** Starts recording a conversation in two channels on `clock` (a web session: the browser's audio comes in bursts). */
+  /** Starts recording a conversation in two channels of PCM16 on `clock` (a web session: the browser's audio comes in bursts). */
   startClockedTwoChannel(c: NewRecording, clock: Clock, log: Logger): ClockedTwoChannelRecorder {
-    return new ClockedTwoChannelRecorder(this.writer(c, log), c.sampleRate, clock);
+    return new ClockedTwoChannelRecorder(this.writer(c, 'pcm16', log), c.sampleRate, clock);
   }
 
   /** The recording's writer; its row is written in the background (the first chunk waits for it). */
-  private writer(c: NewRecording, log: Logger): RecordingWriter {
+  private writer(c: NewRecording, encoding: RecordingEncoding, log: Logger): RecordingWriter {
     const row = this.store
       .create({
         id: newId('recording'),
@@ -118,13 +119,21 @@ export class RecordingService {
         storage: this.storage.kind,
         sample_rate: c.sampleRate,
         channels: 2,
+        encoding,
         created_at: this.clock.now(),
       })
       .catch((err) => {
         log.warn({ err: (err as Error).message }, 'recording could not be started; the conversation goes on unrecorded');
         return null;
       });
-    return new RecordingWriter(row, this.store, this.storage, this.clock, { flushMs: this.opts.flushMs, maxBytes: this.opts.maxBytes }, log);
+    return new RecordingWriter(
+      row,
+      this.store,
+      this.storage,
+      this.clock,
+      { flushMs: this.opts.flushMs, maxBytes: this.opts.maxBytes, encoding, channels: 2 },
+      log,
+    );
   }
 
   /** What the call record and `call.completed` show: null when there is no recording (or it was removed). */
@@ -193,7 +202,8 @@ export class RecordingService {
       if (!chunks.length) return;
       for (const c of chunks) {
         if (c.offset >= stop) return;
-        const data = await this.storage.get({ workspaceId: row.workspace_id, recordingId: row.id, seq: c.seq }, c.data);
+        const stored = await this.storage.get({ workspaceId: row.workspace_id, recordingId: row.id, seq: c.seq }, c.data);
+        const data = row.encoding === 'mulaw' ? mulawToPcm16(stored) : stored;
         const from = Math.max(0, at - c.offset);
         const to = Math.min(c.size, stop - c.offset);
         if (to > from) yield data.subarray(from, to);

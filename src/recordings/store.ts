@@ -3,6 +3,8 @@ import type { Knex } from 'knex';
 
 export type RecordingKind = 'phone_call' | 'web_session';
 export type RemovedReason = 'deleted' | 'expired';
+/** How chunks hold samples (migration 031): PCM16 as served, or a phone call's mu-law as carried. */
+export type RecordingEncoding = 'pcm16' | 'mulaw';
 
 export interface RecordingRow {
   id: string;
@@ -12,6 +14,8 @@ export interface RecordingRow {
   storage: 'postgres' | 's3';
   sample_rate: number;
   channels: number;
+  encoding: RecordingEncoding;
+  /** Bytes of the served PCM16 written so far (chunks' `offset` and `size` count these too). */
   bytes: number;
   chunks: number;
   truncated: boolean;
@@ -35,7 +39,7 @@ export class RecordingStore {
   constructor(readonly knex: Knex) {}
 
   async create(
-    row: Pick<RecordingRow, 'id' | 'workspace_id' | 'conversation_id' | 'kind' | 'storage' | 'sample_rate' | 'channels' | 'created_at'>,
+    row: Pick<RecordingRow, 'id' | 'workspace_id' | 'conversation_id' | 'kind' | 'storage' | 'sample_rate' | 'channels' | 'encoding' | 'created_at'>,
   ): Promise<RecordingRow> {
     const [inserted] = await this.knex('recordings').insert(row).onConflict('conversation_id').ignore().returning('*');
     if (inserted) return num(inserted);

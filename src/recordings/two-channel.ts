@@ -1,12 +1,15 @@
 /**
- * A conversation in two channels as each side heard it. The person's audio (left) is the clock: it
- * arrives continuously in real time (a carrier sends a frame every 20 ms, silence included), and each
- * sample of it is one sample of the recording. The agent's audio (right) arrives in bursts, faster than
- * it plays; like the far end's playback buffer, it queues and plays out one sample per person sample
- * from the moment it arrives, and an interruption (the caller barging in: the bridge clears the
- * carrier's buffer) drops what is queued and not yet played. So the right channel holds exactly what
- * the person could have heard, cut where they spoke over the agent.
+ * A phone call in two channels as each side heard it, kept as the carrier carried it: G.711 mu-law,
+ * one byte a sample, interleaved (left, right), so the recording takes half the bytes of PCM16 and
+ * costs no transcoding while the call runs (it is decoded to PCM16 when served). The person's audio
+ * (left) is the clock: it arrives continuously in real time (a carrier sends a frame every 20 ms,
+ * silence included), and each sample of it is one sample of the recording. The agent's audio (right)
+ * arrives in bursts, faster than it plays; like the far end's playback buffer, it queues and plays out
+ * one sample per person sample from the moment it arrives, and an interruption (the caller barging in:
+ * the bridge clears the carrier's buffer) drops what is queued and not yet played. So the right channel
+ * holds exactly what the person could have heard, cut where they spoke over the agent.
  */
+import { MULAW_SILENCE } from '../audio/pcm16.js';
 import type { RecordingWriter } from './writer.js';
 
 /** Agent audio queued beyond this (seconds) cannot be heard in time (no person audio is coming): the oldest is dropped. */
@@ -21,27 +24,27 @@ export class TwoChannelRecorder {
     private readonly writer: RecordingWriter,
     sampleRate: number,
   ) {
-    this.maxQueued = MAX_QUEUED_S * sampleRate * 2;
+    this.maxQueued = MAX_QUEUED_S * sampleRate;
   }
 
-  /** Person audio, PCM16 mono at the recording's rate: written with the agent audio that played meanwhile. */
-  person(pcm: Buffer): void {
-    const samples = pcm.length >> 1;
+  /** Person audio, mu-law mono at the recording's rate: written with the agent audio that played meanwhile. */
+  person(ulaw: Buffer): void {
+    const samples = ulaw.length;
     if (samples === 0) return;
-    const agent = this.take(samples * 2);
-    const out = Buffer.allocUnsafe(samples * 4);
+    const agent = this.take(samples);
+    const out = Buffer.allocUnsafe(samples * 2);
     for (let i = 0; i < samples; i++) {
-      out.writeInt16LE(pcm.readInt16LE(i * 2), i * 4);
-      out.writeInt16LE(i * 2 < agent.length ? agent.readInt16LE(i * 2) : 0, i * 4 + 2);
+      out[i * 2] = ulaw[i];
+      out[i * 2 + 1] = i < agent.length ? agent[i] : MULAW_SILENCE;
     }
     this.writer.append(out);
   }
 
-  /** Agent audio, PCM16 mono at the recording's rate, as sent to be played. */
-  agent(pcm: Buffer): void {
-    if (pcm.length === 0) return;
-    this.queue.push(pcm);
-    this.queued += pcm.length;
+  /** Agent audio, mu-law mono at the recording's rate, as sent to be played. */
+  agent(ulaw: Buffer): void {
+    if (ulaw.length === 0) return;
+    this.queue.push(ulaw);
+    this.queued += ulaw.length;
     while (this.queued > this.maxQueued) {
       const dropped = this.queue.shift()!;
       this.queued -= dropped.length;

@@ -135,6 +135,15 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
       const agentMs = (loud(wav.right, 0, wav.right.length) / 8000) * 1000;
       assert.ok(agentMs <= sim.agentPlayedMs + 100, `recorded ${agentMs} ms of agent audio, the callee heard ${sim.agentPlayedMs} ms`);
       assert.ok(agentMs >= sim.agentPlayedMs * 0.8, `recorded ${agentMs} ms of agent audio, the callee heard ${sim.agentPlayedMs} ms`);
+      // Kept as the carrier carried it: mu-law, one byte a sample, half the PCM16 served.
+      const [row] = await t.service.db.knex('recordings').where({ conversation_id: call.call_id });
+      assert.equal(row.encoding, 'mulaw');
+      const [{ stored }] = await t.service.db
+        .knex('recording_chunks')
+        .where({ recording_id: row.id })
+        .sum({ stored: t.service.db.knex.raw('octet_length(data)') });
+      assert.equal(Number(stored) * 2, Number(row.bytes));
+      assert.equal(Number(row.bytes) + 44, call.recording.size_bytes);
     });
 
     it('barge-in: the agent audio stops in the right channel where the caller spoke over it', async () => {

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { parseRange } from '../../src/recordings/range.js';
 import { wavHeader } from '../../src/recordings/wav.js';
 import { TwoChannelRecorder } from '../../src/recordings/two-channel.js';
+import { MULAW_SILENCE, mulawToPcm16 } from '../../src/audio/pcm16.js';
 import { ClockedTwoChannelRecorder, LATE_MS } from '../../src/recordings/clocked.js';
 import type { RecordingWriter } from '../../src/recordings/writer.js';
 
@@ -51,42 +52,50 @@ describe('WAV header', () => {
   });
 });
 
-describe('two channels as heard', () => {
-  const samples = (n: number, v: number) => {
-    const b = Buffer.alloc(n * 2);
-    for (let i = 0; i < n; i++) b.writeInt16LE(v, i * 2);
-    return b;
-  };
+describe('two channels as heard (a phone call, mu-law as carried)', () => {
+  /** `n` samples of mu-law code `code`. */
+  const codes = (n: number, code: number) => Buffer.alloc(n, code);
   const recorder = () => {
     const out: Buffer[] = [];
     const writer = { append: (b: Buffer) => out.push(Buffer.from(b)), close: async () => undefined } as unknown as RecordingWriter;
-    return { rec: new TwoChannelRecorder(writer, 8000), stereo: () => channels(out) };
+    const stereo = () => {
+      const all = Buffer.concat(out);
+      const left: number[] = [];
+      const right: number[] = [];
+      for (let i = 0; i < all.length; i += 2) {
+        left.push(all[i]);
+        right.push(all[i + 1]);
+      }
+      return { left, right };
+    };
+    return { rec: new TwoChannelRecorder(writer, 8000), stereo };
   };
 
   it('agent audio plays out one sample per person sample from when it arrives, silence when none is queued', () => {
     const { rec, stereo } = recorder();
-    rec.person(samples(160, 1));
-    rec.agent(samples(240, 7));
-    rec.person(samples(160, 2));
-    rec.person(samples(160, 3));
-    rec.person(samples(160, 4));
+    rec.person(codes(160, 1));
+    rec.agent(codes(240, 7));
+    rec.person(codes(160, 2));
+    rec.person(codes(160, 3));
+    rec.person(codes(160, 4));
     const { left, right } = stereo();
     assert.equal(left.length, 640);
     assert.deepEqual(left.slice(0, 160), Array(160).fill(1));
-    assert.deepEqual(right.slice(0, 160), Array(160).fill(0), 'nothing played before it arrived');
+    assert.deepEqual(right.slice(0, 160), Array(160).fill(MULAW_SILENCE), 'nothing played before it arrived');
     assert.deepEqual(right.slice(160, 400), Array(240).fill(7));
-    assert.deepEqual(right.slice(400), Array(240).fill(0));
+    assert.deepEqual(right.slice(400), Array(240).fill(MULAW_SILENCE));
+    assert.equal(mulawToPcm16(Buffer.from([MULAW_SILENCE])).readInt16LE(0), 0, 'silence decodes to zero');
   });
 
   it('an interruption drops what was queued and not yet played', () => {
     const { rec, stereo } = recorder();
-    rec.agent(samples(800, 5));
-    rec.person(samples(160, 1));
+    rec.agent(codes(800, 5));
+    rec.person(codes(160, 1));
     rec.interrupted();
-    rec.person(samples(160, 1));
+    rec.person(codes(160, 1));
     const { right } = stereo();
     assert.deepEqual(right.slice(0, 160), Array(160).fill(5));
-    assert.deepEqual(right.slice(160), Array(160).fill(0), 'cut where the person barged in');
+    assert.deepEqual(right.slice(160), Array(160).fill(MULAW_SILENCE), 'cut where the person barged in');
   });
 });
 

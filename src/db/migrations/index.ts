@@ -30,6 +30,7 @@ import * as m027 from './027_conversation_events.js';
 import * as m028 from './028_web_session_recordings.js';
 import * as m029 from './029_conversation_event_heads.js';
 import * as m030 from './030_cache_invalidations.js';
+import * as m031 from './031_recording_encoding.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -64,6 +65,7 @@ const migrations: Array<[string, Migration]> = [
   ['028_web_session_recordings', m028],
   ['029_conversation_event_heads', m029],
   ['030_cache_invalidations', m030],
+  ['031_recording_encoding', m031],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
