@@ -228,6 +228,8 @@ const schema = z.object({
   /** Concurrency-slot leases: renewed every HEARTBEAT, counted until EXPIRY after the last renewal (< 60 s). */
   REALTIME_LEASE_HEARTBEAT_MS: durationMs(10_000),
   REALTIME_LEASE_EXPIRY_MS: z.coerce.number().int().min(1).max(59_999).default(30_000),
+  /** A live web session's conversation so far is saved within this long of a change; one statement a tick for every session of the instance. */
+  REALTIME_PROGRESS_SAVE_MS: durationMs(250),
   /** WebSocket ping interval; a peer that misses one pong is terminated. */
   REALTIME_PING_INTERVAL_MS: durationMs(15_000),
   /**
@@ -307,6 +309,8 @@ const schema = z.object({
    * CALL_ORPHAN_AFTER_MS (that instance died) is ended and finalised by any instance.
    */
   CALL_HEARTBEAT_MS: durationMs(10_000),
+  /** A live call's conversation so far is saved within this long of a change (what a crash can lose); one statement a tick for every call of the instance. */
+  CALL_PROGRESS_SAVE_MS: durationMs(1000),
   CALL_ORPHAN_AFTER_MS: z.coerce.number().int().min(1).default(45_000),
   /** After the carrier reports the end while the media stream is still open, the bridge has this long to finish. */
   CALL_STATUS_GRACE_MS: durationMs(15_000),

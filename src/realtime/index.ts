@@ -105,7 +105,7 @@ export function createRealtime(d: RealtimeDeps): Realtime {
     },
     log,
   );
-  const live = new LiveSessions(d.knex, log);
+  const live = new LiveSessions(d.knex, log, c.REALTIME_PROGRESS_SAVE_MS);
   const ipLimiter = new IpAttemptLimiter(d.knex, { attempts: c.REALTIME_IP_ATTEMPTS, windowMs: c.REALTIME_IP_WINDOW_MS });
   const finaliser = new ConversationFinaliser(
     store,
@@ -194,6 +194,7 @@ export function createRealtime(d: RealtimeDeps): Realtime {
       // would take them for orphans of a dead instance).
       await gateway.drain(deadline);
       clearInterval(liveTimer);
+      live.stop();
     },
   };
 }

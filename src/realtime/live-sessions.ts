@@ -1,10 +1,11 @@
 /**
  * Live web sessions kept durable while they run. A session gets its `realtime_live_sessions` row at
- * admission; the bridge's conversation is saved into it as it grows (debounced, like a phone call's
- * progress), and this instance renews `alive_at` of its sessions every heartbeat. The row goes in the
- * transaction that writes the session's record. A row whose `alive_at` is older than the lease expiry
- * belongs to a dead instance: any instance claims it (FOR UPDATE SKIP LOCKED, so one does) and
- * finalises it from what was saved (ConversationFinaliser.finaliseOrphan).
+ * admission; the bridge's conversation is saved into it as it grows (every session's changes
+ * together at each tick, as phone calls' are: src/conversation/progress-saves.ts), and this instance
+ * renews `alive_at` of its sessions every heartbeat. The row goes in the transaction that writes the
+ * session's record. A row whose `alive_at` is older than the lease expiry belongs to a dead instance:
+ * any instance claims it (FOR UPDATE SKIP LOCKED, so one does) and finalises it from what was saved
+ * (ConversationFinaliser.finaliseOrphan).
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
@@ -12,6 +13,7 @@ import type { ConversationOutcome } from '../conversation/engine.js';
 import type { TranscriptTurn } from '../voice/types.js';
 import type { AnalysisSetting } from '../conversation/write-up.js';
 import type { Source } from './store.js';
+import { ProgressSaves, progressColumns, writeProgress } from '../conversation/progress-saves.js';
 
 export type Progress = Omit<ConversationOutcome, 'status' | 'endedAt'>;
 
@@ -42,49 +44,50 @@ export type NewLiveSession = Pick<
   'id' | 'workspace_id' | 'agent_id' | 'user_id' | 'source' | 'instruction' | 'first_message' | 'variables' | 'analysis' | 'started_at' | 'recording_enabled'
 >;
 
-/** A progress save waits this long for more to save with it (a burst of turns is one write). */
-const SAVE_DEBOUNCE_MS = 250;
+interface LocalSession {
+  /** The row's insert (saves wait for it: an update before it would find no row). */
+  opened: Promise<void>;
+  isOpen: boolean;
+  /** A change made before the insert was done, saved once it is. */
+  early?: () => Progress;
+  ending?: boolean;
+}
 
 export class LiveSessions {
-  private readonly local = new Map<string, { opened: Promise<void>; timer?: NodeJS.Timeout; saving: Promise<void>; read?: () => Progress; ending?: boolean }>();
+  private readonly local = new Map<string, LocalSession>();
+  /** Every session's progress saves here, one statement a tick. */
+  private readonly saves: ProgressSaves;
 
   constructor(
     private readonly db: Knex,
     private readonly log: Logger,
-  ) {}
-
-  /** Records a session that just started; its later saves wait for this insert. */
-  open(row: NewLiveSession): void {
-    const opened = this.db('realtime_live_sessions')
-      .insert({ ...row, variables: JSON.stringify(row.variables), analysis: row.analysis ? JSON.stringify(row.analysis) : null })
-      .then(() => undefined)
-      .catch((err) => this.log.warn({ err, sessionId: row.id }, 'could not record the live session; a crash would lose it'));
-    this.local.set(row.id, { opened, saving: opened });
+    /** A session's change is saved within this long (a burst of turns is one write; a crash loses at most this much). */
+    saveEveryMs: number,
+  ) {
+    this.saves = new ProgressSaves((saves) => writeProgress(db, 'realtime_live_sessions', saves), saveEveryMs, log);
   }
 
-  /** Saves `read()` soon (once for a burst of changes). */
+  /** Records a session that just started; its saves wait for this insert. */
+  open(row: NewLiveSession): void {
+    const s: LocalSession = { opened: Promise.resolve(), isOpen: false };
+    s.opened = this.db('realtime_live_sessions')
+      .insert({ ...row, variables: JSON.stringify(row.variables), analysis: row.analysis ? JSON.stringify(row.analysis) : null })
+      .then(() => undefined)
+      .catch((err) => this.log.warn({ err, sessionId: row.id }, 'could not record the live session; a crash would lose it'))
+      .finally(() => {
+        s.isOpen = true;
+        if (s.early && !s.ending) this.changed(row.id, s.early);
+        s.early = undefined;
+      });
+    this.local.set(row.id, s);
+  }
+
+  /** Saves `read()` at the next tick (once for a burst of changes). */
   changed(id: string, read: () => Progress): void {
     const s = this.local.get(id);
     if (!s || s.ending) return;
-    s.read = read;
-    if (s.timer) return;
-    s.timer = setTimeout(() => {
-      s.timer = undefined;
-      s.saving = s.saving.then(() => this.save(id, read())).catch((err) => this.log.warn({ err, sessionId: id }, 'could not save session progress'));
-    }, SAVE_DEBOUNCE_MS);
-  }
-
-  private async save(id: string, p: Progress): Promise<void> {
-    await this.db('realtime_live_sessions')
-      .where({ id })
-      .update({
-        transcript: JSON.stringify(p.transcript),
-        transcript_truncated: p.transcriptTruncated,
-        interruption_count: p.interruptionCount,
-        latencies_ms: JSON.stringify(p.latenciesMs),
-        tool_calls: JSON.stringify(p.toolCalls),
-        first_message_delivered: p.firstMessageDelivered,
-      });
+    if (!s.isOpen) s.early = read;
+    else this.saves.changed(id, () => progressColumns(read()));
   }
 
   /**
@@ -95,9 +98,14 @@ export class LiveSessions {
   async settle(id: string): Promise<void> {
     const s = this.local.get(id);
     if (!s) return;
-    clearTimeout(s.timer);
     s.ending = true;
-    await s.saving;
+    await s.opened;
+    await this.saves.settle(id);
+  }
+
+  /** Stops the saves' timer (the instance is stopping; every session here has settled). */
+  stop(): void {
+    this.saves.stop();
   }
 
   /** The session's record is written (or given up): its row is no longer renewed from here. */

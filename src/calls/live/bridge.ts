@@ -26,12 +26,13 @@
 import type { WebSocket } from 'ws';
 import type { Logger } from 'pino';
 import type { Clock } from '../../lib/clock.js';
-import { DEFAULT_SPEECH_RMS, mulawToPcm16, rms } from '../../audio/pcm16.js';
+import { DEFAULT_SPEECH_RMS, rms } from '../../audio/pcm16.js';
 import type { RecordingService } from '../../recordings/service.js';
 import type { TwoChannelRecorder } from '../../recordings/two-channel.js';
 import type { VoiceService } from '../../voice/types.js';
 import type { RuntimeAgent } from '../../agents/service.js';
 import { Conversation, type ConversationTools } from '../../conversation/engine.js';
+import { progressColumns, type ProgressColumns, type ProgressSaves } from '../../conversation/progress-saves.js';
 import { conversationVariables, fillPlaceholders } from '../../conversation/placeholders.js';
 import type { CallFinaliser } from '../finaliser.js';
 import type { CallLiveEvents } from '../live-events.js';
@@ -68,6 +69,8 @@ export interface CallBridgeOptions {
 
 export interface CallBridgeDeps {
   store: CallStore;
+  /** This instance's progress saves of live calls (one statement a tick for all of them). */
+  progress: ProgressSaves;
   voice: VoiceService;
   tools: ConversationTools | null;
   carrier: Carrier;
@@ -90,8 +93,6 @@ const OPEN_HOLD_FRAMES = 50;
 const PLAYBACK_WAIT_MS = 8000;
 /** After we hang up, how long the carrier has to close the stream before we close it. */
 const STREAM_CLOSE_WAIT_MS = 3000;
-/** The conversation so far is written at most once per this interval (a crash loses at most this much). */
-const PROGRESS_DEBOUNCE_MS = 1000;
 
 export class CallBridge {
   private readonly transcoder = new CallTranscoder();
@@ -127,8 +128,6 @@ export class CallBridge {
   /** Keys the agent sent as tones, by the mark that follows them: resolved when it comes back. */
   private readonly toneMarks = new Map<string, { interrupted: boolean; done: (interrupted: boolean) => void }>();
   private dtmfSent = 0;
-  private progressTimer: NodeJS.Timeout | undefined;
-  private saving: Promise<void> = Promise.resolve();
   /** Both sides as each heard the other (8 kHz, as the carrier carried them); only when the call's recording setting is on. */
   private readonly recorder: TwoChannelRecorder | null;
   private resolveDone!: () => void;
@@ -334,7 +333,7 @@ export class CallBridge {
       return;
     }
     // Held frames were recorded when they arrived.
-    if (charge) this.recorder?.person(mulawToPcm16(ulaw));
+    if (charge) this.recorder?.person(ulaw);
     const pcm = this.transcoder.toModel(ulaw);
     if (rms(pcm) >= DEFAULT_SPEECH_RMS) {
       this.lastActivity = this.now();
@@ -431,7 +430,7 @@ export class CallBridge {
   }
 
   private play(frame: Buffer): void {
-    this.recorder?.agent(mulawToPcm16(frame));
+    this.recorder?.agent(frame);
     this.send(this.dialect.media(this.streamId, frame.toString('base64')));
   }
 
@@ -609,38 +608,26 @@ export class CallBridge {
   }
 
   private scheduleProgress(): void {
-    if (this.progressTimer || this.finished) return;
-    this.progressTimer = setTimeout(() => {
-      this.progressTimer = undefined;
-      this.saving = this.saving.then(() => this.saveProgress()).catch((err) => this.log.warn({ err }, 'could not save call progress'));
-    }, PROGRESS_DEBOUNCE_MS);
+    if (!this.finished) this.deps.progress.changed(this.call.id, this.readProgress);
   }
 
-  private async saveProgress(): Promise<void> {
+  private readonly readProgress = (): ProgressColumns | null => {
     const c = this.conversation;
-    if (!c || this.finished) return;
+    if (!c || this.finished) return null;
     const s = c.snapshot();
-    await this.deps.store.saveProgress(this.call.id, {
-      transcript: s.transcript,
-      transcript_truncated: s.transcriptTruncated,
-      interruption_count: s.interruptionCount,
-      latencies_ms: s.latenciesMs,
-      tool_calls: s.toolCalls,
-      first_message_delivered: s.firstMessageDelivered && this.firstMarkPlayed,
-    });
-  }
+    return { ...progressColumns(s), first_message_delivered: s.firstMessageDelivered && this.firstMarkPlayed };
+  };
 
   private async finish(why: 'stream_stopped' | 'stream_closed'): Promise<void> {
     if (this.finished) return;
     this.finished = true;
     for (const t of this.timers) clearTimeout(t);
-    clearTimeout(this.progressTimer);
     const endedAt = this.deps.clock.now();
     // Keys pressed just before the end are kept in the transcript.
     this.keypad.flush();
     for (const waiter of [...this.toneMarks.values()]) waiter.done(waiter.interrupted);
     try {
-      await this.saving;
+      await this.deps.progress.settle(this.call.id);
       const outcome = this.conversation ? await this.conversation.finish() : null;
       if (outcome?.status === 'failed') this.endReason ??= 'service_error';
       // The last second of audio is written before the call's record (and call.completed) is.

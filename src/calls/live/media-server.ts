@@ -18,6 +18,7 @@ import type { RuntimeAgent } from '../../agents/service.js';
 import type { ReservationTerms, ReservationWatch, WorkspaceAdmission } from '../../workspaces/admission.js';
 import type { CallRow } from '../store.js';
 import { CallBridge, type CallBridgeDeps, type CallBridgeOptions } from './bridge.js';
+import { ProgressSaves } from '../../conversation/progress-saves.js';
 import type { Carrier, Provider } from '../../carriers/carrier.js';
 import type { MediaDialect } from '../../carriers/media.js';
 import { providerAMedia } from '../../carriers/provider-a/media.js';
@@ -31,7 +32,7 @@ const MAX_FRAME_BYTES = 64 * 1024;
 /** Frames held between a stream's `start` and its bridge (2 s of 20 ms frames; the lookup takes milliseconds). */
 const EARLY_FRAMES = 100;
 
-export interface MediaServerDeps extends Omit<CallBridgeDeps, 'carrier' | 'log'> {
+export interface MediaServerDeps extends Omit<CallBridgeDeps, 'carrier' | 'log' | 'progress'> {
   carriers: Record<Provider, Carrier>;
   agents: { findForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent | null> };
   admission: WorkspaceAdmission;
@@ -46,6 +47,8 @@ export interface MediaServerOptions extends CallBridgeOptions {
   heartbeatMs: number;
   orphanAfterMs: number;
   shutdownGraceMs: number;
+  /** A call's progress is saved within this long of a change (CALL_PROGRESS_SAVE_MS). */
+  progressSaveMs: number;
 }
 
 export class MediaServer {
@@ -55,12 +58,16 @@ export class MediaServer {
   private closing = false;
   /** Streams between their upgrade and their bridge (waiting for `start`, claiming the call). */
   private readonly accepting = new Set<Promise<void>>();
+  /** The progress saves of every call bridged here. */
+  private readonly progress: ProgressSaves;
 
   constructor(
     private readonly deps: MediaServerDeps,
     private readonly opts: MediaServerOptions,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.progress = new ProgressSaves((saves) => deps.store.saveProgress(saves), opts.progressSaveMs, log);
+  }
 
   get routes(): UpgradeRoute[] {
     return (['provider_a', 'provider_b'] as const).map((provider) => ({
@@ -158,7 +165,7 @@ export class MediaServer {
       start.streamId,
       call,
       agent,
-      { ...this.deps, carrier: this.deps.carriers[provider], log },
+      { ...this.deps, carrier: this.deps.carriers[provider], progress: this.progress, log },
       this.opts,
       log.child({ callId: call.id }),
     );
@@ -244,6 +251,7 @@ export class MediaServer {
     for (const b of left) b.endForShutdown();
     await Promise.race([Promise.allSettled(left.map((b) => b.done)), grace]);
     clearInterval(this.heartbeat);
+    this.progress.stop();
     for (const ws of this.wss.clients) ws.terminate();
     this.wss.close();
   }
