@@ -3,7 +3,7 @@
  * event kinds a workspace's webhooks list), kept right across instances by PostgreSQL NOTIFY: row
  * triggers (migration 030) send `<table> <key>` on CACHE_CHANNEL for every row inserted, updated or
  * deleted, whatever wrote it (the API, a workspace's cascading delete, raw SQL), and every instance
- * drops that key from its cache of the table. One LISTEN connection (listener.ts) serves every cache.
+ * drops that key from its cache of the table. The instance's LISTEN connection (listener.ts) serves every cache.
  *
  * What keeps a cache from serving what the database no longer holds:
  * - an entry is used only while the LISTEN connection is up (otherwise every read goes to the database);
@@ -19,8 +19,7 @@
  * Values are kept in memory only and shared by every caller, so each value a cache hands out is
  * frozen, kept or not (a caller that would change one fails at once, whether the cache is on or off).
  */
-import type { Logger } from 'pino';
-import { Listener } from './listener.js';
+import type { Listener } from './listener.js';
 
 export const CACHE_CHANNEL = 'cache_invalidations';
 
@@ -36,18 +35,16 @@ export interface CacheOptions {
 export class NotifiedCaches {
   private readonly caches = new Map<string, NotifiedCache<unknown>>();
   private readonly listener: Listener | undefined;
+  private stopped = false;
 
+  /** `listener`: the instance's LISTEN connection (none: nothing is cached). */
   constructor(
-    databaseUrl: string | undefined,
+    listener: Listener | undefined,
     private readonly opts: CacheOptions,
-    log: Logger,
-    /** How soon a lost LISTEN connection is opened again (tests shorten it). */
-    retryMs?: number,
   ) {
-    const enabled = databaseUrl !== undefined && opts.ttlMs > 0 && opts.maxEntries > 0;
-    this.listener = enabled
-      ? new Listener(databaseUrl, CACHE_CHANNEL, (payload) => this.notified(payload), log, { retryMs, onListening: () => this.clear() })
-      : undefined;
+    const enabled = listener !== undefined && opts.ttlMs > 0 && opts.maxEntries > 0;
+    this.listener = enabled ? listener : undefined;
+    this.listener?.on(CACHE_CHANNEL, (payload) => this.notified(payload), { onListening: () => this.clear() });
   }
 
   /** The cache of `table`'s rows, by the key its trigger sends (one per table). */
@@ -62,16 +59,12 @@ export class NotifiedCaches {
 
   /** Whether entries are used now (the LISTEN connection is up). */
   get listening(): boolean {
-    return this.listener?.listening ?? false;
+    return !this.stopped && (this.listener?.listening ?? false);
   }
 
-  /** Resolves once listening, or once the first attempt failed (it is retried in the background; nothing is cached meanwhile). */
-  async start(): Promise<void> {
-    await this.listener?.start();
-  }
-
-  async stop(): Promise<void> {
-    await this.listener?.stop();
+  /** Nothing is cached from here on (the instance is stopping). */
+  stop(): void {
+    this.stopped = true;
     this.clear();
   }
 

@@ -9,7 +9,7 @@
 import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { tooManyRequests } from '../errors/api-error.js';
-import { Listener } from '../db/listener.js';
+import type { Listener } from '../db/listener.js';
 import { EVENTS_CHANNEL, ensureEnd, type LiveEventStore, type StoredLiveEvent } from './store.js';
 import { checkLiveEvent } from './writer.js';
 
@@ -57,29 +57,26 @@ export function sseMessage(e: StoredLiveEvent): string {
 export class LiveEventHub {
   private readonly subscribers = new Map<string, Set<Subscriber>>();
   private readonly perWorkspace = new Map<string, number>();
-  private readonly listener: Listener | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
 
   constructor(
     private readonly store: LiveEventStore,
     private readonly opts: HubOptions,
-    databaseUrl: string | undefined,
+    listener: Listener | undefined,
     private readonly log: Logger,
   ) {
-    this.listener = databaseUrl ? new Listener(databaseUrl, EVENTS_CHANNEL, (payload) => this.notified(payload), log) : undefined;
+    listener?.on(EVENTS_CHANNEL, (payload) => this.notified(payload));
   }
 
-  async start(): Promise<void> {
-    await this.listener?.start();
+  start(): void {
     this.heartbeat = setInterval(() => this.beat(), this.opts.heartbeatMs);
     this.heartbeat.unref();
   }
 
   /** Ends every stream (the instance is stopping; clients resume elsewhere with Last-Event-ID). */
-  async stop(): Promise<void> {
+  stop(): void {
     clearInterval(this.heartbeat);
     for (const subs of this.subscribers.values()) for (const s of subs) this.close(s);
-    await this.listener?.stop();
   }
 
   /** Streams open on this instance (metrics, tests). */

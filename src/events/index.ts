@@ -6,6 +6,7 @@
  * knows no call or session.
  */
 import type { Readable } from 'node:stream';
+import type { Listener } from '../db/listener.js';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import { unprocessable } from '../errors/api-error.js';
@@ -63,7 +64,7 @@ export class LiveEvents {
 
   constructor(
     knex: Knex,
-    databaseUrl: string | undefined,
+    listener: Listener | undefined,
     private readonly clock: Clock,
     private readonly opts: LiveEventsOptions,
     private readonly log: Logger,
@@ -72,7 +73,7 @@ export class LiveEvents {
     this.hub = new LiveEventHub(
       this.store,
       { heartbeatMs: opts.heartbeatMs, maxStreamsPerWorkspace: opts.maxStreamsPerWorkspace, writesHere: (id) => this.writer.writesHere(id) },
-      databaseUrl,
+      listener,
       log,
     );
     this.writer = new LiveEventWriter(
@@ -83,14 +84,14 @@ export class LiveEvents {
     );
   }
 
-  start(): Promise<void> {
-    return this.hub.start();
+  start(): void {
+    this.hub.start();
   }
 
   /** Writes what is queued and ends every stream (clients resume elsewhere). */
   async stop(): Promise<void> {
     await this.writer.close();
-    await this.hub.stop();
+    this.hub.stop();
   }
 
   /**

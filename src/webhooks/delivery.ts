@@ -12,7 +12,7 @@
  */
 import http from 'node:http';
 import https from 'node:https';
-import { Listener } from '../db/listener.js';
+import type { Listener } from '../db/listener.js';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import { guardedRequest, OutboundRequestError } from '../net/guarded-request.js';
@@ -68,7 +68,6 @@ export class WebhookDispatcher {
   private again = false;
   private stopped = true;
   private timer: NodeJS.Timeout | undefined;
-  private readonly listener: Listener | undefined;
   private lastPurge = 0;
   private housekeepingRun: Promise<void> | undefined;
   private readonly outcomes: Array<{ id: string; outcome: DeliveryOutcome; stored: () => void }> = [];
@@ -81,17 +80,16 @@ export class WebhookDispatcher {
     private readonly clock: Clock,
     private readonly settings: DispatcherSettings,
     private readonly log: Logger,
-    databaseUrl?: string,
+    listener?: Listener,
   ) {
     const opts = { keepAlive: true, maxSockets: settings.concurrency };
     this.agents = { http: new http.Agent(opts), https: new https.Agent(opts) };
     // Events raised by other instances; the poll covers any notification missed while it is down.
-    this.listener = databaseUrl ? new Listener(databaseUrl, NOTIFY_CHANNEL, () => this.kick(), log) : undefined;
+    listener?.on(NOTIFY_CHANNEL, () => this.kick());
   }
 
   async start(): Promise<void> {
     this.stopped = false;
-    await this.listener?.start();
     this.timer = setInterval(() => this.tick(), this.settings.pollIntervalMs);
     this.timer.unref();
     this.tick();
@@ -264,7 +262,6 @@ export class WebhookDispatcher {
     await this.pumping;
     await this.housekeepingRun;
     while (this.inFlight.size > 0) await Promise.allSettled([...this.inFlight]);
-    await this.listener?.stop();
     this.agents.http.destroy();
     this.agents.https.destroy();
   }

@@ -205,12 +205,18 @@ describe('two instances on one database', () => {
     kept.stop();
     assert.equal(kept.counts.agent, 0, 'B keeps the agent');
 
-    // Both instances' cache LISTEN connections are cut; while B's is down its cache is not used.
+    // Both instances' LISTEN connections are cut; while B's is down its cache is not used.
     const knex = a.service.db.knex;
     const dbName = new URL(a.service.db.url).pathname.slice(1);
-    const listeners = () => knex('pg_stat_activity').where({ datname: dbName }).where('query', 'listen cache_invalidations').pluck('pid') as Promise<number[]>;
+    const listeners = () =>
+      knex('pg_stat_activity')
+        .where({ datname: dbName, application_name: 'vas-listen' })
+        .whereLike('query', '%listen cache_invalidations%')
+        .pluck('pid') as Promise<number[]>;
     const cut = await listeners();
     assert.equal(cut.length, 2, 'one LISTEN connection per instance');
+    const all = await knex('pg_stat_activity').where({ datname: dbName, application_name: 'vas-listen' }).pluck('pid');
+    assert.equal(all.length, 2, 'one for every channel: call signals, live events, webhooks, caches');
     await knex.raw('select pg_terminate_backend(pid) from unnest(?::int[]) as pid', [cut]);
     await waitFor(async () => !b.service.caches.listening, 5000, 'B to notice its LISTEN connection is gone');
     // Committed while B is not listening (it tries again after 2 s): B is never notified of it.

@@ -14,7 +14,7 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { createWebhookReceiver, type ReceivedEvent } from '../../examples/webhook-receiver.mjs';
-import { startTestService, type TestService } from '../helpers/service.js';
+import { SHARED_MACHINE_ENV, startTestService, type TestService } from '../helpers/service.js';
 import { SecretBox } from '../../src/crypto/secrets.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { batchFacts, bearer, callFacts, settledDeliveries, startReceiver, type Receiver } from '../helpers/webhooks.js';
@@ -79,9 +79,7 @@ async function startOn(databaseUrl: string, env: Record<string, string> = {}): P
     WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS),
     WEBHOOK_POLL_INTERVAL_MS: '100',
     SHUTDOWN_GRACE_MS: '500',
-    // As test/helpers/service.ts: many services share the test server's connections (max_connections 100).
-    DATABASE_POOL_MAX: '10',
-    JOBS_CONCURRENCY: '4',
+    ...SHARED_MACHINE_ENV,
     ...env,
   });
   const s = await startService(config, createLogger('silent'));
@@ -612,7 +610,11 @@ describe('webhook delivery across instances and restarts', () => {
   it('re-opens its LISTEN connection when the database drops it', async () => {
     const dbName = new URL(t.service.db.url).pathname.slice(1);
     const listeners = () =>
-      t.service.db.knex('pg_stat_activity').where({ datname: dbName }).whereILike('query', 'listen webhook_deliveries%').pluck('pid') as Promise<number[]>;
+      t.service.db
+        .knex('pg_stat_activity')
+        .where({ datname: dbName, application_name: 'vas-listen' })
+        .whereILike('query', '%listen webhook_deliveries%')
+        .pluck('pid') as Promise<number[]>;
     const [before] = await listeners();
     assert.ok(before, 'the dispatcher listens');
     await t.service.db.knex.raw('select pg_terminate_backend(?)', [before]);

@@ -6,7 +6,7 @@
  * call no bridge holds is dropped (the call's record already carries the fact for whoever needs it).
  */
 import type { Logger } from 'pino';
-import { Listener } from '../../db/listener.js';
+import type { Listener } from '../../db/listener.js';
 import type { AnsweredBy } from '../store.js';
 
 export type CallSignal =
@@ -20,29 +20,19 @@ const MAX_PAYLOAD = 7000;
 
 export class CallSignals {
   private readonly handlers = new Map<string, (s: CallSignal) => void>();
-  private readonly listener: Listener;
 
   constructor(
-    databaseUrl: string,
+    listener: Listener,
     private readonly log: Logger,
   ) {
-    this.listener = new Listener(
-      databaseUrl,
-      CHANNEL,
-      (payload) => {
-        if (!payload) return;
-        try {
-          this.deliver(JSON.parse(payload) as CallSignal);
-        } catch {
-          this.log.warn('unreadable call signal ignored');
-        }
-      },
-      log,
-    );
-  }
-
-  start(): Promise<void> {
-    return this.listener.start();
+    listener.on(CHANNEL, (payload) => {
+      if (!payload) return;
+      try {
+        this.deliver(JSON.parse(payload) as CallSignal);
+      } catch {
+        this.log.warn('unreadable call signal ignored');
+      }
+    });
   }
 
   private deliver(signal: CallSignal): boolean {
@@ -71,9 +61,5 @@ export class CallSignals {
     const payload = JSON.stringify(signal);
     if (payload.length > MAX_PAYLOAD) return;
     await knex.raw('select pg_notify(?, ?)', [CHANNEL, payload]);
-  }
-
-  stop(): Promise<void> {
-    return this.listener.stop();
   }
 }
