@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import { Counter, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Config } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
+import { Listener } from './db/listener.js';
 import { NotifiedCaches } from './db/notified-cache.js';
 import { Contract } from './http/contract.js';
 import type { Handlers } from './contract/handlers.js';
@@ -181,7 +182,9 @@ export async function startService(
 
   // Agents and the event kinds workspaces' webhooks list, kept per instance; any write anywhere drops
   // them on every instance (NOTIFY from triggers). Nothing is kept until the LISTEN connection is up.
-  const caches = new NotifiedCaches(db.url, { ttlMs: config.CACHE_TTL_MS, maxEntries: config.CACHE_MAX_ENTRIES }, log.child({ component: 'caches' }));
+  // The instance's one LISTEN connection: call signals, live events, webhook wake-ups, cache invalidations.
+  const listener = new Listener(db.url, log.child({ component: 'listen' }));
+  const caches = new NotifiedCaches(listener, { ttlMs: config.CACHE_TTL_MS, maxEntries: config.CACHE_MAX_ENTRIES });
   const webhookStore = new WebhookStore(db.knex, caches.of('webhooks'));
   const webhooks = new WebhookService(webhookStore, secrets, outbound, clock, { secretOverlapMs: config.WEBHOOK_SECRET_OVERLAP_MS }, log);
   // Before anything reads a secret: this instance's SECRETS_KEY must be the one this database's secrets are sealed with.
@@ -249,13 +252,13 @@ export async function startService(
       retentionMs: config.WEBHOOK_DELIVERY_RETENTION_MS,
     },
     log,
-    db.url,
+    listener,
   );
   const events = new EventPublisher(webhookStore, () => webhookDispatcher.kick());
   // Live events of calls and web sessions: written in order, streamed by every instance.
   const liveEvents = new LiveEvents(
     db.knex,
-    db.url,
+    listener,
     clock,
     {
       flushMs: config.EVENTS_FLUSH_MS,
@@ -349,7 +352,10 @@ export async function startService(
   const retention = recordings.register(jobs);
   const callLog = log.child({ component: 'calls' });
   const callLive = new CallLiveEvents(liveEvents.writer, events, clock, callLog);
-  callStore.statusObserver = (moves, trx) => callLive.statusMoved(moves, trx);
+  callStore.statusObserver = {
+    moved: (moves, trx) => callLive.statusMoved(moves, trx),
+    inline: (call, to, gate, predicted, trx) => callLive.inlineMove(call, to, gate, predicted, trx),
+  };
   const eventsRetention = liveEvents.register(jobs);
   const finaliser = new CallFinaliser(callStore, voice, admission, events, jobs, clock, { centsPerMinute: config.CALL_CENTS_PER_MINUTE }, callLog);
   const callService = new CallService(
@@ -375,7 +381,6 @@ export async function startService(
   );
   callService.recordings = recordings;
   finaliser.recordings = recordings;
-  finaliser.live = callLive;
   const callJobs = new CallJobs(callStore, agents, carriers.byProvider, finaliser, jobs, clock, { ...timing, machineDetectionTimeoutS: 30 }, callLog);
   callJobs.register();
   const batchStore = new BatchStore(db.knex);
@@ -408,7 +413,7 @@ export async function startService(
     maxWaitingRecipients: config.BATCH_MAX_WAITING_RECIPIENTS_PER_WORKSPACE,
   });
   agents.addDeleteGuard((workspaceId, agentId) => batchService.guardAgentDelete(workspaceId, agentId));
-  const signals = new CallSignals(db.url, callLog);
+  const signals = new CallSignals(listener, callLog);
   const callbacks = new CarrierCallbacks(
     callStore,
     agents,
@@ -458,6 +463,7 @@ export async function startService(
       heartbeatMs: config.CALL_HEARTBEAT_MS,
       orphanAfterMs: config.CALL_ORPHAN_AFTER_MS,
       shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
+      progressSaveMs: config.CALL_PROGRESS_SAVE_MS,
     },
     callLog,
   );
@@ -529,22 +535,21 @@ export async function startService(
   }
   // Work to finish on shutdown after the HTTP server stops (background workers, open sessions), in order.
   const stopHooks: Array<[string, () => Promise<void>]> = [];
-  await caches.start();
-  stopHooks.push(['caches', () => caches.stop()]);
+  await listener.start();
+  stopHooks.push(['caches', async () => caches.stop()]);
   // Slot leases are renewed until every live session has been drained.
   overload.start();
   stopHooks.push(['overload guard', async () => overload.stop()]);
   slots.start();
-  stopHooks.push(['slot heartbeat', async () => slots.stop()]);
+  stopHooks.push(['slot heartbeat', () => slots.stop()]);
   // Webhook deliveries in flight finish (each within WEBHOOK_TIMEOUT_MS); pending ones stay in the outbox.
   await webhookDispatcher.start();
   stopHooks.push(['webhook dispatcher', () => webhookDispatcher.stop()]);
   // Calls: cross-instance signals to bridges, then the job queue (dialing, deadlines) once handlers exist.
-  await signals.start();
-  stopHooks.push(['call signals', () => signals.stop()]);
-  await liveEvents.start();
+  liveEvents.start();
   await jobs.start();
   stopHooks.push(['job queue', () => jobs.stop()]);
+  stopHooks.push(['LISTEN connection', () => listener.stop()]);
   // Not fatal: a role that may only read and write rows cannot add graphile-worker jobs (row-level
   // security on its private tables, with no policy for that role); the instance serves all the same.
   await retention.schedule().catch((err) => log.warn({ err: (err as Error).message }, 'the recordings retention job could not be scheduled'));

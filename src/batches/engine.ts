@@ -23,7 +23,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
-import { PRIORITY, idPayload, jobKind, type JobQueue } from '../jobs/queue.js';
+import { PRIORITY, idPayload, jobAdd, jobKind, type JobAdd, type JobQueue } from '../jobs/queue.js';
 import type { CallService, OutboundPlan } from '../calls/service.js';
 import { isRefusal } from '../calls/refusals.js';
 import type { CallRow } from '../calls/store.js';
@@ -97,8 +97,12 @@ export class BatchEngine {
 
   /** Asks for a dispatch round (with `trx`, once it commits); asks while one is pending join it. */
   wake(batchId: string, trx?: Knex.Transaction): Promise<void> {
+    return this.jobs.change({ add: [this.wakeJob(batchId)] }, trx);
+  }
+
+  private wakeJob(batchId: string): JobAdd {
     const runAt = new Date(this.clock.now().getTime() + this.opts.wakeDelayMs);
-    return this.jobs.add(DISPATCH_JOB, { batch_id: batchId }, { runAt, keyMode: 'preserve_run_at' }, trx);
+    return jobAdd(DISPATCH_JOB, { batch_id: batchId }, { runAt, keyMode: 'preserve_run_at' });
   }
 
   private setTimer(trx: Knex.Transaction, batchId: string, at: Date): Promise<void> {
@@ -300,13 +304,14 @@ export class BatchEngine {
 
   /**
    * In the transaction that makes one of the batch's calls terminal: the recipient takes the call's
-   * outcome, or waits for another attempt when the retry policy asks; then a round is woken.
+   * outcome, or waits for another attempt when the retry policy asks; then a round is woken (the
+   * job returned, which the finaliser adds with its own job changes in one statement).
    */
-  async callEnded(call: CallRow, trx: Knex.Transaction): Promise<void> {
-    if (!call.batch_id) return;
-    const batch = await this.store.lockShared(trx, call.batch_id);
-    const recipient = await this.store.recipientOfCall(trx, call.id);
-    if (!batch || !recipient || recipient.status !== 'dialing') return;
+  async callEnded(call: CallRow, trx: Knex.Transaction): Promise<JobAdd[]> {
+    if (!call.batch_id) return [];
+    const ending = await this.store.endingCall(trx, call.batch_id, call.id);
+    if (!ending || ending.recipient.status !== 'dialing') return [];
+    const { batch, recipient } = ending;
     const outcome = call.status as RecipientStatus;
     const lastError = outcome === 'completed' ? null : outcome === 'failed' || outcome === 'canceled' ? (call.end_reason ?? outcome) : outcome;
     const stillRunning = !TERMINAL_BATCH.includes(batch.status);
@@ -322,6 +327,6 @@ export class BatchEngine {
         ? { status: 'scheduled', outcome, last_error: lastError, next_attempt_at: new Date(endedAt.getTime() + batch.retry_delay_s * 1000) }
         : { status: outcome, outcome, last_error: lastError, next_attempt_at: null },
     );
-    await this.wake(batch.id, trx);
+    return [this.wakeJob(batch.id)];
   }
 }

@@ -74,6 +74,10 @@ export interface RecipientRow {
   updated_at: Date;
 }
 
+/** What a batch call's end reads of its batch and recipient (BatchStore.endingCall). */
+export type EndingBatch = Pick<BatchRow, 'id' | 'agent_id' | 'status' | 'retry_max_attempts' | 'retry_delay_s' | 'retry_on'>;
+export type EndingRecipient = Pick<RecipientRow, 'id' | 'status' | 'round_attempts'>;
+
 export type NewBatch = Omit<BatchRow, 'completed_at' | 'updated_at' | 'failure_reason' | 'slot_wait_since'>;
 export type NewRecipient = Pick<RecipientRow, 'id' | 'position' | 'to_number' | 'variables' | 'first_message' | 'timezone' | 'status' | 'next_attempt_at'>;
 
@@ -124,11 +128,6 @@ export class BatchStore {
   /** The batch row, locked until `trx` ends. */
   lock(trx: Knex.Transaction, id: string): Promise<BatchRow | undefined> {
     return trx('batches').where({ id }).forUpdate().first();
-  }
-
-  /** The batch row, held against a concurrent round, cancel or pause (FOR SHARE) until `trx` ends. */
-  lockShared(trx: Knex.Transaction, id: string): Promise<BatchRow | undefined> {
-    return trx('batches').where({ id }).forShare().first();
   }
 
   async update(trx: Knex.Transaction, id: string, values: Partial<BatchRow>): Promise<BatchRow> {
@@ -274,9 +273,23 @@ export class BatchStore {
     );
   }
 
-  /** The recipient whose live call this is, locked. */
-  recipientOfCall(trx: Knex.Transaction, callId: string): Promise<RecipientRow | undefined> {
-    return trx('batch_recipients').where({ call_id: callId }).forUpdate().first();
+  /**
+   * A batch call's end, in one statement: its batch row, held against a concurrent round, cancel or
+   * pause (FOR SHARE), then the recipient whose live call this is (FOR UPDATE), until `trx` ends. The
+   * batch is locked first, as a round locks it before its recipients: the recipient's scan is
+   * filtered on the batch's CTE (an init plan run before it). Undefined when either is gone.
+   */
+  async endingCall(trx: Knex.Transaction, batchId: string, callId: string): Promise<{ batch: EndingBatch; recipient: EndingRecipient } | undefined> {
+    const { rows } = (await trx.raw(
+      `with b as (
+         select id, agent_id, status, retry_max_attempts, retry_delay_s, retry_on from batches where id = ? for share
+       ), r as (
+         select id, status, round_attempts from batch_recipients where call_id = ? and exists (select 1 from b) for update
+       )
+       select to_jsonb(b) as batch, to_jsonb(r) as recipient from b, r`,
+      [batchId, callId],
+    )) as { rows: Array<{ batch: EndingBatch; recipient: EndingRecipient }> };
+    return rows[0];
   }
 
   async updateRecipient(trx: Knex.Transaction, id: string, values: Partial<RecipientRow>): Promise<void> {

@@ -17,10 +17,10 @@ import type { Clock } from '../lib/clock.js';
 import { sha256Hex } from '../lib/tokens.js';
 import type { RuntimeAgent } from '../agents/service.js';
 import type { CallService } from './service.js';
-import type { CallFinaliser } from './finaliser.js';
+import { FINALISE_CLAIM_STALE_MS, type CallFinaliser } from './finaliser.js';
 import { movableFrom } from './lifecycle.js';
 import { newStreamToken } from './stream-token.js';
-import { carrierAgentId, isTerminal, type CallRow, type CallStore, type CarrierOutcome } from './store.js';
+import { carrierAgentId, isTerminal, type CallIdentity, type CallKey, type CallRow, type CallStore, type CallValues, type CarrierOutcome } from './store.js';
 import type { CallbackUrls, Provider } from '../carriers/carrier.js';
 import { credentialsOf } from '../carriers/credentials.js';
 import { verifyProviderASignature, type FormParams } from '../carriers/provider-a/signature.js';
@@ -96,7 +96,7 @@ export class CarrierCallbacks {
 
   // provider_a
 
-  private agentOf(call: CallRow): Promise<RuntimeAgent | null> {
+  private agentOf(call: Pick<CallRow, 'workspace_id' | 'agent_id' | 'number_agent_id'>): Promise<RuntimeAgent | null> {
     return this.agents.findForRuntime(call.workspace_id, carrierAgentId(call));
   }
 
@@ -124,6 +124,13 @@ export class CarrierCallbacks {
     return call?.provider === 'provider_a' ? call : undefined;
   }
 
+  /** As callForA, the call's identity only (kept in memory: a call's reports cost no read of it). */
+  private async identityForA(req: CarrierRequest, params: FormParams): Promise<CallIdentity | undefined> {
+    const callId = req.callId !== undefined && CALL_ID.test(req.callId) ? req.callId : null;
+    const call = callId ? await this.store.identity(callId) : await this.store.findByCallSid('provider_a', one(params, 'CallSid'));
+    return call?.provider === 'provider_a' ? call : undefined;
+  }
+
   /** The voice webhook: TwiML connecting the call to our media stream (or rejecting / hanging it up). */
   async providerAVoice(req: CarrierRequest): Promise<string> {
     const params = formParams(req.rawBody);
@@ -138,7 +145,7 @@ export class CarrierCallbacks {
       if (call.media_started_at) throw streamConnected();
       const token = newStreamToken();
       const now = this.clock.now();
-      const moved = await this.store.offerStream(call.id, {
+      const moved = await this.store.offerStream(call, {
         stream_token_hash: sha256Hex(token),
         call_sid: call.call_sid ?? callSid,
         status: 'in_progress',
@@ -177,12 +184,13 @@ export class CarrierCallbacks {
 
   async providerAStatus(req: CarrierRequest): Promise<void> {
     const params = formParams(req.rawBody);
-    const call = await this.callForA(req, params);
+    const call = await this.identityForA(req, params);
     // An unknown call is refused as a bad signature is (403), not acknowledged (204): no oracle.
     this.verifyA(req, call ? await this.agentOf(call) : null, params);
     if (!call) throw invalidSignature();
+    // A report older than one recorded changes nothing: each write below records `carrier_seq` only
+    // when newer (the store's guard), so the check and the write are one statement.
     const seq = Number(one(params, 'SequenceNumber'));
-    if (Number.isFinite(seq) && call.carrier_seq !== null && seq <= call.carrier_seq) return;
     const mapped = providerAStatus(one(params, 'CallStatus'));
     const seqPatch = Number.isFinite(seq) ? { carrier_seq: seq } : {};
     const callSid = one(params, 'CallSid');
@@ -190,7 +198,7 @@ export class CarrierCallbacks {
       await this.store.update(call.id, seqPatch);
       return;
     }
-    if (mapped.kind === 'progress') await this.progress(call, mapped.status, { ...seqPatch, call_sid: call.call_sid ?? callSid });
+    if (mapped.kind === 'progress') await this.progress(call, mapped.status, { ...seqPatch, call_sid: this.store.recordedOr('call_sid', callSid) });
     else await this.ended(call, mapped.outcome, seqPatch);
   }
 
@@ -205,27 +213,41 @@ export class CarrierCallbacks {
 
   // Shared effects
 
-  private async progress(call: CallRow, status: 'initiated' | 'ringing' | 'in_progress', extra: Partial<CallRow> = {}): Promise<void> {
+  /** A forward move the carrier reports, with what it was answered (from the row as the move finds it). */
+  private async progress(call: CallKey, status: 'initiated' | 'ringing' | 'in_progress', extra: CallValues = {}): Promise<void> {
     const now = this.clock.now();
+    const orphanAt = new Date(now.getTime() + this.opts.orphanAfterMs);
     const answered =
       status === 'in_progress'
-        ? { answered_at: call.answered_at ?? now, deadline_at: call.media_started_at ? call.deadline_at : new Date(now.getTime() + this.opts.orphanAfterMs) }
+        ? {
+            answered_at: this.store.recordedOr('answered_at', now),
+            // A call whose media stream has started keeps its deadline (its bridge renews it).
+            deadline_at: this.store.knex.raw('case when media_started_at is null then ? else deadline_at end', [orphanAt]),
+          }
         : {};
-    const moved = await this.store.update(call.id, { status, ...answered, ...extra }, movableFrom(status));
-    if (!moved && Object.keys(extra).length) await this.store.update(call.id, extra);
+    // `extra` (the carrier's sequence number, its call id) is recorded even when the move is not one.
+    await this.store.advance(call, { status, ...answered }, movableFrom(status), extra);
   }
 
-  /** The carrier says the call is over: a call with live media hears it from its bridge; others end now. */
-  private async ended(call: CallRow, outcome: CarrierOutcome, extra: Partial<CallRow> = {}): Promise<void> {
+  /**
+   * The carrier says the call is over: a call with live media hears it from its bridge (its deadline
+   * moved to the status grace); others end now, claimed for finalisation by the same statement.
+   */
+  private async ended(call: CallKey, outcome: CarrierOutcome, extra: CallValues = {}): Promise<void> {
     const now = this.clock.now();
-    const updated = await this.store.update(call.id, { carrier_outcome: outcome, ended_at: call.ended_at ?? now, ...extra });
+    const updated = await this.store.carrierEnded(
+      call.id,
+      { carrier_outcome: outcome, ended_at: this.store.recordedOr('ended_at', now), ...extra },
+      new Date(now.getTime() + this.opts.statusGraceMs),
+      FINALISE_CLAIM_STALE_MS,
+    );
     if (!updated) return;
-    if (updated.media_started_at && !updated.media_ended_at) {
-      await this.store.update(call.id, { deadline_at: new Date(now.getTime() + this.opts.statusGraceMs) });
+    const { row, claimed } = updated;
+    if (row.media_started_at && !row.media_ended_at) {
       await this.signals.send({ callId: call.id, kind: 'carrier_ended' }, this.store.knex);
       return;
     }
-    await this.finaliser.finalise(call.id);
+    if (claimed) await this.finaliser.finaliseClaimed(row);
   }
 
   /**

@@ -14,16 +14,15 @@ import type { VoiceService } from '../voice/types.js';
 import { analyseConversation, writeUp } from '../conversation/write-up.js';
 import type { WorkspaceAdmission } from '../workspaces/admission.js';
 import type { CallCompletedPublisher } from '../webhooks/events.js';
-import type { JobQueue } from '../jobs/queue.js';
+import type { JobAdd, JobQueue } from '../jobs/queue.js';
 import { endTime, finalState } from './lifecycle.js';
 import { DEADLINE_JOB } from './jobs.js';
 import { callCompletedFacts } from './records.js';
 import type { RecordingView } from '../recordings/service.js';
-import type { CallLiveEvents } from './live-events.js';
 import { LIVE_STATUSES, type CallRow, type CallStore, type EndReason } from './store.js';
 
 /** A claim older than this is presumed dead (analysis is bounded well below it). */
-const STALE_CLAIM_MS = 2 * 60 * 1000;
+export const FINALISE_CLAIM_STALE_MS = 2 * 60 * 1000;
 
 export interface FinaliseOptions {
   /** The deadline passed with no word from the carrier or the instance running the call. */
@@ -33,15 +32,16 @@ export interface FinaliseOptions {
   endReason?: EndReason;
 }
 
-/** Runs in the transaction that makes a call terminal (the batch engine records its recipient's outcome). */
-export type FinalisedHook = (call: CallRow, trx: Knex.Transaction) => Promise<void>;
+/**
+ * Runs in the transaction that makes a call terminal (the batch engine records its recipient's
+ * outcome); returns the jobs to add, which the finaliser adds in the transaction with its own.
+ */
+export type FinalisedHook = (call: CallRow, trx: Knex.Transaction) => Promise<JobAdd[]>;
 
 export class CallFinaliser {
   private readonly hooks: FinalisedHook[] = [];
   /** Set once recordings exist (src/service.ts): completes the call's recording and shows it in `call.completed`. */
   recordings: { completeIn(conversationId: string, at: Date, trx: Knex.Transaction): Promise<RecordingView | null> } | null = null;
-  /** Set once live events exist (src/service.ts): the call's `end` event, in the terminal transaction. */
-  live: Pick<CallLiveEvents, 'ended'> | null = null;
 
   constructor(
     private readonly store: CallStore,
@@ -61,8 +61,14 @@ export class CallFinaliser {
 
   /** Finalises the call if it is live and nobody else is finalising it; returns the terminal row when this call did it. */
   async finalise(callId: string, o: FinaliseOptions = {}): Promise<CallRow | undefined> {
-    const claimed = await this.store.claimFinalise(callId, STALE_CLAIM_MS);
+    const claimed = await this.store.claimFinalise(callId, FINALISE_CLAIM_STALE_MS);
     if (!claimed) return undefined;
+    return this.finaliseClaimed(claimed, o);
+  }
+
+  /** Finalises a call whose finalisation claim the caller took (`claimed`: the row as its claim left it). */
+  async finaliseClaimed(claimed: CallRow, o: FinaliseOptions = {}): Promise<CallRow | undefined> {
+    const callId = claimed.id;
     const row: CallRow = { ...claimed, end_reason_hint: o.endReason ?? claimed.end_reason_hint };
     const { status, endReason } = finalState(row, o.forced ?? false);
     const endedAt = endTime(row, o.forced ?? false, o.endedAt, this.clock.now());
@@ -81,12 +87,15 @@ export class CallFinaliser {
       talkMs,
       analysis,
     );
-    // Billed up to what its reservation covered (the bridge ends the call when that runs out).
-    const bill = await this.admission.bill(callId, talkMs, this.opts.centsPerMinute);
+    // Billed up to what its reservation covered (the bridge ends the call when that runs out); no talk
+    // time bills nothing, whatever the reservation (not read then).
+    const bill = talkMs > 0 ? await this.admission.bill(callId, talkMs, this.opts.centsPerMinute) : { cents: 0, seconds: 0, minutes: 0 };
     const cost = row.answered_at ? bill.cents : 0;
     const final = await this.store.knex.transaction(async (trx) => {
+      // The row as claimed: with it the store writes the call's `status` and `end` events in this
+      // update's own statement (they assume the carrier outcome it read; src/calls/live-events.ts).
       const done = await this.store.update(
-        callId,
+        row,
         {
           status,
           end_reason: endReason,
@@ -114,10 +123,8 @@ export class CallFinaliser {
         { workspaceId: done.workspace_id, callId: done.id, webhookUrl: done.webhook_url, batchId: done.batch_id, payload: callCompletedFacts(done, recording) },
         trx,
       );
-      // The stream's last event: written with the record, so a stream ends once the record is final.
-      await this.live?.ended(done, trx);
-      await this.admission.slots.releaseFixed(done.id, trx);
-      for (const hook of this.hooks) await hook(done, trx);
+      const jobs: JobAdd[] = [];
+      for (const hook of this.hooks) jobs.push(...(await hook(done, trx)));
       // The charge takes the workspace's admission lock: after the hooks' rows (a batch row), in the
       // order a batch's dispatch round takes them, so the two never wait on each other.
       await this.admission.meter(
@@ -132,8 +139,11 @@ export class CallFinaliser {
           startedAt: new Date(done.created_at),
         },
         trx,
+        // Its concurrency slot goes with its reservation (the same statement).
+        { releaseSlot: true },
       );
-      await this.jobs.remove(DEADLINE_JOB, { call_id: done.id }, trx);
+      // The hooks' jobs and the deadline job's removal in one statement.
+      await this.jobs.change({ add: jobs, remove: [{ kind: DEADLINE_JOB, payload: { call_id: done.id } }] }, trx);
       return done;
     });
     if (final) log.info({ status: final.status, endReason: final.end_reason, duration: final.duration, forced: o.forced ?? false }, 'call finalised');

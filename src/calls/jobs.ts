@@ -90,9 +90,8 @@ export class CallJobs {
         timeLimitS: this.timing.maxDurationS + CARRIER_TIME_LIMIT_MARGIN_S,
         machineDetection: { timeoutS: voicemail?.detection_timeout_seconds ?? this.timing.machineDetectionTimeoutS },
       });
-      // A callback may already have moved the call on; the sid is recorded whatever its state.
-      const moved = await this.store.update(callId, { call_sid: callSid, status: 'initiated' }, ['queued']);
-      const row = moved ?? (await this.store.update(callId, { call_sid: callSid }, ['initiated', 'ringing', 'in_progress']));
+      // A callback may already have moved the call on; the sid is recorded whatever its live state (one statement).
+      const row = await this.store.advance(call, { status: 'initiated' }, ['queued'], { call_sid: callSid });
       log.info({ provider: call.provider }, 'call dialed');
       // Asked to hang up meanwhile, or already ended (its deadline ran): the carrier's call goes too.
       if (!row || row.hangup_requested_at) {

@@ -10,7 +10,7 @@ import type { Clock } from '../lib/clock.js';
 import type { LiveEventWriter } from '../events/writer.js';
 import type { CallLivePublisher } from '../webhooks/events.js';
 import type { TranscriptTurn } from '../voice/types.js';
-import { isTerminal, type CallRow, type CallStatus, type StatusMove } from './store.js';
+import { isTerminal, type CallKey, type CallRow, type CallStatus, type CallValues, type InlineWrite, type StatusMove } from './store.js';
 
 type LiveCallStatus = 'queued' | 'ringing' | 'in_progress' | 'transferring' | 'ended';
 
@@ -29,7 +29,39 @@ export class CallLiveEvents {
     private readonly log: Logger,
   ) {}
 
-  /** The store's status observer: each move's `status` event and `call.status_changed`, in `trx`. */
+  /**
+   * A move into `to` written by the move's own statement (CallStore's status observer), when the
+   * workspace has no webhook listing `call.status_changed` (a cached answer, as statusMoved's): a live
+   * status move's `status` event; a terminal move's `status` and `end`, built from `predicted` (the
+   * finaliser's row and values), assuming the carrier outcome it read; nothing for `initiated` (not
+   * shown). Null otherwise (statusMoved, in a transaction).
+   */
+  async inlineMove(call: CallKey, to: CallStatus, gate: string, predicted: Partial<CallValues>, trx?: Knex.Transaction): Promise<InlineWrite | null> {
+    const status = liveStatusOf(to);
+    if (status === null) return { ctes: null };
+    if (await this.publisher.listens(call.workspace_id, 'call.status_changed', trx)) return null;
+    if (status !== 'ended') {
+      const data = { status, call_status: to, end_reason: null, reason: null };
+      return this.writer.ctesFor([{ workspaceId: call.workspace_id, conversationId: call.id, type: 'status', data }], gate);
+    }
+    const { end_reason: endReason, ended_at: endedAt, carrier_outcome: outcome } = predicted;
+    const plain = (v: unknown) => v === null || typeof v === 'string' || v instanceof Date;
+    if (!('carrier_outcome' in predicted) || !plain(outcome) || endReason === undefined || !plain(endReason) || endedAt === undefined || !plain(endedAt))
+      return null;
+    const row = { ...call, status: to, end_reason: endReason, ended_at: endedAt, carrier_outcome: outcome } as CallRow;
+    const { ctes, written } = this.writer.ctesFor(
+      [{ workspaceId: call.workspace_id, conversationId: call.id, type: 'status', data: this.statusData(row, status) }, this.endEvent(row)],
+      gate,
+    );
+    return { ctes, written, assumes: { carrier_outcome: row.carrier_outcome } };
+  }
+
+  /**
+   * The store's status observer: each move's `status` event and `call.status_changed`, in `trx`. A
+   * move into a terminal status is the finaliser's write of the final record (nothing else makes a call
+   * terminal), so the call's `end`, the stream's last event, goes in the same statement: a stream ends
+   * once the record is final.
+   */
   async statusMoved(moves: StatusMove[], trx: Knex.Transaction): Promise<void> {
     const shown = moves.flatMap(({ row }) => {
       const status = liveStatusOf(row.status);
@@ -38,7 +70,10 @@ export class CallLiveEvents {
     if (shown.length === 0) return;
     await this.writer.writeIn(
       trx,
-      shown.map(({ row, status }) => ({ workspaceId: row.workspace_id, conversationId: row.id, type: 'status' as const, data: this.statusData(row, status) })),
+      shown.flatMap(({ row, status }) => [
+        { workspaceId: row.workspace_id, conversationId: row.id, type: 'status' as const, data: this.statusData(row, status) },
+        ...(status === 'ended' ? [this.endEvent(row)] : []),
+      ]),
     );
     const now = this.clock.now();
     const listening = new Map<string, boolean>();
@@ -64,16 +99,14 @@ export class CallLiveEvents {
     return { call_id: row.id, agent_id: row.agent_id, batch_id: row.batch_id, ...this.statusData(row, status) };
   }
 
-  /** The call's record is final (in the finaliser's transaction, after its `call.completed`). */
-  async ended(row: CallRow, trx: Knex.Transaction): Promise<void> {
-    await this.writer.writeIn(trx, [
-      {
-        workspaceId: row.workspace_id,
-        conversationId: row.id,
-        type: 'end',
-        data: { status: row.status, end_reason: row.end_reason, timestamp: (row.ended_at ? new Date(row.ended_at) : this.clock.now()).getTime() / 1000 },
-      },
-    ]);
+  /** The call's `end`: its record is final. */
+  private endEvent(row: CallRow) {
+    return {
+      workspaceId: row.workspace_id,
+      conversationId: row.id,
+      type: 'end' as const,
+      data: { status: row.status, end_reason: row.end_reason, timestamp: (row.ended_at ? new Date(row.ended_at) : this.clock.now()).getTime() / 1000 },
+    };
   }
 
   /** The agent is handing the call over: `transferring` (stream and webhook) and the `transfer` event. */

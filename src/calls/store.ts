@@ -6,6 +6,7 @@
 import type { Variables } from '../conversation/placeholders.js';
 import type { Knex } from 'knex';
 import { paginate, type Page, type PageParams } from '../lib/pagination.js';
+import { writeProgress, type ProgressJson } from '../conversation/progress-saves.js';
 import type { ToolCallRecord } from '../conversation/engine.js';
 import type { TranscriptTurn } from '../voice/types.js';
 import type { AnsweredBy, CarrierOutcome } from '../carriers/carrier.js';
@@ -132,16 +133,6 @@ export type NewCall = Partial<Pick<CallRow, 'batch_recipient_id' | 'attempt' | '
     | 'deadline_at'
   >;
 
-/** The live facts of a conversation as the bridge saves them. */
-export interface CallProgress {
-  transcript: TranscriptTurn[];
-  transcript_truncated: boolean;
-  interruption_count: number;
-  latencies_ms: number[];
-  tool_calls: ToolCallRecord[];
-  first_message_delivered: boolean;
-}
-
 export interface CallFilters {
   agent_id?: string;
   batch_id?: string;
@@ -175,35 +166,175 @@ export interface StatusMove {
   previous: CallStatus | null;
 }
 
-/** Told of status moves in the transaction that makes them (src/calls/live-events.ts: live events and webhooks). */
-export type StatusObserver = (moves: StatusMove[], trx: Knex.Transaction) => Promise<void>;
+/** What a call is and whose it is: fixed when the call is created, never changed. */
+export type CallIdentity = Pick<CallRow, 'id' | 'workspace_id' | 'agent_id' | 'number_agent_id' | 'provider'>;
+
+/** Values to write to a call: each a value, or (not its status) an SQL expression over the row (e.g. `coalesce`). */
+export type CallValues = { [K in keyof CallRow]?: K extends 'status' ? CallStatus : CallRow[K] | Knex.Raw };
+
+/** Identities kept by a store (least recently created or read go first). */
+const IDENTITIES_KEPT = 20_000;
+
+/** Statement text and its bindings. */
+export interface SqlPart {
+  sql: string;
+  bindings: Knex.RawBinding[];
+}
+
+/** Told of status moves (src/calls/live-events.ts: live events and webhooks). */
+export interface StatusObserver {
+  /** The moves, in the transaction that makes them. */
+  moved(moves: StatusMove[], trx: Knex.Transaction): Promise<void>;
+  /**
+   * What a move of `call` into `to` writes when the move's own statement can write it (see
+   * InlineWrite), given `predicted`, the row as the caller expects the move to leave it (its own copy
+   * of the row, if any, with the values written). Null: the move is to be told to `moved` in a
+   * transaction (`trx` when the caller has one: reads on its connection).
+   */
+  inline(call: CallKey, to: CallStatus, gate: string, predicted: Partial<CallValues>, trx?: Knex.Transaction): Promise<InlineWrite | null>;
+}
+
+/** What a status move writes in its own statement. */
+export interface InlineWrite {
+  /** Common table expressions stored only when the CTE named `gate` has a row (the move happened); null: the move writes nothing. */
+  ctes: SqlPart | null;
+  /**
+   * Values the written rows assume of the moved row beyond what the move sets: they are written only
+   * if the moved row has them; otherwise `moved` is told in the caller's transaction (there must be one).
+   */
+  assumes?: Partial<CallRow>;
+  /** Runs once the statement wrote them. */
+  written?: () => void;
+}
+
+/** A call as the writes that may move its status take it: its id, or its id and workspace (never changes) when the caller has its row. */
+export type CallRef = string | CallKey;
+export interface CallKey {
+  id: string;
+  workspace_id: string;
+}
 
 export class CallStore {
-  /** Set by the assembly; every write that moves a call's status runs it in its transaction. */
+  /** Set by the assembly; every write that moves a call's status has it write what the move writes, with the move (see `moving`). */
   statusObserver: StatusObserver | null = null;
+
+  /** Identities of calls created here (once committed) or read by `identity`: they never change. */
+  private readonly identities = new Map<string, CallIdentity>();
 
   constructor(private readonly db: Knex) {}
 
+  private remember(rows: CallIdentity[]): void {
+    for (const { id, workspace_id, agent_id, number_agent_id, provider } of rows) {
+      this.identities.delete(id);
+      this.identities.set(id, { id, workspace_id, agent_id, number_agent_id, provider });
+    }
+    for (const id of this.identities.keys()) {
+      if (this.identities.size <= IDENTITIES_KEPT) break;
+      this.identities.delete(id);
+    }
+  }
+
+  /** Remembers the identities of calls written in `trx` once it commits. */
+  private rememberOnCommit(rows: CallIdentity[], trx: Knex.Transaction | undefined): void {
+    if (!trx) this.remember(rows);
+    else
+      trx.executionPromise.then(
+        () => this.remember(rows),
+        () => undefined,
+      );
+  }
+
   /**
-   * Runs an update of one call that may move its status (`build` gives the update without its
-   * returning). With an observer, in a transaction, and the update itself reads (and locks) the status
-   * before, in the same statement (a locked `from` of the same row: the old values the update replaced),
-   * so the observer learns of exactly the moves that happened without a read of its own.
+   * A call's identity (what a carrier's request is verified against): kept in memory once known,
+   * since it never changes, so a carrier's reports about a call cost no read of it.
    */
-  private async moving(id: string, trx: Knex.Transaction | undefined, build: (db: Knex | Knex.Transaction) => Knex.QueryBuilder): Promise<CallRow | undefined> {
+  async identity(id: string): Promise<CallIdentity | undefined> {
+    const kept = this.identities.get(id);
+    if (kept) return kept;
+    const row = (await this.db('calls').where({ id }).first('id', 'workspace_id', 'agent_id', 'number_agent_id', 'provider')) as CallIdentity | undefined;
+    if (row) this.remember([row]);
+    return row;
+  }
+
+  /** `column`'s recorded value, else `value` (an expression for CallValues). */
+  recordedOr(column: keyof CallRow, value: Knex.Value): Knex.Raw {
+    return this.db.raw('coalesce(??, ?)', [column, value]);
+  }
+
+  /**
+   * A write that records the carrier's sequence number is made only when it is newer than the one
+   * recorded (a carrier's reports arrive out of order, and again).
+   */
+  private newerReport(q: Knex.QueryBuilder, values: CallValues): Knex.QueryBuilder {
+    const seq = values.carrier_seq;
+    return typeof seq === 'number' ? q.where((w) => w.whereNull('carrier_seq').orWhere('carrier_seq', '<', seq)) : q;
+  }
+
+  /**
+   * Runs an update of one call that may move its status into `to` (`build` gives the update without
+   * its returning). With an observer, and the update itself reads (and locks) the status before, in
+   * the same statement (a locked `from` of the same row: the old values the update replaced), so the
+   * observer learns of exactly the moves that happened without a read of its own. With the call's
+   * workspace known (the caller passed its row), what the move writes is written by the same statement
+   * when the observer can say so up front (InlineWrite: live events, no webhook): outside a
+   * transaction one statement, no BEGIN/COMMIT; otherwise the observer runs in a transaction with the
+   * update (the caller's, or one of its own).
+   */
+  private async moving(
+    call: CallRef,
+    values: CallValues & { status: CallStatus },
+    trx: Knex.Transaction | undefined,
+    build: (db: Knex | Knex.Transaction) => Knex.QueryBuilder,
+  ): Promise<CallRow | undefined> {
+    const to = values.status;
+    const id = typeof call === 'string' ? call : call.id;
     const observer = this.statusObserver;
     if (!observer) {
       const [row] = await build(trx ?? this.db).returning('*');
       return row as CallRow | undefined;
     }
-    const run = async (t: Knex.Transaction) => {
-      const [found] = (await build(t)
-        .updateFrom(t.raw('(select status as previous_status from calls where id = ? for update) as before', [id]))
-        .returning('*')) as Array<CallRow & { previous_status?: CallStatus }>;
+    const withBefore = (db: Knex | Knex.Transaction) =>
+      build(db)
+        .updateFrom(db.raw('(select status as previous_status from calls where id = ? for update) as before', [id]))
+        .returning('*');
+    type Found = CallRow & { previous_status?: CallStatus; notifications?: unknown; gated?: number };
+    const strip = (found: Found | undefined) => {
       if (!found) return undefined;
-      const { previous_status: previous, ...row } = found;
-      if (previous && row.status !== previous) await observer([{ row, previous }], t);
-      return row as CallRow;
+      const { previous_status: previous, notifications: _n, gated, ...row } = found;
+      return { row: row as CallRow, previous, gated: Number(gated ?? 0) > 0 };
+    };
+    let inline = typeof call !== 'string' ? await observer.inline(call, to, 'changed', { ...call, ...values }, trx) : null;
+    // Rows that assume more than the move sets need a transaction to fall back in.
+    if (inline?.assumes && !trx) inline = null;
+    if (inline && !inline.ctes) {
+      const [row] = await build(trx ?? this.db).returning('*');
+      return row as CallRow | undefined;
+    }
+    if (inline?.ctes) {
+      const db = trx ?? this.db;
+      const move = withBefore(db).toSQL();
+      const assumed = Object.entries(inline.assumes ?? {});
+      const result = await db.raw(
+        `with moved as (${move.sql}),
+           changed as (select 1 from moved where status is distinct from previous_status${assumed.map(() => ' and moved.?? is not distinct from ?').join('')}),
+           ${inline.ctes.sql}
+         select moved.*, (select count(*) from notified) as notifications, (select count(*) from changed) as gated from moved`,
+        [...(move.bindings as Knex.RawBinding[]), ...assumed.flat().map((v) => v as Knex.RawBinding), ...inline.ctes.bindings],
+      );
+      const moved = strip((result.rows as Found[])[0]);
+      if (!moved) return undefined;
+      const { row, previous, gated } = moved;
+      if (gated) inline.written?.();
+      else if (previous && row.status !== previous) await observer.moved([{ row, previous }], trx!);
+      return row;
+    }
+    const run = async (t: Knex.Transaction) => {
+      const [found] = (await withBefore(t)) as Array<CallRow & { previous_status?: CallStatus }>;
+      const moved = strip(found);
+      if (!moved) return undefined;
+      const { row, previous } = moved;
+      if (previous && row.status !== previous) await observer.moved([{ row, previous }], t);
+      return row;
     };
     return trx ? run(trx) : this.db.transaction(run);
   }
@@ -212,8 +343,8 @@ export class CallStore {
     const observer = this.statusObserver;
     if (!observer || rows.length === 0) return;
     const moves = rows.map((row) => ({ row, previous: null }));
-    if (trx) await observer(moves, trx);
-    else await this.db.transaction((t) => observer(moves, t));
+    if (trx) await observer.moved(moves, trx);
+    else await this.db.transaction((t) => observer.moved(moves, t));
   }
 
   get knex(): Knex {
@@ -224,6 +355,7 @@ export class CallStore {
     if (this.statusObserver && !trx) return this.db.transaction((t) => this.insert(call, t));
     const [row] = await (trx ?? this.db)('calls').insert(encode(call)).returning('*');
     await this.created([row], trx);
+    this.rememberOnCommit([row], trx);
     return row;
   }
 
@@ -232,6 +364,7 @@ export class CallStore {
     if (!calls.length) return [];
     const rows: CallRow[] = await trx('calls').insert(calls.map(encode)).returning('*');
     await this.created(rows, trx);
+    this.rememberOnCommit(rows, trx);
     return rows;
   }
 
@@ -255,7 +388,7 @@ export class CallStore {
     now: Date;
     deadlineMs: number;
   }): Promise<CallRow | undefined> {
-    return this.moving(input.callId, undefined, (db) =>
+    return this.moving(input.callId, { status: 'in_progress' }, undefined, (db) =>
       db('calls')
         .where({ id: input.callId, provider: input.provider, stream_token_hash: input.tokenHash })
         .whereNull('media_started_at')
@@ -280,14 +413,15 @@ export class CallStore {
    * has started: once one has, no token is ever given again. Undefined when the call is not live or
    * already has its stream.
    */
-  async offerStream(id: string, values: Partial<CallRow>, from: readonly CallStatus[] = LIVE_STATUSES): Promise<CallRow | undefined> {
+  async offerStream(call: CallRef, values: Partial<CallRow>, from: readonly CallStatus[] = LIVE_STATUSES): Promise<CallRow | undefined> {
+    const id = typeof call === 'string' ? call : call.id;
     const write = (db: Knex | Knex.Transaction) =>
       db('calls')
         .where({ id })
         .whereIn('status', from as CallStatus[])
         .whereNull('media_started_at')
         .update({ ...encode(values), updated_at: this.db.fn.now() });
-    if (values.status !== undefined) return this.moving(id, undefined, write);
+    if (values.status !== undefined) return this.moving(call, { ...values, status: values.status }, undefined, write);
     const [row] = await write(this.db).returning('*');
     return row as CallRow | undefined;
   }
@@ -322,16 +456,49 @@ export class CallStore {
   /**
    * Updates the call if it is in one of `from` (any live state when omitted) and returns it, else
    * undefined: the guard that keeps a terminal call unchanged and makes racing writers take turns.
+   * A caller holding the call's row passes it (its id and workspace) rather than its id: a status move
+   * then costs one statement (see `moving`).
    */
-  async update(id: string, values: Partial<CallRow>, from: readonly CallStatus[] = LIVE_STATUSES, trx?: Knex.Transaction): Promise<CallRow | undefined> {
+  async update(call: CallRef, values: CallValues, from: readonly CallStatus[] = LIVE_STATUSES, trx?: Knex.Transaction): Promise<CallRow | undefined> {
+    const id = typeof call === 'string' ? call : call.id;
     const write = (db: Knex | Knex.Transaction) =>
-      db('calls')
-        .where({ id })
-        .whereIn('status', from as CallStatus[])
-        .update({ ...encode(values), updated_at: this.db.fn.now() });
-    if (values.status !== undefined) return this.moving(id, trx, write);
+      this.newerReport(
+        db('calls')
+          .where({ id })
+          .whereIn('status', from as CallStatus[]),
+        values,
+      ).update({ ...encode(values), updated_at: this.db.fn.now() });
+    if (values.status !== undefined) return this.moving(call, { ...values, status: values.status }, trx, write);
     const [row] = await write(trx ?? this.db).returning('*');
     return row as CallRow | undefined;
+  }
+
+  /**
+   * A forward move with facts that hold whatever the status: while the call is live, `always` is
+   * written, and `move` (with its status) too when the call is in one of `from`; one statement.
+   * Undefined when the call is not live.
+   */
+  async advance(call: CallKey, move: CallValues & { status: CallStatus }, from: readonly CallStatus[], always: CallValues): Promise<CallRow | undefined> {
+    if (!Object.keys(always).length) return this.update(call, move, from);
+    const movable = from.map(() => '?').join(', ');
+    const moved = Object.fromEntries(
+      Object.entries(encode(move)).map(([column, value]) => [
+        column,
+        this.db.raw(`case when status in (${movable}) then ? else ?? end`, [...from, value as Knex.Value, column]),
+      ]),
+    );
+    return this.moving(call, { ...always, ...move }, undefined, (db) =>
+      this.newerReport(
+        db('calls')
+          .where({ id: call.id })
+          .whereIn('status', LIVE_STATUSES as CallStatus[]),
+        always,
+      ).update({
+        ...encode(always),
+        ...moved,
+        updated_at: this.db.fn.now(),
+      }),
+    );
   }
 
   /**
@@ -362,12 +529,41 @@ export class CallStore {
     return row;
   }
 
-  /** Writes the conversation so far (the bridge, as it goes). */
-  async saveProgress(id: string, progress: CallProgress): Promise<void> {
-    await this.db('calls')
-      .where({ id })
-      .whereIn('status', LIVE_STATUSES as CallStatus[])
-      .update({ ...encode(progress as unknown as Record<string, unknown>), updated_at: this.db.fn.now() });
+  /**
+   * The carrier's word that the call is over (`values`: its outcome, its end time if none is recorded
+   * yet, facts of the report), in one statement with what follows from it: a call whose media stream
+   * is live gets its deadline moved to `mediaDeadline` (its bridge ends it); any other is claimed for
+   * finalisation as claimFinalise claims it. Undefined when the call is not live; `claimed` whether
+   * this statement took the finalisation claim.
+   */
+  async carrierEnded(id: string, values: CallValues, mediaDeadline: Date, staleMs: number): Promise<{ row: CallRow; claimed: boolean } | undefined> {
+    const mediaLive = 'media_started_at is not null and media_ended_at is null';
+    const [found] = (await this.newerReport(
+      this.db('calls')
+        .where({ id })
+        .whereIn('status', LIVE_STATUSES as CallStatus[]),
+      values,
+    )
+      .update({
+        ...encode(values),
+        deadline_at: this.db.raw(`case when ${mediaLive} then ? else deadline_at end`, [mediaDeadline]),
+        finalising_at: this.db.raw(
+          `case when not (${mediaLive}) and (finalising_at is null or finalising_at < now() - ? * interval '1 millisecond') then now() else finalising_at end`,
+          [staleMs],
+        ),
+        updated_at: this.db.fn.now(),
+      })
+      .updateFrom(this.db.raw('(select finalising_at as previous_finalising_at from calls where id = ? for update) as before', [id]))
+      .returning('*')) as Array<CallRow & { previous_finalising_at: Date | null }>;
+    if (!found) return undefined;
+    const { previous_finalising_at: previous, ...row } = found;
+    const claimed = row.finalising_at !== null && (previous === null || new Date(previous).getTime() !== new Date(row.finalising_at).getTime());
+    return { row, claimed };
+  }
+
+  /** Writes live calls' conversations so far (ProgressSaves: every call that changed in a tick, in one statement). */
+  async saveProgress(saves: ProgressJson[]): Promise<void> {
+    await writeProgress(this.db, 'calls', saves, { where: this.db.raw('t.status::text = any(?::text[])', [[...LIVE_STATUSES]]), set: 'updated_at = now()' });
   }
 
   /** Heartbeat: this instance is alive for the live calls it runs, whose deadline moves to now() + `ms` (database clock). */

@@ -42,10 +42,32 @@ export class LiveEventStore {
    */
   async insert(events: NewLiveEvent[], trx?: Knex.Transaction): Promise<StoredLiveEvent[]> {
     if (events.length === 0) return [];
-    const input = events.map((e, i) => ({ w: e.workspaceId, c: e.conversationId, o: i + 1, t: e.type, d: e.data }));
+    const ctes = this.insertCtes(events);
     const result = await (trx ?? this.db).raw(
-      `with input as (
-         select * from jsonb_to_recordset(?::jsonb) as x(w text, c text, o int, t text, d jsonb)
+      `with ${ctes.sql}
+       select conversation_id, seq, type, data, (select count(*) from notified) as notifications
+         from kept order by conversation_id, seq`,
+      ctes.bindings,
+    );
+    return (result.rows as Array<StoredLiveEvent & { notifications: unknown }>).map(({ conversation_id, seq, type, data }) => ({
+      conversation_id,
+      seq,
+      type,
+      data,
+    }));
+  }
+
+  /**
+   * The write of `insert` as common table expressions (`input` ... `kept`, `notified`), for a statement
+   * of the caller's that stores the events along with its own write. `gate`: the name of one of that
+   * statement's earlier CTEs; the events are stored only when it has a row. The statement must read
+   * `notified` (e.g. `(select count(*) from notified)`), which is what sends the NOTIFY.
+   */
+  insertCtes(events: NewLiveEvent[], gate?: string): { sql: string; bindings: Knex.RawBinding[] } {
+    const input = events.map((e, i) => ({ w: e.workspaceId, c: e.conversationId, o: i + 1, t: e.type, d: e.data }));
+    return {
+      sql: `input as (
+         select * from jsonb_to_recordset(?::jsonb) as x(w text, c text, o int, t text, d jsonb)${gate ? ` where exists (select 1 from ${gate})` : ''}
        ), counts as (
          select c, min(w) as w, count(*)::int as n from input group by c
        ), heads as (
@@ -63,17 +85,9 @@ export class LiveEventStore {
          returning conversation_id, seq, type, data
        ), notified as (
          select pg_notify(?, conversation_id || ' ' || max(seq)) from kept group by conversation_id
-       )
-       select conversation_id, seq, type, data, (select count(*) from notified) as notifications
-         from kept order by conversation_id, seq`,
-      [JSON.stringify(input), this.maxPerConversation, EVENTS_CHANNEL],
-    );
-    return (result.rows as Array<StoredLiveEvent & { notifications: unknown }>).map(({ conversation_id, seq, type, data }) => ({
-      conversation_id,
-      seq,
-      type,
-      data,
-    }));
+       )`,
+      bindings: [JSON.stringify(input), this.maxPerConversation, EVENTS_CHANNEL],
+    };
   }
 
   /** The conversation's events after `afterSeq`, in order, at most `limit`. */

@@ -156,16 +156,37 @@ export class LiveEventWriter {
    * calls `flush()` before opening the transaction, as the bridges do before finalising.
    */
   async writeIn(trx: Knex.Transaction, events: NewLiveEvent[]): Promise<void> {
+    const stamped = this.ready(events);
+    await this.store.insert(stamped, trx);
+    this.noteEnds(stamped);
+  }
+
+  /** Events written by a caller's statement, stamped and checked. */
+  private ready(events: NewLiveEvent[]): NewLiveEvent[] {
     const stamped = events.map((e) => ({ ...e, data: this.stamp(e.data) }));
     for (const e of stamped) checkLiveEvent(e.conversationId, e.type, e.data);
-    await this.store.insert(stamped, trx);
-    for (const e of stamped) {
+    return stamped;
+  }
+
+  /** Conversations whose `end` is among `events` (written): their later events are dropped. */
+  private noteEnds(events: NewLiveEvent[]): void {
+    for (const e of events) {
       if (e.type !== 'end') continue;
       this.ended.add(e.conversationId);
       this.appendedAt.delete(e.conversationId);
       // Late events of a conversation come within moments of its end; then its id is forgotten.
       setTimeout(() => this.ended.delete(e.conversationId), ENDED_MEMORY_MS).unref();
     }
+  }
+
+  /**
+   * Events for a statement of the caller's to write along with its own write (LiveEventStore.insertCtes:
+   * stored only when its CTE `gate` has a row), stamped and checked as writeIn does; `written` is to
+   * run once the statement stored them (it keeps note of `end`s as writeIn does).
+   */
+  ctesFor(events: NewLiveEvent[], gate: string): { ctes: { sql: string; bindings: Knex.RawBinding[] }; written: () => void } {
+    const stamped = this.ready(events);
+    return { ctes: this.store.insertCtes(stamped, gate), written: () => this.noteEnds(stamped) };
   }
 
   async close(): Promise<void> {

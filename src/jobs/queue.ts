@@ -89,6 +89,16 @@ export interface Job {
   runAt?: Date;
 }
 
+/** A job to enqueue as `add` takes it, for `change`. */
+export interface JobAdd {
+  kind: JobKind<any>;
+  payload: object;
+  options?: JobOptions;
+}
+
+/** A job of `kind` for `change` (keeps the payload checked against its kind). */
+export const jobAdd = <P extends object>(kind: JobKind<P>, payload: P, options?: JobOptions): JobAdd => ({ kind, payload, options });
+
 /** A job of `kind` for addMany (keeps the payload checked against its kind). */
 export const job = <P extends object>(kind: JobKind<P>, payload: P, runAt?: Date): Job => ({ kind, payload, runAt });
 
@@ -185,9 +195,21 @@ export class JobQueue {
 
   /** Enqueues a job, in `trx` when given (it then exists only if the transaction commits). */
   async add<P extends object>(kind: JobKind<P>, payload: P, options: JobOptions = {}, trx?: Knex.Transaction): Promise<void> {
-    await (trx ?? this.knex).raw(
-      `select graphile_worker.add_job(identifier => ?, payload => ?::json, run_at => ?::timestamptz, max_attempts => ?, job_key => ?, job_key_mode => ?, priority => ?)`,
-      [
+    await this.change({ add: [{ kind, payload, options }] }, trx);
+  }
+
+  /**
+   * Enqueues and removes several jobs in one statement (each as `add` and `remove` would), in `trx`
+   * when given.
+   */
+  async change(changes: { add?: JobAdd[]; remove?: Array<Omit<JobAdd, 'options'>> }, trx?: Knex.Transaction): Promise<void> {
+    const calls: string[] = [];
+    const bindings: Knex.RawBinding[] = [];
+    for (const { kind, payload, options = {} } of changes.add ?? []) {
+      calls.push(
+        'graphile_worker.add_job(identifier => ?, payload => ?::json, run_at => ?::timestamptz, max_attempts => ?, job_key => ?, job_key_mode => ?, priority => ?)',
+      );
+      bindings.push(
         kind.name,
         JSON.stringify(payload),
         (options.runAt ?? new Date()).toISOString(),
@@ -195,8 +217,13 @@ export class JobQueue {
         kind.key(payload),
         options.keyMode ?? 'replace',
         kind.priority ?? PRIORITY.normal,
-      ],
-    );
+      );
+    }
+    for (const { kind, payload } of changes.remove ?? []) {
+      calls.push('graphile_worker.remove_job(?)');
+      bindings.push(kind.key(payload));
+    }
+    if (calls.length) await (trx ?? this.knex).raw(`select ${calls.join(', ')}`, bindings);
   }
 
   /** Enqueues several jobs in one statement (graphile-worker's add_jobs; keyed ones replace pending ones). */
@@ -221,7 +248,7 @@ export class JobQueue {
 
   /** Removes the pending job of this kind and payload (by its key), if any. */
   async remove<P extends object>(kind: JobKind<P>, payload: P, trx?: Knex.Transaction): Promise<void> {
-    await (trx ?? this.knex).raw('select graphile_worker.remove_job(?)', [kind.key(payload)]);
+    await this.change({ remove: [{ kind, payload }] }, trx);
   }
 
   /** Stops taking jobs and waits for the running ones to finish. */

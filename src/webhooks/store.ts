@@ -212,22 +212,30 @@ export class WebhookStore {
   /** Records the event and its outbox rows, in `outer` when given (they commit with the caller's own writes). */
   recordEvent(event: NewEvent, newDeliveryId: () => string, outer?: Knex.Transaction): Promise<number> {
     const run = async (trx: Knex.Transaction) => {
-      const subscribed: WebhookRow[] = await trx('webhooks').where({ workspace_id: event.workspaceId }).whereRaw('? = any(events)', [event.kind]).orderBy('id');
-      // The opt-in kinds go to registered webhooks only, and are not kept when none lists them.
-      if (OPT_IN_KINDS.includes(event.kind) && subscribed.length === 0) return 0;
-      await trx('webhook_events').insert({
-        id: event.id,
-        workspace_id: event.workspaceId,
-        kind: event.kind,
-        call_id: event.callId,
-        batch_id: event.batchId,
-        body: event.body,
-      });
+      // The subscribed webhooks read and the event stored in one statement (a data-modifying CTE). The
+      // opt-in kinds go to registered webhooks only, and are not kept when none lists them.
+      const {
+        rows: [found],
+      } = (await trx.raw(
+        `with subscribed as (
+           select id, url, url_key from webhooks where workspace_id = ? and ? = any(events)
+         ), stored as (
+           insert into webhook_events (id, workspace_id, kind, call_id, batch_id, body)
+           select ?, ?, ?, ?, ?, ? where ? or exists (select 1 from subscribed)
+           returning id
+         )
+         select (select count(*) from stored)::int as stored,
+                (select coalesce(json_agg(s order by s.id), '[]') from subscribed s) as subscribed`,
+        [event.workspaceId, event.kind, event.id, event.workspaceId, event.kind, event.callId, event.batchId, event.body, !OPT_IN_KINDS.includes(event.kind)],
+      )) as { rows: Array<{ stored: number; subscribed: Array<Pick<WebhookRow, 'id' | 'url' | 'url_key'>> }> };
+      if (!found.stored) return 0;
+      const subscribed = found.subscribed;
       const targets = new Map<string, { webhookId: string | null; url: string }>();
       for (const w of subscribed) if (!targets.has(w.url_key)) targets.set(w.url_key, { webhookId: w.id, url: w.url });
       if (event.ownTarget && !targets.has(event.ownTarget.urlKey)) targets.set(event.ownTarget.urlKey, { webhookId: null, url: event.ownTarget.url });
       if (targets.size === 0) return 0;
-      await trx('webhook_deliveries').insert(
+      // The outbox rows and the NOTIFY in one statement.
+      const deliveries = trx('webhook_deliveries').insert(
         [...targets].map(([urlKey, t]) => ({
           id: newDeliveryId(),
           event_id: event.id,
@@ -240,7 +248,7 @@ export class WebhookStore {
           url_key: urlKey,
         })),
       );
-      await trx.raw('select pg_notify(?, ?)', [NOTIFY_CHANNEL, event.id]);
+      await trx.with('queued', deliveries).select(trx.raw('pg_notify(?, ?)', [NOTIFY_CHANNEL, event.id]));
       return targets.size;
     };
     return outer ? run(outer) : this.db.transaction(run);

@@ -8,7 +8,20 @@
  */
 import type { Knex } from 'knex';
 import { grant, type Grant, type ReservationAsk, type ReservationLimit } from './reservations.js';
-import { deleteReservation, fundsOf, liveReservation, putReservation, type ReservationRow } from './reservation-store.js';
+import {
+  deleteReservation,
+  fundsOf,
+  liveReservation,
+  putReservation,
+  putReservations,
+  releasingReservation,
+  type ReservationRow,
+} from './reservation-store.js';
+
+/** The delete of conversation `id`'s slot lease, unrun (to put in another statement's `with`). */
+function releasingLease(db: Knex.Transaction | Knex, id: string): Knex.QueryBuilder {
+  return db('session_leases').where({ id }).delete();
+}
 
 export interface WorkspaceBilling {
   id: string;
@@ -84,12 +97,20 @@ export class AdmissionStore {
    * reservations); a cost beyond that is not collected. Returns the cents charged; null when a usage
    * was already recorded for the same conversation (nothing changes).
    */
-  async meter(usage: UsageRecord, trx?: Knex.Transaction): Promise<number | null> {
+  async meter(usage: UsageRecord, trx?: Knex.Transaction, opts: { releaseSlot?: boolean } = {}): Promise<number | null> {
     const run = async (t: Knex.Transaction) => {
-      await lockWorkspace(t, SLOT_LOCK, usage.workspaceId);
-      const funds = await fundsOf(t, usage.workspaceId, { planSeconds: null, monthStart: usage.startedAt }, usage.refId);
-      const cents = Math.min(usage.cents, Math.max(0, (funds?.balanceCents ?? 0) - (funds?.othersCents ?? 0)));
-      const inserted = await t('usage_records')
+      // A usage that costs nothing charges nothing whatever the balance: no lock and no read of the
+      // funds (releasing its reservation only gives credit back, which needs no lock either).
+      let cents = 0;
+      if (usage.cents > 0) {
+        await lockWorkspace(t, SLOT_LOCK, usage.workspaceId);
+        const funds = await fundsOf(t, usage.workspaceId, { planSeconds: null, monthStart: usage.startedAt }, usage.refId);
+        cents = Math.min(usage.cents, Math.max(0, (funds?.balanceCents ?? 0) - (funds?.othersCents ?? 0)));
+      }
+      // The usage row and the reservation's (and slot's) release in one statement (data-modifying CTEs).
+      const released = t.with('released', releasingReservation(t, usage.refId));
+      if (opts.releaseSlot) released.with('freed', releasingLease(t, usage.refId));
+      const inserted: Array<{ id: unknown }> = await released
         .insert({
           workspace_id: usage.workspaceId,
           kind: usage.kind,
@@ -100,10 +121,10 @@ export class AdmissionStore {
           cents,
           started_at: usage.startedAt,
         })
+        .into('usage_records')
         .onConflict(['kind', 'ref_id'])
         .ignore()
         .returning('id');
-      await deleteReservation(t, usage.refId);
       if (!inserted.length) return null;
       if (cents > 0) {
         await t('workspaces')
@@ -174,7 +195,12 @@ export class AdmissionStore {
       await trx('session_leases').insert(
         taking.map((l) => ({ ...l, expires_at: trx.raw(`now() + ? * interval '1 millisecond'`, [slotExpiryMs]), created_at: trx.fn.now() })),
       );
-      for (const [i, l] of taking.entries()) await putReservation(trx, l.id, workspaceId, ask, minutes[i]);
+      await putReservations(
+        trx,
+        workspaceId,
+        ask,
+        taking.map((l, i) => ({ id: l.id, minutes: minutes[i] })),
+      );
     }
     return { taken: taking.length, minutes, short };
   }
@@ -253,7 +279,7 @@ export class AdmissionStore {
   }
 
   async releaseLease(id: string, trx?: Knex.Transaction): Promise<void> {
-    await (trx ?? this.db)('session_leases').where({ id }).delete();
+    await releasingLease(trx ?? this.db, id);
   }
 
   /** Deletes leases and reservations expired on the database clock (a dead instance's). */

@@ -150,9 +150,12 @@ export class WorkspaceAdmission {
     return { cents: b.cents, seconds: Math.round(b.billedMs / 1000), minutes: Math.ceil(b.billedMs / (this.opts.minuteSeconds * 1000)) };
   }
 
-  /** Records a finished conversation's usage, charges it (once per conversation) and releases its reservation. */
-  async meter(usage: UsageRecord, trx?: Parameters<AdmissionStore['meter']>[1]): Promise<boolean> {
-    const charged = await this.store.meter(usage, trx);
+  /**
+   * Records a finished conversation's usage, charges it (once per conversation) and releases its
+   * reservation; with `releaseSlot`, its fixed-term slot too (a phone call's, SlotKeeper.releaseFixed).
+   */
+  async meter(usage: UsageRecord, trx?: Parameters<AdmissionStore['meter']>[1], opts: { releaseSlot?: boolean } = {}): Promise<boolean> {
+    const charged = await this.store.meter(usage, trx, opts);
     if (charged !== null && charged < usage.cents) {
       this.log.warn(
         { workspaceId: usage.workspaceId, refId: usage.refId, cost: usage.cents, charged },

@@ -28,11 +28,17 @@ export async function fundsOf(
   ask: Pick<ReservationAsk, 'planSeconds' | 'monthStart'>,
   exceptId: string | null,
 ): Promise<WorkspaceFunds | undefined> {
-  const ws = await trx('workspaces').where({ id: workspaceId }).first('credit_balance_cents');
-  if (!ws) return undefined;
+  // The balance and what the others hold in one statement.
   const others = live(trx).where('workspace_id', workspaceId);
   if (exceptId) others.whereNot('id', exceptId);
-  const [held] = await others.select(trx.raw('coalesce(sum(cents), 0)::bigint as cents'), trx.raw('coalesce(sum(seconds), 0)::bigint as seconds'));
+  const held = others.select(trx.raw('coalesce(sum(cents), 0)::bigint as cents'), trx.raw('coalesce(sum(seconds), 0)::bigint as seconds'));
+  const ws = (await trx
+    .with('held', held)
+    .from('workspaces')
+    .where({ id: workspaceId })
+    .first('credit_balance_cents', trx.raw('(select cents from held) as cents'), trx.raw('(select seconds from held) as seconds'))) as
+    { credit_balance_cents: string | number; cents: string; seconds: string } | undefined;
+  if (!ws) return undefined;
   let usedSeconds = 0;
   if (ask.planSeconds !== null) {
     const [{ total }] = await trx('usage_records')
@@ -43,17 +49,32 @@ export async function fundsOf(
   }
   return {
     balanceCents: Number(ws.credit_balance_cents),
-    othersCents: Number((held as { cents: string }).cents),
-    othersSeconds: Number((held as { seconds: string }).seconds),
+    othersCents: Number(ws.cents),
+    othersSeconds: Number(ws.seconds),
     usedSeconds,
   };
 }
 
 /** Writes (or replaces) the reservation of conversation `id`. */
 export async function putReservation(trx: Knex.Transaction, id: string, workspaceId: string, ask: ReservationAsk, minutes: number): Promise<void> {
-  const { cents, seconds } = holding(minutes, ask);
+  await putReservations(trx, workspaceId, ask, [{ id, minutes }]);
+}
+
+/** Writes (or replaces) the reservations of several conversations of one workspace, in one statement. */
+export async function putReservations(
+  trx: Knex.Transaction,
+  workspaceId: string,
+  ask: ReservationAsk,
+  held: Array<{ id: string; minutes: number }>,
+): Promise<void> {
+  if (!held.length) return;
   await trx('reservations')
-    .insert({ id, workspace_id: workspaceId, kind: ask.kind, minutes, cents, seconds, expires_at: expiresIn(trx, ask.expiryMs) })
+    .insert(
+      held.map(({ id, minutes }) => {
+        const { cents, seconds } = holding(minutes, ask);
+        return { id, workspace_id: workspaceId, kind: ask.kind, minutes, cents, seconds, expires_at: expiresIn(trx, ask.expiryMs) };
+      }),
+    )
     .onConflict('id')
     .merge(['minutes', 'cents', 'seconds', 'expires_at']);
 }
@@ -66,6 +87,11 @@ export async function liveReservation(trx: Knex.Transaction | Knex, id: string):
     .first('id', 'workspace_id', 'kind', 'minutes', 'cents', 'seconds', 'expires_at')) as ReservationRow | undefined;
 }
 
+/** The delete of conversation `id`'s reservation, unrun (to put in another statement's `with`). */
+export function releasingReservation(trx: Knex.Transaction | Knex, id: string): Knex.QueryBuilder {
+  return trx('reservations').where({ id }).delete();
+}
+
 export async function deleteReservation(trx: Knex.Transaction | Knex, id: string): Promise<void> {
-  await trx('reservations').where({ id }).delete();
+  await releasingReservation(trx, id);
 }

@@ -110,6 +110,33 @@ describe('signed callbacks', () => {
     assert.ok(['busy', 'completed'].includes(call.status));
   });
 
+  it('provider_a: a status report older than one recorded (its SequenceNumber) changes nothing; a newer one applies', async () => {
+    const token = randomBytes(16).toString('hex');
+    const sid = `AC${randomBytes(16).toString('hex')}`;
+    const agentId = await createPhoneAgent(t, tn, 'provider_a', { provider_a_config: { account_sid: sid, auth_token: token, phone_number: sandboxNumber() } });
+    // No answer: it rings until its ring timeout, long after the reports below.
+    const callId = (await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber('0003') })).body.call_id as string;
+    const live = await waitForCall(t, tn, callId, (c) => c.call_sid !== null);
+    const path = `/telephony/provider_a/status?call_id=${callId}`;
+    const report = (CallStatus: string, SequenceNumber: string) => {
+      const params = { CallSid: live.call_sid, AccountSid: sid, CallStatus, SequenceNumber };
+      return t.http
+        .post(path)
+        .type('form')
+        .set('X-Twilio-Signature', providerASignature(token, `${t.url}${path}`, params))
+        .send(formBody(params));
+    };
+    // Far ahead of the carrier's own numbering: its later reports are older than this one.
+    assert.equal((await report('ringing', '1000')).status, 204);
+    assert.equal((await getCall(t, tn, callId)).status, 'ringing');
+    assert.equal((await report('busy', '999')).status, 204, 'an old report is acknowledged');
+    const after = await getCall(t, tn, callId);
+    assert.equal(after.status, 'ringing', 'and changes nothing');
+    assert.equal((await report('busy', '1001')).status, 204);
+    const ended = await waitForCall(t, tn, callId);
+    assert.equal(ended.status, 'busy');
+  });
+
   it('no oracle: an unsigned or badly signed callback gets the same 403 whether its call or number exists', async () => {
     const token = randomBytes(16).toString('hex');
     const sid = `AC${randomBytes(16).toString('hex')}`;

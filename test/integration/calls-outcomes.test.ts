@@ -14,6 +14,7 @@ import { startReceiver, type Receiver } from '../helpers/webhooks.js';
 import { bearer, waitFor } from '../helpers/realtime.js';
 import { FAST_CALLS, createPhoneAgent, placeCall, sandboxNumber, waitForCall, type Provider } from '../helpers/calls.js';
 import type { SandboxCarriers } from '../../src/sandbox/carriers/server.js';
+import { newId } from '../../src/lib/ids.js';
 
 let t: TestService;
 let tn: Tenant;
@@ -195,5 +196,58 @@ describe('usage', () => {
         [call.call_id, 10, call.duration],
       ].sort(),
     );
+  });
+});
+
+describe('the terminal write', () => {
+  it("writes the call's ended status and end once, with the carrier outcome the record has, even one recorded after the finaliser read it", async () => {
+    const agentId = await createPhoneAgent(t, tn, 'provider_a');
+    const { store, finaliser } = t.service.calls;
+    const knex = t.service.db.knex;
+    const ringing = async () =>
+      (
+        await store.insert({
+          id: newId('call'),
+          workspace_id: tn.workspaceId,
+          agent_id: agentId,
+          batch_id: null,
+          direction: 'outbound',
+          provider: 'provider_a',
+          from_number: '+14155550100',
+          to_number: sandboxNumber('0003'),
+          status: 'ringing',
+          call_sid: null,
+          first_message: null,
+          variables: {},
+          webhook_url: null,
+          instruction: 'Be brief.',
+          analysis: null,
+          recording_enabled: false,
+          stream_token_hash: null,
+          deadline_at: new Date(Date.now() + 600_000),
+        })
+      ).id;
+    const events = async (id: string) =>
+      (await knex('conversation_events').where({ conversation_id: id }).orderBy('seq')).map((e) => [e.type, e.data.status, e.data.reason ?? null]);
+    // As the finaliser read it (no outcome), then finalised.
+    const plain = await ringing();
+    const done = await finaliser.finaliseClaimed((await store.claimFinalise(plain, 60_000))!);
+    assert.equal(done?.status, 'failed');
+    assert.deepEqual(await events(plain), [
+      ['status', 'ringing', null],
+      ['status', 'ended', null],
+      ['end', 'failed', null],
+    ]);
+    // A carrier's busy recorded between the finaliser's claim and its terminal write: the events say what the record says.
+    const late = await ringing();
+    const claimed = (await store.claimFinalise(late, 60_000))!;
+    await knex('calls').where({ id: late }).update({ carrier_outcome: 'busy' });
+    const ended = await finaliser.finaliseClaimed(claimed);
+    assert.equal(ended?.carrier_outcome, 'busy');
+    assert.deepEqual(await events(late), [
+      ['status', 'ringing', null],
+      ['status', 'ended', 'busy'],
+      ['end', 'failed', null],
+    ]);
   });
 });

@@ -76,7 +76,9 @@ export class ProviderACarrier implements Carrier {
       Method: 'POST',
       StatusCallback: this.callback('status', r.callId),
       StatusCallbackMethod: 'POST',
-      StatusCallbackEvent: ['initiated', 'ringing', 'answered', 'completed'],
+      // Not `initiated`: the dial response already moves the call to `initiated` with its CallSid (src/calls/jobs.ts),
+      // so that callback would be one more request per call carrying nothing new; `ringing` moves a call on from `queued` too.
+      StatusCallbackEvent: ['ringing', 'answered', 'completed'],
       Timeout: String(r.ringTimeoutS),
       TimeLimit: String(r.timeLimitS),
     };
