@@ -326,6 +326,12 @@ describe('dashboard', () => {
     assert.deepEqual([usage.totals.web.conversations, usage.totals.web.minutes], [1, 1]);
 
     await go('agents');
+    // The agents' names come after the usage here, as they may on a slow network: the breakdown waits for them.
+    const slowAgents = (url: URL) => url.pathname === '/api/v1/agents';
+    await page.route(slowAgents, async (route) => {
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      await route.continue();
+    });
     await page.getByRole('navigation', { name: 'Dashboard' }).getByRole('link', { name: 'Usage' }).click();
     await heading('Usage and limits');
     const totals = page.getByRole('table', { name: 'Usage totals' });
@@ -372,6 +378,7 @@ describe('dashboard', () => {
       (await agentRow.getByRole('cell').allInnerTexts()).map((c) => c.trim().split('\n')[0]),
       ['Front desk (Acme)', '2', '1', '1', '1', money(usage.totals.all.cost_cents)],
     );
+    await page.unroute(slowAgents);
 
     // Limits: nothing live now; the credit after those charges; the two outbound calls of today.
     const limits = page.getByRole('table', { name: 'Limits' });

@@ -141,7 +141,20 @@ function BreakdownHead({ first }: { first: string }) {
   );
 }
 
-function UsageView({ usage: u, names }: { usage: Schemas['Usage']; names: Map<string, string> }) {
+/**
+ * Which agents are known by name: `complete` when the list held every agent of the workspace, so an
+ * id not in it is a deleted agent; else (the list failed, or had more pages) an unknown id is shown
+ * by its id alone.
+ */
+type AgentNames = { names: Map<string, string>; complete: boolean };
+
+function AgentName({ id, names: { names, complete } }: { id: string; names: AgentNames }) {
+  const name = names.get(id);
+  if (name !== undefined) return <a href={`#/agents/${id}`}>{name}</a>;
+  return complete ? <span class="muted">deleted agent</span> : <a href={`#/agents/${id}`}>agent</a>;
+}
+
+function UsageView({ usage: u, names }: { usage: Schemas['Usage']; names: AgentNames }) {
   const busiest = Math.max(1, ...u.days.map((d) => d.phone.minutes + d.web.minutes));
   const active = u.days.filter((d) => d.phone.conversations + d.web.conversations > 0).reverse();
   return (
@@ -218,7 +231,7 @@ function UsageView({ usage: u, names }: { usage: Schemas['Usage']; names: Map<st
           {u.agents.map((a) => (
             <tr key={a.agent_id}>
               <td>
-                {names.has(a.agent_id) ? <a href={`#/agents/${a.agent_id}`}>{names.get(a.agent_id)}</a> : <span class="muted">deleted agent</span>}
+                <AgentName id={a.agent_id} names={names} />
                 <br />
                 <small class="muted">
                   <code>{a.agent_id}</code>
@@ -248,7 +261,10 @@ export function UsagePage() {
   const usage = useLoad(() => ok(api.GET('/api/v1/usage', { params: { query: { timezone } } })), [timezone]);
   // Names for the agents with usage (a workspace with more agents than a page shows the rest by id).
   const agents = useLoad(() => ok(api.GET('/api/v1/agents', { params: { query: { limit: 100 } } })), []);
-  const names = new Map((agents.data?.data ?? []).map((a) => [a.agent_id, a.name]));
+  const names: AgentNames = {
+    names: new Map((agents.data?.data ?? []).map((a) => [a.agent_id, a.name])),
+    complete: agents.data !== undefined && !agents.data.has_more,
+  };
   return (
     <section>
       <h1>Usage and limits</h1>
@@ -270,8 +286,9 @@ export function UsagePage() {
       </p>
       <h2>Last 30 days</h2>
       <ErrorNote error={usage.error ?? agents.error} />
-      <Loading when={usage.loading && !usage.data} />
-      {usage.data && <UsageView usage={usage.data} names={names} />}
+      <Loading when={(usage.loading && !usage.data) || (agents.loading && !agents.data && !agents.error)} />
+      {/* The breakdown waits for the names too, so an agent is never shown as deleted while they load. */}
+      {usage.data && (agents.data || agents.error) && <UsageView usage={usage.data} names={names} />}
     </section>
   );
 }
