@@ -334,12 +334,12 @@ async function ratePhase(c: Ctx, watch: Watch, client: BenchChild, mode: 'batch'
       50,
     );
   } else {
-    const asked = client.ask<{ placed: number; retried429: number; retried503: number; errors: number; lost: number; ms: number }>(
+    const asked = client.ask<{ placed: number; retried429: number; retried503: number; errors: number; lost: number; ms: number; error?: string }>(
       { cmd: 'run', mode, base: c.base, key: c.key, agentId: c.agentId, numbers: nums, concurrency },
       'done',
     );
     const done = await Promise.race([asked, sleep(timeout).then(() => Promise.reject(new Error(`the ${mode} client did not finish in ${timeout} ms`)))]);
-    clientInfo = `${done.placed} placed, ${done.retried429} 429s and ${done.retried503} 503s retried, ${done.errors} errors, ${done.lost} call.completed not received`;
+    clientInfo = `${done.placed} placed, ${done.retried429} 429s and ${done.retried503} 503s retried, ${done.errors} errors, ${done.lost} call.completed not received${done.error ? ` (the client failed: ${done.error})` : ''}`;
     await waitUntil(() => records.length >= done.placed, timeout, `${done.placed} calls at the carrier`);
   }
   await waitUntil(async () => (await liveCalls(c)) === 0, timeout, 'every call to end', 50);
@@ -526,7 +526,8 @@ async function lag(c: Ctx, watch: Watch, env: Record<string, string>): Promise<v
 
 export async function run(): Promise<void> {
   const parts = new Set((process.env.BENCH_BATCH_PARTS ?? 'create,rate,lag').split(','));
-  const env: Record<string, string> = { ADMIN_TOKEN: ADMIN, SANDBOX_CARRIERS_RING_MS: '20' };
+  // The create part leaves a dozen batches of 10,000 recipients waiting: more than a workspace's default cap.
+  const env: Record<string, string> = { ADMIN_TOKEN: ADMIN, SANDBOX_CARRIERS_RING_MS: '20', BATCH_MAX_WAITING_RECIPIENTS_PER_WORKSPACE: '10000000' };
   for (const k of PASS_THROUGH) if (process.env[k]) env[k] = process.env[k]!;
   const effective = loadConfig({ DATABASE_URL: 'postgres://x/y', ...env });
   console.log(

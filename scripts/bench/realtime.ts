@@ -10,10 +10,12 @@
  * N whose handling p99 + loop-delay p99 < 10 ms.
  * BENCH_SECONDS (default 10) is the length of each measured phase; BENCH_REALTIME_LEVELS (default
  * 10,25,50,100,200,300,400) the values of N.
- * BENCH_REALTIME_VOICE=process runs the sandbox voice service in a process of its own, as production's
- * voice service is a peer (production requires VOICE_SERVICE_URL): the service uses it, and the relay
- * opens a session on it per client with the same setup and passes its audio and transcripts back, so
- * neither side's figures include the simulator and both carry the agent's audio to the client.
+ * The sandbox voice service runs in a process of its own (as production's voice service is a peer:
+ * production requires VOICE_SERVICE_URL): the service uses it, and the relay opens a session on it per
+ * client with the same setup and passes its audio and transcripts back, so neither side's figures
+ * include the simulator and both carry the agent's audio to the client. BENCH_REALTIME_VOICE=service
+ * runs it inside the service's process instead (the relay then sends to a sink), as the benchmark did
+ * until 2026-11-26: the simulator's work is then counted against the service.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -111,9 +113,18 @@ async function level(child: BenchChild, n: number, url: (i: number) => Promise<s
     p50: s.p50Ms,
     p99: s.p99Ms,
     loopP99: s.loopDelayP99Ms,
+    cpuPct: (s.cpuUs / 1000 / s.wallMs) * 100,
     cpuPctPerSession: (s.cpuUs / 1000 / s.wallMs / n) * 100,
     rssMbPerSession: Math.max(0, s.rss - before.rss) / 2 ** 20 / n,
   };
+}
+
+/** The child's CPU with no session at all (%, over `seconds`): its fixed work (the service's job polling, heartbeats...). */
+async function idleCpuPct(child: BenchChild, seconds: number): Promise<number> {
+  await child.ask({ cmd: 'reset' }, 'reset');
+  await new Promise((r) => setTimeout(r, seconds * 1000));
+  const s = await child.ask<Stats>({ cmd: 'stats' }, 'stats');
+  return (s.cpuUs / 1000 / s.wallMs) * 100;
 }
 
 export async function run(): Promise<void> {
@@ -123,7 +134,7 @@ export async function run(): Promise<void> {
   const db = await benchDatabase();
   const max = String(Math.max(...levels) * 4 + 100);
   const childFile = path.join(import.meta.dirname, 'realtime/child.ts');
-  const voiceApart = process.env.BENCH_REALTIME_VOICE === 'process';
+  const voiceApart = process.env.BENCH_REALTIME_VOICE !== 'service';
   const voice = voiceApart ? await forkChild(childFile, ['voice'], {}) : null;
   const service = await forkChild(childFile, ['service'], {
     DATABASE_URL: db.url,
@@ -136,8 +147,8 @@ export async function run(): Promise<void> {
   const relay = voice ? await forkChild(childFile, ['relay-voice'], { VOICE_URL: voice.info.url }) : await forkChild(childFile, ['relay'], {});
   console.log(
     voice
-      ? 'Voice service: the sandbox in a process of its own, used by both (BENCH_REALTIME_VOICE=process).'
-      : "Voice service: the sandbox inside the service's process; the relay sends to a sink.",
+      ? 'Voice service: the sandbox in a process of its own, used by both.'
+      : "Voice service: the sandbox inside the service's process; the relay sends to a sink (BENCH_REALTIME_VOICE=service).",
   );
   try {
     const s = service.info.url;
@@ -161,6 +172,11 @@ export async function run(): Promise<void> {
       (await api(s, 'POST', '/api/v1/realtime/sessions', key, { agent_id: agent.agent_id, user_id: `bench-${i}`, source: 'voice' })).ws_url as string;
     const relayUrl = async () => relay.info.url.replace(/^http/, 'ws') + '/relay';
 
+    // Each side's fixed CPU with no session, measured apart so the per-session figures can be read without it.
+    const idleSeconds = Math.min(seconds, 5);
+    const idle = { service: await idleCpuPct(service, idleSeconds), relay: await idleCpuPct(relay, idleSeconds) };
+    console.log(`CPU with no session (${idleSeconds} s): service ${idle.service.toFixed(3)}%, relay ${idle.relay.toFixed(3)}%.`);
+    const net: string[] = [];
     const rows: Array<Record<string, string | number>> = [];
     let best = 0;
     let relayBest = 0;
@@ -180,12 +196,13 @@ export async function run(): Promise<void> {
         'relay p99 ms': bare.p99.toFixed(3),
         'service loop delay p99 ms': svc.loopP99.toFixed(1),
         'relay loop delay p99 ms': bare.loopP99.toFixed(1),
-        'service CPU %/session': svc.cpuPctPerSession.toFixed(2),
-        'relay CPU %/session': bare.cpuPctPerSession.toFixed(2),
+        'service CPU %/session': svc.cpuPctPerSession.toFixed(3),
+        'relay CPU %/session': bare.cpuPctPerSession.toFixed(3),
         'service MB/session': svc.rssMbPerSession.toFixed(2),
         'relay MB/session': bare.rssMbPerSession.toFixed(2),
       });
       console.log(JSON.stringify(rows.at(-1)));
+      net.push(`${((svc.cpuPct - idle.service) / (bare.cpuPct - idle.relay)).toFixed(2)}x at N=${n}`);
       // Let the sessions finalise (records, events) before the next level.
       await new Promise((r) => setTimeout(r, 1000));
     }
@@ -196,6 +213,7 @@ export async function run(): Promise<void> {
     );
     const ratios = rows.map((r) => `${(Number(r['service CPU %/session']) / Number(r['relay CPU %/session'])).toFixed(2)}x at N=${r.N}`);
     console.log(`CPU per session, service / relay: ${ratios.join(', ')} (goal: within 1.2x).`);
+    console.log(`The same without each side's CPU with no session: ${net.join(', ')}.`);
   } finally {
     for (const c of [service, relay, ...(voice ? [voice] : [])]) {
       c.proc.send({ cmd: 'exit' });

@@ -7,7 +7,10 @@
  * - `paced`: at most `concurrency` calls live, as a batch keeps them: each call carries this process's
  *   receiver as its `webhook_url`, and the next call is placed when its `call.completed` arrives.
  * A 429 (no free workspace slot) is retried after BENCH_CLIENT_RETRY_MS (default 20); a 503 (the
- * instance at capacity: the request did nothing) after its Retry-After, as a client should.
+ * instance at capacity: the request did nothing) after its Retry-After, as a client should. Its
+ * requests come from an address of their own (127.0.0.2), as a client's machine is not the carrier's:
+ * the service's per-address connection cap counts them apart from the in-process sandbox carrier's
+ * callbacks, which come from 127.0.0.1.
  * IPC: sends {ready, webhookUrl}; takes {cmd: 'run', mode, base, key, agentId, numbers, concurrency}
  * and answers {done: {placed, retried429, retried503, errors, lost, ms}} (lost: no call.completed within
  * BENCH_CLIENT_LOST_MS, default 30 s); {cmd: 'exit'} exits.
@@ -26,6 +29,43 @@ interface RunMsg {
 }
 
 const RETRY_MS = Number(process.env.BENCH_CLIENT_RETRY_MS ?? 20);
+const agent = new http.Agent({ keepAlive: true, localAddress: '127.0.0.2' });
+
+/**
+ * POST with a JSON body from the client's own address; the status, the Retry-After and the body. A
+ * kept-alive connection the server closed as idle just as it was reused fails before the request was
+ * read (Node marks it `reusedSocket`): sent again on a new connection, as Node's documentation advises.
+ */
+async function post(url: string, key: string, body: string): Promise<{ status: number; retryAfter: string | undefined; text: string }> {
+  for (;;) {
+    try {
+      return await postOnce(url, key, body);
+    } catch (err) {
+      if (!(err instanceof StaleConnection)) throw err;
+    }
+  }
+}
+
+class StaleConnection extends Error {}
+
+function postOnce(url: string, key: string, body: string): Promise<{ status: number; retryAfter: string | undefined; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      url,
+      { method: 'POST', agent, headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), Authorization: `Bearer ${key}` } },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, retryAfter: res.headers['retry-after'], text: Buffer.concat(chunks).toString() }));
+        res.on('error', reject);
+      },
+    );
+    req.on('error', (err: NodeJS.ErrnoException) =>
+      reject(req.reusedSocket && (err.code === 'ECONNRESET' || err.message === 'socket hang up') ? new StaleConnection(err.message) : err),
+    );
+    req.end(body);
+  });
+}
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 // call.completed receipts: the waiter of a call, or the ids that arrived before their POST was answered.
@@ -79,12 +119,12 @@ async function run(m: RunMsg) {
   const t0 = performance.now();
   const place = async (to: string): Promise<string | null> => {
     for (;;) {
-      const res = await fetch(`${m.base}/api/v1/calls`, {
-        method: 'POST',
-        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${m.key}` },
-        body: JSON.stringify({ agent_id: m.agentId, to_number: to, ...(m.mode === 'paced' ? { webhook_url: webhookUrl } : {}) }),
-      });
-      const text = await res.text();
+      const res = await post(
+        `${m.base}/api/v1/calls`,
+        m.key,
+        JSON.stringify({ agent_id: m.agentId, to_number: to, ...(m.mode === 'paced' ? { webhook_url: webhookUrl } : {}) }),
+      );
+      const text = res.text;
       if (res.status === 429) {
         retried429++;
         await sleep(RETRY_MS);
@@ -92,7 +132,7 @@ async function run(m: RunMsg) {
       }
       if (res.status === 503) {
         retried503++;
-        await sleep(Number(res.headers.get('retry-after') ?? 1) * 1000);
+        await sleep(Number(res.retryAfter ?? 1) * 1000);
         continue;
       }
       if (res.status !== 201) {

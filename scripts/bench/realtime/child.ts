@@ -3,7 +3,7 @@
  * share its event loop or its CPU figures. Modes:
  * - `service`: the real service, timing each audio frame from its receipt on the WebSocket to its
  *   hand-over to the voice session; its voice service is the in-process sandbox, or the one at
- *   VOICE_SERVICE_URL (a `voice` process) when the benchmark runs with BENCH_REALTIME_VOICE=process;
+ *   VOICE_SERVICE_URL (a `voice` process, the default; in-process with BENCH_REALTIME_VOICE=service);
  * - `relay`: a bare `ws` relay doing the least the same job needs: parse the JSON frame, decode the
  *   base64, send it on to an upstream WebSocket (a sink in this process, as the sandbox is for the service);
  * - `relay-voice`: the same relay with the sandbox voice service at VOICE_URL as its upstream, one

@@ -1,0 +1,4 @@
+import type Koa from 'koa';
+import type { Knex } from 'knex';
+
+export function bareKeysApp(knex: Knex): Koa;

@@ -1,0 +1,52 @@
+/**
+ * The contract benchmark's bare handler: `GET /api/v1/keys` as two queries (session lookup, key list)
+ * and JSON out, nothing else. contract.ts serves it in its own process for the first part; run as a
+ * script (`node bare.mjs`, DATABASE_URL set) it is the bare side of the part that runs as production
+ * does, and prints `{"url"}` once listening. JavaScript, not TypeScript: node 20 runs TypeScript only
+ * through a loader, and the loader (tsx) wraps every function it loads.
+ */
+import http from 'node:http';
+import { createHash } from 'node:crypto';
+import { pathToFileURL } from 'node:url';
+import Koa from 'koa';
+import knexFactory from 'knex';
+
+/** @param {import('knex').Knex} knex */
+export function bareKeysApp(knex) {
+  const app = new Koa();
+  app.use(async (ctx) => {
+    const m = /^Bearer (\S+)$/.exec(ctx.get('Authorization'));
+    const session = m
+      ? await knex('dashboard_sessions as s')
+          .join('users as u', 'u.id', 's.user_id')
+          .where('s.token_hash', createHash('sha256').update(m[1]).digest('hex'))
+          .whereNull('s.revoked_at')
+          .where('s.expires_at', '>', knex.fn.now())
+          .first('s.workspace_id')
+      : undefined;
+    if (!session) {
+      ctx.status = 401;
+      return;
+    }
+    const rows = await knex('api_keys')
+      .where({ workspace_id: session.workspace_id })
+      .orderBy('id', 'desc')
+      .select('id', 'name', 'key_prefix', 'revoked_at', 'last_used_at', 'created_at');
+    ctx.body = rows.map((k) => ({
+      id: k.id,
+      name: k.name,
+      key_prefix: k.key_prefix,
+      revoked: k.revoked_at !== null,
+      created_at: k.created_at.toISOString(),
+      last_used_at: k.last_used_at?.toISOString() ?? null,
+    }));
+  });
+  return app;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const knex = knexFactory({ client: 'pg', connection: process.env.DATABASE_URL, pool: { min: 0, max: Number(process.env.POOL_MAX ?? 20) } });
+  const server = http.createServer(bareKeysApp(knex).callback());
+  server.listen(0, '127.0.0.1', () => process.stdout.write(`${JSON.stringify({ url: `http://127.0.0.1:${server.address().port}` })}\n`));
+  process.on('SIGTERM', () => server.close(() => knex.destroy().then(() => process.exit(0))));
+}
