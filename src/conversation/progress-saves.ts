@@ -7,7 +7,7 @@
  *
  * A conversation's change waits at most `everyMs` (what a crash can lose); one tick's write at a time,
  * so a conversation's saves land in order. `settle` ends a conversation's saves before its record is
- * written.
+ * written, waiting only for the statement that holds its own save, if one is under way.
  */
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
@@ -57,12 +57,21 @@ export async function writeProgress(db: Knex, table: string, saves: ProgressJson
 
 type Read = () => ProgressColumns | null;
 
+/** A conversation taken by a tick: how to read it, and what to call once its save is written or skipped. */
+interface Due {
+  id: string;
+  read: Read;
+  done: () => void;
+}
+
 export class ProgressSaves {
   /** Conversations changed since the last tick: how to read each one's progress (null: nothing to save). */
   private changes = new Map<string, Read>();
   private timer: NodeJS.Timeout | undefined;
   /** The ticks' reads and writes, one tick after the other (so a conversation's saves land in order). */
   private ticking: Promise<void> = Promise.resolve();
+  /** Conversations taken by a tick not yet written: resolved once the statement holding the save is sent. */
+  private readonly unwritten = new Map<string, Promise<void>>();
 
   constructor(
     private readonly write: (saves: ProgressJson[]) => Promise<void>,
@@ -76,10 +85,13 @@ export class ProgressSaves {
     this.timer ??= setTimeout(() => this.tick(), this.everyMs);
   }
 
-  /** No more saves of `id`; resolves once a save of it already under way is written. */
+  /**
+   * No more saves of `id`; resolves once a save of it already taken by a tick is written (not the rest
+   * of that tick: other conversations' statements do not hold up this one's end).
+   */
   async settle(id: string): Promise<void> {
     this.changes.delete(id);
-    await this.ticking;
+    await this.unwritten.get(id);
   }
 
   /** Stops the timer; changes not yet written are dropped (the conversations' own ends write them). */
@@ -91,9 +103,26 @@ export class ProgressSaves {
 
   private tick(): void {
     this.timer = undefined;
-    const due = [...this.changes];
+    const due = [...this.changes].map(([id, read]) => this.take(id, read));
     this.changes.clear();
-    this.ticking = this.ticking.then(() => this.save(due)).catch((err: unknown) => this.log.warn({ err }, 'could not save the progress of live conversations'));
+    this.ticking = this.ticking
+      .then(() => this.save(due))
+      .catch((err: unknown) => this.log.warn({ err }, 'could not save the progress of live conversations'))
+      // Whatever failed, no settle waits for ever.
+      .finally(() => due.forEach((d) => d.done()));
+  }
+
+  /** `id` is in the tick being queued: its settle waits for this tick's statement holding it. */
+  private take(id: string, read: Read): Due {
+    let resolve!: () => void;
+    const written = new Promise<void>((r) => (resolve = r));
+    // A later tick replaces an earlier one's entry: it runs after it.
+    this.unwritten.set(id, written);
+    const done = () => {
+      if (this.unwritten.get(id) === written) this.unwritten.delete(id);
+      resolve();
+    };
+    return { id, read, done };
   }
 
   /**
@@ -101,20 +130,28 @@ export class ProgressSaves {
    * statements: serialising hundreds of long transcripts at once would hold up every other
    * conversation of the instance. Each one is serialised as it is read, since it goes on changing.
    */
-  private async save(due: Array<[string, Read]>): Promise<void> {
+  private async save(due: Due[]): Promise<void> {
     let saves: ProgressJson[] = [];
+    let held: Due[] = [];
     let bytes = 0;
     const send = async () => {
       const batch = saves;
+      const sent = held;
       saves = [];
+      held = [];
       bytes = 0;
       await this.write(batch).catch((err: unknown) => this.log.warn({ err, conversations: batch.length }, 'could not save the progress of live conversations'));
+      sent.forEach((d) => d.done());
     };
-    for (const [id, read] of due) {
-      const progress = read();
-      if (!progress) continue;
-      const one = JSON.stringify({ id, ...progress });
+    for (const d of due) {
+      const progress = d.read();
+      if (!progress) {
+        d.done();
+        continue;
+      }
+      const one = JSON.stringify({ id: d.id, ...progress });
       saves.push(one);
+      held.push(d);
       bytes += one.length;
       if (bytes >= STATEMENT_BYTES) {
         await send();

@@ -2,7 +2,7 @@
  * Progress saves of live conversations (src/conversation/progress-saves.ts): every conversation that
  * changed in a tick is written by one statement, only while a call is live, in statements of bounded
  * size (the event loop free between them); `settle` drops what is pending and waits for a write
- * under way; a web session's change made before its row exists is saved once it does.
+ * under way that holds its conversation, and only for that; a web session's change made before its row exists is saved once it does.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -89,7 +89,7 @@ describe('progress saves of live conversations', () => {
     saves.stop();
   });
 
-  it('settle drops a change not yet written and waits for a write under way', async () => {
+  it('settle drops a change not yet written and waits for a write under way that holds its conversation, not for others', async () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
     let writes = 0;
@@ -110,6 +110,14 @@ describe('progress saves of live conversations', () => {
     await waitFor(async () => (writes === 1 ? true : null), 5000, 'the write to start');
     let settled = false;
     const settling = saves.settle(underWay).then(() => (settled = true));
+    // Conversations the held write does not hold end at once: one never changed, one changed since the
+    // tick took its conversations (settled before the next tick takes it).
+    const [quiet, since] = [await call('in_progress'), await call('in_progress')];
+    const promptly = (settle: Promise<void>, what: string) =>
+      Promise.race([settle, new Promise((_, reject) => setTimeout(() => reject(new Error(`${what} waited for the held write`)), 5000))]);
+    await promptly(saves.settle(quiet), 'settle of a conversation never changed');
+    saves.changed(since, () => progress('after the tick'));
+    await promptly(saves.settle(since), 'settle of a conversation changed after the tick');
     await new Promise((r) => setTimeout(r, 3 * TICK_MS));
     assert.equal(settled, false, 'settle waits for the write under way');
     release();
@@ -120,6 +128,7 @@ describe('progress saves of live conversations', () => {
       'written before settle resolved',
     );
     assert.deepEqual(await transcriptOf(pending), [], 'the settled change was dropped');
+    assert.deepEqual(await transcriptOf(since), [], 'so was the change made after the tick');
     assert.equal(writes, 1);
     saves.stop();
   });
