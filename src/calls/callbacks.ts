@@ -117,18 +117,24 @@ export class CarrierCallbacks {
     req.verified();
   }
 
-  /** The call a provider_a callback is about: by the call id we put in its URL, else by CallSid. */
-  private async callForA(req: CarrierRequest, params: FormParams): Promise<CallRow | undefined> {
+  /** The call a provider_a callback is about: by the call id we put in its URL (read by `byId`), else by CallSid. */
+  private async callOfA<T extends CallIdentity>(
+    req: CarrierRequest,
+    params: FormParams,
+    byId: (id: string) => Promise<T | undefined>,
+  ): Promise<T | CallRow | undefined> {
     const callId = req.callId !== undefined && CALL_ID.test(req.callId) ? req.callId : null;
-    const call = callId ? await this.store.get(callId) : await this.store.findByCallSid('provider_a', one(params, 'CallSid'));
+    const call = callId ? await byId(callId) : await this.store.findByCallSid('provider_a', one(params, 'CallSid'));
     return call?.provider === 'provider_a' ? call : undefined;
   }
 
+  private callForA(req: CarrierRequest, params: FormParams): Promise<CallRow | undefined> {
+    return this.callOfA(req, params, (id) => this.store.get(id));
+  }
+
   /** As callForA, the call's identity only (kept in memory: a call's reports cost no read of it). */
-  private async identityForA(req: CarrierRequest, params: FormParams): Promise<CallIdentity | undefined> {
-    const callId = req.callId !== undefined && CALL_ID.test(req.callId) ? req.callId : null;
-    const call = callId ? await this.store.identity(callId) : await this.store.findByCallSid('provider_a', one(params, 'CallSid'));
-    return call?.provider === 'provider_a' ? call : undefined;
+  private identityForA(req: CarrierRequest, params: FormParams): Promise<CallIdentity | undefined> {
+    return this.callOfA(req, params, (id) => this.store.identity(id));
   }
 
   /** The voice webhook: TwiML connecting the call to our media stream (or rejecting / hanging it up). */
