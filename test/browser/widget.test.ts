@@ -81,7 +81,9 @@ let wav: string;
 let pageCount = 0;
 
 before(async () => {
-  t = await startTestService({ VOICE_SANDBOX_MS_PER_CHAR: '20', REALTIME_LEASE_HEARTBEAT_MS: '100', REALTIME_LEASE_EXPIRY_MS: '700' });
+  // A closed session gives its slot back at once; the expiry only has to outlast a heartbeat delayed by
+  // a loaded machine (at 700 ms a CI run once saw a live session's slot expire and a second admitted).
+  t = await startTestService({ VOICE_SANDBOX_MS_PER_CHAR: '20', REALTIME_LEASE_HEARTBEAT_MS: '250', REALTIME_LEASE_EXPIRY_MS: '5000' });
   a = await tenant(t);
   siteKey = a.apiKey;
   site = await startSite(t.url, () => siteKey);
