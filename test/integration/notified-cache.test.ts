@@ -6,6 +6,8 @@
  * - two instances on one database: B keeps an agent for its carrier callbacks' signatures and a
  *   workspace's kinds; a credential rotation, webhook registrations and deletions made on A, raw SQL,
  *   and a workspace's cascading delete all reach B by NOTIFY (polled briefly, no fixed sleeps);
+ * - before B's entries are counted, B has handled every notification of the writes that made them
+ *   (a marker notified after them has reached B), since a late one rightly drops what B kept;
  * - a dropped LISTEN connection: nothing kept is used while it is down, and a change made meanwhile
  *   (which B was never notified of) is seen once it is back, because it comes back empty.
  */
@@ -19,6 +21,7 @@ import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer, waitFor } from '../helpers/realtime.js';
 import { FAST_CALLS, createPhoneAgent, placeCall, sandboxNumber, waitForCall } from '../helpers/calls.js';
 import { providerASignature } from '../../src/carriers/provider-a/signature.js';
+import { CACHE_CHANNEL } from '../../src/db/notified-cache.js';
 
 const formBody = (params: Record<string, string>) => new URLSearchParams(params).toString();
 
@@ -94,7 +97,34 @@ describe('two instances on one database', () => {
     const number = sandboxNumber();
     const agentId = await createPhoneAgent(a, tn, 'provider_a', { provider_a_config: { account_sid: sid, auth_token: token, phone_number: number } });
     assert.equal((await a.http.post(`/api/v1/agents/${agentId}/telephony/provider_a/inbound`).set(bearer(tn.apiKey))).status, 200);
+    // The writes above are notified to B after their commits: an entry B kept before a notification
+    // arrived would be dropped by it (rightly), so B must have had them all before the test reads.
+    await caughtUp(b);
     return { agentId, token, sid, number };
+  }
+
+  /**
+   * Resolves once `s` has handled every cache notification committed before the call: a marker is
+   * notified last, and PostgreSQL delivers notifications in the order their transactions committed.
+   */
+  async function caughtUp(s: TestService) {
+    const marker = randomBytes(8).toString('hex');
+    const cache = s.service.caches.of<never>('test_barrier');
+    const invalidate = cache.invalidate;
+    const seen = new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('the marker notification never reached the instance')), 10_000);
+      cache.invalidate = (key: string) => {
+        if (key !== marker) return invalidate.call(cache, key);
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    try {
+      await a.service.db.knex.raw('select pg_notify(?, ?)', [CACHE_CHANNEL, `test_barrier ${marker}`]);
+      await seen;
+    } finally {
+      cache.invalidate = invalidate;
+    }
   }
 
   /** An inbound call to `number`, announced to `s` by the carrier's signed voice webhook: its id and CallSid. */
