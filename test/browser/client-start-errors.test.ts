@@ -20,8 +20,9 @@ let p: CustomerPage;
 before(async () => {
   t = await startTestService({
     REALTIME_PLAN_MINUTES: 'trial=600,starter=0',
-    REALTIME_LEASE_HEARTBEAT_MS: '100',
-    REALTIME_LEASE_EXPIRY_MS: '700',
+    // A live session's lease renewal delayed by a loaded machine must not free its slot (see widget.test.ts).
+    REALTIME_LEASE_HEARTBEAT_MS: '250',
+    REALTIME_LEASE_EXPIRY_MS: '5000',
     VOICE_RETRY_MAX: '1',
     VOICE_RETRY_BASE_MS: '20',
     VOICE_CONNECT_TIMEOUT_MS: '1000',
