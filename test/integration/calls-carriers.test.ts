@@ -29,8 +29,8 @@ before(async () => {
     PROVIDER_A_API_URL: external.providerAUrl,
     PROVIDER_B_API_URL: external.providerBUrl,
     CALL_DIAL_GRACE_MS: '300',
-    CALL_ORPHAN_AFTER_MS: '1000',
-    CALL_HEARTBEAT_MS: '200',
+    CALL_ORPHAN_AFTER_MS: '3000',
+    CALL_HEARTBEAT_MS: '300',
   });
   tn = await tenant(t);
 });
