@@ -1,6 +1,7 @@
 /**
  * Idempotency-Key (src/http/idempotency.ts), exercised on connectMcpServer against a real MCP server:
- * replay, key reuse with another body, a request in flight, failures that release the key, expiry.
+ * replay, key reuse with another body, a request in flight, failures that release the key, expiry;
+ * and a request in flight on each of the other operations that take a key (held on its workspace lock).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -9,6 +10,8 @@ import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { startMcpPeer, startPlainPeer, type McpPeer } from '../helpers/mcp-peers.js';
 import { Contract } from '../../src/http/contract.js';
+import { createPhoneAgent, sandboxNumber } from '../helpers/calls.js';
+import { waitFor } from '../helpers/realtime.js';
 
 const clock = { offset: 0, now: () => new Date(Date.now() + clock.offset) };
 const DAY = 24 * 60 * 60 * 1000;
@@ -197,6 +200,81 @@ describe('Idempotency-Key', () => {
     const row = await t.service.db.knex('idempotency_keys').where({ scope: tn.workspaceId, key: 'stuck-old' }).first();
     assert.equal(row.state, 'completed');
     assert.equal(row.response_body.mcp_server_id, old.body.mcp_server_id);
+  });
+
+  it("createCall, createBatch and createBatchFromCsv answer 409 while the first request waits on the workspace's lock; the call or batch is made once", async () => {
+    const tn = await tenant(t);
+    const agentId = await createPhoneAgent(t, tn, 'provider_a');
+    const later = new Date(clock.now().getTime() + 3_600_000).toISOString();
+    const toNumber = sandboxNumber();
+    const csv = Buffer.from('to_number\n+14155550002\n');
+    const cases = [
+      {
+        operationId: 'createCall',
+        table: 'calls',
+        // Admission takes the workspace's slot lock (src/workspaces/admission-store.ts).
+        lock: `session-lease:${tn.workspaceId}`,
+        send: (key: string) => t.http.post('/api/v1/calls').set(auth(tn)).set('Idempotency-Key', key).send({ agent_id: agentId, to_number: toNumber }),
+      },
+      {
+        operationId: 'createBatch',
+        table: 'batches',
+        lock: `batch_create:${tn.workspaceId}`,
+        send: (key: string) =>
+          t.http
+            .post('/api/v1/batches')
+            .set(auth(tn))
+            .set('Idempotency-Key', key)
+            .send({ agent_id: agentId, name: 'Held', scheduled_at: later, recipients: [{ to_number: '+14155550002' }] }),
+      },
+      {
+        operationId: 'createBatchFromCsv',
+        table: 'batches',
+        lock: `batch_create:${tn.workspaceId}`,
+        send: (key: string) =>
+          t.http
+            .post('/api/v1/batches/csv')
+            .set(auth(tn))
+            .set('Idempotency-Key', key)
+            .field('agent_id', agentId)
+            .field('name', 'Held CSV')
+            .field('scheduled_at', later)
+            .attach('file', csv, { filename: 'numbers.csv', contentType: 'text/csv' }),
+      },
+    ];
+    const knex = t.service.db.knex;
+    for (const c of cases) {
+      const key = `held-${c.operationId}`;
+      const rows = () => knex(c.table).where({ workspace_id: tn.workspaceId }).count<{ count: string }[]>('* as count');
+      const [{ count: before }] = await rows();
+      const trx = await knex.transaction();
+      let first;
+      try {
+        await trx.raw('select pg_advisory_xact_lock(hashtext(?))', [c.lock]);
+        first = c.send(key).then((r) => r);
+        await waitFor(
+          async () => Boolean(await knex('idempotency_keys').where({ scope: tn.workspaceId, key, state: 'in_progress' }).first()),
+          5000,
+          `${c.operationId} to claim its key`,
+        );
+        const second = await c.send(key);
+        assert.equal(second.status, 409, `${c.operationId}: ${second.text}`);
+        assert.equal(second.body.error.code, 'idempotency_request_in_progress');
+      } finally {
+        await trx.commit();
+      }
+      const done = await first;
+      assert.equal(done.status, 201, `${c.operationId}: ${done.text}`);
+      const third = await c.send(key);
+      assert.equal(third.status, 201, third.text);
+      assert.equal(third.headers['idempotent-replayed'], 'true');
+      assert.deepEqual(third.body, done.body);
+      const [{ count: after }] = await rows();
+      assert.equal(Number(after) - Number(before), 1, `${c.operationId} made one`);
+      if (c.operationId === 'createCall') {
+        assert.equal((await t.http.post(`/api/v1/calls/${done.body.call_id}/hangup`).set(auth(tn))).status, 200);
+      }
+    }
   });
 
   it('applies to every operation that declares the header, and each declares Idempotent-Replayed on its 2xx responses', () => {
