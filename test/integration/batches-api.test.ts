@@ -185,6 +185,19 @@ describe('createBatch', () => {
     const twice = await t.http.post(`/api/v1/batches/${first.body.batch_id}/cancel`).set(bearer(tn.apiKey));
     assert.equal(twice.status, 409);
     assert.equal(twice.body.error.code, 'batch_already_terminal');
+    const paused = await t.http.post(`/api/v1/batches/${first.body.batch_id}/pause`).set(bearer(tn.apiKey));
+    assert.equal(paused.status, 409);
+    assert.equal(paused.body.error.code, 'batch_already_terminal');
+    // Billing is judged before the batch: on an inactive subscription a finished batch is not retried.
+    await setWorkspace(t, tn.workspaceId, { subscription_status: 'past_due' });
+    try {
+      const retried = await t.http.post(`/api/v1/batches/${first.body.batch_id}/retry`).set(bearer(tn.apiKey));
+      assert.equal(retried.status, 402, retried.text);
+      assert.equal(retried.body.error.code, 'subscription_inactive');
+    } finally {
+      await setWorkspace(t, tn.workspaceId, { subscription_status: 'active' });
+    }
+    assert.deepEqual(await getBatch(t, tn, first.body.batch_id), done, 'the refusals changed nothing');
   });
 });
 
