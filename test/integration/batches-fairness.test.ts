@@ -118,6 +118,21 @@ describe('fair dispatch', () => {
     });
     assert.equal(many.status, 429, JSON.stringify(many.body));
     assert.equal(many.body.error.code, 'pending_recipient_limit_reached');
+    // The CSV upload is held to the same caps.
+    const csv = (numbers: string[]) => Buffer.from(['to_number', ...numbers].join('\n'));
+    const upload = (tn: Tenant, agent: string, numbers: string[]) =>
+      t.http
+        .post('/api/v1/batches/csv')
+        .set(bearer(tn.apiKey))
+        .field('agent_id', agent)
+        .field('name', 'From a file')
+        .attach('file', csv(numbers), { filename: 'numbers.csv', contentType: 'text/csv' });
+    const overByFile = await upload(neighbour, neighbourAgent, sandboxNumbers('0002', 1, next++));
+    assert.equal(overByFile.status, 429, overByFile.text);
+    assert.equal(overByFile.body.error.code, 'batch_limit_reached');
+    const manyByFile = await upload(third, agentId, sandboxNumbers('0002', 101, 500));
+    assert.equal(manyByFile.status, 429, manyByFile.text);
+    assert.equal(manyByFile.body.error.code, 'pending_recipient_limit_reached');
     const fits = await createBatch(t, third, {
       agent_id: agentId,
       name: 'Fits',
