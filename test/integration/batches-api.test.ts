@@ -266,6 +266,23 @@ describe('createBatchFromCsv', () => {
     assert.equal(noFile.body.detail[0].loc.at(-1), 'file');
     assert.deepEqual(await stored(tn.workspaceId), before);
   });
+  it('a file over 8 MB is 413 naming the file, and a workspace whose subscription is inactive is 402; nothing is stored', async () => {
+    const before = await stored(tn.workspaceId);
+    const rows = `+14155550100,${'x'.repeat(1000)}\n`.repeat(9000);
+    const big = await csvUpload(tn.apiKey, `to_number,note\n${rows}`, { agent_id: agentId, name: 'x' });
+    assert.equal(big.status, 413, big.text.slice(0, 300));
+    assert.equal(big.body.error.code, 'payload_too_large');
+    assert.equal(big.body.error.param, 'file');
+    assert.deepEqual(await stored(tn.workspaceId), before);
+    const ws = await tenant(t, 'CSV billing');
+    const agent = await createPhoneAgent(t, ws, 'provider_a');
+    await setWorkspace(t, ws.workspaceId, { subscription_status: 'past_due' });
+    const refused = await csvUpload(ws.apiKey, 'to_number\n+14155550100\n', { agent_id: agent, name: 'x' });
+    assert.equal(refused.status, 402, refused.text);
+    assert.equal(refused.body.error.code, 'subscription_inactive');
+    assert.deepEqual(await stored(ws.workspaceId), { batches: 0, recipients: 0 });
+  });
+
   it('a header with four million empty columns, a row with a million fields or one huge record: a small 422 naming the limit, nothing stored', async () => {
     const before = await stored(tn.workspaceId);
     const huge = await csvUpload(tn.apiKey, `to_number${','.repeat(4_000_000)}\n+14155550100\n`, { agent_id: agentId, name: 'x' });
