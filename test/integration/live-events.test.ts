@@ -327,6 +327,17 @@ describe('a web session', () => {
     const url = `${t.url}/api/v1/realtime/conversations/${sessionId}/events`;
     const sse = await openSse(url, bearer(tn.apiKey));
     assert.equal(sse.status, 200);
+    // The workspace's cap of open streams (3 here) holds for a web session's streams as for a call's.
+    const more = await Promise.all([1, 2].map(() => openSse(url, bearer(tn.apiKey))));
+    assert.deepEqual(
+      more.map((s) => s.status),
+      [200, 200],
+    );
+    const refused = await openSse(url, bearer(tn.apiKey));
+    assert.equal(refused.status, 429);
+    assert.equal(refused.error?.error.code, 'event_stream_limit_reached');
+    assert.ok(refused.headers['retry-after']);
+    for (const s of more) s.close();
     await c.next('turn_complete');
     c.sendFrame('text/plain', Buffer.from('What are your opening hours on Saturday?').toString('base64'));
     await sse.waitFor((m) => m.event === 'transcript' && m.data.role === 'user' && m.data.final);
