@@ -207,6 +207,15 @@ describe('a recorded web voice session', () => {
     const part = await binary(t.http.get(path).set('Range', 'bytes=0-3'));
     assert.equal(part.status, 206);
     assert.equal((part.body as Buffer).toString('ascii'), 'RIFF');
+    const size = (ok.body as Buffer).length;
+    const beyond = await t.http.get(path).set('Range', `bytes=${size}-`);
+    assert.equal(beyond.status, 416);
+    assert.equal(beyond.headers['content-range'], `bytes */${size}`);
+    assert.equal(beyond.body.error.code, 'range_not_satisfiable');
+    // A link whose parts are not of their form at all is refused before its signature is checked.
+    const garbled = await t.http.get(path.replace(/expires=\d+/, 'expires=soon'));
+    assert.equal(garbled.status, 422);
+    assert.equal(garbled.body.error.param, 'expires');
     const sig = url.searchParams.get('signature')!;
     const forged = await t.http.get(path.replace(sig, `${sig.slice(0, -1)}${sig.endsWith('0') ? '1' : '0'}`));
     assert.equal(forged.status, 403);
@@ -380,10 +389,16 @@ describe('a live session, deleting, retention and the size cap', () => {
     const { c, sessionId } = await open(agentId);
     await c.next('turn_complete');
     await c.close();
-    assert.ok((await record(sessionId)).recording);
+    const before = await record(sessionId);
+    assert.ok(before.recording);
     const del = await t.http.delete(`/api/v1/realtime/conversations/${sessionId}/recording`).set(bearer(tn.apiKey));
     assert.equal(del.status, 200);
     assert.deepEqual(del.body, { conversation_id: sessionId, deleted: true });
+    const link = new URL(before.recording_url);
+    const byLink = await t.http.get(`${link.pathname}${link.search}`);
+    assert.equal(byLink.status, 404, 'the signed link of a deleted recording');
+    assert.equal(byLink.body.error.code, 'recording_not_found');
+    assert.equal(byLink.body.error.reason, 'deleted');
     const afterDelete = await record(sessionId);
     assert.equal('recording' in afterDelete, false);
     const [row] = await t.service.db.knex('recordings').where({ conversation_id: sessionId });

@@ -224,6 +224,10 @@ describe('download, links, deleting and retention', () => {
     const part = await binary(t.http.get(path).set('Range', 'bytes=0-3'));
     assert.equal(part.status, 206);
     assert.equal((part.body as Buffer).toString('ascii'), 'RIFF');
+    const beyond = await t.http.get(path).set('Range', `bytes=${size}-`);
+    assert.equal(beyond.status, 416);
+    assert.equal(beyond.headers['content-range'], `bytes */${size}`);
+    assert.equal(beyond.body.error.code, 'range_not_satisfiable');
     const sig = url.searchParams.get('signature')!;
     const forged = path.replace(sig, `${sig.slice(0, -1)}${sig.endsWith('0') ? '1' : '0'}`);
     const bad = await t.http.get(forged);
@@ -291,6 +295,11 @@ describe('download, links, deleting and retention', () => {
     const dl = await t.http.get(`/api/v1/calls/${call.call_id}/recording`).set(bearer(tn.apiKey));
     assert.equal(dl.status, 404);
     assert.equal(dl.body.error.reason, 'deleted');
+    const link = new URL(call.recording_url);
+    const byLink = await t.http.get(`${link.pathname}${link.search}`);
+    assert.equal(byLink.status, 404, 'the signed link of a deleted recording');
+    assert.equal(byLink.body.error.code, 'recording_not_found');
+    assert.equal(byLink.body.error.reason, 'deleted');
     const again = await t.http.delete(`/api/v1/calls/${call.call_id}/recording`).set(bearer(tn.apiKey));
     assert.equal(again.status, 404);
   });
