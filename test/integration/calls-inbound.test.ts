@@ -63,7 +63,7 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
       assert.equal(after.body.error.code, 'no_agent_for_number');
     });
 
-    it('refusals change nothing: not configured (409), number in use (409), unknown number or bad credentials at the carrier (502)', async () => {
+    it('refusals change nothing: not configured (409), number in use (409), unknown number or bad credentials at the carrier (502), and the same when turning inbound off', async () => {
       const bare = await createAgent(t, tn);
       const notConfigured = await enable(bare, provider);
       assert.equal(notConfigured.status, 409);
@@ -93,6 +93,20 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
         const agent = await t.http.get(`/api/v1/agents/${id}`).set(bearer(tn.apiKey));
         assert.equal(agent.body.telephony[provider].inbound_enabled, false);
       }
+
+      // Turning inbound off asks the carrier too: credentials it refuses are 502, and inbound stays on.
+      assert.equal((await t.http.patch(`/api/v1/agents/${first}`).set(bearer(tn.apiKey)).send(badCreds)).status, 200);
+      const notOff = await disable(first, provider);
+      assert.equal(notOff.status, 502, notOff.text);
+      assert.equal(notOff.body.error.code, 'carrier_auth_failed');
+      assert.equal((await t.http.get(`/api/v1/agents/${first}`).set(bearer(tn.apiKey))).body.telephony[provider].inbound_enabled, true);
+      // A credential cleared (a field sent as null) leaves inbound on with the config incomplete: 409, still on.
+      const cleared = provider === 'provider_a' ? { provider_a_config: { auth_token: null } } : { provider_b_config: { api_key: null } };
+      assert.equal((await t.http.patch(`/api/v1/agents/${first}`).set(bearer(tn.apiKey)).send(cleared)).status, 200);
+      const incomplete = await disable(first, provider);
+      assert.equal(incomplete.status, 409, incomplete.text);
+      assert.equal(incomplete.body.error.code, 'provider_not_configured');
+      assert.equal((await t.http.get(`/api/v1/agents/${first}`).set(bearer(tn.apiKey))).body.telephony[provider].inbound_enabled, true);
     });
   });
 }
