@@ -10,7 +10,7 @@ import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { startHttpPeer, type HttpPeer } from '../helpers/http-peer.js';
 import { bearer } from '../helpers/realtime.js';
-import { FAST_CALLS, createPhoneAgent, placeCall, sandboxNumber, waitForCall, type Provider } from '../helpers/calls.js';
+import { FAST_CALLS, createPhoneAgent, getCall, placeCall, providerConfig, sandboxNumber, waitForCall, type Provider } from '../helpers/calls.js';
 import type { SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 
 let t: TestService;
@@ -152,12 +152,22 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
       assert.equal(sim.transferredTo, '+14155550172');
     });
 
-    it('hang up through the API: a live call ends with api_hangup; asking again after the end is 409', async () => {
-      const agentId = await createPhoneAgent(t, tn, provider);
+    it('hang up through the API: a live call ends with api_hangup; the carrier refusing it is 502 and the call goes on; asking again after the end is 409', async () => {
+      const config = providerConfig(provider);
+      const agentId = await createPhoneAgent(t, tn, provider, config);
       const to = sandboxNumber('6005');
       sandboxOf(t).setScript(to, [{ waitForAgent: true }, { say: 'Hold on a second.' }, { pause: 20_000 }]);
       const res = await placeCall(t, tn, { agent_id: agentId, to_number: to });
       await waitForCall(t, tn, res.body.call_id, (c) => c.status === 'in_progress' && c.transcript.length >= 2);
+      const patch = (body: Record<string, unknown>) => t.http.patch(`/api/v1/agents/${agentId}`).set(bearer(tn.apiKey)).send(body);
+      const refusedCredentials =
+        provider === 'provider_a' ? { provider_a_config: { auth_token: 'not-hex' } } : { provider_b_config: { api_key: 'sk_wrong_shape' } };
+      assert.equal((await patch(refusedCredentials)).status, 200);
+      const refused = await t.http.post(`/api/v1/calls/${res.body.call_id}/hangup`).set(bearer(tn.apiKey));
+      assert.equal(refused.status, 502, refused.text);
+      assert.equal(refused.body.error.code, 'carrier_auth_failed');
+      assert.equal((await getCall(t, tn, res.body.call_id)).status, 'in_progress', 'the call goes on');
+      assert.equal((await patch(config)).status, 200);
       const hung = await t.http.post(`/api/v1/calls/${res.body.call_id}/hangup`).set(bearer(tn.apiKey));
       assert.equal(hung.status, 200, JSON.stringify(hung.body));
       const call = await waitForCall(t, tn, res.body.call_id);
