@@ -200,6 +200,18 @@ describe('refusals of single operations', () => {
     }
   });
 
+  it('provider_a callbacks whose call_id is not a call id are refused 422 naming it', async () => {
+    for (const path of ['/telephony/provider_a/voice', '/telephony/provider_a/status', '/telephony/provider_a/amd']) {
+      const res = await t.http
+        .post(`${path}?call_id=not-a-call`)
+        .type('form')
+        .set('X-Twilio-Signature', 'c2lnbmF0dXJl')
+        .send('CallSid=CA1&AccountSid=AC1&From=%2B14155550199&To=%2B14155550100&CallStatus=ringing&Direction=inbound&AnsweredBy=human');
+      assert.equal(res.status, 422, `${path}: ${res.text}`);
+      assert.equal(res.body.error.param, 'call_id');
+    }
+  });
+
   it('a CSV batch for an agent that does not exist is 404 agent_not_found, and one sent as JSON 415; nothing is stored', async () => {
     const before = await workspaceState(owner.workspaceId);
     const unknownAgent = await t.http
