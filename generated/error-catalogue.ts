@@ -4,6 +4,8 @@ export const errorCatalogue = {
   invalid_request: { statuses: [400, 422], meaning: "The request could not be read as sent (malformed query string, headers or body), or is invalid in a way no more specific code names." },
   invalid_multipart: { statuses: [400], meaning: "The multipart body could not be read." },
   request_aborted: { statuses: [400], meaning: "The client closed the request before its body arrived." },
+  request_timeout: { statuses: [408], meaning: "The request's headers, or the whole request, did not arrive within the deployment's deadlines (`HTTP_HEADERS_TIMEOUT_MS`, `HTTP_REQUEST_TIMEOUT_MS`); the connection is closed." },
+  headers_too_large: { statuses: [431], meaning: "The request's headers are larger than the server reads (16 KiB); the connection is closed." },
   invalid_oauth_state: { statuses: [400], meaning: "The OAuth callback's `state` is unknown, used or expired." },
   missing_authorization_code: { statuses: [400], meaning: "The OAuth callback carries no `code`." },
   oauth_consent_denied: { statuses: [400], meaning: "The person declined the MCP server's OAuth consent." },

@@ -13,6 +13,7 @@ import { Counter, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Config } from './config.js';
 import { openDatabase, type Database } from './db/database.js';
 import { Listener } from './db/listener.js';
+import { answerClientErrors } from './http/client-errors.js';
 import { NotifiedCaches } from './db/notified-cache.js';
 import { Contract } from './http/contract.js';
 import type { Handlers } from './contract/handlers.js';
@@ -587,6 +588,7 @@ export async function startService(
   };
   const server = http.createServer(serverOptions(limits), app.callback());
   limitConnections(server, limits, log);
+  answerClientErrors(server, log);
   // Every WebSocket endpoint by path, in one place (telephony media streams join here); any other
   // upgrade path is answered 404 and its socket destroyed.
   routeUpgrades(server, [realtime.upgradeRoute, ...media.routes]);

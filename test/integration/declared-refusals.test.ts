@@ -13,10 +13,12 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
-import { bearer, operator } from '../helpers/realtime.js';
+import { bearer, freshAddress, operator } from '../helpers/realtime.js';
+import { readRawAnswer } from '../helpers/raw-http.js';
 import { Contract, type OperationInfo } from '../../src/http/contract.js';
 
 interface Schema {
@@ -73,7 +75,8 @@ const wellFormed = (params: Array<{ name: string; schema: Schema }>): Record<str
 const fill = (op: OperationInfo, values: Record<string, string>) => op.path.replace(/\{([^}]+)\}/g, (_, name: string) => encodeURIComponent(values[name]));
 
 const isDeveloperOperation = (op: OperationInfo) => op.security.some((s) => 'ApiKey' in s);
-const operations = [...Contract.load().operations.values()].filter(isDeveloperOperation);
+const allOperations = [...Contract.load().operations.values()];
+const operations = allOperations.filter(isDeveloperOperation);
 
 let t: TestService;
 let owner: Tenant;
@@ -162,6 +165,38 @@ describe('refusals every operation of a kind declares', () => {
     });
     ctx.diagnostic(`${tried} constrained path parameters`);
     assert.ok(tried >= 45, `only ${tried} constrained path parameters`);
+  });
+
+  it('a JSON body cut off before its Content-Length is 400 request_aborted in the envelope on every operation that takes one, and nothing changes', async (ctx) => {
+    const port = Number(new URL(t.url).port);
+    // Every operation, whatever its credentials: a body is read before the router looks at them.
+    const takesJson = allOperations.filter((op) => op.requestContentTypes.includes('application/json'));
+    ctx.diagnostic(`${takesJson.length} operations take a JSON body`);
+    assert.ok(takesJson.length >= 20, `only ${takesJson.length} operations take a JSON body`);
+    await refusedLeavingAllAsItWas(async (wrong) => {
+      for (const op of takesJson) {
+        const head = [
+          `${op.method} ${fill(op, wellFormed(pathParameters(op)))} HTTP/1.1`,
+          'Host: x',
+          `Authorization: Bearer ${owner.apiKey}`,
+          'Content-Type: application/json',
+          'Content-Length: 100',
+          'Connection: close',
+        ].join('\r\n');
+        // The client sends 10 of the 100 bytes it announced, then ends its side of the connection.
+        const answer = await new Promise<string>((resolve, reject) => {
+          let received = '';
+          const socket = net.connect({ host: '127.0.0.1', port, localAddress: freshAddress() }, () => socket.end(`${head}\r\n\r\n{"name": "`));
+          socket.on('data', (d) => (received += d.toString()));
+          socket.on('close', () => resolve(received));
+          socket.on('error', reject);
+        });
+        const refusal = readRawAnswer(answer);
+        if (refusal.status !== 400 || refusal.body?.error?.code !== 'request_aborted' || refusal.body.error.request_id !== refusal.requestId) {
+          wrong.push(`${op.operationId}: ${answer.slice(0, 300)}`);
+        }
+      }
+    });
   });
 
   it('a well-formed id that names nothing is 404 with its resource code, on every operation that takes no body, and nothing changes', async (ctx) => {

@@ -1,13 +1,15 @@
 /**
  * Slow or many connections from one client cannot exhaust the instance: a request's headers and the
  * whole request have deadlines (408, connection closed), and one address may hold only so many open
- * connections (more are closed on arrival) while other clients are served.
+ * connections (more are closed on arrival) while other clients are served. What the HTTP parser
+ * refuses (deadlines, malformed or oversized headers) is answered in the error envelope.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { freshAddress } from '../helpers/realtime.js';
+import { readRawAnswer } from '../helpers/raw-http.js';
 
 let t: TestService;
 let port: number;
@@ -47,6 +49,15 @@ function closedSoon(raw: Raw): Promise<string> {
   ]);
 }
 
+/** `answer` is `status` with `code` in the error envelope, its request id the one in X-Request-Id. */
+function assertRefusal(answer: string, status: number, code: string): void {
+  const refusal = readRawAnswer(answer);
+  assert.equal(refusal.status, status, answer.slice(0, 300));
+  assert.equal(refusal.body?.error?.code, code, answer.slice(0, 300));
+  assert.equal(refusal.body?.error?.type, 'invalid_request_error');
+  assert.ok(refusal.requestId && refusal.body?.error?.request_id === refusal.requestId, 'the request id is in the header and the body');
+}
+
 async function healthz(localAddress: string): Promise<string> {
   const raw = await open(localAddress, 'GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n');
   return raw.closed;
@@ -56,7 +67,7 @@ describe('connection limits', () => {
   it('closes a connection whose headers do not arrive in time with 408, and serves others meanwhile', async () => {
     const slow = await open(freshAddress(), 'GET /healthz HTTP/1.1\r\nHost: x\r\n');
     assert.match(await healthz(freshAddress()), /^HTTP\/1\.1 200/);
-    assert.match(await closedSoon(slow), /^HTTP\/1\.1 408/);
+    assertRefusal(await closedSoon(slow), 408, 'request_timeout');
   });
 
   it('closes a request whose body does not arrive in time with 408', async () => {
@@ -66,10 +77,18 @@ describe('connection limits', () => {
     );
     const keepSending = setInterval(() => slow.socket.write(' '), 100);
     try {
-      assert.match(await closedSoon(slow), /^HTTP\/1\.1 408/);
+      assertRefusal(await closedSoon(slow), 408, 'request_timeout');
     } finally {
       clearInterval(keepSending);
     }
+  });
+
+  it('answers what the HTTP parser cannot read in the error envelope, and closes: a malformed header 400, headers over 16 KiB 431', async () => {
+    const malformed = await open(freshAddress(), 'GET /healthz HTTP/1.1\r\nHost: x\r\nNot A Header\r\n\r\n');
+    assertRefusal(await closedSoon(malformed), 400, 'invalid_request');
+    const large = await open(freshAddress(), `GET /healthz HTTP/1.1\r\nHost: x\r\nX-Large: ${'a'.repeat(20_000)}\r\n\r\n`);
+    assertRefusal(await closedSoon(large), 431, 'headers_too_large');
+    assert.match(await healthz(freshAddress()), /^HTTP\/1\.1 200/, 'the server goes on');
   });
 
   it('one address holds at most HTTP_MAX_CONNECTIONS_PER_IP connections; others are unaffected; a freed one can be reused', async () => {
