@@ -12,34 +12,32 @@ import http from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { newId } from '../lib/ids.js';
-import type { CodeFor } from '../errors/api-error.js';
+import { ApiError } from './errors.js';
+import { errorBody } from './envelope.js';
 
-interface Answer<S extends number> {
-  status: S;
-  code: CodeFor<S>;
-  message: string;
-}
-
-function answerFor(code: string | undefined): Answer<400> | Answer<408> | Answer<431> {
-  switch (code) {
+function refusalFor(parserCode: string | undefined): ApiError {
+  switch (parserCode) {
     case 'ERR_HTTP_REQUEST_TIMEOUT':
-      return { status: 408, code: 'request_timeout', message: 'The request did not arrive in time; the connection is closed.' };
+      return new ApiError(408, 'invalid_request_error', 'request_timeout', 'The request did not arrive in time; the connection is closed.');
     case 'HPE_HEADER_OVERFLOW':
-      return { status: 431, code: 'headers_too_large', message: 'The request headers are larger than the server reads (16 KiB).' };
+      return new ApiError(431, 'invalid_request_error', 'headers_too_large', 'The request headers are larger than the server reads (16 KiB).');
     case 'HPE_INVALID_EOF_STATE':
-      return { status: 400, code: 'request_aborted', message: 'The request ended before its body arrived.' };
+      return new ApiError(400, 'invalid_request_error', 'request_aborted', 'The request ended before its body arrived.');
     default:
-      return { status: 400, code: 'invalid_request', message: 'The request is not HTTP/1.1 the server can read (its request line or a header is malformed).' };
+      return new ApiError(
+        400,
+        'invalid_request_error',
+        'invalid_request',
+        'The request is not HTTP/1.1 the server can read (its request line or a header is malformed).',
+      );
   }
 }
 
-/** The raw HTTP/1.1 response carrying `answer` in the error envelope. */
-export function clientErrorResponse(answer: Answer<number>, requestId: string): string {
-  const body = JSON.stringify({
-    error: { type: 'invalid_request_error', code: answer.code, message: answer.message, param: null, request_id: requestId },
-  });
+/** The raw HTTP/1.1 response carrying `err` in the error envelope (there is no Koa context to render it). */
+function rawResponse(err: ApiError, requestId: string): string {
+  const body = JSON.stringify({ error: errorBody(err, requestId) });
   return [
-    `HTTP/1.1 ${answer.status} ${http.STATUS_CODES[answer.status]}`,
+    `HTTP/1.1 ${err.status} ${http.STATUS_CODES[err.status]}`,
     'Content-Type: application/json; charset=utf-8',
     `Content-Length: ${Buffer.byteLength(body)}`,
     `X-Request-Id: ${requestId}`,
@@ -55,10 +53,10 @@ export function answerClientErrors(server: http.Server, log: Logger): void {
     // Node's own field: the app's response on this connection, if one exists.
     const inFlight = (socket as Duplex & { _httpMessage?: http.ServerResponse })._httpMessage;
     if (socket.writable && !inFlight?.headersSent && err.code !== 'ECONNRESET') {
-      const answer = answerFor(err.code);
+      const refusal = refusalFor(err.code);
       const requestId = newId('request');
-      log.info({ requestId, status: answer.status, code: err.code }, 'request refused by the HTTP parser');
-      socket.write(clientErrorResponse(answer, requestId));
+      log.info({ requestId, status: refusal.status, code: err.code }, 'request refused by the HTTP parser');
+      socket.write(rawResponse(refusal, requestId));
     }
     socket.destroy();
   });

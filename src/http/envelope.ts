@@ -44,17 +44,22 @@ export function fromHttpError(err: HttpishError, limitBytes: number): ApiError<4
   return null;
 }
 
-export function renderError(ctx: import('koa').Context, err: ApiError, contract: Contract): void {
-  ctx.status = err.status;
-  for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
-  const error = {
+/** The envelope's `error` object of `err`. */
+export function errorBody(err: ApiError, requestId: string | null) {
+  return {
     type: err.type,
     code: err.code,
     ...(err.reason ? { reason: err.reason } : {}),
     message: err.message,
     param: err.param,
-    request_id: (ctx.state.requestId as string | undefined) ?? null,
+    request_id: requestId,
   };
+}
+
+export function renderError(ctx: import('koa').Context, err: ApiError, contract: Contract): void {
+  ctx.status = err.status;
+  for (const [name, value] of Object.entries(err.headers)) ctx.set(name, value);
+  const error = errorBody(err, (ctx.state.requestId as string | undefined) ?? null);
   // Matched before the body was read (route-match.ts), so an unreadable body is answered in the operation's shape.
   const operationId = ctx.state.operationId;
   if (err.status === 422 && operationId && contract.usesListShaped422(operationId)) {
