@@ -12,14 +12,13 @@
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import net from 'node:net';
-import path from 'node:path';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer, freshAddress, operator } from '../helpers/realtime.js';
 import { readRawAnswer } from '../helpers/raw-http.js';
 import { Contract, type OperationInfo } from '../../src/http/contract.js';
+import { internalOpenapiDocument } from '../../src/contract/documents.js';
 
 interface Schema {
   $ref?: string;
@@ -38,7 +37,7 @@ interface Document {
   paths: Record<string, Record<string, { operationId?: string; parameters?: Parameter[] }> & { parameters?: Parameter[] }>;
 }
 
-const bundle = JSON.parse(readFileSync(path.resolve(import.meta.dirname, '../../generated/openapi-internal.json'), 'utf8')) as Document;
+const bundle = internalOpenapiDocument() as unknown as Document;
 
 function resolve<T extends { $ref?: string }>(value: T): T {
   if (!value.$ref) return value;
