@@ -2109,8 +2109,10 @@ export interface paths {
         /**
          * Prometheus metrics
          * @description Request counts and durations by operationId, `media_audio_dropped_seconds_total{stream="call"|"realtime"}`
-         *     (caller audio dropped beyond a stream's budget of real time plus a small burst), plus Node.js
-         *     process metrics. For the deployment's
+         *     (caller audio dropped beyond a stream's budget of real time plus a small burst),
+         *     `media_input_dropped_total{stream="call"|"realtime", kind="keys"|"text"|"image", reason="rate"|"size"}`
+         *     (keys a caller pressed, typed messages and images dropped beyond their budget or size cap), plus
+         *     Node.js process metrics. For the deployment's
          *     metrics scraper: it takes `Authorization: Bearer <METRICS_TOKEN>` (or the `ADMIN_TOKEN`), and
          *     exists only when one of them is set (404 otherwise).
          */

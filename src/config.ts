@@ -250,6 +250,16 @@ const schema = z.object({
    */
   REALTIME_AUDIO_RATE: z.coerce.number().min(0.1).max(1000).default(1),
   REALTIME_AUDIO_BURST_MS: durationMs(2_000),
+  /**
+   * Budgets of one realtime session, a second and at once: typed messages (`text/plain`, each a model
+   * turn; a person sends at most about one a second) and images (`image/jpeg`; the client library
+   * sends one a second). What is over is dropped, answered with `text_rate_limited` /
+   * `image_rate_limited` once a run of drops, and counted in `media_input_dropped_total`.
+   */
+  REALTIME_TEXT_RATE: z.coerce.number().min(0.01).max(1000).default(1),
+  REALTIME_TEXT_BURST: z.coerce.number().int().min(1).max(10_000).default(10),
+  REALTIME_IMAGE_RATE: z.coerce.number().min(0.01).max(1000).default(2),
+  REALTIME_IMAGE_BURST: z.coerce.number().int().min(1).max(10_000).default(10),
   /** `no_audio_received`: an image this long after the first image with no audio received. */
   REALTIME_NO_AUDIO_AFTER_MS: durationMs(8_000),
   /** Tool calls of a realtime session: time limit, and delay before the agent says a filler line. */
@@ -300,6 +310,14 @@ const schema = z.object({
   CALL_SILENCE_TIMEOUT_MS: durationMs(30_000),
   /** Keys the person presses form one input to the model until `#`, 64 keys, or this long without a key. */
   CALL_DTMF_GAP_MS: z.coerce.number().int().min(100).max(60_000).default(2000),
+  /**
+   * Keys a call's caller may press, a second and at once (DTMF needs at least 40 ms of tone and 40 ms
+   * of pause a key, so no phone sends more than 12.5 a second; people type fewer). Keys beyond are
+   * dropped before they reach the agent and counted in `media_input_dropped_total`. With the
+   * in-process sandbox carriers the rate is multiplied by their SANDBOX_CARRIERS_SPEED.
+   */
+  CALL_DTMF_RATE: z.coerce.number().min(0.01).max(1000).default(10),
+  CALL_DTMF_BURST: z.coerce.number().int().min(1).max(10_000).default(20),
   /** Metering: cents per started minute of a phone call (from answer to hang-up). */
   CALL_CENTS_PER_MINUTE: z.coerce.number().int().min(0).default(10),
   /** How long the carrier has to accept a dial request before the call counts as lost (added to its deadline). */

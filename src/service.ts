@@ -19,6 +19,7 @@ import { Contract } from './http/contract.js';
 import type { Handlers } from './contract/handlers.js';
 import { createApp } from './app.js';
 import { systemClock, type Clock } from './lib/clock.js';
+import type { BudgetClock } from './lib/budget.js';
 import { loadSecretBox, type SecretBox } from './crypto/secrets.js';
 import { checkSecretsKey } from './crypto/key-check.js';
 import { WorkspaceStore } from './workspaces/store.js';
@@ -146,6 +147,8 @@ export async function startService(
     clock?: Clock;
     /** What web sessions' recordings place audio by (tests move it; default: `clock`). */
     recordingClock?: Clock;
+    /** What the budgets of live streams (audio, keys, typed messages, images) refill by (tests hold it still to count; default: the monotonic clock). */
+    budgetClock?: BudgetClock;
     /** Benchmarks: realtime frame receipt-to-forward time. */
     onFrameForwarded?: (ns: bigint) => void;
     /** Benchmarks: phone call caller-frame receipt-to-forward time. */
@@ -174,6 +177,13 @@ export async function startService(
     name: 'media_audio_dropped_seconds_total',
     help: 'Caller audio dropped beyond its stream budget (real time plus a burst), seconds, by kind of stream.',
     labelNames: ['stream'] as const,
+    registers: [metrics],
+  });
+  // Keys, typed messages and images beyond their stream's budget (rate) or size cap, dropped before the voice service.
+  const inputDropped = new Counter({
+    name: 'media_input_dropped_total',
+    help: 'Keys a caller pressed, typed messages and images dropped beyond their stream budget (reason rate) or size cap (reason size), by kind of stream.',
+    labelNames: ['stream', 'kind', 'reason'] as const,
     registers: [metrics],
   });
   /** Set by close(): readiness answers 503 and new calls and sessions are refused. */
@@ -317,6 +327,8 @@ export async function startService(
     recordingClock: opts.recordingClock ?? clock,
     onForward: opts.onFrameForwarded,
     onAudioDropped: (seconds) => audioDropped.inc({ stream: 'realtime' }, seconds),
+    onInputDropped: (kind, reason) => inputDropped.inc({ stream: 'realtime', kind, reason }),
+    budgetClock: opts.budgetClock,
     live: liveEvents,
   });
 
@@ -457,6 +469,13 @@ export async function startService(
         burstMs: config.CALL_AUDIO_BURST_MS,
       },
       onAudioDropped: (seconds) => audioDropped.inc({ stream: 'call' }, seconds),
+      // Keys the sandbox carriers press come SANDBOX_CARRIERS_SPEED times faster too.
+      keyBudget: {
+        perSecond: config.CALL_DTMF_RATE * (sandbox.carriers ? Math.max(1, config.SANDBOX_CARRIERS_SPEED) : 1),
+        burst: config.CALL_DTMF_BURST,
+      },
+      onKeysDropped: (keys) => inputDropped.inc({ stream: 'call', kind: 'keys', reason: 'rate' }, keys),
+      budgetClock: opts.budgetClock,
       reservation: callService.reservationTerms,
       onForward: opts.onCallFrameForwarded,
       startTimeoutMs: config.CALL_STREAM_START_TIMEOUT_MS,

@@ -3,18 +3,21 @@
  * (src/conversation/engine.ts). Client frames are checked (frames.ts) and passed to the conversation;
  * what the conversation reports becomes server messages (asyncapi/schemas/Realtime*.yaml). The
  * WebSocket's own rules live here: `session_started`, the in-session error codes, the text-session
- * apology, `no_audio_received`, `session_ended`, and 1011 when the voice service is lost.
+ * apology, `no_audio_received`, `session_ended`, and 1011 when the voice service is lost. And the
+ * session's budgets: audio, typed messages and images beyond what a person sends are dropped and
+ * counted (typed messages and images answered once a run of drops).
  */
 import type { WebSocket } from 'ws';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import type { VoiceSession } from '../voice/types.js';
 import { Conversation, type ConversationOptions, type ConversationOutcome, type ConversationTools, type LiveEventSink } from '../conversation/engine.js';
-import { parseFrame, TEXT_SESSION_CODES, type ServerErrorCode } from './frames.js';
+import { parseFrame, TEXT_SESSION_CODES, type FrameFailure, type MimeType, type ServerErrorCode } from './frames.js';
 import type { RealtimeServerMessage } from '../../generated/asyncapi-types.js';
 import type { EndReason, Source } from './store.js';
 import type { AnalysisSetting } from '../conversation/write-up.js';
-import { AudioBudget, type AudioBudgetOptions } from '../audio/budget.js';
+import { audioBudget, type AudioBudgetOptions } from '../audio/budget.js';
+import { Budget, type BudgetClock, type BudgetFigures } from '../lib/budget.js';
 import { Resampler24kTo16k } from '../audio/pcm16.js';
 import type { ClockedTwoChannelRecorder } from '../recordings/clocked.js';
 
@@ -43,16 +46,31 @@ export interface BridgeOptions extends ConversationOptions {
   audioBudget: AudioBudgetOptions;
   /** Counts dropped audio, seconds (the `media_audio_dropped_seconds_total` metric). */
   onAudioDropped?: (seconds: number) => void;
+  /** Typed messages and images a session may send, a second and at once; what is over is dropped. */
+  textBudget: BudgetFigures;
+  imageBudget: BudgetFigures;
+  /** Counts a typed message or image dropped beyond its budget (`rate`) or size cap (`size`) (the `media_input_dropped_total` metric). */
+  onInputDropped?: (kind: InputKind, reason: 'rate' | 'size') => void;
+  /** What the budgets are refilled by (tests give their own); default: the monotonic clock. */
+  budgetClock?: BudgetClock;
   /** Called with the time from a frame's receipt to its hand-over to the voice session (benchmarks). */
   onForward?: (nanoseconds: bigint) => void;
 }
 
 const APOLOGY = "Sorry, I couldn't read that message. Could you send it again?";
 
+type InputKind = 'text' | 'image';
+const RATE_LIMITED = { text: 'text_rate_limited', image: 'image_rate_limited' } as const;
+const KIND_OF: Record<Exclude<MimeType, 'audio/pcm'>, InputKind> = { 'text/plain': 'text', 'image/jpeg': 'image' };
+const SIZE_CODES: Partial<Record<ServerErrorCode, InputKind>> = { text_too_long: 'text', image_too_large: 'image' };
+
 export class SessionBridge {
   private readonly isText: boolean;
   private readonly conversation: Conversation;
-  private readonly audioBudget: AudioBudget;
+  private readonly audioBudget: Budget;
+  private readonly budgets: Record<InputKind, Budget>;
+  /** Kinds whose last message was dropped by its budget (the next drop is not answered again). */
+  private readonly limited = new Set<InputKind>();
   private firstImageAt: number | null = null;
   private audioReceived = false;
   private noAudioSent = false;
@@ -79,7 +97,8 @@ export class SessionBridge {
     /** The session's live events (its event stream); null: not set up. */
     live: LiveEventSink | null = null,
   ) {
-    this.audioBudget = new AudioBudget(opts.audioBudget);
+    this.audioBudget = audioBudget(opts.audioBudget, opts.budgetClock);
+    this.budgets = { text: new Budget(opts.textBudget, opts.budgetClock), image: new Budget(opts.imageBudget, opts.budgetClock) };
     this.toRecording = recorder ? new Resampler24kTo16k() : null;
     this.isText = info.source === 'text';
     this.conversation = new Conversation(
@@ -171,23 +190,12 @@ export class SessionBridge {
   handleFrame(raw: Buffer | string, isBinary: boolean, receivedAt: bigint): void {
     if (this.finished) return;
     const frame = parseFrame(raw, isBinary);
-    if (!frame.ok) {
-      if (!this.isText) this.sendError(frame.code, frame.error);
-      else if (frame.code === 'invalid_json') this.apologise();
-      else if (TEXT_SESSION_CODES.has(frame.code)) this.sendError(frame.code, frame.error);
-      return;
-    }
+    if (!frame.ok) return this.unusable(frame);
+    if (!this.admits(frame.mimeType, frame.bytes.length, true)) return;
     if (this.conversation.ended) return;
-    if (this.isText && frame.mimeType !== 'text/plain') return;
     try {
       switch (frame.mimeType) {
         case 'audio/pcm':
-          this.audioReceived = true;
-          // 16 kHz PCM16: 32 bytes a millisecond. Beyond real time plus the burst: dropped, counted.
-          if (!this.audioBudget.take(frame.bytes.length / 32)) {
-            this.opts.onAudioDropped?.(frame.bytes.length / 32_000);
-            return;
-          }
           this.recorder?.personAudio(frame.bytes);
           this.conversation.sendAudio(frame.bytes);
           break;
@@ -204,6 +212,54 @@ export class SessionBridge {
       this.log.warn({ err, sessionId: this.info.id }, 'frame could not be forwarded');
       this.notForwarded();
     }
+  }
+
+  /** Text sessions ignore audio and images without error. */
+  private ignored(mimeType: MimeType): boolean {
+    return this.isText && mimeType !== 'text/plain';
+  }
+
+  private unusable(frame: FrameFailure): void {
+    const sized = SIZE_CODES[frame.code];
+    if (sized) this.opts.onInputDropped?.(sized, 'size');
+    if (!this.isText) this.sendError(frame.code, frame.error);
+    else if (frame.code === 'invalid_json') this.apologise();
+    else if (TEXT_SESSION_CODES.has(frame.code)) this.sendError(frame.code, frame.error);
+  }
+
+  /**
+   * Whether the session's budget lets a message through, taking from it when `take` (a frame read from
+   * its raw bytes is only judged; it is taken once parsed). Audio beyond it is dropped and counted; a
+   * typed message or an image is dropped, counted and answered with its `..._rate_limited` error,
+   * once a run: the next drop after one got through is answered again, so the answers are never
+   * more than the messages taken (plus one).
+   */
+  private admits(mimeType: MimeType, bytes: number, take: boolean): boolean {
+    if (this.ignored(mimeType)) return false;
+    if (mimeType === 'audio/pcm') {
+      this.audioReceived = true;
+      // 16 kHz PCM16: 32 bytes a millisecond.
+      if (take ? this.audioBudget.take(bytes / 32) : this.audioBudget.fits(bytes / 32)) return true;
+      this.opts.onAudioDropped?.(bytes / 32_000);
+      return false;
+    }
+    const kind = KIND_OF[mimeType];
+    const budget = this.budgets[kind];
+    if (take ? budget.take(1) : budget.fits(1)) {
+      if (take) this.limited.delete(kind);
+      return true;
+    }
+    this.opts.onInputDropped?.(kind, 'rate');
+    if (!this.limited.has(kind)) {
+      this.limited.add(kind);
+      const { perSecond, burst } = kind === 'text' ? this.opts.textBudget : this.opts.imageBudget;
+      const what = kind === 'text' ? 'Typed messages' : 'Images';
+      this.sendError(
+        RATE_LIMITED[kind],
+        `${what} are arriving faster than this session takes them (${burst} at once, then ${perSecond} a second): this one was dropped, and so are the ones after it until the pace is back within that. Send again what matters.`,
+      );
+    }
+    return false;
   }
 
   /** `no_audio_received`: once, on an image at least noAudioAfterMs after the first image, with no audio yet. */

@@ -1,26 +1,36 @@
 /**
  * Validation of client frames `{mime_type, data}` into the spec's in-session error codes, in the order
- * of its table: JSON, object, mime_type present/string/supported, data present/string/base64/non-empty.
+ * of its table: JSON, object, mime_type present/string/supported, data present/string/base64/non-empty,
+ * then the size caps of typed messages and images.
  */
 import type { RealtimeClientMessage, RealtimeError } from '../../generated/asyncapi-types.js';
 
 /** The in-session error codes, as the AsyncAPI `RealtimeError` message lists them. */
 export type ServerErrorCode = RealtimeError['code'];
-/** The codes of an unusable client frame; the others are the session's own (no audio, forwarding, upstream). */
-export type FrameErrorCode = Exclude<ServerErrorCode, 'no_audio_received' | 'forward_failed' | 'upstream_unavailable'>;
+/** The codes of an unusable client frame; the others are the session's own (no audio, budgets, forwarding, upstream). */
+export type FrameErrorCode = Exclude<
+  ServerErrorCode,
+  'no_audio_received' | 'text_rate_limited' | 'image_rate_limited' | 'forward_failed' | 'upstream_unavailable'
+>;
 
 /** A typed message (`text/plain`) may be at most this many bytes of UTF-8: it becomes one transcript turn. */
 export const MAX_TEXT_MESSAGE_BYTES = 16 * 1024;
+/**
+ * An image (`image/jpeg`) may be at most this many bytes: a camera or screen frame of the client
+ * library (at most 1280 pixels wide, JPEG quality 0.7) is a few hundred kB.
+ */
+export const MAX_IMAGE_BYTES = 2 * 1024 * 1024;
 
 export type MimeType = RealtimeClientMessage['mime_type'];
 export const SUPPORTED_MIME_TYPES: readonly MimeType[] = ['audio/pcm', 'image/jpeg', 'text/plain'];
 
-export type Frame = { ok: true; mimeType: MimeType; bytes: Buffer } | { ok: false; code: FrameErrorCode; error: string };
+export type FrameFailure = { ok: false; code: FrameErrorCode; error: string };
+export type Frame = { ok: true; mimeType: MimeType; bytes: Buffer } | FrameFailure;
 
 const DATA_URL = /^data:[^,]*;base64,/;
 const EQUALS = 61;
 
-const fail = (code: FrameErrorCode, error: string): Frame => ({ ok: false, code, error });
+const fail = (code: FrameErrorCode, error: string): FrameFailure => ({ ok: false, code, error });
 
 /**
  * Decodes standard base64 strictly: only `A-Z a-z 0-9 + /`, then at most two `=` that complete the
@@ -68,11 +78,19 @@ export function parseFrame(raw: string | Buffer, isBinary: boolean): Frame {
   const bytes = decodeBase64(m.data);
   if (!bytes) return fail('invalid_base64', "'data' is not valid base64 (a complete 'data:...;base64,' prefix is allowed).");
   if (bytes.length === 0) return fail('empty_payload', "'data' decodes to zero bytes.");
-  if (m.mime_type === 'text/plain' && bytes.length > MAX_TEXT_MESSAGE_BYTES) {
-    return fail('text_too_long', `A text message may be at most ${MAX_TEXT_MESSAGE_BYTES} bytes (16 KiB) of UTF-8; this one is ${bytes.length}.`);
-  }
-  return { ok: true, mimeType: m.mime_type as MimeType, bytes };
+  return oversize(m.mime_type as MimeType, bytes.length) ?? { ok: true, mimeType: m.mime_type as MimeType, bytes };
 }
 
-/** In a text session only these codes are sent; other unusable frames are dropped silently. */
+/** The size cap a message of `mimeType` whose data decodes to `bytes` breaks, if any. */
+export function oversize(mimeType: MimeType, bytes: number): FrameFailure | null {
+  if (mimeType === 'text/plain' && bytes > MAX_TEXT_MESSAGE_BYTES) {
+    return fail('text_too_long', `A text message may be at most ${MAX_TEXT_MESSAGE_BYTES} bytes (16 KiB) of UTF-8; this one is ${bytes}.`);
+  }
+  if (mimeType === 'image/jpeg' && bytes > MAX_IMAGE_BYTES) {
+    return fail('image_too_large', `An image may be at most ${MAX_IMAGE_BYTES} bytes (2 MiB); this one is ${bytes}. Send a smaller or more compressed JPEG.`);
+  }
+  return null;
+}
+
+/** In a text session only these codes are sent (and `text_rate_limited`); other unusable frames are dropped silently. */
 export const TEXT_SESSION_CODES: ReadonlySet<FrameErrorCode> = new Set(['binary_frame_unsupported', 'missing_data', 'text_too_long']);

@@ -4,6 +4,7 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Config } from '../config.js';
 import type { Clock } from '../lib/clock.js';
+import type { BudgetClock } from '../lib/budget.js';
 import type { Contract } from '../http/contract.js';
 import type { Handlers } from '../contract/handlers.js';
 import type { Page, PageParams } from '../lib/pagination.js';
@@ -25,6 +26,7 @@ import type { LiveEvents } from '../events/index.js';
 import { RealtimeService, type RuntimeAgents } from './service.js';
 import { RealtimeStore } from './store.js';
 import { RealtimeGateway } from './ws-server.js';
+import type { BridgeOptions } from './bridge.js';
 
 type WebhookDelivery = components['schemas']['WebhookDelivery'];
 
@@ -52,6 +54,10 @@ export interface RealtimeDeps {
   onForward?: (nanoseconds: bigint) => void;
   /** Counts a client's audio dropped beyond its budget, seconds. */
   onAudioDropped?: (seconds: number) => void;
+  /** Counts a typed message or image dropped beyond its budget or size cap. */
+  onInputDropped?: BridgeOptions['onInputDropped'];
+  /** What the sessions' budgets refill by (tests hold it still); default: the monotonic clock. */
+  budgetClock?: BudgetClock;
   /** Live events of sessions (their event streams); null: not set up. */
   live?: LiveEvents | null;
 }
@@ -134,6 +140,10 @@ export function createRealtime(d: RealtimeDeps): Realtime {
       noAudioAfterMs: c.REALTIME_NO_AUDIO_AFTER_MS,
       audioBudget: { rate: c.REALTIME_AUDIO_RATE, burstMs: c.REALTIME_AUDIO_BURST_MS },
       onAudioDropped: d.onAudioDropped,
+      textBudget: { perSecond: c.REALTIME_TEXT_RATE, burst: c.REALTIME_TEXT_BURST },
+      imageBudget: { perSecond: c.REALTIME_IMAGE_RATE, burst: c.REALTIME_IMAGE_BURST },
+      onInputDropped: d.onInputDropped,
+      budgetClock: d.budgetClock,
       toolTimeoutMs: c.REALTIME_TOOL_TIMEOUT_MS,
       toolFillerMs: c.REALTIME_TOOL_FILLER_MS,
       recordMaxBytes: c.CONVERSATION_RECORD_MAX_BYTES,

@@ -12,6 +12,7 @@ import { loadConfig } from '../../src/config.js';
 import { createLogger } from '../../src/log.js';
 import { startService, type RunningService } from '../../src/service.js';
 import type { Clock } from '../../src/lib/clock.js';
+import type { BudgetClock } from '../../src/lib/budget.js';
 import { createTestDatabase } from './database.js';
 
 export const ADMIN_TOKEN = 'test-operator-token-0123456789';
@@ -42,7 +43,10 @@ export interface TestService {
   close(): Promise<void>;
 }
 
-export async function startTestService(env: Record<string, string> = {}, opts: { clock?: Clock; recordingClock?: Clock } = {}): Promise<TestService> {
+export async function startTestService(
+  env: Record<string, string> = {},
+  opts: { clock?: Clock; recordingClock?: Clock; budgetClock?: BudgetClock } = {},
+): Promise<TestService> {
   const db = await createTestDatabase();
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-test-'));
   const config = loadConfig({
@@ -85,4 +89,19 @@ export async function startTestService(env: Record<string, string> = {}, opts: {
       fs.rmSync(dataDir, { recursive: true, force: true });
     },
   };
+}
+
+/** A counter's value on the service's `/metrics` for exactly these labels (0 while never counted). */
+export async function metricValue(t: TestService, name: string, labels: Record<string, string>): Promise<number> {
+  const res = await t.http.get('/metrics').set('Authorization', `Bearer ${ADMIN_TOKEN}`);
+  if (res.status !== 200) throw new Error(`/metrics answered ${res.status}`);
+  const wanted = Object.entries(labels)
+    .map(([k, v]) => `${k}="${v}"`)
+    .sort()
+    .join(',');
+  for (const line of res.text.split('\n')) {
+    const m = /^([a-z_]+)\{([^}]*)\} (\S+)$/.exec(line);
+    if (m && m[1] === name && m[2].split(',').sort().join(',') === wanted) return Number(m[3]);
+  }
+  return 0;
 }

@@ -4,11 +4,12 @@
  * and the agent's built-in `send_dtmf` tool gets it through the sandbox phone menu (0005) by each
  * carrier's own means (provider_b's `send_dtmf` command, tones in the agent audio on provider_a's
  * stream); wrong keys never reach a person, and keys that are not keys are refused to the model with
- * nothing pressed.
+ * nothing pressed. A flood of keys (issue 32) gets the key budget's burst through to the model; the
+ * rest is dropped and counted, and the call goes on.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTestService, type TestService } from '../helpers/service.js';
+import { metricValue, startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer } from '../helpers/realtime.js';
 import { FAST_CALLS, createPhoneAgent, placeCall, providerConfig, sandboxNumber, waitForCall, type Provider } from '../helpers/calls.js';
@@ -22,8 +23,16 @@ const simOf = (callSid: string): SandboxCallRecord => sandbox().call(callSid)!;
 type Entry = { role: string; text: string; dtmf?: string; timestamp: number };
 type ToolCall = { name: string; ok: boolean; arguments: Record<string, unknown>; result: unknown; error: string | null };
 
+/** Keys a call may press at once (CALL_DTMF_BURST). */
+const KEY_BURST = 12;
+
 before(async () => {
-  t = await startTestService({ ...FAST_CALLS, CALL_DTMF_GAP_MS: '400' });
+  // The budgets' clock stands still, so a call's keys are its burst and never more, however fast or
+  // slow the machine runs the call; caller audio gets a burst of 10 minutes so it never runs out.
+  t = await startTestService(
+    { ...FAST_CALLS, CALL_DTMF_GAP_MS: '400', CALL_DTMF_BURST: String(KEY_BURST), CALL_AUDIO_BURST_MS: '600000' },
+    { budgetClock: () => 0 },
+  );
   tn = await tenant(t);
 });
 
@@ -79,6 +88,46 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
         [['user', '42', '42']],
       );
       assert.ok(transcript.some((e) => e.role === 'model' && e.text.includes('Keys pressed on the phone keypad: 42')));
+    });
+  });
+
+  describe(`${provider}: a flood of keys`, () => {
+    it('reaches the model as the budget allows (the burst); the rest is dropped and counted; the call goes on', async () => {
+      const FLOOD = 400;
+      const agentId = await createPhoneAgent(t, tn, provider);
+      const to = sandboxNumber('6702');
+      sandbox().setScript(to, [
+        { waitForAgent: true },
+        { pressDigits: '#'.repeat(FLOOD), gapMs: 0 },
+        { waitForAgent: true, maxMs: 60_000 },
+        { say: 'Thanks, goodbye.' },
+        { waitForAgent: true, startWithinMs: 2000 },
+        { hangup: true },
+      ]);
+      const dropped = () => metricValue(t, 'media_input_dropped_total', { stream: 'call', kind: 'keys', reason: 'rate' });
+      const droppedBefore = await dropped();
+      const textsBefore = t.service.sandbox.voice!.inputsReceived().texts;
+      const res = await placeCall(t, tn, { agent_id: agentId, to_number: to });
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+      const call = await waitForCall(t, tn, res.body.call_id, undefined, 60_000);
+      assert.equal(call.status, 'completed');
+      assert.equal(simOf(call.call_sid).dtmfSent, '#'.repeat(FLOOD), 'the carrier sent every key');
+      const transcript = call.transcript as Entry[];
+      const keys = transcript.filter((e) => e.dtmf !== undefined);
+      assert.deepEqual(
+        keys.map((e) => e.dtmf),
+        Array.from({ length: KEY_BURST }, () => '#'),
+        'each # ends a run: one model input per key taken',
+      );
+      assert.equal(t.service.sandbox.voice!.inputsReceived().texts - textsBefore, KEY_BURST, 'model turns from keys');
+      assert.equal((await dropped()) - droppedBefore, FLOOD - KEY_BURST);
+      // The call went on: the person spoke after the flood, was heard and answered.
+      const bye = transcript.findIndex((e) => e.role === 'user' && e.text === 'Thanks, goodbye.');
+      assert.ok(bye > transcript.indexOf(keys.at(-1)!), JSON.stringify(transcript));
+      assert.ok(
+        transcript.slice(bye + 1).some((e) => e.role === 'model'),
+        `the agent answered: ${JSON.stringify(transcript.slice(bye))}`,
+      );
     });
   });
 

@@ -3,13 +3,15 @@
  * stays open after each), the data URL prefix, the fixtures' audio and images reaching the voice
  * service, no_audio_received (once, on image arrival, at the real 8 s on the service clock), and the
  * text-session rules (audio and images ignored, only binary_frame_unsupported and missing_data, an
- * apology for invalid JSON).
+ * apology for invalid JSON). And the budgets of typed messages and images (issue 32): a flood gets
+ * the burst through to the voice service, one `..._rate_limited` error for the rest, and the session
+ * goes on; an image over 2 MiB is `image_too_large`.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { startTestService, type TestService } from '../helpers/service.js';
+import { metricValue, startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
-import { connect, createAgent, fixture, mintSession, type Client } from '../helpers/realtime.js';
+import { connect, createAgent, fixture, mintSession, waitFor, type Client } from '../helpers/realtime.js';
 import type { Clock } from '../../src/lib/clock.js';
 
 /** Set: the service clock stands still at this time (ms). */
@@ -277,6 +279,126 @@ describe('frames sent before session_started (the admission hold)', () => {
     await settle(300);
     assert.equal(c.messages.filter((m) => m.type === 'text' && /Sorry/.test(String(m.text))).length, 1, 'one apology for the one dropped frame');
     assert.equal(c.messages.filter((m) => m.type === 'error').length, 0);
+    await c.close();
+  });
+});
+
+describe('budgets of typed messages and images (issue 32)', () => {
+  let tb: TestService;
+  let tn: Tenant;
+  let agent: string;
+  /** The budgets' clock: it stands still, so what gets through is the burst, until a test moves it. */
+  let budgetNow = 0;
+  const TEXT_BURST = 5;
+  const IMAGE_BURST = 3;
+  before(async () => {
+    tb = await startTestService(
+      {
+        VOICE_SANDBOX_SPEED: '50',
+        VOICE_SANDBOX_MS_PER_CHAR: '2',
+        VOICE_SANDBOX_END_OF_TURN_MS: '150',
+        REALTIME_TEXT_BURST: String(TEXT_BURST),
+        REALTIME_TEXT_RATE: '1',
+        REALTIME_IMAGE_BURST: String(IMAGE_BURST),
+        REALTIME_IMAGE_RATE: '2',
+      },
+      { budgetClock: () => budgetNow },
+    );
+    tn = await tenant(tb);
+    agent = await createAgent(tb, tn);
+  });
+  after(() => tb.close());
+
+  const inputs = () => tb.service.sandbox.voice!.inputsReceived();
+  const dropped = (kind: string, reason: string) => metricValue(tb, 'media_input_dropped_total', { stream: 'realtime', kind, reason });
+  const errors = (c: Client, code: string) => c.messages.filter((m) => m.type === 'error' && m.code === code).length;
+
+  async function started(source: string): Promise<Client> {
+    const c = connect((await mintSession(tb, tn, agent, source)).ws_url);
+    await c.next('session_started');
+    await c.next('turn_complete'); // the agent's first message
+    return c;
+  }
+
+  /** Waits until the metric has counted `n` more drops than `before`. */
+  async function droppedReaches(kind: string, reason: string, before: number, n: number): Promise<void> {
+    await waitFor(async () => (await dropped(kind, reason)) - before >= n || null, 20_000, `${n} ${kind} drops (${reason}) to be counted`);
+    assert.equal((await dropped(kind, reason)) - before, n, 'no more drops than that');
+  }
+
+  it('a flood of typed messages: the burst becomes model turns, the rest is dropped with one text_rate_limited; the session goes on', async () => {
+    const c = await started('voice');
+    const FLOOD = 300;
+    const textsBefore = inputs().texts;
+    const droppedBefore = await dropped('text', 'rate');
+    for (let i = 0; i < FLOOD; i++) c.sendFrame('text/plain', b64(`Flood message ${i}`));
+    await droppedReaches('text', 'rate', droppedBefore, FLOOD - TEXT_BURST);
+    await c.next((m) => m.type === 'error' && m.code === 'text_rate_limited');
+    assert.equal(inputs().texts - textsBefore, TEXT_BURST, 'model turns');
+    assert.equal(errors(c, 'text_rate_limited'), 1, 'one answer for the run of drops, not one per message');
+    assert.equal(c.messages.filter((m) => m.type === 'error').length, 1);
+
+    // The session goes on: once the budget has refilled, a message gets its answer.
+    budgetNow += 60_000;
+    c.sendFrame('text/plain', b64('What are your opening hours?'));
+    await c.next((m) => m.type === 'transcript' && m.role === 'user' && m.text === 'What are your opening hours?', 10_000);
+    await c.next((m) => m.type === 'transcript' && m.role === 'model' && m.final === true && /opening hours/.test(String(m.text)), 10_000);
+    assert.equal(inputs().texts - textsBefore, TEXT_BURST + 1);
+    // A new run of drops is answered again, once.
+    for (let i = 0; i < TEXT_BURST + 3; i++) c.sendFrame('text/plain', b64(`Second flood ${i}`));
+    await droppedReaches('text', 'rate', droppedBefore, FLOOD - TEXT_BURST + 4);
+    await c.next((m) => m.type === 'error' && m.code === 'text_rate_limited');
+    assert.equal(errors(c, 'text_rate_limited'), 2);
+    assert.equal(c.ws.readyState, c.ws.OPEN);
+    await c.close();
+  });
+
+  it('a text session gets text_rate_limited too, and goes on', async () => {
+    const c = await started('text');
+    const textsBefore = inputs().texts;
+    const droppedBefore = await dropped('text', 'rate');
+    budgetNow += 60_000;
+    for (let i = 0; i < 50; i++) c.sendFrame('text/plain', b64(`Flood message ${i}`));
+    await droppedReaches('text', 'rate', droppedBefore, 50 - TEXT_BURST);
+    await c.next((m) => m.type === 'error' && m.code === 'text_rate_limited');
+    assert.equal(inputs().texts - textsBefore, TEXT_BURST);
+    assert.equal(c.messages.filter((m) => m.type === 'error').length, 1);
+    budgetNow += 60_000;
+    c.sendFrame('text/plain', b64('What are your opening hours?'));
+    await c.next((m) => m.type === 'text' && /opening hours/.test(String(m.text)), 10_000);
+    await c.close();
+  });
+
+  it('images: the burst is forwarded, the rest dropped with one image_rate_limited; an image over 2 MiB is image_too_large; the session goes on', async () => {
+    const c = await started('camera');
+    const img = fixture('images/camera-frame.jpg');
+    budgetNow += 60_000;
+    const imagesBefore = inputs().images;
+    const rateBefore = await dropped('image', 'rate');
+    const sizeBefore = await dropped('image', 'size');
+    for (let i = 0; i < 40; i++) c.sendFrame('image/jpeg', img);
+    await droppedReaches('image', 'rate', rateBefore, 40 - IMAGE_BURST);
+    await c.next((m) => m.type === 'error' && m.code === 'image_rate_limited');
+    await waitFor(async () => inputs().images - imagesBefore >= IMAGE_BURST || null, 10_000, 'the images forwarded');
+    assert.equal(inputs().images - imagesBefore, IMAGE_BURST);
+    assert.equal(errors(c, 'image_rate_limited'), 1);
+
+    // Over the size cap: refused whatever the budget (each one answered), nothing forwarded.
+    budgetNow += 60_000;
+    const large = Buffer.alloc(2 * 1024 * 1024 + 1, 0xff);
+    c.sendFrame('image/jpeg', large);
+    c.sendFrame('image/jpeg', `data:image/jpeg;base64,${Buffer.alloc(2_900_000, 0xff).toString('base64')}`);
+    assert.equal((await c.next('error')).code, 'image_too_large');
+    assert.equal((await c.next('error')).code, 'image_too_large');
+    assert.equal((await dropped('image', 'size')) - sizeBefore, 2);
+
+    // The session goes on: an image within the budget is forwarded, a typed message answered.
+    c.sendFrame('image/jpeg', img);
+    await waitFor(async () => inputs().images - imagesBefore > IMAGE_BURST || null, 10_000, 'the image after the flood');
+    c.sendFrame('text/plain', b64('What do you see?'));
+    await c.next((m) => m.type === 'transcript' && m.role === 'model' && m.final === true, 10_000);
+    assert.equal(inputs().images - imagesBefore, IMAGE_BURST + 1);
+    assert.equal(c.messages.filter((m) => m.type === 'error').length, 3);
     await c.close();
   });
 });

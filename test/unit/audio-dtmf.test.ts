@@ -1,8 +1,8 @@
 /**
  * Keypad keys as in-band tones (src/audio/dtmf.ts) and the sandbox callee's ear for them: every key
  * played as tones is heard back once, in order, pauses take their time, and speech-like agent audio
- * is never heard as a key. Also the send_dtmf tool's argument checks, and the runs the person's keys
- * are gathered into.
+ * is never heard as a key. Also the send_dtmf tool's argument checks, the runs the person's keys
+ * are gathered into, and the budgets keys (and audio, typed messages, images) are held to.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,6 +13,8 @@ import { FRAMES_B64 } from '../../src/sandbox/voice/speech.js';
 import { dtmfArguments, MAX_DTMF_CHARACTERS } from '../../src/calls/live/dtmf-tool.js';
 import { keysAfterPress } from '../../src/sandbox/voice/model.js';
 import { KeypadRuns, MAX_RUN_KEYS } from '../../src/calls/live/keypad.js';
+import { Budget } from '../../src/lib/budget.js';
+import { audioBudget } from '../../src/audio/budget.js';
 
 function heard(ulaw: Buffer): string {
   const d = new DtmfDetector();
@@ -87,5 +89,36 @@ describe('keypad runs', () => {
     for (let i = 0; i < MAX_RUN_KEYS + 1; i++) keypad.press('9');
     keypad.flush();
     assert.deepEqual(runs, ['123#', '4*', '9'.repeat(MAX_RUN_KEYS), '9']);
+  });
+});
+
+describe('the budgets of live streams (keys, audio, typed messages, images)', () => {
+  it('a burst at once, then the rate: what does not fit is refused and nothing taken; fits() takes nothing', () => {
+    let now = 1_000;
+    const keys = new Budget({ perSecond: 10, burst: 20 }, () => now);
+    assert.equal(keys.fits(20), true);
+    assert.equal(keys.fits(20), true, 'fits() took nothing');
+    let taken = 0;
+    for (let i = 0; i < 1000; i++) if (keys.take(1)) taken++;
+    assert.equal(taken, 20, 'the burst, with the clock standing still');
+    now += 500;
+    assert.equal(keys.take(5), true, '10 a second: 5 after half a second');
+    assert.equal(keys.take(1), false);
+    now += 60_000;
+    taken = 0;
+    for (let i = 0; i < 1000; i++) if (keys.take(1)) taken++;
+    assert.equal(taken, 20, 'never more than the burst after a long pause');
+    now -= 10_000;
+    assert.equal(keys.take(1), false, 'a clock going back adds nothing');
+  });
+
+  it('audio is budgeted in milliseconds of audio: real time times the rate, plus the burst', () => {
+    let now = 0;
+    const audio = audioBudget({ rate: 4, burstMs: 2000 }, () => now);
+    assert.equal(audio.take(8000), true);
+    assert.equal(audio.take(1), false);
+    now += 1000;
+    assert.equal(audio.take(4000), true);
+    assert.equal(audio.fits(1), false);
   });
 });

@@ -1,9 +1,12 @@
-/** Pure parts of realtime: frame validation order, strict base64, the client address behind proxies. */
+/**
+ * Pure parts of realtime: frame validation order, strict base64, the size caps, the client address
+ * behind proxies.
+ */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import type { IncomingMessage } from 'node:http';
-import { decodeBase64, parseFrame } from '../../src/realtime/frames.js';
+import { decodeBase64, MAX_IMAGE_BYTES, MAX_TEXT_MESSAGE_BYTES, parseFrame } from '../../src/realtime/frames.js';
 import { clientAddressResolver } from '../../src/net/client-address.js';
 import { sessionWsUrl } from '../../src/realtime/tokens.js';
 import { loadConfig, ConfigError } from '../../src/config.js';
@@ -56,6 +59,18 @@ describe('frame validation', () => {
       }),
       { numRuns: 20_000 },
     );
+  });
+});
+
+describe('size caps', () => {
+  const frame = (mimeType: string, bytes: number) => JSON.stringify({ mime_type: mimeType, data: Buffer.alloc(bytes, 0x41).toString('base64') });
+
+  it('a typed message is at most 16 KiB and an image at most 2 MiB', () => {
+    assert.equal(code(frame('text/plain', MAX_TEXT_MESSAGE_BYTES)), 'ok');
+    assert.equal(code(frame('text/plain', MAX_TEXT_MESSAGE_BYTES + 1)), 'text_too_long');
+    assert.equal(code(frame('image/jpeg', MAX_IMAGE_BYTES)), 'ok');
+    assert.equal(code(frame('image/jpeg', MAX_IMAGE_BYTES + 1)), 'image_too_large');
+    assert.equal(code(frame('audio/pcm', MAX_IMAGE_BYTES + 1)), 'ok', 'audio is held to its budget, not a size');
   });
 });
 

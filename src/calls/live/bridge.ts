@@ -15,7 +15,8 @@
  * played.
  *
  * Keys the person presses (the carrier's `dtmf` frames) are gathered into runs (keypad.ts) and given
- * to the model as input and to the transcript as entries marked `dtmf`. The agent presses keys with
+ * to the model as input and to the transcript as entries marked `dtmf`. Keys, like caller audio, have
+ * a budget (what a person can press): keys beyond it are dropped and counted, the call goes on. The agent presses keys with
  * the built-in `send_dtmf` tool (dtmf-tool.ts): by the carrier's command where it has one
  * (provider_b `send_dtmf`), else as tones in its audio on the media stream (provider_a), the tool
  * answering once a mark after the tones comes back, that is once they have played.
@@ -43,7 +44,8 @@ import type { Carrier } from '../../carriers/carrier.js';
 import { credentialsOf } from '../../carriers/credentials.js';
 import type { CallSignal } from './signals.js';
 import type { NumberRefusal } from '../../destinations/policy.js';
-import { AudioBudget, type AudioBudgetOptions } from '../../audio/budget.js';
+import { audioBudget, type AudioBudgetOptions } from '../../audio/budget.js';
+import { Budget, type BudgetClock, type BudgetFigures } from '../../lib/budget.js';
 
 import { chosenDestination, transferDeclaration } from './transfer-tool.js';
 import { dtmfArguments, sendDtmfDeclaration } from './dtmf-tool.js';
@@ -63,6 +65,12 @@ export interface CallBridgeOptions {
   audioBudget: AudioBudgetOptions;
   /** Counts dropped caller audio, seconds (the `media_audio_dropped_seconds_total` metric). */
   onAudioDropped?: (seconds: number) => void;
+  /** The keys the caller may press, a second and at once; keys beyond are dropped. */
+  keyBudget: BudgetFigures;
+  /** Counts dropped keys (the `media_input_dropped_total` metric). */
+  onKeysDropped?: (keys: number) => void;
+  /** What the budgets are refilled by (tests give their own); default: the monotonic clock. */
+  budgetClock?: BudgetClock;
   /** Benchmarks: time from a caller frame's receipt to its hand-over to the voice session. */
   onForward?: (nanoseconds: bigint) => void;
 }
@@ -96,7 +104,8 @@ const STREAM_CLOSE_WAIT_MS = 3000;
 
 export class CallBridge {
   private readonly transcoder = new CallTranscoder();
-  private readonly audioBudget: AudioBudget;
+  private readonly audioBudget: Budget;
+  private readonly keyBudget: Budget;
   private conversation: Conversation | null = null;
   private readonly held: Buffer[] = [];
   private nextSeq: number | null = null;
@@ -145,7 +154,8 @@ export class CallBridge {
     private readonly log: Logger,
   ) {
     this.lastActivity = this.now();
-    this.audioBudget = new AudioBudget(opts.audioBudget);
+    this.audioBudget = audioBudget(opts.audioBudget, opts.budgetClock);
+    this.keyBudget = new Budget(opts.keyBudget, opts.budgetClock);
     this.keypad = new KeypadRuns(opts.dtmfGapMs, (keys) => this.keysToModel(keys));
     this.recorder =
       call.recording_enabled && deps.recordings
@@ -287,6 +297,7 @@ export class CallBridge {
         this.markPlayed(e.name);
         return;
       case 'dtmf':
+        if (!this.keyBudget.take(1)) return this.opts.onKeysDropped?.(1);
         this.lastActivity = this.now();
         this.keypad.press(e.digit);
         return;
@@ -328,10 +339,7 @@ export class CallBridge {
   /** `charge`: false for held frames, already taken from the budget when they arrived. */
   private toModel(ulaw: Buffer, receivedAt: bigint | null, charge = true): void {
     // 8 kHz mu-law: 8 bytes a millisecond. Beyond real time plus the burst: dropped before any work.
-    if (charge && !this.audioBudget.take(ulaw.length / 8)) {
-      this.opts.onAudioDropped?.(ulaw.length / 8000);
-      return;
-    }
+    if (charge && !this.audioBudget.take(ulaw.length / 8)) return this.audioDropped(ulaw.length);
     // Held frames were recorded when they arrived.
     if (charge) this.recorder?.person(ulaw);
     const pcm = this.transcoder.toModel(ulaw);
@@ -354,6 +362,10 @@ export class CallBridge {
     } catch {
       // The voice session is reconnecting and its queue is full: this frame is lost, the call goes on.
     }
+  }
+
+  private audioDropped(ulawBytes: number): void {
+    this.opts.onAudioDropped?.(ulawBytes / 8000);
   }
 
   /** A run of keys the person pressed: the model's input and a transcript entry. */

@@ -21,8 +21,8 @@ export type CalleeStep =
   | { sayWhileAgentSpeaks: string; startWithinMs?: number }
   /** Waits (up to `startWithinMs`) for agent audio to play, then hangs up 200 ms into it. */
   | { hangupWhileAgentSpeaks: true; startWithinMs?: number }
-  /** Presses keys one after another (dtmf frames, 200 ms apart). */
-  | { pressDigits: string }
+  /** Presses keys one after another (dtmf frames, `gapMs` apart: default 200; 0 presses them all at once, as a flood would). */
+  | { pressDigits: string; gapMs?: number }
   /** Plays recorded audio (mu-law 8 kHz, e.g. a speech fixture); `label` notes when it started in the call's record (`clips`). */
   | { play: Buffer; label: string };
 
@@ -142,9 +142,10 @@ export async function runPerson(line: CalleeLine, script: CalleeScript): Promise
     } else if ('play' in step) {
       await line.talk(step.play, step.label);
     } else if ('pressDigits' in step) {
+      const gapMs = step.gapMs ?? DTMF_GAP_MS;
       for (const digit of step.pressDigits) {
         line.dtmf(digit);
-        await pause(line, DTMF_GAP_MS);
+        if (gapMs > 0) await pause(line, gapMs);
       }
     }
   }

@@ -117,6 +117,8 @@ export class SandboxConnection {
     private readonly onSetup: (record: SetupRecord) => void,
     /** Counts the input audio received, ms (the service's audio budget is tested by it). */
     private readonly onAudioMs: (ms: number) => void = () => undefined,
+    /** Counts the text inputs (typed messages, keys) and images received (the service's budgets are tested by them). */
+    private readonly onInput: (kind: 'text' | 'image') => void = () => undefined,
   ) {
     ws.on('message', (data, isBinary) => this.onMessage(data, isBinary));
     ws.on('close', (code) => this.onClose(code));
@@ -160,8 +162,12 @@ export class SandboxConnection {
         if (!ri.audio.mimeType?.startsWith('audio/pcm')) return this.fail(1007, 'Unsupported audio mime type');
         this.onAudio(ri.audio.data ?? '');
       }
+      if (ri.video) this.onInput('image');
       if (ri.audioStreamEnd && this.inSpeech) this.endSpeechTurn();
-      if (typeof ri.text === 'string' && ri.text.trim()) this.onUserTurn({ kind: 'text', text: ri.text });
+      if (typeof ri.text === 'string' && ri.text.trim()) {
+        this.onInput('text');
+        this.onUserTurn({ kind: 'text', text: ri.text });
+      }
       return;
     }
     if (msg.clientContent) {

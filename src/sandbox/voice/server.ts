@@ -32,6 +32,8 @@ export interface SandboxVoiceService {
   openConnections(): number;
   /** Input audio received over every connection so far, ms. */
   audioReceivedMs(): number;
+  /** Text inputs (typed messages and keys, each a user turn) and images received over every connection so far. */
+  inputsReceived(): { texts: number; images: number };
   /** Connection attempts refused while unavailable. */
   refusedConnections(): number;
   goAway(timeLeftMs?: number): void;
@@ -118,6 +120,7 @@ export async function startSandboxVoiceService(options: SandboxOptions = {}): Pr
   let unavailable = false;
   let refused = 0;
   let audioMs = 0;
+  const inputs = { texts: 0, images: 0 };
 
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
@@ -162,6 +165,7 @@ export async function startSandboxVoiceService(options: SandboxOptions = {}): Pr
           registry,
           (r) => setups.push(r),
           (ms) => (audioMs += ms),
+          (kind) => (kind === 'text' ? inputs.texts++ : inputs.images++),
         ),
       );
       ws.on('close', () => connections.delete(ws));
@@ -179,6 +183,7 @@ export async function startSandboxVoiceService(options: SandboxOptions = {}): Pr
     setups,
     openConnections: () => connections.size,
     audioReceivedMs: () => audioMs,
+    inputsReceived: () => ({ ...inputs }),
     refusedConnections: () => refused,
     goAway(timeLeftMs = 100) {
       for (const c of connections.values()) c.goAway(timeLeftMs);
