@@ -45,6 +45,38 @@ export function decodePayload(value: unknown): Buffer | null {
   return bytes.length ? bytes : null;
 }
 
+/**
+ * What a frame is, read from its raw bytes without parsing it, so a frame over its stream's budget
+ * costs a scan and not a JSON parse and base64 decoding: a `media` frame (how many bytes its payload
+ * decodes to) or a `dtmf` frame. Both carriers write `event` first; a frame written otherwise (or
+ * whose payload cannot be found) is null and judged once parsed. Only ever used to drop a frame
+ * early: a frame written to mislead it can only get itself dropped.
+ */
+export type FrameHead = { event: 'media'; payloadBytes: number } | { event: 'dtmf' } | null;
+
+const EVENT_FIRST = /^\s*\{\s*"event"\s*:\s*"([a-z]{1,16})"/;
+const PAYLOAD_KEY = Buffer.from('"payload"');
+const VALUE_OPENING = /^\s*:\s*"/;
+const QUOTE = 0x22;
+const EQUALS = 0x3d;
+
+export function frameHead(raw: Buffer): FrameHead {
+  const event = EVENT_FIRST.exec(raw.toString('latin1', 0, 48))?.[1];
+  if (event === 'dtmf') return { event };
+  if (event !== 'media') return null;
+  const key = raw.indexOf(PAYLOAD_KEY);
+  if (key < 0) return null;
+  const from = key + PAYLOAD_KEY.length;
+  const opening = VALUE_OPENING.exec(raw.toString('latin1', from, from + 16));
+  if (!opening) return null;
+  const start = from + opening[0].length;
+  const end = raw.indexOf(QUOTE, start);
+  if (end < 0) return null;
+  let padding = 0;
+  while (padding < 2 && end - padding > start && raw[end - 1 - padding] === EQUALS) padding++;
+  return { event, payloadBytes: Math.floor(((end - start - padding) * 3) / 4) };
+}
+
 export const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 export const obj = (v: unknown): Record<string, unknown> | null => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : null);
 

@@ -5,14 +5,15 @@
  * WebSocket's own rules live here: `session_started`, the in-session error codes, the text-session
  * apology, `no_audio_received`, `session_ended`, and 1011 when the voice service is lost. And the
  * session's budgets: audio, typed messages and images beyond what a person sends are dropped and
- * counted (typed messages and images answered once a run of drops).
+ * counted (typed messages and images answered once a run of drops); a frame of the usual shape over
+ * its budget or size cap is dropped from its raw bytes, before it is parsed or decoded.
  */
 import type { WebSocket } from 'ws';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import type { VoiceSession } from '../voice/types.js';
 import { Conversation, type ConversationOptions, type ConversationOutcome, type ConversationTools, type LiveEventSink } from '../conversation/engine.js';
-import { parseFrame, TEXT_SESSION_CODES, type FrameFailure, type MimeType, type ServerErrorCode } from './frames.js';
+import { oversize, parseFrame, peekFrame, TEXT_SESSION_CODES, type FrameFailure, type MimeType, type ServerErrorCode } from './frames.js';
 import type { RealtimeServerMessage } from '../../generated/asyncapi-types.js';
 import type { EndReason, Source } from './store.js';
 import type { AnalysisSetting } from '../conversation/write-up.js';
@@ -189,6 +190,13 @@ export class SessionBridge {
    */
   handleFrame(raw: Buffer | string, isBinary: boolean, receivedAt: bigint): void {
     if (this.finished) return;
+    // Judged from its raw bytes first: over its size cap or budget, a frame is not parsed or decoded.
+    const peek = isBinary || typeof raw === 'string' ? null : peekFrame(raw);
+    if (peek) {
+      const tooLarge = this.ignored(peek.mimeType) ? null : oversize(peek.mimeType, peek.bytes);
+      if (tooLarge) return this.unusable(tooLarge);
+      if (!this.admits(peek.mimeType, peek.bytes, false)) return;
+    }
     const frame = parseFrame(raw, isBinary);
     if (!frame.ok) return this.unusable(frame);
     if (!this.admits(frame.mimeType, frame.bytes.length, true)) return;

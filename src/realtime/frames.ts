@@ -1,7 +1,8 @@
 /**
  * Validation of client frames `{mime_type, data}` into the spec's in-session error codes, in the order
  * of its table: JSON, object, mime_type present/string/supported, data present/string/base64/non-empty,
- * then the size caps of typed messages and images.
+ * then the size caps of typed messages and images. And the quick read of a frame of the usual shape
+ * (peekFrame), from which a frame over its budget is dropped without being parsed.
  */
 import type { RealtimeClientMessage, RealtimeError } from '../../generated/asyncapi-types.js';
 
@@ -90,6 +91,62 @@ export function oversize(mimeType: MimeType, bytes: number): FrameFailure | null
     return fail('image_too_large', `An image may be at most ${MAX_IMAGE_BYTES} bytes (2 MiB); this one is ${bytes}. Send a smaller or more compressed JPEG.`);
   }
   return null;
+}
+
+/** What peekFrame reads: the frame's mime type and how many bytes its data decodes to. */
+export interface FramePeek {
+  mimeType: MimeType;
+  bytes: number;
+}
+
+/** JSON's whitespace (`\s` would take more). */
+const WS = '[ \\t\\n\\r]*';
+const MIME = '"(audio/pcm|image/jpeg|text/plain)"';
+/** The frame up to the opening quote of `data`, with `mime_type` first or `data` first. */
+const MIME_FIRST = new RegExp(`^${WS}\\{${WS}"mime_type"${WS}:${WS}${MIME}${WS},${WS}"data"${WS}:${WS}"`);
+const DATA_FIRST = new RegExp(`^${WS}\\{${WS}"data"${WS}:${WS}"`);
+/** The frame from the closing quote of `data`. */
+const MIME_LAST = new RegExp(`^"${WS},${WS}"mime_type"${WS}:${WS}${MIME}${WS}\\}${WS}$`);
+const CLOSED = new RegExp(`^"${WS}\\}${WS}$`);
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const COMMA = 0x2c;
+/** Longer heads and tails than these are not the usual shape. */
+const HEAD_CHARS = 80;
+const TAIL_CHARS = 80;
+const DATA_URL_CHARS = 200;
+
+/**
+ * Reads a frame of the usual shape, `{"mime_type": "...", "data": "..."}` in either order with any
+ * whitespace (what JSON.stringify and json.dumps write), without parsing it or decoding its data: the
+ * data string is found by two native scans (its closing quote, and that it holds no backslash, so
+ * that it ends there). Anything else is null, for parseFrame to judge. Only ever used to drop a frame
+ * early (a frame written to mislead it can only get itself dropped): what it reads of a valid frame
+ * is what parseFrame would find.
+ */
+export function peekFrame(raw: Buffer): FramePeek | null {
+  // latin1: one character a byte, so string offsets are byte offsets.
+  const head = raw.toString('latin1', 0, HEAD_CHARS);
+  const mimeFirst = MIME_FIRST.exec(head);
+  const opening = mimeFirst ?? DATA_FIRST.exec(head);
+  if (!opening) return null;
+  const start = opening[0].length;
+  const end = raw.indexOf(QUOTE, start);
+  if (end < 0 || raw.length - end > TAIL_CHARS) return null;
+  const escape = raw.indexOf(BACKSLASH, start);
+  if (escape >= 0 && escape < end) return null;
+  const tail = raw.toString('latin1', end);
+  const mimeType = (mimeFirst ? CLOSED.test(tail) && mimeFirst[1] : MIME_LAST.exec(tail)?.[1]) as MimeType | false | undefined;
+  if (!mimeType) return null;
+  let from = start;
+  if (raw.toString('latin1', start, start + 5) === 'data:') {
+    const comma = raw.indexOf(COMMA, start);
+    if (comma < 0 || comma > Math.min(end, start + DATA_URL_CHARS)) return null;
+    from = comma + 1;
+  }
+  let padding = 0;
+  while (padding < 2 && end - padding > from && raw[end - 1 - padding] === EQUALS) padding++;
+  return { mimeType, bytes: Math.floor(((end - from - padding) * 3) / 4) };
 }
 
 /** In a text session only these codes are sent (and `text_rate_limited`); other unusable frames are dropped silently. */

@@ -2,6 +2,8 @@
  * Caller audio has a budget (issue 21): a media stream (or a realtime session) sending audio far
  * faster than real time gets no more than real time plus a small burst through to the voice service;
  * the rest is dropped and counted in `media_audio_dropped_seconds_total`, and the conversation goes on.
+ * A frame over the budget is dropped before it is read (issue 32): it costs a scan, not a JSON parse
+ * and base64 decoding, as shows a frame that would be refused once read getting no answer.
  * The carrier here is the test itself: it answers an inbound provider_a call through the signed voice
  * webhook and floods the media stream it was given.
  */
@@ -19,18 +21,23 @@ import { spokenText } from '../../src/sandbox/carriers/audio.js';
 const BURST_MS = 1000;
 let t: TestService;
 let tn: Tenant;
+/** Set: the budgets' clock stands still there (the budgets do not refill); else the monotonic clock. */
+let heldAt: number | null = null;
 
 before(async () => {
-  t = await startTestService({
-    CALL_AUDIO_RATE: '1',
-    CALL_AUDIO_BURST_MS: String(BURST_MS),
-    REALTIME_AUDIO_RATE: '1',
-    REALTIME_AUDIO_BURST_MS: String(BURST_MS),
-    VOICE_SANDBOX_SPEED: '4',
-    VOICE_SANDBOX_MS_PER_CHAR: '30',
-    VOICE_SANDBOX_END_OF_TURN_MS: '500',
-    CALL_SILENCE_TIMEOUT_MS: '0',
-  });
+  t = await startTestService(
+    {
+      CALL_AUDIO_RATE: '1',
+      CALL_AUDIO_BURST_MS: String(BURST_MS),
+      REALTIME_AUDIO_RATE: '1',
+      REALTIME_AUDIO_BURST_MS: String(BURST_MS),
+      VOICE_SANDBOX_SPEED: '4',
+      VOICE_SANDBOX_MS_PER_CHAR: '30',
+      VOICE_SANDBOX_END_OF_TURN_MS: '500',
+      CALL_SILENCE_TIMEOUT_MS: '0',
+    },
+    { budgetClock: () => heldAt ?? performance.now() },
+  );
   tn = await tenant(t);
 });
 
@@ -68,49 +75,54 @@ async function inboundCall(): Promise<{ callId: string; token: string; callSid: 
   return { callId, token, callSid };
 }
 
+/** The test as the carrier of an inbound call: its media stream, started and past the agent's first audio. */
+async function carrierStream(): Promise<{ callId: string; ws: WebSocket; media(payload: Buffer | string): Promise<void>; send(json: string): Promise<void> }> {
+  const { callId, token, callSid } = await inboundCall();
+  const ws = new WebSocket(`${t.url.replace('http', 'ws')}/telephony/provider_a/media`);
+  let agentFrames = 0;
+  ws.on('message', (d) => {
+    if ((JSON.parse(d.toString()) as { event?: string }).event === 'media') agentFrames += 1;
+  });
+  await new Promise((r) => ws.once('open', r));
+  let seq = 1;
+  const send = (json: string) => new Promise<void>((resolve, reject) => ws.send(json, (err) => (err ? reject(err) : resolve())));
+  /** A frame of caller audio; a string is sent as the payload as it is. */
+  const media = (payload: Buffer | string) =>
+    send(
+      JSON.stringify({
+        event: 'media',
+        sequenceNumber: String(++seq),
+        streamSid: 'MZflood',
+        media: { track: 'inbound', chunk: String(seq), timestamp: '0', payload: typeof payload === 'string' ? payload : payload.toString('base64') },
+      }),
+    );
+  await send(JSON.stringify({ event: 'connected', protocol: 'Call', version: '1.0.0' }));
+  await send(
+    JSON.stringify({
+      event: 'start',
+      sequenceNumber: '1',
+      streamSid: 'MZflood',
+      start: {
+        accountSid: 'AC1',
+        streamSid: 'MZflood',
+        callSid,
+        tracks: ['inbound'],
+        mediaFormat: { encoding: 'audio/x-mulaw', sampleRate: 8000, channels: 1 },
+        customParameters: { call_id: callId, stream_token: token },
+      },
+    }),
+  );
+  await waitForCall(t, tn, callId, (c) => c.status === 'in_progress');
+  await waitFor(async () => agentFrames > 0, 10_000, 'the agent first message');
+  return { callId, ws, media, send };
+}
+
 describe('the audio budget', () => {
   it('a flooded call stream passes at most real time plus the burst; the rest is dropped and counted; the call goes on', async () => {
-    const { callId, token, callSid } = await inboundCall();
-    const ws = new WebSocket(`${t.url.replace('http', 'ws')}/telephony/provider_a/media`);
-    let agentFrames = 0;
-    ws.on('message', (d) => {
-      if ((JSON.parse(d.toString()) as { event?: string }).event === 'media') agentFrames += 1;
-    });
-    await new Promise((r) => ws.once('open', r));
+    const { callId, ws, media: send } = await carrierStream();
     const startedAt = performance.now();
     const before = voiceReceivedMs();
     const droppedBefore = await dropped('call');
-    let seq = 1;
-    const send = (payload: Buffer) =>
-      new Promise<void>((resolve, reject) =>
-        ws.send(
-          JSON.stringify({
-            event: 'media',
-            sequenceNumber: String(++seq),
-            streamSid: 'MZflood',
-            media: { track: 'inbound', chunk: String(seq), timestamp: '0', payload: payload.toString('base64') },
-          }),
-          (err) => (err ? reject(err) : resolve()),
-        ),
-      );
-    ws.send(JSON.stringify({ event: 'connected', protocol: 'Call', version: '1.0.0' }));
-    ws.send(
-      JSON.stringify({
-        event: 'start',
-        sequenceNumber: '1',
-        streamSid: 'MZflood',
-        start: {
-          accountSid: 'AC1',
-          streamSid: 'MZflood',
-          callSid,
-          tracks: ['inbound'],
-          mediaFormat: { encoding: 'audio/x-mulaw', sampleRate: 8000, channels: 1 },
-          customParameters: { call_id: callId, stream_token: token },
-        },
-      }),
-    );
-    await waitForCall(t, tn, callId, (c) => c.status === 'in_progress');
-    await waitFor(async () => agentFrames > 0, 10_000, 'the agent first message');
 
     // 300 s of (silent) audio in 8 kB frames, as fast as the socket takes them.
     const SENT_S = 300;
@@ -174,5 +186,56 @@ describe('the audio budget', () => {
     await c.next((m) => m.type === 'transcript' && m.role === 'user' && String(m.text).includes('opening hours'), 10_000);
     await c.next('turn_complete', 10_000);
     await c.close();
+  });
+
+  describe('a frame over the budget is dropped before it is read', () => {
+    // The budget is spent and then held still: every frame after is over it.
+    const unreadable = '!'.repeat(1000);
+    const junkCount = 200;
+
+    it('on a call media stream: frames that would be refused once parsed are dropped unparsed; a frame the quick read cannot place is parsed', async () => {
+      const { callId, ws, media, send } = await carrierStream();
+      const ignored = () => t.logs.filter((l) => l.includes('unusable media stream frame ignored')).length;
+      heldAt = performance.now();
+      try {
+        await media(Buffer.alloc(8 * BURST_MS, 0xff));
+        const droppedBefore = await dropped('call');
+        const ignoredBefore = ignored();
+        // Each payload of 1000 characters would decode to nothing (an unusable frame, logged as such once parsed).
+        await Promise.all(Array.from({ length: junkCount }, () => media(unreadable)));
+        const perFrameS = 750 / 8000;
+        await waitFor(async () => (await dropped('call')) - droppedBefore >= junkCount * perFrameS - 1e-6 || null, 20_000, 'the frames to be dropped');
+        assert.equal(ignored() - ignoredBefore, 0, 'none of them was parsed');
+        // `event` not first: the quick read cannot place it, so it is parsed (and found unusable).
+        await send(JSON.stringify({ streamSid: 'MZflood', event: 'media', media: { track: 'inbound', payload: unreadable } }));
+        await waitFor(async () => ignored() - ignoredBefore === 1 || null, 10_000, 'the frame to be parsed');
+      } finally {
+        heldAt = null;
+      }
+      ws.close(1000);
+      assert.equal((await waitForCall(t, tn, callId)).status, 'completed');
+    });
+
+    it('on a realtime session: frames that would be answered invalid_base64 once read are dropped unread; the session goes on', async () => {
+      const c = connect((await mintSession(t, tn, await createAgent(t, tn), 'voice')).ws_url);
+      await c.next('session_started');
+      heldAt = performance.now();
+      try {
+        c.sendFrame('audio/pcm', Buffer.alloc(32 * BURST_MS));
+        const droppedBefore = await dropped('realtime');
+        for (let i = 0; i < junkCount; i++) c.ws.send(`{"mime_type": "audio/pcm", "data": "${unreadable}"}`);
+        const perFrameS = 750 / 32_000;
+        await waitFor(async () => (await dropped('realtime')) - droppedBefore >= junkCount * perFrameS - 1e-6 || null, 20_000, 'the frames to be dropped');
+        // A frame the quick read cannot place (an extra field) is read, and answered.
+        c.ws.send(`{"mime_type": "audio/pcm", "data": "${unreadable}", "seq": 1}`);
+        assert.equal((await c.next('error')).code, 'invalid_base64');
+        assert.equal(c.messages.filter((m) => m.type === 'error').length, 1, 'only the frame that was read was answered');
+      } finally {
+        heldAt = null;
+      }
+      c.sendFrame('text/plain', Buffer.from('What are your opening hours?'));
+      await c.next((m) => m.type === 'transcript' && m.role === 'user' && String(m.text).includes('opening hours'), 10_000);
+      await c.close();
+    });
   });
 });

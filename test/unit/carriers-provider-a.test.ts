@@ -1,6 +1,7 @@
 /**
  * provider_a's protocol, its pure parts (src/carriers/provider-a/): the request signature (the vendor's
- * published test vector), the TwiML we answer with, Media Streams frames, and its statuses in our words.
+ * published test vector), the TwiML we answer with, Media Streams frames (and the quick read of both
+ * carriers' frames), and its statuses in our words.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -8,6 +9,7 @@ import { providerASignature, verifyProviderASignature } from '../../src/carriers
 import { dialTwiml, hangupTwiml, rejectTwiml, streamTwiml } from '../../src/carriers/provider-a/twiml.js';
 import { providerAMedia } from '../../src/carriers/provider-a/media.js';
 import { providerAAnsweredBy, providerAStatus } from '../../src/carriers/provider-a/status.js';
+import { frameHead } from '../../src/carriers/media.js';
 
 describe('provider_a signature', () => {
   const url = 'https://mycompany.com/myapp.php?foo=1&bar=2';
@@ -63,6 +65,34 @@ describe('provider_a media frames', () => {
     assert.deepEqual(providerAMedia.parse('{"event":"something_new"}'), { kind: 'ignored' });
     assert.deepEqual(JSON.parse(providerAMedia.clear('MZ1')), { event: 'clear', streamSid: 'MZ1' });
     assert.deepEqual(JSON.parse(providerAMedia.media('MZ1', 'AAA=')), { event: 'media', streamSid: 'MZ1', media: { payload: 'AAA=' } });
+  });
+});
+
+describe('the quick read of a media frame (what a frame over its budget is dropped by)', () => {
+  const frame = (o: unknown) => Buffer.from(JSON.stringify(o));
+  it('reads media frames (their payload size, as decoded) and dtmf frames of both carriers from their raw bytes', () => {
+    for (const bytes of [1, 2, 3, 159, 160, 8000]) {
+      const payload = Buffer.alloc(bytes, 0xff).toString('base64');
+      const a = frame({ event: 'media', sequenceNumber: '2', streamSid: 'MZ1', media: { track: 'inbound', chunk: '2', timestamp: '0', payload } });
+      const b = frame({ event: 'media', sequence_number: '2', stream_id: 's', media: { track: 'inbound', chunk: '2', timestamp: '0', payload } });
+      assert.deepEqual(frameHead(a), { event: 'media', payloadBytes: bytes });
+      assert.deepEqual(frameHead(b), { event: 'media', payloadBytes: bytes });
+    }
+    assert.deepEqual(frameHead(frame({ event: 'dtmf', streamSid: 'MZ1', dtmf: { track: 'inbound_track', digit: '#' } })), { event: 'dtmf' });
+    assert.deepEqual(frameHead(Buffer.from(' { "event" : "dtmf", "dtmf": {"digit": "1"}}')), { event: 'dtmf' });
+  });
+
+  it('anything else is left to the parser: other events, `event` not first, no payload to be found', () => {
+    for (const raw of [
+      frame({ event: 'mark', mark: { name: 'turn-1' } }),
+      frame({ streamSid: 'MZ1', event: 'dtmf', dtmf: { digit: '1' } }),
+      frame({ event: 'media', media: { track: 'inbound' } }),
+      Buffer.from('{"event":"media","media":{"payload":"AAAA'),
+      Buffer.from('not json'),
+      Buffer.alloc(0),
+    ]) {
+      assert.equal(frameHead(raw), null, raw.toString());
+    }
   });
 });
 

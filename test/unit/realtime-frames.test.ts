@@ -1,12 +1,12 @@
 /**
- * Pure parts of realtime: frame validation order, strict base64, the size caps, the client address
- * behind proxies.
+ * Pure parts of realtime: frame validation order, strict base64, the size caps, the quick read of a
+ * frame (peekFrame: what parseFrame would find, without parsing), the client address behind proxies.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import fc from 'fast-check';
 import type { IncomingMessage } from 'node:http';
-import { decodeBase64, MAX_IMAGE_BYTES, MAX_TEXT_MESSAGE_BYTES, parseFrame } from '../../src/realtime/frames.js';
+import { decodeBase64, MAX_IMAGE_BYTES, MAX_TEXT_MESSAGE_BYTES, parseFrame, peekFrame } from '../../src/realtime/frames.js';
 import { clientAddressResolver } from '../../src/net/client-address.js';
 import { sessionWsUrl } from '../../src/realtime/tokens.js';
 import { loadConfig, ConfigError } from '../../src/config.js';
@@ -62,7 +62,7 @@ describe('frame validation', () => {
   });
 });
 
-describe('size caps', () => {
+describe('size caps and the quick read of a frame', () => {
   const frame = (mimeType: string, bytes: number) => JSON.stringify({ mime_type: mimeType, data: Buffer.alloc(bytes, 0x41).toString('base64') });
 
   it('a typed message is at most 16 KiB and an image at most 2 MiB', () => {
@@ -71,6 +71,52 @@ describe('size caps', () => {
     assert.equal(code(frame('image/jpeg', MAX_IMAGE_BYTES)), 'ok');
     assert.equal(code(frame('image/jpeg', MAX_IMAGE_BYTES + 1)), 'image_too_large');
     assert.equal(code(frame('audio/pcm', MAX_IMAGE_BYTES + 1)), 'ok', 'audio is held to its budget, not a size');
+  });
+
+  it('reads what parseFrame would find from a frame of the usual shape, in either order, with any JSON whitespace', () => {
+    const mime = fc.constantFrom('audio/pcm', 'image/jpeg', 'text/plain');
+    const ws = fc.constantFrom('', ' ', '\n', '\t ', '\r\n  ');
+    fc.assert(
+      fc.property(
+        mime,
+        fc.uint8Array({ minLength: 1, maxLength: 64 }),
+        fc.boolean(),
+        fc.boolean(),
+        fc.boolean(),
+        ws,
+        ws,
+        (m, bytes, dataFirst, pad, dataUrl, a, b) => {
+          let data = Buffer.from(bytes).toString('base64');
+          if (!pad) data = data.replace(/=+$/, '');
+          if (dataUrl) data = `data:${m};base64,${data}`;
+          const fields = [`"mime_type"${a}:${b}"${m}"`, `"data"${b}:${a}"${data}"`];
+          const raw = `${a}{${b}${(dataFirst ? fields.reverse() : fields).join(`${a},${b}`)}${a}}${b}`;
+          const parsed = parseFrame(raw, false);
+          assert.ok(parsed.ok, raw);
+          assert.deepEqual(peekFrame(Buffer.from(raw)), { mimeType: parsed.mimeType, bytes: parsed.bytes.length }, raw);
+        },
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('leaves every other shape to parseFrame', () => {
+    for (const raw of [
+      '{"mime_type":"audio/pcm","data":"AAAA","seq":1}',
+      '{"seq":1,"mime_type":"audio/pcm","data":"AAAA"}',
+      '{"mime_type":"audio/pcm","data":"AA\\u0041A"}',
+      '{"mime_type":"audio/webm","data":"AAAA"}',
+      '{"mime_type":"audio/pcm","data":"AAAA"',
+      '{"mime_type":"audio/pcm","data":"AAAA"}}',
+      '{"data":"AAAA","mime_type":"text/plain","mime_type":"audio/pcm"}',
+      '{"mime_type":"audio/pcm","data":5}',
+      '{"mime_type":"image/jpeg","data":"data:image/jpeg;base64"}',
+      '[{"mime_type":"audio/pcm","data":"AAAA"}]',
+      'not json',
+      '',
+    ]) {
+      assert.equal(peekFrame(Buffer.from(raw)), null, raw);
+    }
   });
 });
 

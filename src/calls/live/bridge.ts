@@ -16,7 +16,8 @@
  *
  * Keys the person presses (the carrier's `dtmf` frames) are gathered into runs (keypad.ts) and given
  * to the model as input and to the transcript as entries marked `dtmf`. Keys, like caller audio, have
- * a budget (what a person can press): keys beyond it are dropped and counted, the call goes on. The agent presses keys with
+ * a budget (what a person can press): keys beyond it are dropped and counted, the call goes on; a
+ * frame over its budget is dropped from its first bytes, before it is parsed. The agent presses keys with
  * the built-in `send_dtmf` tool (dtmf-tool.ts): by the carrier's command where it has one
  * (provider_b `send_dtmf`), else as tones in its audio on the media stream (provider_a), the tool
  * answering once a mark after the tones comes back, that is once they have played.
@@ -39,7 +40,7 @@ import type { CallFinaliser } from '../finaliser.js';
 import type { CallLiveEvents } from '../live-events.js';
 import type { CallRow, CallStore, EndReason } from '../store.js';
 import { CallTranscoder } from '../../carriers/transcode.js';
-import type { MediaDialect, MediaEvent } from '../../carriers/media.js';
+import { frameHead, type MediaDialect, type MediaEvent } from '../../carriers/media.js';
 import type { Carrier } from '../../carriers/carrier.js';
 import { credentialsOf } from '../../carriers/credentials.js';
 import type { CallSignal } from './signals.js';
@@ -279,8 +280,12 @@ export class CallBridge {
 
   // Carrier -> model
 
-  handleMessage(raw: string, receivedAt: bigint): void {
-    const event = this.dialect.parse(raw);
+  handleMessage(raw: Buffer, receivedAt: bigint): void {
+    // Over its budget, a frame is dropped from what its first bytes say: a flood costs a scan a frame.
+    const head = frameHead(raw);
+    if (head?.event === 'media' && !this.audioBudget.fits(head.payloadBytes / 8)) return this.audioDropped(head.payloadBytes);
+    if (head?.event === 'dtmf' && !this.keyBudget.fits(1)) return this.opts.onKeysDropped?.(1);
+    const event = this.dialect.parse(raw.toString());
     if (!event) {
       this.log.debug('unusable media stream frame ignored');
       return;

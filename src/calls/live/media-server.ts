@@ -112,9 +112,9 @@ export class MediaServer {
     const log = this.log.child({ provider });
     // Frames after `start` while the call is looked up: held for its bridge, so no caller audio (nor
     // any moment of a recording) is lost to the lookup.
-    const early: string[] = [];
+    const early: Buffer[] = [];
     const hold = (data: Buffer, isBinary: boolean) => {
-      if (!isBinary && early.length < EARLY_FRAMES) early.push(data.toString());
+      if (!isBinary && early.length < EARLY_FRAMES) early.push(data);
     };
     // Frames until `start`; audio before it is not taken.
     const start = await new Promise<{ streamId: string; callSid: string; callId: string | null; streamToken: string | null } | null>((resolve) => {
@@ -173,7 +173,7 @@ export class MediaServer {
     ws.off('message', hold);
     for (const frame of early.splice(0)) bridge.handleMessage(frame, process.hrtime.bigint());
     ws.on('message', (data: Buffer, isBinary: boolean) => {
-      if (!isBinary) bridge.handleMessage(data.toString(), process.hrtime.bigint());
+      if (!isBinary) bridge.handleMessage(data, process.hrtime.bigint());
     });
     // Never replaces a bridge: the claim above let one stream per call through.
     this.bridges.set(call.id, bridge);
