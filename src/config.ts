@@ -254,7 +254,7 @@ const schema = z.object({
    * Budgets of one realtime session, a second and at once: typed messages (`text/plain`, each a model
    * turn; a person sends at most about one a second) and images (`image/jpeg`; the client library
    * sends one a second). What is over is dropped, answered with `text_rate_limited` /
-   * `image_rate_limited` once a run of drops, and counted in `media_input_dropped_total`.
+   * `image_rate_limited` once a run of drops (a text session: the agent's apology), and counted in `media_input_dropped_total`.
    */
   REALTIME_TEXT_RATE: z.coerce.number().min(0.01).max(1000).default(1),
   REALTIME_TEXT_BURST: z.coerce.number().int().min(1).max(10_000).default(10),

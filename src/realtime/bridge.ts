@@ -59,6 +59,11 @@ export interface BridgeOptions extends ConversationOptions {
 }
 
 const APOLOGY = "Sorry, I couldn't read that message. Could you send it again?";
+/** A text session's answers where other sessions get an error code (the spec allows it no others). */
+const TEXT_APOLOGIES: Partial<Record<ServerErrorCode, string>> = {
+  text_too_long: 'Sorry, that message is too long for me to read. Could you send it in shorter parts?',
+  text_rate_limited: 'Sorry, messages are arriving faster than I can read them, so I missed some. Could you send again what matters, one at a time?',
+};
 
 type InputKind = 'text' | 'image';
 const RATE_LIMITED = { text: 'text_rate_limited', image: 'image_rate_limited' } as const;
@@ -163,8 +168,8 @@ export class SessionBridge {
   }
 
   /** The agent's apology for a message it could not take (text sessions carry no other error codes). */
-  private apologise(): void {
-    this.send({ type: 'text', text: APOLOGY });
+  private apologise(text = APOLOGY): void {
+    this.send({ type: 'text', text });
     this.send({ type: 'turn_complete' });
   }
 
@@ -232,6 +237,7 @@ export class SessionBridge {
     if (sized) this.opts.onInputDropped?.(sized, 'size');
     if (!this.isText) this.sendError(frame.code, frame.error);
     else if (frame.code === 'invalid_json') this.apologise();
+    else if (TEXT_APOLOGIES[frame.code]) this.apologise(TEXT_APOLOGIES[frame.code]);
     else if (TEXT_SESSION_CODES.has(frame.code)) this.sendError(frame.code, frame.error);
   }
 
@@ -262,10 +268,12 @@ export class SessionBridge {
       this.limited.add(kind);
       const { perSecond, burst } = kind === 'text' ? this.opts.textBudget : this.opts.imageBudget;
       const what = kind === 'text' ? 'Typed messages' : 'Images';
-      this.sendError(
-        RATE_LIMITED[kind],
-        `${what} are arriving faster than this session takes them (${burst} at once, then ${perSecond} a second): this one was dropped, and so are the ones after it until the pace is back within that. Send again what matters.`,
-      );
+      if (this.isText) this.apologise(TEXT_APOLOGIES.text_rate_limited);
+      else
+        this.sendError(
+          RATE_LIMITED[kind],
+          `${what} are arriving faster than this session takes them (${burst} at once, then ${perSecond} a second): this one was dropped, and so are the ones after it until the pace is back within that. Send again what matters.`,
+        );
     }
     return false;
   }

@@ -149,5 +149,8 @@ export function peekFrame(raw: Buffer): FramePeek | null {
   return { mimeType, bytes: Math.floor(((end - from - padding) * 3) / 4) };
 }
 
-/** In a text session only these codes are sent (and `text_rate_limited`); other unusable frames are dropped silently. */
-export const TEXT_SESSION_CODES: ReadonlySet<FrameErrorCode> = new Set(['binary_frame_unsupported', 'missing_data', 'text_too_long']);
+/**
+ * In a text session only these codes are sent (the spec's rule); a message too long or over the
+ * typed-message budget gets an apology from the agent instead, other unusable frames are dropped silently.
+ */
+export const TEXT_SESSION_CODES: ReadonlySet<FrameErrorCode> = new Set(['binary_frame_unsupported', 'missing_data']);

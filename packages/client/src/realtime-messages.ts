@@ -201,18 +201,19 @@ export interface RealtimeSessionEnded {
  * | `invalid_data` | `data` is not a string |
  * | `invalid_base64` | `data` is not valid base64 |
  * | `empty_payload` | `data` decodes to zero bytes |
- * | `text_too_long` | a `text/plain` message decodes to more than 16 KiB (16,384 bytes) of UTF-8; it is not passed on (every session type, text sessions included) |
+ * | `text_too_long` | a `text/plain` message decodes to more than 16 KiB (16,384 bytes) of UTF-8; it is not passed on (a text session gets an apology `text` from the agent instead) |
  * | `image_too_large` | voice, camera and screen sessions: an `image/jpeg` message decodes to more than 2 MiB (2,097,152 bytes); it is not passed on (a camera or screen frame of the client library, at most 1280 pixels wide, is a few hundred kB) |
- * | `text_rate_limited` | typed messages arrive faster than a person sends them: beyond the session's budget (by default a burst of 10, then 1 a second) each `text/plain` message is dropped, not passed on; sent once for each run of dropped messages (for the first one dropped after one got through), so a flood gets one answer, not one per message. Every session type, text sessions included. Wait, then send again what matters |
+ * | `text_rate_limited` | typed messages arrive faster than a person sends them: beyond the session's budget (by default a burst of 10, then 1 a second) each `text/plain` message is dropped, not passed on; sent once for each run of dropped messages (for the first one dropped after one got through), so a flood gets one answer, not one per message (a text session gets one apology `text` from the agent instead). Wait, then send again what matters |
  * | `image_rate_limited` | voice, camera and screen sessions: images arrive faster than the session takes them: beyond its budget (by default a burst of 10, then 2 a second; the client library sends 1 a second) each `image/jpeg` message is dropped, not passed on; sent once for each run of dropped images, as for `text_rate_limited` |
  * | `binary_frame_unsupported` | a binary frame was sent |
  * | `no_audio_received` | sent once per session, when an image arrives at least 8 seconds after the first image and no audio has been received; checked when an image arrives, not on a timer |
  * | `forward_failed` | voice, camera and screen sessions: a valid message could not be passed to the agent (its session is reconnecting and its queue is full), or a message sent before `session_started` was dropped because the admission hold (250 messages / 8 MB by default) was full; one per message, safe to send again (a text session gets an apology `text` instead) |
  * | `upstream_unavailable` | voice, camera and screen sessions only: the voice service is unreachable after retries; the socket then closes with 1011 |
  *
- * Text sessions emit only `binary_frame_unsupported`, `missing_data`, `text_too_long` and `text_rate_limited`; they ignore audio and
- * images without error, and other unusable messages are dropped silently (invalid JSON, and a message
- * that could not be passed to the agent, get an apology `text` from the agent).
+ * Text sessions emit only `binary_frame_unsupported` and `missing_data` (the spec's rule); they ignore audio and
+ * images without error, and other unusable messages are dropped silently (invalid JSON, a message
+ * too long or over the typed-message budget, and a message that could not be passed to the agent, get an
+ * apology `text` from the agent).
  *
  */
 export interface RealtimeError {
