@@ -5,7 +5,7 @@
  */
 import { unprocessable } from '../errors/api-error.js';
 import type { components } from '../../generated/openapi.js';
-import type { BatchInput } from './service.js';
+import type { BatchInput } from './batch-input.js';
 import type { CallingWindow, Weekday } from './calling-window.js';
 import type { RetryOutcome } from './store.js';
 

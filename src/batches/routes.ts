@@ -16,7 +16,8 @@ import { bodyValidationError } from '../http/validation.js';
 import { refuseNul } from '../http/nul.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import { readCsvFormFields, type CsvForm } from './csv-form.js';
-import type { BatchInput, BatchService } from './service.js';
+import type { BatchService } from './service.js';
+import type { BatchInput } from './batch-input.js';
 
 type WebhookDelivery = components['schemas']['WebhookDelivery'];
 

@@ -12,11 +12,11 @@ import { newId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { CallService } from '../calls/service.js';
 import type { DestinationService } from '../destinations/service.js';
-import type { Provider } from '../carriers/carrier.js';
-import { isValidTimeZone, windowProblems, type CallingWindow } from './calling-window.js';
-import { numbersOf, screenRecipients, type RecipientInput, type RowProblem } from './recipients.js';
+import { isValidTimeZone, windowProblems } from './calling-window.js';
+import { numbersOf, screenRecipients, type RowProblem } from './recipients.js';
 import { MAX_FILE_PROBLEMS, parseRecipientsCsv } from './csv.js';
 import { batchInputFromCsvForm, type CsvForm } from './csv-form.js';
+import type { BatchInput } from './batch-input.js';
 import { toBatch, toDetail, toSummary, type Batch, type BatchDetail, type BatchSummary } from './records.js';
 import type { BatchEngine } from './engine.js';
 import { TERMINAL_BATCH, type BatchFilters, type BatchRow, type BatchStore, type NewRecipient, type RetryOutcome } from './store.js';
@@ -24,20 +24,6 @@ import { TERMINAL_BATCH, type BatchFilters, type BatchRow, type BatchStore, type
 export const DEFAULT_CONCURRENCY = 10;
 export const DEFAULT_RETRY = { max_attempts: 3, delay_seconds: 900, retry_on: [] as RetryOutcome[] };
 export const MAX_SCHEDULE_AHEAD_MS = 30 * 24 * 3600 * 1000;
-
-/** A batch to create, from either path (the CSV path's rows already read). */
-export interface BatchInput {
-  agent_id: string;
-  name: string;
-  recipients: Array<RecipientInput & { index: number }>;
-  provider?: Provider;
-  scheduled_at?: string;
-  webhook_url?: string;
-  recording?: { enabled: boolean } | null;
-  concurrency?: number;
-  retry_policy?: { max_attempts?: number; delay_seconds?: number; retry_on?: RetryOutcome[] };
-  calling_window?: CallingWindow;
-}
 
 /** Per-workspace caps (configuration): batches not yet over, and recipients waiting across them. */
 export interface WorkspaceCaps {

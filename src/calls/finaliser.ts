@@ -16,7 +16,7 @@ import type { WorkspaceAdmission } from '../workspaces/admission.js';
 import type { CallCompletedPublisher } from '../webhooks/events.js';
 import type { JobAdd, JobQueue } from '../jobs/queue.js';
 import { endTime, finalState } from './lifecycle.js';
-import { DEADLINE_JOB } from './jobs.js';
+import { DEADLINE_JOB } from './job-kinds.js';
 import { callCompletedFacts } from './records.js';
 import type { RecordingView } from '../recordings/service.js';
 import { LIVE_STATUSES, type CallRow, type CallStore, type EndReason } from './store.js';

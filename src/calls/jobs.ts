@@ -12,34 +12,17 @@
 import type { Logger } from 'pino';
 import { sha256Hex } from '../lib/tokens.js';
 import type { Clock } from '../lib/clock.js';
-import { PRIORITY, idPayload, jobKind, type JobQueue } from '../jobs/queue.js';
+import type { JobQueue } from '../jobs/queue.js';
 import { CarrierError, type Carrier, type Provider } from '../carriers/carrier.js';
 import { credentialsOf, MissingCredentialsError } from '../carriers/credentials.js';
 import type { CallFinaliser } from './finaliser.js';
-import type { CallAgents, CallTiming } from './service.js';
+import type { CallAgents, CallTiming } from './dependencies.js';
+import { DEADLINE_JOB, DIAL_JOB } from './job-kinds.js';
 import { newStreamToken } from './stream-token.js';
 import { carrierAgentId, isTerminal, type CallStore } from './store.js';
 
 /** The carrier's own time limit is this much later than the bridge's, so the bridge's comes first. */
 const CARRIER_TIME_LIMIT_MARGIN_S = 10;
-
-/**
- * Hands a queued call to its carrier (one per call: a second add while one is pending replaces it).
- * First among due jobs: a call never waits behind any workspace's batch bookkeeping.
- */
-export const DIAL_JOB = jobKind<{ call_id: string }>({
-  name: 'call_dial',
-  parse: idPayload('call_id'),
-  key: (p) => `call_dial:${p.call_id}`,
-  priority: PRIORITY.call,
-});
-/** Ends a call nothing else ended in time; keyed, so a later deadline replaces the pending one (first too: it may dial a lost call). */
-export const DEADLINE_JOB = jobKind<{ call_id: string }>({
-  name: 'call_deadline',
-  parse: idPayload('call_id'),
-  key: (p) => `call_deadline:${p.call_id}`,
-  priority: PRIORITY.call,
-});
 
 export class CallJobs {
   constructor(

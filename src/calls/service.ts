@@ -22,7 +22,8 @@ import { CarrierError, type Carrier, type CarrierCredentials, type Provider } fr
 import { canDial, credentialsOf, MissingCredentialsError } from '../carriers/credentials.js';
 import type { InboundSetup, SetupDecision } from './inbound-setup.js';
 import type { CallFinaliser } from './finaliser.js';
-import { DEADLINE_JOB, DIAL_JOB } from './jobs.js';
+import { DEADLINE_JOB, DIAL_JOB } from './job-kinds.js';
+import type { CallAgents, CallTiming } from './dependencies.js';
 import { newStreamToken } from './stream-token.js';
 import { toCall, type Call } from './records.js';
 import type { RecordingView } from '../recordings/service.js';
@@ -53,20 +54,6 @@ export interface QueuedCall {
   batchId?: string | null;
   /** A batch's call: its recipient and which attempt it is (one call per attempt, a unique key). */
   attempt?: { recipientId: string; number: number };
-}
-
-export interface CallTiming {
-  ringTimeoutS: number;
-  maxDurationS: number;
-  dialGraceMs: number;
-  orphanAfterMs: number;
-}
-
-/** AgentService as calls use it. */
-export interface CallAgents {
-  runtimeOf(workspaceId: string, agentId: string): Promise<RuntimeAgent | 'not_found' | 'other_workspace'>;
-  /** null: the agent is gone. */
-  findForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent | null>;
 }
 
 const BILLING_CODES = { subscription_inactive: 'subscription_inactive', plan_limit: 'plan_limit_reached', insufficient_credit: 'insufficient_credit' } as const;

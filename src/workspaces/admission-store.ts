@@ -8,6 +8,7 @@
  */
 import type { Knex } from 'knex';
 import { grant, type Grant, type ReservationAsk, type ReservationLimit } from './reservations.js';
+import type { UsageKind } from './terms.js';
 import {
   deleteReservation,
   fundsOf,
@@ -30,8 +31,6 @@ export interface WorkspaceBilling {
   credit_balance_cents: number;
   concurrent_session_limit: number;
 }
-
-export type UsageKind = 'web_session' | 'phone_call';
 
 export interface UsageRecord {
   workspaceId: string;

@@ -8,12 +8,14 @@
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
-import type { AdmissionStore, UsageKind, UsageRecord, WorkspaceBilling } from './admission-store.js';
+import type { AdmissionStore, UsageRecord, WorkspaceBilling } from './admission-store.js';
+import type { ReservationTerms } from './terms.js';
 import { billable, type Grant, type ReservationAsk } from './reservations.js';
 import { ReservationWatch, type WatchTerms } from './reservation-watch.js';
 import type { SlotKeeper } from './slots.js';
 
-export type { WorkspaceBilling, UsageKind, UsageRecord, AdmitRefusal, Admitted } from './admission-store.js';
+export type { WorkspaceBilling, UsageRecord, AdmitRefusal, Admitted } from './admission-store.js';
+export type { ReservationTerms, UsageKind } from './terms.js';
 export type { ReservationAsk, ReservationLimit } from './reservations.js';
 export type { ReservationWatch, WatchTerms } from './reservation-watch.js';
 
@@ -29,15 +31,6 @@ export interface AdmissionOptions {
   reservationMinutes: number;
   /** A live conversation asks for its next minutes this long before its reservation runs out. */
   renewBeforeMs: number;
-}
-
-/** What a conversation kind reserves: its per-minute price, how long its reservation lives, its longest length. */
-export interface ReservationTerms {
-  kind: UsageKind;
-  centsPerMinute: number;
-  expiryMs: number;
-  /** The conversation's own maximum length in minutes (phone calls); no reservation grows beyond it. */
-  maxMinutes?: number;
 }
 
 const BLOCKED = new Set(['past_due', 'unpaid']);

@@ -5,7 +5,7 @@
  * decision for every instance sharing the database. Expiry is on the database clock, like the slots'.
  */
 import type { Knex } from 'knex';
-import type { UsageKind } from './admission-store.js';
+import type { UsageKind } from './terms.js';
 import { holding, type ReservationAsk, type WorkspaceFunds } from './reservations.js';
 
 export interface ReservationRow {

@@ -9,7 +9,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import type { Grant, ReservationLimit } from './reservations.js';
-import type { ReservationTerms } from './admission.js';
+import type { ReservationTerms } from './terms.js';
 
 export interface WatchTerms extends ReservationTerms {
   id: string;

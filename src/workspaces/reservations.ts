@@ -10,7 +10,7 @@
  * price) and one minute of the plan's monthly allowance. Conversations are billed per started minute,
  * so a conversation that holds N minutes may talk N minutes and costs at most N minutes' price.
  */
-import type { UsageKind } from './admission-store.js';
+import type { UsageKind } from './terms.js';
 
 /** Why a reservation is refused or cannot grow: the plan's minutes first, then credit (the checks' order). */
 export type ReservationLimit = 'plan_limit' | 'insufficient_credit';

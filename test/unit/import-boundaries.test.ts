@@ -2,7 +2,8 @@
  * The rooms of src/ and the direction of their imports (lint/rooms.js): the whole import graph, read
  * with the TypeScript compiler's own import scanner, runs one way (no room imports a room above it,
  * no two rooms import each other, only the assembly imports the simulators), and ESLint refuses an
- * import that would break it.
+ * import that would break it. Within and across rooms, no file imports itself round about (type-only
+ * imports included: a loop closed by types still ties the files' changes together).
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -21,23 +22,61 @@ const roomOf = (file: string) => {
   return rel.length > 1 ? rel[0] : '';
 };
 
-/** Every import edge between rooms: [from file, from room, to room]. */
-function edges(): Array<[string, string, string]> {
-  const out: Array<[string, string, string]> = [];
+/** Every import between files of src/ (type-only ones included): [from file, to file], absolute .ts paths. */
+function fileEdges(): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
   for (const rel of fs.readdirSync(src, { recursive: true }) as string[]) {
     if (!rel.endsWith('.ts')) continue;
     const file = path.join(src, rel);
     const { importedFiles } = ts.preProcessFile(fs.readFileSync(file, 'utf8'), true, true);
     for (const { fileName } of importedFiles) {
       if (!fileName.startsWith('.')) continue;
-      const target = path.resolve(path.dirname(file), fileName);
-      if (!target.startsWith(src + path.sep)) continue;
-      const from = roomOf(file);
-      const to = roomOf(target);
-      if (from !== to) out.push([path.relative(root, file), from, to]);
+      const target = path.resolve(path.dirname(file), fileName).replace(/\.js$/, '.ts');
+      if (target.startsWith(src + path.sep)) out.push([file, target]);
     }
   }
   return out;
+}
+
+/** Every import edge between rooms: [from file, from room, to room]. */
+function edges(): Array<[string, string, string]> {
+  return fileEdges()
+    .map(([file, target]): [string, string, string] => [path.relative(root, file), roomOf(file), roomOf(target)])
+    .filter(([, from, to]) => from !== to);
+}
+
+/** The groups of files that import one another round about (strongly connected, Tarjan's algorithm), each sorted. */
+function importLoops(pairs: Array<[string, string]>): string[][] {
+  const next = new Map<string, string[]>();
+  for (const [a, b] of pairs) next.set(a, [...(next.get(a) ?? []), b]);
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const loops: string[][] = [];
+  const visit = (v: string) => {
+    index.set(v, index.size);
+    low.set(v, index.get(v)!);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of next.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const group: string[] = [];
+    let w: string;
+    do {
+      w = stack.pop()!;
+      onStack.delete(w);
+      group.push(w);
+    } while (w !== v);
+    if (group.length > 1 || (next.get(v) ?? []).includes(v)) loops.push(group.sort());
+  };
+  for (const v of next.keys()) if (!index.has(v)) visit(v);
+  return loops;
 }
 
 describe('the import graph of src/', () => {
@@ -67,6 +106,18 @@ describe('the import graph of src/', () => {
       [...(next.get(a) ?? [])].some((n) => n === b || (!seen.has(n) && (seen.add(n), reaches(n, b, seen))));
     const cycles = ROOMS.filter((r) => reaches(r, r));
     assert.deepEqual(cycles, []);
+  });
+
+  it('has no files that import each other, directly or round about, type-only imports included', () => {
+    const loops = importLoops(fileEdges()).map((group) => group.map((f) => path.relative(src, f)).join(' <-> '));
+    assert.deepEqual(loops, [], 'move what the files share into a small file of its own');
+  });
+
+  it('finds an import loop, one closed by a type-only import included', () => {
+    const [a, b, c, d] = ['a.ts', 'b.ts', 'c.ts', 'd.ts'];
+    assert.deepEqual(importLoops([[a, b], [b, c], [c, a], [c, d]]), [[a, b, c]]);
+    assert.deepEqual(importLoops([[a, b], [b, c]]), []);
+    assert.deepEqual(importLoops([[a, a]]), [[a]]);
   });
 
   it('lets only the assembly start the simulators', () => {

@@ -1,0 +1,18 @@
+import type { Provider } from '../carriers/carrier.js';
+import type { CallingWindow } from './calling-window.js';
+import type { RecipientInput } from './recipients.js';
+import type { RetryOutcome } from './store.js';
+
+/** A batch to create, from either path (the CSV path's rows already read). */
+export interface BatchInput {
+  agent_id: string;
+  name: string;
+  recipients: Array<RecipientInput & { index: number }>;
+  provider?: Provider;
+  scheduled_at?: string;
+  webhook_url?: string;
+  recording?: { enabled: boolean } | null;
+  concurrency?: number;
+  retry_policy?: { max_attempts?: number; delay_seconds?: number; retry_on?: RetryOutcome[] };
+  calling_window?: CallingWindow;
+}
