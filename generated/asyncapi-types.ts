@@ -1327,3 +1327,21 @@ export const realtimeServerMessages = {
   session_ended: 'realtimeSessionEnded',
   error: 'realtimeError',
 } as const satisfies Record<RealtimeServerMessage['type'], string>;
+
+/** Each webhook event kind: its message component (asyncapi.json#/components/messages/<name>) and whether only webhooks that list it receive it. */
+export const webhookEvents = {
+  'call.completed': { message: 'callCompleted', optIn: false },
+  'batch.completed': { message: 'batchCompleted', optIn: false },
+  'call.status_changed': { message: 'callStatusChanged', optIn: true },
+  'call.transcript': { message: 'callTranscript', optIn: true },
+} as const;
+
+export type WebhookEventKind = keyof typeof webhookEvents;
+
+/** The payload of each webhook event kind. */
+export interface WebhookEventPayloads {
+  'call.completed': CallCompletedEvent;
+  'batch.completed': BatchCompletedEvent;
+  'call.status_changed': CallStatusChangedEvent;
+  'call.transcript': CallTranscriptEvent;
+}

@@ -92,6 +92,53 @@ function realtimeServerUnion(entries: ServerMessageEntry[], withMap: boolean): s
   );
 }
 
+interface WebhookEventEntry {
+  kind: string;
+  component: string;
+  typeName: string;
+  optIn: boolean;
+}
+
+/**
+ * The webhook event kinds: the messages of every operation that POSTs an event to a webhook receiver
+ * (its channel on the `webhookReceiver` server, no reply expected: `inbound.setup` asks a question,
+ * it reports no event), in document order. The kind is the message's `name`;
+ * `x-opt-in: true` on the message: only webhooks that list the kind receive it. The OpenAPI
+ * `WebhookEventType` enum must list the same kinds in the same order.
+ */
+function webhookEvents(bundle: Record<string, any>, payloads: Record<string, unknown>, openapi: Record<string, any>): WebhookEventEntry[] {
+  const entries: WebhookEventEntry[] = [];
+  for (const op of Object.values(bundle.operations as Record<string, any>)) {
+    const channelName = String(op.channel.$ref).split('/').pop()!;
+    const channel = bundle.channels[channelName];
+    if (op.action !== 'send' || op.reply || !(channel.servers ?? []).some((s: { $ref: string }) => s.$ref === '#/servers/webhookReceiver')) continue;
+    for (const { $ref } of op.messages as Array<{ $ref: string }>) {
+      const key = $ref.split('/').pop()!;
+      const component = String(channel.messages[key].$ref).split('/').pop()!;
+      const message = bundle.components.messages[component];
+      const payload = payloads[component] as { title: string; properties: { event: { const?: string; enum?: string[] } } };
+      const eventConst = payload.properties.event.const ?? payload.properties.event.enum?.[0];
+      if (eventConst !== message.name) throw new Error(`asyncapi: message ${component} is named ${message.name} but its payload's event is ${eventConst}`);
+      entries.push({ kind: message.name, component, typeName: payload.title.replace(/[^A-Za-z0-9]/g, ''), optIn: message['x-opt-in'] === true });
+    }
+  }
+  const listed = openapi.components.schemas.WebhookEventType.enum as string[];
+  if (JSON.stringify(listed) !== JSON.stringify(entries.map((e) => e.kind))) {
+    throw new Error(`openapi WebhookEventType lists ${listed.join(', ')}; the AsyncAPI webhook messages are ${entries.map((e) => e.kind).join(', ')}`);
+  }
+  return entries;
+}
+
+function webhookEventsModule(entries: WebhookEventEntry[]): string {
+  return (
+    `\n/** Each webhook event kind: its message component (asyncapi.json#/components/messages/<name>) and whether only webhooks that list it receive it. */\n` +
+    `export const webhookEvents = {\n${entries.map((e) => `  '${e.kind}': { message: '${e.component}', optIn: ${e.optIn} },`).join('\n')}\n} as const;\n` +
+    `\nexport type WebhookEventKind = keyof typeof webhookEvents;\n` +
+    `\n/** The payload of each webhook event kind. */\n` +
+    `export interface WebhookEventPayloads {\n${entries.map((e) => `  '${e.kind}': ${e.typeName};`).join('\n')}\n}\n`
+  );
+}
+
 /**
  * Files generated into packages: the client library's realtime message types (its declarations must
  * stand alone, so it carries its own copy of them rather than importing generated/).
@@ -220,7 +267,8 @@ async function main(): Promise<void> {
     });
   const types = HEADER + (await payloadTypes('AsyncApiMessagePayloads', messages));
   const serverMessages = realtimeServerMessages(asyncapi, messages);
-  fs.writeFileSync(path.join(outDir, 'asyncapi-types.ts'), types + realtimeServerUnion(serverMessages, true));
+  const events = webhookEvents(asyncapi, messages, openapi);
+  fs.writeFileSync(path.join(outDir, 'asyncapi-types.ts'), types + realtimeServerUnion(serverMessages, true) + webhookEventsModule(events));
   const realtimePayloads = Object.fromEntries(['realtimeClientMessage', ...serverMessages.map((e) => e.component)].map((c) => [c, messages[c]]));
   const clientTypes = HEADER + (await payloadTypes('RealtimeMessages', realtimePayloads)) + realtimeServerUnion(serverMessages, false);
   const clientFile = 'client-realtime-messages.ts';

@@ -1,11 +1,14 @@
 /**
- * The internal entry point for raising `call.completed` and `batch.completed` (and, for webhooks that
- * list them, `call.status_changed` and `call.transcript`). Each method builds and
- * validates the payload (payloads.ts), records the event and one outbox row per target in one
- * transaction, wakes the dispatcher and returns: it never waits for a delivery. Once it returns, the
- * event survives a crash (the dispatcher of this or another instance sends it).
+ * The internal entry point for raising webhook events. `publish` takes any kind of the AsyncAPI
+ * document with the payload its message types, validates it against the message's schema, records
+ * the event and one outbox row per target in one transaction, wakes the dispatcher and returns: it
+ * never waits for a delivery. Once it returns, the event survives a crash (the dispatcher of this or
+ * another instance sends it). A new kind is one message in the AsyncAPI document and one `publish`
+ * call; the methods below are the four kinds of the spec, their payloads built in the contract's
+ * field order (payloads.ts).
  */
 import type { Knex } from 'knex';
+import { webhookEvents, type WebhookEventPayloads } from '../../generated/asyncapi-types.js';
 import { newId } from '../lib/ids.js';
 import {
   batchCompletedPayload,
@@ -17,9 +20,19 @@ import {
   type CallStatusChangedInput,
   type CallTranscriptInput,
   type EventKind,
+  validateEventPayload,
 } from './payloads.js';
 import type { WebhookStore } from './store.js';
 import { urlKey } from './url-key.js';
+
+/** Whose event it is and where it goes besides the workspace's webhooks that list its kind. */
+export interface EventTarget {
+  workspaceId: string;
+  callId: string | null;
+  batchId: string | null;
+  /** The call's or batch's own `webhook_url`; never used for opt-in kinds. */
+  webhookUrl: string | null;
+}
 
 export interface RaisedEvent {
   eventId: string;
@@ -39,6 +52,12 @@ export class EventPublisher {
     private readonly store: WebhookStore,
     private readonly wake: () => void,
   ) {}
+
+  /** An event of any kind: its payload is typed by the kind's AsyncAPI message and validated against it. */
+  async publish<K extends EventKind>(kind: K, target: EventTarget, payload: WebhookEventPayloads[K], trx?: Knex.Transaction): Promise<RaisedEvent> {
+    validateEventPayload(kind, payload);
+    return this.raise(kind, target.workspaceId, target.callId, target.batchId, target.webhookUrl, JSON.stringify(payload), trx);
+  }
 
   /**
    * A phone call or web session ended. `webhookUrl` is the call's own `webhook_url` (null for web
@@ -92,8 +111,9 @@ export class EventPublisher {
     trx?: Knex.Transaction,
   ): Promise<RaisedEvent> {
     const eventId = newId('event');
+    const own = webhookUrl && !webhookEvents[kind].optIn ? { url: webhookUrl, urlKey: urlKey(webhookUrl) } : null;
     const targets = await this.store.recordEvent(
-      { id: eventId, workspaceId, kind, callId, batchId, body, ownTarget: webhookUrl ? { url: webhookUrl, urlKey: urlKey(webhookUrl) } : null },
+      { id: eventId, workspaceId, kind, callId, batchId, body, ownTarget: own },
       () => newId('webhookDelivery'),
       trx,
     );

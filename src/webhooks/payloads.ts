@@ -5,13 +5,27 @@
  * validates the result against the AsyncAPI message schema (generated/asyncapi.json), so a payload
  * that does not match the contract is refused before anything is recorded or sent.
  */
-import type { BatchCompletedEvent, CallCompletedEvent, CallStatusChangedEvent, CallTranscriptEvent, ToolCallRecord } from '../../generated/asyncapi-types.js';
+import {
+  webhookEvents,
+  type BatchCompletedEvent,
+  type CallCompletedEvent,
+  type CallStatusChangedEvent,
+  type CallTranscriptEvent,
+  type ToolCallRecord,
+  type WebhookEventKind,
+} from '../../generated/asyncapi-types.js';
 import { asyncapiPayloadValidator } from '../contract/documents.js';
 
-export type EventKind = 'call.completed' | 'batch.completed' | 'call.status_changed' | 'call.transcript';
+/** The event kinds are the AsyncAPI document's webhook messages (`npm run generate` lists them). */
+export type EventKind = WebhookEventKind;
+
+const KINDS = Object.keys(webhookEvents) as EventKind[];
 
 /** The kinds only webhooks that list them receive (no own `webhook_url` target, no event kept without a target). */
-export const OPT_IN_KINDS: readonly EventKind[] = ['call.status_changed', 'call.transcript'];
+export const OPT_IN_KINDS: readonly EventKind[] = KINDS.filter((k) => webhookEvents[k].optIn);
+
+/** What a webhook registered without `events` receives. */
+export const DEFAULT_KINDS: readonly EventKind[] = KINDS.filter((k) => !webhookEvents[k].optIn);
 
 type Timestamp = string | Date;
 
@@ -39,13 +53,7 @@ export class InvalidEventPayloadError extends Error {
   }
 }
 
-const MESSAGE_OF: Record<EventKind, string> = {
-  'call.completed': 'callCompleted',
-  'batch.completed': 'batchCompleted',
-  'call.status_changed': 'callStatusChanged',
-  'call.transcript': 'callTranscript',
-};
-const validatorFor = (kind: EventKind) => asyncapiPayloadValidator(MESSAGE_OF[kind]);
+const validatorFor = (kind: EventKind) => asyncapiPayloadValidator(webhookEvents[kind].message);
 
 /** Throws InvalidEventPayloadError when the payload does not match its AsyncAPI schema. */
 export function validateEventPayload(kind: EventKind, payload: unknown): void {

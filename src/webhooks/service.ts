@@ -8,7 +8,7 @@ import { newId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { OutboundPolicy } from '../net/outbound-guard.js';
 import { checkTargetUrl } from '../net/target-url.js';
-import type { EventKind } from './payloads.js';
+import { DEFAULT_KINDS, type EventKind } from './payloads.js';
 import { newWebhookSecret } from './signing.js';
 import type { DeliveryRow, SecretRow, WebhookRow, WebhookStore } from './store.js';
 import { urlKey } from './url-key.js';
@@ -17,7 +17,6 @@ type Webhook = components['schemas']['Webhook'];
 type WebhookDelivery = components['schemas']['WebhookDelivery'];
 
 export const WEBHOOK_LIMIT = 20;
-const ALL_EVENTS: EventKind[] = ['call.completed', 'batch.completed'];
 
 export interface WebhookSettings {
   /** How long the previous secret keeps signing after a rotation. */
@@ -74,7 +73,7 @@ export class WebhookService {
     await this.allowedUrl(body.url);
     const result = await this.store.register(
       workspaceId,
-      { id: newId('webhook'), url: body.url, urlKey: urlKey(body.url), events: body.events, defaultEvents: ALL_EVENTS },
+      { id: newId('webhook'), url: body.url, urlKey: urlKey(body.url), events: body.events, defaultEvents: [...DEFAULT_KINDS] },
       WEBHOOK_LIMIT,
     );
     if ('limitReached' in result) {

@@ -371,6 +371,43 @@ describe('webhook delivery', () => {
     assert.equal((await t.service.db.knex('webhook_deliveries').where({ workspace_id: tn.workspaceId })).length, 0);
   });
 
+  it('publishes any kind of the contract by one typed call: validated against its message, an opt-in kind never to an own webhook_url', async () => {
+    const tn = await tenant(t);
+    const listed = await receiver();
+    const own = await receiver();
+    await registerWebhook(tn, listed.url, ['call.status_changed']);
+    const callId = newId('call');
+    const payload = {
+      event: 'call.status_changed' as const,
+      call_id: callId,
+      agent_id: newId('agent'),
+      batch_id: null,
+      status: 'ringing' as const,
+      call_status: 'ringing' as const,
+      end_reason: null,
+      reason: null,
+      timestamp: new Date().toISOString(),
+    };
+    const target = { workspaceId: tn.workspaceId, callId, batchId: null, webhookUrl: own.url };
+    const raised = await t.service.events.publish('call.status_changed', target, payload);
+    assert.equal(raised.targets, 1, 'the listing webhook only');
+    const [delivery] = await settledDeliveries(t.service.db.knex, raised.eventId);
+    assert.equal(delivery.target_url, listed.url);
+    assert.deepEqual(JSON.parse(listed.requests[0].rawBody.toString()), payload);
+    assert.equal(own.requests.length, 0);
+    const before = await t.service.db.knex('webhook_events').where({ workspace_id: tn.workspaceId }).count('* as n');
+    await assert.rejects(t.service.events.publish('call.status_changed', target, { ...payload, status: 'exploded' as never }), InvalidEventPayloadError);
+    assert.deepEqual(await t.service.db.knex('webhook_events').where({ workspace_id: tn.workspaceId }).count('* as n'), before);
+  });
+
+  it('stores a kind the database has never heard of (kinds come from the contract, not a migration), and nothing shaped otherwise', async () => {
+    const tn = await tenant(t);
+    const row = (kind: string) => ({ id: newId('event'), workspace_id: tn.workspaceId, kind, body: '{}' });
+    await t.service.db.knex('webhook_events').insert(row('agent.version_published'));
+    await assert.rejects(t.service.db.knex('webhook_events').insert(row('Call Completed; drop table x')), /webhook_events_kind_check/);
+    await assert.rejects(t.service.db.knex('webhook_events').insert(row(`call.${'x'.repeat(80)}`)), /webhook_events_kind_check/);
+  });
+
   it('gives up after the timeout on a receiver that hangs, without blocking the code that raised the event', async () => {
     const tn = await tenant(t);
     const hanging = await receiver(() => undefined);

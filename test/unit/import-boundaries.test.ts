@@ -115,8 +115,22 @@ describe('the import graph of src/', () => {
 
   it('finds an import loop, one closed by a type-only import included', () => {
     const [a, b, c, d] = ['a.ts', 'b.ts', 'c.ts', 'd.ts'];
-    assert.deepEqual(importLoops([[a, b], [b, c], [c, a], [c, d]]), [[a, b, c]]);
-    assert.deepEqual(importLoops([[a, b], [b, c]]), []);
+    assert.deepEqual(
+      importLoops([
+        [a, b],
+        [b, c],
+        [c, a],
+        [c, d],
+      ]),
+      [[a, b, c]],
+    );
+    assert.deepEqual(
+      importLoops([
+        [a, b],
+        [b, c],
+      ]),
+      [],
+    );
     assert.deepEqual(importLoops([[a, a]]), [[a]]);
   });
 

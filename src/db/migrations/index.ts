@@ -31,6 +31,7 @@ import * as m028 from './028_web_session_recordings.js';
 import * as m029 from './029_conversation_event_heads.js';
 import * as m030 from './030_cache_invalidations.js';
 import * as m031 from './031_recording_encoding.js';
+import * as m032 from './032_event_kinds_from_contract.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -66,6 +67,7 @@ const migrations: Array<[string, Migration]> = [
   ['029_conversation_event_heads', m029],
   ['030_cache_invalidations', m030],
   ['031_recording_encoding', m031],
+  ['032_event_kinds_from_contract', m032],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {

@@ -1,6 +1,7 @@
 /** Webhooks: register a URL for call and batch events (and the live ones: status changes, transcripts), the workspace's signing secret, each webhook's delivery log. */
 import { Fragment } from 'preact';
 import { useState } from 'preact/hooks';
+import { webhookEvents } from '../../../../generated/asyncapi-types.js';
 import type { Schemas } from '../api-types.js';
 import { api, ok } from '../api.js';
 import { canWrite, type SignedIn } from '../session.js';
@@ -8,9 +9,9 @@ import { ActionForm, ErrorNote, Field, Loading, MoreButton, When, formValue, use
 import { DeliveryTable } from './deliveries.js';
 
 type EventType = Schemas['WebhookEventType'];
-/** The kinds a webhook registered without a choice gets, then the live ones it must ask for. */
-const DEFAULT_EVENTS: EventType[] = ['call.completed', 'batch.completed'];
-const EVENTS: EventType[] = [...DEFAULT_EVENTS, 'call.status_changed', 'call.transcript'];
+/** The kinds of the contract (its AsyncAPI webhook messages); a webhook registered without a choice gets those not opt-in. */
+const EVENTS = Object.keys(webhookEvents) as EventType[];
+const DEFAULT_EVENTS = EVENTS.filter((e) => !webhookEvents[e].optIn);
 
 function SigningSecret() {
   const [secret, setSecret] = useState<string | null>(null);
