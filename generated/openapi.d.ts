@@ -4344,13 +4344,15 @@ export interface components {
              */
             status: "recording" | "completed";
             /**
+             * RecordingFormat
              * @description Always `wav` (`audio/wav`, PCM16 little-endian).
-             * @constant
+             * @enum {string}
              */
             format: "wav";
             /**
+             * RecordingChannels
              * @description Left: the caller (person); right: the agent.
-             * @constant
+             * @enum {integer}
              */
             channels: 2;
             /**
@@ -6121,7 +6123,10 @@ export interface components {
          *     }
          */
         CallCompletedEvent: {
-            /** @constant */
+            /**
+             * CallCompletedEventName
+             * @enum {string}
+             */
             event: "call.completed";
             /**
              * @description Identifies the conversation: for a phone call the call's id (`call_...`); for a web
@@ -6292,7 +6297,10 @@ export interface components {
          *     }
          */
         BatchCompletedEvent: {
-            /** @constant */
+            /**
+             * BatchCompletedEventName
+             * @enum {string}
+             */
             event: "batch.completed";
             /** @example bat_01JD5Z9K2M3N4P5Q6R7S8T9V0W */
             batch_id: string;
@@ -6365,7 +6373,10 @@ export interface components {
          *     }
          */
         CallStatusChangedEvent: {
-            /** @constant */
+            /**
+             * CallStatusChangedEventName
+             * @enum {string}
+             */
             event: "call.status_changed";
             /** @example call_01JD5Z9K3M4N5P6Q7R8S9T0V1W */
             call_id: string;
@@ -6406,7 +6417,10 @@ export interface components {
          *     }
          */
         CallTranscriptEvent: {
-            /** @constant */
+            /**
+             * CallTranscriptEventName
+             * @enum {string}
+             */
             event: "call.transcript";
             /** @example call_01JD5Z9K3M4N5P6Q7R8S9T0V1W */
             call_id: string;

@@ -15,12 +15,14 @@ export type RealtimeAudioFormat = {
    * Signed 16-bit little-endian PCM.
    */
   encoding: "pcm16le";
-  /**
-   * Samples per second.
-   */
-  sample_rate: 24000;
-  channels: 1;
+  sample_rate: RealtimeAudioSampleRate;
+  channels: RealtimeAudioChannels;
 } | null;
+/**
+ * Samples per second.
+ */
+export type RealtimeAudioSampleRate = 24000;
+export type RealtimeAudioChannels = 1;
 /**
  * `user` is the person; `model` is the agent.
  */
