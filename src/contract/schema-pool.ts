@@ -7,7 +7,7 @@
  * Fair between workspaces: each workspace has its own queue, served round-robin, and at most
  * `threads - 1` tasks of one workspace run at once (one with a single thread), so a workspace waits
  * behind its own work, and at most one task of each other workspace, never behind another's queue.
- * Threads start on first use and then stay (an idle thread does not keep the process alive), so
+ * The threads start together on first use and then stay (an idle thread does not keep the process alive), so
  * their compiled validators stay cached (src/contract/compiled-cache.ts) and no conversation's end
  * waits for a thread to start again after a quiet minute (BENCHMARKS.md has the cost of that start).
  */
@@ -73,8 +73,9 @@ class FairPool {
   }
 
   private start(workspaceId: string, job: Job): void {
+    // Every thread starts with the first task, so a workspace's first turn on a second thread does not wait for it to start.
     this.piscina ??= new Piscina({
-      minThreads: 1,
+      minThreads: this.opts.threads,
       maxThreads: this.opts.threads,
       concurrentTasksPerWorker: 1,
       resourceLimits: { maxOldGenerationSizeMb: 256 },
