@@ -170,8 +170,9 @@ export interface paths {
          *     credentials are write-only and are not checked with the carrier here; inbound calls stay off
          *     until `POST /api/v1/agents/{agent_id}/telephony/{provider}/inbound`. An `analysis.schema` is
          *     checked and compiled here: too large (422 `analysis_schema_too_large`), too deep (422
-         *     `analysis_schema_too_deep`) or unusable (422 `invalid_analysis_schema`, e.g. a pattern RE2
-         *     cannot run) refuses the request and nothing is stored.
+         *     `analysis_schema_too_deep`), too complex or recursive (422 `analysis_schema_too_complex`) or
+         *     unusable (422 `invalid_analysis_schema`, e.g. a pattern RE2 cannot run) refuses the request and
+         *     nothing is stored.
          */
         post: operations["createAgent"];
         delete?: never;
@@ -220,7 +221,8 @@ export interface paths {
          *     `name_required`, `can_end_conversation` goes back to `false`, `variable_placeholders` to `{}`,
          *     `realtime` flags back to enabled. Calls and sessions already running keep the settings they
          *     started with (their `analysis` setting included). An `analysis.schema` is checked as on
-         *     creation (422 `analysis_schema_too_large`, `analysis_schema_too_deep`, `invalid_analysis_schema`;
+         *     creation (422 `analysis_schema_too_large`, `analysis_schema_too_deep`, `analysis_schema_too_complex`,
+         *     `invalid_analysis_schema`;
          *     the agent is then unchanged). Another workspace's agent answers 403; an unknown id answers 404.
          */
         patch: operations["updateAgent"];
@@ -480,7 +482,9 @@ export interface paths {
         /**
          * Create an HTTP tool
          * @description Creates a workspace tool; attach it to agents with `PUT /api/v1/agents/{agent_id}/tools/{tool_id}`.
-         *     `parameters` is compiled as a JSON Schema (422 `invalid_parameters_schema`), `url` is checked
+         *     `parameters` is held to its budget and compiled as a JSON Schema (422 `parameters_schema_too_large`,
+         *     `parameters_schema_too_deep`, `parameters_schema_too_complex`, `invalid_parameters_schema`: see
+         *     `ToolParameters`), `url` is checked
          *     against private addresses (422 `url_not_allowed`), reserved headers are refused (422
          *     `reserved_header`). Header values are write-only. Nothing is sent to `url` here; use
          *     `POST /api/v1/tools/{tool_id}/test`.
@@ -2670,7 +2674,7 @@ export interface components {
          *     string, so that a code added later does not break a client: handle the codes you know and treat
          *     any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -3337,6 +3341,10 @@ export interface components {
          *     - at most 16,384 bytes as compact JSON (UTF-8): else 422 `analysis_schema_too_large`;
          *     - at most 16 levels of nested JSON objects and arrays, the root object being level 1: else 422
          *       `analysis_schema_too_deep`, `param` naming the first location beyond the limit;
+         *     - at most 512 subschemas, and at most 4,096 once every `$ref` is followed (each reference counted
+         *       as often as it is reached); no reference back into a schema it is inside of (a recursive
+         *       schema), no `$dynamicRef` or `$recursiveRef`: else 422 `analysis_schema_too_complex`, `param`
+         *       naming the `$ref` where the limit is passed or the loop closes;
          *     - valid against the 2020-12 meta-schema, compiling with every `$ref` resolved inside the schema,
          *       no keyword or `format` the validator does not know (a misspelt `requried` is refused rather than
          *       ignored; the non-standard `propertyOrdering` of the analysis model is allowed), no `$id` below
@@ -3770,6 +3778,27 @@ export interface components {
             mcp_server_id: string;
         };
         /**
+         * ToolParameters
+         * @description JSON Schema (2020-12) of the arguments object the model passes. The top-level `type` must be
+         *     `object`. It is checked and compiled on write, and nothing is stored when it fails:
+         *     - at most 16,384 bytes as compact JSON (UTF-8): else 422 `parameters_schema_too_large`;
+         *     - at most 16 levels of nested JSON objects and arrays, the root object being level 1: else 422
+         *       `parameters_schema_too_deep`, `param` naming the first location beyond the limit;
+         *     - at most 512 subschemas, and at most 4,096 once every `$ref` is followed (each reference counted
+         *       as often as it is reached); no reference back into a schema it is inside of (a recursive
+         *       schema), no `$dynamicRef` or `$recursiveRef`: else 422 `parameters_schema_too_complex`, `param`
+         *       naming the `$ref` where the limit is passed or the loop closes;
+         *     - valid against the 2020-12 meta-schema and compiling, every `pattern` a regular expression for
+         *       RE2 (linear time: no look-around, no back-references): else 422 `invalid_parameters_schema`,
+         *       `param` naming the offending location.
+         */
+        ToolParameters: {
+            /** @constant */
+            type: "object";
+        } & {
+            [key: string]: unknown;
+        };
+        /**
          * ToolCreateRequest
          * @description A new HTTP tool. When the model calls it, the service sends one request to `url` with `method`:
          *     for GET and DELETE the arguments go in the query string (objects and arrays JSON-encoded), for
@@ -3782,18 +3811,8 @@ export interface components {
             name: string;
             /** @description Tells the model what the tool does and when to use it. */
             description: string;
-            /**
-             * @description JSON Schema (2020-12) of the arguments object the model passes. The top-level `type` must be
-             *     `object`. It is compiled on write; a schema that does not compile is refused with 422
-             *     `invalid_parameters_schema` and `param` naming the offending location. Default
-             *     `{"type": "object", "properties": {}}` (no arguments).
-             */
-            parameters?: {
-                /** @constant */
-                type: "object";
-            } & {
-                [key: string]: unknown;
-            };
+            /** @description The arguments' JSON Schema (see `ToolParameters`). Default `{"type": "object", "properties": {}}` (no arguments). */
+            parameters?: components["schemas"]["ToolParameters"];
             /** Format: uri */
             url: string;
             /** @description Default `POST`. */
@@ -3820,17 +3839,7 @@ export interface components {
             /** @description Unique within the workspace (409 `tool_name_taken`). */
             name?: string;
             description?: string;
-            /**
-             * @description JSON Schema (2020-12) of the arguments object the model passes. The top-level `type` must be
-             *     `object`. It is compiled on write; a schema that does not compile is refused with 422
-             *     `invalid_parameters_schema` and `param` naming the offending location.
-             */
-            parameters?: {
-                /** @constant */
-                type: "object";
-            } & {
-                [key: string]: unknown;
-            };
+            parameters?: components["schemas"]["ToolParameters"];
             /** Format: uri */
             url?: string;
             method?: components["schemas"]["ToolMethod"];

@@ -385,6 +385,12 @@ const schema = z.object({
   /** Document text extraction runs in this many worker threads, each file within this time (else 422). */
   KNOWLEDGE_EXTRACT_THREADS: z.coerce.number().int().min(1).max(16).default(1),
   KNOWLEDGE_EXTRACT_TIMEOUT_MS: z.coerce.number().int().min(100).default(20_000),
+  /**
+   * Tenants' JSON Schemas (analysis schemas, tool parameters) are compiled and values validated against
+   * them in this many worker threads, served round-robin between workspaces, each task within this time.
+   */
+  SCHEMA_POOL_THREADS: z.coerce.number().int().min(1).max(16).default(2),
+  SCHEMA_TASK_TIMEOUT_MS: z.coerce.number().int().min(100).default(10_000),
   /** Calls a batch writes per dispatch transaction (a larger concurrency is filled by consecutive rounds). */
   BATCH_DISPATCH_CHUNK: z.coerce.number().int().min(1).max(1000).default(100),
   /** A batch's dispatch round runs this long after a call of it ends; calls ending meanwhile share the round. */

@@ -2,6 +2,7 @@
  * Assembles the running service from configuration: database, contract, domain services, HTTP server.
  * main.ts runs it as a process; tests start it in-process on a random port.
  */
+import { configureSchemaPool } from './contract/schema-pool.js';
 import http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { limitConnections, serverOptions } from './http/connection-limits.js';
@@ -234,6 +235,7 @@ export async function startService(
   const destinations = new DestinationService(new DestinationStore(db.knex), clock, log.child({ component: 'destinations' }));
   const agents = new AgentService(new AgentStore(db.knex), secrets, destinations, outbound, caches.of('agents'));
   const tools = new ToolService(new ToolStore(db.knex), agents, secrets, outbound);
+  configureSchemaPool({ threads: config.SCHEMA_POOL_THREADS, taskTimeoutMs: config.SCHEMA_TASK_TIMEOUT_MS });
   const extractor = new TextExtractor({ threads: config.KNOWLEDGE_EXTRACT_THREADS, timeoutMs: config.KNOWLEDGE_EXTRACT_TIMEOUT_MS });
   const knowledge = new KnowledgeService(new KnowledgeStore(db.knex), agents, extractor);
   const mcp = new McpService(

@@ -23,7 +23,7 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import { benchDatabase, forkChild, percentile, table, type BenchChild } from './lib.js';
-import { dataProblem } from '../../src/agents/schema-pool.js';
+import { analysisDataProblem } from '../../src/agents/analysis-check.js';
 import { compileStandalone, tenantAjv } from '../../src/contract/tenant-schema.js';
 
 const ADMIN = 'bench-operator-token-0123456789';
@@ -110,8 +110,8 @@ async function validationStep(): Promise<Record<string, string | number>> {
     }
     return xs.sort((a, b) => a - b);
   };
-  await time(() => dataProblem(SCHEMA, EXPECTED), 50); // the thread and its compiled validator, warm
-  const pool = await time(() => dataProblem(SCHEMA, EXPECTED), 500);
+  await time(() => analysisDataProblem('bench', SCHEMA, EXPECTED), 50); // the thread and its compiled validator, warm
+  const pool = await time(() => analysisDataProblem('bench', SCHEMA, EXPECTED), 500);
   const here = await time(() => inline(EXPECTED), 500);
   return {
     'pool p50 ms': percentile(pool, 50).toFixed(3),

@@ -1,49 +1,29 @@
 /**
  * The rules of an agent's `analysis.schema` (AgentAnalysisInput in the contract): the JSON Schema of the
- * data post-call analysis extracts. Cheap checks (size, depth) run where the request is handled; the
- * rest (meta-schema, RE2 patterns, compiling) and every validation of an answer run in the schema pool's
- * worker thread (schema-pool.ts), because compiling a 16 KiB schema takes Ajv hundreds of milliseconds.
+ * data post-call analysis extracts. The budget (size, depth, subschemas, expansion: src/contract/
+ * schema-budget.ts) is checked where the request is handled; the rest (meta-schema, RE2 patterns,
+ * compiling) and every validation of an answer run in the schema pool's worker threads
+ * (src/contract/schema-pool.ts), because compiling a 16 KiB schema takes Ajv hundreds of milliseconds.
  */
-import type { ValidateFunction } from 'ajv';
-import { compileStandalone, linearPatternProblem, pointerToParam, subschemas, tenantAjv, tooDeepAt } from '../contract/tenant-schema.js';
+import { compileStandalone, linearPatternProblem, pointerToParam, subschemas, tenantAjv } from '../contract/tenant-schema.js';
+import { tenantBudgetProblem, type BudgetProblem } from '../contract/schema-budget.js';
+import { compiledFor, firstError } from '../contract/compiled-cache.js';
 import { makeAjv } from '../contract/documents.js';
 import { forStructuredOutput } from '../voice/structured-output.js';
 
-export const ANALYSIS_SCHEMA_MAX_BYTES = 16_384;
-export const ANALYSIS_SCHEMA_MAX_DEPTH = 16;
 /** An extracted `data` larger than this (compact JSON) is refused as `invalid_output`. */
 export const ANALYSIS_DATA_MAX_BYTES = 65_536;
 
 const PARAM = 'analysis.schema';
 
-export type SchemaProblemCode = 'invalid_analysis_schema' | 'analysis_schema_too_large' | 'analysis_schema_too_deep';
 export interface SchemaProblem {
-  code: SchemaProblemCode;
+  code: 'invalid_analysis_schema' | `analysis_schema_${BudgetProblem['kind']}`;
   param: string;
   message: string;
 }
 
-/** Size and depth: cheap, checked before anything else looks at the schema. */
-export function schemaBoundsProblem(schema: Record<string, unknown>): SchemaProblem | null {
-  const bytes = Buffer.byteLength(JSON.stringify(schema));
-  if (bytes > ANALYSIS_SCHEMA_MAX_BYTES) {
-    return {
-      code: 'analysis_schema_too_large',
-      param: PARAM,
-      message: `'analysis.schema' is ${bytes} bytes as compact JSON; at most ${ANALYSIS_SCHEMA_MAX_BYTES} are allowed.`,
-    };
-  }
-  const deep = tooDeepAt(schema, ANALYSIS_SCHEMA_MAX_DEPTH);
-  if (deep !== null) {
-    const param = pointerToParam(PARAM, deep);
-    return {
-      code: 'analysis_schema_too_deep',
-      param,
-      message: `'analysis.schema' nests deeper than ${ANALYSIS_SCHEMA_MAX_DEPTH} levels of objects and arrays at '${param}'.`,
-    };
-  }
-  return null;
-}
+/** Size, depth, subschemas and expansion (a recursive schema is refused): linear, checked before anything else looks at the schema. */
+export const schemaBoundsProblem = (schema: Record<string, unknown>): SchemaProblem | null => tenantBudgetProblem(schema, 'analysis', PARAM);
 
 /**
  * The validator of analysis schemas: strict about keywords and formats (a misspelt `requried` would
@@ -107,7 +87,7 @@ export function schemaProblem(schema: Record<string, unknown>): SchemaProblem | 
     }
   }
   try {
-    compileStandalone(a, schema);
+    compiledFor('analysis', schema, (s) => compileStandalone(a, s));
   } catch (err) {
     const message = (err as Error).message;
     return invalid(locate(schema, message), `'analysis.schema' does not compile: ${message}.`);
@@ -124,29 +104,13 @@ export function schemaProblem(schema: Record<string, unknown>): SchemaProblem | 
   return null;
 }
 
-/** Compiled validators by schema text (one agent's schema serves all its conversations). */
-const compiled = new Map<string, ValidateFunction>();
-const COMPILED_MAX = 200;
-
-function validatorFor(schema: Record<string, unknown>): ValidateFunction {
-  const key = JSON.stringify(schema);
-  let v = compiled.get(key);
-  if (v) {
-    compiled.delete(key);
-  } else {
-    v = compileStandalone(ajv(), schema);
-    if (compiled.size >= COMPILED_MAX) compiled.delete(compiled.keys().next().value!);
-  }
-  compiled.set(key, v);
-  return v;
-}
-
 /** Why `value` is not valid `data` for `schema` (the first problem, `/path message`), or null when it is. */
 export function dataProblem(schema: Record<string, unknown>, value: unknown): string | null {
   const bytes = Buffer.byteLength(JSON.stringify(value) ?? '');
   if (bytes > ANALYSIS_DATA_MAX_BYTES) return `the data is ${bytes} bytes as compact JSON; at most ${ANALYSIS_DATA_MAX_BYTES} are kept`;
-  const validate = validatorFor(schema);
-  if (validate(value)) return null;
-  const e = validate.errors?.[0];
-  return `${e?.instancePath || '/'} ${e?.message ?? 'is invalid'}`;
+  const e = firstError(
+    compiledFor('analysis', schema, (s) => compileStandalone(ajv(), s)),
+    value,
+  );
+  return e && `${e.instancePath || '/'} ${e.message ?? 'is invalid'}`;
 }

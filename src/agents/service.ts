@@ -16,7 +16,7 @@ import { conflict, notFound, otherWorkspace, unprocessable } from '../errors/api
 import { isUniqueViolation } from '../lib/db-errors.js';
 import { newUnguessableId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
-import { checkAnalysisSchema } from './schema-pool.js';
+import { checkAnalysisSchema } from './analysis-check.js';
 import type {
   AgentRow,
   AgentStore,
@@ -275,7 +275,7 @@ export class AgentService {
     };
     await this.checkNumbers(workspaceId, body as UpdateRequest);
     await this.checkSetupUrl(body as UpdateRequest);
-    await this.checkAnalysis(body);
+    await this.checkAnalysis(workspaceId, body);
     // On create, a field sent as null takes its default, which is exactly what applying it to the defaults does.
     const id = newUnguessableId('agent');
     Object.assign(values, this.changes(id, values, body as UpdateRequest));
@@ -300,7 +300,7 @@ export class AgentService {
     }
     await this.checkSetupUrl(body);
     // Before the row lock: compiling a schema takes a worker thread a while.
-    await this.checkAnalysis(body);
+    await this.checkAnalysis(workspaceId, body);
     const row = await this.store.transaction(async (trx) => {
       const current = this.check(await this.store.findForUpdate(trx, agentId), workspaceId, agentId);
       const changes = this.changes(agentId, current, body);
@@ -311,10 +311,10 @@ export class AgentService {
     return this.toAgent(row);
   }
 
-  /** 422 (analysis_schema_too_large, analysis_schema_too_deep, invalid_analysis_schema) before anything is stored. */
-  private async checkAnalysis(body: UpdateRequest): Promise<void> {
+  /** 422 (analysis_schema_too_large, _too_deep, _too_complex, invalid_analysis_schema) before anything is stored. */
+  private async checkAnalysis(workspaceId: string, body: UpdateRequest): Promise<void> {
     const schema = body.analysis?.schema;
-    if (schema) await checkAnalysisSchema(schema as Record<string, unknown>);
+    if (schema) await checkAnalysisSchema(workspaceId, schema as Record<string, unknown>);
   }
 
   async delete(workspaceId: string, agentId: string): Promise<{ status: 'deleted'; agent_id: string }> {

@@ -74,7 +74,7 @@ export class CallFinaliser {
     const endedAt = endTime(row, o.forced ?? false, o.endedAt, this.clock.now());
     const talkMs = row.answered_at ? Math.max(0, endedAt.getTime() - new Date(row.answered_at).getTime()) : 0;
     const log = this.log.child({ callId });
-    const analysis = await analyseConversation(this.voice, row.instruction, row.transcript, log, row.analysis);
+    const analysis = await analyseConversation(this.voice, row.instruction, row.transcript, log, row.analysis, row.workspace_id);
     const w = writeUp(
       {
         transcript: row.transcript,

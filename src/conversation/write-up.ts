@@ -15,7 +15,7 @@
 import type { Logger } from 'pino';
 import { z } from 'zod';
 import type { components } from '../../generated/openapi.js';
-import { dataProblem } from '../agents/schema-pool.js';
+import { analysisDataProblem } from '../agents/analysis-check.js';
 import type { AnalysisStored } from '../agents/store.js';
 import type { AnalysisAnswer, AnswerPart, ConversationAnalysis, TranscriptTurn, VoiceService } from '../voice/types.js';
 import type { ConversationOutcome, ToolCallRecord } from './engine.js';
@@ -48,12 +48,17 @@ export function pendingResults(setting: AnalysisStored | null, error: AnalysisEr
   };
 }
 
-async function dataResult(schema: Record<string, unknown>, part: AnswerPart | undefined, log: Logger): Promise<Pick<AnalysisResults, 'data' | 'data_error'>> {
+async function dataResult(
+  workspaceId: string,
+  schema: Record<string, unknown>,
+  part: AnswerPart | undefined,
+  log: Logger,
+): Promise<Pick<AnalysisResults, 'data' | 'data_error'>> {
   if (!part) return { data: null, data_error: { code: 'analysis_failed', message: 'the analysis gave no data' } };
   if (!part.ok) return { data: null, data_error: { code: part.code, message: part.message } };
   let problem: string | null;
   try {
-    problem = await dataProblem(schema, part.value);
+    problem = await analysisDataProblem(workspaceId, schema, part.value);
   } catch (err) {
     log.warn({ err }, 'the extracted data could not be checked against the schema');
     return { data: null, data_error: { code: 'analysis_failed', message: 'the extracted data could not be checked against the schema in time' } };
@@ -80,9 +85,9 @@ function successResult(part: AnswerPart | undefined): Pick<AnalysisResults, 'suc
   return { success: parsed.data, success_error: null };
 }
 
-async function resultsOf(setting: AnalysisStored, answer: AnalysisAnswer, log: Logger): Promise<AnalysisResults> {
+async function resultsOf(workspaceId: string, setting: AnalysisStored, answer: AnalysisAnswer, log: Logger): Promise<AnalysisResults> {
   return {
-    ...(setting.schema ? await dataResult(setting.schema, answer.data, log) : {}),
+    ...(setting.schema ? await dataResult(workspaceId, setting.schema, answer.data, log) : {}),
     ...(setting.success_criteria ? successResult(answer.success) : {}),
   };
 }
@@ -96,7 +101,9 @@ export async function analyseConversation(
   instruction: string,
   transcript: TranscriptTurn[],
   log: Logger,
-  setting: AnalysisStored | null = null,
+  setting: AnalysisStored | null,
+  /** Whose conversation: its data is validated in that workspace's turn of the schema pool. */
+  workspaceId: string,
 ): Promise<WrittenAnalysis> {
   if (!transcript.length) {
     return { ...EMPTY_ANALYSIS, results: pendingResults(setting, { code: 'no_conversation', message: 'nothing was said in the conversation' }) };
@@ -109,7 +116,7 @@ export async function analyseConversation(
     return { ...EMPTY_ANALYSIS, needs_review: true, results: pendingResults(setting, { code: 'analysis_failed', message: 'the post-call analysis failed' }) };
   }
   const { data: _data, success: _success, ...fixed } = answer;
-  return { ...fixed, results: setting ? await resultsOf(setting, answer, log) : null };
+  return { ...fixed, results: setting ? await resultsOf(workspaceId, setting, answer, log) : null };
 }
 
 /** A result that could not be had or did not validate: the conversation is worth a look. */

@@ -122,7 +122,14 @@ export class ConversationFinaliser {
     elapsedMs: number,
     outer?: Knex.Transaction,
   ): Promise<ConversationRow | undefined> {
-    const analysis = await analyseConversation(this.voice, instruction, outcome.transcript, this.log.child({ sessionId: info.id }), info.analysis);
+    const analysis = await analyseConversation(
+      this.voice,
+      instruction,
+      outcome.transcript,
+      this.log.child({ sessionId: info.id }),
+      info.analysis,
+      info.workspaceId,
+    );
     const w = writeUp(outcome, elapsedMs, analysis);
     // Billed up to what its reservation covered (the session is closed when that runs out).
     const bill = await this.admission.bill(info.id, elapsedMs, sessionPrice(info.source, this.metering), outer);

@@ -12,7 +12,7 @@ import type { OutboundPolicy } from '../net/outbound-guard.js';
 import { checkTargetUrl } from '../net/target-url.js';
 import type { AgentService } from '../agents/service.js';
 import { callHttpTool, type HttpCallOutcome } from './http-call.js';
-import { checkArguments, checkParametersSchema } from './schema.js';
+import { checkArguments, checkParametersSchema } from './schema-check.js';
 import type { ToolRow, ToolStore, ToolValues } from './store.js';
 
 export type Tool = components['schemas']['Tool'];
@@ -85,7 +85,7 @@ export class ToolService {
 
   async create(workspaceId: string, body: CreateRequest): Promise<Tool> {
     const parameters = (body.parameters ?? { type: 'object', properties: {} }) as Record<string, unknown>;
-    checkParametersSchema(parameters);
+    await checkParametersSchema(workspaceId, parameters);
     const id = newId('tool');
     const headers = this.mergeHeaders(id, {}, (body.headers ?? {}) as Record<string, string>);
     await this.checkToolUrl(body.url);
@@ -114,7 +114,7 @@ export class ToolService {
     const current = await this.owned(workspaceId, toolId);
     const changes: Partial<ToolValues> = {};
     if (has(body, 'parameters') && body.parameters) {
-      checkParametersSchema(body.parameters as Record<string, unknown>);
+      await checkParametersSchema(workspaceId, body.parameters as Record<string, unknown>);
       changes.parameters = body.parameters as Record<string, unknown>;
     }
     // Stored headers are bound to the tool's origin: a new scheme, host or port keeps only the headers
@@ -149,7 +149,7 @@ export class ToolService {
 
   async test(workspaceId: string, toolId: string, args: Record<string, unknown>): Promise<TestResult> {
     const row = await this.owned(workspaceId, toolId);
-    checkArguments(row.parameters, args);
+    await checkArguments(workspaceId, row.parameters, args);
     const o = await this.invoke(row, args, { maxBodyBytes: TEST_BODY_LIMIT });
     return { ok: o.ok, status_code: o.statusCode, duration_ms: o.durationMs, response_body: o.body, response_truncated: o.truncated, error: o.error };
   }

@@ -88,6 +88,20 @@ describe('npm run sandbox', () => {
     }
   });
 
+  it('a schema that refers to itself (one stored before the service refused them) does not end the voice process', async () => {
+    const turn = (text: string) => ({ role: 'user' as const, text, timestamp: 1 });
+    const recursive = { type: 'object', properties: { name: { type: 'string' }, a: { $ref: '#' }, b: { $ref: '#' } } };
+    const answer = await t.service.voice.analyze({ instruction: 'Take names.', transcript: [turn('Name is Sam.')], dataSchema: recursive });
+    assert.deepEqual(answer.data?.ok && (answer.data.value as Record<string, unknown>).name, 'Sam', JSON.stringify(answer.data).slice(0, 500));
+    assert.equal(voice.child.exitCode, null, 'the voice process is still running');
+    const again = await t.service.voice.analyze({
+      instruction: 'Take names.',
+      transcript: [turn('Name is Kim.')],
+      dataSchema: { type: 'object', properties: { name: { type: 'string' } } },
+    });
+    assert.deepEqual(again.data, { ok: true, value: { name: 'Kim' } });
+  });
+
   it('both stop on SIGTERM with exit code 0; an unknown simulator is a usage error', async () => {
     carriers.child.kill('SIGTERM');
     voice.child.kill('SIGTERM');

@@ -14,6 +14,7 @@ import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { startReceiver, type Receiver } from '../helpers/webhooks.js';
 import { bearer, connect, createAgent, mintSession, waitFor } from '../helpers/realtime.js';
+import { branchingSchema as branching } from '../helpers/hostile-schemas.js';
 import { FAST_CALLS, createPhoneAgent, placeCall, sandboxNumber, waitForCall, type Provider } from '../helpers/calls.js';
 import type { SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 
@@ -134,6 +135,27 @@ describe('the analysis setting on write', () => {
       422,
       'invalid_analysis_schema',
       'analysis.schema.properties.a.$id',
+    ],
+    [
+      'a schema that refers to itself (issue 32: one text session ended the service)',
+      { properties: { a: { $ref: '#' } }, type: 'object' },
+      422,
+      'analysis_schema_too_complex',
+      'analysis.schema.properties.a.$ref',
+    ],
+    [
+      'a loop through $defs',
+      { type: 'object', properties: { n: { $ref: '#/$defs/node' } }, $defs: { node: { type: 'object', properties: { next: { $ref: '#/$defs/node' } } } } },
+      422,
+      'analysis_schema_too_complex',
+      'analysis.schema.$defs.node.properties.next.$ref',
+    ],
+    [
+      'two $refs per level for 20 levels (2^20 subschemas once followed)',
+      branching(20),
+      422,
+      'analysis_schema_too_complex',
+      /^analysis\.schema\.\$defs\.l\d+\.anyOf\.\d\.\$ref$/,
     ],
     ['a root that is not an object schema', { type: 'array' }, 422, 'invalid_value', 'analysis.schema.type'],
   ];

@@ -20,6 +20,9 @@
  *  3. A property no turn states is left out, or is null when its type allows null. An object property
  *     none of whose properties is stated counts as not stated.
  *  4. A `$ref` is followed within the request's `responseJsonSchema`.
+ *  5. Objects and arrays are filled to 16 levels below `data`, and 4,096 of them in all (the
+ *     service's own schema budget); one past either is left out (an object) or kept as said (an
+ *     array), so a schema that refers to itself ends like any other.
  *  So `data` holds what was heard, right or wrong; the service's validation decides (a required
  *  property never stated, or a value breaking the schema's pattern, enum, bounds or format, makes
  *  `data` null with `invalid_output`).
@@ -74,7 +77,17 @@ function typesOf(schema: Json): string[] {
   return Array.isArray(schema.type) ? (schema.type as string[]) : typeof schema.type === 'string' ? [schema.type] : [];
 }
 
-function convert(schema: Json, text: string, root: Json): unknown {
+/** Levels of objects and arrays filled below `data`, and how many in all (rule 5). */
+const MAX_LEVELS = 16;
+const MAX_FILLED = 4_096;
+interface Walk {
+  root: Json;
+  userTurns: string[];
+  filled: number;
+}
+const mayGoDeeper = (walk: Walk, level: number) => level < MAX_LEVELS && walk.filled++ < MAX_FILLED;
+
+function convert(schema: Json, text: string, walk: Walk, level: number): unknown {
   const type = typesOf(schema).find((t) => t !== 'null');
   if (type === 'string') {
     const match = Array.isArray(schema.enum) ? schema.enum.find((v) => typeof v === 'string' && v.toLowerCase() === text.toLowerCase()) : undefined;
@@ -88,31 +101,31 @@ function convert(schema: Json, text: string, root: Json): unknown {
     const word = text.toLowerCase();
     return TRUE_WORDS.has(word) ? true : FALSE_WORDS.has(word) ? false : text;
   }
-  if (type === 'array') {
-    const items = resolve(schema.items, root);
+  if (type === 'array' && mayGoDeeper(walk, level)) {
+    const items = resolve(schema.items, walk.root);
     return text
       .split(/,|\s+and\s+/)
       .map((s) => s.trim())
       .filter(Boolean)
-      .map((item) => (isObject(items) ? convert(items, item, root) : item));
+      .map((item) => (isObject(items) ? convert(items, item, walk, level + 1) : item));
   }
   return text;
 }
 
 /** An object schema filled from the user turns (rules 1-4), and whether any of its properties was stated. */
-function fillObject(schema: Json, userTurns: string[], root: Json): { value: Json; stated: boolean } {
+function fillObject(schema: Json, walk: Walk, level: number): { value: Json; stated: boolean } {
   const value: Json = {};
   let stated = false;
   for (const [name, raw] of Object.entries(isObject(schema.properties) ? schema.properties : {})) {
-    const prop = resolve(raw, root);
+    const prop = resolve(raw, walk.root);
     if (!isObject(prop)) continue;
     let filled: unknown;
     if (typesOf(prop).includes('object')) {
-      const inner = fillObject(prop, userTurns, root);
+      const inner = mayGoDeeper(walk, level) ? fillObject(prop, walk, level + 1) : { value: {}, stated: false };
       filled = inner.stated ? inner.value : undefined;
     } else {
-      const text = statedValue(name, userTurns);
-      filled = text === undefined ? undefined : convert(prop, text, root);
+      const text = statedValue(name, walk.userTurns);
+      filled = text === undefined ? undefined : convert(prop, text, walk, level + 1);
     }
     if (filled !== undefined) {
       value[name] = filled;
@@ -127,7 +140,7 @@ function fillObject(schema: Json, userTurns: string[], root: Json): { value: Jso
 /** `data` for the request's schema (`responseJsonSchema.properties.data`) from the user turns. */
 export function extractData(responseSchema: Json, userTurns: string[]): Json {
   const schema = resolve(isObject(responseSchema.properties) ? responseSchema.properties.data : undefined, responseSchema);
-  return isObject(schema) ? fillObject(schema, userTurns, responseSchema).value : {};
+  return isObject(schema) ? fillObject(schema, { root: responseSchema, userTurns, filled: 0 }, 1).value : {};
 }
 
 /** `success` for the criteria from the user turns (the rules above). */

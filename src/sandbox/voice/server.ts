@@ -135,7 +135,14 @@ export async function startSandboxVoiceService(options: SandboxOptions = {}): Pr
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
-      const answer = analysisAnswer(Buffer.concat(chunks).toString());
+      let answer: ReturnType<typeof analysisAnswer>;
+      try {
+        answer = analysisAnswer(Buffer.concat(chunks).toString());
+      } catch {
+        // No request may end the process: what the rules could not answer is the API's own 500.
+        res.writeHead(500, { 'content-type': 'application/json' }).end('{"error":{"code":500,"message":"Internal error","status":"INTERNAL"}}');
+        return;
+      }
       if ('error' in answer) {
         res
           .writeHead(400, { 'content-type': 'application/json' })
