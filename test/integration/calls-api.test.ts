@@ -111,6 +111,8 @@ describe('placing a call: refusals', () => {
     const row = await t.service.db.knex('calls').where({ id: placed.body.call_id }).first('instruction');
     assert.equal(row.instruction, notes.repeat(25));
     assert.equal(await callCount(tn.workspaceId), 1, 'only the call at the cap is stored');
+    // Not talked through: the sandbox voice would speak its 2,000-character greeting in real time.
+    assert.equal((await t.http.post(`/api/v1/calls/${placed.body.call_id}/hangup`).set(bearer(tn.apiKey))).status, 200);
     await waitForCall(t, tn, placed.body.call_id);
   });
 
