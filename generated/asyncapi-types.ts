@@ -9,6 +9,14 @@ export type CallCompletedProvider = "provider_a" | "provider_b" | "web";
  * text as: a string as it is; a number in its JSON form (`42`, `-3.5`, `1e+21`: JavaScript's
  * `String(number)`); a boolean as `true` or `false`. Stored and returned as sent.
  *
+ * Each text filled with the variables is held to its own field's cap, counted after filling: the
+ * agent's `instruction` (50,000 characters), the `first_message` (the call's, the recipient's or the
+ * agent's: 2,000) and the agent's `voicemail_config.message` (2,000). A call, a batch recipient or a
+ * CSV row whose variables (with the agent's `variable_placeholders` for the rest) would fill one past
+ * its cap is refused, nothing stored: 422 `filled_text_too_long` naming the variable and the field.
+ * An inbound setup answer that would is `invalid_answer`: the call is answered with the agent's own
+ * settings.
+ *
  */
 export type VariableValue = string | number | boolean;
 /**

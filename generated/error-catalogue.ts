@@ -73,6 +73,7 @@ export const errorCatalogue = {
   caller_id_not_allowed: { statuses: [422], meaning: "A calling number (`from_number`, a provider `phone_number`) of a kind no call may come from: only fixed-line, mobile, toll-free, VoIP, UAN and fictional numbers may." },
   invalid_calling_window: { statuses: [422], meaning: "A calling window that cannot be satisfied (bad time zone, no day, start equal to end)." },
   no_valid_recipients: { statuses: [422], meaning: "No recipient of the batch can be called; `detail` lists why for each." },
+  filled_text_too_long: { statuses: [422], meaning: "A call's or batch recipient's variables would make a text filled with them (the agent's `instruction`, the `first_message`, or the agent's `voicemail_config.message`) longer than that field's own `maxLength`; `param` names the variable (`variables.<name>`, `recipients.<i>.variables.<name>`, or `file` for a CSV row) and the message the variable and the field. Nothing is stored." },
   url_not_allowed: { statuses: [422], meaning: "A URL whose host resolves to a private, loopback or otherwise blocked address." },
   reserved_header: { statuses: [422], meaning: "A header the service sets itself cannot be configured." },
   too_many_headers: { statuses: [422], meaning: "More headers than a tool or MCP server may carry." },

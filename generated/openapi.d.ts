@@ -1099,8 +1099,10 @@ export interface paths {
          *     problem at once) for an invalid body and for the rules `provider_required`,
          *     `provider_not_configured`, `from_number_missing`, `invalid_phone_number` and
          *     `caller_id_not_allowed` (the agent's calling number), `url_not_allowed`, `invalid_timezone`,
-         *     `scheduled_too_far` (more than 30 days ahead), `no_valid_recipients` and
-         *     `idempotency_key_reused`, each as a `detail[].type`; 429 at the workspace's caps: batches not
+         *     `scheduled_too_far` (more than 30 days ahead), `no_valid_recipients`, `filled_text_too_long`
+         *     (a recipient's variables or first message would make a filled text of the agent pass its
+         *     field's cap, see `VariableValue`; `loc` ends with the variable, one item per such recipient)
+         *     and `idempotency_key_reused`, each as a `detail[].type`; 429 at the workspace's caps: batches not
          *     yet over (`batch_limit_reached`, default 100) and recipients waiting across its batches
          *     (`pending_recipient_limit_reached`, default 100,000). A workspace's batches waiting for a free
          *     slot are dispatched in turn, one look per workspace, and never delay another workspace's calls.
@@ -1163,6 +1165,9 @@ export interface paths {
          *     message. A file with no valid row creates nothing: 422 `no_valid_recipients`, with one
          *     `detail` item per bad row (`loc: ["file", "<row>", "<column>"]`). A file that cannot be read as
          *     a whole (bad header, unclosed quote, not UTF-8, too many rows) is 422 too, `loc: ["file"]`.
+         *     A row whose values would make a filled text of the agent longer than its field's cap (see
+         *     `VariableValue`) refuses the file, nothing stored: 422 `filled_text_too_long`, `param` `file`,
+         *     one `detail` item per such row (`loc: ["file", "<row>", "<column>"]`, the column of the variable).
          *
          *     **Limits.** A file has at most 102 columns (`to_number`, `first_message` and 100 variables):
          *     a header with more is 422 `csv_too_many_columns` listing its problems, and a header or row of
@@ -2674,7 +2679,7 @@ export interface components {
          *     string, so that a code added later does not break a client: handle the codes you know and treat
          *     any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "filled_text_too_long" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -4135,6 +4140,14 @@ export interface components {
          * @description The value of one `{{name}}` placeholder: a JSON string, number or boolean. It is written into the
          *     text as: a string as it is; a number in its JSON form (`42`, `-3.5`, `1e+21`: JavaScript's
          *     `String(number)`); a boolean as `true` or `false`. Stored and returned as sent.
+         *
+         *     Each text filled with the variables is held to its own field's cap, counted after filling: the
+         *     agent's `instruction` (50,000 characters), the `first_message` (the call's, the recipient's or the
+         *     agent's: 2,000) and the agent's `voicemail_config.message` (2,000). A call, a batch recipient or a
+         *     CSV row whose variables (with the agent's `variable_placeholders` for the rest) would fill one past
+         *     its cap is refused, nothing stored: 422 `filled_text_too_long` naming the variable and the field.
+         *     An inbound setup answer that would is `invalid_answer`: the call is answered with the agent's own
+         *     settings.
          * @example Ada
          * @example 42
          * @example true
@@ -4287,8 +4300,10 @@ export interface components {
          * InboundSetupError
          * @description Why a setup failed: `timeout` (no answer within the deadline, 3 s unless the deployment sets
          *     `INBOUND_SETUP_TIMEOUT_MS`), `network_error` (no connection, or an address the outbound guard
-         *     refuses), `http_status` (an answer other than 200), `invalid_answer` (not JSON, larger than 64 KB, or
-         *     not an `InboundSetupAnswer`), `agent_not_found` (the chosen agent is not an agent of the workspace).
+         *     refuses), `http_status` (an answer other than 200), `invalid_answer` (not JSON, larger than 64 KB,
+         *     not an `InboundSetupAnswer`, text that cannot be stored such as a NUL character or a lone UTF-16
+         *     surrogate, or variables that would fill a text of the agent past its field's cap, see
+         *     `VariableValue`), `agent_not_found` (the chosen agent is not an agent of the workspace).
          * @enum {string}
          */
         InboundSetupError: "timeout" | "network_error" | "http_status" | "invalid_answer" | "agent_not_found";
@@ -10374,10 +10389,12 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             /**
              * @description Invalid body, or a rule refused it: `provider_required`, `provider_not_configured`,
-             *     `from_number_missing`, `url_not_allowed`, `idempotency_key_reused`, and the destination
+             *     `from_number_missing`, `url_not_allowed`, `idempotency_key_reused`, the destination
              *     policy's `invalid_phone_number`, `destination_type_not_allowed`,
-             *     `destination_country_not_allowed`, `caller_id_not_allowed`. `param` names the field,
-             *     `to_number` or `from_number` for the numbers. Nothing is stored or dialed.
+             *     `destination_country_not_allowed`, `caller_id_not_allowed`, and `filled_text_too_long` (the
+             *     call's variables would make a filled text longer than its field's cap, see `VariableValue`;
+             *     `param` is the variable, `variables.<name>`). `param` names the field, `to_number` or
+             *     `from_number` for the numbers. Nothing is stored or dialed.
              */
             422: {
                 headers: {

@@ -11,6 +11,9 @@ import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { CallService } from '../calls/service.js';
+import { CallTexts, overflowParam } from '../calls/filled-text.js';
+import type { RuntimeAgent } from '../agents/service.js';
+import { overflowMessage } from '../conversation/placeholders.js';
 import type { DestinationService } from '../destinations/service.js';
 import { isValidTimeZone, windowProblems } from './calling-window.js';
 import { numbersOf, screenRecipients, type RowProblem } from './recipients.js';
@@ -106,7 +109,37 @@ export class BatchService {
     return issues;
   }
 
-  /** POST /api/v1/batches and /batches/csv: 201 with the batch, or a refusal with nothing stored. */
+  /**
+   * 422 `filled_text_too_long` listing the recipients (the first 50) whose variables or first message
+   * would fill a text of the agent past its cap: the variable, or the CSV row and column.
+   */
+  private checkFills(agent: RuntimeAgent, recipients: BatchInput['recipients']): void {
+    const texts = new CallTexts(agent);
+    const issues: ValidationIssue[] = [];
+    for (const r of recipients) {
+      const overflow = texts.overflow(r.variables, r.first_message);
+      if (!overflow) continue;
+      const blamed = overflowParam(overflow, r.variables).split('.');
+      const onAgent = blamed[0] === 'agent_id';
+      issues.push(
+        r.row === undefined
+          ? issue(
+              onAgent ? ['body', 'agent_id'] : ['body', 'recipients', String(r.index), ...blamed],
+              `Recipient ${r.index}: ${overflowMessage(overflow)}`,
+              'filled_text_too_long',
+            )
+          : issue(['file', String(r.row), onAgent ? 'row' : blamed.at(-1)!], `Row ${r.row}: ${overflowMessage(overflow)}`, 'filled_text_too_long'),
+      );
+      if (issues.length === MAX_FILE_PROBLEMS) break;
+    }
+    if (!issues.length) return;
+    const csv = issues[0].loc[0] === 'file';
+    throw new ApiError(422, 'invalid_request_error', 'filled_text_too_long', issues[0].msg, {
+      param: csv ? 'file' : issues[0].loc.slice(1).join('.'),
+      issues,
+    });
+  }
+
   /**
    * POST /api/v1/batches/csv, once its form is validated: the file is refused as a whole (422 with each
    * problem) or its unreadable rows are skipped with their reasons beside the rest.
@@ -120,11 +153,13 @@ export class BatchService {
     return this.create(workspaceId, batchInputFromCsvForm(form, parsed.recipients), parsed.problems);
   }
 
+  /** POST /api/v1/batches and /batches/csv: 201 with the batch, or a refusal with nothing stored. */
   async create(workspaceId: string, input: BatchInput, rowProblems: RowProblem[] = []): Promise<Batch> {
     const now = this.clock.now();
     const issues = this.settingIssues(input, now);
     if (issues.length) throw refuse(issues);
     const plan = await this.calls.plan(workspaceId, { agent_id: input.agent_id, provider: input.provider });
+    this.checkFills(plan.agent, input.recipients);
     await this.calls.checkWebhookUrl(input.webhook_url);
     await this.calls.checkBilling(workspaceId);
     const screen = await this.destinations.screenMany(workspaceId, numbersOf(input.recipients));

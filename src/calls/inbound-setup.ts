@@ -3,7 +3,9 @@
  * is asked (a signed POST, as webhook deliveries are signed, through the outbound guard) and may set
  * the call's variables and first message, hand it to another agent of the workspace, or refuse it.
  * Within `timeoutMs` or not at all: a timeout, a failure or an answer that is not an
- * `InboundSetupAnswer` leaves the call to the agent's own settings, with the failure recorded.
+ * `InboundSetupAnswer` leaves the call to the agent's own settings, with the failure recorded. So does
+ * an answer the call could not be stored with (text PostgreSQL refuses) or whose variables would fill
+ * a text past its cap: whatever is wrong with an answer, the call is answered.
  */
 import type { Logger } from 'pino';
 import type { components } from '../../generated/openapi.js';
@@ -14,6 +16,7 @@ import { guardedRequest, OutboundRequestError } from '../net/guarded-request.js'
 import type { OutboundPolicy } from '../net/outbound-guard.js';
 import type { RuntimeAgent } from '../agents/service.js';
 import type { Variables } from '../conversation/placeholders.js';
+import { CallTexts } from './filled-text.js';
 import { deliveryHeaders } from '../webhooks/signing.js';
 import { USER_AGENT } from '../webhooks/delivery.js';
 import type { Provider } from '../carriers/carrier.js';
@@ -23,6 +26,15 @@ type Answer = components['schemas']['InboundSetupAnswer'];
 type SetupError = components['schemas']['InboundSetupError'];
 
 const MAX_ANSWER_BYTES = 64 * 1024;
+
+/** What PostgreSQL cannot store in text or jsonb: a NUL, or a lone surrogate (JSON writes one as `\ud800`). */
+const UNSTORABLE = /[\0\p{Cs}]/u;
+
+/** Whether every string of the answer can be stored with the call. */
+function storable(answer: Answer): boolean {
+  const texts = [answer.first_message ?? '', ...Object.entries(answer.variables ?? {}).flat()];
+  return texts.every((t) => typeof t !== 'string' || !UNSTORABLE.test(t));
+}
 
 export interface InboundSetupDeps {
   /** The workspace's webhook signing secrets (current first); null when they cannot be loaded. */
@@ -59,6 +71,7 @@ export class InboundSetup {
       const answer = await this.ask(agent, agent.inboundSetupUrl, call);
       const chosen = answer.agent_id && answer.agent_id !== agent.id ? await this.deps.runtimeOf(agent.workspaceId, answer.agent_id) : agent;
       if (typeof chosen === 'string') throw new SetupFailure('agent_not_found');
+      if (new CallTexts(chosen).overflow(answer.variables, answer.first_message)) throw new SetupFailure('invalid_answer');
       const outcome: InboundSetupOutcome = { status: 'applied', error: null, agent_id: answer.agent_id ?? null, duration_ms: took() };
       if (answer.action === 'refuse') return { refused: true, outcome };
       return {
@@ -124,7 +137,7 @@ export class InboundSetup {
       } catch {
         throw new SetupFailure('invalid_answer');
       }
-      if (!openapiSchemaValidator('InboundSetupAnswer')(answer)) throw new SetupFailure('invalid_answer');
+      if (!openapiSchemaValidator('InboundSetupAnswer')(answer) || !storable(answer as Answer)) throw new SetupFailure('invalid_answer');
       return answer as Answer;
     } finally {
       clearTimeout(timer);

@@ -16,7 +16,7 @@ import type { OutboundPolicy } from '../net/outbound-guard.js';
 import { checkTargetUrl } from '../net/target-url.js';
 import type { RuntimeAgent } from '../agents/service.js';
 import type { ReservationTerms, WorkspaceAdmission, WorkspaceBilling } from '../workspaces/admission.js';
-import { conversationVariables, fillPlaceholders, type Variables } from '../conversation/placeholders.js';
+import type { Variables } from '../conversation/placeholders.js';
 import { job, type JobQueue } from '../jobs/queue.js';
 import { CarrierError, type Carrier, type CarrierCredentials, type Provider } from '../carriers/carrier.js';
 import { canDial, credentialsOf, MissingCredentialsError } from '../carriers/credentials.js';
@@ -25,6 +25,7 @@ import type { CallFinaliser } from './finaliser.js';
 import { DEADLINE_JOB, DIAL_JOB } from './job-kinds.js';
 import type { CallAgents, CallTiming } from './dependencies.js';
 import { newStreamToken } from './stream-token.js';
+import { CallTexts, overflowError } from './filled-text.js';
 import { toCall, type Call } from './records.js';
 import type { RecordingView } from '../recordings/service.js';
 import { isRefusal, refusalError, type CallRefusal } from './refusals.js';
@@ -188,10 +189,10 @@ export class CallService {
   async insertQueued(plan: OutboundPlan, calls: QueuedCall[], trx: Knex.Transaction): Promise<CallRow[]> {
     const deadline = this.firstDeadline();
     const { agent } = plan;
+    const texts = new CallTexts(agent);
     const rows = await this.store.insertMany(
       calls.map((c) => {
-        const variables = conversationVariables(agent.variablePlaceholders, c.variables);
-        const firstMessage = c.firstMessage ?? agent.firstMessage;
+        const filled = texts.filled(c.variables, c.firstMessage ?? undefined);
         return {
           id: c.callId,
           workspace_id: plan.workspaceId,
@@ -205,10 +206,10 @@ export class CallService {
           to_number: c.to,
           status: 'queued' as const,
           call_sid: null,
-          first_message: firstMessage ? fillPlaceholders(firstMessage, variables) : null,
+          first_message: filled.first_message,
           variables: c.variables ?? {},
           webhook_url: c.webhookUrl ?? null,
-          instruction: fillPlaceholders(agent.instruction, variables),
+          instruction: filled.instruction,
           analysis: agent.analysis,
           recording_enabled: c.recording ?? agent.recordingEnabled,
           stream_token_hash: null,
@@ -231,6 +232,8 @@ export class CallService {
   /** POST /api/v1/calls: every check first; nothing is dialed when one refuses. */
   async create(workspaceId: string, body: CreateRequest): Promise<Call> {
     const plan = await this.plan(workspaceId, body);
+    const overflow = new CallTexts(plan.agent).overflow(body.variables, body.first_message);
+    if (overflow) throw overflowError(overflow, body.variables);
     await this.destinations.checkDestination(workspaceId, body.to_number, 'to_number');
     await this.checkWebhookUrl(body.webhook_url);
     const workspace = await this.checkBilling(workspaceId);
@@ -380,8 +383,7 @@ export class CallService {
       return null;
     }
     const streamToken = newStreamToken();
-    const variables = conversationVariables(agent.variablePlaceholders, setup.variables);
-    const firstMessage = setup.firstMessage !== undefined ? setup.firstMessage : agent.firstMessage;
+    const filled = new CallTexts(agent).filled(setup.variables, setup.firstMessage);
     try {
       const row = await this.store.knex.transaction(async (trx) => {
         const deadline = new Date(this.clock.now().getTime() + this.timing.orphanAfterMs);
@@ -397,10 +399,10 @@ export class CallService {
             to_number: input.to,
             status: 'ringing',
             call_sid: input.callSid,
-            first_message: firstMessage ? fillPlaceholders(firstMessage, variables) : null,
+            first_message: filled.first_message,
             variables: setup.variables,
             webhook_url: null,
-            instruction: fillPlaceholders(agent.instruction, variables),
+            instruction: filled.instruction,
             analysis: agent.analysis,
             recording_enabled: agent.recordingEnabled,
             stream_token_hash: sha256Hex(streamToken),

@@ -11,7 +11,7 @@ import { agentNotFound, type RuntimeAgent } from '../agents/service.js';
 import type { VoiceService, VoiceSession } from '../voice/types.js';
 import type { ReservationTerms, ReservationWatch, WorkspaceAdmission } from '../workspaces/admission.js';
 import type { ConversationTools } from '../conversation/engine.js';
-import { fillPlaceholders } from '../conversation/placeholders.js';
+import { fillPlaceholders, filledFieldCaps } from '../conversation/placeholders.js';
 import type { CreationWindow, EndReason, RealtimeStore, Source, TokenRow } from './store.js';
 import { hashSessionToken, newSessionToken, sessionWsUrl, TOKEN_PATTERN } from './tokens.js';
 
@@ -168,8 +168,9 @@ export class RealtimeService {
     if (admitted === 'concurrency') return CLOSE.tooManySessions;
     // 1011
     const variables = agent.variablePlaceholders ?? {};
-    const instruction = fillPlaceholders(agent.instruction, variables);
-    const firstMessage = agent.firstMessage ? fillPlaceholders(agent.firstMessage, variables) : null;
+    const caps = filledFieldCaps();
+    const instruction = fillPlaceholders(agent.instruction, variables, caps.instruction);
+    const firstMessage = agent.firstMessage ? fillPlaceholders(agent.firstMessage, variables, caps.first_message) : null;
     try {
       const tools = this.tools ? await this.tools.declarations(workspace.id, agent.id) : [];
       const voice = await this.voice.open({

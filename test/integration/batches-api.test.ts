@@ -137,6 +137,42 @@ describe('createBatch', () => {
     assert.deepEqual(await stored(tn.workspaceId), before);
   });
 
+  it("refuses recipients whose variables would fill the agent's texts past their caps, naming each, and stores nothing", async () => {
+    const agent = await createPhoneAgent(t, tn, 'provider_a', { instruction: '{{notes}}'.repeat(25), first_message: 'Hi {{name}}.' });
+    const notes = 'n'.repeat(2000);
+    const before = await stored(tn.workspaceId);
+    const [a, b, c] = sandboxNumbers('5200', 3, 500);
+    const res = await createBatch(t, tn, {
+      agent_id: agent,
+      name: 'Bomb',
+      recipients: [
+        { to_number: a, variables: { notes } },
+        { to_number: b, variables: { notes: 'n', name: 'a'.repeat(1997) } },
+        { to_number: c, variables: { bomb: 'b'.repeat(2000) }, first_message: '{{bomb}}'.repeat(200) },
+      ],
+    });
+    assert.equal(res.status, 422, JSON.stringify(res.body).slice(0, 500));
+    assert.equal(res.body.error.code, 'filled_text_too_long');
+    assert.equal(res.body.error.param, 'recipients.1.variables.name');
+    assert.match(res.body.error.message, /'name'.*first_message/);
+    assert.deepEqual(
+      res.body.detail.map((d: { loc: string[]; type: string }) => [d.type, d.loc]),
+      [
+        ['filled_text_too_long', ['body', 'recipients', '1', 'variables', 'name']],
+        ['filled_text_too_long', ['body', 'recipients', '2', 'variables', 'bomb']],
+      ],
+    );
+    assert.deepEqual(await stored(tn.workspaceId), before);
+
+    const atCap = await createBatch(t, tn, {
+      agent_id: agent,
+      name: 'At the cap',
+      recipients: [{ to_number: a, variables: { notes, name: 'a'.repeat(1996) } }],
+    });
+    assert.equal(atCap.status, 201, JSON.stringify(atCap.body).slice(0, 500));
+    await t.http.post(`/api/v1/batches/${atCap.body.batch_id}/cancel`).set(bearer(tn.apiKey));
+  });
+
   it('needs a provider when the agent has both, and is 402 while billing refuses', async () => {
     const both = await createPhoneAgent(t, tn, 'provider_a', providerConfig('provider_b'));
     const res = await createBatch(t, tn, { agent_id: both, name: 'x', recipients: [{ to_number: '+14155550100' }] });
@@ -239,6 +275,26 @@ describe('createBatchFromCsv', () => {
     const done = await waitForBatch(t, tn, res.body.batch_id);
     assert.equal(done.status, 'completed');
     assert.equal(done.failed_count, 2, 'both busy, no retry left');
+  });
+
+  it("refuses a file whose rows would fill the agent's texts past their caps, naming row and column, and stores nothing", async () => {
+    const agent = await createPhoneAgent(t, tn, 'provider_a', { instruction: `Notes: ${'{{notes}}'.repeat(1000)}`, first_message: 'Hi {{name}}.' });
+    const before = await stored(tn.workspaceId);
+    const [a, b, c] = sandboxNumbers('5300', 3, 600);
+    const csv = `to_number,notes,name,first_message\n${a},short,Ada,\n${b},${'n'.repeat(2000)},Bo,\n${c},x,${'C'.repeat(10)},${'{{name}}'.repeat(250)}\n`;
+    const res = await csvUpload(tn.apiKey, csv, { agent_id: agent, name: 'Bomb' });
+    assert.equal(res.status, 422, JSON.stringify(res.body).slice(0, 500));
+    assert.equal(res.body.error.code, 'filled_text_too_long');
+    assert.equal(res.body.error.param, 'file');
+    assert.match(res.body.error.message, /^Row 3: .*'notes'.*instruction/);
+    assert.deepEqual(
+      res.body.detail.map((d: { loc: string[]; type: string }) => [d.type, d.loc]),
+      [
+        ['filled_text_too_long', ['file', '3', 'notes']],
+        ['filled_text_too_long', ['file', '4', 'name']],
+      ],
+    );
+    assert.deepEqual(await stored(tn.workspaceId), before);
   });
 
   it('refuses a file with no valid row or an unreadable header, naming them, and stores nothing', async () => {

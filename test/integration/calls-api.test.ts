@@ -75,6 +75,47 @@ describe('placing a call: refusals', () => {
     await waitForCall(t, tn, res.body.call_id);
   });
 
+  it('holds each filled text to its own cap: a variable repeated past it is refused naming the variable and the field, one at the cap is placed', async () => {
+    const tn = await tenant(t);
+    const notes = 'n'.repeat(2000);
+    // 25 placeholders of a 2,000-character value fill the instruction to exactly its cap of 50,000.
+    const atCap = await createPhoneAgent(t, tn, 'provider_a', { instruction: '{{notes}}'.repeat(25), first_message: 'Hi {{name}}.' });
+    const overByOne = await createPhoneAgent(t, tn, 'provider_a', { instruction: `${'{{notes}}'.repeat(25)}.` });
+    const overCap = await createPhoneAgent(t, tn, 'provider_a', { instruction: `${'{{notes}}'.repeat(1000)}.` });
+    const cases: Array<[string, Record<string, unknown>, string, string]> = [
+      [overCap, { variables: { notes } }, 'variables.notes', 'instruction'],
+      [overByOne, { variables: { notes } }, 'variables.notes', 'instruction'],
+      [atCap, { variables: { notes, name: 'a'.repeat(1997) } }, 'variables.name', 'first_message'],
+      [atCap, { variables: { notes, greeting: 'g'.repeat(500) }, first_message: '{{greeting}}'.repeat(5) }, 'variables.greeting', 'first_message'],
+    ];
+    for (const [agentId, body, param, field] of cases) {
+      const res = await placeCall(t, tn, { agent_id: agentId, to_number: '+14155550123', ...body });
+      assert.equal(res.status, 422, JSON.stringify(res.body).slice(0, 500));
+      assert.equal(res.body.error.code, 'filled_text_too_long');
+      assert.equal(res.body.error.param, param);
+      assert.match(res.body.error.message, new RegExp(`'${param.split('.')[1]}'.*${field}`));
+      assert.ok(res.body.error.request_id);
+    }
+    const withVoicemail = await createPhoneAgent(t, tn, 'provider_a', { voicemail_config: { enabled: true, message: '{{notes}}{{notes}}' } });
+    await refused(
+      tn,
+      { agent_id: withVoicemail, to_number: '+14155550123', variables: { notes: 'v'.repeat(1001) } },
+      422,
+      'filled_text_too_long',
+      'variables.notes',
+    );
+
+    const placed = await placeCall(t, tn, { agent_id: atCap, to_number: sandboxNumber(), variables: { notes, name: 'a'.repeat(1996) } });
+    assert.equal(placed.status, 201, JSON.stringify(placed.body).slice(0, 500));
+    assert.equal(placed.body.first_message, `Hi ${'a'.repeat(1996)}.`);
+    const row = await t.service.db.knex('calls').where({ id: placed.body.call_id }).first('instruction');
+    assert.equal(row.instruction, notes.repeat(25));
+    assert.equal(await callCount(tn.workspaceId), 1, 'only the call at the cap is stored');
+    // Not talked through: the sandbox voice would speak its 2,000-character greeting in real time.
+    assert.equal((await t.http.post(`/api/v1/calls/${placed.body.call_id}/hangup`).set(bearer(tn.apiKey))).status, 200);
+    await waitForCall(t, tn, placed.body.call_id);
+  });
+
   it('refuses an agent without the provider, with both and none chosen, or without a calling number', async () => {
     const tn = await tenant(t);
     const bare = await createAgent(t, tn);

@@ -116,6 +116,20 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
       assert.equal((await t.service.db.knex('calls').where({ workspace_id: tn.workspaceId }).count({ n: '*' }))[0].n, before);
     });
 
+    it("an answer with a NUL character is answered with the agent's own settings, invalid_answer recorded", async () => {
+      const { agentId, number } = await inboundAgent(provider, { variable_placeholders: { customer_name: 'there' } });
+      answers.set(number, json({ variables: { customer_name: 'A\u0000da' }, first_message: 'Hi {{customer_name}}!' }));
+      const res = await ring({ to_number: number });
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+      const call = await waitForCall(t, tn, res.body.call_id);
+      assert.equal(call.status, 'completed');
+      assert.equal(call.agent_id, agentId);
+      assert.deepEqual(call.variables, {});
+      assert.equal(call.transcript[0]?.text, 'Thanks for calling Acme Dental!');
+      assert.equal(call.inbound_setup.status, 'failed');
+      assert.equal(call.inbound_setup.error, 'invalid_answer');
+    });
+
     it("a setup that hangs past the deadline leaves the call to the agent's own settings, the timeout recorded", async () => {
       const { agentId, number } = await inboundAgent(provider);
       answers.set(number, () => undefined);
@@ -148,6 +162,9 @@ describe('inbound setup failures', () => {
       ['invalid_answer', json({ first_message: 'Hi', colour: 'red' })],
       ['invalid_answer', json({ variables: { 'bad name': 'x' } })],
       ['invalid_answer', json({ first_message: 'x'.repeat(70_000) })],
+      ['invalid_answer', json({ first_message: 'Hi\u0000' })],
+      ['invalid_answer', json('{"variables": {"name": "\\ud800"}}')],
+      ['invalid_answer', json({ variables: { name: 'n'.repeat(2000) }, first_message: '{{name}}'.repeat(2) })],
       ['agent_not_found', json({ agent_id: foreign.body.agent_id })],
       ['agent_not_found', json({ agent_id: 'agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V' })],
     ];

@@ -35,7 +35,7 @@ import type { VoiceService } from '../../voice/types.js';
 import type { RuntimeAgent } from '../../agents/service.js';
 import { Conversation, type ConversationTools } from '../../conversation/engine.js';
 import { progressColumns, type ProgressColumns, type ProgressSaves } from '../../conversation/progress-saves.js';
-import { conversationVariables, fillPlaceholders } from '../../conversation/placeholders.js';
+import { conversationVariables, fillPlaceholders, filledFieldCaps } from '../../conversation/placeholders.js';
 import type { CallFinaliser } from '../finaliser.js';
 import type { CallLiveEvents } from '../live-events.js';
 import type { CallRow, CallStore, EndReason } from '../store.js';
@@ -574,7 +574,13 @@ export class CallBridge {
     if (this.voicemail !== 'waiting_greeting') return;
     const vm = this.agent.voicemailConfig;
     const message =
-      vm?.enabled && vm.message ? fillPlaceholders(vm.message, conversationVariables(this.agent.variablePlaceholders, this.call.variables)) : null;
+      vm?.enabled && vm.message
+        ? fillPlaceholders(
+            vm.message,
+            conversationVariables(this.agent.variablePlaceholders, this.call.variables),
+            filledFieldCaps()['voicemail_config.message'],
+          )
+        : null;
     if (!message || !this.conversation) {
       this.voicemail = 'done';
       void this.endCall('agent_hangup');

@@ -1,0 +1,58 @@
+/** Bounded placeholder filling: the filled length known before the text is built, each field held to its cap, the variable blamed. */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { fillOverflow, filledFieldCaps, fillPlaceholders, overflowMessage, Template } from '../../src/conversation/placeholders.js';
+
+describe('Template', () => {
+  it('knows the filled length without filling, missing names left as written', () => {
+    const template = new Template('Hi {{ name }}, {{count}} items, {{missing}}, {{name}}.');
+    const values = { name: 'Ada', count: 3, unused: 'x'.repeat(500) };
+    const filled = template.fill(values, 1000);
+    assert.equal(filled, 'Hi Ada, 3 items, {{missing}}, Ada.');
+    assert.equal(template.filledLength(values), filled.length);
+    assert.equal(template.filledLength({}), template.text.length);
+  });
+
+  it('never builds a fill past its cap: 10,000 placeholders of a 2,000-character value give the cap, not 20 MB', () => {
+    const text = `Notes: ${'{{a}}'.repeat(10_000)}`;
+    const template = new Template(text);
+    const values = { a: 'x'.repeat(2000) };
+    assert.equal(template.filledLength(values), 7 + 10_000 * 2000);
+    const filled = template.fill(values, 50_000);
+    assert.equal(filled.length, 50_000);
+    assert.ok(filled.startsWith('Notes: xxx'));
+    assert.equal(fillPlaceholders(text, values, 50_000), filled);
+  });
+
+  it('names the variable taking the most room among those asked about', () => {
+    const template = new Template('{{a}}{{a}}{{a}} {{b}} {{c}}');
+    const values = { a: 'aa', b: 'b'.repeat(10), c: 'c'.repeat(5) };
+    assert.equal(template.largest(values, ['a', 'b', 'c']), 'b');
+    assert.equal(template.largest(values, ['a', 'c']), 'a');
+    assert.equal(template.largest(values, ['d']), null);
+  });
+});
+
+describe('fillOverflow', () => {
+  const caps = filledFieldCaps();
+
+  it("reads each field's cap from the contract", () => {
+    assert.deepEqual(caps, { instruction: 50_000, first_message: 2000, 'voicemail_config.message': 2000 });
+  });
+
+  it('is null at the cap and names the field and the variable one character past it', () => {
+    const templates = { instruction: new Template('{{notes}}'.repeat(25)), first_message: new Template('Hi {{name}}.') };
+    const notes = 'n'.repeat(2000);
+    assert.equal(fillOverflow(templates, {}, { notes, name: 'a'.repeat(1996) }), null);
+    const over = fillOverflow(templates, { name: 'there' }, { notes, name: 'a'.repeat(1997) });
+    assert.deepEqual(over, { field: 'first_message', variable: 'name', length: 2001, max: 2000 });
+    assert.match(overflowMessage(over!), /'name'.*first_message.*2001.*2000/);
+  });
+
+  it("blames the conversation's own variable over the agent's defaults, and a default when no own variable appears", () => {
+    const templates = { instruction: new Template(`${'{{big}}'.repeat(30)}{{small}}`) };
+    assert.equal(fillOverflow(templates, { big: 'b'.repeat(2000) }, { small: 's' })?.variable, 'small');
+    assert.equal(fillOverflow(templates, { big: 'b'.repeat(2000) }, { other: 'o' })?.variable, 'big');
+    assert.equal(fillOverflow({ instruction: null }, {}, {}), null);
+  });
+});
