@@ -10,15 +10,16 @@
  * phase: the neighbour's requests, p50 and p99, the difference of p99 from alone (goal: at most 100
  * ms), non-2xx answers, and the hostile request's status and duration. Hostile requests that fixes
  * now refuse are still sent: their row shows what the refusal costs the neighbour.
- * Everything the hostile client sends is built before its phase; the sandbox carrier that plays the
- * key flood runs in the service's process, so its own sending counts against the loop too.
+ * Everything the hostile client sends is built before its phase, and realtime frames are built and
+ * sent by a process of their own (hostile/realtime-client.ts); the sandbox carrier that plays the key
+ * flood runs in the service's process, so its own 20,000 frames count against the loop too.
+ * BENCH_HOSTILE_ONLY=<text>,... runs only the hostile requests whose name contains one of them.
  */
 import http from 'node:http';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { benchDatabase, forkChild, percentile, startBenchService, table } from './lib.js';
-import { connect } from '../../test/helpers/realtime.js';
+import { benchDatabase, forkChild, percentile, startBenchService, table, type BenchChild } from './lib.js';
 import { openSse } from '../../test/helpers/sse.js';
 import type { RunningService } from '../../src/service.js';
 
@@ -26,7 +27,6 @@ const ADMIN = 'bench-operator-token-0123456789';
 const num = (name: string, dflt: number) => Number(process.env[name] ?? dflt);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const r1 = (n: number) => (Number.isFinite(n) ? Math.round(n * 10) / 10 : '-');
-const b64 = (s: string) => Buffer.from(s).toString('base64');
 const hex = (n: number) => randomBytes(n).toString('hex');
 
 interface Answer {
@@ -125,7 +125,7 @@ interface Hostile {
   send: () => Promise<string>;
 }
 
-function hostileRequests(service: RunningService, ws: Workspace, hooks: { url: string }): Hostile[] {
+function hostileRequests(service: RunningService, ws: Workspace, hooks: { url: string }, client: BenchChild): Hostile[] {
   const base = service.url;
   const state: Record<string, any> = {};
   const manyProperties = {
@@ -222,20 +222,15 @@ function hostileRequests(service: RunningService, ws: Workspace, hooks: { url: s
       name: 'realtime text flood: 3,000 typed messages',
       prepare: async () => {
         state.textAgent = await agent(base, ws);
-        state.texts = Array.from({ length: 3000 }, (_, i) => JSON.stringify({ mime_type: 'text/plain', data: b64(`Flood message ${i}`) }));
       },
-      send: () => realtimeFlood(base, ws, state.textAgent, 'text', state.texts),
+      send: () => realtimeFlood(base, ws, client, state.textAgent, 'text', { kind: 'text', count: 3000 }),
     },
     {
       name: 'realtime image flood: 40 images of 2.9 MB',
       prepare: async () => {
         state.camAgent = await agent(base, ws);
-        const jpeg = Buffer.alloc(2.9 * 1024 * 1024);
-        jpeg.set([0xff, 0xd8, 0xff, 0xe0]);
-        const frame = JSON.stringify({ mime_type: 'image/jpeg', data: jpeg.toString('base64') });
-        state.images = Array.from({ length: 40 }, () => frame);
       },
-      send: () => realtimeFlood(base, ws, state.camAgent, 'camera', state.images),
+      send: () => realtimeFlood(base, ws, client, state.camAgent, 'camera', { kind: 'image', count: 40 }),
     },
     {
       name: 'webhook events array of 0.9 MB',
@@ -299,27 +294,24 @@ function hostileRequests(service: RunningService, ws: Workspace, hooks: { url: s
         state.selfAgent = r.body.agent_id;
         state.selfCreate = status(r);
       },
-      send: async () =>
-        state.selfAgent
-          ? realtimeFlood(base, ws, state.selfAgent, 'text', [JSON.stringify({ mime_type: 'text/plain', data: b64('My name is Ada.') })], true)
-          : `create ${state.selfCreate}`,
+      send: async () => (state.selfAgent ? realtimeFlood(base, ws, client, state.selfAgent, 'text', { kind: 'one', count: 1 }) : `create ${state.selfCreate}`),
     },
   ];
 }
 
 /** Opens a realtime session, sends every frame at once after the greeting, and closes it at the first refusal, or the answer when `waitTurn` (at most 10 s). */
-async function realtimeFlood(base: string, ws: Workspace, agentId: string, source: string, frames: string[], waitTurn = false): Promise<string> {
+/** Mints a realtime session and has the realtime client process (hostile/realtime-client.ts) send `frames` on it. */
+async function realtimeFlood(
+  base: string,
+  ws: Workspace,
+  client: BenchChild,
+  agentId: string,
+  source: string,
+  frames: { kind: 'text' | 'image' | 'one'; count: number },
+): Promise<string> {
   const minted = await api(base, 'POST', '/api/v1/realtime/sessions', ws.key, { agent_id: agentId, user_id: `bench-${hex(4)}`, source });
   if (minted.status !== 201) return `session ${minted.status} ${minted.body.error?.code ?? ''}`;
-  const c = connect(minted.body.ws_url as string);
-  await c.next('session_started', 10_000);
-  // The greeting's turn, then the answer to what was sent (or the first refusal of a flood).
-  await c.next('turn_complete', 10_000).catch(() => undefined);
-  for (const f of frames) c.sendJson(f);
-  await c.next((m) => m.type === 'error' || (waitTurn && m.type === 'turn_complete'), 10_000).catch(() => undefined);
-  const errors = new Set(c.messages.filter((m) => m.type === 'error').map((m) => String(m.code)));
-  await c.close();
-  return `session ended; errors: ${[...errors].join(', ') || 'none'}`;
+  return client.ask<string>({ cmd: 'flood', url: minted.body.ws_url, frames }, 'result');
 }
 
 /**
@@ -359,7 +351,8 @@ export async function run(): Promise<void> {
     ...(process.env.BENCH_HOSTILE_OVERLOAD ? {} : { OVERLOAD_LOOP_DELAY_MS: '0', OVERLOAD_DB_WAITING: '0' }),
   });
   const hooks = await receiver((p) => (p.startsWith('/setup') ? '{"first_message":"Hello\\u0000 there"}' : '{"ok":true}'));
-  let neighbourProc: Awaited<ReturnType<typeof forkChild>> | undefined;
+  let neighbourProc: BenchChild | undefined;
+  let realtimeClient: BenchChild | undefined;
   try {
     const base = service.url;
     const neighbour = await workspace(base, 'Neighbour');
@@ -371,6 +364,8 @@ export async function run(): Promise<void> {
       NEIGHBOUR_AGENT: neighbourAgent,
       NEIGHBOUR_PACE_MS: String(pace),
     });
+    realtimeClient = await forkChild(path.join(import.meta.dirname, 'hostile/realtime-client.ts'), [], {});
+    const only = process.env.BENCH_HOSTILE_ONLY?.split(',');
     const take = () => neighbourProc!.ask<Array<{ ms: number; status: number }>>({ cmd: 'take' }, 'taken');
     console.log(`neighbour: one request every ${pace} ms (create call, get call); window ${windowMs} ms a phase`);
     await sleep(windowMs);
@@ -390,7 +385,7 @@ export async function run(): Promise<void> {
         settled_ms: '-',
       },
     ];
-    for (const h of hostileRequests(service, hostile, hooks)) {
+    for (const h of hostileRequests(service, hostile, hooks, realtimeClient).filter((x) => !only || only.some((o) => x.name.includes(o)))) {
       let outcome: string;
       let took = NaN;
       // What the hostile request throws in the service's code, uncaught, would end a service process.
@@ -442,6 +437,7 @@ export async function run(): Promise<void> {
     );
   } finally {
     neighbourProc?.proc.send({ cmd: 'exit' });
+    realtimeClient?.proc.send({ cmd: 'exit' });
     await hooks.close();
     await service.close();
     await db.drop();
