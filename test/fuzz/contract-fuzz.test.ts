@@ -6,8 +6,15 @@
  *   change no stored data of the workspace;
  * - inputs valid against the schema succeed or fail only with statuses the operation declares (the
  *   test service enforces the response contract, so an undeclared answer is a 500 here).
+ * - the extremes the contract allows (extremes.ts), for every operation: the largest body (every string
+ *   at its maxLength, every array at its maxItems, up to the body limit), the deepest nesting, and the
+ *   longest query values, get a declared status and change nothing stored when refused.
+ * No request, of any of these, may block the event loop (which the test service shares with this
+ * process) longer than FUZZ_LOOP_BLOCK_MS (default 200; a busy machine may raise it) (issue 32).
  * FUZZ_RUNS sets the runs per operation (a few in `npm test`, many in `npm run fuzz`); a failure
- * prints fast-check's seed and path, and FUZZ_SEED=<seed> replays it.
+ * prints fast-check's seed and path, and FUZZ_SEED=<seed> replays it. Where the contract sets no
+ * bound, the extremes are capped by FUZZ_UNBOUNDED_LENGTH / _ITEMS / _PROPERTIES / _DEPTH and a
+ * warning names the place.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -19,10 +26,22 @@ import $RefParser from '@apidevtools/json-schema-ref-parser';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer } from '../helpers/webhooks.js';
+import { loopWatch, type LoopWatch } from '../helpers/loop-watch.js';
 import { generatedDir } from '../../src/contract/documents.js';
+import { loadConfig } from '../../src/config.js';
+import { extreme, type Caps } from './extremes.js';
 
 const RUNS = Number(process.env.FUZZ_RUNS ?? 12);
 const SEED = process.env.FUZZ_SEED ? Number(process.env.FUZZ_SEED) : undefined;
+const LOOP_BLOCK_MS = Number(process.env.FUZZ_LOOP_BLOCK_MS ?? 200);
+const CAPS: Caps = {
+  length: Number(process.env.FUZZ_UNBOUNDED_LENGTH ?? 100_000),
+  items: Number(process.env.FUZZ_UNBOUNDED_ITEMS ?? 10_000),
+  properties: Number(process.env.FUZZ_UNBOUNDED_PROPERTIES ?? 1_000),
+  depth: Number(process.env.FUZZ_UNBOUNDED_DEPTH ?? 1_000),
+};
+/** The service's JSON body limit: the largest bodies stop a little short of it. */
+const BODY_LIMIT = loadConfig({ DATABASE_URL: 'postgres://x/y' }).BODY_LIMIT_BYTES;
 
 type Json = Record<string, any>;
 interface Op {
@@ -36,7 +55,10 @@ interface Op {
 
 let t: TestService;
 let tn: Tenant;
+let watch: LoopWatch;
 let ops: Op[] = [];
+/** The contract as written, for the `$ref`s dereferencing leaves (recursive schemas). */
+let rawDoc: Json = {};
 /** Ids of the workspace's resources, by path parameter name. */
 const ids = new Map<string, string>();
 let staticTables: string[] = [];
@@ -46,7 +68,9 @@ let scopedTables: Array<{ name: string; hasId: boolean }> = [];
 const STATIC = new Set(['agents', 'tools', 'webhooks', 'mcp_servers', 'agent_tools', 'agent_mcp_servers', 'agent_documents', 'webhook_secrets', 'users']);
 
 async function loadOps(): Promise<Op[]> {
-  const doc = (await $RefParser.dereference(JSON.parse(readFileSync(path.join(generatedDir, 'openapi-internal.json'), 'utf8')), {
+  const text = readFileSync(path.join(generatedDir, 'openapi-internal.json'), 'utf8');
+  rawDoc = JSON.parse(text) as Json;
+  const doc = (await $RefParser.dereference(JSON.parse(text), {
     dereference: { circular: 'ignore' },
   })) as Json;
   const out: Op[] = [];
@@ -110,9 +134,23 @@ function url(op: Op, query?: unknown): string {
   return qs ? `${p}?${qs}` : p;
 }
 
+/** Sends the request and fails if the event loop was blocked longer than LOOP_BLOCK_MS while it ran. */
 async function send(op: Op, body: unknown, query?: unknown): Promise<{ status: number; text: string }> {
-  const req = t.http[op.method](url(op, query)).set(bearer(tn.apiKey));
-  const res = op.bodySchema ? await req.set('Content-Type', 'application/json').send(typeof body === 'string' ? body : JSON.stringify(body)) : await req;
+  const target = url(op, query);
+  const payload = op.bodySchema ? (typeof body === 'string' ? body : JSON.stringify(body)) : undefined;
+  const {
+    value: res,
+    blockedMs,
+    gapMs,
+  } = await watch.measure(async () => {
+    const req = t.http[op.method](target).set(bearer(tn.apiKey));
+    return payload !== undefined ? await req.set('Content-Type', 'application/json').send(payload) : await req;
+  });
+  assert.ok(
+    blockedMs <= LOOP_BLOCK_MS,
+    `${op.operationId} (${op.method.toUpperCase()} ${target.slice(0, 200)}) blocked the event loop ${Math.round(blockedMs)} ms ` +
+      `(over FUZZ_LOOP_BLOCK_MS=${LOOP_BLOCK_MS}; longest gap ${Math.round(gapMs)} ms); answered ${res.status}; body of ${payload?.length ?? 0} characters: ${payload?.slice(0, 200) ?? '-'}`,
+  );
   return { status: res.status, text: res.text };
 }
 
@@ -183,6 +221,7 @@ function mutate(body: unknown, m: Mutation, pick: number): string {
 before(async () => {
   t = await startTestService({ REALTIME_SESSIONS_PER_HOUR: '100000', REALTIME_SESSIONS_PER_DAY: '100000' });
   tn = await tenant(t);
+  watch = loopWatch();
   ops = await loadOps();
   const agent = await t.http.post('/api/v1/agents').set(bearer(tn.apiKey)).send({ name: 'Fuzz agent' });
   const tool = await t.http.post('/api/v1/tools').set(bearer(tn.apiKey)).send({ name: 'fuzz_tool', description: 'A tool.', url: 'http://127.0.0.1:9/tool' });
@@ -204,6 +243,7 @@ before(async () => {
 });
 
 after(async () => {
+  watch?.stop();
   await t.close();
 });
 
@@ -259,6 +299,30 @@ describe('fuzzing from the contract', () => {
         }),
         params(),
       );
+    }
+  });
+
+  it('the extremes the contract allows get declared statuses, change nothing stored when refused, and block nothing', async () => {
+    const unbounded = new Map<string, string>();
+    const warn = (where: string, what: string) => unbounded.set(`${where}: ${what.split(':')[0]}`, what);
+    const options = { caps: CAPS, budget: BODY_LIMIT - 4096, root: rawDoc, warn };
+    const cases: Array<{ op: Op; kind: string; body?: unknown; query?: unknown }> = [];
+    for (const op of ops.filter((o) => o.bodySchema && o.method !== 'get')) {
+      for (const mode of ['largest', 'deepest'] as const)
+        cases.push({ op, kind: `${mode} body`, body: extreme(op.bodySchema!, op.operationId, { ...options, mode }).value });
+    }
+    for (const op of ops.filter((o) => o.querySchema)) {
+      cases.push({ op, kind: 'longest query', query: extreme(op.querySchema!, `${op.operationId}?`, { ...options, mode: 'largest' }).value });
+    }
+    if (unbounded.size) {
+      console.warn(`The contract sets no bound at ${unbounded.size} places; the extremes there are capped (FUZZ_UNBOUNDED_*):`);
+      for (const [place, what] of unbounded) console.warn(`  ${place.split(': ')[0]}: ${what}`);
+    }
+    for (const c of cases) {
+      const before = await snapshot();
+      const res = await send(c.op, c.body, c.query);
+      assert.ok(res.status < 500, `${c.op.operationId} answered ${res.status} to its ${c.kind}: ${res.text.slice(0, 300)}`);
+      if (res.status >= 400) assert.equal(await snapshot(), before, `${c.op.operationId} changed stored data while refusing its ${c.kind} (${res.status})`);
     }
   });
 });
