@@ -7571,8 +7571,7 @@ export interface operations {
                  *                 "null"
                  *               ],
                  *               "format": "date-time",
-                 *               "description": "The new time",
-                 *               "when the patient rescheduled.": null
+                 *               "description": "The new time, when the patient rescheduled."
                  *             }
                  *           },
                  *           "required": [
@@ -7651,8 +7650,7 @@ export interface operations {
                      *                 "null"
                      *               ],
                      *               "format": "date-time",
-                     *               "description": "The new time",
-                     *               "when the patient rescheduled.": null
+                     *               "description": "The new time, when the patient rescheduled."
                      *             }
                      *           },
                      *           "required": [
