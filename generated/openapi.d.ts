@@ -1648,7 +1648,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The session id (`conv_...`, the `conversation_id` of `call.completed`). Any id that matches no session of any workspace answers 404. */
+                /** @description The session id (`conv_...`, the `conversation_id` of `call.completed`). Any id that matches no session of any workspace answers 404 (one over 255 characters, 422). */
                 conversation_id: string;
             };
             cookie?: never;
@@ -1675,7 +1675,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The session id (`conv_...`). Any id that matches no session of any workspace answers 404. */
+                /** @description The session id (`conv_...`). Any id that matches no session of any workspace answers 404 (one over 255 characters, 422). */
                 conversation_id: string;
             };
             cookie?: never;
@@ -1699,7 +1699,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The web session's id (`conv_...`, the `conversation_id` of its `call.completed`). Any id that matches no session of any workspace answers 404. */
+                /** @description The web session's id (`conv_...`, the `conversation_id` of its `call.completed`). Any id that matches no session of any workspace answers 404 (one over 255 characters, 422). */
                 conversation_id: string;
             };
             cookie?: never;
@@ -1737,7 +1737,7 @@ export interface paths {
             query?: never;
             header?: never;
             path: {
-                /** @description The web session's id (`conv_...`). Any id that matches no session answers 404. */
+                /** @description The web session's id (`conv_...`). Any id that matches no session answers 404 (one over 255 characters, 422). */
                 conversation_id: string;
             };
             cookie?: never;
@@ -1777,7 +1777,7 @@ export interface paths {
                 "Last-Event-ID"?: components["parameters"]["LastEventId"];
             };
             path: {
-                /** @description The web session's id (`conv_...`, live or finished). Any id that matches no session of any workspace answers 404. */
+                /** @description The web session's id (`conv_...`, live or finished). Any id that matches no session of any workspace answers 404 (one over 255 characters, 422). */
                 conversation_id: string;
             };
             cookie?: never;
@@ -3943,7 +3943,7 @@ export interface components {
         DocumentUploadForm: {
             /**
              * Format: binary
-             * @description The file.
+             * @description The file, at most 10 MiB (413 beyond).
              */
             file: string;
             /** @description Display name; defaults to the uploaded file name. */
@@ -12853,7 +12853,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The session id (`conv_...`, the `conversation_id` of `call.completed`). Any id that matches no session of any workspace answers 404. */
+                /** @description The session id (`conv_...`, the `conversation_id` of `call.completed`). Any id that matches no session of any workspace answers 404 (one over 255 characters, 422). */
                 conversation_id: string;
             };
             cookie?: never;
@@ -12956,6 +12956,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -12973,7 +12974,7 @@ export interface operations {
             };
             header?: never;
             path: {
-                /** @description The session id (`conv_...`). Any id that matches no session of any workspace answers 404. */
+                /** @description The session id (`conv_...`). Any id that matches no session of any workspace answers 404 (one over 255 characters, 422). */
                 conversation_id: string;
             };
             cookie?: never;
@@ -13030,7 +13031,7 @@ export interface operations {
                 Range?: string;
             };
             path: {
-                /** @description The web session's id (`conv_...`, the `conversation_id` of its `call.completed`). Any id that matches no session of any workspace answers 404. */
+                /** @description The web session's id (`conv_...`, the `conversation_id` of its `call.completed`). Any id that matches no session of any workspace answers 404 (one over 255 characters, 422). */
                 conversation_id: string;
             };
             cookie?: never;
@@ -13053,7 +13054,7 @@ export interface operations {
             query?: never;
             header?: never;
             path: {
-                /** @description The web session's id (`conv_...`, the `conversation_id` of its `call.completed`). Any id that matches no session of any workspace answers 404. */
+                /** @description The web session's id (`conv_...`, the `conversation_id` of its `call.completed`). Any id that matches no session of any workspace answers 404 (one over 255 characters, 422). */
                 conversation_id: string;
             };
             cookie?: never;
@@ -13100,6 +13101,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -13117,7 +13119,7 @@ export interface operations {
                 Range?: string;
             };
             path: {
-                /** @description The web session's id (`conv_...`). Any id that matches no session answers 404. */
+                /** @description The web session's id (`conv_...`). Any id that matches no session answers 404 (one over 255 characters, 422). */
                 conversation_id: string;
             };
             cookie?: never;
@@ -13172,7 +13174,7 @@ export interface operations {
                 "Last-Event-ID"?: components["parameters"]["LastEventId"];
             };
             path: {
-                /** @description The web session's id (`conv_...`, live or finished). Any id that matches no session of any workspace answers 404. */
+                /** @description The web session's id (`conv_...`, live or finished). Any id that matches no session of any workspace answers 404 (one over 255 characters, 422). */
                 conversation_id: string;
             };
             cookie?: never;

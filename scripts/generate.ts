@@ -264,6 +264,8 @@ async function main(): Promise<void> {
       bannerComment: '',
       additionalProperties: false,
       declareExternallyReferenced: true,
+      // `maxItems` bounds what a client may send (issue 32); as a tuple of every length up to it the type would refuse a plain array.
+      ignoreMinAndMaxItems: true,
     });
   const types = HEADER + (await payloadTypes('AsyncApiMessagePayloads', messages));
   const serverMessages = realtimeServerMessages(asyncapi, messages);

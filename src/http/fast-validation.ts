@@ -9,6 +9,7 @@
  */
 import type { OpenAPIBackend, Operation, Request, ValidationResult } from 'openapi-backend';
 import type { ErrorObject } from 'ajv';
+import { MAX_ERRORS_READ } from './validation.js';
 
 interface OperationFacts {
   /** Query parameters whose schema is an array: a single value is validated as a one-item array. */
@@ -75,7 +76,8 @@ export function precompileValidation(api: OpenAPIBackend): void {
     if (typeof requestBody === 'object' || contentType === 'application/json') parameters.requestBody = requestBody;
     for (const validate of validators) {
       validate(parameters);
-      if (validate.errors) errors.push(...validate.errors);
+      // Not push(...errors): an 80,000-item array's errors as arguments overflow the stack (issue 32).
+      if (validate.errors) for (const e of validate.errors.slice(0, MAX_ERRORS_READ - errors.length)) errors.push(e);
       else if (validator.coerceTypes) {
         result.coerced.query = parameters.query as Request['query'];
         result.coerced.params = parameters.path as Request['params'];

@@ -133,6 +133,12 @@ const SECRET_FIELD = /password|token|secret|api_key|public_key|authorization|hea
 
 /** Problems listed in a 422 at most (the contract's maxItems). */
 const MAX_ISSUES = 50;
+/**
+ * Ajv reports every problem (allErrors), items past `maxItems` included: an 80,000-item array gives
+ * 80,000 errors. Only this many are read (the first ones; a bound such as `maxItems` comes first),
+ * so refusing a hostile body costs no more than reading a sane one.
+ */
+export const MAX_ERRORS_READ = 1_000;
 
 /** An echoed input is cut to this: nesting, items per level, characters per string, nodes in all. */
 const ECHO = { depth: 6, items: 20, chars: 200, nodes: 200 };
@@ -193,7 +199,7 @@ function dropNullBranchNoise(errors: ErrorObject[]): ErrorObject[] {
 /** `data` is the object validated: {requestBody, query, path, header}. */
 export function validationError(errors: ErrorObject[], data?: unknown): ApiError<422> {
   const seen = new Set<string>();
-  const mapped = dropNullBranchNoise(errors)
+  const mapped = dropNullBranchNoise(errors.slice(0, MAX_ERRORS_READ))
     .map((e) => mapOne(e, data))
     .filter((m): m is Mapped => m !== null)
     .filter((m) => {
@@ -213,7 +219,7 @@ export function validationError(errors: ErrorObject[], data?: unknown): ApiError
 /** Ajv errors of a request body schema (instance paths relative to the body) as the API's 422. */
 export function bodyValidationError(errors: ErrorObject[], body: unknown): ApiError<422> {
   return validationError(
-    errors.map((e) => ({ ...e, instancePath: `/requestBody${e.instancePath}` })),
+    errors.slice(0, MAX_ERRORS_READ).map((e) => ({ ...e, instancePath: `/requestBody${e.instancePath}` })),
     { requestBody: body },
   );
 }
