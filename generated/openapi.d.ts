@@ -13909,6 +13909,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            422: components["responses"]["UnprocessableEntity"];
         };
     };
     getReadiness: {
@@ -13938,6 +13939,7 @@ export interface operations {
                     "application/json": components["schemas"]["Health"];
                 };
             };
+            422: components["responses"]["UnprocessableEntity"];
             /** @description Not ready (database unreachable or shutting down); code `not_ready`. */
             503: {
                 headers: {
@@ -14024,6 +14026,7 @@ export interface operations {
                     };
                 };
             };
+            422: components["responses"]["UnprocessableEntity"];
         };
     };
     getInternalOpenApiDocument: {
@@ -14061,6 +14064,7 @@ export interface operations {
                     };
                 };
             };
+            422: components["responses"]["UnprocessableEntity"];
         };
     };
     getAsyncApiDocument: {
@@ -14096,6 +14100,7 @@ export interface operations {
                     };
                 };
             };
+            422: components["responses"]["UnprocessableEntity"];
         };
     };
     getApiReference: {
@@ -14120,6 +14125,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
+            422: components["responses"]["UnprocessableEntity"];
         };
     };
     getAsyncApiReference: {
@@ -14144,6 +14150,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
+            422: components["responses"]["UnprocessableEntity"];
         };
     };
     getInternalApiReference: {
@@ -14168,6 +14175,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
+            422: components["responses"]["UnprocessableEntity"];
         };
     };
     getClientLibrary: {
@@ -14210,6 +14218,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            422: components["responses"]["UnprocessableEntity"];
         };
     };
     getWidget: {
@@ -14252,6 +14261,7 @@ export interface operations {
                 };
                 content?: never;
             };
+            422: components["responses"]["UnprocessableEntity"];
         };
     };
     getDashboard: {
@@ -14278,6 +14288,7 @@ export interface operations {
                     "text/html": string;
                 };
             };
+            422: components["responses"]["UnprocessableEntity"];
         };
     };
     getDashboardScript: {
@@ -14309,6 +14320,7 @@ export interface operations {
                 };
             };
             304: components["responses"]["NotModified"];
+            422: components["responses"]["UnprocessableEntity"];
         };
     };
     getDashboardStyles: {
@@ -14340,6 +14352,7 @@ export interface operations {
                 };
             };
             304: components["responses"]["NotModified"];
+            422: components["responses"]["UnprocessableEntity"];
         };
     };
     getPublicAgentProfile: {

@@ -215,6 +215,22 @@ describe('refusals every operation of a kind declares', () => {
   });
 });
 
+describe('refusals of routes that need no credentials', () => {
+  // Health, the documents, their reference pages and the browser files take no parameter: one they do
+  // not know is 422 naming it, which each declares (issue 32: they declared no 4xx at all).
+  it('an unknown query parameter is 422 naming it on every GET that takes no credentials and no path parameter', async (ctx) => {
+    const open = allOperations.filter((op) => op.method === 'GET' && op.security.length === 0 && !op.path.includes('{'));
+    const wrong: string[] = [];
+    for (const op of open) {
+      const res = await t.http.get(`${op.path}?x=1`);
+      if (res.status !== 422 || res.body.error?.param !== 'x') wrong.push(`${op.operationId}: ${res.status} ${res.text.slice(0, 200)}`);
+    }
+    assert.deepEqual(wrong, []);
+    ctx.diagnostic(`${open.length} operations`);
+    assert.ok(open.length >= 13, `only ${open.length} operations`);
+  });
+});
+
 describe('refusals of single operations', () => {
   it("the operator's update of a workspace that does not exist is 404 workspace_not_found", async () => {
     const res = await t.http.patch('/admin/v1/workspaces/ws_does_not_exist').set(operator).send({ credit_balance_cents: 100 });
