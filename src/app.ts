@@ -1,6 +1,6 @@
 /**
  * The Koa app. The order of the pipeline, outermost first:
- * request id -> operation match -> log + metrics -> response contract check -> error envelope -> CORS ->
+ * HEAD as GET -> request id -> operation match -> log + metrics -> response contract check -> error envelope -> CORS ->
  * body (parsed by what the matched operation declares) -> contract router.
  */
 import Koa from 'koa';
@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import type { OpenAPIBackend } from 'openapi-backend';
 import type { Registry } from 'prom-client';
 import { requestId } from './http/request-id.js';
+import { headAsGet } from './http/head.js';
 import { observe } from './http/observability.js';
 import { responseCheck } from './http/response-check.js';
 import { errorEnvelope } from './http/envelope.js';
@@ -46,7 +47,7 @@ export function createApp(parts: AppParts): Koa {
       ctx.set('X-Content-Type-Options', 'nosniff');
     }
   });
-  app.use(requestId()).use(matchOperation(parts.api, contract)).use(observe(log, parts.metrics));
+  app.use(headAsGet()).use(requestId()).use(matchOperation(parts.api, contract)).use(observe(log, parts.metrics));
   // Off (as in production) it would only pass every request on: one layer fewer.
   if (config.contractCheck !== 'off') app.use(responseCheck(contract, config.contractCheck, log, config.CONTRACT_COVERAGE_DIR));
   app

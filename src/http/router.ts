@@ -46,6 +46,7 @@ function allowedMethods(contract: Contract, api: OpenAPIBackend, path: string): 
   for (const info of contract.operations.values()) {
     if (api.router.matchOperation({ method: info.method, path, headers: {} })) methods.add(info.method);
   }
+  if (methods.has('GET')) methods.add('HEAD'); // head.ts
   return [...methods];
 }
 
@@ -67,9 +68,15 @@ function matchedOperation(ctx: Context, api: OpenAPIBackend, contract: Contract,
   } catch (err) {
     if (err instanceof Error && err.message.startsWith('405')) {
       const allow = allowedMethods(contract, api, ctx.path);
-      throw new ApiError(405, 'invalid_request_error', 'method_not_allowed', `${ctx.method} is not allowed on ${ctx.path}; allowed: ${allow.join(', ')}.`, {
-        headers: { Allow: allow.join(', ') },
-      });
+      throw new ApiError(
+        405,
+        'invalid_request_error',
+        'method_not_allowed',
+        `${ctx.state.head ? 'HEAD' : ctx.method} is not allowed on ${ctx.path}; allowed: ${allow.join(', ')}.`,
+        {
+          headers: { Allow: allow.join(', ') },
+        },
+      );
     }
     throw routeNotFound(ctx.method, ctx.path);
   }

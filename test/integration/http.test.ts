@@ -94,7 +94,36 @@ describe('routing errors', () => {
     const res = await t.http.put('/api/v1/keys').send({});
     assert.equal(res.status, 405);
     assert.equal(res.body.error.code, 'method_not_allowed');
-    assert.deepEqual(res.headers.allow.split(', ').sort(), ['GET', 'POST']);
+    assert.deepEqual(res.headers.allow.split(', ').sort(), ['GET', 'HEAD', 'POST']);
+  });
+});
+
+describe('HEAD', () => {
+  it('answers wherever GET does, with its status and headers and no body', async () => {
+    const tn = await tenant(t);
+    const cases: Array<[string, Record<string, string>]> = [
+      ['/healthz', {}],
+      ['/openapi.json', {}],
+      ['/sdk/voice-agent-client.js', {}],
+      ['/api/v1/agents', bearer(tn.apiKey)],
+      ['/api/v1/agents', {}],
+      ['/api/v1/agents/agt_0NKNWN0000000000000000000Z', bearer(tn.apiKey)],
+      ['/healthz?x=1', {}],
+    ];
+    for (const [url, auth] of cases) {
+      const get = await t.http.get(url).set(auth);
+      const head = await t.http.head(url).set(auth);
+      assert.equal(head.status, get.status, url);
+      for (const name of ['content-type', 'content-length', 'etag', 'cache-control']) assert.equal(head.headers[name], get.headers[name], `${name} of ${url}`);
+      assert.match(head.headers['x-request-id'], /^req_/);
+      assert.equal(head.text ?? '', '', `${url}: no body`);
+    }
+  });
+
+  it('is 405 with Allow where there is no GET', async () => {
+    const res = await t.http.head('/api/v1/auth/login');
+    assert.equal(res.status, 405);
+    assert.deepEqual(res.headers.allow.split(', '), ['POST']);
   });
 });
 

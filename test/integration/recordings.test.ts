@@ -208,6 +208,27 @@ describe('download, links, deleting and retention', () => {
     assert.equal(beyond.body.error.code, 'range_not_satisfiable');
   });
 
+  it('HEAD: the status and headers of the GET, Range and the signed link included, and no body', async () => {
+    const path = `/api/v1/calls/${callId}/recording`;
+    const signed = new URL((await getCall(t, tn, callId)).recording_url);
+    const cases: Array<[string, Record<string, string>]> = [
+      [path, {}],
+      [path, { Range: 'bytes=1000-5999' }],
+      [path, { Range: `bytes=${size}-` }],
+      [`${signed.pathname}${signed.search}`, { Range: 'bytes=0-3' }],
+    ];
+    const same = ['content-type', 'content-length', 'content-range', 'accept-ranges', 'etag', 'cache-control', 'content-disposition'];
+    for (const [url, headers] of cases) {
+      const auth = url === path ? bearer(tn.apiKey) : {};
+      const get = await binary(t.http.get(url).set(auth).set(headers));
+      const head = await t.http.head(url).set(auth).set(headers);
+      assert.equal(head.status, get.status, `${url} ${JSON.stringify(headers)}`);
+      for (const name of same) assert.equal(head.headers[name], get.headers[name], `${name} of ${url} ${JSON.stringify(headers)}`);
+      assert.match(head.headers['x-request-id'], /^req_/);
+      assert.equal(head.text ?? '', '', 'no body');
+    }
+  });
+
   it('another workspace cannot download it', async () => {
     const other = await tenant(t);
     const res = await t.http.get(`/api/v1/calls/${callId}/recording`).set(bearer(other.apiKey));
