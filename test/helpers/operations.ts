@@ -7,7 +7,12 @@ import type { operations } from '../../generated/operations.js';
 import { ADMIN_TOKEN, type TestService } from './service.js';
 import type { Tenant } from './fixtures.js';
 
-export function operationRequest(t: TestService, tn: Tenant, contract: Contract, o: (typeof operations)[number]) {
+export function operationRequest(
+  t: TestService,
+  tn: Tenant,
+  contract: Contract,
+  o: Pick<(typeof operations)[number], 'operationId' | 'method'> & { path: string },
+) {
   const info = contract.operations.get(o.operationId)!;
   const path = o.path.replace(/\{(\w+)\}/g, (_m, name: string) => (name === 'provider' ? 'provider_a' : `${name.split('_')[0]}_01JD5Z7Q8Y1C2B3A4N5M6K7P8R`));
   const schemes = info.security.flatMap((s) => Object.keys(s));
