@@ -1384,7 +1384,8 @@ export interface paths {
          *     ending today (in `timezone`): `to` defaults to today, `from` to 29 days before `to`. A range of
          *     more than 92 days, or `from` after `to`, is refused with 422 `invalid_range` (`param` names the
          *     parameter to change); a time zone the time zone database does not know with 422
-         *     `invalid_timezone`.
+         *     `invalid_timezone` (`param`: `timezone`), as is one the database's time zone data no longer
+         *     lists (PostgreSQL's `pg_timezone_names`, e.g. `US/Pacific-New`), since the days are cut there.
          */
         get: operations["getUsage"];
         put?: never;
