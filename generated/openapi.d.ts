@@ -929,15 +929,17 @@ export interface paths {
         parameters: {
             query?: {
                 /**
-                 * @description The same as the `Last-Event-ID` header, for clients that cannot set headers; the header wins when both are given.
+                 * @description The same as the `Last-Event-ID` header (an integer from `0` to `2147483647`; a 422 about it names
+                 *     `last_event_id`), for clients that cannot set headers; the header wins when both are given.
                  * @example 7
                  */
                 last_event_id?: components["parameters"]["LastEventIdQuery"];
             };
             header?: {
                 /**
-                 * @description The `id` of the last event received: the stream resumes with the next one. A non-negative integer
-                 *     (otherwise 422); `0` is the start.
+                 * @description The `id` of the last event received: the stream resumes with the next one. An integer from `0`
+                 *     (the start) to `2147483647` (the largest event id), otherwise 422 `invalid_value` naming this
+                 *     header; see the operation's **Resuming** for an id past the conversation's last event.
                  * @example 7
                  */
                 "Last-Event-ID"?: components["parameters"]["LastEventId"];
@@ -975,7 +977,11 @@ export interface paths {
          *     **Resuming.** Send the last `id` you received as the `Last-Event-ID` header (what browsers'
          *     `EventSource` do on reconnecting) or, for clients that cannot set headers, as the
          *     `last_event_id` query parameter (the header wins when both are given): the stream starts with
-         *     the next event, none lost, none repeated. `0` (or neither) starts from the first event.
+         *     the next event, none lost, none repeated. `0` (or neither) starts from the first event. An id
+         *     is an integer from `0` to `2147483647`, otherwise 422 `invalid_value` whose `param` names
+         *     the header or the query parameter it came from. A finished conversation's stream resumed at
+         *     or past its `end` sends nothing and closes; a live conversation's stream resumed past its
+         *     last event so far is refused the same way (422 `invalid_value`: no such event was sent).
          *
          *     **End.** After the `end` event, written once the conversation's final record (and its
          *     `call.completed`) is, the server closes the stream. A finished conversation's stream replays
@@ -1764,15 +1770,17 @@ export interface paths {
         parameters: {
             query?: {
                 /**
-                 * @description The same as the `Last-Event-ID` header, for clients that cannot set headers; the header wins when both are given.
+                 * @description The same as the `Last-Event-ID` header (an integer from `0` to `2147483647`; a 422 about it names
+                 *     `last_event_id`), for clients that cannot set headers; the header wins when both are given.
                  * @example 7
                  */
                 last_event_id?: components["parameters"]["LastEventIdQuery"];
             };
             header?: {
                 /**
-                 * @description The `id` of the last event received: the stream resumes with the next one. A non-negative integer
-                 *     (otherwise 422); `0` is the start.
+                 * @description The `id` of the last event received: the stream resumes with the next one. An integer from `0`
+                 *     (the start) to `2147483647` (the largest event id), otherwise 422 `invalid_value` naming this
+                 *     header; see the operation's **Resuming** for an id past the conversation's last event.
                  * @example 7
                  */
                 "Last-Event-ID"?: components["parameters"]["LastEventId"];
@@ -1810,7 +1818,11 @@ export interface paths {
          *     **Resuming.** Send the last `id` you received as the `Last-Event-ID` header (what browsers'
          *     `EventSource` do on reconnecting) or, for clients that cannot set headers, as the
          *     `last_event_id` query parameter (the header wins when both are given): the stream starts with
-         *     the next event, none lost, none repeated. `0` (or neither) starts from the first event.
+         *     the next event, none lost, none repeated. `0` (or neither) starts from the first event. An id
+         *     is an integer from `0` to `2147483647`, otherwise 422 `invalid_value` whose `param` names
+         *     the header or the query parameter it came from. A finished conversation's stream resumed at
+         *     or past its `end` sends nothing and closes; a live conversation's stream resumed past its
+         *     last event so far is refused the same way (422 `invalid_value`: no such event was sent).
          *
          *     **End.** After the `end` event, written once the conversation's final record (and its
          *     `call.completed`) is, the server closes the stream. A finished conversation's stream replays
@@ -6941,13 +6953,15 @@ export interface components {
          */
         IfNoneMatch: string;
         /**
-         * @description The `id` of the last event received: the stream resumes with the next one. A non-negative integer
-         *     (otherwise 422); `0` is the start.
+         * @description The `id` of the last event received: the stream resumes with the next one. An integer from `0`
+         *     (the start) to `2147483647` (the largest event id), otherwise 422 `invalid_value` naming this
+         *     header; see the operation's **Resuming** for an id past the conversation's last event.
          * @example 7
          */
         LastEventId: string;
         /**
-         * @description The same as the `Last-Event-ID` header, for clients that cannot set headers; the header wins when both are given.
+         * @description The same as the `Last-Event-ID` header (an integer from `0` to `2147483647`; a 422 about it names
+         *     `last_event_id`), for clients that cannot set headers; the header wins when both are given.
          * @example 7
          */
         LastEventIdQuery: string;
@@ -10685,15 +10699,17 @@ export interface operations {
         parameters: {
             query?: {
                 /**
-                 * @description The same as the `Last-Event-ID` header, for clients that cannot set headers; the header wins when both are given.
+                 * @description The same as the `Last-Event-ID` header (an integer from `0` to `2147483647`; a 422 about it names
+                 *     `last_event_id`), for clients that cannot set headers; the header wins when both are given.
                  * @example 7
                  */
                 last_event_id?: components["parameters"]["LastEventIdQuery"];
             };
             header?: {
                 /**
-                 * @description The `id` of the last event received: the stream resumes with the next one. A non-negative integer
-                 *     (otherwise 422); `0` is the start.
+                 * @description The `id` of the last event received: the stream resumes with the next one. An integer from `0`
+                 *     (the start) to `2147483647` (the largest event id), otherwise 422 `invalid_value` naming this
+                 *     header; see the operation's **Resuming** for an id past the conversation's last event.
                  * @example 7
                  */
                 "Last-Event-ID"?: components["parameters"]["LastEventId"];
@@ -13161,15 +13177,17 @@ export interface operations {
         parameters: {
             query?: {
                 /**
-                 * @description The same as the `Last-Event-ID` header, for clients that cannot set headers; the header wins when both are given.
+                 * @description The same as the `Last-Event-ID` header (an integer from `0` to `2147483647`; a 422 about it names
+                 *     `last_event_id`), for clients that cannot set headers; the header wins when both are given.
                  * @example 7
                  */
                 last_event_id?: components["parameters"]["LastEventIdQuery"];
             };
             header?: {
                 /**
-                 * @description The `id` of the last event received: the stream resumes with the next one. A non-negative integer
-                 *     (otherwise 422); `0` is the start.
+                 * @description The `id` of the last event received: the stream resumes with the next one. An integer from `0`
+                 *     (the start) to `2147483647` (the largest event id), otherwise 422 `invalid_value` naming this
+                 *     header; see the operation's **Resuming** for an id past the conversation's last event.
                  * @example 7
                  */
                 "Last-Event-ID"?: components["parameters"]["LastEventId"];

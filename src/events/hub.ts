@@ -4,11 +4,12 @@
  * new events (whichever instance wrote them); each stream of that conversation then reads the rows
  * after the last it sent, in order, and writes them as SSE messages. Every heartbeat a stream gets
  * a `: keepalive` comment and reads again (what a lost notification would have said). A stream ends
- * after its conversation's `end` event; a stream of a finished conversation replays and ends.
+ * after its conversation's `end` event; a stream of a finished conversation replays what is left
+ * after its resume point (nothing, resumed at or past the end) and ends.
  */
 import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { tooManyRequests } from '../errors/api-error.js';
+import { tooManyRequests, unprocessable } from '../errors/api-error.js';
 import type { Listener } from '../db/listener.js';
 import { EVENTS_CHANNEL, ensureEnd, type LiveEventStore, type StoredLiveEvent } from './store.js';
 import { checkLiveEvent } from './writer.js';
@@ -21,6 +22,8 @@ export interface StreamRequest {
   conversationId: string;
   /** Events up to this seq were received (Last-Event-ID); 0: from the first. */
   afterSeq: number;
+  /** Where `afterSeq` came from (what a 422 about it names). */
+  resumeParam: 'Last-Event-ID' | 'last_event_id';
   /** The conversation's record is final: how it ended (its `end` is written if none is stored). */
   finished: { status: string; endReason: string | null; endedAt: Date } | null;
 }
@@ -98,6 +101,16 @@ export class LiveEventHub {
         `The workspace holds ${held} open event streams on this instance, the most allowed; close one first.`,
         'event_stream_limit_reached',
       );
+    }
+    if (!req.finished && req.afterSeq > 0) {
+      // No event past the head was sent to anyone: such an id would wait for ever (the `end` comes below it).
+      const head = await this.store.head(req.workspaceId, req.conversationId);
+      if (req.afterSeq > head)
+        throw unprocessable(
+          'invalid_value',
+          `${req.resumeParam} ${req.afterSeq} is past the conversation's last event (${head}); send the id of an event received.`,
+          req.resumeParam,
+        );
     }
     if (req.finished) {
       const data = { status: req.finished.status, end_reason: req.finished.endReason, timestamp: req.finished.endedAt.getTime() / 1000 };
@@ -208,7 +221,12 @@ export class LiveEventHub {
             return;
           }
         }
-        if (rows.length < PAGE && !sub.again) return;
+        if (rows.length < PAGE && !sub.again) {
+          // A finished conversation's events are all stored (its `end` included): resumed at or past
+          // the end, nothing is left to wait for.
+          if (sub.req.finished) this.close(sub);
+          return;
+        }
       }
     } catch (err) {
       this.log.warn({ err, conversationId: sub.req.conversationId }, 'live events could not be read; the stream is closed (resume with Last-Event-ID)');

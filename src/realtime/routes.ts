@@ -73,7 +73,7 @@ export function conversationEventRoutes(store: RealtimeStore, slots: { holder(id
   return {
     streamRealtimeConversationEvents: async (req) => {
       const workspaceId = workspaceOf(req.auth);
-      const afterSeq = resumeAfter(req.headers['last-event-id'], req.query.last_event_id);
+      const resume = resumeAfter(req.headers['last-event-id'], req.query.last_event_id);
       const id = req.params.conversation_id;
       // Live first: the live row goes in the transaction that writes the record, so one of the two is
       // found; just after admission (session_started sent, live row being written) the slot says whose.
@@ -83,7 +83,7 @@ export function conversationEventRoutes(store: RealtimeStore, slots: { holder(id
       if (!owner) throw conversationNotFound(id);
       if (owner !== workspaceId) throw otherWorkspace('web session');
       const finished = record ? { status: record.status, endReason: record.end_reason, endedAt: new Date(record.ended_at) } : null;
-      const reply = await live.stream({ workspaceId, conversationId: id, afterSeq, finished });
+      const reply = await live.stream({ workspaceId, conversationId: id, ...resume, finished });
       // The contract's body is the stream's text; Koa pipes the stream.
       return { ...reply, body: reply.body as never };
     },
