@@ -989,6 +989,10 @@ export interface paths {
          *     after they were written, and go with their workspace; the stream of a finished conversation
          *     whose events are gone (or that ended before this feature) holds just an `end` event.
          *
+         *     **Credential.** A stream lasts as long as the credential it was opened with: revoking the API
+         *     key, or logging the dashboard session out, closes its streams on every instance (without an
+         *     `end`: the conversation may go on); reconnecting with it is then 401.
+         *
          *     **Keep-alive.** A comment line `: keepalive` every `EVENTS_HEARTBEAT_MS` (15 s by default)
          *     keeps proxies from closing an idle stream.
          *
@@ -1829,6 +1833,10 @@ export interface paths {
          *     every stored event and closes. Events are kept for `EVENTS_RETENTION_MS` (7 days by default)
          *     after they were written, and go with their workspace; the stream of a finished conversation
          *     whose events are gone (or that ended before this feature) holds just an `end` event.
+         *
+         *     **Credential.** A stream lasts as long as the credential it was opened with: revoking the API
+         *     key, or logging the dashboard session out, closes its streams on every instance (without an
+         *     `end`: the conversation may go on); reconnecting with it is then 401.
          *
          *     **Keep-alive.** A comment line `: keepalive` every `EVENTS_HEARTBEAT_MS` (15 s by default)
          *     keeps proxies from closing an idle stream.

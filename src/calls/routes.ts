@@ -3,7 +3,7 @@
  * sandbox ringing helper (thin: the rules are in service.ts, callbacks.ts and inbound.ts).
  */
 import type { Handlers } from '../contract/handlers.js';
-import { workspaceOf } from '../contract/principal.js';
+import { credentialOf, workspaceOf } from '../contract/principal.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { components } from '../../generated/openapi.js';
 import type { CallService } from './service.js';
@@ -74,7 +74,7 @@ export function callEventRoutes(calls: CallService, live: LiveEvents): Handlers 
       const finished = isTerminal(call.status)
         ? { status: call.status, endReason: call.end_reason, endedAt: new Date(call.ended_at ?? call.updated_at) }
         : null;
-      const reply = await live.stream({ workspaceId, conversationId: call.id, ...resume, finished });
+      const reply = await live.stream({ workspaceId, conversationId: call.id, ...resume, finished, credentialId: credentialOf(req.auth) });
       // The contract's body is the stream's text; Koa pipes the stream.
       return { ...reply, body: reply.body as never };
     },

@@ -11,6 +11,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
 import { tooManyRequests, unprocessable } from '../errors/api-error.js';
 import type { Listener } from '../db/listener.js';
+import { CACHE_CHANNEL } from '../db/notified-cache.js';
 import { EVENTS_CHANNEL, ensureEnd, type LiveEventStore, type StoredLiveEvent } from './store.js';
 import { checkLiveEvent } from './writer.js';
 
@@ -24,6 +25,8 @@ export interface StreamRequest {
   afterSeq: number;
   /** Where `afterSeq` came from (what a 422 about it names). */
   resumeParam: 'Last-Event-ID' | 'last_event_id';
+  /** The API key or dashboard session the stream was opened with: the stream ends when it does. */
+  credentialId: string | null;
   /** The conversation's record is final: how it ended (its `end` is written if none is stored). */
   finished: { status: string; endReason: string | null; endedAt: Date } | null;
 }
@@ -42,7 +45,12 @@ export interface HubOptions {
   maxStreamsPerWorkspace: number;
   /** Whether this instance writes the conversation's events (its streams get them by `delivered`). */
   writesHere?: (conversationId: string) => boolean;
+  /** Whether the API key or dashboard session of this id is still good (not revoked, logged out, expired or gone). */
+  credentialLive?: (credentialId: string) => Promise<boolean>;
 }
+
+/** The tables whose rows are credentials; their triggers (migration 033) send `<table> <id>` on CACHE_CHANNEL. */
+const CREDENTIAL_TABLES = new Set(['api_keys', 'dashboard_sessions']);
 
 /**
  * How long a stream of a conversation written here waits, after a NOTIFY, for the rows to come by
@@ -69,6 +77,9 @@ export class LiveEventHub {
     private readonly log: Logger,
   ) {
     listener?.on(EVENTS_CHANNEL, (payload) => this.notified(payload));
+    // The notification that tells every instance's caches of a write tells its streams of a revocation
+    // (whichever instance revoked); on listening again, what was missed meanwhile is checked.
+    listener?.on(CACHE_CHANNEL, (payload) => this.credentialWritten(payload), { onListening: () => void this.checkCredentials(() => true) });
   }
 
   start(): void {
@@ -188,6 +199,34 @@ export class LiveEventHub {
     setTimeout(() => {
       for (const sub of behind) if (!sub.closed && sub.lastSeq < last) void this.pump(sub);
     }, LOCAL_DELIVERY_GRACE_MS).unref();
+  }
+
+  private credentialWritten(payload: string | undefined): void {
+    const [table, id] = (payload ?? '').split(' ');
+    if (table && id && CREDENTIAL_TABLES.has(table)) void this.checkCredentials((credentialId) => credentialId === id);
+  }
+
+  /** Ends the streams, among those whose credential `which`, whose credential is no longer good. */
+  private async checkCredentials(which: (credentialId: string) => boolean): Promise<void> {
+    const check = this.opts.credentialLive;
+    if (!check) return;
+    const held = new Map<string, Subscriber[]>();
+    for (const subs of this.subscribers.values()) {
+      for (const sub of subs) {
+        const id = sub.req.credentialId;
+        if (id === null || sub.closed || !which(id)) continue;
+        held.set(id, [...(held.get(id) ?? []), sub]);
+      }
+    }
+    for (const [id, subs] of held) {
+      try {
+        if (await check(id)) continue;
+      } catch (err) {
+        this.log.warn({ err }, 'could not check the credential of open event streams; they go on');
+        continue;
+      }
+      for (const sub of subs) this.close(sub);
+    }
   }
 
   private beat(): void {

@@ -27,6 +27,8 @@ export interface LiveEventsOptions {
   maxPerConversation: number;
   retentionMs: number;
   retentionSweepMs: number;
+  /** Whether an API key or dashboard session (by id) is still good: streams end with their credential. */
+  credentialLive?: (credentialId: string) => Promise<boolean>;
   /** Benchmarks: told of each event a conversation of this instance queues. */
   onAppend?: (conversationId: string, type: string, data: Record<string, unknown>) => void;
 }
@@ -79,7 +81,12 @@ export class LiveEvents {
     this.store = new LiveEventStore(knex, opts.maxPerConversation);
     this.hub = new LiveEventHub(
       this.store,
-      { heartbeatMs: opts.heartbeatMs, maxStreamsPerWorkspace: opts.maxStreamsPerWorkspace, writesHere: (id) => this.writer.writesHere(id) },
+      {
+        heartbeatMs: opts.heartbeatMs,
+        maxStreamsPerWorkspace: opts.maxStreamsPerWorkspace,
+        writesHere: (id) => this.writer.writesHere(id),
+        credentialLive: opts.credentialLive,
+      },
       listener,
       log,
     );

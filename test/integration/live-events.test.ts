@@ -418,6 +418,36 @@ describe('resuming at the edges', () => {
   });
 });
 
+describe('the credential a stream was opened with', () => {
+  it("revoking the API key ends its streams, logging the session out ends the session's; streams of other credentials go on", async () => {
+    const tn = await tenant(t);
+    const callId = await placeSilentCall(tn);
+    const other = (await t.http.post('/api/v1/keys').set(bearer(tn.sessionToken)).send({ name: 'other' })).body.key as string;
+    const [byKey, byOther, bySession] = await Promise.all([tn.apiKey, other, tn.sessionToken].map((c) => openSse(eventsUrl(t, callId), bearer(c))));
+    assert.deepEqual([byKey.status, byOther.status, bySession.status], [200, 200, 200]);
+    const ended = new Set<SseStream>();
+    for (const s of [byKey, byOther, bySession]) void s.ended.then(() => ended.add(s));
+    await Promise.all([byKey, byOther, bySession].map((s) => s.waitFor((m) => m.event === 'status' && m.data.status === 'in_progress')));
+
+    assert.equal((await t.http.delete(`/api/v1/keys/${tn.keyId}`).set(bearer(tn.sessionToken))).status, 200);
+    await byKey.ended;
+    // The others go on: two more keep-alives each, and not ended.
+    await Promise.all([byOther, bySession].map((s) => s.waitForComments(s.comments.length + 2)));
+    assert.deepEqual([ended.has(byOther), ended.has(bySession)], [false, false]);
+    assert.equal((await openSse(eventsUrl(t, callId), bearer(tn.apiKey))).status, 401, 'the revoked key cannot reopen it');
+
+    assert.ok((await t.http.post('/api/v1/auth/logout').set(bearer(tn.sessionToken))).status < 300);
+    await bySession.ended;
+    await byOther.waitForComments(byOther.comments.length + 2);
+    assert.equal(ended.has(byOther), false);
+    assert.ok(!byKey.messages.some((m) => m.event === 'end') && !bySession.messages.some((m) => m.event === 'end'), 'ended by the credential, not the call');
+
+    assert.equal((await t.http.post(`/api/v1/calls/${callId}/hangup`).set(bearer(other))).status, 200);
+    await byOther.ended;
+    assert.equal(byOther.messages.at(-1)!.event, 'end');
+  });
+});
+
 describe('a web session', () => {
   it('streams its status, transcript finals and end to an SSE client while a real ws client talks', async () => {
     const tn = await tenant(t);
@@ -495,6 +525,13 @@ describe('two instances on one database', () => {
       const received = [...dropped.messages];
       const resumed = await openSse(eventsUrl(other, callId), { ...bearer(tn.apiKey), 'Last-Event-ID': String(received.at(-1)!.id) });
       await onOther.waitFor((m) => m.event === 'transcript' && m.data.role === 'user' && m.data.final);
+      // A stream on one instance ends when its key is revoked on the other.
+      const key = (await bridging.http.post('/api/v1/keys').set(bearer(tn.sessionToken)).send({ name: 'watcher' })).body;
+      const watcher = await openSse(eventsUrl(other, callId), bearer(key.key));
+      assert.equal(watcher.status, 200);
+      assert.equal((await bridging.http.delete(`/api/v1/keys/${key.id}`).set(bearer(tn.sessionToken))).status, 200);
+      await watcher.ended;
+      assert.ok(!watcher.messages.some((m) => m.event === 'end'));
       const hungUp = await bridging.http.post(`/api/v1/calls/${callId}/hangup`).set(bearer(tn.apiKey));
       assert.equal(hungUp.status, 200, JSON.stringify(hungUp.body));
       await Promise.all([onBridging.ended, onOther.ended, resumed.ended]);
