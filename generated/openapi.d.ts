@@ -929,15 +929,17 @@ export interface paths {
         parameters: {
             query?: {
                 /**
-                 * @description The same as the `Last-Event-ID` header, for clients that cannot set headers; the header wins when both are given.
+                 * @description The same as the `Last-Event-ID` header (an integer from `0` to `2147483647`; a 422 about it names
+                 *     `last_event_id`), for clients that cannot set headers; the header wins when both are given.
                  * @example 7
                  */
                 last_event_id?: components["parameters"]["LastEventIdQuery"];
             };
             header?: {
                 /**
-                 * @description The `id` of the last event received: the stream resumes with the next one. A non-negative integer
-                 *     (otherwise 422); `0` is the start.
+                 * @description The `id` of the last event received: the stream resumes with the next one. An integer from `0`
+                 *     (the start) to `2147483647` (the largest event id), otherwise 422 `invalid_value` naming this
+                 *     header; see the operation's **Resuming** for an id past the conversation's last event.
                  * @example 7
                  */
                 "Last-Event-ID"?: components["parameters"]["LastEventId"];
@@ -975,13 +977,21 @@ export interface paths {
          *     **Resuming.** Send the last `id` you received as the `Last-Event-ID` header (what browsers'
          *     `EventSource` do on reconnecting) or, for clients that cannot set headers, as the
          *     `last_event_id` query parameter (the header wins when both are given): the stream starts with
-         *     the next event, none lost, none repeated. `0` (or neither) starts from the first event.
+         *     the next event, none lost, none repeated. `0` (or neither) starts from the first event. An id
+         *     is an integer from `0` to `2147483647`, otherwise 422 `invalid_value` whose `param` names
+         *     the header or the query parameter it came from. A finished conversation's stream resumed at
+         *     or past its `end` sends nothing and closes; a live conversation's stream resumed past its
+         *     last event so far is refused the same way (422 `invalid_value`: no such event was sent).
          *
          *     **End.** After the `end` event, written once the conversation's final record (and its
          *     `call.completed`) is, the server closes the stream. A finished conversation's stream replays
          *     every stored event and closes. Events are kept for `EVENTS_RETENTION_MS` (7 days by default)
          *     after they were written, and go with their workspace; the stream of a finished conversation
          *     whose events are gone (or that ended before this feature) holds just an `end` event.
+         *
+         *     **Credential.** A stream lasts as long as the credential it was opened with: revoking the API
+         *     key, or logging the dashboard session out, closes its streams on every instance (without an
+         *     `end`: the conversation may go on); reconnecting with it is then 401.
          *
          *     **Keep-alive.** A comment line `: keepalive` every `EVENTS_HEARTBEAT_MS` (15 s by default)
          *     keeps proxies from closing an idle stream.
@@ -1384,7 +1394,8 @@ export interface paths {
          *     ending today (in `timezone`): `to` defaults to today, `from` to 29 days before `to`. A range of
          *     more than 92 days, or `from` after `to`, is refused with 422 `invalid_range` (`param` names the
          *     parameter to change); a time zone the time zone database does not know with 422
-         *     `invalid_timezone`.
+         *     `invalid_timezone` (`param`: `timezone`), as is one the database's time zone data no longer
+         *     lists (PostgreSQL's `pg_timezone_names`, e.g. `US/Pacific-New`), since the days are cut there.
          */
         get: operations["getUsage"];
         put?: never;
@@ -1763,15 +1774,17 @@ export interface paths {
         parameters: {
             query?: {
                 /**
-                 * @description The same as the `Last-Event-ID` header, for clients that cannot set headers; the header wins when both are given.
+                 * @description The same as the `Last-Event-ID` header (an integer from `0` to `2147483647`; a 422 about it names
+                 *     `last_event_id`), for clients that cannot set headers; the header wins when both are given.
                  * @example 7
                  */
                 last_event_id?: components["parameters"]["LastEventIdQuery"];
             };
             header?: {
                 /**
-                 * @description The `id` of the last event received: the stream resumes with the next one. A non-negative integer
-                 *     (otherwise 422); `0` is the start.
+                 * @description The `id` of the last event received: the stream resumes with the next one. An integer from `0`
+                 *     (the start) to `2147483647` (the largest event id), otherwise 422 `invalid_value` naming this
+                 *     header; see the operation's **Resuming** for an id past the conversation's last event.
                  * @example 7
                  */
                 "Last-Event-ID"?: components["parameters"]["LastEventId"];
@@ -1809,13 +1822,21 @@ export interface paths {
          *     **Resuming.** Send the last `id` you received as the `Last-Event-ID` header (what browsers'
          *     `EventSource` do on reconnecting) or, for clients that cannot set headers, as the
          *     `last_event_id` query parameter (the header wins when both are given): the stream starts with
-         *     the next event, none lost, none repeated. `0` (or neither) starts from the first event.
+         *     the next event, none lost, none repeated. `0` (or neither) starts from the first event. An id
+         *     is an integer from `0` to `2147483647`, otherwise 422 `invalid_value` whose `param` names
+         *     the header or the query parameter it came from. A finished conversation's stream resumed at
+         *     or past its `end` sends nothing and closes; a live conversation's stream resumed past its
+         *     last event so far is refused the same way (422 `invalid_value`: no such event was sent).
          *
          *     **End.** After the `end` event, written once the conversation's final record (and its
          *     `call.completed`) is, the server closes the stream. A finished conversation's stream replays
          *     every stored event and closes. Events are kept for `EVENTS_RETENTION_MS` (7 days by default)
          *     after they were written, and go with their workspace; the stream of a finished conversation
          *     whose events are gone (or that ended before this feature) holds just an `end` event.
+         *
+         *     **Credential.** A stream lasts as long as the credential it was opened with: revoking the API
+         *     key, or logging the dashboard session out, closes its streams on every instance (without an
+         *     `end`: the conversation may go on); reconnecting with it is then 401.
          *
          *     **Keep-alive.** A comment line `: keepalive` every `EVENTS_HEARTBEAT_MS` (15 s by default)
          *     keeps proxies from closing an idle stream.
@@ -6940,13 +6961,15 @@ export interface components {
          */
         IfNoneMatch: string;
         /**
-         * @description The `id` of the last event received: the stream resumes with the next one. A non-negative integer
-         *     (otherwise 422); `0` is the start.
+         * @description The `id` of the last event received: the stream resumes with the next one. An integer from `0`
+         *     (the start) to `2147483647` (the largest event id), otherwise 422 `invalid_value` naming this
+         *     header; see the operation's **Resuming** for an id past the conversation's last event.
          * @example 7
          */
         LastEventId: string;
         /**
-         * @description The same as the `Last-Event-ID` header, for clients that cannot set headers; the header wins when both are given.
+         * @description The same as the `Last-Event-ID` header (an integer from `0` to `2147483647`; a 422 about it names
+         *     `last_event_id`), for clients that cannot set headers; the header wins when both are given.
          * @example 7
          */
         LastEventIdQuery: string;
@@ -10682,15 +10705,17 @@ export interface operations {
         parameters: {
             query?: {
                 /**
-                 * @description The same as the `Last-Event-ID` header, for clients that cannot set headers; the header wins when both are given.
+                 * @description The same as the `Last-Event-ID` header (an integer from `0` to `2147483647`; a 422 about it names
+                 *     `last_event_id`), for clients that cannot set headers; the header wins when both are given.
                  * @example 7
                  */
                 last_event_id?: components["parameters"]["LastEventIdQuery"];
             };
             header?: {
                 /**
-                 * @description The `id` of the last event received: the stream resumes with the next one. A non-negative integer
-                 *     (otherwise 422); `0` is the start.
+                 * @description The `id` of the last event received: the stream resumes with the next one. An integer from `0`
+                 *     (the start) to `2147483647` (the largest event id), otherwise 422 `invalid_value` naming this
+                 *     header; see the operation's **Resuming** for an id past the conversation's last event.
                  * @example 7
                  */
                 "Last-Event-ID"?: components["parameters"]["LastEventId"];
@@ -13160,15 +13185,17 @@ export interface operations {
         parameters: {
             query?: {
                 /**
-                 * @description The same as the `Last-Event-ID` header, for clients that cannot set headers; the header wins when both are given.
+                 * @description The same as the `Last-Event-ID` header (an integer from `0` to `2147483647`; a 422 about it names
+                 *     `last_event_id`), for clients that cannot set headers; the header wins when both are given.
                  * @example 7
                  */
                 last_event_id?: components["parameters"]["LastEventIdQuery"];
             };
             header?: {
                 /**
-                 * @description The `id` of the last event received: the stream resumes with the next one. A non-negative integer
-                 *     (otherwise 422); `0` is the start.
+                 * @description The `id` of the last event received: the stream resumes with the next one. An integer from `0`
+                 *     (the start) to `2147483647` (the largest event id), otherwise 422 `invalid_value` naming this
+                 *     header; see the operation's **Resuming** for an id past the conversation's last event.
                  * @example 7
                  */
                 "Last-Event-ID"?: components["parameters"]["LastEventId"];

@@ -208,8 +208,9 @@ export async function startService(
   }
 
   // Domain services, each built from what it needs. Later domains add theirs below, in dependency order.
+  const workspaceStore = new WorkspaceStore(db.knex);
   const workspaces = new WorkspaceService(
-    new WorkspaceStore(db.knex),
+    workspaceStore,
     clock,
     { sessionTtlMs: config.SESSION_TTL_MS, keyLastUsedResolutionMs: config.KEY_LAST_USED_RESOLUTION_MS },
     log,
@@ -280,6 +281,7 @@ export async function startService(
       maxPerConversation: config.EVENTS_MAX_PER_CONVERSATION,
       retentionMs: config.EVENTS_RETENTION_MS,
       retentionSweepMs: config.EVENTS_RETENTION_SWEEP_MS,
+      credentialLive: (id) => workspaceStore.credentialLive(id, clock.now()),
       onAppend: opts.onLiveEvent,
     },
     log.child({ component: 'events' }),

@@ -3,7 +3,7 @@
  * sandbox ringing helper (thin: the rules are in service.ts, callbacks.ts and inbound.ts).
  */
 import type { Handlers } from '../contract/handlers.js';
-import { workspaceOf } from '../contract/principal.js';
+import { credentialOf, workspaceOf } from '../contract/principal.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { components } from '../../generated/openapi.js';
 import type { CallService } from './service.js';
@@ -69,12 +69,12 @@ export function callEventRoutes(calls: CallService, live: LiveEvents): Handlers 
   return {
     streamCallEvents: async (req) => {
       const workspaceId = workspaceOf(req.auth);
-      const afterSeq = resumeAfter(req.headers['last-event-id'], req.query.last_event_id);
+      const resume = resumeAfter(req.headers['last-event-id'], req.query.last_event_id);
       const call = await calls.owned(workspaceId, req.params.call_id);
       const finished = isTerminal(call.status)
         ? { status: call.status, endReason: call.end_reason, endedAt: new Date(call.ended_at ?? call.updated_at) }
         : null;
-      const reply = await live.stream({ workspaceId, conversationId: call.id, afterSeq, finished });
+      const reply = await live.stream({ workspaceId, conversationId: call.id, ...resume, finished, credentialId: credentialOf(req.auth) });
       // The contract's body is the stream's text; Koa pipes the stream.
       return { ...reply, body: reply.body as never };
     },

@@ -17,3 +17,10 @@ export function workspaceOf(p: Principal): string {
   if (p.kind === 'api_key' || p.kind === 'dashboard') return p.workspaceId;
   throw new Error(`principal ${p.kind} has no workspace`);
 }
+
+/** The id of the API key or dashboard session the caller came with (revoking it ends what it opened). */
+export function credentialOf(p: Principal): string | null {
+  if (p.kind === 'api_key') return p.keyId;
+  if (p.kind === 'dashboard') return p.sessionId;
+  return null;
+}

@@ -4,12 +4,14 @@
  * new events (whichever instance wrote them); each stream of that conversation then reads the rows
  * after the last it sent, in order, and writes them as SSE messages. Every heartbeat a stream gets
  * a `: keepalive` comment and reads again (what a lost notification would have said). A stream ends
- * after its conversation's `end` event; a stream of a finished conversation replays and ends.
+ * after its conversation's `end` event; a stream of a finished conversation replays what is left
+ * after its resume point (nothing, resumed at or past the end) and ends.
  */
 import { PassThrough, type Readable } from 'node:stream';
 import type { Logger } from 'pino';
-import { tooManyRequests } from '../errors/api-error.js';
+import { tooManyRequests, unprocessable } from '../errors/api-error.js';
 import type { Listener } from '../db/listener.js';
+import { CACHE_CHANNEL } from '../db/notified-cache.js';
 import { EVENTS_CHANNEL, ensureEnd, type LiveEventStore, type StoredLiveEvent } from './store.js';
 import { checkLiveEvent } from './writer.js';
 
@@ -21,6 +23,10 @@ export interface StreamRequest {
   conversationId: string;
   /** Events up to this seq were received (Last-Event-ID); 0: from the first. */
   afterSeq: number;
+  /** Where `afterSeq` came from (what a 422 about it names). */
+  resumeParam: 'Last-Event-ID' | 'last_event_id';
+  /** The API key or dashboard session the stream was opened with: the stream ends when it does. */
+  credentialId: string | null;
   /** The conversation's record is final: how it ended (its `end` is written if none is stored). */
   finished: { status: string; endReason: string | null; endedAt: Date } | null;
 }
@@ -39,7 +45,12 @@ export interface HubOptions {
   maxStreamsPerWorkspace: number;
   /** Whether this instance writes the conversation's events (its streams get them by `delivered`). */
   writesHere?: (conversationId: string) => boolean;
+  /** Whether the API key or dashboard session of this id is still good (not revoked, logged out, expired or gone). */
+  credentialLive?: (credentialId: string) => Promise<boolean>;
 }
+
+/** The tables whose rows are credentials; their triggers (migration 033) send `<table> <id>` on CACHE_CHANNEL. */
+const CREDENTIAL_TABLES = new Set(['api_keys', 'dashboard_sessions']);
 
 /**
  * How long a stream of a conversation written here waits, after a NOTIFY, for the rows to come by
@@ -66,6 +77,9 @@ export class LiveEventHub {
     private readonly log: Logger,
   ) {
     listener?.on(EVENTS_CHANNEL, (payload) => this.notified(payload));
+    // The notification that tells every instance's caches of a write tells its streams of a revocation
+    // (whichever instance revoked); on listening again, what was missed meanwhile is checked.
+    listener?.on(CACHE_CHANNEL, (payload) => this.credentialWritten(payload), { onListening: () => void this.checkCredentials(() => true) });
   }
 
   start(): void {
@@ -98,6 +112,16 @@ export class LiveEventHub {
         `The workspace holds ${held} open event streams on this instance, the most allowed; close one first.`,
         'event_stream_limit_reached',
       );
+    }
+    if (!req.finished && req.afterSeq > 0) {
+      // No event past the head was sent to anyone: such an id would wait for ever (the `end` comes below it).
+      const head = await this.store.head(req.workspaceId, req.conversationId);
+      if (req.afterSeq > head)
+        throw unprocessable(
+          'invalid_value',
+          `${req.resumeParam} ${req.afterSeq} is past the conversation's last event (${head}); send the id of an event received.`,
+          req.resumeParam,
+        );
     }
     if (req.finished) {
       const data = { status: req.finished.status, end_reason: req.finished.endReason, timestamp: req.finished.endedAt.getTime() / 1000 };
@@ -177,6 +201,34 @@ export class LiveEventHub {
     }, LOCAL_DELIVERY_GRACE_MS).unref();
   }
 
+  private credentialWritten(payload: string | undefined): void {
+    const [table, id] = (payload ?? '').split(' ');
+    if (table && id && CREDENTIAL_TABLES.has(table)) void this.checkCredentials((credentialId) => credentialId === id);
+  }
+
+  /** Ends the streams, among those whose credential `which`, whose credential is no longer good. */
+  private async checkCredentials(which: (credentialId: string) => boolean): Promise<void> {
+    const check = this.opts.credentialLive;
+    if (!check) return;
+    const held = new Map<string, Subscriber[]>();
+    for (const subs of this.subscribers.values()) {
+      for (const sub of subs) {
+        const id = sub.req.credentialId;
+        if (id === null || sub.closed || !which(id)) continue;
+        held.set(id, [...(held.get(id) ?? []), sub]);
+      }
+    }
+    for (const [id, subs] of held) {
+      try {
+        if (await check(id)) continue;
+      } catch (err) {
+        this.log.warn({ err }, 'could not check the credential of open event streams; they go on');
+        continue;
+      }
+      for (const sub of subs) this.close(sub);
+    }
+  }
+
   private beat(): void {
     for (const subs of this.subscribers.values()) {
       for (const sub of subs) {
@@ -208,7 +260,12 @@ export class LiveEventHub {
             return;
           }
         }
-        if (rows.length < PAGE && !sub.again) return;
+        if (rows.length < PAGE && !sub.again) {
+          // A finished conversation's events are all stored (its `end` included): resumed at or past
+          // the end, nothing is left to wait for.
+          if (sub.req.finished) this.close(sub);
+          return;
+        }
       }
     } catch (err) {
       this.log.warn({ err, conversationId: sub.req.conversationId }, 'live events could not be read; the stream is closed (resume with Last-Event-ID)');

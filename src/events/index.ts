@@ -27,6 +27,8 @@ export interface LiveEventsOptions {
   maxPerConversation: number;
   retentionMs: number;
   retentionSweepMs: number;
+  /** Whether an API key or dashboard session (by id) is still good: streams end with their credential. */
+  credentialLive?: (credentialId: string) => Promise<boolean>;
   /** Benchmarks: told of each event a conversation of this instance queues. */
   onAppend?: (conversationId: string, type: string, data: Record<string, unknown>) => void;
 }
@@ -43,18 +45,25 @@ const SWEEP_BATCH = 5000;
 /** A finished conversation, as the stream needs to end it. */
 export type FinishedConversation = NonNullable<StreamRequest['finished']>;
 
-/** The resume point: `Last-Event-ID` wins over `last_event_id`; either must be a non-negative integer. */
-export function resumeAfter(header: string | undefined, query: string | undefined): number {
-  const raw = header ?? query;
-  if (raw === undefined || raw === '') return 0;
-  if (!/^(0|[1-9][0-9]{0,14})$/.test(raw)) {
-    throw unprocessable(
-      'invalid_value',
-      'Last-Event-ID must be the id of an event received (a non-negative integer).',
-      header !== undefined ? 'Last-Event-ID' : 'last_event_id',
-    );
+/** The largest event id: `seq` is a PostgreSQL integer. */
+export const MAX_EVENT_ID = 2_147_483_647;
+
+/**
+ * The resume point: `Last-Event-ID` wins over `last_event_id`; each one given must be an integer from
+ * 0 to MAX_EVENT_ID.
+ */
+export function resumeAfter(header: string | undefined, query: string | undefined): Pick<StreamRequest, 'afterSeq' | 'resumeParam'> {
+  const given = [
+    ['Last-Event-ID', header],
+    ['last_event_id', query],
+  ] as const;
+  for (const [param, raw] of given) {
+    if (raw === undefined || raw === '') continue;
+    if (!/^(0|[1-9][0-9]{0,9})$/.test(raw) || Number(raw) > MAX_EVENT_ID)
+      throw unprocessable('invalid_value', `${param} must be the id of an event received: an integer from 0 to ${MAX_EVENT_ID}.`, param);
   }
-  return Number(raw);
+  const [resumeParam, raw] = given.find(([, v]) => v !== undefined) ?? given[0];
+  return { afterSeq: raw ? Number(raw) : 0, resumeParam };
 }
 
 export class LiveEvents {
@@ -72,7 +81,12 @@ export class LiveEvents {
     this.store = new LiveEventStore(knex, opts.maxPerConversation);
     this.hub = new LiveEventHub(
       this.store,
-      { heartbeatMs: opts.heartbeatMs, maxStreamsPerWorkspace: opts.maxStreamsPerWorkspace, writesHere: (id) => this.writer.writesHere(id) },
+      {
+        heartbeatMs: opts.heartbeatMs,
+        maxStreamsPerWorkspace: opts.maxStreamsPerWorkspace,
+        writesHere: (id) => this.writer.writesHere(id),
+        credentialLive: opts.credentialLive,
+      },
       listener,
       log,
     );

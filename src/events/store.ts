@@ -100,6 +100,12 @@ export class LiveEventStore {
       .select('conversation_id', 'seq', 'type', 'data');
   }
 
+  /** The conversation's last event number (0: none yet). */
+  async head(workspaceId: string, conversationId: string): Promise<number> {
+    const row = await this.db('conversation_event_heads').where({ workspace_id: workspaceId, conversation_id: conversationId }).first('last_seq');
+    return row?.last_seq ?? 0;
+  }
+
   /** Whether the conversation's `end` is stored. */
   async hasEnd(workspaceId: string, conversationId: string): Promise<boolean> {
     const row = await this.db('conversation_events').where({ workspace_id: workspaceId, conversation_id: conversationId, type: 'end' }).first('seq');

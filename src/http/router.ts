@@ -206,7 +206,8 @@ export function contractRouter(opts: RouterOptions): Middleware {
       c.validation = api.validator.validateRequest(req, operation);
       if (c.validation.errors) {
         checkContentType(ctx);
-        throw validationError(c.validation.errors, { requestBody: c.request.requestBody, query: c.request.query, path: c.request.params });
+        const headers = (operation.parameters ?? []).flatMap((p) => ('in' in p && p.in === 'header' ? [p.name] : []));
+        throw validationError(c.validation.errors, { requestBody: c.request.requestBody, query: c.request.query, path: c.request.params }, headers);
       }
       if (api.validator.coerceTypes) c.request = api.router.parseRequest(c.validation.coerced, operation);
     }

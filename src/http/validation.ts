@@ -196,8 +196,11 @@ function dropNullBranchNoise(errors: ErrorObject[]): ErrorObject[] {
   );
 }
 
-/** `data` is the object validated: {requestBody, query, path, header}. */
-export function validationError(errors: ErrorObject[], data?: unknown): ApiError<422> {
+/**
+ * `data` is the object validated: {requestBody, query, path, header}. `headers`: the operation's
+ * header parameters as the contract spells them (Node gives them lower-cased), for `param`.
+ */
+export function validationError(errors: ErrorObject[], data?: unknown, headers: string[] = []): ApiError<422> {
   const seen = new Set<string>();
   const mapped = dropNullBranchNoise(errors.slice(0, MAX_ERRORS_READ))
     .map((e) => mapOne(e, data))
@@ -213,7 +216,8 @@ export function validationError(errors: ErrorObject[], data?: unknown): ApiError
   const issues: ValidationIssue[] = mapped
     .slice(0, MAX_ISSUES)
     .map(({ loc, msg, type, input, ctx }) => ({ loc, msg, type, ...(input !== undefined ? { input } : {}), ...(ctx ? { ctx } : {}) }));
-  return new ApiError(422, 'invalid_request_error', code422(first.code), first.msg, { param: first.param || null, issues });
+  const param = (first.loc[0] === 'header' && headers.find((h) => h.toLowerCase() === first.param)) || first.param || null;
+  return new ApiError(422, 'invalid_request_error', code422(first.code), first.msg, { param, issues });
 }
 
 /** Ajv errors of a request body schema (instance paths relative to the body) as the API's 422. */

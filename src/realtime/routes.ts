@@ -4,7 +4,7 @@
  */
 import type { Handlers } from '../contract/handlers.js';
 import type { Contract } from '../http/contract.js';
-import { workspaceOf, type Principal } from '../contract/principal.js';
+import { credentialOf, workspaceOf } from '../contract/principal.js';
 import { checkContentType } from '../http/router.js';
 import { deferredBodyError } from '../http/deferred-body.js';
 import { bodyValidationError } from '../http/validation.js';
@@ -18,13 +18,6 @@ import { conversationNotFound } from './records.js';
 import type { RealtimeStore } from './store.js';
 
 type WebhookDelivery = components['schemas']['WebhookDelivery'];
-
-/** The credential a token is minted with: revoking it voids the token while unused. */
-function mintedBy(p: Principal): string | null {
-  if (p.kind === 'api_key') return p.keyId;
-  if (p.kind === 'dashboard') return p.sessionId;
-  return null;
-}
 
 export function realtimeRoutes(
   service: RealtimeService,
@@ -50,7 +43,8 @@ export function realtimeRoutes(
           }
           if (!validate(b)) throw bodyValidationError(validate.errors ?? [], b);
         },
-        mintedBy(req.auth),
+        // The credential a token is minted with: revoking it voids the token while unused.
+        credentialOf(req.auth),
       );
       return { status: 201, body };
     },
@@ -73,7 +67,7 @@ export function conversationEventRoutes(store: RealtimeStore, slots: { holder(id
   return {
     streamRealtimeConversationEvents: async (req) => {
       const workspaceId = workspaceOf(req.auth);
-      const afterSeq = resumeAfter(req.headers['last-event-id'], req.query.last_event_id);
+      const resume = resumeAfter(req.headers['last-event-id'], req.query.last_event_id);
       const id = req.params.conversation_id;
       // Live first: the live row goes in the transaction that writes the record, so one of the two is
       // found; just after admission (session_started sent, live row being written) the slot says whose.
@@ -83,7 +77,7 @@ export function conversationEventRoutes(store: RealtimeStore, slots: { holder(id
       if (!owner) throw conversationNotFound(id);
       if (owner !== workspaceId) throw otherWorkspace('web session');
       const finished = record ? { status: record.status, endReason: record.end_reason, endedAt: new Date(record.ended_at) } : null;
-      const reply = await live.stream({ workspaceId, conversationId: id, afterSeq, finished });
+      const reply = await live.stream({ workspaceId, conversationId: id, ...resume, finished, credentialId: credentialOf(req.auth) });
       // The contract's body is the stream's text; Koa pipes the stream.
       return { ...reply, body: reply.body as never };
     },

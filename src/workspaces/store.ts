@@ -149,6 +149,14 @@ export class WorkspaceStore {
     });
   }
 
+  /** Whether the API key or dashboard session of this id is still good (not revoked, logged out, expired or gone). */
+  async credentialLive(id: string, now: Date): Promise<boolean> {
+    const key = this.db('api_keys').where({ id }).whereNull('revoked_at').select(this.db.raw('1'));
+    const session = this.db('dashboard_sessions').where({ id }).whereNull('revoked_at').where('expires_at', '>', now).select(this.db.raw('1'));
+    const row = await key.unionAll(session).first();
+    return row !== undefined;
+  }
+
   findLiveApiKey(keyHash: string): Promise<Pick<ApiKeyRow, 'id' | 'workspace_id' | 'last_used_at'> | undefined> {
     return this.db('api_keys').where({ key_hash: keyHash }).whereNull('revoked_at').first('id', 'workspace_id', 'last_used_at');
   }

@@ -67,6 +67,9 @@ const add = (f: UsageFigures, r: Pick<UsageRow, 'conversations' | 'minutes' | 's
 const channel = (kind: UsageRow['kind']) => (kind === 'phone_call' ? 'phone' : 'web');
 
 export class UsageService {
+  /** The time zone names PostgreSQL knows, lower-cased (it matches them regardless of case); read once. */
+  private pgZones: Promise<Set<string>> | undefined;
+
   constructor(
     private readonly db: Knex,
     private readonly clock: Clock,
@@ -97,9 +100,26 @@ export class UsageService {
     return { from, to, timezone };
   }
 
+  /**
+   * 422 for a zone PostgreSQL, which cuts the days, does not know: the runtime's time zone data and
+   * the database's differ (e.g. `US/Pacific-New`, dropped from PostgreSQL's).
+   */
+  private async checkDatabaseZone(timezone: string): Promise<void> {
+    this.pgZones ??= this.db
+      .raw<{ rows: Array<{ name: string }> }>('select name from pg_timezone_names')
+      .then(({ rows }) => new Set(rows.map((r) => r.name.toLowerCase())))
+      .catch((err: unknown) => {
+        this.pgZones = undefined;
+        throw err;
+      });
+    if (!(await this.pgZones).has(timezone.toLowerCase()))
+      throw unprocessable('invalid_timezone', `'${timezone.slice(0, 64)}' is not a time zone the database knows.`, 'timezone');
+  }
+
   /** GET /api/v1/usage. */
   async usage(workspaceId: string, q: UsageQuery): Promise<Usage> {
     const { from, to, timezone } = this.range(q);
+    await this.checkDatabaseZone(timezone);
     // Days are cut on the workspace's chosen time zone by PostgreSQL (the bounds too, so a day of 23
     // or 25 hours across a DST change is one day).
     const { rows } = await this.db.raw<{ rows: UsageRow[] }>(

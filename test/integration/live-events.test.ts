@@ -70,6 +70,16 @@ async function register(tn: Tenant, url: string, events?: string[]): Promise<voi
   assert.equal(res.status, 201, JSON.stringify(res.body));
 }
 
+/** A call whose callee answers and then says nothing for a minute: live until hung up. */
+async function placeSilentCall(tn: Tenant): Promise<string> {
+  const agentId = await createPhoneAgent(t, tn, 'provider_a');
+  const to = sandboxNumber();
+  t.service.sandbox.carriers!.server.setScript(to, [{ waitForAgent: true }, { pause: 60_000 }]);
+  const placed = await placeCall(t, tn, { agent_id: agentId, to_number: to });
+  assert.equal(placed.status, 201, JSON.stringify(placed.body));
+  return placed.body.call_id as string;
+}
+
 const bodiesFor = (r: Receiver, callId: string) =>
   r.requests.map((q) => ({ body: JSON.parse(q.rawBody.toString()), q })).filter(({ body }) => body.call_id === callId || body.conversation_id === callId);
 
@@ -242,11 +252,7 @@ describe('what happens during a call', () => {
 describe('a live stream', () => {
   it('sends keep-alives while nothing happens; the stream cap answers 429 in the envelope; a hang-up ends it', async () => {
     const tn = await tenant(t);
-    const agentId = await createPhoneAgent(t, tn, 'provider_a');
-    const to = sandboxNumber();
-    t.service.sandbox.carriers!.server.setScript(to, [{ waitForAgent: true }, { pause: 60_000 }]);
-    const placed = await placeCall(t, tn, { agent_id: agentId, to_number: to });
-    const callId = placed.body.call_id as string;
+    const callId = await placeSilentCall(tn);
     const streams = await Promise.all([1, 2, 3].map(() => openSse(eventsUrl(t, callId), bearer(tn.apiKey))));
     assert.deepEqual(
       streams.map((s) => s.status),
@@ -296,6 +302,19 @@ describe('a live stream', () => {
     await waitForCall(t, tn, callId);
     const count = async () => Number((await t.service.db.knex('conversation_events').where({ conversation_id: callId }).count('* as n'))[0].n);
     const before = await count();
+    // An id past the largest event id (the database's integer): before, 15 digits were taken and then failed there.
+    const tooLarge: Array<[string, Record<string, string>, string]> = [
+      [eventsUrl(t, callId), { 'Last-Event-ID': '2147483648' }, 'Last-Event-ID'],
+      [eventsUrl(t, callId), { 'Last-Event-ID': '999999999999999' }, 'Last-Event-ID'],
+      [eventsUrl(t, callId, '?last_event_id=999999999999999'), {}, 'last_event_id'],
+      [eventsUrl(t, callId, '?last_event_id=2147483648'), { 'Last-Event-ID': '3' }, 'last_event_id'],
+    ];
+    for (const [url, headers, param] of tooLarge) {
+      const s = await openSse(url, { ...bearer(tn.apiKey), ...headers });
+      assert.equal(s.status, 422, `${url} ${JSON.stringify(headers)}: ${JSON.stringify(s.error)}`);
+      assert.deepEqual([s.error?.error.code, s.error?.error.param], ['invalid_value', param]);
+      assert.ok(s.error?.error.request_id);
+    }
     const cases: Array<[string, Record<string, string>, number, string]> = [
       [eventsUrl(t, callId), { ...bearer(tn.apiKey), 'Last-Event-ID': 'abc' }, 422, 'invalid_value'],
       [eventsUrl(t, callId), { ...bearer(tn.apiKey), 'Last-Event-ID': '-1' }, 422, 'invalid_value'],
@@ -314,6 +333,118 @@ describe('a live stream', () => {
       assert.ok(s.error?.error.code === code || (status === 401 && s.error?.error), `${code}: ${JSON.stringify(s.error)}`);
     }
     assert.equal(await count(), before);
+  });
+});
+
+/**
+ * Resolves once the stream ended; fails if it idles on keep-alives instead (five heartbeats: a stream
+ * left open, which before held one of the workspace's places for ever).
+ */
+async function endsWithoutIdling(s: SseStream, what: string): Promise<void> {
+  const idle = s.waitForComments(1 + 5, 60_000).then(
+    () => 'idled',
+    () => 'ended',
+  );
+  assert.equal(await Promise.race([s.ended.then(() => 'ended'), idle]), 'ended', `${what}: the stream stays open; comments ${s.comments}`);
+}
+
+describe('resuming at the edges', () => {
+  it("a finished call's stream resumed at or past its end replays nothing and ends, freeing its place", async () => {
+    const tn = await tenant(t);
+    const agentId = await createPhoneAgent(t, tn, 'provider_b');
+    const placed = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber() });
+    const callId = placed.body.call_id as string;
+    await waitForCall(t, tn, callId);
+    const all = await openSse(eventsUrl(t, callId), bearer(tn.apiKey));
+    await all.ended;
+    const last = all.messages.at(-1)!.id;
+    // More resumes than the workspace's 3 places: each must have ended and given its place back.
+    for (const id of [last, last + 1, last + 1000, 2_147_483_647, last]) {
+      const s = await openSse(eventsUrl(t, callId), { ...bearer(tn.apiKey), 'Last-Event-ID': String(id) });
+      assert.equal(s.status, 200, JSON.stringify(s.error));
+      await endsWithoutIdling(s, `resumed after ${id}`);
+      assert.deepEqual(s.messages, [], `resumed after ${id}`);
+    }
+    const byQuery = await openSse(eventsUrl(t, callId, `?last_event_id=${last + 7}`), bearer(tn.apiKey));
+    await endsWithoutIdling(byQuery, 'by query');
+    assert.deepEqual(byQuery.messages, []);
+    const before = await openSse(eventsUrl(t, callId), { ...bearer(tn.apiKey), 'Last-Event-ID': String(last - 1) });
+    await before.ended;
+    assert.deepEqual(before.messages, all.messages.slice(-1), 'one before the end replays the end');
+  });
+
+  it("a finished web session's stream resumed past its end ends", async () => {
+    const tn = await tenant(t);
+    const agentId = await createAgent(t, tn, { instruction: 'You are the receptionist of Acme Dental.', first_message: 'Hi!' });
+    const c = connect((await mintSession(t, tn, agentId, 'text')).ws_url);
+    const sessionId = String((await c.next('session_started')).session_id);
+    await c.next('turn_complete');
+    await c.close();
+    const url = `${t.url}/api/v1/realtime/conversations/${sessionId}/events`;
+    const all = await openSse(url, bearer(tn.apiKey));
+    await all.ended;
+    for (const id of [all.messages.at(-1)!.id, all.messages.at(-1)!.id + 50]) {
+      const s = await openSse(url, { ...bearer(tn.apiKey), 'Last-Event-ID': String(id) });
+      assert.equal(s.status, 200);
+      await endsWithoutIdling(s, `resumed after ${id}`);
+      assert.deepEqual(s.messages, []);
+    }
+  });
+
+  it('an id past the last event of a live conversation is 422 naming where it came from; the stream then resumes from an id received', async () => {
+    const tn = await tenant(t);
+    const callId = await placeSilentCall(tn);
+    const watching = await openSse(eventsUrl(t, callId), bearer(tn.apiKey));
+    const inProgress = await watching.waitFor((m) => m.event === 'status' && m.data.status === 'in_progress');
+    watching.close();
+    await watching.ended;
+    const cases: Array<[string, Record<string, string>, string]> = [
+      ['', { 'Last-Event-ID': '2147483647' }, 'Last-Event-ID'],
+      ['?last_event_id=100000', {}, 'last_event_id'],
+    ];
+    for (const [query, headers, param] of cases) {
+      const s = await openSse(eventsUrl(t, callId, query), { ...bearer(tn.apiKey), ...headers });
+      assert.equal(s.status, 422, `${query} ${JSON.stringify(headers)}: ${JSON.stringify(s.error)}`);
+      assert.equal(s.error?.error.code, 'invalid_value');
+      assert.equal(s.error?.error.param, param);
+      assert.ok(s.error?.error.request_id);
+    }
+    // What was received resumes; the call goes on and its end ends the stream.
+    const resumed = await openSse(eventsUrl(t, callId), { ...bearer(tn.apiKey), 'Last-Event-ID': String(inProgress.id) });
+    assert.equal(resumed.status, 200);
+    assert.equal((await t.http.post(`/api/v1/calls/${callId}/hangup`).set(bearer(tn.apiKey))).status, 200);
+    await resumed.ended;
+    assert.equal(resumed.messages.at(-1)!.event, 'end');
+  });
+});
+
+describe('the credential a stream was opened with', () => {
+  it("revoking the API key ends its streams, logging the session out ends the session's; streams of other credentials go on", async () => {
+    const tn = await tenant(t);
+    const callId = await placeSilentCall(tn);
+    const other = (await t.http.post('/api/v1/keys').set(bearer(tn.sessionToken)).send({ name: 'other' })).body.key as string;
+    const [byKey, byOther, bySession] = await Promise.all([tn.apiKey, other, tn.sessionToken].map((c) => openSse(eventsUrl(t, callId), bearer(c))));
+    assert.deepEqual([byKey.status, byOther.status, bySession.status], [200, 200, 200]);
+    const ended = new Set<SseStream>();
+    for (const s of [byKey, byOther, bySession]) void s.ended.then(() => ended.add(s));
+    await Promise.all([byKey, byOther, bySession].map((s) => s.waitFor((m) => m.event === 'status' && m.data.status === 'in_progress')));
+
+    assert.equal((await t.http.delete(`/api/v1/keys/${tn.keyId}`).set(bearer(tn.sessionToken))).status, 200);
+    await byKey.ended;
+    // The others go on: two more keep-alives each, and not ended.
+    await Promise.all([byOther, bySession].map((s) => s.waitForComments(s.comments.length + 2)));
+    assert.deepEqual([ended.has(byOther), ended.has(bySession)], [false, false]);
+    assert.equal((await openSse(eventsUrl(t, callId), bearer(tn.apiKey))).status, 401, 'the revoked key cannot reopen it');
+
+    assert.ok((await t.http.post('/api/v1/auth/logout').set(bearer(tn.sessionToken))).status < 300);
+    await bySession.ended;
+    await byOther.waitForComments(byOther.comments.length + 2);
+    assert.equal(ended.has(byOther), false);
+    assert.ok(!byKey.messages.some((m) => m.event === 'end') && !bySession.messages.some((m) => m.event === 'end'), 'ended by the credential, not the call');
+
+    assert.equal((await t.http.post(`/api/v1/calls/${callId}/hangup`).set(bearer(other))).status, 200);
+    await byOther.ended;
+    assert.equal(byOther.messages.at(-1)!.event, 'end');
   });
 });
 
@@ -394,6 +525,13 @@ describe('two instances on one database', () => {
       const received = [...dropped.messages];
       const resumed = await openSse(eventsUrl(other, callId), { ...bearer(tn.apiKey), 'Last-Event-ID': String(received.at(-1)!.id) });
       await onOther.waitFor((m) => m.event === 'transcript' && m.data.role === 'user' && m.data.final);
+      // A stream on one instance ends when its key is revoked on the other.
+      const key = (await bridging.http.post('/api/v1/keys').set(bearer(tn.sessionToken)).send({ name: 'watcher' })).body;
+      const watcher = await openSse(eventsUrl(other, callId), bearer(key.key));
+      assert.equal(watcher.status, 200);
+      assert.equal((await bridging.http.delete(`/api/v1/keys/${key.id}`).set(bearer(tn.sessionToken))).status, 200);
+      await watcher.ended;
+      assert.ok(!watcher.messages.some((m) => m.event === 'end'));
       const hungUp = await bridging.http.post(`/api/v1/calls/${callId}/hangup`).set(bearer(tn.apiKey));
       assert.equal(hungUp.status, 200, JSON.stringify(hungUp.body));
       await Promise.all([onBridging.ended, onOther.ended, resumed.ended]);

@@ -230,6 +230,8 @@ describe('GET /api/v1/usage refuses ranges it cannot read, with the parameter, a
     ['not a date', { to: 'yesterday' }, 'invalid_value', 'to'],
     ['a timestamp where a day is asked', { to: '2026-03-01T10:00:00Z' }, 'invalid_value', 'to'],
     ['a time zone the database does not know', { timezone: 'Mars/Olympus_Mons' }, 'invalid_timezone', 'timezone'],
+    // Known to the runtime's time zone data, not to PostgreSQL's (which cuts the days): once a 500.
+    ['a time zone the runtime knows and PostgreSQL does not', { timezone: 'US/Pacific-New' }, 'invalid_timezone', 'timezone'],
     ['not a time zone name', { timezone: '+05:00' }, 'invalid_value', 'timezone'],
     ['an unknown parameter', { since: '2026-03-01' }, 'unknown_field', 'since'],
   ];

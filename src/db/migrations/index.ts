@@ -32,6 +32,7 @@ import * as m029 from './029_conversation_event_heads.js';
 import * as m030 from './030_cache_invalidations.js';
 import * as m031 from './031_recording_encoding.js';
 import * as m032 from './032_event_kinds_from_contract.js';
+import * as m033 from './033_credential_invalidations.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -68,6 +69,7 @@ const migrations: Array<[string, Migration]> = [
   ['030_cache_invalidations', m030],
   ['031_recording_encoding', m031],
   ['032_event_kinds_from_contract', m032],
+  ['033_credential_invalidations', m033],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
