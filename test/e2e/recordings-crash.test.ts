@@ -40,7 +40,13 @@ describe('a crash mid-call', () => {
       async () => {
         const c = (await http.get(`/api/v1/calls/${callId}`).set(auth)).body;
         const clip = sim()?.clips.find((x) => x.label === 'hello');
-        const progress = JSON.stringify({ status: c.status, recording: c.recording ?? null, clipAtMs: clip?.streamMs ?? null, carrier: sim()?.state ?? null });
+        const progress = JSON.stringify({
+          status: c.status,
+          end_reason: c.end_reason,
+          recording: c.recording ?? null,
+          clipAtMs: clip?.streamMs ?? null,
+          carrier: sim()?.state ?? null,
+        });
         const done = c.status === 'in_progress' && clip && c.recording && c.recording.duration * 1000 > clip.streamMs + HELLO.length / 8 + 1000;
         return { done: done ? c : null, progress };
       },
