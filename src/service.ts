@@ -472,6 +472,7 @@ export async function startService(
         rate: sandbox.carriers ? Math.max(config.CALL_AUDIO_RATE, config.SANDBOX_CARRIERS_SPEED) : config.CALL_AUDIO_RATE,
         burstMs: config.CALL_AUDIO_BURST_MS,
       },
+      openHoldMs: config.VOICE_CONNECT_TIMEOUT_MS,
       onAudioDropped: (seconds) => audioDropped.inc({ stream: 'call' }, seconds),
       // Keys the sandbox carriers press come SANDBOX_CARRIERS_SPEED times faster too.
       keyBudget: {

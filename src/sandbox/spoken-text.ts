@@ -197,12 +197,16 @@ function readBytes(z: Float32Array, start: number, count: number, into: Uint8Arr
 
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** One frame whose signal begins at `onset`: its text and the sample after its ramp-out, or null. */
-function decodeFrame(z: Float32Array, onset: number): { text: string; end: number } | null {
+/**
+ * One frame whose signal begins at `onset`: its text and the sample after its ramp-out; `cut` when the
+ * audio ends before the frame does (too short for its preamble, or its preamble read and its data not
+ * all there yet); null when it is no frame.
+ */
+function decodeFrame(z: Float32Array, onset: number): { text: string; end: number } | 'cut' | null {
   // The onset lies in the ramp-in or the first samples of symbol 0.
   const lo = Math.max(0, onset - ONSET_SAMPLES - 8);
   const hi = Math.min(onset + RAMP + 8, z.length - PREAMBLE.length * SYMBOL);
-  if (hi < lo) return null;
+  if (hi < lo) return 'cut';
   const scores = new Float64Array(hi - lo + 1);
   let bestAt = -1;
   for (let s = lo; s <= hi; s++) {
@@ -219,10 +223,12 @@ function decodeFrame(z: Float32Array, onset: number): { text: string; end: numbe
 
   const dataStart = start + PREAMBLE.length * SYMBOL;
   const header = new Uint8Array(HEADER_BYTES);
-  if (dataStart + 2 * HEADER_BYTES * SYMBOL > z.length || !readBytes(z, dataStart, HEADER_BYTES, header, 0)) return null;
+  if (dataStart + 2 * HEADER_BYTES * SYMBOL > z.length) return 'cut';
+  if (!readBytes(z, dataStart, HEADER_BYTES, header, 0)) return null;
   const length = (header[0] << 8) | header[1];
   const total = HEADER_BYTES + length + CRC_BYTES;
-  if (length > MAX_BYTES || dataStart + 2 * total * SYMBOL > z.length) return null;
+  if (length > MAX_BYTES) return null;
+  if (dataStart + 2 * total * SYMBOL > z.length) return 'cut';
   const body = new Uint8Array(total);
   body.set(header);
   if (!readBytes(z, dataStart + 2 * HEADER_BYTES * SYMBOL, length + CRC_BYTES, body, HEADER_BYTES)) return null;
@@ -236,22 +242,35 @@ function decodeFrame(z: Float32Array, onset: number): { text: string; end: numbe
   return { text, end: dataStart + 2 * total * SYMBOL + RAMP };
 }
 
+/** The texts of the frames in `z`, each starting after quiet; `cut` when the last is cut short; null when anything is not a frame. */
+function readFrames(z: Float32Array): string[] | 'cut' | null {
+  const texts: string[] = [];
+  let from = 0;
+  for (;;) {
+    const onset = onsetAfter(z, from);
+    if (onset < 0) return texts;
+    const frame = decodeFrame(z, onset);
+    if (frame === null || frame === 'cut') return frame;
+    texts.push(frame.text);
+    // The ramp-out, smeared by a sample or two on the way, is the frame's.
+    from = frame.end + 4;
+  }
+}
+
 /**
  * The text carried by `pcm` (PCM16 LE mono), or null when it is not made only of encoded texts and quiet.
  * Frames after the first (each starting after quiet) are joined with a space.
  */
 export function decodeSpokenText(pcm: Buffer, sampleRate: 8000 | 16000): string | null {
-  const z = to8k(pcm, sampleRate);
-  const texts: string[] = [];
-  let from = 0;
-  for (;;) {
-    const onset = onsetAfter(z, from);
-    if (onset < 0) break;
-    const frame = decodeFrame(z, onset);
-    if (!frame) return null;
-    texts.push(frame.text);
-    // The ramp-out, smeared by a sample or two on the way, is the frame's.
-    from = frame.end + 4;
-  }
-  return texts.length ? texts.join(' ') : null;
+  const texts = readFrames(to8k(pcm, sampleRate));
+  return Array.isArray(texts) && texts.length ? texts.join(' ') : null;
+}
+
+/**
+ * Whether `pcm` ends inside an encoded text: what came so far decodes, and the last frame's preamble
+ * is there (or the audio is too short to hold it) while the rest of it is not yet. Its sender never
+ * stops mid-frame, so a listener waits for the rest rather than ending the turn.
+ */
+export function spokenTextCutShort(pcm: Buffer, sampleRate: 8000 | 16000): boolean {
+  return readFrames(to8k(pcm, sampleRate)) === 'cut';
 }

@@ -1,7 +1,8 @@
 /**
  * A scheduled batch across a restart: created, then the service stops and starts again before its
  * time. The schedule lives in the job queue (PostgreSQL), so the new process starts the batch at
- * `scheduled_at`: not before, and about on time.
+ * `scheduled_at`: not before, and about on time (within a few of its job queue's polls of the later of
+ * `scheduled_at` and the moment it was up: a busy machine may take longer than the wait to restart it).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -33,7 +34,10 @@ after(async () => {
 
 describe('a scheduled batch and a restart', () => {
   it('starts at scheduled_at in the new process, not before', async () => {
-    const env = await processEnv(db.url, dataDir, carriers, { CALL_RING_TIMEOUT_S: '5', JOBS_POLL_INTERVAL_MS: '200', CALL_AUDIO_RATE: '2' });
+    const pollMs = 200;
+    const env = await processEnv(db.url, dataDir, carriers, { CALL_RING_TIMEOUT_S: '5', JOBS_POLL_INTERVAL_MS: String(pollMs), CALL_AUDIO_RATE: '2' });
+    // Polls of the job queue that may pass before a due job starts: room for a loaded machine.
+    const onTimeMs = 25 * pollMs;
     let service: ServiceProcess = await startProcess(env);
     let http = supertest(service.url);
     const { auth } = await signupWithKey(http, 'Schedule');
@@ -58,6 +62,7 @@ describe('a scheduled batch and a restart', () => {
 
     assert.equal(await service.stop('SIGTERM'), 0, service.output().slice(-2000));
     service = await startProcess(env);
+    const upAt = Date.now();
     http = supertest(service.url);
     try {
       const dialedEarly = () => carriers.calls().filter((c) => numbers.includes(c.to) && Date.now() < at.getTime()).length;
@@ -79,7 +84,11 @@ describe('a scheduled batch and a restart', () => {
       assert.equal(calls.length, 3);
       const first = Math.min(...calls.map((c) => new Date(c.created_at).getTime()));
       assert.ok(first >= at.getTime(), `not early (${first - at.getTime()} ms)`);
-      assert.ok(first - at.getTime() < 3000, `on time after the restart (${first - at.getTime()} ms late)`);
+      const due = Math.max(at.getTime(), upAt);
+      assert.ok(
+        first - due < onTimeMs,
+        `on time after the restart (${first - due} ms after it was due, the restart ${upAt - at.getTime()} ms after scheduled_at)`,
+      );
     } finally {
       assert.equal(await service.stop('SIGTERM'), 0, service.output().slice(-2000));
     }

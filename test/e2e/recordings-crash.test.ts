@@ -11,7 +11,7 @@ import supertest from 'supertest';
 import { CRASH_TIMINGS, processEnv, signupWithKey, startProcess, type ServiceProcess } from '../helpers/process.js';
 import { processRig } from '../helpers/process-rig.js';
 import { providerConfig, sandboxNumber } from '../helpers/calls.js';
-import { fixture, waitFor } from '../helpers/realtime.js';
+import { fixture, waitFor, waitWhileMoving } from '../helpers/realtime.js';
 import { assertSamplesAt, binary, decodeWav } from '../helpers/recordings.js';
 import { mulawToPcm16 } from '../../src/audio/pcm16.js';
 
@@ -35,13 +35,20 @@ describe('a crash mid-call', () => {
     assert.equal(placed.status, 201, JSON.stringify(placed.body));
     const callId = placed.body.call_id as string;
     const sim = () => rig.carriers.calls().find((c) => c.to === to)!;
-    // Live, with the caller's speech played and flushed (a second past its end).
-    const live = await waitFor(
+    // Live, with the caller's speech played and flushed (a second past its end): waited for while the call moves on.
+    const live = await waitWhileMoving(
       async () => {
         const c = (await http.get(`/api/v1/calls/${callId}`).set(auth)).body;
         const clip = sim()?.clips.find((x) => x.label === 'hello');
-        if (c.status !== 'in_progress' || !clip || !c.recording) return null;
-        return c.recording.duration * 1000 > clip.streamMs + HELLO.length / 8 + 1000 ? c : null;
+        const progress = JSON.stringify({
+          status: c.status,
+          end_reason: c.end_reason,
+          recording: c.recording ?? null,
+          clipAtMs: clip?.streamMs ?? null,
+          carrier: sim()?.state ?? null,
+        });
+        const done = c.status === 'in_progress' && clip && c.recording && c.recording.duration * 1000 > clip.streamMs + HELLO.length / 8 + 1000;
+        return { done: done ? c : null, progress };
       },
       30_000,
       'a live call whose recording holds the caller speech',

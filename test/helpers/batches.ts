@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import type { TestService } from './service.js';
 import type { Tenant } from './fixtures.js';
-import { bearer, waitFor } from './realtime.js';
+import { bearer, waitWhileMoving } from './realtime.js';
 
 export const TERMINAL_BATCH = new Set(['completed', 'canceled', 'failed']);
 
@@ -27,20 +27,21 @@ export async function getBatch(t: TestService, tenant: Tenant, batchId: string):
   return res.body;
 }
 
-/** Waits until the batch satisfies `pred` (default: terminal and reported, `completed_at` set). */
+/** Waits until the batch satisfies `pred` (default: terminal and reported, `completed_at` set), for as long as its recipients keep moving. */
 export function waitForBatch(
   t: TestService,
   tenant: Tenant,
   batchId: string,
   pred: (b: Record<string, any>) => boolean = (b) => TERMINAL_BATCH.has(b.status) && b.completed_at !== null,
-  timeoutMs = 60_000,
+  idleMs = 60_000,
 ) {
-  return waitFor(
+  return waitWhileMoving(
     async () => {
       const b = await getBatch(t, tenant, batchId);
-      return pred(b) ? b : null;
+      const progress = JSON.stringify([b.status, b.recipients?.map((r: { status: string; attempts: number }) => [r.status, r.attempts])]);
+      return { done: pred(b) ? b : null, progress };
     },
-    timeoutMs,
+    idleMs,
     `batch ${batchId}`,
   );
 }

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import type { TestService } from './service.js';
 import type { Tenant } from './fixtures.js';
-import { bearer, waitFor } from './realtime.js';
+import { bearer, waitWhileMoving } from './realtime.js';
 
 export type Provider = 'provider_a' | 'provider_b';
 
@@ -91,20 +91,23 @@ export async function getCall(t: TestService, tenant: Tenant, callId: string) {
 
 const TERMINAL = new Set(['completed', 'busy', 'no_answer', 'failed', 'canceled', 'voicemail']);
 
-/** Polls the call until it is terminal (or `pred` holds); returns it. */
+/**
+ * Polls the call until it is terminal (or `pred` holds); returns it. Gives up after `idleMs` in which
+ * neither its status nor its transcript moved (a busy machine slows a conversation down).
+ */
 export async function waitForCall(
   t: TestService,
   tenant: Tenant,
   callId: string,
   pred: (c: Record<string, any>) => boolean = (c) => TERMINAL.has(c.status),
-  timeoutMs = 20_000,
+  idleMs = 20_000,
 ) {
-  return waitFor(
+  return waitWhileMoving(
     async () => {
       const c = await getCall(t, tenant, callId);
-      return pred(c) ? c : null;
+      return { done: pred(c) ? c : null, progress: JSON.stringify([c.status, c.transcript?.length ?? 0]) };
     },
-    timeoutMs,
+    idleMs,
     `call ${callId}`,
   );
 }

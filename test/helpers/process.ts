@@ -1,9 +1,20 @@
 /** Runs the service as a real process, from its sources or compiled (the way `npm start` does). */
+import { after } from 'node:test';
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
 
 const root = path.resolve(import.meta.dirname, '../..');
+
+/**
+ * Services started and not yet exited. A test failing between a start and its stop would leave its
+ * service running, holding the test file's process (and the whole suite) open: killed once the file's
+ * tests are over.
+ */
+const running = new Set<ChildProcess>();
+after(() => {
+  for (const child of running) child.kill('SIGKILL');
+});
 
 export interface ServiceProcess {
   child: ChildProcess;
@@ -54,6 +65,8 @@ function startOnce(env: Record<string, string>, opts: { compiled?: boolean }): P
     env: { ...clean, NODE_ENV: 'development', LOG_LEVEL: 'info', OVERLOAD_LOOP_DELAY_MS: '0', OVERLOAD_DB_WAITING: '0', HOST: '127.0.0.1', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  running.add(child);
+  child.once('exit', () => running.delete(child));
   let out = '';
   child.stdout!.on('data', (d) => (out += d));
   child.stderr!.on('data', (d) => (out += d));
@@ -108,6 +121,9 @@ export async function processEnv(
     PUBLIC_BASE_URL: `http://127.0.0.1:${port}`,
     PROVIDER_A_API_URL: carriers.providerAUrl,
     PROVIDER_B_API_URL: carriers.providerBUrl,
+    // A service process the machine held still reads the frames the carriers sent meanwhile all at
+    // once: room for a stall of seconds before they count as a flood and are dropped (unrecorded).
+    CALL_AUDIO_BURST_MS: '10000',
     ...extra,
   };
 }

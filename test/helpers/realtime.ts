@@ -176,6 +176,27 @@ export async function waitFor<T>(fn: () => Promise<T | undefined | null | false>
   }
 }
 
+/**
+ * Like waitFor, for something that moves towards its end (a batch's recipients, a call's recording):
+ * gives up only after `idleMs` in which `look` saw no change of `progress`. A busy machine slows such a
+ * thing down without stopping it; a stuck one stops.
+ */
+export async function waitWhileMoving<T>(look: () => Promise<{ done: T | null; progress: string }>, idleMs: number, what: string): Promise<T> {
+  let deadline = Date.now() + idleMs;
+  let last: string | null = null;
+  for (;;) {
+    const { done, progress } = await look();
+    if (done) return done;
+    if (progress !== last) {
+      last = progress;
+      deadline = Date.now() + idleMs;
+    } else if (Date.now() > deadline) {
+      throw new Error(`timed out waiting for ${what}: nothing moved in ${idleMs} ms (last seen ${progress})`);
+    }
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
 export async function tokenCount(t: TestService, workspaceId: string): Promise<number> {
   const [{ count }] = await t.service.db.knex('realtime_tokens').where({ workspace_id: workspaceId }).count<{ count: string }[]>('* as count');
   return Number(count);

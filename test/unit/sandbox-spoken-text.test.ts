@@ -8,7 +8,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync } from 'node:fs';
 import { Upsampler8kTo16k, mulawToPcm16, pcm16ToMulaw, rms } from '../../src/audio/pcm16.js';
-import { SPOKEN_TEXT_MS_PER_BYTE, decodeSpokenText, encodeSpokenText } from '../../src/sandbox/spoken-text.js';
+import { SPOKEN_TEXT_MS_PER_BYTE, decodeSpokenText, encodeSpokenText, spokenTextCutShort } from '../../src/sandbox/spoken-text.js';
 
 const FIXTURES = new URL('../fixtures/audio/', import.meta.url);
 const fixture = (name: string) => readFileSync(new URL(name, FIXTURES));
@@ -236,5 +236,26 @@ describe('spoken text: anything else is not text', () => {
     const text = encodeSpokenText('hello there');
     assert.equal(decodeSpokenText(Buffer.concat([text, speech]), 8000), null);
     assert.equal(decodeSpokenText(Buffer.concat([speech, text]), 8000), null);
+  });
+});
+
+describe('spoken text: cut short at the end of the audio so far', () => {
+  it('is told from a whole text, a cut text followed by quiet, and anything else', () => {
+    const pcm = encodeSpokenText('Hello, this is Sam.');
+    const samples = pcm.length / 2;
+    const preambleOnwards = 320 + 24;
+    for (const kept of [preambleOnwards + 60, preambleOnwards + 600, Math.round(samples * 0.5), samples - 400]) {
+      const cut = pcm.subarray(0, kept * 2);
+      assert.equal(spokenTextCutShort(cut, 8000), true, `kept ${kept} samples`);
+      const carried = new Upsampler8kTo16k().process(mulawToPcm16(pcm16ToMulaw(cut)));
+      assert.equal(spokenTextCutShort(carried, 16_000), true, `kept ${kept} samples, through mu-law and the upsampler`);
+      assert.equal(spokenTextCutShort(Buffer.concat([encodeSpokenText('Hi.'), cut]), 8000), true, `kept ${kept} samples after a whole text`);
+      assert.equal(spokenTextCutShort(Buffer.concat([cut, Buffer.alloc(16_000)]), 8000), false, `kept ${kept} samples, then quiet`);
+    }
+    assert.equal(spokenTextCutShort(pcm, 8000), false);
+    assert.equal(spokenTextCutShort(telephonePath(pcm, prng(3)), 16_000), false);
+    assert.equal(spokenTextCutShort(Buffer.alloc(0), 8000), false);
+    assert.equal(spokenTextCutShort(tone(1000, 8000, 2), 8000), false);
+    assert.equal(spokenTextCutShort(mulawToPcm16(fixture('caller-hello.ulaw-8k.raw')), 8000), false);
   });
 });

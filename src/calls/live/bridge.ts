@@ -64,6 +64,12 @@ export interface CallBridgeOptions {
   dtmfGapMs: number;
   /** The caller's audio budget (real time plus a burst); audio beyond it is dropped before transcoding. */
   audioBudget: AudioBudgetOptions;
+  /**
+   * How long (wall ms) the caller's audio is held while the voice session opens: as long as an open may
+   * take (VOICE_CONNECT_TIMEOUT_MS), so what the person says meanwhile reaches the model however slowly
+   * it opens.
+   */
+  openHoldMs: number;
   /** Counts dropped caller audio, seconds (the `media_audio_dropped_seconds_total` metric). */
   onAudioDropped?: (seconds: number) => void;
   /** The keys the caller may press, a second and at once; keys beyond are dropped. */
@@ -96,8 +102,6 @@ export interface CallBridgeDeps {
 
 /** Frames held waiting for a missing one before it is given up (provider_b may reorder). */
 const REORDER_WINDOW = 3;
-/** Caller frames held while the voice session opens (1 s). */
-const OPEN_HOLD_FRAMES = 50;
 /** After the agent's last words (goodbye, voicemail message), how long to wait for their mark. */
 const PLAYBACK_WAIT_MS = 8000;
 /** After we hang up, how long the carrier has to close the stream before we close it. */
@@ -109,6 +113,8 @@ export class CallBridge {
   private readonly keyBudget: Budget;
   private conversation: Conversation | null = null;
   private readonly held: Buffer[] = [];
+  /** Caller frames (20 ms of audio each, `audioBudget.rate` times real time) that fit in `openHoldMs`. */
+  private readonly openHoldFrames: number;
   private nextSeq: number | null = null;
   private readonly reorder = new Map<number, Buffer>();
   private turn = 0;
@@ -156,6 +162,7 @@ export class CallBridge {
   ) {
     this.lastActivity = this.now();
     this.audioBudget = audioBudget(opts.audioBudget, opts.budgetClock);
+    this.openHoldFrames = Math.ceil((opts.openHoldMs * opts.audioBudget.rate) / 20);
     this.keyBudget = new Budget(opts.keyBudget, opts.budgetClock);
     this.keypad = new KeypadRuns(opts.dtmfGapMs, (keys) => this.keysToModel(keys));
     this.recorder =
@@ -356,7 +363,7 @@ export class CallBridge {
     }
     const conversation = this.conversation;
     if (!conversation) {
-      if (this.held.length < OPEN_HOLD_FRAMES) this.held.push(ulaw);
+      if (this.held.length < this.openHoldFrames) this.held.push(ulaw);
       return;
     }
     // An answering machine's greeting is not a turn of the conversation.

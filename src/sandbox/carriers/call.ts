@@ -113,6 +113,22 @@ export class SimCall {
     return this.ctx.clock.sleep(simMs, this.signal);
   }
 
+  /**
+   * Resolves true after `simMs` of the answered call's media (frames of its line), false if the call
+   * ends first. What races the callee (answering-machine detection against the greeting) waits on this
+   * clock, the callee's own, so its outcome is the same however late frames come on a busy machine.
+   */
+  sleepFrames(simMs: number): Promise<boolean> {
+    const line = this.line;
+    if (!line) return this.sleep(simMs);
+    return line
+      .until(() => false, Math.ceil(simMs / FRAME_MS))
+      .then(
+        () => true,
+        () => false,
+      );
+  }
+
   /** An outbound call from the dial request on: queued, initiated, ringing, then the callee's outcome. */
   async dial(): Promise<void> {
     if (!(await this.sleep(QUEUED_MS))) return;

@@ -88,6 +88,8 @@ export class CallOver extends Error {}
 export interface CalleeLine {
   /** Frames since the line opened. */
   readonly frame: number;
+  /** Frames with a media stream up (the service can hear the callee and be heard). */
+  readonly streamFrame: number;
   /** Agent audio bytes played in the current frame. */
   readonly agentPlayedNow: number;
   /** The last frame in which agent audio played (-1: none yet). */
@@ -115,13 +117,19 @@ async function say(line: CalleeLine, text: string): Promise<void> {
   await line.talk(spokenText(text));
 }
 
+/**
+ * Waits for the agent to speak and finish; no agent audio within `startWithinMs` of the media stream
+ * being up: the person goes on anyway. Counted on the stream, not from the answer: how long the service
+ * takes to connect its stream (longer on a busy machine) is not time the person could have been heard.
+ */
 async function waitForAgent(line: CalleeLine, startWithinMs: number, maxMs: number): Promise<void> {
   const start = line.frame;
+  const startOnStream = line.streamFrame;
   const turnEnd = frames(TURN_END_MS);
   const startBound = frames(startWithinMs);
   await line.until(() => {
     const heard = line.lastAgentFrame > start;
-    if (!heard) return line.frame - start >= startBound;
+    if (!heard) return line.streamFrame - startOnStream >= startBound;
     return !line.agentPending && line.frame - line.lastAgentFrame >= turnEnd;
   }, frames(maxMs));
 }

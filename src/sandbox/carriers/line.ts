@@ -34,6 +34,7 @@ export interface LineHooks {
 
 export class Line implements CalleeLine {
   frame = 0;
+  streamFrame = 0;
   agentPlayedNow = 0;
   lastAgentFrame = -1;
   keysHeard = '';
@@ -104,6 +105,7 @@ export class Line implements CalleeLine {
 
   private tick(): void {
     this.frame++;
+    if (this.stream?.live) this.streamFrame++;
     const played = this.stream?.live ? this.stream.playout.step() : null;
     this.agentPlayedNow = played?.length ?? 0;
     if (this.agentPlayedNow > 0) {

@@ -205,13 +205,13 @@ export class ProviderACall implements CarrierHooks {
     const started = Date.now();
     let value: string;
     if (call.plan.callee !== 'voicemail') {
-      if (!(await call.sleep(HUMAN_DETECTED_MS))) return null;
+      if (!(await call.sleepFrames(HUMAN_DETECTED_MS))) return null;
       value = 'human';
     } else if (this.instructions.machineDetection === 'Enable') {
-      if (!(await call.sleep(MACHINE_START_DETECTED_MS))) return null;
+      if (!(await call.sleepFrames(MACHINE_START_DETECTED_MS))) return null;
       value = 'machine_start';
     } else {
-      const timedOut = call.sleep(this.instructions.machineDetectionTimeoutMs).then((due) => (due ? 'unknown' : null));
+      const timedOut = call.sleepFrames(this.instructions.machineDetectionTimeoutMs).then((due) => (due ? 'unknown' : null));
       const result = await Promise.race([this.beepPromise.then(() => 'machine_end_beep'), timedOut]);
       if (!result || call.over) return null;
       value = result;

@@ -166,7 +166,7 @@ export class ProviderBCall implements CarrierHooks {
 
   private async detect(): Promise<void> {
     const machine = this.call.plan.callee === 'voicemail';
-    if (!(await this.call.sleep(machine ? MACHINE_DETECTED_MS : HUMAN_DETECTED_MS))) return;
+    if (!(await this.call.sleepFrames(machine ? MACHINE_DETECTED_MS : HUMAN_DETECTED_MS))) return;
     const result = machine ? 'machine' : 'human';
     this.call.record.answeredBy = result;
     this.call.changed();

@@ -43,7 +43,7 @@
  *   (scaled) time; a mark is echoed when playback reaches it (at once when nothing is queued); `clear`
  *   empties the queue and echoes every pending mark. The callee hears the agent as it plays: the agent
  *   finished a turn when it had audio playing and playback has been idle for 400 ms. No agent audio
- *   within 5 s of a wait: the person speaks anyway. Speech is `encodeSpokenText` (the sandbox voice
+ *   within 5 s of a wait (counted while a stream is up): the person speaks anyway. Speech is `encodeSpokenText` (the sandbox voice
  *   service decodes it back to text) as mu-law.
  * - provider_a: callbacks are form POSTs signed with the account's latest auth token
  *   (X-Twilio-Signature over the exact URL posted to); status callbacks carry SequenceNumber 0,1,2...;

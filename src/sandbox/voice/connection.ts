@@ -16,7 +16,7 @@ import { rms } from '../../audio/pcm16.js';
 import { INPUT_BYTES_PER_MS, OUTPUT_AUDIO_MIME, type LiveClientMessage } from '../../voice/live-protocol.js';
 import { END_CONVERSATION, decide, sayExactly, speechPlaceholder, toolResultSentence, type DeclaredFunction, type UserTurn } from './model.js';
 import { FRAMES_B64, FRAME_MS } from './speech.js';
-import { decodeSpokenText } from '../spoken-text.js';
+import { decodeSpokenText, spokenTextCutShort } from '../spoken-text.js';
 
 /** Audio of one spoken turn kept for decodeSpokenText; a longer turn is plain speech. */
 const MAX_TURN_AUDIO_BYTES = 60_000 * INPUT_BYTES_PER_MS;
@@ -24,7 +24,7 @@ const MAX_TURN_AUDIO_BYTES = 60_000 * INPUT_BYTES_PER_MS;
 const PRE_ROLL_BYTES = 100 * INPUT_BYTES_PER_MS;
 
 export interface SandboxTiming {
-  /** Silence (audio time, or wall time when audio stops) that ends a spoken turn. */
+  /** Silence (audio time, or wall time when audio stops outside an encoded text) that ends a spoken turn. */
   endOfTurnMs: number;
   /** Agent speech per reply character. */
   msPerChar: number;
@@ -275,7 +275,19 @@ export class SandboxConnection {
 
   private armEndOfTurn(): void {
     if (this.endOfTurnTimer) this.endOfTurnTimer.refresh();
-    else this.endOfTurnTimer = setTimeout(() => this.endSpeechTurn(), this.timing.endOfTurnMs);
+    else this.endOfTurnTimer = setTimeout(() => this.audioStopped(), this.timing.endOfTurnMs);
+  }
+
+  /**
+   * No audio for endOfTurnMs of wall time ends the turn, unless it stopped inside an encoded text:
+   * the sandbox carrier's caller never stops mid-sentence, so the audio is late (a busy machine), not
+   * over; the turn ends on its audio's silence or audioStreamEnd instead.
+   */
+  private audioStopped(): void {
+    this.endOfTurnTimer = null;
+    if (!this.inSpeech) return;
+    if (!this.turnOverflow && spokenTextCutShort(Buffer.concat(this.turnAudio, this.turnBytes), 16_000)) return;
+    this.endSpeechTurn();
   }
 
   private endSpeechTurn(): void {
