@@ -12,7 +12,7 @@
  *   fewest, sampled five times a window).
  * Hand-written: the one library for this (under-pressure) is a Fastify plugin.
  */
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import { monitorEventLoopDelay, type ELDHistogram } from 'node:perf_hooks';
 import type { Logger } from 'pino';
 
 export interface OverloadOptions {
@@ -27,7 +27,7 @@ export interface OverloadOptions {
 const DB_SAMPLES_PER_WINDOW = 5;
 
 export class OverloadGuard {
-  private histogram: IntervalHistogram | null = null;
+  private histogram: ELDHistogram | null = null;
   private timers: NodeJS.Timeout[] = [];
   private slowWindows = 0;
   private starvedWindows = 0;
