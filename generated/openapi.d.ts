@@ -3819,7 +3819,7 @@ export interface components {
          *       `param` naming the offending location.
          */
         ToolParameters: {
-            /** @constant */
+            /** @enum {string} */
             type: "object";
         } & {
             [key: string]: unknown;

@@ -7,6 +7,9 @@ const SUBSCHEMAS = ['items', 'additionalProperties', 'not', 'if', 'then', 'else'
 
 const types = (schema) => (Array.isArray(schema.type) ? schema.type : schema.type ? [schema.type] : []);
 const listed = (schema) => 'const' in schema || Array.isArray(schema.enum);
+// A file part of a multipart form: bounded by the upload's size limit (413), not `maxLength`, which
+// generators read as a string's length (openapi-zod-client writes `z.instanceof(File).max(n)`).
+const file = (schema) => schema.format === 'binary';
 // ^...$ with no open-ended quantifier (*, +, {n,}) outside a character class admits a bounded length.
 const boundedPattern = (pattern) =>
   typeof pattern === 'string' && pattern.startsWith('^') && pattern.endsWith('$') && !/[*+]|\{\d+,\}/.test(pattern.replace(/\\.|\[[^\]]*\]/g, 'x'));
@@ -18,7 +21,7 @@ function check(schema, path, seen, results) {
   if (kinds.includes('array') && !('maxItems' in schema) && !listed(schema)) {
     results.push({ message: 'A request array has no `maxItems`.', path });
   }
-  if (kinds.includes('string') && !('maxLength' in schema) && !listed(schema) && !boundedPattern(schema.pattern)) {
+  if (kinds.includes('string') && !('maxLength' in schema) && !listed(schema) && !file(schema) && !boundedPattern(schema.pattern)) {
     results.push({ message: 'A request string has no `maxLength` (nor `enum`, `const` or a bounded pattern).', path });
   }
   for (const [name, sub] of Object.entries(schema.properties ?? {})) check(sub, [...path, 'properties', name], seen, results);

@@ -97,10 +97,22 @@ async function loadOps(): Promise<Op[]> {
   return out;
 }
 
+/** The schema with every `maxLength` at most `cap` (json-schema-faker builds a string of up to the schema's maxLength, 10 MB for a document, before cutting it to its own option). */
+function capLengths(schema: Json, cap: number, seen = new Map<object, unknown>()): unknown {
+  if (!schema || typeof schema !== 'object') return schema;
+  if (seen.has(schema)) return seen.get(schema);
+  const out: Record<string, unknown> | unknown[] = Array.isArray(schema) ? [] : {};
+  seen.set(schema, out);
+  for (const [k, v] of Object.entries(schema))
+    (out as Record<string, unknown>)[k] =
+      k === 'maxLength' && typeof v === 'number' ? Math.min(v, Math.max(cap, schema.minLength ?? 0)) : capLengths(v as Json, cap, seen);
+  return out;
+}
+
 /** A value for the schema, reproducible from `seed`. */
 function sample(schema: Json, seed: number): unknown {
   try {
-    return generateSync(schema as never, { seed, maxItems: 3, maxLength: 40, maxDepth: 4, optionalsProbability: 0.5 });
+    return generateSync(capLengths(schema, 40) as never, { seed, maxItems: 3, maxLength: 40, maxDepth: 4, optionalsProbability: 0.5 });
   } catch {
     return {};
   }

@@ -22,8 +22,14 @@ export interface LoopWatch {
   stop(): void;
 }
 
+/**
+ * CPU time of this thread, the event loop's (Node 23.9+): the process's total would count the worker
+ * threads too (the schema and extraction pools compiling a tenant's schema or a PDF beside the loop),
+ * which take cores, not the loop. Node 22's process has only the total.
+ */
+const threadCpuUsage = (process as unknown as { threadCpuUsage?: () => NodeJS.CpuUsage }).threadCpuUsage;
 const cpuMs = (): number => {
-  const u = process.cpuUsage();
+  const u = threadCpuUsage ? threadCpuUsage.call(process) : process.cpuUsage();
   return (u.user + u.system) / 1000;
 };
 
@@ -44,6 +50,9 @@ export function loopWatch(): LoopWatch {
   timer.unref();
   return {
     async measure(fn) {
+      // What blocked the loop before `fn` (the caller's own work) is not `fn`'s: start the gap now.
+      last = performance.now();
+      lastCpu = cpuMs();
       worst = { blockedMs: 0, gapMs: 0 };
       const value = await fn();
       // A block just before `fn` ended leaves the interval overdue: a timer due now runs after it.

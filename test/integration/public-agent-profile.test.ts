@@ -118,7 +118,7 @@ describe('the public profile of an agent', () => {
     for (const method of ['post', 'patch', 'delete'] as const) {
       const res = await t.http[method](profileUrl(agentId)).set('Origin', SITE);
       assert.equal(res.status, 405, `${method}: ${JSON.stringify(res.body)}`);
-      assert.equal(res.headers.allow, 'GET');
+      assert.equal(res.headers.allow, 'GET, HEAD', 'HEAD wherever GET (RFC 9110)');
     }
   });
 });
