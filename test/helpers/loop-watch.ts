@@ -25,11 +25,11 @@ export interface LoopWatch {
 /**
  * CPU time of this thread, the event loop's (Node 23.9+): the process's total would count the worker
  * threads too (the schema and extraction pools compiling a tenant's schema or a PDF beside the loop),
- * which take cores, not the loop. Node 22's process has only the total.
+ * which take cores, not the loop.
  */
-const threadCpuUsage = (process as unknown as { threadCpuUsage?: () => NodeJS.CpuUsage }).threadCpuUsage;
 const cpuMs = (): number => {
-  const u = threadCpuUsage ? threadCpuUsage.call(process) : process.cpuUsage();
+  // Declared by @types/node 24, absent at run time on older Node (20 has none): the total stands in.
+  const u = typeof process.threadCpuUsage === 'function' ? process.threadCpuUsage() : process.cpuUsage();
   return (u.user + u.system) / 1000;
 };
 
