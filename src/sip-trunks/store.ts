@@ -230,9 +230,7 @@ export class SipTrunkStore {
    * shared by more trunks than this is treated as trusted by none of the rest.
    */
   async peersOf(source: string, username: string | null, max = 20): Promise<InboundTrunk[]> {
-    const bySource = this.db('sip_trunk_sources')
-      .where('source', '>>=', this.db.raw('?::inet', [source]))
-      .select('trunk_id');
+    const bySource = this.db('sip_trunk_sources').whereRaw('source >>= ?::inet', [source]).select('trunk_id');
     const q = this.db('sip_trunks as t')
       .where('t.inbound', true)
       .where((w) => {
