@@ -8,7 +8,9 @@
  * provider's phone_number turns its inbound off; credentials are sealed with the SecretBox before they
  * reach the store and are never returned, logged or quoted in errors. Nothing is checked with a carrier.
  * `analysis` (what post-call analysis extracts) replaces the stored setting as a whole; its schema is
- * checked in the schema pool's worker before anything is stored (422 naming the field).
+ * checked in the schema pool's worker before anything is stored (422 naming the field). `sip_config`
+ * (the SIP trunk number the agent answers) replaces the stored binding; the SIP trunks domain checks it
+ * (`useSipNumberCheck`) and migration 034's foreign key and unique index hold it.
  */
 import type { components } from '../../generated/openapi.js';
 import type { SecretBox } from '../crypto/secrets.js';
