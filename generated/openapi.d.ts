@@ -4355,7 +4355,7 @@ export interface components {
         SipTrunkInboundInput: {
             /**
              * @description Addresses and CIDR ranges the trunk's calls come from (at most 50; 422 `invalid_cidr` naming the
-             *     entry, `allowed_sources[i]`). Empty: any source, with `auth` required.
+             *     entry, `inbound.allowed_sources[i]`). Empty: any source, with `auth` required.
              * @example [
              *       "203.0.113.0/24",
              *       "198.51.100.7"
@@ -4368,7 +4368,7 @@ export interface components {
              * @description The numbers this trunk delivers (E.164, at most 500 per trunk and 2,000 per workspace, 422
              *     `sip_number_limit_reached`). Each must be a valid number of a kind a phone line can have
              *     (`fixed_line`, `mobile`, `fixed_line_or_mobile`, `toll_free`, `voip`, `uan`, `fictional`):
-             *     otherwise 422 `invalid_phone_number` or `caller_id_not_allowed` naming `numbers[i]`. A number
+             *     otherwise 422 `invalid_phone_number` or `caller_id_not_allowed` naming `inbound.numbers[i]`. A number
              *     is delivered by one trunk only, across all workspaces: a number another trunk already has is 409
              *     `sip_number_taken` (the answer does not say whose). A number an agent answers (its `sip_config`)
              *     cannot be removed: 409 `sip_number_in_use`; unbind the agent first.
@@ -4401,7 +4401,7 @@ export interface components {
             auth?: components["schemas"]["SipDigestCredentialsInput"] | null;
             /**
              * @description Numbers the trunk lets outbound calls come from (E.164, at most 50), checked as calling numbers
-             *     (422 `invalid_phone_number`, `caller_id_not_allowed` naming `caller_id_numbers[i]`).
+             *     (422 `invalid_phone_number`, `caller_id_not_allowed` naming `outbound.caller_id_numbers[i]`).
              * @example [
              *       "+14155550140"
              *     ]
