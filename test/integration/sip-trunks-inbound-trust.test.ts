@@ -34,7 +34,9 @@ function digest(username: string, password: string, method = 'INVITE', uri = 'si
 }
 
 async function api(method: 'post' | 'patch', p: string, body: unknown, key = acme.apiKey) {
-  const res = await t.http[method](p).set({ Authorization: `Bearer ${key}` }).send(body as object);
+  const res = await t.http[method](p)
+    .set({ Authorization: `Bearer ${key}` })
+    .send(body as object);
   assert.ok(res.status < 300, res.text);
   return res.body;
 }
@@ -74,8 +76,7 @@ describe('authorizeInbound', () => {
     const a = await api('post', '/api/v1/sip-trunks', { name: 'A', inbound: { allowed_sources: ['203.0.113.0/24'], numbers: [N.ipOnly, N.ipOnlyNoAgent] } });
     ids.A = a.trunk_id;
     await bind('agentA', 'A', N.ipOnly);
-    for (const number of [N.ipOnly, N.ipOnlyNoAgent, N.nobody, 'not-a-number'])
-      assert.equal(refusal(await ask(STRANGER, number)), 'unknown_source', number);
+    for (const number of [N.ipOnly, N.ipOnlyNoAgent, N.nobody, 'not-a-number']) assert.equal(refusal(await ask(STRANGER, number)), 'unknown_source', number);
     assert.equal(refusal(await ask('not-an-address', N.ipOnly)), 'unknown_source');
   });
 
@@ -106,7 +107,8 @@ describe('authorizeInbound', () => {
 
     // Without credentials: the same challenge for every number, known or not, from anywhere.
     for (const source of [STRANGER, PBX])
-      for (const number of [N.ipOnly, N.digestOnly, N.both, N.nobody]) assert.equal(refusal(await ask(source, number)), 'credentials_required', `${source} ${number}`);
+      for (const number of [N.ipOnly, N.digestOnly, N.both, N.nobody])
+        assert.equal(refusal(await ask(source, number)), 'credentials_required', `${source} ${number}`);
     // A source-only trunk's carrier is not challenged for its own numbers.
     allowedTo(await ask(CARRIER, N.ipOnly), 'A', 'agentA', N.ipOnly);
   });

@@ -31,7 +31,12 @@ let next = 1_000_000;
 const freshNumber = () => `+1555${String(++next).padStart(7, '0')}`;
 
 async function createTrunk(body: Record<string, unknown> = {}, key = tn.apiKey) {
-  const res = await api('post', '/api/v1/sip-trunks', { name: 'Carrier', inbound: { allowed_sources: ['203.0.113.0/24'], numbers: [freshNumber()] }, ...body }, key);
+  const res = await api(
+    'post',
+    '/api/v1/sip-trunks',
+    { name: 'Carrier', inbound: { allowed_sources: ['203.0.113.0/24'], numbers: [freshNumber()] }, ...body },
+    key,
+  );
   assert.equal(res.status, 201, res.text);
   return res.body;
 }
@@ -178,7 +183,14 @@ describe('sip trunks: refusals store nothing', () => {
 
   it('refuses bad sources with invalid_cidr naming the entry', async () => {
     await unchanged(tn.apiKey, async () => {
-      const res = await refused(422, 'invalid_cidr', 'inbound.allowed_sources[1]', 'post', '/api/v1/sip-trunks', create({ inbound: { allowed_sources: ['198.51.100.7', '203.0.113.7/24'] } }));
+      const res = await refused(
+        422,
+        'invalid_cidr',
+        'inbound.allowed_sources[1]',
+        'post',
+        '/api/v1/sip-trunks',
+        create({ inbound: { allowed_sources: ['198.51.100.7', '203.0.113.7/24'] } }),
+      );
       assert.match(res.body.error.message, /did you mean 203\.0\.113\.0\/24/);
       for (const bad of ['10.0.0.0/33', 'example.com', '127.1', '10.0.0.1/', '2001:db8::/129', 'fe80::1%eth0', '1.2.3.4/08x'])
         await refused(422, 'invalid_cidr', 'inbound.allowed_sources[0]', 'post', '/api/v1/sip-trunks', create({ inbound: { allowed_sources: [bad] } }));
@@ -189,9 +201,30 @@ describe('sip trunks: refusals store nothing', () => {
     await unchanged(tn.apiKey, async () => {
       const res = await api('post', '/api/v1/sip-trunks', create({ inbound: { allowed_sources: ['203.0.113.0/24'], numbers: ['14155550140'] } }));
       assert.equal(res.status, 422, res.text);
-      await refused(422, 'invalid_phone_number', 'inbound.numbers[1]', 'post', '/api/v1/sip-trunks', create({ inbound: { allowed_sources: ['203.0.113.0/24'], numbers: [freshNumber(), '+99912345678'] } }));
-      await refused(422, 'caller_id_not_allowed', 'inbound.numbers[0]', 'post', '/api/v1/sip-trunks', create({ inbound: { allowed_sources: ['203.0.113.0/24'], numbers: ['+19005550123'] } }));
-      await refused(422, 'invalid_phone_number', 'outbound.caller_id_numbers[0]', 'post', '/api/v1/sip-trunks', create({ outbound: { host: 'sip.carrier.example', caller_id_numbers: ['+1234'] } }));
+      await refused(
+        422,
+        'invalid_phone_number',
+        'inbound.numbers[1]',
+        'post',
+        '/api/v1/sip-trunks',
+        create({ inbound: { allowed_sources: ['203.0.113.0/24'], numbers: [freshNumber(), '+99912345678'] } }),
+      );
+      await refused(
+        422,
+        'caller_id_not_allowed',
+        'inbound.numbers[0]',
+        'post',
+        '/api/v1/sip-trunks',
+        create({ inbound: { allowed_sources: ['203.0.113.0/24'], numbers: ['+19005550123'] } }),
+      );
+      await refused(
+        422,
+        'invalid_phone_number',
+        'outbound.caller_id_numbers[0]',
+        'post',
+        '/api/v1/sip-trunks',
+        create({ outbound: { host: 'sip.carrier.example', caller_id_numbers: ['+1234'] } }),
+      );
     });
   });
 
@@ -199,8 +232,22 @@ describe('sip trunks: refusals store nothing', () => {
     await unchanged(tn.apiKey, async () => {
       await refused(422, 'sip_inbound_unprotected', 'inbound', 'post', '/api/v1/sip-trunks', create({ inbound: { numbers: [freshNumber()] } }));
       await refused(422, 'sip_inbound_unprotected', 'inbound', 'post', '/api/v1/sip-trunks', create({ inbound: { allowed_sources: [], auth: null } }));
-      await refused(422, 'sip_credentials_incomplete', 'inbound.auth.password', 'post', '/api/v1/sip-trunks', create({ inbound: { auth: { username: 'only' } } }));
-      await refused(422, 'sip_credentials_incomplete', 'outbound.auth.username', 'post', '/api/v1/sip-trunks', create({ outbound: { host: 'sip.carrier.example', auth: { password: OUT_PASSWORD } } }));
+      await refused(
+        422,
+        'sip_credentials_incomplete',
+        'inbound.auth.password',
+        'post',
+        '/api/v1/sip-trunks',
+        create({ inbound: { auth: { username: 'only' } } }),
+      );
+      await refused(
+        422,
+        'sip_credentials_incomplete',
+        'outbound.auth.username',
+        'post',
+        '/api/v1/sip-trunks',
+        create({ outbound: { host: 'sip.carrier.example', auth: { password: OUT_PASSWORD } } }),
+      );
       await refused(422, 'sip_outbound_incomplete', 'outbound.host', 'post', '/api/v1/sip-trunks', create({ outbound: { transport: 'tls' } }));
       for (const host of ['sip.carrier.example:70000', '300.1.1.1', '[203.0.113.1]:5060', 'sip..carrier.example', 'sip.carrier.example:0'])
         await refused(422, 'invalid_sip_host', 'outbound.host', 'post', '/api/v1/sip-trunks', create({ outbound: { host } }));
@@ -208,7 +255,14 @@ describe('sip trunks: refusals store nothing', () => {
       for (const host of ['10.1.2.3', '169.254.169.254:5060', '[fd00::1]'])
         await refused(422, 'url_not_allowed', 'outbound.host', 'post', '/api/v1/sip-trunks', create({ outbound: { host } }));
       // Bounds from the contract, before any rule of the service.
-      await refused(422, 'invalid_value', null, 'post', '/api/v1/sip-trunks', create({ inbound: { allowed_sources: Array.from({ length: 51 }, (_, i) => `198.51.100.${i}`) } }));
+      await refused(
+        422,
+        'invalid_value',
+        null,
+        'post',
+        '/api/v1/sip-trunks',
+        create({ inbound: { allowed_sources: Array.from({ length: 51 }, (_, i) => `198.51.100.${i}`) } }),
+      );
       const tooLong = await api('post', '/api/v1/sip-trunks', create({ name: 'x'.repeat(201) }));
       assert.equal(tooLong.status, 422);
     });
@@ -217,9 +271,17 @@ describe('sip trunks: refusals store nothing', () => {
   it('a refused update leaves the trunk as it was', async () => {
     const trunk = await createTrunk({ outbound: { host: 'sip.carrier.example' } });
     await unchanged(tn.apiKey, async () => {
-      await refused(422, 'invalid_cidr', 'inbound.allowed_sources[0]', 'patch', `/api/v1/sip-trunks/${trunk.trunk_id}`, { name: 'changed', inbound: { allowed_sources: ['nope'] } });
-      await refused(422, 'sip_inbound_unprotected', 'inbound', 'patch', `/api/v1/sip-trunks/${trunk.trunk_id}`, { name: 'changed', inbound: { allowed_sources: [] } });
-      await refused(422, 'sip_credentials_incomplete', 'outbound.auth.password', 'patch', `/api/v1/sip-trunks/${trunk.trunk_id}`, { outbound: { auth: { username: 'u' } } });
+      await refused(422, 'invalid_cidr', 'inbound.allowed_sources[0]', 'patch', `/api/v1/sip-trunks/${trunk.trunk_id}`, {
+        name: 'changed',
+        inbound: { allowed_sources: ['nope'] },
+      });
+      await refused(422, 'sip_inbound_unprotected', 'inbound', 'patch', `/api/v1/sip-trunks/${trunk.trunk_id}`, {
+        name: 'changed',
+        inbound: { allowed_sources: [] },
+      });
+      await refused(422, 'sip_credentials_incomplete', 'outbound.auth.password', 'patch', `/api/v1/sip-trunks/${trunk.trunk_id}`, {
+        outbound: { auth: { username: 'u' } },
+      });
       await refused(422, 'unknown_field', null, 'patch', `/api/v1/sip-trunks/${trunk.trunk_id}`, { inbound: { password: 'x' } });
     });
   });
@@ -228,7 +290,14 @@ describe('sip trunks: refusals store nothing', () => {
     const number = freshNumber();
     const theirs = await createTrunk({ inbound: { allowed_sources: ['198.51.100.0/24'], numbers: [number] } }, other.apiKey);
     await unchanged(tn.apiKey, async () => {
-      const res = await refused(409, 'sip_number_taken', 'inbound.numbers[1]', 'post', '/api/v1/sip-trunks', create({ inbound: { allowed_sources: ['203.0.113.0/24'], numbers: [freshNumber(), number] } }));
+      const res = await refused(
+        409,
+        'sip_number_taken',
+        'inbound.numbers[1]',
+        'post',
+        '/api/v1/sip-trunks',
+        create({ inbound: { allowed_sources: ['203.0.113.0/24'], numbers: [freshNumber(), number] } }),
+      );
       assert.ok(!res.text.includes(other.workspaceId) && !res.text.includes(theirs.trunk_id));
       const mine = await createTrunk();
       await refused(409, 'sip_number_taken', 'inbound.numbers[0]', 'patch', `/api/v1/sip-trunks/${mine.trunk_id}`, { inbound: { numbers: [number] } });
@@ -247,11 +316,27 @@ describe('sip trunks: refusals store nothing', () => {
     const batch = (n: number) => Array.from({ length: n }, freshNumber);
     for (let i = 0; i < 4; i++) await createTrunk({ inbound: { allowed_sources: ['203.0.113.0/24'], numbers: batch(500) } }, ws.apiKey);
     await unchanged(ws.apiKey, async () => {
-      await refused(422, 'sip_number_limit_reached', 'inbound.numbers', 'post', '/api/v1/sip-trunks', create({ inbound: { allowed_sources: ['203.0.113.0/24'], numbers: batch(1) } }), ws.apiKey);
+      await refused(
+        422,
+        'sip_number_limit_reached',
+        'inbound.numbers',
+        'post',
+        '/api/v1/sip-trunks',
+        create({ inbound: { allowed_sources: ['203.0.113.0/24'], numbers: batch(1) } }),
+        ws.apiKey,
+      );
     });
     for (let i = 4; i < 20; i++) await createTrunk({ inbound: { allowed_sources: ['203.0.113.0/24'] } }, ws.apiKey);
     await unchanged(ws.apiKey, async () => {
-      await refused(422, 'sip_trunk_limit_reached', null, 'post', '/api/v1/sip-trunks', create({ inbound: { allowed_sources: ['203.0.113.0/24'] } }), ws.apiKey);
+      await refused(
+        422,
+        'sip_trunk_limit_reached',
+        null,
+        'post',
+        '/api/v1/sip-trunks',
+        create({ inbound: { allowed_sources: ['203.0.113.0/24'] } }),
+        ws.apiKey,
+      );
     });
     assert.equal(await trunkCount(ws.workspaceId), 20);
   });
@@ -271,11 +356,18 @@ describe('sip trunks: agents answer a trunk number', () => {
     const path = `/api/v1/agents/${second.body.agent_id}`;
     const agentBefore = await api('get', path);
     await refused(409, 'phone_number_in_use', 'sip_config.phone_number', 'patch', path, { sip_config: { trunk_id: trunk.trunk_id, phone_number: n1 } });
-    await refused(422, 'sip_number_not_on_trunk', 'sip_config.phone_number', 'patch', path, { sip_config: { trunk_id: trunk.trunk_id, phone_number: freshNumber() } });
+    await refused(422, 'sip_number_not_on_trunk', 'sip_config.phone_number', 'patch', path, {
+      sip_config: { trunk_id: trunk.trunk_id, phone_number: freshNumber() },
+    });
     const theirs = await api('patch', path, { sip_config: { trunk_id: foreign.trunk_id, phone_number: foreign.inbound.numbers[0] } });
     assert.equal(theirs.status, 403, theirs.text);
-    await refused(404, 'sip_trunk_not_found', 'sip_config.trunk_id', 'patch', path, { sip_config: { trunk_id: 'trk_01JD5Z7Q8Y1C2B3A4N5M6K7P9A', phone_number: n2 } });
-    await refused(404, 'sip_trunk_not_found', 'sip_config.trunk_id', 'post', '/api/v1/agents', { name: 'Nobody', sip_config: { trunk_id: 'trk_01JD5Z7Q8Y1C2B3A4N5M6K7P9A', phone_number: n2 } });
+    await refused(404, 'sip_trunk_not_found', 'sip_config.trunk_id', 'patch', path, {
+      sip_config: { trunk_id: 'trk_01JD5Z7Q8Y1C2B3A4N5M6K7P9A', phone_number: n2 },
+    });
+    await refused(404, 'sip_trunk_not_found', 'sip_config.trunk_id', 'post', '/api/v1/agents', {
+      name: 'Nobody',
+      sip_config: { trunk_id: 'trk_01JD5Z7Q8Y1C2B3A4N5M6K7P9A', phone_number: n2 },
+    });
     assert.deepEqual((await api('get', path)).body, agentBefore.body);
 
     // The bound number cannot leave the trunk, nor the trunk go, while the agent answers it.
@@ -299,7 +391,12 @@ describe('sip trunks: agents answer a trunk number', () => {
   it('deleting a workspace removes its bound agents and trunks together', async () => {
     const ws = await tenant(t, 'Going away');
     const trunk = await createTrunk({}, ws.apiKey);
-    const agent = await api('post', '/api/v1/agents', { name: 'A', sip_config: { trunk_id: trunk.trunk_id, phone_number: trunk.inbound.numbers[0] } }, ws.apiKey);
+    const agent = await api(
+      'post',
+      '/api/v1/agents',
+      { name: 'A', sip_config: { trunk_id: trunk.trunk_id, phone_number: trunk.inbound.numbers[0] } },
+      ws.apiKey,
+    );
     assert.equal(agent.status, 201, agent.text);
     await t.service.db.knex('workspaces').where({ id: ws.workspaceId }).delete();
     assert.equal(await trunkRow(trunk.trunk_id), undefined);

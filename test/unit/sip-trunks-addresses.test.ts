@@ -11,7 +11,19 @@ describe('sip trunk addresses', () => {
     assert.deepEqual(parseSource('0.0.0.0/0'), { ok: true, cidr: '0.0.0.0/0' });
     assert.deepEqual(parseSource('203.0.113.7/24'), { ok: false, suggestion: '203.0.113.0/24' });
     assert.deepEqual(parseSource('2001:db8::1/32'), { ok: false, suggestion: '2001:db8::/32' });
-    for (const bad of ['127.1', '0x7f.0.0.1', '10.0.0.0/33', '10.0.0.0/', '10.0.0.0/-1', '10.0.0.0/1a', 'fe80::1%eth0', '::/129', 'host.example', '1.2.3.4.5', ''])
+    for (const bad of [
+      '127.1',
+      '0x7f.0.0.1',
+      '10.0.0.0/33',
+      '10.0.0.0/',
+      '10.0.0.0/-1',
+      '10.0.0.0/1a',
+      'fe80::1%eth0',
+      '::/129',
+      'host.example',
+      '1.2.3.4.5',
+      '',
+    ])
       assert.deepEqual(parseSource(bad), { ok: false, suggestion: null }, bad);
   });
 
