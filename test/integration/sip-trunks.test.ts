@@ -311,6 +311,23 @@ describe('sip trunks: refusals store nothing', () => {
     assert.deepEqual(taken.inbound.numbers, [number]);
   });
 
+  it('two workspaces claiming one number at once: one gets it, the other 409, never a 500', async () => {
+    for (let round = 0; round < 5; round++) {
+      const number = freshNumber();
+      const body = (source: string) => ({ name: 'Race', inbound: { allowed_sources: [source], numbers: [number] } });
+      const answers = await Promise.all([
+        api('post', '/api/v1/sip-trunks', body('203.0.113.0/24'), tn.apiKey),
+        api('post', '/api/v1/sip-trunks', body('198.51.100.0/24'), other.apiKey),
+      ]);
+      assert.deepEqual(answers.map((r) => r.status).sort(), [201, 409], answers.map((r) => r.text).join(' | '));
+      assert.equal(answers.find((r) => r.status === 409)?.body.error.code, 'sip_number_taken');
+      const owners = await t.service.db.knex('sip_trunk_numbers').where({ number });
+      assert.equal(owners.length, 1);
+      const winner = answers.find((r) => r.status === 201)!;
+      await api('delete', `/api/v1/sip-trunks/${winner.body.trunk_id}`, undefined, winner === answers[0] ? tn.apiKey : other.apiKey);
+    }
+  });
+
   it('holds the workspace limits: 20 trunks, 2,000 numbers in all', async () => {
     const ws = await tenant(t, 'Limits');
     const batch = (n: number) => Array.from({ length: n }, freshNumber);
@@ -405,6 +422,15 @@ describe('sip trunks: agents answer a trunk number', () => {
 });
 
 describe('sip trunks: secrets', () => {
+  it('a password sealed for one trunk does not open in another', async () => {
+    const a = await createTrunk({ outbound: { host: 'sip.carrier.example', auth: { username: 'a', password: OUT_PASSWORD } } });
+    const b = await createTrunk({ outbound: { host: 'sip.carrier.example', auth: { username: 'b', password: ROTATED } } });
+    const sealed = (await trunkRow(a.trunk_id)).outbound_password;
+    await t.service.db.knex('sip_trunks').where({ id: b.trunk_id }).update({ outbound_password: sealed });
+    await assert.rejects(t.service.sipTrunks.outboundTermination(tn.workspaceId, b.trunk_id));
+    assert.equal((await t.service.sipTrunks.outboundTermination(tn.workspaceId, a.trunk_id))?.credentials?.password, OUT_PASSWORD);
+  });
+
   it('never shows or logs a password', () => {
     for (const secret of [IN_PASSWORD, OUT_PASSWORD, ROTATED]) {
       for (const text of seen) assert.ok(!text.includes(secret), `a response contains a password: ${text.slice(0, 200)}`);
