@@ -168,7 +168,10 @@ export interface paths {
          * Create an agent
          * @description Only `name` is required; every other field takes its default (see the body schema). Provider
          *     credentials are write-only and are not checked with the carrier here; inbound calls stay off
-         *     until `POST /api/v1/agents/{agent_id}/telephony/{provider}/inbound`. An `analysis.schema` is
+         *     until `POST /api/v1/agents/{agent_id}/telephony/{provider}/inbound`. A `sip_config` binds the
+         *     agent to a SIP trunk's number for inbound calls at once: the trunk must be the workspace's
+         *     (404 `sip_trunk_not_found`, 403 for another workspace's), deliver the number (422
+         *     `sip_number_not_on_trunk`), and no other agent may answer it (409 `phone_number_in_use`). An `analysis.schema` is
          *     checked and compiled here: too large (422 `analysis_schema_too_large`), too deep (422
          *     `analysis_schema_too_deep`), too complex or recursive (422 `analysis_schema_too_complex`) or
          *     unusable (422 `invalid_analysis_schema`, e.g. a pattern RE2 cannot run) refuses the request and
@@ -223,7 +226,10 @@ export interface paths {
          *     started with (their `analysis` setting included). An `analysis.schema` is checked as on
          *     creation (422 `analysis_schema_too_large`, `analysis_schema_too_deep`, `analysis_schema_too_complex`,
          *     `invalid_analysis_schema`;
-         *     the agent is then unchanged). Another workspace's agent answers 403; an unknown id answers 404.
+         *     the agent is then unchanged). `sip_config` is checked as on creation (404 `sip_trunk_not_found`,
+         *     422 `sip_number_not_on_trunk`, 409 `phone_number_in_use`); `sip_config: null` unbinds the agent
+         *     from its SIP number. Another workspace's agent answers 403; an unknown id answers 404 (a
+         *     `sip_config.trunk_id` naming no trunk answers 404 `sip_trunk_not_found`).
          */
         patch: operations["updateAgent"];
         trace?: never;
@@ -788,6 +794,79 @@ export interface paths {
         options?: never;
         head?: never;
         patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sip-trunks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the workspace's SIP trunks
+         * @description A page of the workspace's SIP trunks, newest first. Passwords are never shown.
+         */
+        get: operations["listSipTrunks"];
+        put?: never;
+        /**
+         * Create a SIP trunk
+         * @description Stores a trunk: who may send calls to the service through it and the numbers it delivers
+         *     (`inbound`), and where its outbound calls go (`outbound`). Bind an agent to one of its numbers
+         *     with the agent's `sip_config`. Nothing is sent to the trunk here.
+         *
+         *     Every check runs before anything is stored: addresses and CIDR ranges (422 `invalid_cidr`),
+         *     numbers (422 `invalid_phone_number`, `caller_id_not_allowed`), the termination host (422
+         *     `invalid_sip_host`, `url_not_allowed`), complete credentials (422 `sip_credentials_incomplete`),
+         *     an inbound side with a source list or credentials (422 `sip_inbound_unprotected`), an outbound
+         *     side with a host (422 `sip_outbound_incomplete`), the workspace's limits (422
+         *     `sip_trunk_limit_reached`: 20 trunks; `sip_number_limit_reached`: 2,000 numbers over its trunks),
+         *     and a number no other trunk delivers, in any workspace (409 `sip_number_taken`).
+         *     Passwords are write-only: encrypted at rest, never returned or logged.
+         */
+        post: operations["createSipTrunk"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/sip-trunks/{trunk_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The trunk's id (`trk_...`). An id that matches no trunk answers 404. */
+                trunk_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a SIP trunk
+         * @description Another workspace's trunk answers 403; an unknown id answers 404 (`sip_trunk_not_found`).
+         */
+        get: operations["getSipTrunk"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a SIP trunk
+         * @description Deletes the trunk, its numbers and its credentials. A trunk whose number an agent answers is not
+         *     deleted: 409 `sip_trunk_in_use` (unbind the agents first, with `sip_config: null`), so that no
+         *     agent stops answering its calls without a change to the agent itself. Calls already running are
+         *     not affected.
+         */
+        delete: operations["deleteSipTrunk"];
+        options?: never;
+        head?: never;
+        /**
+         * Update a SIP trunk
+         * @description Only the fields present change; `inbound` and `outbound` merge field by field (sending only
+         *     `auth.password` rotates it) and `null` removes that side. The merged trunk is checked as on
+         *     create (the same 422 and 409 codes); removing a number an agent answers is 409
+         *     `sip_number_in_use`. Calls already running are not affected. Another workspace's trunk answers
+         *     403; an unknown id answers 404.
+         */
+        patch: operations["updateSipTrunk"];
         trace?: never;
     };
     "/api/v1/calls": {
@@ -2700,7 +2779,7 @@ export interface components {
          *     string, so that a code added later does not break a client: handle the codes you know and treat
          *     any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "filled_text_too_long" | "url_not_allowed" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "sip_trunk_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "sip_trunk_in_use" | "sip_number_in_use" | "sip_number_taken" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "filled_text_too_long" | "url_not_allowed" | "invalid_cidr" | "invalid_sip_host" | "sip_credentials_incomplete" | "sip_inbound_unprotected" | "sip_outbound_incomplete" | "sip_trunk_limit_reached" | "sip_number_limit_reached" | "sip_number_not_on_trunk" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -2768,6 +2847,13 @@ export interface components {
             status: "deleted";
             /** @description The id of the deleted resource. */
             mcp_server_id: string;
+        };
+        /** SipTrunkDeleteResult */
+        SipTrunkDeleteResult: {
+            /** @enum {string} */
+            status: "deleted";
+            /** @description The id of the deleted resource. */
+            trunk_id: string;
         };
         /** DocumentDeleteResult */
         DocumentDeleteResult: {
@@ -3074,6 +3160,16 @@ export interface components {
             inbound_enabled: boolean;
         };
         /**
+         * AgentSipStatus
+         * @description The SIP trunk and number the agent answers inbound calls on.
+         */
+        AgentSipStatus: {
+            /** @example trk_01JD5Z7Q8Y1C2B3A4N5M6K7P9T */
+            trunk_id: string;
+            /** @example +14155550140 */
+            phone_number: string;
+        };
+        /**
          * RealtimeStatus
          * @description Which video sources web realtime sessions may use with this agent. The same stored setting
          *     controls the buttons of the embeddable web widget. Both default to enabled.
@@ -3203,6 +3299,8 @@ export interface components {
             telephony: {
                 provider_a: components["schemas"]["TelephonyProviderStatus"];
                 provider_b: components["schemas"]["TelephonyProviderStatus"];
+                /** @description The SIP trunk and number the agent answers inbound calls on (its `sip_config`); `null` when none. */
+                sip: components["schemas"]["AgentSipStatus"] | null;
             };
             realtime: components["schemas"]["RealtimeStatus"];
             /**
@@ -3348,6 +3446,20 @@ export interface components {
             public_key?: string | null;
         };
         /**
+         * AgentSipConfigInput
+         * @description The SIP trunk and number this agent answers inbound calls on. Replaces the stored binding as a whole.
+         *     The trunk must be one of the workspace's (404 `sip_trunk_not_found` naming `sip_config.trunk_id`;
+         *     another workspace's is 403) and deliver the number (422 `sip_number_not_on_trunk`); one agent answers
+         *     a number (409 `phone_number_in_use`). While bound, the number cannot be removed from the trunk and
+         *     the trunk cannot be deleted (409 `sip_number_in_use`, `sip_trunk_in_use`).
+         */
+        AgentSipConfigInput: {
+            /** @example trk_01JD5Z7Q8Y1C2B3A4N5M6K7P9T */
+            trunk_id: string;
+            /** @example +14155550140 */
+            phone_number: string;
+        };
+        /**
          * RealtimeInput
          * @description Change the realtime settings. A field left out is unchanged; a field sent as `null` goes back to
          *     its default, enabled (`true`). Sending the whole `realtime` object as `null` resets both.
@@ -3445,6 +3557,11 @@ export interface components {
             voicemail_config?: components["schemas"]["VoicemailConfigInput"] | null;
             provider_a_config?: components["schemas"]["ProviderAConfigInput"] | null;
             provider_b_config?: components["schemas"]["ProviderBConfigInput"] | null;
+            /**
+             * @description The SIP trunk and number this agent answers inbound calls on (see `AgentSipConfigInput`);
+             *     `null` unbinds it. Replaces the stored binding as a whole.
+             */
+            sip_config?: components["schemas"]["AgentSipConfigInput"] | null;
             realtime?: components["schemas"]["RealtimeInput"] | null;
             /**
              * @description What post-call analysis extracts from every conversation: a JSON Schema of `data` and success
@@ -3519,6 +3636,11 @@ export interface components {
             voicemail_config?: components["schemas"]["VoicemailConfigInput"] | null;
             provider_a_config?: components["schemas"]["ProviderAConfigInput"] | null;
             provider_b_config?: components["schemas"]["ProviderBConfigInput"] | null;
+            /**
+             * @description The SIP trunk and number this agent answers inbound calls on (see `AgentSipConfigInput`);
+             *     `null` unbinds it. Replaces the stored binding as a whole.
+             */
+            sip_config?: components["schemas"]["AgentSipConfigInput"] | null;
             realtime?: components["schemas"]["RealtimeInput"] | null;
             /**
              * @description What post-call analysis extracts from every conversation: a JSON Schema of `data` and success
@@ -4142,6 +4264,172 @@ export interface components {
              * @description The consent must be completed before this time (10 minutes after the call).
              */
             state_expires_at: string;
+        };
+        /**
+         * SipDigestCredentials
+         * @description Stored SIP digest credentials. The password is never shown; `password_set` says one is stored.
+         */
+        SipDigestCredentials: {
+            /** @example acme-trunk */
+            username: string;
+            /** @description Whether a password is stored (always true for stored credentials). */
+            password_set: boolean;
+        };
+        /** SipTrunkInbound */
+        SipTrunkInbound: {
+            /** @description Addresses and CIDR ranges, as stored (normalised, e.g. `2001:db8::/32`; an address without a prefix). */
+            allowed_sources: string[];
+            auth: components["schemas"]["SipDigestCredentials"] | null;
+            /** @description The numbers the trunk delivers (E.164), sorted. */
+            numbers: string[];
+        };
+        /**
+         * SipTransport
+         * @description How SIP signalling reaches a trunk's termination host.
+         * @enum {string}
+         */
+        SipTransport: "udp" | "tcp" | "tls";
+        /** SipTrunkOutbound */
+        SipTrunkOutbound: {
+            /**
+             * @description `host:port`, the port filled in when it was left out.
+             * @example sip.carrier.example:5060
+             */
+            host: string;
+            transport: components["schemas"]["SipTransport"];
+            auth: components["schemas"]["SipDigestCredentials"] | null;
+            caller_id_numbers: string[];
+        };
+        /**
+         * SipTrunk
+         * @description A SIP trunk of the workspace: a carrier, PBX or contact-centre platform that sends calls to the
+         *     service (`inbound`) and takes its outbound calls (`outbound`). Passwords are never shown.
+         */
+        SipTrunk: {
+            /** @example trk_01JD5Z7Q8Y1C2B3A4N5M6K7P9T */
+            trunk_id: string;
+            name: string;
+            /** @description Inbound rules; `null` when the trunk sends no calls to the service. */
+            inbound: components["schemas"]["SipTrunkInbound"] | null;
+            /** @description Outbound termination; `null` when the trunk takes no calls from the service. */
+            outbound: components["schemas"]["SipTrunkOutbound"] | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /** SipTrunkList */
+        SipTrunkList: {
+            /** @constant */
+            object: "list";
+            data: components["schemas"]["SipTrunk"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        /**
+         * SipDigestCredentialsInput
+         * @description SIP digest credentials (RFC 8760: MD5 or SHA-256). Merged onto the stored credentials field by field
+         *     (a field left out is unchanged), so `{password: "..."}` alone rotates the password; once merged both
+         *     `username` and `password` must be set (422 `sip_credentials_incomplete`). `password` is write-only:
+         *     it is encrypted at rest and no response or log ever contains it (responses say `password_set`).
+         */
+        SipDigestCredentialsInput: {
+            /**
+             * @description The digest username (the user part characters of RFC 3261, no spaces or quotes).
+             * @example acme-trunk
+             */
+            username?: string;
+            /** @description Write-only secret, 8 to 128 characters. */
+            password?: string;
+        };
+        /**
+         * SipTrunkInboundInput
+         * @description Who may send this trunk's calls to the service, and which numbers it delivers. On update the
+         *     object merges onto the stored one field by field: a field left out is unchanged; `allowed_sources`
+         *     and `numbers` replace the stored lists as a whole; `auth` merges (see `SipDigestCredentialsInput`)
+         *     and `auth: null` removes the credentials. Once merged, at least one of `allowed_sources` (non-empty)
+         *     or `auth` must be set (422 `sip_inbound_unprotected`): a trunk open to any source without
+         *     credentials would let anyone on the internet run up the workspace's minutes. When both are set, an
+         *     INVITE must come from an allowed source **and** answer the digest challenge.
+         */
+        SipTrunkInboundInput: {
+            /**
+             * @description Addresses and CIDR ranges the trunk's calls come from (at most 50; 422 `invalid_cidr` naming the
+             *     entry, `inbound.allowed_sources[i]`). Empty: any source, with `auth` required.
+             * @example [
+             *       "203.0.113.0/24",
+             *       "198.51.100.7"
+             *     ]
+             */
+            allowed_sources?: string[];
+            /** @description Digest credentials the trunk must answer the service's 401 challenge with; `null` removes them. */
+            auth?: components["schemas"]["SipDigestCredentialsInput"] | null;
+            /**
+             * @description The numbers this trunk delivers (E.164, at most 500 per trunk and 2,000 per workspace, 422
+             *     `sip_number_limit_reached`). Each must be a valid number of a kind a phone line can have
+             *     (`fixed_line`, `mobile`, `fixed_line_or_mobile`, `toll_free`, `voip`, `uan`, `fictional`):
+             *     otherwise 422 `invalid_phone_number` or `caller_id_not_allowed` naming `inbound.numbers[i]`. A number
+             *     is delivered by one trunk only, across all workspaces: a number another trunk already has is 409
+             *     `sip_number_taken` (the answer does not say whose). A number an agent answers (its `sip_config`)
+             *     cannot be removed: 409 `sip_number_in_use`; unbind the agent first.
+             * @example [
+             *       "+14155550140",
+             *       "+14155550141"
+             *     ]
+             */
+            numbers?: string[];
+        };
+        /**
+         * SipTrunkOutboundInput
+         * @description Where the service sends this trunk's outbound calls. On update the object merges onto the stored one
+         *     field by field (a field left out is unchanged; `caller_id_numbers` replaces the stored list as a
+         *     whole; `auth` merges and `auth: null` removes the credentials). Once merged, `host` must be set
+         *     (422 `sip_outbound_incomplete`).
+         */
+        SipTrunkOutboundInput: {
+            /**
+             * @description The termination host, `host[:port]`: a DNS name, an IPv4 address or a bracketed IPv6 address,
+             *     and a port 1-65535 (default 5060, 5061 with `tls`). An address this service may not send to
+             *     (private, loopback in production, link-local...; see `OUTBOUND_ALLOW_LIST`) is refused with 422
+             *     `url_not_allowed`; a bad address or port with 422 `invalid_sip_host`.
+             * @example sip.carrier.example:5060
+             */
+            host?: string;
+            /** @description Default `udp`. */
+            transport?: components["schemas"]["SipTransport"];
+            /** @description Digest credentials the service answers the trunk's 401/407 challenges with; `null` removes them. */
+            auth?: components["schemas"]["SipDigestCredentialsInput"] | null;
+            /**
+             * @description Numbers the trunk lets outbound calls come from (E.164, at most 50), checked as calling numbers
+             *     (422 `invalid_phone_number`, `caller_id_not_allowed` naming `outbound.caller_id_numbers[i]`).
+             * @example [
+             *       "+14155550140"
+             *     ]
+             */
+            caller_id_numbers?: string[];
+        };
+        /**
+         * SipTrunkCreateRequest
+         * @description A new SIP trunk. Only `name` is required; `inbound` and `outbound` left out or `null` mean the trunk
+         *     has no such side. A workspace has at most 20 trunks (422 `sip_trunk_limit_reached`).
+         */
+        SipTrunkCreateRequest: {
+            name: string;
+            inbound?: components["schemas"]["SipTrunkInboundInput"] | null;
+            outbound?: components["schemas"]["SipTrunkOutboundInput"] | null;
+        };
+        /**
+         * SipTrunkUpdateRequest
+         * @description Change a trunk. Only the fields present change. `inbound` and `outbound` merge onto the stored
+         *     objects field by field (see their schemas; sending only `auth.password` rotates a password);
+         *     `null` removes that side of the trunk (removing `inbound` while an agent answers one of its numbers
+         *     is 409 `sip_number_in_use`). The same checks as on create apply to the merged trunk; a refused
+         *     change stores nothing.
+         */
+        SipTrunkUpdateRequest: {
+            name?: string;
+            inbound?: components["schemas"]["SipTrunkInboundInput"] | null;
+            outbound?: components["schemas"]["SipTrunkOutboundInput"] | null;
         };
         /**
          * CallStatus
@@ -7515,7 +7803,8 @@ export interface operations {
                      *               "configured": false,
                      *               "phone_number": null,
                      *               "inbound_enabled": false
-                     *             }
+                     *             },
+                     *             "sip": null
                      *           },
                      *           "realtime": {
                      *             "enable_webcam": true,
@@ -7650,7 +7939,8 @@ export interface operations {
                      *           "configured": false,
                      *           "phone_number": null,
                      *           "inbound_enabled": false
-                     *         }
+                     *         },
+                     *         "sip": null
                      *       },
                      *       "realtime": {
                      *         "enable_webcam": true,
@@ -7691,6 +7981,48 @@ export interface operations {
             400: components["responses"]["BadRequest"];
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
+            /** @description The `sip_config.trunk_id` names no SIP trunk (`sip_trunk_not_found`). Nothing is stored. */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "not_found_error",
+                     *         "code": "sip_trunk_not_found",
+                     *         "message": "No SIP trunk trk_01JD5Z7Q8Y1C2B3A4N5M6K7P9T.",
+                     *         "param": "sip_config.trunk_id",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description Another agent already answers the `sip_config` number (`phone_number_in_use`). Nothing is stored. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "conflict_error",
+                     *         "code": "phone_number_in_use",
+                     *         "message": "Another agent already answers inbound calls on +14155550140 through its SIP trunk.",
+                     *         "param": "sip_config.phone_number",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             /**
@@ -7766,7 +8098,8 @@ export interface operations {
                      *           "configured": false,
                      *           "phone_number": null,
                      *           "inbound_enabled": false
-                     *         }
+                     *         },
+                     *         "sip": null
                      *       },
                      *       "realtime": {
                      *         "enable_webcam": true,
@@ -7915,7 +8248,8 @@ export interface operations {
                      *           "configured": false,
                      *           "phone_number": null,
                      *           "inbound_enabled": false
-                     *         }
+                     *         },
+                     *         "sip": null
                      *       },
                      *       "realtime": {
                      *         "enable_webcam": true,
@@ -7934,6 +8268,27 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            /** @description Another agent already answers the `sip_config` number (`phone_number_in_use`). Nothing is stored. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "conflict_error",
+                     *         "code": "phone_number_in_use",
+                     *         "message": "Another agent already answers inbound calls on +14155550140 through its SIP trunk.",
+                     *         "param": "sip_config.phone_number",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             /**
@@ -8006,7 +8361,8 @@ export interface operations {
                      *           "configured": false,
                      *           "phone_number": null,
                      *           "inbound_enabled": false
-                     *         }
+                     *         },
+                     *         "sip": null
                      *       },
                      *       "realtime": {
                      *         "enable_webcam": true,
@@ -8128,7 +8484,8 @@ export interface operations {
                      *           "configured": false,
                      *           "phone_number": null,
                      *           "inbound_enabled": false
-                     *         }
+                     *         },
+                     *         "sip": null
                      *       },
                      *       "realtime": {
                      *         "enable_webcam": true,
@@ -10138,6 +10495,407 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listSipTrunks: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100. */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Cursor for the next page: the `next_cursor` of the previous page (the id of its last item).
+                 *     Lists are ordered newest first.
+                 */
+                starting_after?: components["parameters"]["StartingAfter"];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of SIP trunks. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "list",
+                     *       "data": [
+                     *         {
+                     *           "trunk_id": "trk_01JD5Z7Q8Y1C2B3A4N5M6K7P9T",
+                     *           "name": "Acme carrier",
+                     *           "inbound": {
+                     *             "allowed_sources": [
+                     *               "203.0.113.0/24"
+                     *             ],
+                     *             "auth": {
+                     *               "username": "acme-inbound",
+                     *               "password_set": true
+                     *             },
+                     *             "numbers": [
+                     *               "+14155550140",
+                     *               "+14155550141"
+                     *             ]
+                     *           },
+                     *           "outbound": {
+                     *             "host": "sip.carrier.example:5060",
+                     *             "transport": "udp",
+                     *             "auth": {
+                     *               "username": "acme-outbound",
+                     *               "password_set": true
+                     *             },
+                     *             "caller_id_numbers": [
+                     *               "+14155550140"
+                     *             ]
+                     *           },
+                     *           "created_at": "2026-11-21T23:52:00.000Z",
+                     *           "updated_at": "2026-11-21T23:52:00.000Z"
+                     *         }
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SipTrunkList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createSipTrunk: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Acme carrier",
+                 *       "inbound": {
+                 *         "allowed_sources": [
+                 *           "203.0.113.0/24"
+                 *         ],
+                 *         "auth": {
+                 *           "username": "acme-inbound",
+                 *           "password": "n0t-a-real-Passw0rd"
+                 *         },
+                 *         "numbers": [
+                 *           "+14155550140",
+                 *           "+14155550141"
+                 *         ]
+                 *       },
+                 *       "outbound": {
+                 *         "host": "sip.carrier.example:5060",
+                 *         "transport": "udp",
+                 *         "auth": {
+                 *           "username": "acme-outbound",
+                 *           "password": "an0ther-Passw0rd"
+                 *         },
+                 *         "caller_id_numbers": [
+                 *           "+14155550140"
+                 *         ]
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["SipTrunkCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The new trunk. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "trunk_id": "trk_01JD5Z7Q8Y1C2B3A4N5M6K7P9T",
+                     *       "name": "Acme carrier",
+                     *       "inbound": {
+                     *         "allowed_sources": [
+                     *           "203.0.113.0/24"
+                     *         ],
+                     *         "auth": {
+                     *           "username": "acme-inbound",
+                     *           "password_set": true
+                     *         },
+                     *         "numbers": [
+                     *           "+14155550140",
+                     *           "+14155550141"
+                     *         ]
+                     *       },
+                     *       "outbound": {
+                     *         "host": "sip.carrier.example:5060",
+                     *         "transport": "udp",
+                     *         "auth": {
+                     *           "username": "acme-outbound",
+                     *           "password_set": true
+                     *         },
+                     *         "caller_id_numbers": [
+                     *           "+14155550140"
+                     *         ]
+                     *       },
+                     *       "created_at": "2026-11-21T23:52:00.000Z",
+                     *       "updated_at": "2026-11-21T23:52:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SipTrunk"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description A number of `inbound.numbers` is delivered by another trunk, of this workspace or another (code `sip_number_taken`). Nothing is stored. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "conflict_error",
+                     *         "code": "sip_number_taken",
+                     *         "message": "+14155550140 is already delivered by another SIP trunk.",
+                     *         "param": "inbound.numbers[0]",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /**
+             * @description The body is invalid, with `param` naming the field (`invalid_cidr`, `invalid_phone_number`,
+             *     `caller_id_not_allowed`, `invalid_sip_host`, `url_not_allowed`, `sip_credentials_incomplete`,
+             *     `sip_inbound_unprotected`, `sip_outbound_incomplete`), or the workspace is at a limit
+             *     (`sip_trunk_limit_reached`, `sip_number_limit_reached`). Nothing is stored.
+             */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getSipTrunk: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The trunk's id (`trk_...`). An id that matches no trunk answers 404. */
+                trunk_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The trunk. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "trunk_id": "trk_01JD5Z7Q8Y1C2B3A4N5M6K7P9T",
+                     *       "name": "Acme carrier",
+                     *       "inbound": {
+                     *         "allowed_sources": [
+                     *           "203.0.113.0/24"
+                     *         ],
+                     *         "auth": null,
+                     *         "numbers": [
+                     *           "+14155550140"
+                     *         ]
+                     *       },
+                     *       "outbound": null,
+                     *       "created_at": "2026-11-21T23:52:00.000Z",
+                     *       "updated_at": "2026-11-21T23:52:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SipTrunk"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteSipTrunk: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The trunk's id (`trk_...`). An id that matches no trunk answers 404. */
+                trunk_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The trunk is deleted. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "status": "deleted",
+                     *       "trunk_id": "trk_01JD5Z7Q8Y1C2B3A4N5M6K7P9T"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SipTrunkDeleteResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description An agent answers one of the trunk's numbers (code `sip_trunk_in_use`). Nothing is deleted. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "conflict_error",
+                     *         "code": "sip_trunk_in_use",
+                     *         "message": "An agent answers a number of this trunk; set its sip_config to null first.",
+                     *         "param": "trunk_id",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateSipTrunk: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The trunk's id (`trk_...`). An id that matches no trunk answers 404. */
+                trunk_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "inbound": {
+                 *         "numbers": [
+                 *           "+14155550140",
+                 *           "+14155550142"
+                 *         ],
+                 *         "auth": {
+                 *           "password": "r0tated-Passw0rd"
+                 *         }
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["SipTrunkUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The updated trunk. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "trunk_id": "trk_01JD5Z7Q8Y1C2B3A4N5M6K7P9T",
+                     *       "name": "Acme carrier",
+                     *       "inbound": {
+                     *         "allowed_sources": [
+                     *           "203.0.113.0/24"
+                     *         ],
+                     *         "auth": {
+                     *           "username": "acme-inbound",
+                     *           "password_set": true
+                     *         },
+                     *         "numbers": [
+                     *           "+14155550140",
+                     *           "+14155550142"
+                     *         ]
+                     *       },
+                     *       "outbound": {
+                     *         "host": "sip.carrier.example:5060",
+                     *         "transport": "udp",
+                     *         "auth": {
+                     *           "username": "acme-outbound",
+                     *           "password_set": true
+                     *         },
+                     *         "caller_id_numbers": [
+                     *           "+14155550140"
+                     *         ]
+                     *       },
+                     *       "created_at": "2026-11-21T23:52:00.000Z",
+                     *       "updated_at": "2026-11-22T08:10:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["SipTrunk"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /**
+             * @description A new number is delivered by another trunk (`sip_number_taken`), or a number to be removed is
+             *     answered by an agent (`sip_number_in_use`). Nothing is stored.
+             */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

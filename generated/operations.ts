@@ -361,6 +361,46 @@ export const operations = [
     ]
   },
   {
+    "operationId": "listSipTrunks",
+    "method": "GET",
+    "path": "/api/v1/sip-trunks",
+    "tags": [
+      "SIP Trunks"
+    ]
+  },
+  {
+    "operationId": "createSipTrunk",
+    "method": "POST",
+    "path": "/api/v1/sip-trunks",
+    "tags": [
+      "SIP Trunks"
+    ]
+  },
+  {
+    "operationId": "getSipTrunk",
+    "method": "GET",
+    "path": "/api/v1/sip-trunks/{trunk_id}",
+    "tags": [
+      "SIP Trunks"
+    ]
+  },
+  {
+    "operationId": "deleteSipTrunk",
+    "method": "DELETE",
+    "path": "/api/v1/sip-trunks/{trunk_id}",
+    "tags": [
+      "SIP Trunks"
+    ]
+  },
+  {
+    "operationId": "updateSipTrunk",
+    "method": "PATCH",
+    "path": "/api/v1/sip-trunks/{trunk_id}",
+    "tags": [
+      "SIP Trunks"
+    ]
+  },
+  {
     "operationId": "listCalls",
     "method": "GET",
     "path": "/api/v1/calls",

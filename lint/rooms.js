@@ -15,8 +15,9 @@ export const LAYERS = [
   // Domains that stand alone, and the simulators of our peers. destinations: which numbers a
   // workspace may call (agents check transfer numbers with it, so it imports no other domain).
   // events: conversations' live events, stored, streamed (SSE) and expired; it knows no call or
-  // session (calls and realtime check who may read a conversation and feed it).
-  ['workspaces', 'destinations', 'agents', 'tools', 'knowledge', 'mcp', 'webhooks', 'events', 'system', 'sandbox'],
+  // session (calls and realtime check who may read a conversation and feed it). sip-trunks: SIP
+  // trunks and the inbound trust decision (it reads agents; agents take its check as an interface).
+  ['workspaces', 'destinations', 'agents', 'tools', 'sip-trunks', 'knowledge', 'mcp', 'webhooks', 'events', 'system', 'sandbox'],
   // The engine web sessions and phone calls share; recordings of conversations (calls record through
   // them, so they know no call).
   ['conversation', 'recordings'],

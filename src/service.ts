@@ -43,6 +43,7 @@ import { agentRoutes } from './agents/routes.js';
 import { ToolStore } from './tools/store.js';
 import { ToolService } from './tools/service.js';
 import { toolRoutes } from './tools/routes.js';
+import { createSipTrunks, type SipTrunks } from './sip-trunks/index.js';
 import { ToolRunner } from './conversation/tool-runner.js';
 import { KnowledgeStore } from './knowledge/store.js';
 import { TextExtractor } from './knowledge/extractor.js';
@@ -99,6 +100,8 @@ export interface RunningService {
   destinations: DestinationService;
   agents: AgentService;
   tools: ToolService;
+  /** SIP trunks: the API, and the inbound trust decision and outbound termination the SIP stack uses. */
+  sipTrunks: SipTrunks;
   /** MCP servers; toolsForAgent/callTool serve the ToolRunner. */
   mcp: McpService;
   knowledge: KnowledgeService;
@@ -236,6 +239,7 @@ export async function startService(
   const destinations = new DestinationService(new DestinationStore(db.knex), clock, log.child({ component: 'destinations' }));
   const agents = new AgentService(new AgentStore(db.knex), secrets, destinations, outbound, caches.of('agents'));
   const tools = new ToolService(new ToolStore(db.knex), agents, secrets, outbound);
+  const sipTrunks = createSipTrunks({ db: db.knex, secrets, outbound, agents });
   configureSchemaPool({ threads: config.SCHEMA_POOL_THREADS, taskTimeoutMs: config.SCHEMA_TASK_TIMEOUT_MS });
   const extractor = new TextExtractor({ threads: config.KNOWLEDGE_EXTRACT_THREADS, timeoutMs: config.KNOWLEDGE_EXTRACT_TIMEOUT_MS });
   const knowledge = new KnowledgeService(new KnowledgeStore(db.knex), agents, extractor);
@@ -527,6 +531,7 @@ export async function startService(
     ...destinationRoutes(destinations),
     ...usageRoutes(usage),
     ...toolRoutes(tools),
+    ...sipTrunks.routes,
     ...knowledgeRoutes(knowledge),
     ...webhookRoutes(webhooks),
     ...mcpRoutes(mcp),
@@ -638,6 +643,7 @@ export async function startService(
     destinations,
     agents,
     tools,
+    sipTrunks,
     mcp,
     knowledge,
     toolRunner,

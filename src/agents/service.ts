@@ -8,7 +8,9 @@
  * provider's phone_number turns its inbound off; credentials are sealed with the SecretBox before they
  * reach the store and are never returned, logged or quoted in errors. Nothing is checked with a carrier.
  * `analysis` (what post-call analysis extracts) replaces the stored setting as a whole; its schema is
- * checked in the schema pool's worker before anything is stored (422 naming the field).
+ * checked in the schema pool's worker before anything is stored (422 naming the field). `sip_config`
+ * (the SIP trunk number the agent answers) replaces the stored binding; the SIP trunks domain checks it
+ * (`useSipNumberCheck`) and migration 034's foreign key and unique index hold it.
  */
 import type { components } from '../../generated/openapi.js';
 import type { SecretBox } from '../crypto/secrets.js';
@@ -68,6 +70,8 @@ export interface RuntimeAgent {
   /** What post-call analysis extracts; copied onto each conversation as it starts. */
   analysis: AnalysisStored | null;
   providerA: { accountSid: string | null; authToken: string | null; phoneNumber: string | null; inboundEnabled: boolean; configured: boolean } | null;
+  /** The SIP trunk number the agent answers inbound calls on, if any. */
+  sip: { trunkId: string; phoneNumber: string } | null;
   providerB: {
     apiKey: string | null;
     connectionId: string | null;
@@ -82,6 +86,16 @@ export interface RuntimeAgent {
 /** The destination policy as agents use it: whether the workspace may transfer calls to a number (422 when not). */
 export interface TransferPolicy {
   checkDestination(workspaceId: string, number: string, param: string): Promise<void>;
+}
+
+/**
+ * The SIP trunks as agents use them: whether a binding names a trunk of the workspace (404/403 naming
+ * `sip_config.trunk_id`) that delivers the number (422 `sip_number_not_on_trunk`). Given by the
+ * assembly (src/sip-trunks imports agents, not the reverse); the database's foreign key holds the rule
+ * either way.
+ */
+export interface SipNumberCheck {
+  checkAgentNumber(workspaceId: string, trunkId: string, phoneNumber: string): Promise<void>;
 }
 
 /** Runs before an agent is deleted and may refuse it (the batch engine refuses while a batch is active). */
@@ -130,6 +144,7 @@ export function agentNotFound(agentId: string) {
 
 export class AgentService {
   private readonly deleteGuards: DeleteGuard[] = [];
+  private sipNumbers: SipNumberCheck | null = null;
 
   constructor(
     private readonly store: AgentStore,
@@ -181,6 +196,16 @@ export class AgentService {
     );
   }
 
+  /** Lets the SIP trunks domain check `sip_config` bindings before they are stored. */
+  useSipNumberCheck(check: SipNumberCheck): void {
+    this.sipNumbers = check;
+  }
+
+  private async checkSipConfig(workspaceId: string, body: UpdateRequest): Promise<void> {
+    const sip = body.sip_config;
+    if (sip && this.sipNumbers) await this.sipNumbers.checkAgentNumber(workspaceId, sip.trunk_id, sip.phone_number);
+  }
+
   /** Lets a later domain refuse agent deletion (409) by throwing an ApiError. */
   addDeleteGuard(guard: DeleteGuard): void {
     this.deleteGuards.push(guard);
@@ -216,6 +241,7 @@ export class AgentService {
           phone_number: row.provider_b_phone_number,
           inbound_enabled: row.provider_b_inbound_enabled,
         },
+        sip: row.sip_trunk_id && row.sip_phone_number ? { trunk_id: row.sip_trunk_id, phone_number: row.sip_phone_number } : null,
       },
       realtime: { enable_webcam: row.enable_webcam, enable_screen_share: row.enable_screen_share },
       analysis: row.analysis,
@@ -269,12 +295,15 @@ export class AgentService {
       provider_b_config: null,
       provider_b_phone_number: null,
       provider_b_inbound_enabled: false,
+      sip_trunk_id: null,
+      sip_phone_number: null,
       enable_webcam: true,
       enable_screen_share: true,
       analysis: null,
     };
     await this.checkNumbers(workspaceId, body as UpdateRequest);
     await this.checkSetupUrl(body as UpdateRequest);
+    await this.checkSipConfig(workspaceId, body as UpdateRequest);
     await this.checkAnalysis(workspaceId, body);
     // On create, a field sent as null takes its default, which is exactly what applying it to the defaults does.
     const id = newUnguessableId('agent');
@@ -299,6 +328,10 @@ export class AgentService {
       await this.checkNumbers(workspaceId, body);
     }
     await this.checkSetupUrl(body);
+    if (body.sip_config) {
+      await this.owned(workspaceId, agentId);
+      await this.checkSipConfig(workspaceId, body);
+    }
     // Before the row lock: compiling a schema takes a worker thread a while.
     await this.checkAnalysis(workspaceId, body);
     const row = await this.store.transaction(async (trx) => {
@@ -361,6 +394,12 @@ export class AgentService {
     return row ? this.runtime(row) : null;
   }
 
+  /** The agent answering inbound SIP calls to `phoneNumber` through `trunkId`, decrypted; null when none. */
+  async sipInboundAgent(trunkId: string, phoneNumber: string): Promise<RuntimeAgent | null> {
+    const row = await this.store.findSipInbound(trunkId, phoneNumber);
+    return row ? this.runtime(row) : null;
+  }
+
   /** Turns inbound on or off for the agent's current number at `provider` (the number may not change meanwhile). */
   async setInbound(workspaceId: string, agentId: string, provider: 'provider_a' | 'provider_b', phoneNumber: string, enabled: boolean): Promise<Agent> {
     let row: AgentRow | undefined;
@@ -415,6 +454,7 @@ export class AgentService {
       realtime: { enableWebcam: row.enable_webcam, enableScreenShare: row.enable_screen_share },
       voicemailConfig: row.voicemail_config,
       analysis: row.analysis,
+      sip: row.sip_trunk_id && row.sip_phone_number ? { trunkId: row.sip_trunk_id, phoneNumber: row.sip_phone_number } : null,
       providerA:
         a || row.provider_a_phone_number
           ? {
@@ -458,6 +498,10 @@ export class AgentService {
     if (has(body, 'variable_placeholders')) out.variable_placeholders = (body.variable_placeholders ?? {}) as Record<string, string>;
     if (has(body, 'voicemail_config')) out.voicemail_config = voicemail(body.voicemail_config);
     if (has(body, 'analysis')) out.analysis = analysisSetting(body.analysis);
+    if (has(body, 'sip_config')) {
+      out.sip_trunk_id = body.sip_config?.trunk_id ?? null;
+      out.sip_phone_number = body.sip_config?.phone_number ?? null;
+    }
     if (has(body, 'realtime')) {
       const r = body.realtime as RealtimeInput | null;
       if (r === null) {

@@ -1,5 +1,7 @@
 /** Agents in PostgreSQL. Provider credentials arrive here already sealed; the store never sees plaintext. */
 import type { Knex } from 'knex';
+import { conflict, unprocessable } from '../errors/api-error.js';
+import { isForeignKeyViolation, isUniqueViolation } from '../lib/db-errors.js';
 import { paginate, type PageParams } from '../lib/pagination.js';
 
 export interface ProviderAStored {
@@ -62,6 +64,9 @@ export interface AgentRow {
   provider_b_config: ProviderBStored | null;
   provider_b_phone_number: string | null;
   provider_b_inbound_enabled: boolean;
+  /** The SIP trunk number the agent answers (both set or both null; migration 034's foreign key). */
+  sip_trunk_id: string | null;
+  sip_phone_number: string | null;
   enable_webcam: boolean;
   enable_screen_share: boolean;
   analysis: AnalysisStored | null;
@@ -88,12 +93,37 @@ function encode(values: Partial<AgentValues>): Record<string, unknown> {
   return out;
 }
 
+/**
+ * A SIP binding the database refused, as the API's error: another agent answers the number (unique
+ * index), or the trunk no longer delivers it (foreign key; the service checked it before, so this is a
+ * change that raced the write). Anything else is rethrown.
+ */
+function sipBindingError(err: unknown, values: Partial<AgentValues>): unknown {
+  if (isUniqueViolation(err, 'agents_sip_inbound_number'))
+    return conflict(
+      'phone_number_in_use',
+      `Another agent already answers inbound calls on ${values.sip_phone_number} through its SIP trunk.`,
+      'sip_config.phone_number',
+    );
+  if (isForeignKeyViolation(err, 'agents_sip_number_fk'))
+    return unprocessable(
+      'sip_number_not_on_trunk',
+      `The SIP trunk ${values.sip_trunk_id} does not deliver ${values.sip_phone_number}.`,
+      'sip_config.phone_number',
+    );
+  return err;
+}
+
 export class AgentStore {
   constructor(private readonly db: Knex) {}
 
   async insert(row: { id: string; workspace_id: string } & AgentValues): Promise<AgentRow> {
-    const [created] = await this.db('agents').insert(encode(row)).returning('*');
-    return created;
+    try {
+      const [created] = await this.db('agents').insert(encode(row)).returning('*');
+      return created;
+    } catch (err) {
+      throw sipBindingError(err, row);
+    }
   }
 
   /** By id alone, so callers can tell "another workspace's" (403) from "none" (404). */
@@ -111,11 +141,15 @@ export class AgentStore {
   }
 
   async update(trx: Knex, id: string, values: Partial<AgentValues>): Promise<AgentRow> {
-    const [row] = await trx('agents')
-      .where({ id })
-      .update({ ...encode(values), updated_at: trx.fn.now() })
-      .returning('*');
-    return row;
+    try {
+      const [row] = await trx('agents')
+        .where({ id })
+        .update({ ...encode(values), updated_at: trx.fn.now() })
+        .returning('*');
+      return row;
+    } catch (err) {
+      throw sipBindingError(err, values);
+    }
   }
 
   async delete(workspaceId: string, id: string): Promise<void> {
@@ -131,6 +165,11 @@ export class AgentStore {
     return this.db('agents')
       .where({ [`${provider}_phone_number`]: phoneNumber, [`${provider}_inbound_enabled`]: true })
       .first();
+  }
+
+  /** The agent answering inbound SIP calls to `phoneNumber` through `trunkId`, if any (at most one: a unique index). */
+  findSipInbound(trunkId: string, phoneNumber: string): Promise<AgentRow | undefined> {
+    return this.db('agents').where({ sip_trunk_id: trunkId, sip_phone_number: phoneNumber }).first();
   }
 
   /** Sets inbound on or off when the number is still `phoneNumber`; a unique violation means another agent answers it. */

@@ -8,3 +8,8 @@ export function isCheckViolation(err: unknown, constraint?: string): boolean {
   const e = err as { code?: string; constraint?: string };
   return e?.code === '23514' && (!constraint || e.constraint === constraint);
 }
+
+export function isForeignKeyViolation(err: unknown, constraint?: string): boolean {
+  const e = err as { code?: string; constraint?: string };
+  return e?.code === '23503' && (!constraint || e.constraint === constraint);
+}

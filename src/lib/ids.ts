@@ -29,6 +29,7 @@ export const idPrefixes = {
   agentDocument: 'adoc',
   recording: 'rec',
   mcpServer: 'mcp',
+  sipTrunk: 'trk',
   call: 'call',
   batch: 'bat',
   batchRecipient: 'brcp',

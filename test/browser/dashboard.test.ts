@@ -1,7 +1,8 @@
 /**
  * The dashboard in real headless Chromium, against the real service: how its page, script and styles
  * are served; sign-up, logout and login; an API key created (shown once, then only its prefix) and
- * revoked; an agent created and edited (credentials write-only; a data schema and success criteria)
+ * revoked; an agent created and edited (credentials write-only; a data schema and success criteria),
+ * a SIP trunk added and one of its numbers bound to the agent,
  * and tried with the web widget on a dashboard-minted token; a CSV batch with a bad row watched until
  * it finishes, and one of its calls opened with its transcript and structured results; the usage page
  * (the last 30 days by day and agent, the limits with their use); a viewer who can read but not change.
@@ -229,6 +230,40 @@ describe('dashboard', () => {
     await refusal.waitFor();
     assert.match(await refusal.innerText(), /transfer_phone_number/);
     assert.equal((await t.http.get(`/api/v1/agents/${agentId}`).set(bearer(session))).body.transfer_phone_number, null);
+  });
+
+  it('adds a SIP trunk (passwords write-only) and binds the agent to one of its numbers', async () => {
+    const trunkPassword = 'trunk-Secret-0d5e19';
+    await go('sip-trunks');
+    const form = page.getByRole('form', { name: 'New SIP trunk' });
+    await form.getByLabel('Name', { exact: true }).fill('Acme PBX');
+    await form.getByLabel('Allowed sources').fill('203.0.113.0/24\n198.51.100.7');
+    await form.getByLabel('Numbers it delivers').fill('+15553000001, +15553000002');
+    await form
+      .getByRole('group', { name: /^Inbound/ })
+      .getByLabel('Digest username')
+      .fill('acme-pbx');
+    await form
+      .getByRole('group', { name: /^Inbound/ })
+      .getByLabel('Digest password')
+      .fill(trunkPassword);
+    await form.getByLabel('Host', { exact: true }).fill('sip.carrier.example');
+    await form.getByLabel('Transport').selectOption('tls');
+    await page.getByRole('button', { name: 'Add SIP trunk' }).click();
+    const row = page.locator('tr', { hasText: 'Acme PBX' });
+    await row.waitFor();
+    assert.match(await row.innerText(), /198\.51\.100\.7, 203\.0\.113\.0\/24/);
+    assert.match(await row.innerText(), /sip\.carrier\.example:5061 \(tls\)/);
+    assert.ok(!(await page.content()).includes(trunkPassword), 'the password is never on the page');
+
+    await go(`agents/${agentId}`);
+    await page.getByLabel('Inbound number').selectOption({ label: '+15553000002 (Acme PBX)' });
+    await page.getByRole('button', { name: 'Save changes' }).click();
+    await page.getByRole('status').filter({ hasText: 'Saved: sip_config.' }).waitFor();
+    const session = await apiSession();
+    const agent = (await t.http.get(`/api/v1/agents/${agentId}`).set(bearer(session))).body;
+    assert.equal(agent.telephony.sip.phone_number, '+15553000002');
+    assert.match(agent.telephony.sip.trunk_id, /^trk_/);
   });
 
   it('tries the agent with the web widget: controls follow its settings, tokens come from the dashboard session', async () => {

@@ -67,6 +67,7 @@ describe('agents: create, read, list, delete', () => {
         telephony: {
           provider_a: { configured: false, phone_number: null, inbound_enabled: false },
           provider_b: { configured: false, phone_number: null, inbound_enabled: false },
+          sip: null,
         },
         realtime: { enable_webcam: true, enable_screen_share: true },
         analysis: null,

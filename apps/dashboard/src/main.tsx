@@ -12,6 +12,7 @@ import { BatchesPage, BatchPage } from './pages/batches.js';
 import { CallPage, CallsPage } from './pages/calls.js';
 import { KeysPage } from './pages/keys.js';
 import { MembersPage } from './pages/members.js';
+import { SipTrunksPage } from './pages/sip-trunks.js';
 import { UsagePage } from './pages/usage.js';
 import { WebhooksPage } from './pages/webhooks.js';
 
@@ -20,6 +21,7 @@ const VIEWS = [
   { view: 'calls', label: 'Calls' },
   { view: 'batches', label: 'Batches' },
   { view: 'usage', label: 'Usage' },
+  { view: 'sip-trunks', label: 'SIP trunks' },
   { view: 'webhooks', label: 'Webhooks' },
   { view: 'keys', label: 'API keys' },
   { view: 'members', label: 'Members' },
@@ -41,6 +43,8 @@ function View({ session, view, id }: { session: SignedIn; view: string; id: stri
       return id ? <BatchPage session={session} batchId={id} /> : <BatchesPage session={session} />;
     case 'usage':
       return <UsagePage />;
+    case 'sip-trunks':
+      return <SipTrunksPage session={session} />;
     case 'webhooks':
       return <WebhooksPage session={session} />;
     case 'keys':

@@ -33,6 +33,7 @@ import * as m030 from './030_cache_invalidations.js';
 import * as m031 from './031_recording_encoding.js';
 import * as m032 from './032_event_kinds_from_contract.js';
 import * as m033 from './033_credential_invalidations.js';
+import * as m034 from './034_sip_trunks.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -70,6 +71,7 @@ const migrations: Array<[string, Migration]> = [
   ['031_recording_encoding', m031],
   ['032_event_kinds_from_contract', m032],
   ['033_credential_invalidations', m033],
+  ['034_sip_trunks', m034],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {

@@ -1,6 +1,6 @@
 /**
  * One agent: every field of it, provider credentials write-only (left empty, a stored credential stays),
- * inbound calls per provider, the realtime toggles, what post-call analysis extracts (a JSON Schema of
+ * inbound calls per provider, the SIP trunk number it answers, the realtime toggles, what post-call analysis extracts (a JSON Schema of
  * data and success criteria), and the agent tried live with the web widget.
  * Saving sends only what changed (PATCH merges provider configs field by field).
  */
@@ -117,7 +117,49 @@ export function agentPatch(form: HTMLFormElement, agent: Agent): AgentPatch {
   const b: ProviderB = typed(f, 'pb', ['api_key', 'phone_number', 'connection_id', 'account_sid', 'public_key'] as const);
   if (b.phone_number === (agent.telephony.provider_b.phone_number ?? undefined)) delete b.phone_number;
   if (Object.keys(b).length) patch.provider_b_config = b;
+
+  // The select is there once the workspace's trunks have loaded: `trunk_id number`, or empty for none.
+  if (f.has('sip_binding')) {
+    const binding = text('sip_binding');
+    if (binding !== sipBinding(agent)) {
+      const [trunk_id, phone_number] = binding.split(' ');
+      patch.sip_config = binding ? { trunk_id, phone_number } : null;
+    }
+  }
   return patch;
+}
+
+const sipBinding = (agent: Agent) => (agent.telephony.sip ? `${agent.telephony.sip.trunk_id} ${agent.telephony.sip.phone_number}` : '');
+
+/** Which SIP trunk number the agent answers: every number of the workspace's trunks, or none. */
+function SipFields({ agent }: { agent: Agent }) {
+  const trunks = useLoad(async () => (await ok(api.GET('/api/v1/sip-trunks', { params: { query: { limit: 100 } } }))).data, []);
+  const current = sipBinding(agent);
+  return (
+    <fieldset>
+      <legend>
+        SIP <span class={`status status-${current ? 'active' : 'idle'}`}>{current ? 'answers a trunk number' : 'not bound'}</span>
+      </legend>
+      <ErrorNote error={trunks.error} />
+      <Loading when={trunks.loading && !trunks.data} />
+      {trunks.data && (
+        <Field label="Inbound number" hint="The agent answers calls a SIP trunk delivers to this number (add trunks under SIP trunks).">
+          <select name="sip_binding">
+            <option value="" selected={!current}>
+              None
+            </option>
+            {trunks.data.flatMap((t) =>
+              (t.inbound?.numbers ?? []).map((n) => (
+                <option key={`${t.trunk_id} ${n}`} value={`${t.trunk_id} ${n}`} selected={current === `${t.trunk_id} ${n}`}>
+                  {n} ({t.name})
+                </option>
+              )),
+            )}
+          </select>
+        </Field>
+      )}
+    </fieldset>
+  );
 }
 
 function ProviderFields({ provider, agent, fields }: { provider: Provider; agent: Agent; fields: Array<{ name: string; label: string; secret?: boolean }> }) {
@@ -337,6 +379,7 @@ export function AgentPage({ session, agentId }: { session: SignedIn; agentId: st
               { name: 'phone_number', label: 'Phone number' },
             ]}
           />
+          <SipFields agent={agent} />
         </fieldset>
         <ErrorNote error={save.error} />
         {saved && (

@@ -31,6 +31,7 @@ export function AgentsPage({ session }: { session: SignedIn }) {
             <th>Name</th>
             <th>provider_a</th>
             <th>provider_b</th>
+            <th>SIP</th>
             <th>Web sessions</th>
             <th>Created</th>
           </tr>
@@ -47,6 +48,7 @@ export function AgentsPage({ session }: { session: SignedIn }) {
               </td>
               <td>{a.telephony.provider_a.configured ? a.telephony.provider_a.phone_number : <span class="muted">not set up</span>}</td>
               <td>{a.telephony.provider_b.configured ? a.telephony.provider_b.phone_number : <span class="muted">not set up</span>}</td>
+              <td>{a.telephony.sip ? a.telephony.sip.phone_number : <span class="muted">not set up</span>}</td>
               <td>{[a.realtime.enable_webcam && 'camera', a.realtime.enable_screen_share && 'screen'].filter(Boolean).join(', ') || 'voice and text'}</td>
               <td>
                 <When iso={a.created_at} />
