@@ -3434,6 +3434,12 @@ export interface components {
              */
             transfer_destinations?: components["schemas"]["TransferDestinationInput"][] | null;
             inbound_setup?: components["schemas"]["AgentInboundSetupInput"] | null;
+            /**
+             * @description Default values of the `{{name}}` placeholders of `instruction`, `first_message` and
+             *     `voicemail_config.message` (a call's or recipient's `variables` override them). Defaults that
+             *     would fill one of those texts past its own `maxLength` are refused with 422
+             *     `filled_text_too_long`, `param` naming the variable (`variable_placeholders.<name>`).
+             */
             variable_placeholders?: {
                 [key: string]: string;
             } | null;
@@ -3508,6 +3514,12 @@ export interface components {
              */
             transfer_destinations?: components["schemas"]["TransferDestinationInput"][] | null;
             inbound_setup?: components["schemas"]["AgentInboundSetupInput"] | null;
+            /**
+             * @description Default values of the `{{name}}` placeholders of `instruction`, `first_message` and
+             *     `voicemail_config.message` (a call's or recipient's `variables` override them). Defaults that
+             *     would fill one of those texts past its own `maxLength` are refused with 422
+             *     `filled_text_too_long`, `param` naming the variable (`variable_placeholders.<name>`).
+             */
             variable_placeholders?: {
                 [key: string]: string;
             } | null;
