@@ -15,6 +15,7 @@ import { answerUpgrade, type UpgradeRoute } from '../http/upgrades.js';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import { SessionBridge, type BridgeOptions } from './bridge.js';
+import { MAX_FRAME_BYTES } from './frames.js';
 import type { ConversationTools } from '../conversation/engine.js';
 import type { ConversationFinaliser } from './conversation.js';
 import type { IpAttemptLimiter } from './rate-limits.js';
@@ -30,8 +31,6 @@ export interface SessionRecording {
 export const REALTIME_PATH = /^\/ws\/([^/]+)$/;
 /** Web sessions are recorded at the rate the browser sends (16 kHz); the agent's 24 kHz is resampled to it. */
 const RECORDING_RATE = 16_000;
-/** Largest client frame (a JPEG frame as base64 JSON fits comfortably). */
-const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 
 export interface GatewayOptions extends BridgeOptions {
   pingIntervalMs: number;
