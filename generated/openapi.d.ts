@@ -2948,22 +2948,6 @@ export interface components {
             };
         };
         /**
-         * McpServerCreateFields
-         * @description Internal: the fields of `McpServerCreateRequest` as one object, what `connectMcpServer` validates a
-         *     body against before it applies the `auth_type` rules itself (so each broken rule gets its own code,
-         *     and a body without `auth_type` keeps meaning `none`). Clients see the tagged union
-         *     `McpServerCreateRequest`.
-         */
-        McpServerCreateFields: {
-            name: string;
-            /** Format: uri */
-            url: string;
-            transport?: components["schemas"]["McpTransport"];
-            auth_type?: components["schemas"]["McpAuthType"];
-            static_auth?: components["schemas"]["McpStaticAuthInput"];
-            oauth_config?: components["schemas"]["McpOAuthConfigInput"];
-        };
-        /**
          * MemberRole
          * @description A member's role in a workspace: `owner` (one per workspace, created at signup) and `admin` manage
          *     members; `developer` and above manage API keys; `viewer` reads.
