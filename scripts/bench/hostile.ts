@@ -14,13 +14,14 @@
  * Everything the hostile client sends is built before its phase, and realtime frames are built and
  * sent by a process of their own (hostile/realtime-client.ts), and the carrier that plays the key
  * flood is the carriers' process, so what the loop spends on it is the service's own.
- * BENCH_HOSTILE_ONLY=<text>,... runs only the hostile requests whose name contains one of them.
+ * BENCH_HOSTILE_ONLY=<text>,... runs only the hostile requests whose name contains one of them;
+ * BENCH_CPU_PROF=<dir> writes a CPU profile of the service's process over each (cpu-profile.ts).
  */
 import http from 'node:http';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { benchDatabase, forkChild, percentile, startBenchService, table, type BenchChild } from './lib.js';
+import { benchDatabase, cpuProfiler, forkChild, percentile, startBenchService, table, type BenchChild } from './lib.js';
 import { openSse } from '../../test/helpers/sse.js';
 import type { RunningService } from '../../src/service.js';
 
@@ -379,6 +380,8 @@ export async function run(): Promise<void> {
     });
     realtimeClient = await forkChild(path.join(import.meta.dirname, 'hostile/realtime-client.ts'), [], {});
     const only = process.env.BENCH_HOSTILE_ONLY?.split(',');
+    // BENCH_CPU_PROF=<dir>: a profile of the service's process over each hostile request (cpu-profile.ts).
+    const profiler = cpuProfiler('hostile');
     const take = () => neighbourProc!.ask<Array<{ ms: number; status: number }>>({ cmd: 'take' }, 'taken');
     console.log(`neighbour: one request every ${pace} ms (create call, get call); window ${windowMs} ms a phase`);
     await sleep(windowMs);
@@ -414,6 +417,7 @@ export async function run(): Promise<void> {
       try {
         await h.prepare?.();
         await take();
+        await profiler.start();
         const t0 = performance.now();
         [outcome] = await Promise.all([
           Promise.race([h.send(), crashed]).finally(() => {
@@ -424,6 +428,8 @@ export async function run(): Promise<void> {
       } catch (err) {
         outcome = `error: ${(err as Error).message.slice(0, 80)}`;
       }
+      const profile = await profiler.stop();
+      if (profile) console.log(`${h.name}: CPU profile of the service's process in ${profile}`);
       const beside = summary(await take());
       const settled = await settle(take, alone.p99 + 100, settleMs);
       process.off('uncaughtException', onCrash);
