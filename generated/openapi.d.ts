@@ -3034,22 +3034,6 @@ export interface components {
             };
         };
         /**
-         * McpServerCreateFields
-         * @description Internal: the fields of `McpServerCreateRequest` as one object, what `connectMcpServer` validates a
-         *     body against before it applies the `auth_type` rules itself (so each broken rule gets its own code,
-         *     and a body without `auth_type` keeps meaning `none`). Clients see the tagged union
-         *     `McpServerCreateRequest`.
-         */
-        McpServerCreateFields: {
-            name: string;
-            /** Format: uri */
-            url: string;
-            transport?: components["schemas"]["McpTransport"];
-            auth_type?: components["schemas"]["McpAuthType"];
-            static_auth?: components["schemas"]["McpStaticAuthInput"];
-            oauth_config?: components["schemas"]["McpOAuthConfigInput"];
-        };
-        /**
          * MemberRole
          * @description A member's role in a workspace: `owner` (one per workspace, created at signup) and `admin` manage
          *     members; `developer` and above manage API keys; `viewer` reads.
@@ -3546,6 +3530,12 @@ export interface components {
              */
             transfer_destinations?: components["schemas"]["TransferDestinationInput"][] | null;
             inbound_setup?: components["schemas"]["AgentInboundSetupInput"] | null;
+            /**
+             * @description Default values of the `{{name}}` placeholders of `instruction`, `first_message` and
+             *     `voicemail_config.message` (a call's or recipient's `variables` override them). Defaults that
+             *     would fill one of those texts past its own `maxLength` are refused with 422
+             *     `filled_text_too_long`, `param` naming the variable (`variable_placeholders.<name>`).
+             */
             variable_placeholders?: {
                 [key: string]: string;
             } | null;
@@ -3625,6 +3615,12 @@ export interface components {
              */
             transfer_destinations?: components["schemas"]["TransferDestinationInput"][] | null;
             inbound_setup?: components["schemas"]["AgentInboundSetupInput"] | null;
+            /**
+             * @description Default values of the `{{name}}` placeholders of `instruction`, `first_message` and
+             *     `voicemail_config.message` (a call's or recipient's `variables` override them). Defaults that
+             *     would fill one of those texts past its own `maxLength` are refused with 422
+             *     `filled_text_too_long`, `param` naming the variable (`variable_placeholders.<name>`).
+             */
             variable_placeholders?: {
                 [key: string]: string;
             } | null;

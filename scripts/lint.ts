@@ -2,8 +2,8 @@
  * `npm run lint`: the contract must lint clean.
  *  - Spectral with the default OAS and AsyncAPI rulesets plus our rules (.spectral.yaml): no error and
  *    no warning, on the sources and on the served documents (rules turned off say why there)
- *  - redocly lint with its recommended-strict ruleset (redocly.yaml; the few places it does not fit
- *    are in .redocly.lint-ignore.yaml with their reasons), on the OpenAPI source and every served document
+ *  - redocly lint with its recommended-strict ruleset (redocly.yaml, no exceptions), on the OpenAPI
+ *    source and every served document
  *  - the AsyncAPI parser (AsyncAPI 3.0 validity)
  *  - ESLint over the code (eslint.config.js: typescript-eslint, the domains' import boundary)
  *  - Prettier (.prettierrc.json; `npx prettier --write .` formats)

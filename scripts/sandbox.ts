@@ -13,11 +13,13 @@
  * Options may also come from the environment (PORT, HOST, SPEED, RING_MS, NO_ANSWER_MS, SIGNING_SEED,
  * END_OF_TURN_MS, MS_PER_CHAR, LOG_LEVEL); logs go to stderr. Both stop on SIGTERM or SIGINT. Forked
  * with an IPC channel (the benchmark), `carriers` also sends that object as `{ready: true, ...}` and
- * takes `{cmd: 'script', to, script}` (a CalleeScript for the next calls to `to`) and `{cmd: 'calls'}`
- * (answers `{calls: n}`).
+ * takes `{cmd: 'script', to, script}` (a CalleeScript for the next calls to `to`), `{cmd: 'calls'}`
+ * (answers `{calls: n}`) and `{cmd: 'ring', input}` (an inbound call, as RingInput; answers
+ * `{rang: {callSid} | {error}}`).
  */
 import pino from 'pino';
 import { startSandboxCarriers, startSandboxVoiceService, type CalleeScript } from '../src/sandbox/index.js';
+import type { RingInput } from '../src/sandbox/carriers/carrier.js';
 
 const USAGE = 'usage: npm run sandbox -- carriers|voice [--port=N] [--speed=S] [--host=H]';
 
@@ -77,9 +79,14 @@ async function carriers(): Promise<void> {
   };
   if (process.send) {
     process.send({ ready: true, ...ready });
-    process.on('message', (m: { cmd?: string; to?: string; script?: CalleeScript | null }) => {
+    process.on('message', (m: { cmd?: string; to?: string; script?: CalleeScript | null; input?: RingInput }) => {
       if (m.cmd === 'script' && typeof m.to === 'string') sandbox.setScript(m.to, m.script ?? null);
       if (m.cmd === 'calls') process.send!({ calls: sandbox.calls().length });
+      if (m.cmd === 'ring' && m.input)
+        sandbox.ring(m.input).then(
+          (rang) => process.send!({ rang }),
+          (err: Error) => process.send!({ rang: { error: err.message } }),
+        );
     });
   }
   serve(ready, () => sandbox.close());

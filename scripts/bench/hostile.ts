@@ -1,8 +1,9 @@
 /**
  * Hostile requests beside a neighbour (issue 32): `npm run bench -- hostile`.
  *
- * The service runs in this process (startBenchService, its in-process sandbox carriers and voice
- * service; `OUTBOUND_ALLOW_LIST=127.0.0.1` so tools and inbound setup can call a receiver here). A
+ * The service runs in this process (startBenchService; `OUTBOUND_ALLOW_LIST=127.0.0.1` so tools and
+ * inbound setup can call a receiver here), its peers as processes of their own, as deployed: the
+ * sandbox carriers and the sandbox voice service (`npm run sandbox`, scripts/sandbox.ts). A
  * neighbour workspace's client runs in a process of its own (hostile/neighbour.ts): one request at a
  * time, every BENCH_HOSTILE_PACE_MS (100), alternating create call and get call. Its request latency
  * is measured alone for BENCH_HOSTILE_WINDOW_MS (3000), then beside each hostile request of the issue
@@ -11,16 +12,22 @@
  * ms), non-2xx answers, and the hostile request's status and duration. Hostile requests that fixes
  * now refuse are still sent: their row shows what the refusal costs the neighbour.
  * Everything the hostile client sends is built before its phase, and realtime frames are built and
- * sent by a process of their own (hostile/realtime-client.ts); the sandbox carrier that plays the key
- * flood runs in the service's process, so its own 20,000 frames count against the loop too.
- * BENCH_HOSTILE_ONLY=<text>,... runs only the hostile requests whose name contains one of them.
+ * sent by a process of their own (hostile/realtime-client.ts), and the carrier that plays the key
+ * flood is the carriers' process, so what the loop spends on it is the service's own.
+ * On a busy machine the neighbour's p99 (the slowest of about 30 requests) is mostly the machine's:
+ * each row also has what the service's own loop spent over the phase, less exposed to the load:
+ * `loop_cpu_ms`, the CPU time of the service's loop thread (the window's length at least, so compare
+ * with alone's), and `block_ms`, its longest block by work (test/helpers/loop-watch.ts).
+ * BENCH_HOSTILE_ONLY=<text>,... runs only the hostile requests whose name contains one of them;
+ * BENCH_CPU_PROF=<dir> writes a CPU profile of the service's process over each (cpu-profile.ts).
  */
 import http from 'node:http';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { benchDatabase, forkChild, percentile, startBenchService, table, type BenchChild } from './lib.js';
+import { benchDatabase, cpuProfiler, forkChild, percentile, startBenchService, table, type BenchChild } from './lib.js';
 import { openSse } from '../../test/helpers/sse.js';
+import { cpuMs, loopWatch } from '../../test/helpers/loop-watch.js';
 import type { RunningService } from '../../src/service.js';
 
 const ADMIN = 'bench-operator-token-0123456789';
@@ -125,7 +132,7 @@ interface Hostile {
   send: () => Promise<string>;
 }
 
-function hostileRequests(service: RunningService, ws: Workspace, hooks: { url: string }, client: BenchChild): Hostile[] {
+function hostileRequests(service: RunningService, carriers: BenchChild, ws: Workspace, hooks: { url: string }, client: BenchChild): Hostile[] {
   const base = service.url;
   const state: Record<string, any> = {};
   const manyProperties = {
@@ -204,12 +211,11 @@ function hostileRequests(service: RunningService, ws: Workspace, hooks: { url: s
       prepare: async () => {
         state.keyAgent = await agent(base, ws);
         state.keyTo = number('6702');
-        service.sandbox.carriers!.server.setScript(state.keyTo, [
-          { waitForAgent: true },
-          { pressDigits: '#'.repeat(20_000), gapMs: 0 },
-          { waitForAgent: true, maxMs: 5_000 },
-          { hangup: true },
-        ]);
+        carriers.proc.send({
+          cmd: 'script',
+          to: state.keyTo,
+          script: [{ waitForAgent: true }, { pressDigits: '#'.repeat(20_000), gapMs: 0 }, { waitForAgent: true, maxMs: 5_000 }, { hangup: true }],
+        });
       },
       send: async () => {
         const r = await api(base, 'POST', '/api/v1/calls', ws.key, { agent_id: state.keyAgent, to_number: state.keyTo });
@@ -228,9 +234,18 @@ function hostileRequests(service: RunningService, ws: Workspace, hooks: { url: s
     {
       name: 'realtime image flood: 40 images of 2.9 MB',
       prepare: async () => {
-        state.camAgent = await agent(base, ws);
+        state.camAgent ??= await agent(base, ws);
       },
       send: () => realtimeFlood(base, ws, client, state.camAgent, 'camera', { kind: 'image', count: 40 }),
+    },
+    {
+      // The largest image a frame holds (2 MiB and 1,000 bytes, a frame of 2.80 MB): each one read in
+      // full and refused, what every 2.9 MB image cost before frames were limited to 2,800,300 bytes.
+      name: 'realtime image flood: 40 images of 2 MiB + 1,000 bytes (within the frame limit)',
+      prepare: async () => {
+        state.camAgent ??= await agent(base, ws);
+      },
+      send: () => realtimeFlood(base, ws, client, state.camAgent, 'camera', { kind: 'image', count: 40, bytes: 2 * 1024 * 1024 + 1000 }),
     },
     {
       name: 'webhook events array of 0.9 MB',
@@ -274,13 +289,15 @@ function hostileRequests(service: RunningService, ws: Workspace, hooks: { url: s
         state.inboundNumber = phone;
       },
       send: async () => {
-        const r = await api(base, 'POST', '/api/v1/sandbox/inbound-calls', ws.key, {
-          to_number: state.inboundNumber,
-          from_number: number('0199'),
-          provider: 'provider_a',
-        });
-        if (r.status !== 201) return status(r);
-        return `call ${await callEnd(base, ws.key, r.body.call_id)}`;
+        // The carriers' process rings the number (POST /api/v1/sandbox/inbound-calls is for in-process sandbox carriers).
+        const rang = await carriers.ask<{ callSid?: string; error?: string }>(
+          { cmd: 'ring', input: { provider: 'provider_a', from: number('0199'), to: state.inboundNumber } },
+          'rang',
+        );
+        if (!rang.callSid) return `ring failed: ${rang.error}`;
+        const call = await service.db.knex('calls').where({ provider: 'provider_a', call_sid: rang.callSid }).first('id');
+        if (!call) return 'no call for the ring';
+        return `call ${await callEnd(base, ws.key, call.id as string)}`;
       },
     },
     {
@@ -307,7 +324,7 @@ async function realtimeFlood(
   client: BenchChild,
   agentId: string,
   source: string,
-  frames: { kind: 'text' | 'image' | 'one'; count: number },
+  frames: { kind: 'text' | 'image' | 'one'; count: number; bytes?: number },
 ): Promise<string> {
   const minted = await api(base, 'POST', '/api/v1/realtime/sessions', ws.key, { agent_id: agentId, user_id: `bench-${hex(4)}`, source });
   if (minted.status !== 201) return `session ${minted.status} ${minted.body.error?.code ?? ''}`;
@@ -329,6 +346,13 @@ async function settle(take: () => Promise<Array<{ ms: number; status: number }>>
   return `>${maxMs}`;
 }
 
+/** `fn`'s value and the CPU time this thread (the service's loop) used while it ran. */
+async function loopCpu<T>(fn: () => Promise<T>): Promise<{ value: T; cpuMs: number }> {
+  const before = cpuMs();
+  const value = await fn();
+  return { value, cpuMs: cpuMs() - before };
+}
+
 function summary(samples: Array<{ ms: number; status: number }>) {
   const s = samples.map((x) => x.ms).sort((a, b) => a - b);
   const counts = new Map<number, number>();
@@ -342,10 +366,15 @@ export async function run(): Promise<void> {
   const windowMs = num('BENCH_HOSTILE_WINDOW_MS', 3000);
   const settleMs = num('BENCH_HOSTILE_SETTLE_MS', 30_000);
   const db = await benchDatabase();
+  const sandbox = path.join(import.meta.dirname, '../sandbox.ts');
+  const carriers = await forkChild(sandbox, ['carriers'], { PORT: '0', SPEED: '1', RING_MS: '20', LOG_LEVEL: 'silent' });
+  const voice = await forkChild(sandbox, ['voice'], { PORT: '0', SPEED: '1', LOG_LEVEL: 'silent' });
   const service = await startBenchService(db.url, {
     ADMIN_TOKEN: ADMIN,
     OUTBOUND_ALLOW_LIST: '127.0.0.1',
-    SANDBOX_CARRIERS_RING_MS: '20',
+    PROVIDER_A_API_URL: carriers.info.providerAUrl,
+    PROVIDER_B_API_URL: carriers.info.providerBUrl,
+    VOICE_SERVICE_URL: voice.info.url,
     // The overload guard answers 503 when the loop lags, which on a shared machine it does without any
     // hostile request: off (as in the tests), so each row shows the request's own cost. BENCH_HOSTILE_OVERLOAD=1 keeps it.
     ...(process.env.BENCH_HOSTILE_OVERLOAD ? {} : { OVERLOAD_LOOP_DELAY_MS: '0', OVERLOAD_DB_WAITING: '0' }),
@@ -366,11 +395,14 @@ export async function run(): Promise<void> {
     });
     realtimeClient = await forkChild(path.join(import.meta.dirname, 'hostile/realtime-client.ts'), [], {});
     const only = process.env.BENCH_HOSTILE_ONLY?.split(',');
+    // BENCH_CPU_PROF=<dir>: a profile of the service's process over each hostile request (cpu-profile.ts).
+    const profiler = cpuProfiler('hostile');
     const take = () => neighbourProc!.ask<Array<{ ms: number; status: number }>>({ cmd: 'take' }, 'taken');
     console.log(`neighbour: one request every ${pace} ms (create call, get call); window ${windowMs} ms a phase`);
     await sleep(windowMs);
     await take(); // warm-up
-    await sleep(windowMs);
+    const watch = loopWatch();
+    const aloneLoop = await watch.measure(() => loopCpu(() => sleep(windowMs)));
     const alone = summary(await take());
     const rows: Array<Record<string, string | number>> = [
       {
@@ -381,13 +413,16 @@ export async function run(): Promise<void> {
         p50_ms: r1(alone.p50),
         p99_ms: r1(alone.p99),
         p99_diff_ms: 0,
+        loop_cpu_ms: r1(aloneLoop.value.cpuMs),
+        block_ms: r1(aloneLoop.blockedMs),
         non2xx: alone.non2xx,
         settled_ms: '-',
       },
     ];
-    for (const h of hostileRequests(service, hostile, hooks, realtimeClient).filter((x) => !only || only.some((o) => x.name.includes(o)))) {
+    for (const h of hostileRequests(service, carriers, hostile, hooks, realtimeClient).filter((x) => !only || only.some((o) => x.name.includes(o)))) {
       let outcome: string;
       let took = NaN;
+      let loop = { cpu: NaN, block: NaN };
       // What the hostile request throws in the service's code, uncaught, would end a service process.
       let crash: string | undefined;
       let onCrash: (err: Error) => void = () => undefined;
@@ -401,16 +436,25 @@ export async function run(): Promise<void> {
       try {
         await h.prepare?.();
         await take();
+        await profiler.start();
         const t0 = performance.now();
-        [outcome] = await Promise.all([
-          Promise.race([h.send(), crashed]).finally(() => {
-            took = performance.now() - t0;
-          }),
-          sleep(windowMs),
-        ]);
+        const measured = await watch.measure(() =>
+          loopCpu(() =>
+            Promise.all([
+              Promise.race([h.send(), crashed]).finally(() => {
+                took = performance.now() - t0;
+              }),
+              sleep(windowMs),
+            ]),
+          ),
+        );
+        [outcome] = measured.value.value;
+        loop = { cpu: measured.value.cpuMs, block: measured.blockedMs };
       } catch (err) {
         outcome = `error: ${(err as Error).message.slice(0, 80)}`;
       }
+      const profile = await profiler.stop();
+      if (profile) console.log(`${h.name}: CPU profile of the service's process in ${profile}`);
       const beside = summary(await take());
       const settled = await settle(take, alone.p99 + 100, settleMs);
       process.off('uncaughtException', onCrash);
@@ -425,6 +469,8 @@ export async function run(): Promise<void> {
         p50_ms: r1(beside.p50),
         p99_ms: r1(beside.p99),
         p99_diff_ms: r1(diff),
+        loop_cpu_ms: r1(loop.cpu),
+        block_ms: r1(loop.block),
         non2xx: beside.non2xx,
         settled_ms: settled,
       });
@@ -440,6 +486,8 @@ export async function run(): Promise<void> {
     realtimeClient?.proc.send({ cmd: 'exit' });
     await hooks.close();
     await service.close();
+    carriers.proc.kill();
+    voice.proc.kill();
     await db.drop();
   }
 }

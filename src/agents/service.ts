@@ -8,9 +8,12 @@
  * provider's phone_number turns its inbound off; credentials are sealed with the SecretBox before they
  * reach the store and are never returned, logged or quoted in errors. Nothing is checked with a carrier.
  * `analysis` (what post-call analysis extracts) replaces the stored setting as a whole; its schema is
- * checked in the schema pool's worker before anything is stored (422 naming the field). `sip_config`
- * (the SIP trunk number the agent answers) replaces the stored binding; the SIP trunks domain checks it
- * (`useSipNumberCheck`) and migration 034's foreign key and unique index hold it.
+ * checked in the schema pool's worker before anything is stored (422 naming the field). The agent's
+ * default `variable_placeholders` may not fill its instruction, first message or voicemail message past
+ * that field's cap (422 `filled_text_too_long`, as a call's variables may not), checked on the values
+ * the write leaves.
+ * `sip_config` (the SIP trunk number the agent answers) replaces the stored binding; the SIP trunks
+ * domain checks it (`useSipNumberCheck`) and migration 034's foreign key and unique index hold it.
  */
 import type { components } from '../../generated/openapi.js';
 import type { SecretBox } from '../crypto/secrets.js';
@@ -19,6 +22,7 @@ import { isUniqueViolation } from '../lib/db-errors.js';
 import { newUnguessableId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import { checkAnalysisSchema } from './analysis-check.js';
+import { fillOverflow, overflowMessage, Template } from '../contract/placeholders.js';
 import type {
   AgentRow,
   AgentStore,
@@ -107,6 +111,21 @@ const credentialContext = (agentId: string, provider: 'provider_a' | 'provider_b
 const B_SECRETS = ['api_key', 'public_key'] as const;
 
 const has = (o: object, key: string) => Object.prototype.hasOwnProperty.call(o, key);
+
+/** 422 `filled_text_too_long` when the agent's default variables fill one of its texts past that field's cap (`param` names the variable). */
+function checkFilledDefaults(v: Pick<AgentValues, 'instruction' | 'first_message' | 'voicemail_config' | 'variable_placeholders'>): void {
+  const template = (text: string | null | undefined) => (text ? new Template(text) : null);
+  const overflow = fillOverflow(
+    {
+      instruction: template(v.instruction),
+      first_message: template(v.first_message),
+      'voicemail_config.message': template(v.voicemail_config?.enabled ? v.voicemail_config.message : null),
+    },
+    v.variable_placeholders,
+    null,
+  );
+  if (overflow) throw unprocessable('filled_text_too_long', overflowMessage(overflow), `variable_placeholders.${overflow.variable}`);
+}
 
 function voicemail(v: VoicemailInput | null | undefined): VoicemailStored | null {
   if (!v) return null;
@@ -308,6 +327,7 @@ export class AgentService {
     // On create, a field sent as null takes its default, which is exactly what applying it to the defaults does.
     const id = newUnguessableId('agent');
     Object.assign(values, this.changes(id, values, body as UpdateRequest));
+    checkFilledDefaults(values);
     const row = await this.store.insert({ id, workspace_id: workspaceId, ...values });
     return this.toAgent(row);
   }
@@ -338,6 +358,7 @@ export class AgentService {
       const current = this.check(await this.store.findForUpdate(trx, agentId), workspaceId, agentId);
       const changes = this.changes(agentId, current, body);
       if (Object.keys(changes).length === 0) return current;
+      checkFilledDefaults({ ...current, ...changes });
       return this.store.update(trx, agentId, changes);
     });
     this.written(agentId);

@@ -5,7 +5,7 @@
  * as problems and are skipped the same way.
  */
 import type { NumberRefusal } from '../destinations/policy.js';
-import type { Variables } from '../conversation/placeholders.js';
+import type { Variables } from '../contract/placeholders.js';
 import type { SkippedItem } from './store.js';
 
 export interface RecipientInput {

@@ -13,7 +13,7 @@ import type { Page, PageParams } from '../lib/pagination.js';
 import type { CallService } from '../calls/service.js';
 import { CallTexts, overflowParam } from '../calls/filled-text.js';
 import type { RuntimeAgent } from '../agents/service.js';
-import { overflowMessage } from '../conversation/placeholders.js';
+import { overflowMessage } from '../contract/placeholders.js';
 import type { DestinationService } from '../destinations/service.js';
 import { isValidTimeZone, windowProblems } from './calling-window.js';
 import { numbersOf, screenRecipients, type RowProblem } from './recipients.js';

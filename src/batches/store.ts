@@ -3,7 +3,7 @@
  * holds the batch row (`lock`), so one dispatch round, cancel, pause or retry acts on a batch at a
  * time across instances; recipients are claimed with FOR UPDATE SKIP LOCKED on top of that.
  */
-import type { Variables } from '../conversation/placeholders.js';
+import type { Variables } from '../contract/placeholders.js';
 import type { Knex } from 'knex';
 import { paginate, type Page, type PageParams } from '../lib/pagination.js';
 import type { CallingWindow } from './calling-window.js';

@@ -1,7 +1,7 @@
 /**
  * The texts a phone call of an agent is given, filled with the call's variables: its instruction, its
  * first message and its voicemail message, each read once per agent (a batch's recipients share
- * them) and held to its field's cap (src/conversation/placeholders.ts).
+ * them) and held to its field's cap (src/contract/placeholders.ts).
  */
 import { ApiError } from '../errors/api-error.js';
 import type { RuntimeAgent } from '../agents/service.js';
@@ -13,7 +13,7 @@ import {
   Template,
   type FillOverflow,
   type Variables,
-} from '../conversation/placeholders.js';
+} from '../contract/placeholders.js';
 
 export class CallTexts {
   private readonly instruction: Template;

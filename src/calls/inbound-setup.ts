@@ -15,7 +15,7 @@ import { newId } from '../lib/ids.js';
 import { guardedRequest, OutboundRequestError } from '../net/guarded-request.js';
 import type { OutboundPolicy } from '../net/outbound-guard.js';
 import type { RuntimeAgent } from '../agents/service.js';
-import type { Variables } from '../conversation/placeholders.js';
+import type { Variables } from '../contract/placeholders.js';
 import { CallTexts } from './filled-text.js';
 import { deliveryHeaders } from '../webhooks/signing.js';
 import { USER_AGENT } from '../webhooks/delivery.js';

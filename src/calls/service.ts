@@ -16,7 +16,7 @@ import type { OutboundPolicy } from '../net/outbound-guard.js';
 import { checkTargetUrl } from '../net/target-url.js';
 import type { RuntimeAgent } from '../agents/service.js';
 import type { ReservationTerms, WorkspaceAdmission, WorkspaceBilling } from '../workspaces/admission.js';
-import type { Variables } from '../conversation/placeholders.js';
+import type { Variables } from '../contract/placeholders.js';
 import { job, type JobQueue } from '../jobs/queue.js';
 import { CarrierError, type Carrier, type CarrierCredentials, type Provider } from '../carriers/carrier.js';
 import { canDial, credentialsOf, MissingCredentialsError } from '../carriers/credentials.js';

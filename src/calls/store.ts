@@ -3,7 +3,7 @@
  * instances, or a callback racing the media stream, cannot both move it), and every read by id is
  * followed by a workspace check in the service.
  */
-import type { Variables } from '../conversation/placeholders.js';
+import type { Variables } from '../contract/placeholders.js';
 import type { Knex } from 'knex';
 import { paginate, type Page, type PageParams } from '../lib/pagination.js';
 import { writeProgress, type ProgressJson } from '../conversation/progress-saves.js';

@@ -95,6 +95,12 @@ class FairPool {
       });
   }
 
+  /** The V8 heap in use on the pool's threads together, in bytes (0 before they start). */
+  async heapUsed(): Promise<number> {
+    const stats = await Promise.all((this.piscina?.threads ?? []).map((w) => w.getHeapStatistics()));
+    return stats.reduce((sum, s) => sum + s.used_heap_size, 0);
+  }
+
   /** New options; threads already started go once their work is done. */
   reconfigure(opts: SchemaPoolOptions): void {
     if (opts.threads !== this.opts.threads && this.piscina) {
@@ -111,6 +117,11 @@ const pool = new FairPool(DEFAULTS);
 /** Sets the pool's threads and task time limit (from configuration, at start-up). */
 export function configureSchemaPool(opts: SchemaPoolOptions): void {
   pool.reconfigure(opts);
+}
+
+/** The heap the pool's threads hold, in bytes: what tenants' schemas and their validations leave behind there (test/integration/tools-memory.test.ts). */
+export function schemaPoolHeapUsed(): Promise<number> {
+  return pool.heapUsed();
 }
 
 /** Runs `task` on `worker` (a workerFile) for `workspaceId` in its turn. Rejects with a TimeoutError when it ran past the limit. */

@@ -6,7 +6,10 @@
  *   the voice service);
  * - `knowledge`: the built-in `search_knowledge`, offered when the agent has at least one document.
  * On a name clash the built-in wins, then HTTP tools, then MCP tools. `call` never throws: a failing
- * tool is an outcome with `ok: false` and an error the model can read.
+ * tool is an outcome with `ok: false` and an error the model can read. The model's arguments to an
+ * HTTP tool are validated against the tool's `parameters` in the schema pool (off the loop, bounded
+ * like a tool test's) before any request: arguments that do not match are such an outcome, saying
+ * what is wrong, and the tool is not called.
  */
 import type { ToolCallRecord } from '../../generated/asyncapi-types.js';
 import type { ToolDeclaration } from '../voice/types.js';
@@ -15,6 +18,7 @@ import type { KnowledgeService } from '../knowledge/service.js';
 import type { McpService } from '../mcp/service.js';
 import type { ToolService } from '../tools/service.js';
 import type { ToolRow } from '../tools/store.js';
+import { checkArguments } from '../tools/schema-check.js';
 
 export const SEARCH_KNOWLEDGE = 'search_knowledge';
 /** Most bytes of an HTTP tool's response passed to the model. */
@@ -122,6 +126,7 @@ export class ToolRunner {
         };
       }
       if (tool.http) {
+        await checkArguments(workspaceId, tool.http.parameters, safeArgs);
         const o = await this.tools.invoke(tool.http, safeArgs, { timeoutMs, maxBodyBytes: RUNTIME_BODY_LIMIT });
         return { ok: o.ok, result: o.body, error: o.error ? o.error.message : null, durationMs: elapsed(), source };
       }

@@ -60,6 +60,30 @@ function resolveIn(doc: unknown, ref: string): unknown {
   return node;
 }
 
+/**
+ * A tagged union (`oneOf` of object schemas with a `discriminator`, by `$ref` or inline) as one object:
+ * every variant's properties (the first variant's definition of a shared one), the discriminator any
+ * of the variants' values and not required, required what every variant requires, nothing else.
+ */
+export function oneObject(doc: Json, union: Json): Json {
+  const deref = (s: Json): Json => (typeof s.$ref === 'string' ? deref(resolveIn(doc, s.$ref) as Json) : s);
+  const tagged = deref(union);
+  const tag = (tagged.discriminator as { propertyName?: string } | undefined)?.propertyName;
+  if (!Array.isArray(tagged.oneOf) || !tag) throw new Error('x-validate-as: one-object needs a oneOf with a discriminator');
+  const variants = (tagged.oneOf as Json[]).map(deref);
+  const properties: Record<string, Json> = {};
+  const tags: unknown[] = [];
+  for (const v of variants) {
+    for (const [name, schema] of Object.entries((v.properties ?? {}) as Record<string, Json>)) {
+      if (name === tag) tags.push(...((schema.enum as unknown[] | undefined) ?? [schema.const]));
+      else properties[name] ??= schema;
+    }
+  }
+  properties[tag] = { type: 'string', enum: [...new Set(tags)] };
+  const required = ((variants[0].required ?? []) as string[]).filter((r) => r !== tag && variants.every((v) => ((v.required ?? []) as string[]).includes(r)));
+  return { type: 'object', additionalProperties: false, required, properties };
+}
+
 export class Contract {
   readonly document: Json;
   readonly operations = new Map<string, OperationInfo>();
@@ -184,16 +208,16 @@ export class Contract {
 
   /**
    * The document the router validates requests with: the contract, except that a request media type
-   * with `x-validate-as: <component>` is validated against that schema component instead of the one
-   * clients see (a tagged union shown to clients, checked by the service as one object so each broken
-   * rule has its own code).
+   * with `x-validate-as: one-object` (its schema a tagged union, `oneOf` with a `discriminator`) is
+   * validated as the union's variants made one object (`oneObject`), so that the handler applies the
+   * rules that tell the variants apart itself, each with its own code.
    */
   private routingDocument(): Json {
     const doc = structuredClone(this.document);
     for (const info of this.operations.values()) {
       const content = resolveIn(doc, `${info.pointer}/requestBody/content`) as Record<string, Json> | undefined;
       for (const media of Object.values(content ?? {})) {
-        if (typeof media['x-validate-as'] === 'string') media.schema = { $ref: `#/components/schemas/${media['x-validate-as']}` };
+        if (media['x-validate-as'] === 'one-object') media.schema = oneObject(doc, media.schema as Json);
       }
     }
     return doc;

@@ -1,7 +1,7 @@
 /**
  * Handlers of the MCP Servers operations. Thin: the rules live in service.ts. connectMcpServer's body
- * was validated as McpServerCreateFields (`x-validate-as`): `auth_type` may be absent (taken as `none`),
- * and its rules are the service's.
+ * was validated as McpServerCreateRequest's variants made one object (`x-validate-as: one-object`):
+ * `auth_type` may be absent (taken as `none`), and its rules are the service's.
  */
 import type { Handlers } from '../contract/handlers.js';
 import { workspaceOf } from '../contract/principal.js';

@@ -21,6 +21,13 @@ export const MAX_TEXT_MESSAGE_BYTES = 16 * 1024;
  * library (at most 1280 pixels wide, JPEG quality 0.7) is a few hundred kB.
  */
 export const MAX_IMAGE_BYTES = 2 * 1024 * 1024;
+/**
+ * The largest client frame the socket reads: a largest image in base64 (2,796,204 characters) and 4 KiB
+ * for a data URL prefix and the JSON around it, 2,800,300 bytes. The socket closes with 1009 on a
+ * longer frame from its header, before reading it: the bytes of a bigger image would otherwise be
+ * received, unmasked and checked as UTF-8 on the loop only to be refused (issue 32's image flood).
+ */
+export const MAX_FRAME_BYTES = Math.ceil(MAX_IMAGE_BYTES / 3) * 4 + 4096;
 
 export type MimeType = RealtimeClientMessage['mime_type'];
 export const SUPPORTED_MIME_TYPES: readonly MimeType[] = ['audio/pcm', 'image/jpeg', 'text/plain'];

@@ -11,7 +11,7 @@ import { agentNotFound, type RuntimeAgent } from '../agents/service.js';
 import type { VoiceService, VoiceSession } from '../voice/types.js';
 import type { ReservationTerms, ReservationWatch, WorkspaceAdmission } from '../workspaces/admission.js';
 import type { ConversationTools } from '../conversation/engine.js';
-import { fillPlaceholders, filledFieldCaps } from '../conversation/placeholders.js';
+import { fillPlaceholders, filledFieldCaps } from '../contract/placeholders.js';
 import type { CreationWindow, EndReason, RealtimeStore, Source, TokenRow } from './store.js';
 import { hashSessionToken, newSessionToken, sessionWsUrl, TOKEN_PATTERN } from './tokens.js';
 

@@ -6,7 +6,9 @@
  * handled after `session_started`; frames beyond that are dropped and each answered then with
  * `forward_failed` (an apology `text` in a text session). Dead peers are found by ping/pong (from the
  * moment the socket is accepted, admission included) and terminated, which releases their slot.
- * The upgrade itself is routed by src/http/upgrades.ts.
+ * The upgrade itself is routed by src/http/upgrades.ts. ws unmasks what clients send with the
+ * `bufferutil` package (native; without it ws unmasks in JavaScript a byte at a time, 1.4 s of the loop
+ * for forty of the largest frames allowed: issue 32's image flood).
  */
 import type http from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -15,6 +17,7 @@ import { answerUpgrade, type UpgradeRoute } from '../http/upgrades.js';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import { SessionBridge, type BridgeOptions } from './bridge.js';
+import { MAX_FRAME_BYTES } from './frames.js';
 import type { ConversationTools } from '../conversation/engine.js';
 import type { ConversationFinaliser } from './conversation.js';
 import type { IpAttemptLimiter } from './rate-limits.js';
@@ -30,8 +33,6 @@ export interface SessionRecording {
 export const REALTIME_PATH = /^\/ws\/([^/]+)$/;
 /** Web sessions are recorded at the rate the browser sends (16 kHz); the agent's 24 kHz is resampled to it. */
 const RECORDING_RATE = 16_000;
-/** Largest client frame (a JPEG frame as base64 JSON fits comfortably). */
-const MAX_FRAME_BYTES = 4 * 1024 * 1024;
 
 export interface GatewayOptions extends BridgeOptions {
   pingIntervalMs: number;

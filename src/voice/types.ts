@@ -14,7 +14,7 @@ export interface ToolDeclaration {
 }
 
 export interface VoiceSessionConfig {
-  /** System instruction of the agent, placeholders already filled (src/conversation/placeholders.ts). */
+  /** System instruction of the agent, placeholders already filled (src/contract/placeholders.ts). */
   instruction: string;
   /** What the agent says first, placeholders already filled; null lets the model open. */
   firstMessage: string | null;

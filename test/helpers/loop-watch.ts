@@ -27,7 +27,7 @@ export interface LoopWatch {
  * threads too (the schema and extraction pools compiling a tenant's schema or a PDF beside the loop),
  * which take cores, not the loop.
  */
-const cpuMs = (): number => {
+export const cpuMs = (): number => {
   // Declared by @types/node 24, absent at run time on older Node (20 has none): the total stands in.
   const u = typeof process.threadCpuUsage === 'function' ? process.threadCpuUsage() : process.cpuUsage();
   return (u.user + u.system) / 1000;

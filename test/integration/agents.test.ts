@@ -352,6 +352,55 @@ describe('agents: PATCH rules', () => {
   });
 });
 
+describe("agents: default variables held to the filled fields' caps (issue 32)", () => {
+  const notes = 'n'.repeat(2000);
+  const refusedFor = (res: { status: number; body: any; text: string }, param: string, field: string) => {
+    assert.equal(res.status, 422, res.text.slice(0, 500));
+    assert.equal(res.body.error.code, 'filled_text_too_long');
+    assert.equal(res.body.error.param, param);
+    assert.match(res.body.error.message, new RegExp(`'${param.split('.')[1]}'.*${field}`));
+  };
+
+  it('refuses a create whose defaults overfill the instruction, first message or voicemail message, naming the variable and the field; stores nothing', async () => {
+    const count = async () => Number((await t.service.db.knex('agents').where({ workspace_id: tn.workspaceId }).count({ n: '*' }))[0].n);
+    const before = await count();
+    const cases: Array<[Record<string, unknown>, string, string]> = [
+      [{ instruction: `${'{{notes}}'.repeat(25)}.`, variable_placeholders: { notes } }, 'variable_placeholders.notes', 'instruction'],
+      [{ instruction: '{{a}}'.repeat(10_000), variable_placeholders: { a: notes } }, 'variable_placeholders.a', 'instruction'],
+      [{ first_message: 'Hi {{name}}, {{name}}.', variable_placeholders: { name: 'x'.repeat(1000) } }, 'variable_placeholders.name', 'first_message'],
+      [
+        { voicemail_config: { enabled: true, message: '{{notes}}{{notes}}' }, variable_placeholders: { notes: 'v'.repeat(1001) } },
+        'variable_placeholders.notes',
+        'voicemail_config.message',
+      ],
+    ];
+    for (const [body, param, field] of cases) refusedFor(await api('post', '/api/v1/agents', { name: 'Overfilled', ...body }), param, field);
+    assert.equal(await count(), before);
+    // At the cap exactly (25 x 2,000 = 50,000) is taken.
+    const atCap = await createAgent({ name: 'At cap', instruction: '{{notes}}'.repeat(25), variable_placeholders: { notes } });
+    assert.equal(atCap.variable_placeholders.notes, notes);
+  });
+
+  it('refuses an update that overfills with the stored values, whichever of text and defaults it changes; changes nothing', async () => {
+    // 26 x 1,900 = 49,400 characters filled: within the instruction's 50,000.
+    const a = await createAgent({
+      name: 'Grows',
+      instruction: '{{notes}}'.repeat(26),
+      first_message: 'Hi {{name}}.',
+      variable_placeholders: { notes: 'n'.repeat(1900) },
+    });
+    const stored = await row(a.agent_id);
+    const cases: Array<[Record<string, unknown>, string, string]> = [
+      [{ instruction: '{{notes}}'.repeat(27) }, 'variable_placeholders.notes', 'instruction'],
+      [{ variable_placeholders: { notes } }, 'variable_placeholders.notes', 'instruction'],
+      [{ variable_placeholders: { notes: 'n'.repeat(1900), name: 'x'.repeat(1998) } }, 'variable_placeholders.name', 'first_message'],
+      [{ voicemail_config: { enabled: true, message: '{{notes}}'.repeat(3) } }, 'variable_placeholders.notes', 'voicemail_config.message'],
+    ];
+    for (const [body, param, field] of cases) refusedFor(await api('patch', `/api/v1/agents/${a.agent_id}`, body), param, field);
+    assert.deepEqual(await row(a.agent_id), stored);
+  });
+});
+
 describe('agents: credentials never come back out', () => {
   it('no response, error message or log line contains a credential', async () => {
     // Exercise every path that handles credentials once more, including failures.

@@ -115,6 +115,34 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
       );
     });
 
+    it('a tool called mid-call with arguments its parameters refuse: the model gets the error, the tool is not called, the call records it (issue 32)', async () => {
+      const tool = await t.http
+        .post('/api/v1/tools')
+        .set(bearer(tn.apiKey))
+        .send({
+          name: `order_number_${provider}`,
+          description: 'Looks an order up by its number.',
+          url: `${peer.url}/orders`,
+          parameters: { type: 'object', properties: { order_id: { type: 'string', pattern: '^[0-9]+$' } }, required: ['order_id'] },
+        });
+      assert.equal(tool.status, 201, JSON.stringify(tool.body));
+      const agentId = await createPhoneAgent(t, tn, provider);
+      assert.equal((await t.http.put(`/api/v1/agents/${agentId}/tools/${tool.body.tool_id}`).set(bearer(tn.apiKey))).status, 200);
+      const to = sandboxNumber('6003');
+      sandboxOf(t).setScript(to, [{ waitForAgent: true }, { say: `Please run order_number_${provider} for A-42.` }, { waitForAgent: true }, { hangup: true }]);
+      const before = peer.requests.length;
+      const res = await placeCall(t, tn, { agent_id: agentId, to_number: to });
+      const call = await waitForCall(t, tn, res.body.call_id);
+      assert.equal(call.status, 'completed');
+      assert.equal(call.tool_calls.length, 1, JSON.stringify(call.tool_calls));
+      const [record] = call.tool_calls;
+      assert.equal(record.name, `order_number_${provider}`);
+      assert.deepEqual(record.arguments, { order_id: 'A-42' });
+      assert.equal(record.ok, false);
+      assert.match(record.error, /^The arguments do not match the tool's parameters: 'arguments\.order_id' must match pattern/);
+      assert.equal(peer.requests.length, before, 'the tool endpoint was not called');
+    });
+
     it('transfer: the agent hands the call to its transfer number through the carrier', async () => {
       const agentId = await createPhoneAgent(t, tn, provider, { transfer_phone_number: '+14155550199', transfer_criteria: 'The caller asks for a person.' });
       const to = sandboxNumber('6004');

@@ -5,7 +5,7 @@
  * text-session rules (audio and images ignored, only binary_frame_unsupported and missing_data, an
  * apology for invalid JSON). And the budgets of typed messages and images (issue 32): a flood gets
  * the burst through to the voice service, one `..._rate_limited` error for the rest, and the session
- * goes on; an image over 2 MiB is `image_too_large`.
+ * goes on; an image over 2 MiB is `image_too_large`, a frame over 2,800,300 bytes closes the socket (1009).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -13,6 +13,7 @@ import { metricValue, startTestService, type TestService } from '../helpers/serv
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { connect, createAgent, fixture, mintSession, waitFor, type Client } from '../helpers/realtime.js';
 import type { Clock } from '../../src/lib/clock.js';
+import { MAX_FRAME_BYTES } from '../../src/realtime/frames.js';
 
 /** Set: the service clock stands still at this time (ms). */
 let frozenAt: number | null = null;
@@ -391,7 +392,8 @@ describe('budgets of typed messages and images (issue 32)', () => {
     budgetNow += 60_000;
     const large = Buffer.alloc(2 * 1024 * 1024 + 1, 0xff);
     c.sendFrame('image/jpeg', large);
-    c.sendFrame('image/jpeg', `data:image/jpeg;base64,${Buffer.alloc(2_900_000, 0xff).toString('base64')}`);
+    // The largest frame the socket reads (2,800,300 bytes) holds more than 2 MiB of image.
+    c.sendFrame('image/jpeg', `data:image/jpeg;base64,${Buffer.alloc(2 * 1024 * 1024 + 1000, 0xff).toString('base64')}`);
     assert.equal((await c.next('error')).code, 'image_too_large');
     assert.equal((await c.next('error')).code, 'image_too_large');
     assert.equal((await dropped('image', 'size')) - sizeBefore, 2);
@@ -404,5 +406,30 @@ describe('budgets of typed messages and images (issue 32)', () => {
     assert.equal(inputs().images - imagesBefore, IMAGE_BURST + 1);
     assert.equal(c.messages.filter((m) => m.type === 'error').length, 3);
     await c.close();
+  });
+
+  it('a frame longer than 2,800,300 bytes closes the socket with 1009 unread; nothing is forwarded and the session is finalised', async () => {
+    const c = await started('camera');
+    const imagesBefore = inputs().images;
+    budgetNow += 60_000;
+    // A 2.9 MB image (issue 32's flood) is a 3.9 MB frame: refused from its header.
+    const frame = JSON.stringify({ mime_type: 'image/jpeg', data: Buffer.alloc(2_900_000, 0xff).toString('base64') });
+    assert.ok(frame.length > MAX_FRAME_BYTES);
+    for (let i = 0; i < 5; i++) c.ws.send(frame);
+    // Whichever comes first: the close, or an answer to a frame the service read (what it did before).
+    const first = await Promise.race([c.closed, c.next('error', 30_000).then((m) => ({ answered: m.code }))]);
+    assert.deepEqual(first, { code: 1009, reason: '' });
+    const sessionId = c.messages.find((m) => m.type === 'session_started')!.session_id as string;
+    const record = await waitFor(
+      async () => {
+        const r = await tb.http.get(`/api/v1/realtime/conversations/${sessionId}`).set({ Authorization: `Bearer ${tn.apiKey}` });
+        return r.status === 200 ? r.body : null;
+      },
+      10_000,
+      'the finalised session',
+    );
+    assert.equal(record.end_reason, 'client_closed');
+    assert.equal(inputs().images, imagesBefore);
+    assert.equal(c.messages.filter((m) => m.type === 'error').length, 0);
   });
 });

@@ -96,6 +96,25 @@ describe('ToolRunner', () => {
     assert.equal(peer.requests.length, before + 1);
   });
 
+  it("validates the model's arguments against the HTTP tool's parameters first: a mismatch is a failed outcome saying why, and the tool is not called", async () => {
+    const { agentId } = await agentWithEverything();
+    const before = peer.requests.length;
+    const cases: Array<[Record<string, unknown>, RegExp]> = [
+      [{ patient: 42 }, /'arguments\.patient' must be string/],
+      [{}, /'arguments\.patient' must have required property/],
+    ];
+    for (const [args, error] of cases) {
+      const out = await t.service.toolRunner.call(tn.workspaceId, agentId, 'lookup_appointment', args);
+      assert.deepEqual({ ok: out.ok, source: out.source, result: out.result }, { ok: false, source: 'http', result: null }, JSON.stringify(out));
+      assert.match(out.error!, /^The arguments do not match the tool's parameters: /);
+      assert.match(out.error!, error);
+    }
+    assert.equal(peer.requests.length, before, 'no request for arguments that do not match');
+    const ok = await t.service.toolRunner.call(tn.workspaceId, agentId, 'lookup_appointment', { patient: 'Ada' });
+    assert.equal(ok.ok, true, JSON.stringify(ok));
+    assert.equal(peer.requests.length, before + 1);
+  });
+
   it('reports a failing or slow tool as an outcome, never by throwing', async () => {
     const { agentId } = await agentWithEverything();
     const failed = await t.service.toolRunner.call(tn.workspaceId, agentId, 'always_fails', {});

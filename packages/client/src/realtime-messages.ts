@@ -81,8 +81,10 @@ export interface RealtimeClientMessage {
    * The bytes, base64-encoded (standard alphabet). A data URL prefix such as
    * `data:image/jpeg;base64,` is tolerated and stripped; the data URL must be complete (not cut
    * before its comma). Must decode to at least one byte (`empty_payload` otherwise). A frame is at
-   * most 4 MiB (the socket closes with 1009 beyond), so `data` is never longer; the caps of each
-   * kind (16 KiB of text, 2 MiB of image) are far below.
+   * most 2,800,300 bytes, a 2 MiB image in base64 with room for a data URL prefix and the JSON
+   * around it: the socket closes with 1009 on a longer one, without reading it, which ends the
+   * session. An image that fits in a frame but decodes to more than 2 MiB is `image_too_large` and
+   * the session goes on; typed messages are held to 16 KiB (`text_too_long`).
    *
    */
   data: string;

@@ -35,7 +35,7 @@ import type { VoiceService } from '../../voice/types.js';
 import type { RuntimeAgent } from '../../agents/service.js';
 import { Conversation, type ConversationTools } from '../../conversation/engine.js';
 import { progressColumns, type ProgressColumns, type ProgressSaves } from '../../conversation/progress-saves.js';
-import { conversationVariables, fillPlaceholders, filledFieldCaps } from '../../conversation/placeholders.js';
+import { conversationVariables, fillPlaceholders, filledFieldCaps } from '../../contract/placeholders.js';
 import type { CallFinaliser } from '../finaliser.js';
 import type { CallLiveEvents } from '../live-events.js';
 import type { CallRow, CallStore, EndReason } from '../store.js';

@@ -1,7 +1,7 @@
 /** Bounded placeholder filling: the filled length known before the text is built, each field held to its cap, the variable blamed. */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { fillOverflow, filledFieldCaps, fillPlaceholders, overflowMessage, Template } from '../../src/conversation/placeholders.js';
+import { fillOverflow, filledFieldCaps, fillPlaceholders, overflowMessage, Template } from '../../src/contract/placeholders.js';
 
 describe('Template', () => {
   it('knows the filled length without filling, missing names left as written', () => {

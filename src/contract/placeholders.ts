@@ -11,7 +11,7 @@
  * (`fillOverflow`), and a fill is never built past its cap (`Template.fill`).
  */
 import type { components } from '../../generated/openapi.js';
-import { internalOpenapiDocument } from '../contract/documents.js';
+import { internalOpenapiDocument } from './documents.js';
 
 /** A placeholder's value as a call or batch recipient gives it: a JSON string, number or boolean. */
 export type VariableValue = components['schemas']['VariableValue'];
