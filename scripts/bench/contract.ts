@@ -14,7 +14,9 @@
  *
  * BENCH_RUNS (default 1) runs that many rounds and prints a summary; BENCH_SECONDS (default 10) is the
  * length of each load phase. BENCH_CPU_PROF=<dir> / BENCH_HEAP_PROF=<dir> write a profile of each
- * measured phase of each process (contract/profile-hook.mjs).
+ * measured phase of each process (contract/profile-hook.mjs). BENCH_CONTRACT_BASELINE=<checkout>
+ * also runs another checkout's compiled service (its `dist/`, built beforehand) on the same database
+ * as a third side, measured after the full stack in each run: before and after a change, side by side.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -50,43 +52,53 @@ export async function run(): Promise<void> {
   const servers: Server[] = [];
   try {
     await build();
-    const full = await serverProcess(
-      'full',
-      ['dist/src/main.js'],
-      {
-        DATABASE_URL: db.url,
-        SECRETS_KEY: randomBytes(32).toString('hex'),
-        DATA_DIR: dataDir,
-        PORT: '0',
-        HOST: '127.0.0.1',
-        LOG_LEVEL: 'silent',
-        CONTRACT_CHECK: 'off',
-      },
-      (line) => /^Voice agent service on (\S+)/.exec(line)?.[1],
-    );
+    const fullEnv = {
+      DATABASE_URL: db.url,
+      SECRETS_KEY: randomBytes(32).toString('hex'),
+      DATA_DIR: dataDir,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'silent',
+      CONTRACT_CHECK: 'off',
+    };
+    const serviceUrl = (line: string) => /^Voice agent service on (\S+)/.exec(line)?.[1];
+    const full = await serverProcess('full', ['dist/src/main.js'], fullEnv, serviceUrl);
     servers.push(full);
     const token = await signUp(full.url);
     const bare = await serverProcess('bare', ['scripts/bench/contract/bare.mjs'], { DATABASE_URL: db.url, POOL_MAX: '20' }, (line) =>
       line.startsWith('{') ? (JSON.parse(line) as { url: string }).url : undefined,
     );
     servers.push(bare);
+    const baselineRoot = process.env.BENCH_CONTRACT_BASELINE ? path.resolve(process.env.BENCH_CONTRACT_BASELINE) : undefined;
+    const baseline = baselineRoot
+      ? await serverProcess('baseline', ['dist/src/main.js'], { ...fullEnv, DATA_DIR: fs.mkdirSync(path.join(dataDir, 'baseline'), { recursive: true })! }, serviceUrl, baselineRoot)
+      : undefined;
+    if (baseline) servers.push(baseline);
     const headers = { Authorization: `Bearer ${token}` };
 
-    const idle = await Promise.all([idleCpu(bare), idleCpu(full)]);
+    const sides = baseline ? [bare, full, baseline] : [bare, full];
+    const idle = await Promise.all(sides.map(idleCpu));
     console.log(
-      `\nCPU with no request (3 s, both at once): bare ${idle[0].toFixed(1)}%, full stack ${idle[1].toFixed(1)}% of a core (timers and polls; counted in the full stack's CPU per request below).`,
+      `\nCPU with no request (3 s, all at once): ${sides.map((s, i) => `${s.name} ${idle[i].toFixed(1)}%`).join(', ')} of a core (timers and polls; counted in the service's CPU per request below).`,
     );
-    for (const server of [bare, full]) await load(`${server.url}/api/v1/keys`, { headers, seconds: 2 }); // warm-up
+    for (const server of sides) await load(`${server.url}/api/v1/keys`, { headers, seconds: 2 }); // warm-up
 
     const results: Array<{ bare: Measured; full: Measured }> = [];
+    const baselineResults: Array<{ bare: Measured; full: Measured }> = [];
     console.log(`\nGET /api/v1/keys, 20 connections, ${seconds} s a side, tsc build under plain node, each server a process of its own`);
     for (let i = 1; i <= runs; i++) {
       const bareResult = await measure(bare, headers, seconds, i);
       const fullResult = await measure(full, headers, seconds, i);
       results.push({ bare: bareResult, full: fullResult });
       report(i, runs, bareResult, fullResult);
+      if (baseline) {
+        const baselineResult = await measure(baseline, headers, seconds, i);
+        baselineResults.push({ bare: bareResult, full: baselineResult });
+        report(i, runs, bareResult, baselineResult, `baseline (${baselineRoot})`);
+      }
     }
     if (runs > 1) summary(results);
+    if (runs > 1 && baseline) summary(baselineResults, `baseline (${baselineRoot})`);
   } finally {
     await Promise.all(servers.map((s) => s.stop()));
     fs.rmSync(dataDir, { recursive: true, force: true });
@@ -142,7 +154,7 @@ async function measure(server: Server, headers: Record<string, string>, seconds:
 
 const percent = (x: number) => `${(100 * x).toFixed(1)}%`;
 
-function report(run: number, runs: number, bare: Measured, full: Measured): void {
+function report(run: number, runs: number, bare: Measured, full: Measured, stack = 'full stack (contract layer)'): void {
   const row = (stack: string, r: Measured) => ({
     stack,
     'req/s': Math.round(r.requestsPerSec),
@@ -153,13 +165,13 @@ function report(run: number, runs: number, bare: Measured, full: Measured): void
     errors: r.errors + r.non2xx,
   });
   console.log(`\nRun ${run} of ${runs}`);
-  table([row('bare Koa handler (same queries)', bare), row('full stack (contract layer)', full)]);
+  table([row('bare Koa handler (same queries)', bare), row(stack, full)]);
   console.log(
-    `Run ${run}: throughput ratio (full / bare) ${percent(full.requestsPerSec / bare.requestsPerSec)}; CPU per request ratio (bare / full) ${percent(bare.cpuUsPerRequest / full.cpuUsPerRequest)} (goal: >= 80%).`,
+    `Run ${run}, ${stack}: throughput ratio (full / bare) ${percent(full.requestsPerSec / bare.requestsPerSec)}; CPU per request ratio (bare / full) ${percent(bare.cpuUsPerRequest / full.cpuUsPerRequest)} (goal: >= 80%).`,
   );
 }
 
-function summary(results: Array<{ bare: Measured; full: Measured }>): void {
+function summary(results: Array<{ bare: Measured; full: Measured }>, stack = 'full stack'): void {
   const throughput = results.map((r) => r.full.requestsPerSec / r.bare.requestsPerSec);
   const cpu = results.map((r) => r.bare.cpuUsPerRequest / r.full.cpuUsPerRequest);
   const median = (xs: number[]) => {
@@ -167,7 +179,7 @@ function summary(results: Array<{ bare: Measured; full: Measured }>): void {
     return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
   };
   const met = (xs: number[]) => xs.filter((x) => x >= GOAL).length;
-  console.log(`\nSummary of ${results.length} runs`);
+  console.log(`\nSummary of ${results.length} runs, ${stack} against the bare handler`);
   console.log(`Throughput: ratio >= 80% in ${met(throughput)} of ${results.length} runs (${throughput.map(percent).join(', ')}; median ${percent(median(throughput))}).`);
   console.log(`CPU per request: ratio >= 80% in ${met(cpu)} of ${results.length} runs (${cpu.map(percent).join(', ')}; median ${percent(median(cpu))}).`);
 }
@@ -176,11 +188,11 @@ function summary(results: Array<{ bare: Measured; full: Measured }>): void {
  * Starts `node <args>` (no TypeScript loader) and resolves with its URL, read from its output by `url`.
  * When profiling, the process loads contract/profile-hook.mjs and is driven over IPC.
  */
-async function serverProcess(name: string, args: string[], env: Record<string, string>, url: (line: string) => string | undefined): Promise<Server> {
+async function serverProcess(name: string, args: string[], env: Record<string, string>, url: (line: string) => string | undefined, cwd = root): Promise<Server> {
   const profiling = Boolean(process.env.BENCH_CPU_PROF || process.env.BENCH_HEAP_PROF);
   const execArgs = profiling ? ['--import', path.join(root, 'scripts/bench/contract/profile-hook.mjs')] : [];
   const child = spawn(process.execPath, [...execArgs, ...args], {
-    cwd: root,
+    cwd,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe', ...(profiling ? (['ipc'] as const) : [])],
   });

@@ -93,7 +93,9 @@ export function validateParsedRequest(api: OpenAPIBackend, operation: Operation,
     // Not push(...errors): an 80,000-item array's errors as arguments overflow the stack (issue 32).
     if (validate.errors) for (const e of validate.errors.slice(0, MAX_ERRORS_READ - errors.length)) errors.push(e);
   }
-  return { valid: errors.length === 0, errors: errors.length ? errors : null, coerced: { ...parsed, query: parameters.query, params: parameters.path } } as ValidationResult;
+  // `coerced` is read only where the validator coerces (openapi-backend's coerceTypes option).
+  const coerced = validator.coerceTypes ? { ...parsed, query: parameters.query, params: parameters.path } : parsed;
+  return { valid: errors.length === 0, errors: errors.length ? errors : null, coerced } as ValidationResult;
 }
 
 export function precompileValidation(api: OpenAPIBackend): void {

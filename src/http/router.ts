@@ -83,12 +83,15 @@ function matchedOperation(ctx: Context, api: OpenAPIBackend, contract: Contract,
   }
 }
 
-async function runScheme(c: ApiContext, handler: RouterOptions['security'][string] | undefined): Promise<unknown> {
+const rejected = (error: unknown) => ({ error: error || new Error('security handler rejected') });
+
+/** A scheme's result, or `{error}` when its handler rejects or throws. */
+function runScheme(c: ApiContext, handler: RouterOptions['security'][string] | undefined): Promise<unknown> | undefined {
   if (!handler) return undefined;
   try {
-    return await handler(c);
+    return handler(c).then(undefined, rejected);
   } catch (error) {
-    return { error: error || new Error('security handler rejected') };
+    return Promise.resolve(rejected(error));
   }
 }
 
@@ -112,19 +115,24 @@ interface Plan {
 
 /**
  * Runs the security handler of every scheme the operation's requirements name (concurrently; a
- * rejection is kept as `{error}`) and sets `c.security`: each scheme's result and `authorized`, true
- * when every scheme of at least one requirement succeeded. Built key by key: an object spread here
- * costs more than the rest of this function (V8's slow path on Node 20).
+ * rejection is kept as `{error}`): their results in the order of `plan.schemes`.
  */
-async function authenticate(c: ApiContext, plan: Plan, handlers: RouterOptions['security']) {
+function runSchemes(c: ApiContext, plan: Plan, handlers: RouterOptions['security']): Promise<unknown> | unknown[] | undefined {
+  const { schemes } = plan;
+  if (schemes.length === 1) return runScheme(c, handlers[schemes[0]]);
+  return schemes.length ? Promise.all(schemes.map((name) => runScheme(c, handlers[name]))) : [];
+}
+
+/**
+ * Sets `c.security`: each scheme's result and `authorized`, true when every scheme of at least one
+ * requirement succeeded. Built key by key: an object spread here costs more than the rest of this
+ * function (V8's slow path on Node 20).
+ */
+function settleSecurity(c: ApiContext, plan: Plan, results: unknown): void {
   const { schemes } = plan;
   const security: Record<string, unknown> = {};
-  for (const name of schemes) security[name] = undefined;
-  if (schemes.length === 1) security[schemes[0]] = await runScheme(c, handlers[schemes[0]]);
-  else if (schemes.length > 1) {
-    const results = await Promise.all(schemes.map((name) => runScheme(c, handlers[name])));
-    schemes.forEach((name, i) => (security[name] = results[i]));
-  }
+  if (schemes.length === 1) security[schemes[0]] = results;
+  else for (let i = 0; i < schemes.length; i++) security[schemes[i]] = (results as unknown[])[i];
   let authorized = false;
   for (const names of plan.requirementSchemes) {
     if (names.every((name) => succeeded(security[name]))) {
@@ -210,23 +218,15 @@ export function contractRouter(opts: RouterOptions): (ctx: Context) => Promise<v
     return failure instanceof ApiError ? failure : unauthorized();
   };
 
-  const respond = async (c: ApiContext, ctx: Context, plan: Plan, auth: Principal) => {
-    const { handler, info, operationId } = plan;
-    if (!handler) throw notImplemented(operationId);
+  /** The handler's request, after the checks the router makes before any handler runs. */
+  const handlerRequest = (c: ApiContext, ctx: Context, plan: Plan, auth: Principal): HandlerRequest<OperationId> => {
+    if (!plan.handler) throw notImplemented(plan.operationId);
     // x-validate-in-handler operations check the media type with the rest of the body, at their own step.
-    if (!info.validateInHandler) {
+    if (!plan.info.validateInHandler) {
       checkContentType(ctx);
       refuseNul({ body: c.request.requestBody, query: c.request.query, path: c.request.params });
     }
-    const request = new HandlerRequestOf(c, ctx, auth, operationId, opts.log) as unknown as HandlerRequest<OperationId>;
-    const key = info.idempotent ? ctx.get('Idempotency-Key') : '';
-    const scope = auth.kind === 'api_key' || auth.kind === 'dashboard' ? auth.workspaceId : null;
-    const reply =
-      key && scope && opts.idempotency ? await opts.idempotency.run({ ctx, scope, operationId, key }, () => handler(request)) : await handler(request);
-    ctx.status = reply.status as number;
-    if (reply.headers) for (const name in reply.headers) ctx.set(name, reply.headers[name]);
-    if (reply.body !== undefined) ctx.body = reply.body;
-    if (reply.type) ctx.type = reply.type;
+    return new HandlerRequestOf(c, ctx, auth, plan.operationId, opts.log) as unknown as HandlerRequest<OperationId>;
   };
 
   return async (ctx) => {
@@ -242,7 +242,9 @@ export function contractRouter(opts: RouterOptions): (ctx: Context) => Promise<v
     if (!plan) throw notImplemented(operation.operationId as OperationId);
     const c = { api, operation, request: api.router.parseRequest(req, operation) } as ApiContext;
     if (plan.disabled) throw routeNotFound(ctx.method, ctx.path);
-    await authenticate(c, plan, opts.security);
+    // One async frame for the whole of a request's routing: the steps between its two waits (the
+    // security handlers, the handler) are plain calls.
+    settleSecurity(c, plan, plan.schemes.length ? await runSchemes(c, plan, opts.security) : undefined);
     const principal = principalOf(c);
     postSecurity(c, plan, principal);
     if (!c.security.authorized && plan.requirements.length > 0) throw unauthorizedFailure(c);
@@ -254,6 +256,16 @@ export function contractRouter(opts: RouterOptions): (ctx: Context) => Promise<v
       }
       if (api.validator.coerceTypes) c.request = api.router.parseRequest(c.validation.coerced, operation);
     }
-    await respond(c, ctx, plan, principal);
+    const request = handlerRequest(c, ctx, plan, principal);
+    const handler = plan.handler!;
+    const { info, operationId } = plan;
+    const key = info.idempotent ? ctx.get('Idempotency-Key') : '';
+    const scope = principal.kind === 'api_key' || principal.kind === 'dashboard' ? principal.workspaceId : null;
+    const reply =
+      key && scope && opts.idempotency ? await opts.idempotency.run({ ctx, scope, operationId, key }, () => handler(request)) : await handler(request);
+    ctx.status = reply.status as number;
+    if (reply.headers) for (const name in reply.headers) ctx.set(name, reply.headers[name]);
+    if (reply.body !== undefined) ctx.body = reply.body;
+    if (reply.type) ctx.type = reply.type;
   };
 }

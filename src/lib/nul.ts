@@ -8,6 +8,8 @@ const MAX_NODES = 200_000;
  * only its parent's entry and its own key, and the path is spelt out only for the node that has one.
  */
 export function findNul(value: unknown, root: string): string | null {
+  if (typeof value === 'string') return value.includes('\0') ? root : null;
+  if (!value || typeof value !== 'object') return null;
   // Entries seen so far: the value, the entry of the object or array holding it, its key there.
   const values: unknown[] = [value];
   const parents: number[] = [-1];
