@@ -71,7 +71,13 @@ export async function run(): Promise<void> {
     servers.push(bare);
     const baselineRoot = process.env.BENCH_CONTRACT_BASELINE ? path.resolve(process.env.BENCH_CONTRACT_BASELINE) : undefined;
     const baseline = baselineRoot
-      ? await serverProcess('baseline', ['dist/src/main.js'], { ...fullEnv, DATA_DIR: fs.mkdirSync(path.join(dataDir, 'baseline'), { recursive: true })! }, serviceUrl, baselineRoot)
+      ? await serverProcess(
+          'baseline',
+          ['dist/src/main.js'],
+          { ...fullEnv, DATA_DIR: fs.mkdirSync(path.join(dataDir, 'baseline'), { recursive: true })! },
+          serviceUrl,
+          baselineRoot,
+        )
       : undefined;
     if (baseline) servers.push(baseline);
     const headers = { Authorization: `Bearer ${token}` };
@@ -180,7 +186,9 @@ function summary(results: Array<{ bare: Measured; full: Measured }>, stack = 'fu
   };
   const met = (xs: number[]) => xs.filter((x) => x >= GOAL).length;
   console.log(`\nSummary of ${results.length} runs, ${stack} against the bare handler`);
-  console.log(`Throughput: ratio >= 80% in ${met(throughput)} of ${results.length} runs (${throughput.map(percent).join(', ')}; median ${percent(median(throughput))}).`);
+  console.log(
+    `Throughput: ratio >= 80% in ${met(throughput)} of ${results.length} runs (${throughput.map(percent).join(', ')}; median ${percent(median(throughput))}).`,
+  );
   console.log(`CPU per request: ratio >= 80% in ${met(cpu)} of ${results.length} runs (${cpu.map(percent).join(', ')}; median ${percent(median(cpu))}).`);
 }
 
@@ -188,7 +196,13 @@ function summary(results: Array<{ bare: Measured; full: Measured }>, stack = 'fu
  * Starts `node <args>` (no TypeScript loader) and resolves with its URL, read from its output by `url`.
  * When profiling, the process loads contract/profile-hook.mjs and is driven over IPC.
  */
-async function serverProcess(name: string, args: string[], env: Record<string, string>, url: (line: string) => string | undefined, cwd = root): Promise<Server> {
+async function serverProcess(
+  name: string,
+  args: string[],
+  env: Record<string, string>,
+  url: (line: string) => string | undefined,
+  cwd = root,
+): Promise<Server> {
   const profiling = Boolean(process.env.BENCH_CPU_PROF || process.env.BENCH_HEAP_PROF);
   const execArgs = profiling ? ['--import', path.join(root, 'scripts/bench/contract/profile-hook.mjs')] : [];
   const child = spawn(process.execPath, [...execArgs, ...args], {
