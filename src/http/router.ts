@@ -252,7 +252,11 @@ export function contractRouter(opts: RouterOptions): (ctx: Context) => Promise<v
       c.validation = validateParsedRequest(api, operation, c.request, req.body) ?? api.validator.validateRequest(req, operation);
       if (c.validation.errors) {
         checkContentType(ctx);
-        throw validationError(c.validation.errors, { requestBody: c.request.requestBody, query: c.request.query, path: c.request.params }, plan.headerParameters);
+        throw validationError(
+          c.validation.errors,
+          { requestBody: c.request.requestBody, query: c.request.query, path: c.request.params },
+          plan.headerParameters,
+        );
       }
       if (api.validator.coerceTypes) c.request = api.router.parseRequest(c.validation.coerced, operation);
     }
