@@ -144,7 +144,7 @@ function settleSecurity(c: ApiContext, plan: Plan, results: unknown): void {
   c.security = security as ApiContext['security'];
 }
 
-/** The Koa context of the request a handler answers; a getter, so the handler's logger is made only when used. */
+/** The request a handler receives (HandlerRequest): a class, so its `log` (made only when a handler uses it) is not a getter closure made per request. */
 class HandlerRequestOf {
   private logger: Logger | undefined;
   readonly operationId: OperationId;
