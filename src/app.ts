@@ -1,21 +1,16 @@
 /**
- * The Koa app. The order of the pipeline, outermost first:
- * HEAD as GET -> request id -> operation match -> log + metrics -> response contract check -> error envelope -> CORS ->
- * body (parsed by what the matched operation declares) -> contract router.
+ * The Koa app: one middleware, the front door (src/http/front-door.ts), which takes a request through
+ * HEAD as GET -> request id -> operation match -> CORS -> body (parsed by what the matched operation
+ * declares) -> contract router, renders failures as the error envelope, checks the answer against the
+ * contract (when on) and logs and counts it.
  */
 import Koa from 'koa';
 import { koaBody } from 'koa-body';
 import type { Logger } from 'pino';
 import type { OpenAPIBackend } from 'openapi-backend';
 import type { Registry } from 'prom-client';
-import { requestId } from './http/request-id.js';
-import { headAsGet } from './http/head.js';
-import { observe } from './http/observability.js';
-import { responseCheck } from './http/response-check.js';
-import { errorEnvelope } from './http/envelope.js';
-import { corsPolicy } from './http/cors.js';
 import { contractRouter } from './http/router.js';
-import { matchOperation } from './http/route-match.js';
+import { frontDoor } from './http/front-door.js';
 import { parseBodyByOperation } from './http/body-parsing.js';
 import { securityHandlers, type Authenticators } from './http/security.js';
 import type { Contract } from './http/contract.js';
@@ -39,22 +34,17 @@ export function createApp(parts: AppParts): Koa {
   const { config, log, contract } = parts;
   const app = new Koa({ proxy: false });
   app.silent = true;
-  // Every answer, errors included: browsers never guess a content type other than the one sent.
-  app.use(async (ctx, next) => {
-    try {
-      await next();
-    } finally {
-      ctx.set('X-Content-Type-Options', 'nosniff');
-    }
-  });
-  app.use(headAsGet()).use(requestId()).use(matchOperation(parts.api, contract)).use(observe(log, parts.metrics));
-  // Off (as in production) it would only pass every request on: one layer fewer.
-  if (config.contractCheck !== 'off') app.use(responseCheck(contract, config.contractCheck, log, config.CONTRACT_COVERAGE_DIR));
-  app
-    .use(errorEnvelope(contract, log, config.BODY_LIMIT_BYTES))
-    .use(corsPolicy(config.CORS_ORIGINS))
-    .use(
-      parseBodyByOperation(
+  app.use(
+    frontDoor({
+      contract,
+      api: parts.api,
+      log,
+      metrics: parts.metrics,
+      contractCheck: config.contractCheck,
+      coverageDir: config.CONTRACT_COVERAGE_DIR,
+      bodyLimitBytes: config.BODY_LIMIT_BYTES,
+      corsOrigins: config.CORS_ORIGINS,
+      parseBody: parseBodyByOperation(
         koaBody({
           jsonLimit: config.BODY_LIMIT_BYTES,
           formLimit: config.BODY_LIMIT_BYTES,
@@ -72,9 +62,7 @@ export function createApp(parts: AppParts): Koa {
         }),
         (token) => (token.startsWith('ds_') ? parts.auth.dashboardSession(token) : parts.auth.apiKey(token)).then(Boolean),
       ),
-    )
-    .use(
-      contractRouter({
+      route: contractRouter({
         contract,
         api: parts.api,
         handlers: parts.handlers,
@@ -83,7 +71,8 @@ export function createApp(parts: AppParts): Koa {
         disabled: disabledOperations(contract, config),
         idempotency: parts.idempotency,
       }),
-    );
+    }),
+  );
   return app;
 }
 

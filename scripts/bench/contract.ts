@@ -1,132 +1,247 @@
 /**
  * The cost of the contract layer: `GET /api/v1/keys` through the full stack (request id, logging,
- * metrics, error envelope, CORS, body parsing, openapi-backend routing, security handler, validation,
- * handler) against a bare Koa handler doing the same queries (session lookup + key list) on the same
- * database, in the same run. Goal (issue 25): the full stack keeps at least 80% of the bare handler's
- * throughput. Two parts: both servers in this process (TypeScript through tsx; `BENCH_CPU_PROF` and
- * `BENCH_HEAP_PROF` profile them), then as production runs them: the tsc build and the bare handler
- * each in a plain node process of its own (`BENCH_CONTRACT_PRODUCTION=0` skips this part). Each part
- * prints requests per second and each side's CPU time per request.
+ * metrics, error envelope, CORS, openapi-backend routing, security handler, validation, handler)
+ * against a bare Koa handler doing the same queries (session lookup + key list) on the same database.
+ * Goal (issues 25 and 37): the full stack keeps at least 80% of the bare handler's throughput.
+ *
+ * Both run as production runs them: the service compiled by tsc (`npm run build`, `node
+ * dist/src/main.js`) and the bare handler (contract/bare.mjs), each in a plain node process of its own.
+ * Each run loads the bare handler, then the full stack, and prints each side's requests per second and
+ * CPU time per request (read from /proc for the whole process, and for its main thread alone), and the
+ * two ratios. The CPU per request is the steadier figure on a busy machine: other work sways requests
+ * per second far more. Before the runs, each process's CPU with no request at all (timers, polls) is
+ * printed, since it is part of what the full stack's figure counts.
+ *
+ * BENCH_RUNS (default 1) runs that many rounds and prints a summary; BENCH_SECONDS (default 10) is the
+ * length of each load phase. BENCH_CPU_PROF=<dir> / BENCH_HEAP_PROF=<dir> write a profile of each
+ * measured phase of each process (contract/profile-hook.mjs). BENCH_CONTRACT_BASELINE=<checkout>
+ * also runs another checkout's compiled service (its `dist/`, built beforehand) on the same database
+ * as a third side, measured after the full stack in each run: before and after a change, side by side.
  */
-import http from 'node:http';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import type { AddressInfo } from 'node:net';
-import { benchDatabase, cpuProfiler, load, startBenchService, table, type LoadResult } from './lib.js';
-import { bareKeysApp } from './contract/bare.mjs';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { benchDatabase, load, table, type LoadResult } from './lib.js';
 import { build } from '../build.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
+const GOAL = 0.8;
+
+interface Server {
+  name: string;
+  url: string;
+  pid: number;
+  /** Resolves with the profile's file when profiling, else null at once. */
+  profile(run: number): { stop(): Promise<string | null> } | Promise<{ stop(): Promise<string | null> }>;
+  stop(): Promise<void>;
+}
+
+interface Measured extends LoadResult {
+  cpuUsPerRequest: number;
+  mainThreadUsPerRequest: number;
+}
 
 export async function run(): Promise<void> {
   const db = await benchDatabase();
-  // One key for the database's sealed secrets, shared by the in-process service and the production part's process.
-  const secretsKey = randomBytes(32).toString('hex');
-  const service = await startBenchService(db.url, { SECRETS_KEY: secretsKey });
-  let closed = false;
+  const runs = Math.max(1, Number(process.env.BENCH_RUNS ?? 1));
+  const seconds = Number(process.env.BENCH_SECONDS ?? 10);
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-bench-'));
+  const servers: Server[] = [];
   try {
-    const signup = await fetch(`${service.url}/api/v1/auth/signup`, {
-      method: 'POST',
-      headers: { 'Content-Type': 'application/json' },
-      body: JSON.stringify({ email: 'bench@example.com', password: 'long-enough-pw', workspace_name: 'Bench' }),
-    }).then((r) => r.json() as Promise<{ session_token: string }>);
-    const token = signup.session_token;
-    for (let i = 0; i < 5; i++) {
-      await fetch(`${service.url}/api/v1/keys`, {
-        method: 'POST',
-        headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${token}` },
-        body: JSON.stringify({ name: `key ${i}` }),
-      });
-    }
-
-    // The bare handler: the same two queries, JSON out, nothing else.
-    const bare = bareKeysApp(service.db.knex);
-    const bareServer = http.createServer(bare.callback());
-    await new Promise<void>((r) => bareServer.listen(0, '127.0.0.1', () => r()));
-    const bareUrl = `http://127.0.0.1:${(bareServer.address() as AddressInfo).port}`;
-
-    const headers = { Authorization: `Bearer ${token}` };
-    const seconds = Number(process.env.BENCH_SECONDS ?? 10);
-    await load(`${bareUrl}/api/v1/keys`, { headers, seconds: 2 }); // warm-up
-    await load(`${service.url}/api/v1/keys`, { headers, seconds: 2 });
-    // BENCH_CPU_PROF=<dir>: a CPU profile of each side's measured phase (this process serves both).
-    // Both servers run in this process: its CPU time over a phase, per request served, is each side's
-    // cost per request, which other work on the machine sways far less than requests per second.
-    const profiled = async (name: string, url: string) => {
-      const profiler = cpuProfiler(name);
-      await profiler.start();
-      const cpu = process.cpuUsage();
-      const result = await load(url, { headers, seconds });
-      const used = process.cpuUsage(cpu);
-      const file = await profiler.stop();
-      if (file) console.log(`CPU profile of the ${name} phase: ${file}`);
-      return { ...result, cpuUsPerRequest: (used.user + used.system) / (result.requestsPerSec * seconds) };
+    await build();
+    const fullEnv = {
+      DATABASE_URL: db.url,
+      SECRETS_KEY: randomBytes(32).toString('hex'),
+      DATA_DIR: dataDir,
+      PORT: '0',
+      HOST: '127.0.0.1',
+      LOG_LEVEL: 'silent',
+      CONTRACT_CHECK: 'off',
     };
-    const bareResult = await profiled('contract-bare', `${bareUrl}/api/v1/keys`);
-    const full = await profiled('contract-full', `${service.url}/api/v1/keys`);
-    bareServer.close();
-    report(`Contract layer, both servers in this process (TypeScript through tsx): GET /api/v1/keys, 20 connections, ${seconds}s each`, bareResult, full);
+    const serviceUrl = (line: string) => /^Voice agent service on (\S+)/.exec(line)?.[1];
+    const full = await serverProcess('full', ['dist/src/main.js'], fullEnv, serviceUrl);
+    servers.push(full);
+    const token = await signUp(full.url);
+    const bare = await serverProcess('bare', ['scripts/bench/contract/bare.mjs'], { DATABASE_URL: db.url, POOL_MAX: '20' }, (line) =>
+      line.startsWith('{') ? (JSON.parse(line) as { url: string }).url : undefined,
+    );
+    servers.push(bare);
+    const baselineRoot = process.env.BENCH_CONTRACT_BASELINE ? path.resolve(process.env.BENCH_CONTRACT_BASELINE) : undefined;
+    const baseline = baselineRoot
+      ? await serverProcess(
+          'baseline',
+          ['dist/src/main.js'],
+          { ...fullEnv, DATA_DIR: fs.mkdirSync(path.join(dataDir, 'baseline'), { recursive: true })! },
+          serviceUrl,
+          baselineRoot,
+        )
+      : undefined;
+    if (baseline) servers.push(baseline);
+    const headers = { Authorization: `Bearer ${token}` };
 
-    // The in-process service stops first: its timers and jobs would run beside the processes measured next.
-    await service.close();
-    closed = true;
-    // BENCH_CONTRACT_PRODUCTION=0 skips it.
-    if (process.env.BENCH_CONTRACT_PRODUCTION !== '0') await productionRun(db.url, secretsKey, headers, seconds);
+    const sides = baseline ? [bare, full, baseline] : [bare, full];
+    const idle = await Promise.all(sides.map(idleCpu));
+    console.log(
+      `\nCPU with no request (3 s, all at once): ${sides.map((s, i) => `${s.name} ${idle[i].toFixed(1)}%`).join(', ')} of a core (timers and polls; counted in the service's CPU per request below).`,
+    );
+    for (const server of sides) await load(`${server.url}/api/v1/keys`, { headers, seconds: 2 }); // warm-up
+
+    const results: Array<{ bare: Measured; full: Measured }> = [];
+    const baselineResults: Array<{ bare: Measured; full: Measured }> = [];
+    console.log(`\nGET /api/v1/keys, 20 connections, ${seconds} s a side, tsc build under plain node, each server a process of its own`);
+    for (let i = 1; i <= runs; i++) {
+      const bareResult = await measure(bare, headers, seconds, i);
+      const fullResult = await measure(full, headers, seconds, i);
+      results.push({ bare: bareResult, full: fullResult });
+      report(i, runs, bareResult, fullResult);
+      if (baseline) {
+        const baselineResult = await measure(baseline, headers, seconds, i);
+        baselineResults.push({ bare: bareResult, full: baselineResult });
+        report(i, runs, bareResult, baselineResult, `baseline (${baselineRoot})`);
+      }
+    }
+    if (runs > 1) summary(results);
+    if (runs > 1 && baseline) summary(baselineResults, `baseline (${baselineRoot})`);
   } finally {
-    if (!closed) await service.close();
+    await Promise.all(servers.map((s) => s.stop()));
+    fs.rmSync(dataDir, { recursive: true, force: true });
     await db.drop();
   }
 }
 
-type Measured = LoadResult & { cpuUsPerRequest: number };
+async function signUp(url: string): Promise<string> {
+  const signup = await fetch(`${url}/api/v1/auth/signup`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ email: 'bench@example.com', password: 'long-enough-pw', workspace_name: 'Bench' }),
+  }).then((r) => r.json() as Promise<{ session_token: string }>);
+  for (let i = 0; i < 5; i++) {
+    const created = await fetch(`${url}/api/v1/keys`, {
+      method: 'POST',
+      headers: { 'Content-Type': 'application/json', Authorization: `Bearer ${signup.session_token}` },
+      body: JSON.stringify({ name: `key ${i}` }),
+    });
+    if (created.status !== 201) throw new Error(`creating a key answered ${created.status}: ${await created.text()}`);
+  }
+  return signup.session_token;
+}
 
-function report(title: string, bare: Measured, full: Measured): void {
-  console.log(`\n${title}`);
+/** CPU time (user + system, in microseconds) of a process's threads: all of them, and its main thread alone. /proc counts in USER_HZ (100 a second on Linux). */
+function processCpuUs(pid: number): { all: number; main: number } {
+  const ticks = (stat: string) => {
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10_000;
+  };
+  const all = ticks(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  const main = ticks(fs.readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8'));
+  return { all, main };
+}
+
+/** Percent of a core a process uses with no request to serve. */
+async function idleCpu(server: Server): Promise<number> {
+  const before = processCpuUs(server.pid).all;
+  await sleep(3000);
+  return (processCpuUs(server.pid).all - before) / 30_000;
+}
+
+async function measure(server: Server, headers: Record<string, string>, seconds: number, run: number): Promise<Measured> {
+  const profile = await server.profile(run);
+  const before = processCpuUs(server.pid);
+  const result = await load(`${server.url}/api/v1/keys`, { headers, seconds });
+  const after = processCpuUs(server.pid);
+  const file = await profile.stop();
+  if (file) console.log(`Profile of the ${server.name} side, run ${run}: ${file}`);
+  const requests = result.requestsPerSec * seconds;
+  return { ...result, cpuUsPerRequest: (after.all - before.all) / requests, mainThreadUsPerRequest: (after.main - before.main) / requests };
+}
+
+const percent = (x: number) => `${(100 * x).toFixed(1)}%`;
+
+function report(run: number, runs: number, bare: Measured, full: Measured, stack = 'full stack (contract layer)'): void {
   const row = (stack: string, r: Measured) => ({
     stack,
     'req/s': Math.round(r.requestsPerSec),
     'p50 ms': r.p50,
     'p99 ms': r.p99,
     'CPU us/request': Math.round(r.cpuUsPerRequest),
+    'main thread us/request': Math.round(r.mainThreadUsPerRequest),
     errors: r.errors + r.non2xx,
   });
-  table([row('bare Koa handler (same queries)', bare), row('full stack (contract layer)', full)]);
-  const ratio = full.requestsPerSec / bare.requestsPerSec;
-  console.log(`Full stack keeps ${(ratio * 100).toFixed(1)}% of the bare handler's throughput (goal: >= 80%, issue 25).`);
+  console.log(`\nRun ${run} of ${runs}`);
+  table([row('bare Koa handler (same queries)', bare), row(stack, full)]);
   console.log(
-    `CPU per request, bare / full stack: ${((100 * bare.cpuUsPerRequest) / full.cpuUsPerRequest).toFixed(1)}% (the throughput share the full stack would keep where CPU is the limit).`,
+    `Run ${run}, ${stack}: throughput ratio (full / bare) ${percent(full.requestsPerSec / bare.requestsPerSec)}; CPU per request ratio (bare / full) ${percent(bare.cpuUsPerRequest / full.cpuUsPerRequest)} (goal: >= 80%).`,
   );
 }
 
-/** CPU time (user + system, all threads) a process has used, in microseconds; /proc counts in USER_HZ (100 a second on Linux). */
-function processCpuUs(pid: number): number {
-  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(fields[11]) + Number(fields[12])) * 10_000;
+function summary(results: Array<{ bare: Measured; full: Measured }>, stack = 'full stack'): void {
+  const throughput = results.map((r) => r.full.requestsPerSec / r.bare.requestsPerSec);
+  const cpu = results.map((r) => r.bare.cpuUsPerRequest / r.full.cpuUsPerRequest);
+  const median = (xs: number[]) => {
+    const s = [...xs].sort((a, b) => a - b);
+    return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+  };
+  const met = (xs: number[]) => xs.filter((x) => x >= GOAL).length;
+  console.log(`\nSummary of ${results.length} runs, ${stack} against the bare handler`);
+  console.log(
+    `Throughput: ratio >= 80% in ${met(throughput)} of ${results.length} runs (${throughput.map(percent).join(', ')}; median ${percent(median(throughput))}).`,
+  );
+  console.log(`CPU per request: ratio >= 80% in ${met(cpu)} of ${results.length} runs (${cpu.map(percent).join(', ')}; median ${percent(median(cpu))}).`);
 }
 
-/** Starts `node <args>` (no TypeScript loader) and resolves with its URL, read from its output by `url`. */
-async function serverProcess(args: string[], env: Record<string, string>, url: (line: string) => string | undefined) {
-  const child = spawn(process.execPath, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+/**
+ * Starts `node <args>` (no TypeScript loader) and resolves with its URL, read from its output by `url`.
+ * When profiling, the process loads contract/profile-hook.mjs and is driven over IPC.
+ */
+async function serverProcess(
+  name: string,
+  args: string[],
+  env: Record<string, string>,
+  url: (line: string) => string | undefined,
+  cwd = root,
+): Promise<Server> {
+  const profiling = Boolean(process.env.BENCH_CPU_PROF || process.env.BENCH_HEAP_PROF);
+  const execArgs = profiling ? ['--import', path.join(root, 'scripts/bench/contract/profile-hook.mjs')] : [];
+  const child = spawn(process.execPath, [...execArgs, ...args], {
+    cwd,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe', ...(profiling ? (['ipc'] as const) : [])],
+  });
   let output = '';
   const found = await new Promise<string>((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
+    child.stdout!.on('data', (chunk: Buffer) => {
       output += chunk.toString();
       for (const line of output.split('\n')) {
         const u = url(line);
         if (u) return resolve(u);
       }
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', (c: Buffer) => (output += c.toString()));
+    });
+    child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
     child.once('exit', (code) => reject(new Error(`${args[0]} exited with ${code} before listening: ${output.slice(-2000)}`)));
   });
+  const ask = (msg: Record<string, unknown>, key: string) =>
+    new Promise<unknown>((resolve) => {
+      const on = (m: Record<string, unknown>) => {
+        if (key in m) {
+          child.off('message', on);
+          resolve(m[key]);
+        }
+      };
+      child.on('message', on);
+      child.send(msg);
+    });
   return {
+    name,
     url: found,
     pid: child.pid!,
+    profile: async (run) => {
+      if (!profiling) return { stop: async () => null };
+      await ask({ cmd: 'profile-start', name: `contract-${name}-run${run}` }, 'profiling');
+      return { stop: async () => (await ask({ cmd: 'profile-stop' }, 'profile')) as string | null };
+    },
     stop: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();
@@ -134,41 +249,4 @@ async function serverProcess(args: string[], env: Record<string, string>, url: (
         child.kill('SIGTERM');
       }),
   };
-}
-
-/**
- * The same comparison as production runs it: the service compiled by tsc (`npm run build`) and the bare
- * handler, each in a process of its own under plain node, and each process's own CPU per request
- * (tsx, which the in-process part runs under, wraps every function of the service it loads).
- */
-async function productionRun(databaseUrl: string, secretsKey: string, headers: Record<string, string>, seconds: number): Promise<void> {
-  await build();
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-bench-'));
-  const full = await serverProcess(
-    ['dist/src/main.js'],
-    { DATABASE_URL: databaseUrl, SECRETS_KEY: secretsKey, DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'silent', CONTRACT_CHECK: 'off' },
-    (line) => /^Voice agent service on (\S+)/.exec(line)?.[1],
-  );
-  let bare: Awaited<ReturnType<typeof serverProcess>> | undefined;
-  try {
-    bare = await serverProcess(['scripts/bench/contract/bare.mjs'], { DATABASE_URL: databaseUrl, POOL_MAX: '20' }, (line) =>
-      line.startsWith('{') ? (JSON.parse(line) as { url: string }).url : undefined,
-    );
-    const measure = async (server: { url: string; pid: number }): Promise<Measured> => {
-      await load(`${server.url}/api/v1/keys`, { headers, seconds: 2 }); // warm-up
-      const before = processCpuUs(server.pid);
-      const result = await load(`${server.url}/api/v1/keys`, { headers, seconds });
-      return { ...result, cpuUsPerRequest: (processCpuUs(server.pid) - before) / (result.requestsPerSec * seconds) };
-    };
-    const bareResult = await measure(bare);
-    const fullResult = await measure(full);
-    report(
-      `Contract layer as production runs it (tsc build, plain node, each server a process of its own): GET /api/v1/keys, 20 connections, ${seconds}s each`,
-      bareResult,
-      fullResult,
-    );
-  } finally {
-    await Promise.all([full.stop(), bare?.stop()]);
-    fs.rmSync(dataDir, { recursive: true, force: true });
-  }
 }

@@ -7,7 +7,7 @@
  * so a widget on any site can tell a 404 from a network failure. No credentials are ever allowed there.
  */
 import cors from '@koa/cors';
-import type { Middleware } from 'koa';
+import type { Context, Middleware } from 'koa';
 import { forbidden } from './errors.js';
 
 const OPEN_PATH_PREFIXES = ['/api/v1/public/', '/sdk/'];
@@ -33,7 +33,12 @@ function openToAnyOrigin(): Middleware {
   };
 }
 
-export function corsPolicy(origins: string[]): Middleware {
+/**
+ * The policy as a step of front-door.ts: `inner` answers the request where the policy lets it through.
+ * A request without an Origin header (every server-side client) is outside CORS: it gets only the
+ * `Vary: Origin` @koa/cors would add, without a pass through that library's async layer.
+ */
+export function corsPolicy(origins: string[]): (ctx: Context, inner: (ctx: Context) => Promise<void>) => Promise<void> {
   const allowed = new Set(origins);
   const open = openToAnyOrigin();
   const inner = cors({
@@ -43,12 +48,16 @@ export function corsPolicy(origins: string[]): Middleware {
     exposeHeaders: EXPOSE_HEADERS,
     maxAge: 600,
   });
-  return async (ctx, next) => {
-    if (isOpenPath(ctx.path)) return open(ctx, next);
+  return (ctx, next) => {
+    if (isOpenPath(ctx.path)) return open(ctx, () => next(ctx));
     const origin = ctx.get('Origin');
-    if (origin && !allowed.has(origin) && ctx.method === 'OPTIONS' && ctx.get('Access-Control-Request-Method')) {
+    if (!origin) {
+      ctx.vary('Origin');
+      return next(ctx);
+    }
+    if (!allowed.has(origin) && ctx.method === 'OPTIONS' && ctx.get('Access-Control-Request-Method')) {
       throw forbidden('origin_not_allowed', `Origin ${origin} may not call this API from a browser.`);
     }
-    return inner(ctx, next);
+    return inner(ctx, () => next(ctx));
   };
 }

@@ -1,10 +1,9 @@
 /**
- * Renders every failure as the error envelope. Sits before the body parser, because koa-body reports
- * its own errors (malformed JSON, oversized body) as plain text.
+ * Every failure as the error envelope. front-door.ts renders what the body parser, CORS, the router and
+ * handlers throw, because koa-body reports its own errors (malformed JSON, oversized body) as plain text.
  */
-import type { Middleware } from 'koa';
 import type { Logger } from 'pino';
-import { ApiError, internalError, payloadTooLarge, routeNotFound, type ValidationIssue } from './errors.js';
+import { ApiError, internalError, payloadTooLarge, type ValidationIssue } from './errors.js';
 import type { Contract } from './contract.js';
 
 interface HttpishError extends Error {
@@ -72,23 +71,15 @@ export function renderError(ctx: import('koa').Context, err: ApiError, contract:
   }
 }
 
-export function errorEnvelope(contract: Contract, log: Logger, bodyLimitBytes: number): Middleware {
-  return async (ctx, next) => {
-    try {
-      await next();
-      if (ctx.status === 404 && ctx.body == null) {
-        throw routeNotFound(ctx.method, ctx.path);
-      }
-    } catch (thrown) {
-      let err: ApiError;
-      if (thrown instanceof ApiError) err = thrown;
-      else {
-        err = fromHttpError(thrown as HttpishError, bodyLimitBytes) ?? internalError();
-        if (err.status === 500) {
-          log.error({ err: thrown, requestId: ctx.state.requestId, operationId: ctx.state.operationId }, 'unhandled error');
-        }
-      }
-      renderError(ctx, err, contract);
-    }
-  };
+/**
+ * The API error a failure is answered with (front-door.ts renders it): an ApiError as thrown, Koa's and
+ * koa-body's errors by fromHttpError, anything else a logged 500.
+ */
+export function apiErrorOf(thrown: unknown, ctx: import('koa').Context, log: Logger, bodyLimitBytes: number): ApiError {
+  if (thrown instanceof ApiError) return thrown;
+  const err = fromHttpError(thrown as HttpishError, bodyLimitBytes) ?? internalError();
+  if (err.status === 500) {
+    log.error({ err: thrown, requestId: ctx.state.requestId, operationId: ctx.state.operationId }, 'unhandled error');
+  }
+  return err;
 }

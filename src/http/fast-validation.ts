@@ -7,7 +7,7 @@
  * compiled validators. An operation with JSON-content query parameters (our contract has none) takes
  * the library's own. Like fast-routing.ts it reaches into internals: package.json pins the version.
  */
-import type { OpenAPIBackend, Operation, Request, ValidationResult } from 'openapi-backend';
+import type { OpenAPIBackend, Operation, ParsedRequest, Request, ValidationResult } from 'openapi-backend';
 import type { ErrorObject } from 'ajv';
 import { MAX_ERRORS_READ } from './validation.js';
 
@@ -16,75 +16,92 @@ interface OperationFacts {
   arrayQuery: Set<string>;
   /** The request body's only media type is JSON: a body that is not an object must at least parse. */
   jsonOnlyBody: boolean;
+  hasPathParameters: boolean;
+  hasHeaderParameters: boolean;
+}
+
+/** The per-operation facts, worked out on an operation's first validation; null: the library's own validation. */
+const factsByApi = new WeakMap<OpenAPIBackend, Map<Operation, OperationFacts | null>>();
+function factsOf(api: OpenAPIBackend, operation: Operation): OperationFacts | null {
+  let byOperation = factsByApi.get(api);
+  if (!byOperation) factsByApi.set(api, (byOperation = new Map()));
+  let f = byOperation.get(operation);
+  if (f !== undefined) return f;
+  const parameters = (operation.parameters ?? []) as Array<{ name?: string; in?: string; schema?: { type?: unknown }; content?: Record<string, unknown> }>;
+  if (!operation.operationId || parameters.some((p) => !('$ref' in p) && p.in === 'query' && p.content?.['application/json'])) f = null;
+  else {
+    const arrayQuery = new Set<string>();
+    for (const p of parameters) {
+      if (p.in !== 'query' || !p.name) continue;
+      // The library's `_.find(parameters, {name, in: 'query'})`: the first parameter of that name decides.
+      const first = parameters.find((q) => q.name === p.name && q.in === 'query');
+      if (first === p && p.schema?.type === 'array') arrayQuery.add(p.name);
+    }
+    const formats = Object.keys((operation.requestBody as { content?: Record<string, unknown> } | undefined)?.content ?? {});
+    f = {
+      arrayQuery,
+      jsonOnlyBody: formats.length === 1 && formats[0] === 'application/json',
+      hasPathParameters: parameters.some((p) => p.in === 'path'),
+      hasHeaderParameters: parameters.some((p) => p.in === 'header'),
+    };
+  }
+  byOperation.set(operation, f);
+  return f;
+}
+
+/**
+ * The library's `validateRequest(req, operation)` on a request already parsed for that operation
+ * (`router.parseRequest(req, operation)`), without parsing it again: the parts the parameter
+ * validator may write to (it coerces declared parameters' types in place) are copied first, so
+ * `parsed` stays as the handler will read it. Null when the operation needs the library's own.
+ */
+export function validateParsedRequest(api: OpenAPIBackend, operation: Operation, parsed: ParsedRequest, rawBody: unknown): ValidationResult | null {
+  const f = factsOf(api, operation);
+  if (!f) return null;
+  const validator = api.validator;
+  const errors: ErrorObject[] = [];
+  const validators = validator.getRequestValidatorsForOperation(operation.operationId!) ?? [];
+  const query: Record<string, unknown> = {};
+  const parsedQuery = (parsed.query ?? {}) as Record<string, unknown>;
+  for (const name of Object.keys(parsedQuery)) {
+    const value = parsedQuery[name];
+    query[name] = Array.isArray(value) ? value.slice() : typeof value === 'string' && f.arrayQuery.has(name) ? [value] : value;
+  }
+  const headers = parsed.headers as Record<string, unknown>;
+  const parameters: Record<string, unknown> = {
+    path: f.hasPathParameters ? { ...parsed.params } : parsed.params,
+    query,
+    header: f.hasHeaderParameters ? { ...headers } : headers,
+    cookie: parsed.cookies,
+  };
+  if (typeof rawBody !== 'object' && rawBody !== undefined && f.jsonOnlyBody) {
+    try {
+      JSON.parse(`${rawBody}`);
+    } catch (err) {
+      if (err instanceof Error) errors.push({ keyword: 'parse', instancePath: '', schemaPath: '#/requestBody', params: [], message: err.message } as never);
+    }
+  }
+  const rawContentType = headers['content-type'];
+  const contentType = String((Array.isArray(rawContentType) ? rawContentType[0] : rawContentType) || '')
+    .split(';')[0]
+    .trim()
+    .toLowerCase();
+  const requestBody = parsed.requestBody;
+  if (typeof requestBody === 'object' || contentType === 'application/json') parameters.requestBody = requestBody;
+  for (const validate of validators) {
+    validate(parameters);
+    // Not push(...errors): an 80,000-item array's errors as arguments overflow the stack (issue 32).
+    if (validate.errors) for (const e of validate.errors.slice(0, MAX_ERRORS_READ - errors.length)) errors.push(e);
+  }
+  // `coerced` is read only where the validator coerces (openapi-backend's coerceTypes option).
+  const coerced = validator.coerceTypes ? { ...parsed, query: parameters.query, params: parameters.path } : parsed;
+  return { valid: errors.length === 0, errors: errors.length ? errors : null, coerced } as ValidationResult;
 }
 
 export function precompileValidation(api: OpenAPIBackend): void {
   const validator = api.validator;
-  const router = api.router;
   const original = validator.validateRequest.bind(validator);
-  const facts = new Map<Operation, OperationFacts | null>();
-  const factsOf = (operation: Operation): OperationFacts | null => {
-    let f = facts.get(operation);
-    if (f !== undefined) return f;
-    const parameters = (operation.parameters ?? []) as Array<{ name?: string; in?: string; schema?: { type?: unknown }; content?: Record<string, unknown> }>;
-    if (parameters.some((p) => !('$ref' in p) && p.in === 'query' && p.content?.['application/json'])) f = null;
-    else {
-      const arrayQuery = new Set<string>();
-      for (const p of parameters) {
-        if (p.in !== 'query' || !p.name) continue;
-        // The library's `_.find(parameters, {name, in: 'query'})`: the first parameter of that name decides.
-        const first = parameters.find((q) => q.name === p.name && q.in === 'query');
-        if (first === p && p.schema?.type === 'array') arrayQuery.add(p.name);
-      }
-      const formats = Object.keys((operation.requestBody as { content?: Record<string, unknown> } | undefined)?.content ?? {});
-      f = { arrayQuery, jsonOnlyBody: formats.length === 1 && formats[0] === 'application/json' };
-    }
-    facts.set(operation, f);
-    return f;
-  };
-
-  validator.validateRequest = ((req: Request, operation?: Operation | string): ValidationResult => {
-    const f = operation && typeof operation === 'object' && operation.operationId ? factsOf(operation) : null;
-    if (!f) return original(req, operation);
-    const op = operation as Operation;
-    const errors: ErrorObject[] = [];
-    const result = { valid: true, coerced: { ...req }, errors } as ValidationResult & { coerced: Request };
-    const validators = validator.getRequestValidatorsForOperation(op.operationId!) ?? [];
-    const { params, query, headers, cookies, requestBody } = router.parseRequest(req, op);
-    if (query && f.arrayQuery.size) {
-      for (const name of Object.keys(query)) {
-        if (typeof query[name] === 'string' && f.arrayQuery.has(name)) query[name] = [query[name] as string];
-      }
-    }
-    const parameters: Record<string, unknown> = {};
-    if (params != null) parameters.path = params;
-    if (query != null) parameters.query = query;
-    if (headers != null) parameters.header = headers;
-    if (cookies != null) parameters.cookie = cookies;
-    if (typeof req.body !== 'object' && req.body !== undefined && f.jsonOnlyBody) {
-      try {
-        JSON.parse(`${req.body}`);
-      } catch (err) {
-        if (err instanceof Error) errors.push({ keyword: 'parse', instancePath: '', schemaPath: '#/requestBody', params: [], message: err.message } as never);
-      }
-    }
-    const rawContentType = (headers as Record<string, unknown>)['content-type'];
-    const contentType = String((Array.isArray(rawContentType) ? rawContentType[0] : rawContentType) || '')
-      .split(';')[0]
-      .trim()
-      .toLowerCase();
-    if (typeof requestBody === 'object' || contentType === 'application/json') parameters.requestBody = requestBody;
-    for (const validate of validators) {
-      validate(parameters);
-      // Not push(...errors): an 80,000-item array's errors as arguments overflow the stack (issue 32).
-      if (validate.errors) for (const e of validate.errors.slice(0, MAX_ERRORS_READ - errors.length)) errors.push(e);
-      else if (validator.coerceTypes) {
-        result.coerced.query = parameters.query as Request['query'];
-        result.coerced.params = parameters.path as Request['params'];
-      }
-    }
-    if (errors.length === 0) result.errors = null;
-    else result.valid = false;
-    return result;
-  }) as typeof validator.validateRequest;
+  validator.validateRequest = ((req: Request, operation?: Operation | string): ValidationResult =>
+    (operation && typeof operation === 'object' ? validateParsedRequest(api, operation, api.router.parseRequest(req, operation), req.body) : null) ??
+    original(req, operation)) as typeof validator.validateRequest;
 }

@@ -3,9 +3,9 @@
  * as the GET it mirrors, so the status and headers are the GET's; Koa then sends no body for HEAD. A
  * body that is a stream (a recording, an event stream) is destroyed unread, so whatever it holds (a
  * file, a stream place) is let go at once. The contract says so once for every GET operation
- * (openapi.yaml) rather than declaring a HEAD twin of each.
+ * (openapi.yaml) rather than declaring a HEAD twin of each. front-door.ts calls these around the rest.
  */
-import type { Middleware } from 'koa';
+import type { Context } from 'koa';
 import { Stream } from 'node:stream';
 
 declare module 'koa' {
@@ -15,16 +15,16 @@ declare module 'koa' {
   }
 }
 
-export function headAsGet(): Middleware {
-  return async (ctx, next) => {
-    if (ctx.method !== 'HEAD') return next();
-    ctx.method = 'GET';
-    ctx.state.head = true;
-    try {
-      await next();
-    } finally {
-      ctx.method = 'HEAD';
-      if (ctx.body instanceof Stream) (ctx.body as Stream & { destroy(): void }).destroy();
-    }
-  };
+/** Turns a HEAD into its GET; true when it did. */
+export function headAsGet(ctx: Context): boolean {
+  if (ctx.method !== 'HEAD') return false;
+  ctx.method = 'GET';
+  ctx.state.head = true;
+  return true;
+}
+
+/** After the answer of a HEAD turned GET: the method back, and a stream body let go unread. */
+export function backToHead(ctx: Context): void {
+  ctx.method = 'HEAD';
+  if (ctx.body instanceof Stream) (ctx.body as Stream & { destroy(): void }).destroy();
 }

@@ -11,8 +11,8 @@ export { findNul };
 
 /** 422 `invalid_value` when any of the named parts holds a NUL; `param` is the field without its part's prefix. */
 export function refuseNul(parts: Record<string, unknown>): void {
-  for (const [name, value] of Object.entries(parts)) {
-    const at = findNul(value, name);
+  for (const name in parts) {
+    const at = findNul(parts[name], name);
     if (at === null) continue;
     const param = at.split('.').slice(1).join('.') || name;
     throw unprocessable('invalid_value', `'${param.slice(0, 200)}' contains a NUL character (U+0000), which is not allowed.`, param.slice(0, 200));

@@ -1,9 +1,10 @@
 /** One pino line per request, and Prometheus request metrics, both labelled by operationId. */
-import type { Middleware } from 'koa';
+import type { Context } from 'koa';
 import type { Logger } from 'pino';
 import { Counter, Histogram, type Registry } from 'prom-client';
 
-export function observe(log: Logger, registry: Registry): Middleware {
+/** Records a finished request (front-door.ts calls it once per request, after the answer is settled). */
+export function requestObserver(log: Logger, registry: Registry): (ctx: Context, start: bigint) => void {
   const requests = new Counter({
     name: 'http_requests_total',
     help: 'Requests by operation and status.',
@@ -21,20 +22,16 @@ export function observe(log: Logger, registry: Registry): Middleware {
   // logger's redaction cannot change it; it costs about 40 us a line (pino walks its wildcard paths over
   // every field), more than the rest of a request's routing. This logger writes only that line.
   const access = log.child({}, { redact: { paths: [] } });
-  return async (ctx, next) => {
-    const start = process.hrtime.bigint();
-    try {
-      await next();
-    } finally {
-      const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-      const operation = (ctx.state.operationId as string | undefined) ?? 'unrouted';
-      requests.inc({ operation, status: String(ctx.status) });
-      duration.observe({ operation }, seconds);
-      // The path only: query strings can carry tokens (OAuth codes, WebSocket tokens).
-      access.info(
-        { requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, operationId: operation, status: ctx.status, ms: Math.round(seconds * 1e4) / 10 },
-        'request',
-      );
-    }
+  return (ctx, start) => {
+    const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+    const operation = ctx.state.operationId ?? 'unrouted';
+    requests.inc({ operation, status: String(ctx.status) });
+    duration.observe({ operation }, seconds);
+    if (!access.isLevelEnabled('info')) return;
+    // The path only: query strings can carry tokens (OAuth codes, WebSocket tokens).
+    access.info(
+      { requestId: ctx.state.requestId, method: ctx.method, path: ctx.path, operationId: operation, status: ctx.status, ms: Math.round(seconds * 1e4) / 10 },
+      'request',
+    );
   };
 }

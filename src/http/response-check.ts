@@ -11,7 +11,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import type { Context, Middleware } from 'koa';
+import type { Context } from 'koa';
 import type { Logger } from 'pino';
 import type { Contract } from './contract.js';
 
@@ -75,10 +75,9 @@ export function checkResponse(contract: Contract, ctx: Context): string[] {
   return problems;
 }
 
-export function responseCheck(contract: Contract, mode: 'off' | 'log' | 'enforce', log: Logger, coverage?: string): Middleware {
-  return async (ctx, next) => {
-    await next();
-    if (mode === 'off') return;
+/** Checks the settled answer of a request (front-door.ts, after the error envelope): logs a violation, and in `enforce` answers 500 instead. */
+export function responseChecker(contract: Contract, mode: 'log' | 'enforce', log: Logger, coverage?: string): (ctx: Context) => void {
+  return (ctx) => {
     const problems = checkResponse(contract, ctx);
     const operationId = ctx.state.operationId as string | undefined;
     if (operationId) recordCoverage(coverage, operationId, ctx.status);

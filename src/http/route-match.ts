@@ -3,7 +3,7 @@
  * the same matching the contract router uses (openapi-backend's, see fast-routing.ts). Everything after
  * it (error envelope, body parsing, router, metrics) reads `ctx.state.operation`.
  */
-import type { Middleware } from 'koa';
+import type { Context } from 'koa';
 import type { OpenAPIBackend, Operation } from 'openapi-backend';
 import type { Contract, OperationInfo } from './contract.js';
 
@@ -17,8 +17,8 @@ declare module 'koa' {
   }
 }
 
-export function matchOperation(api: OpenAPIBackend, contract: Contract): Middleware {
-  return async (ctx, next) => {
+export function operationMatcher(api: OpenAPIBackend, contract: Contract): (ctx: Context) => void {
+  return (ctx) => {
     const op = api.router.matchOperation({ method: ctx.method, path: ctx.path, headers: {} });
     const info = op?.operationId ? contract.operations.get(op.operationId) : undefined;
     if (info) {
@@ -26,6 +26,5 @@ export function matchOperation(api: OpenAPIBackend, contract: Contract): Middlew
       ctx.state.operationId = info.operationId;
       ctx.state.apiOperation = op;
     }
-    await next();
   };
 }

@@ -8,17 +8,18 @@
  * library so that a request is matched once, not twice, and without its per-request promise chains and
  * lodash copies: profiling put that at a third of a request's CPU (issue 25).
  */
-import type { Context, Middleware } from 'koa';
+import type { Context } from 'koa';
 import type { Logger } from 'pino';
 import type { OpenAPIBackend, Context as ApiContext, Operation, Request } from 'openapi-backend';
 import { refuseNul } from './nul.js';
 import { ApiError, forbidden, notImplemented, routeNotFound, unauthorized } from './errors.js';
 import { validationError } from './validation.js';
-import type { Contract } from './contract.js';
-import type { AnyHandler, Handlers, OperationId } from '../contract/handlers.js';
+import type { Contract, OperationInfo } from './contract.js';
+import type { AnyHandler, HandlerRequest, Handlers, OperationId } from '../contract/handlers.js';
 import { hasRole, type Principal } from '../contract/principal.js';
 import type { Idempotency } from './idempotency.js';
 import { isWrongKind } from './security.js';
+import { validateParsedRequest } from './fast-validation.js';
 
 export interface RouterOptions {
   contract: Contract;
@@ -82,63 +83,131 @@ function matchedOperation(ctx: Context, api: OpenAPIBackend, contract: Contract,
   }
 }
 
-/** The security schemes an operation's requirements name, each once (kept per operation). */
-const schemesOf = new WeakMap<Operation, string[]>();
-function schemesFor(operation: Operation, requirements: Array<Record<string, string[]>>): string[] {
-  let schemes = schemesOf.get(operation);
-  if (!schemes) {
-    schemes = [...new Set(requirements.flatMap((r) => Object.keys(r)))];
-    schemesOf.set(operation, schemes);
-  }
-  return schemes;
-}
+const rejected = (error: unknown) => ({ error: error || new Error('security handler rejected') });
 
-async function runScheme(c: ApiContext, handler: RouterOptions['security'][string] | undefined): Promise<unknown> {
+/** A scheme's result, or `{error}` when its handler rejects or throws. */
+function runScheme(c: ApiContext, handler: RouterOptions['security'][string] | undefined): Promise<unknown> | undefined {
   if (!handler) return undefined;
   try {
-    return await handler(c);
+    return handler(c).then(undefined, rejected);
   } catch (error) {
-    return { error: error || new Error('security handler rejected') };
+    return Promise.resolve(rejected(error));
   }
 }
 
 const succeeded = (r: unknown) => Boolean(r) && !(typeof r === 'object' && (r as { error?: unknown }).error);
 
+/** What the router needs of an operation, worked out once at start-up instead of on each request. */
+interface Plan {
+  operationId: OperationId;
+  info: OperationInfo;
+  handler: AnyHandler | undefined;
+  disabled: boolean;
+  /** The operation's security requirements, and the schemes of each. */
+  requirements: Array<Record<string, string[]>>;
+  requirementSchemes: string[][];
+  /** The schemes the requirements name, each once. */
+  schemes: string[];
+  /** openapi-backend's `validate` option for this operation (contract.ts: all but x-validate-in-handler ones). */
+  validates: boolean;
+  headerParameters: string[];
+}
+
 /**
  * Runs the security handler of every scheme the operation's requirements name (concurrently; a
- * rejection is kept as `{error}`) and sets `c.security`: each scheme's result and `authorized`, true
- * when every scheme of at least one requirement succeeded. Built key by key: an object spread here
- * costs more than the rest of this function (V8's slow path on Node 20).
+ * rejection is kept as `{error}`): their results in the order of `plan.schemes`.
  */
-async function authenticate(c: ApiContext, requirements: Array<Record<string, string[]>>, schemes: string[], handlers: RouterOptions['security']) {
+function runSchemes(c: ApiContext, plan: Plan, handlers: RouterOptions['security']): Promise<unknown> | unknown[] | undefined {
+  const { schemes } = plan;
+  if (schemes.length === 1) return runScheme(c, handlers[schemes[0]]);
+  return schemes.length ? Promise.all(schemes.map((name) => runScheme(c, handlers[name]))) : [];
+}
+
+/**
+ * Sets `c.security`: each scheme's result and `authorized`, true when every scheme of at least one
+ * requirement succeeded. Built key by key: an object spread here costs more than the rest of this
+ * function (V8's slow path on Node 20).
+ */
+function settleSecurity(c: ApiContext, plan: Plan, results: unknown): void {
+  const { schemes } = plan;
   const security: Record<string, unknown> = {};
-  for (const name of schemes) security[name] = undefined;
-  if (schemes.length === 1) security[schemes[0]] = await runScheme(c, handlers[schemes[0]]);
-  else if (schemes.length > 1) {
-    const results = await Promise.all(schemes.map((name) => runScheme(c, handlers[name])));
-    schemes.forEach((name, i) => (security[name] = results[i]));
+  if (schemes.length === 1) security[schemes[0]] = results;
+  else for (let i = 0; i < schemes.length; i++) security[schemes[i]] = (results as unknown[])[i];
+  let authorized = false;
+  for (const names of plan.requirementSchemes) {
+    if (names.every((name) => succeeded(security[name]))) {
+      authorized = true;
+      break;
+    }
   }
-  security.authorized = requirements.some((requirement) => Object.keys(requirement).every((name) => succeeded(security[name])));
+  security.authorized = authorized;
   c.security = security as ApiContext['security'];
 }
 
-export function contractRouter(opts: RouterOptions): Middleware {
+/** The request a handler receives (HandlerRequest): a class, so its `log` (made only when a handler uses it) is not a getter closure made per request. */
+class HandlerRequestOf {
+  private logger: Logger | undefined;
+  readonly operationId: OperationId;
+  readonly params: never;
+  readonly query: never;
+  readonly body: never;
+  readonly headers: Record<string, string | undefined>;
+  readonly requestId: string;
+  constructor(
+    c: ApiContext,
+    readonly ctx: Context,
+    readonly auth: Principal,
+    operationId: OperationId,
+    private readonly baseLog: Logger,
+  ) {
+    this.operationId = operationId;
+    this.params = c.request.params as never;
+    this.query = c.request.query as never;
+    this.body = c.request.requestBody as never;
+    this.headers = ctx.headers as Record<string, string | undefined>;
+    this.requestId = ctx.state.requestId as string;
+  }
+  get log(): Logger {
+    return (this.logger ??= this.baseLog.child({ requestId: this.requestId, operationId: this.operationId }));
+  }
+}
+
+/** The contract router as a step of front-door.ts: answers the request whose operation route-match.ts found (404/405 when none). */
+export function contractRouter(opts: RouterOptions): (ctx: Context) => Promise<void> {
   const { contract, api, handlers } = opts;
 
+  const plans = new Map<Operation, Plan>();
+  for (const operation of api.router.getOperations()) {
+    const info = operation.operationId ? contract.operations.get(operation.operationId) : undefined;
+    if (!info) continue;
+    const requirements = (operation.security ?? []) as Array<Record<string, string[]>>;
+    const requirementSchemes = requirements.map((r) => Object.keys(r));
+    const validate = api.validate;
+    plans.set(operation, {
+      operationId: info.operationId as OperationId,
+      info,
+      handler: handlers[info.operationId as OperationId] as AnyHandler | undefined,
+      disabled: opts.disabled.has(info.operationId),
+      requirements,
+      requirementSchemes,
+      schemes: [...new Set(requirementSchemes.flat())],
+      validates: typeof validate === 'function' ? Boolean(validate({ api, operation } as ApiContext)) : Boolean(validate),
+      headerParameters: (operation.parameters ?? []).flatMap((p) => ('in' in p && p.in === 'header' ? [p.name] : [])),
+    });
+  }
+
   /** The checks after authentication and before validation: an unimplemented operation answers 501 whatever the body. */
-  const postSecurity = (c: ApiContext, ctx: Context) => {
-    const operationId = c.operation?.operationId as OperationId | undefined;
-    const principal = principalOf(c);
-    const info = ctx.state.operation;
+  const postSecurity = (c: ApiContext, plan: Plan, principal: Principal) => {
+    const { info } = plan;
     // A dashboard session on a developer operation acts with its member's role (keys and members check their own).
-    if (info && principal.kind === 'dashboard' && info.security.some((s) => 'ApiKey' in s) && !hasRole(principal.role, info.minimumRole)) {
+    if (principal.kind === 'dashboard' && info.security.some((s) => 'ApiKey' in s) && !hasRole(principal.role, info.minimumRole)) {
       throw forbidden(
         'insufficient_role',
         `This operation needs the '${info.minimumRole}' role or higher; your role in this workspace is '${principal.role}'.`,
       );
     }
-    if (operationId && !handlers[operationId] && (c.security?.authorized || (c.operation.security ?? []).length === 0)) {
-      throw notImplemented(operationId);
+    if (!plan.handler && (c.security?.authorized || plan.requirements.length === 0)) {
+      throw notImplemented(plan.operationId);
     }
   };
   const unauthorizedFailure = (c: ApiContext) => {
@@ -149,41 +218,16 @@ export function contractRouter(opts: RouterOptions): Middleware {
     return failure instanceof ApiError ? failure : unauthorized();
   };
 
-  const operations = new Map<string, (c: ApiContext, ctx: Context) => Promise<void>>();
-  for (const [operationId, info] of contract.operations) {
-    const handler = handlers[operationId as OperationId] as AnyHandler | undefined;
-    operations.set(operationId, async (c: ApiContext, ctx: Context) => {
-      if (!handler) throw notImplemented(operationId);
-      // x-validate-in-handler operations check the media type with the rest of the body, at their own step.
-      if (!info.validateInHandler) {
-        checkContentType(ctx);
-        refuseNul({ body: c.request.requestBody, query: c.request.query, path: c.request.params });
-      }
-      let log: Logger | undefined;
-      const auth = principalOf(c);
-      const invoke = () =>
-        handler({
-          operationId: operationId as OperationId,
-          params: c.request.params as never,
-          query: c.request.query as never,
-          body: c.request.requestBody as never,
-          headers: ctx.headers as Record<string, string | undefined>,
-          auth,
-          requestId: ctx.state.requestId as string,
-          get log() {
-            return (log ??= opts.log.child({ requestId: ctx.state.requestId, operationId }));
-          },
-          ctx,
-        });
-      const key = info.idempotent ? ctx.get('Idempotency-Key') : '';
-      const scope = auth.kind === 'api_key' || auth.kind === 'dashboard' ? auth.workspaceId : null;
-      const reply = key && scope && opts.idempotency ? await opts.idempotency.run({ ctx, scope, operationId, key }, invoke) : await invoke();
-      ctx.status = reply.status as number;
-      for (const [name, value] of Object.entries(reply.headers ?? {})) ctx.set(name, value);
-      if (reply.body !== undefined) ctx.body = reply.body;
-      if (reply.type) ctx.type = reply.type;
-    });
-  }
+  /** The handler's request, after the checks the router makes before any handler runs. */
+  const handlerRequest = (c: ApiContext, ctx: Context, plan: Plan, auth: Principal): HandlerRequest<OperationId> => {
+    if (!plan.handler) throw notImplemented(plan.operationId);
+    // x-validate-in-handler operations check the media type with the rest of the body, at their own step.
+    if (!plan.info.validateInHandler) {
+      checkContentType(ctx);
+      refuseNul({ body: c.request.requestBody, query: c.request.query, path: c.request.params });
+    }
+    return new HandlerRequestOf(c, ctx, auth, plan.operationId, opts.log) as unknown as HandlerRequest<OperationId>;
+  };
 
   return async (ctx) => {
     const req: Request = {
@@ -194,25 +238,38 @@ export function contractRouter(opts: RouterOptions): Middleware {
       body: (ctx.request as { body?: unknown }).body,
     };
     const operation = matchedOperation(ctx, api, contract, req);
-    const operationId = operation.operationId as string;
+    const plan = plans.get(operation);
+    if (!plan) throw notImplemented(operation.operationId as OperationId);
     const c = { api, operation, request: api.router.parseRequest(req, operation) } as ApiContext;
-    if (opts.disabled.has(operationId)) throw routeNotFound(ctx.method, ctx.path);
-    const requirements = (operation.security ?? []) as Array<Record<string, string[]>>;
-    await authenticate(c, requirements, schemesFor(operation, requirements), opts.security);
-    postSecurity(c, ctx);
-    if (!c.security.authorized && requirements.length > 0) throw unauthorizedFailure(c);
-    const validate = typeof api.validate === 'function' ? api.validate(c, ctx) : Boolean(api.validate);
-    if (validate) {
-      c.validation = api.validator.validateRequest(req, operation);
+    if (plan.disabled) throw routeNotFound(ctx.method, ctx.path);
+    // One async frame for the whole of a request's routing: the steps between its two waits (the
+    // security handlers, the handler) are plain calls.
+    settleSecurity(c, plan, plan.schemes.length ? await runSchemes(c, plan, opts.security) : undefined);
+    const principal = principalOf(c);
+    postSecurity(c, plan, principal);
+    if (!c.security.authorized && plan.requirements.length > 0) throw unauthorizedFailure(c);
+    if (plan.validates) {
+      c.validation = validateParsedRequest(api, operation, c.request, req.body) ?? api.validator.validateRequest(req, operation);
       if (c.validation.errors) {
         checkContentType(ctx);
-        const headers = (operation.parameters ?? []).flatMap((p) => ('in' in p && p.in === 'header' ? [p.name] : []));
-        throw validationError(c.validation.errors, { requestBody: c.request.requestBody, query: c.request.query, path: c.request.params }, headers);
+        throw validationError(
+          c.validation.errors,
+          { requestBody: c.request.requestBody, query: c.request.query, path: c.request.params },
+          plan.headerParameters,
+        );
       }
       if (api.validator.coerceTypes) c.request = api.router.parseRequest(c.validation.coerced, operation);
     }
-    const run = operations.get(operationId);
-    if (!run) throw notImplemented(operationId as OperationId);
-    await run(c, ctx);
+    const request = handlerRequest(c, ctx, plan, principal);
+    const handler = plan.handler!;
+    const { info, operationId } = plan;
+    const key = info.idempotent ? ctx.get('Idempotency-Key') : '';
+    const scope = principal.kind === 'api_key' || principal.kind === 'dashboard' ? principal.workspaceId : null;
+    const reply =
+      key && scope && opts.idempotency ? await opts.idempotency.run({ ctx, scope, operationId, key }, () => handler(request)) : await handler(request);
+    ctx.status = reply.status as number;
+    if (reply.headers) for (const name in reply.headers) ctx.set(name, reply.headers[name]);
+    if (reply.body !== undefined) ctx.body = reply.body;
+    if (reply.type) ctx.type = reply.type;
   };
 }

@@ -1,18 +1,16 @@
 /**
  * The contract benchmark's bare handler: `GET /api/v1/keys` as two queries (session lookup, key list)
- * and JSON out, nothing else. contract.ts serves it in its own process for the first part; run as a
- * script (`node bare.mjs`, DATABASE_URL set) it is the bare side of the part that runs as production
- * does, and prints `{"url"}` once listening. JavaScript, not TypeScript: node 20 runs TypeScript only
- * through a loader, and the loader (tsx) wraps every function it loads.
+ * and JSON out, nothing else. Run as a script (`node bare.mjs`, DATABASE_URL set) it is the bare side
+ * of contract.ts, and prints `{"url"}` once listening. JavaScript, not TypeScript: it runs under plain
+ * node as the compiled service does, with no loader wrapping its functions.
  */
 import http from 'node:http';
 import { createHash } from 'node:crypto';
-import { pathToFileURL } from 'node:url';
 import Koa from 'koa';
 import knexFactory from 'knex';
 
 /** @param {import('knex').Knex} knex */
-export function bareKeysApp(knex) {
+function bareKeysApp(knex) {
   const app = new Koa();
   app.use(async (ctx) => {
     const m = /^Bearer (\S+)$/.exec(ctx.get('Authorization'));
@@ -44,9 +42,7 @@ export function bareKeysApp(knex) {
   return app;
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const knex = knexFactory({ client: 'pg', connection: process.env.DATABASE_URL, pool: { min: 0, max: Number(process.env.POOL_MAX ?? 20) } });
-  const server = http.createServer(bareKeysApp(knex).callback());
-  server.listen(0, '127.0.0.1', () => process.stdout.write(`${JSON.stringify({ url: `http://127.0.0.1:${server.address().port}` })}\n`));
-  process.on('SIGTERM', () => server.close(() => knex.destroy().then(() => process.exit(0))));
-}
+const knex = knexFactory({ client: 'pg', connection: process.env.DATABASE_URL, pool: { min: 0, max: Number(process.env.POOL_MAX ?? 20) } });
+const server = http.createServer(bareKeysApp(knex).callback());
+server.listen(0, '127.0.0.1', () => process.stdout.write(`${JSON.stringify({ url: `http://127.0.0.1:${server.address().port}` })}\n`));
+process.on('SIGTERM', () => server.close(() => knex.destroy().then(() => process.exit(0))));

@@ -1,4 +1,0 @@
-import type Koa from 'koa';
-import type { Knex } from 'knex';
-
-export function bareKeysApp(knex: Knex): Koa;
