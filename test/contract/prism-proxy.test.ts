@@ -326,6 +326,27 @@ describe("every public operation through Prism's validating proxy", () => {
     const fromCsv = await send('createBatchFromCsv', { token: key, form: csv, expect: 201 });
     await send('cancelBatch', { token: key, params: { batch_id: fromCsv.batch_id }, expect: 200 });
 
+    // SIP trunks: one made, read, listed, its number bound to the agent (so the trunk is in use), unbound, deleted.
+    const trunkNumber = sandboxNumber();
+    const trunk = await send('createSipTrunk', {
+      token: key,
+      body: {
+        name: 'Prism trunk',
+        inbound: { allowed_sources: ['203.0.113.0/24'], auth: { username: 'prism-in', password: 'inbound-Secret-5fa9c1' }, numbers: [trunkNumber] },
+        outbound: { host: '[2606:4700::1111]', transport: 'tcp', auth: { username: 'prism-out', password: 'outbound-Secret-77e0b2' } },
+      },
+      expect: 201,
+    });
+    const trunkParams = { trunk_id: trunk.trunk_id as string };
+    await send('getSipTrunk', { token: key, params: trunkParams, expect: 200 });
+    await send('listSipTrunks', { token: key, query: { limit: '5' }, expect: 200 });
+    await send('updateSipTrunk', { token: key, params: trunkParams, body: { name: 'Prism trunk, renamed' }, expect: 200 });
+    await send('createSipTrunk', { token: key, body: { name: 'Bad', inbound: { allowed_sources: ['203.0.113.7/24'], numbers: [sandboxNumber()] } }, expect: 422 });
+    await send('updateAgent', { token: key, params, body: { sip_config: { trunk_id: trunk.trunk_id, phone_number: trunkNumber } }, expect: 200 });
+    await send('deleteSipTrunk', { token: key, params: trunkParams, expect: 409 });
+    await send('updateAgent', { token: key, params, body: { sip_config: null }, expect: 200 });
+    await send('deleteSipTrunk', { token: key, params: trunkParams, expect: 200 });
+
     // Realtime: a text session, then its record.
     const minted = await send('createRealtimeSession', { token: key, body: { agent_id: agentId, user_id: 'prism-visitor', source: 'text' }, expect: 201 });
     const ws = connect(minted.ws_url);
