@@ -115,13 +115,18 @@ export async function startSipp(o: {
       resolve({ code, stdout: stdout.slice(-4000), errors: errors.slice(-4000) });
     });
   });
-  if (!o.target) await waitListening(port, o.tcp ?? false);
+  if (!o.target) {
+    let exited = false;
+    void done.then(() => (exited = true));
+    await waitListening(port, o.tcp ?? false, () => exited);
+    if (exited) throw new Error(`sipp exited before listening:\n${(await done).stdout}`);
+  }
   return { port, mediaPort, done, kill: () => child.kill('SIGKILL') };
 }
 
 /** Wait until sipp has bound its port (a bind of ours fails). */
-async function waitListening(port: number, tcp: boolean): Promise<void> {
-  for (let i = 0; i < 200; i++) {
+async function waitListening(port: number, tcp: boolean, exited: () => boolean): Promise<void> {
+  for (let i = 0; i < 200 && !exited(); i++) {
     const busy = await new Promise<boolean>((resolve) => {
       if (tcp) {
         const s = net.connect(port, LOOPBACK);
@@ -139,6 +144,7 @@ async function waitListening(port: number, tcp: boolean): Promise<void> {
     if (busy) return;
     await new Promise((r) => setTimeout(r, 50));
   }
+  if (exited()) return;
   throw new Error(`sipp did not bind port ${port}`);
 }
 
