@@ -450,6 +450,8 @@ const schema = z.object({
   SIP_JITTER_PACKETS: z.coerce.number().int().min(0).max(50).default(3),
   /** Session-Expires asked for on outbound calls (RFC 4028), seconds; 0: none. */
   SIP_SESSION_EXPIRES_S: z.coerce.number().int().min(0).max(86_400).default(1_800),
+  /** The shortest session interval a peer may ask for (Min-SE; shorter: 422). RFC 4028 says at least 90; tests shorten it. */
+  SIP_MIN_SESSION_EXPIRES_S: z.coerce.number().int().min(1).max(86_400).default(90),
   /** SIP TCP/TLS connections open at once, and how long an unused one stays open. */
   SIP_MAX_CONNECTIONS: z.coerce.number().int().min(1).default(1_000),
   SIP_IDLE_CONNECTION_MS: durationMs(120_000),

@@ -34,6 +34,7 @@ export function sipOptionsFromConfig(config: Config, hooks: Pick<SipUserAgentOpt
     refusalsPerMinute: config.SIP_REFUSALS_PER_MINUTE,
     jitterDepth: config.SIP_JITTER_PACKETS,
     sessionExpiresS: config.SIP_SESSION_EXPIRES_S,
+    minSessionExpiresS: config.SIP_MIN_SESSION_EXPIRES_S,
     idleConnectionMs: config.SIP_IDLE_CONNECTION_MS,
     maxConnections: config.SIP_MAX_CONNECTIONS,
     ...hooks,

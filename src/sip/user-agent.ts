@@ -37,7 +37,6 @@ import { responseTarget, SipTransport, type Peer, type TransportName } from './t
 
 export const ALLOW = 'INVITE, ACK, CANCEL, BYE, OPTIONS, NOTIFY, UPDATE, INFO';
 const SUPPORTED = 'timer';
-const MIN_SE = 90;
 
 export interface InboundRequest {
   source: Peer;
@@ -85,6 +84,8 @@ export interface SipUserAgentOptions {
   jitterDepth: number;
   /** Session-Expires we ask for on outbound calls, seconds (RFC 4028); 0: none. */
   sessionExpiresS: number;
+  /** The shortest session interval we accept (Min-SE; RFC 4028 says at least 90). */
+  minSessionExpiresS: number;
   idleConnectionMs: number;
   maxConnections: number;
   authenticateInbound: (req: InboundRequest) => InboundDecision | Promise<InboundDecision>;
@@ -281,7 +282,8 @@ export class SipUserAgent extends EventEmitter<UserAgentEvents> implements CallC
     }
     const context = decision.context;
     const session = parseSessionExpires(req);
-    if (session && session.seconds < MIN_SE) return tx.respond(makeResponse(req, 422, newTag(), [['min-se', String(MIN_SE)]]));
+    const minSe = this.options.minSessionExpiresS;
+    if (session && session.seconds < minSe) return tx.respond(makeResponse(req, 422, newTag(), [['min-se', String(minSe)]]));
 
     const rtp = await RtpSession.open(
       { host: this.options.host, min: this.options.rtp.min, max: this.options.rtp.max },

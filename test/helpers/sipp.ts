@@ -163,6 +163,7 @@ export async function testUserAgent(overrides: Partial<SipUserAgentOptions> = {}
     refusalsPerMinute: 50,
     jitterDepth: 3,
     sessionExpiresS: 1800,
+    minSessionExpiresS: 90,
     idleConnectionMs: 60_000,
     maxConnections: 100,
     authenticateInbound: () => ({ action: 'allow' }),

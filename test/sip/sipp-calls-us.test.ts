@@ -1,7 +1,8 @@
 /**
  * sipp calls our SIP user agent (src/sip/) on loopback, over UDP and TCP: a call with the fixtures'
  * speech as its PCMU stream and RFC 4733 keys, hung up by the caller; a trunk that authenticates with
- * digest; and the refusals: a source authenticateInbound refuses (403), a wrong password (403), a
+ * digest; a caller that gives up while we ring (CANCEL), one that holds and resumes (re-INVITE), one
+ * that asks for a session timer and never refreshes (we hang up); and the refusals: a source authenticateInbound refuses (403), a wrong password (403), a
  * codec we do not offer (488).
  */
 import { describe, it, after } from 'node:test';
@@ -16,18 +17,32 @@ import { DTMF_PCAPS, LOOPBACK, startSipp, testUserAgent } from '../helpers/sipp.
 const SPEECH = path.resolve(import.meta.dirname, '../fixtures/audio/caller-question.ulaw-8k.raw');
 
 function ended(call: SipCall): Promise<CallEnded> {
-  return once(call, 'ended').then(([e]) => e as CallEnded);
+  return call.endedWith ? Promise.resolve(call.endedWith) : once(call, 'ended').then(([e]) => e as CallEnded);
 }
 
 /** Answer every call; gather what each heard. */
-function answering(ua: SipUserAgent): { calls: Array<{ call: SipCall; audio: Buffer[]; keys: string[]; answered: boolean }> } {
-  const state = { calls: [] as Array<{ call: SipCall; audio: Buffer[]; keys: string[]; answered: boolean }> };
+interface Heard {
+  call: SipCall;
+  audio: Buffer[];
+  keys: string[];
+  answered: boolean;
+  /** answered, hold, resume, in order. */
+  events: string[];
+}
+
+function answering(ua: SipUserAgent): { calls: Heard[] } {
+  const state = { calls: [] as Heard[] };
   ua.on('incoming', (call) => {
-    const entry = { call, audio: [] as Buffer[], keys: [] as string[], answered: false };
+    const entry: Heard = { call, audio: [], keys: [], answered: false, events: [] };
     state.calls.push(entry);
     call.on('audio', (pcm) => entry.audio.push(pcm));
     call.on('dtmf', (k) => entry.keys.push(k));
-    call.on('answered', () => (entry.answered = true));
+    call.on('answered', () => {
+      entry.answered = true;
+      entry.events.push('answered');
+    });
+    call.on('hold', () => entry.events.push('hold'));
+    call.on('resume', () => entry.events.push('resume'));
     void call.answer();
   });
   return state;
@@ -56,7 +71,7 @@ for (const tcp of [false, true]) {
       assert.equal(call.from.user, '+15550001111');
       assert.equal(call.to.user, 'agent');
       assert.equal(call.codec, 'PCMU');
-      const e = call.endedWith ?? (await ended(call));
+      const e = await ended(call);
       assert.deepEqual(e, { outcome: 'completed', reason: 'remote_hangup', by: 'remote' });
       assert.deepEqual(keys, ['1', '5', '#']);
       const speech = mulawToPcm16(fs.readFileSync(SPEECH));
@@ -155,5 +170,41 @@ describe('refusals', () => {
     const r2 = await g729.done;
     assert.equal(r2.code, 0, `sipp failed:\n${r2.stdout}\n${r2.errors}`);
     assert.equal(incoming, 0);
+  });
+});
+
+describe('in the middle of a call', () => {
+  let ua: SipUserAgent;
+  after(() => ua?.stop());
+
+  it('a CANCEL while we ring gets 200, the INVITE 487, and the call ends canceled', async () => {
+    ua = await testUserAgent();
+    const offered = new Promise<SipCall>((resolve) => ua.once('incoming', resolve));
+    const sipp = await startSipp({ name: 'uac-cancel.xml', target: `${LOOPBACK}:${ua.port}` });
+    const call = await offered;
+    assert.deepEqual(await ended(call), { outcome: 'canceled', reason: 'canceled', status: 487, by: 'remote' });
+    const r = await sipp.done;
+    assert.equal(r.code, 0, `sipp failed:\n${r.stdout}\n${r.errors}`);
+  });
+
+  it('a re-INVITE with sendonly puts us on hold (we answer recvonly), sendrecv resumes; PCMA as the caller preferred', async () => {
+    const heard = answering(ua);
+    const sipp = await startSipp({ name: 'uac-hold.xml', target: `${LOOPBACK}:${ua.port}` });
+    const r = await sipp.done;
+    assert.equal(r.code, 0, `sipp failed:\n${r.stdout}\n${r.errors}`);
+    const { call, events } = heard.calls[0];
+    assert.equal(call.codec, 'PCMA');
+    assert.deepEqual(events, ['answered', 'hold', 'resume']);
+    assert.deepEqual(await ended(call), { outcome: 'completed', reason: 'remote_hangup', by: 'remote' });
+  });
+
+  it('a session timer the caller never refreshes ends the call with our BYE', async () => {
+    await ua.stop();
+    ua = await testUserAgent({ minSessionExpiresS: 2 });
+    const heard = answering(ua);
+    const sipp = await startSipp({ name: 'uac-session-timer.xml', vars: { SECONDS: '2' }, target: `${LOOPBACK}:${ua.port}` });
+    const r = await sipp.done;
+    assert.equal(r.code, 0, `sipp failed:\n${r.stdout}\n${r.errors}`);
+    assert.deepEqual(await ended(heard.calls[0].call), { outcome: 'completed', reason: 'session_expired', by: 'timer' });
   });
 });

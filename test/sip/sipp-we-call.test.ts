@@ -1,7 +1,7 @@
 /**
  * Our SIP user agent calls sipp (src/sip/): answered (our speech comes back through sipp's RTP echo,
  * its key reaches us, our BYE ends it), refused with 486, 480 and 603 (each SIP answer our outcome),
- * and transferred with REFER (202, then the NOTIFY of the target's 200).
+ * given up while it rings (CANCEL, 487: canceled), and transferred with REFER (202, then the NOTIFY of the target's 200).
  */
 import { describe, it, after, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -82,6 +82,16 @@ describe('we call sipp', () => {
       assert.equal(r.code, 0, `sipp failed:\n${r.stdout}\n${r.errors}`);
     });
   }
+
+  it('hanging up while it rings sends CANCEL; the 487 ends the call canceled', async () => {
+    const sipp = await startSipp({ name: 'uas-cancel.xml' });
+    const call = await ua.invite({ host: LOOPBACK, port: sipp.port, to: '+15550003333', from: '+15550004444' });
+    await once(call, 'ringing');
+    call.hangup();
+    assert.deepEqual(await ended(call), { outcome: 'canceled', reason: 'local_hangup', status: 487, by: 'local' });
+    const r = await sipp.done;
+    assert.equal(r.code, 0, `sipp failed:\n${r.stdout}\n${r.errors}`);
+  });
 
   it('REFER is accepted with 202 and the NOTIFY reports the target answered; then we hang up', async () => {
     const sipp = await startSipp({ name: 'uas-refer.xml' });
