@@ -378,6 +378,18 @@ const REASONS: Record<number, string> = {
   603: 'Decline',
 };
 
+/** A To value with our tag added when it has none; an unreadable one (a 400's request) is copied as it is. */
+function tagged(to: string, tag: string): string {
+  try {
+    const a = parseNameAddr(to);
+    if (a.params.tag != null) return to;
+    a.params.tag = tag;
+    return formatNameAddr(a);
+  } catch {
+    return to;
+  }
+}
+
 /**
  * A response to `req` (section 8.2.6): Via, From, Call-ID and CSeq copied, To copied with `toTag`
  * added when it has none.
@@ -386,11 +398,8 @@ export function makeResponse(req: SipRequest, status: number, toTag?: string, ex
   const headers: Headers = [];
   for (const [n, v] of req.headers) {
     if (n === 'via' || n === 'from' || n === 'call-id' || n === 'cseq') headers.push([n, v]);
-    else if (n === 'to') {
-      const to = parseNameAddr(v);
-      if (toTag && to.params.tag == null && status > 100) to.params.tag = toTag;
-      headers.push(['to', formatNameAddr(to)]);
-    } else if (n === 'record-route' && status >= 200 && status < 300) headers.push([n, v]);
+    else if (n === 'to') headers.push(['to', status > 100 && toTag ? tagged(v, toTag) : v]);
+    else if (n === 'record-route' && status >= 200 && status < 300) headers.push([n, v]);
   }
   headers.push(...extra);
   return { kind: 'response', status, reason: REASONS[status] ?? 'Unknown', headers, body };

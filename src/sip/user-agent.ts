@@ -166,9 +166,11 @@ export class SipUserAgent extends EventEmitter<UserAgentEvents> implements CallC
       }
     });
     this.transport.on('malformed', (e, from) => {
-      void this.refuse(from, `malformed: ${e.message}`).then((counted) => {
-        if (counted && e.partial) this.transport.send(makeResponse(e.partial, 400), responseTarget(e.partial, from)).catch(() => undefined);
-      });
+      void this.refuse(from, `malformed: ${e.message}`)
+        .then((counted) => {
+          if (counted && e.partial) return this.transport.send(makeResponse(e.partial, 400), responseTarget(e.partial, from));
+        })
+        .catch((err: Error) => options.log.debug({ err: err.message }, 'sip 400 not sent'));
     });
   }
 
@@ -213,9 +215,13 @@ export class SipUserAgent extends EventEmitter<UserAgentEvents> implements CallC
   }
 
   private onRequestError(req: SipRequest, from: Peer, e: Error): void {
-    this.options.log.warn({ err: e.message, method: req.method }, 'sip request failed');
-    const tx = this.transactions.findServer(req);
-    if (tx && !tx.final) tx.respond(makeResponse(req, e instanceof SdpError ? e.status : 500, newTag()));
+    this.options.log.warn({ err: e.message, method: req.method, source: from.address }, 'sip request failed');
+    try {
+      const tx = this.transactions.findServer(req);
+      if (tx && !tx.final) tx.respond(makeResponse(req, e instanceof SdpError ? e.status : 500, newTag()));
+    } catch {
+      // Nothing more can be said to a request this broken.
+    }
   }
 
   // ---- Requests ----
