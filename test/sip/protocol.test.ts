@@ -1,7 +1,8 @@
 /**
  * The SIP stack's pieces on their own (src/sip/): messages read and written, digest challenges and
  * answers (nonces expire and are single use), SDP offer/answer (PCMU/PCMA, telephone-event, hold,
- * 488), the jitter buffer's order, RFC 4733 events and the status-to-outcome table.
+ * 488), the jitter buffer's order, RFC 4733 events, the status-to-outcome table, and the SIP_*
+ * configuration.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -22,6 +23,8 @@ import { JitterBuffer } from '../../src/sip/jitter-buffer.js';
 import { EventReceiver, keyPayloads, readEvent } from '../../src/sip/telephone-event.js';
 import { outcomeOfStatus, STATUS_OUTCOMES } from '../../src/sip/outcomes.js';
 import { readRtp, writeRtp } from '../../src/sip/rtp-packet.js';
+import { sipOptionsFromConfig } from '../../src/sip/index.js';
+import { ConfigError, loadConfig } from '../../src/config.js';
 
 const INVITE = [
   'INVITE sip:+15550002222@10.0.0.1:5060 SIP/2.0',
@@ -184,5 +187,36 @@ describe('SIP answers as outcomes', () => {
   it('486 busy; 408, 480, 487 no_answer; 603 declined; 404, 484, 5xx failed', () => {
     for (const [status, outcome] of STATUS_OUTCOMES) assert.equal(outcomeOfStatus(status), outcome, String(status));
     assert.equal(outcomeOfStatus(403), 'failed');
+  });
+});
+
+describe('SIP configuration', () => {
+  const hooks = { authenticateInbound: () => ({ action: 'refuse' as const }), log: { info() {}, warn() {}, debug() {} } };
+
+  it('no SIP_PORT, no user agent; with one, the settings and their defaults', () => {
+    assert.equal(sipOptionsFromConfig(loadConfig({}), hooks), undefined);
+    const o = sipOptionsFromConfig(loadConfig({ SIP_PORT: '5060', SIP_ADVERTISED_ADDRESS: '203.0.113.5' }), hooks)!;
+    assert.equal(o.port, 5060);
+    assert.equal(o.advertisedAddress, '203.0.113.5');
+    assert.deepEqual(o.transports, ['udp', 'tcp']);
+    assert.deepEqual(o.rtp, { min: 10_000, max: 20_000 });
+    assert.deepEqual(o.timers, { t1: 500, t2: 4000, t4: 5000 });
+    assert.equal(o.tls, undefined);
+  });
+
+  it('bad settings stop start-up naming the variable', () => {
+    for (const [env, name] of [
+      [{ SIP_RTP_PORT_MIN: '20000', SIP_RTP_PORT_MAX: '10000' }, 'SIP_RTP_PORT_MAX'],
+      [{ SIP_TLS_CERT_PATH: '/x.pem' }, 'SIP_TLS_KEY_PATH'],
+      [{ SIP_TRANSPORTS: 'udp,tls' }, 'SIP_TLS_CERT_PATH'],
+      [{ SIP_TRANSPORTS: 'sctp' }, 'SIP_TRANSPORTS'],
+      [{ SIP_ADVERTISED_ADDRESS: 'sip.example.com' }, 'SIP_ADVERTISED_ADDRESS'],
+    ] as const) {
+      assert.throws(
+        () => loadConfig(env),
+        (e: unknown) => e instanceof ConfigError && e.message.includes(name),
+        name,
+      );
+    }
   });
 });
