@@ -28,6 +28,7 @@ export function sipOptionsFromConfig(config: Config, hooks: Pick<SipUserAgentOpt
     advertisedAddress: config.SIP_ADVERTISED_ADDRESS ?? '127.0.0.1',
     transports: tls ? config.SIP_TRANSPORTS : config.SIP_TRANSPORTS.filter((t) => t !== 'tls'),
     tls,
+    verifyTlsPeers: config.NODE_ENV === 'production',
     rtp: { min: config.SIP_RTP_PORT_MIN, max: config.SIP_RTP_PORT_MAX },
     timers: { t1: config.SIP_T1_MS, t2: config.SIP_T2_MS, t4: config.SIP_T4_MS },
     nonceTtlMs: config.SIP_NONCE_TTL_MS,

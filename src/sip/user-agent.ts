@@ -75,6 +75,8 @@ export interface SipUserAgentOptions {
   advertisedAddress: string;
   transports: TransportName[];
   tls?: { port: number; key: Buffer; cert: Buffer };
+  /** Check TLS peers' certificates when we connect (true in production). */
+  verifyTlsPeers: boolean;
   rtp: { min: number; max: number };
   timers: SipTimers;
   codecs?: Codec[];
@@ -149,6 +151,7 @@ export class SipUserAgent extends EventEmitter<UserAgentEvents> implements CallC
       port: options.port,
       transports: options.transports,
       tls: options.tls,
+      verifyTlsPeers: options.verifyTlsPeers,
       idleTimeoutMs: options.idleConnectionMs,
       maxConnections: options.maxConnections,
     });

@@ -157,6 +157,7 @@ export async function testUserAgent(overrides: Partial<SipUserAgentOptions> = {}
     port: 0,
     advertisedAddress: LOOPBACK,
     transports: ['udp', 'tcp'],
+    verifyTlsPeers: false,
     rtp: { min: rtpBase, max: rtpBase + 40 },
     timers: { t1: 500, t2: 4000, t4: 5000 },
     nonceTtlMs: 30_000,
