@@ -773,9 +773,10 @@ export class SipUserAgent extends EventEmitter<UserAgentEvents> implements CallC
     if (inner.sessionTimer) clearTimeout(inner.sessionTimer);
     const s = parseSessionExpiresOf(header(m.headers, 'session-expires'));
     if (!s) return;
-    const refresher = s.refresher ?? (role === 'server' ? 'uac' : 'uac');
-    const weRefresh =
-      (role === 'client') === (refresher === 'uac') && call.direction === 'outbound' ? true : call.direction === 'inbound' && refresher === 'uas';
+    // `refresher` names a side of the transaction that carried it: of a request we received, `uac` is
+    // the peer; of a response to our request, `uac` is us. Absent, the sender of the request refreshes.
+    const refresher = s.refresher ?? 'uac';
+    const weRefresh = (role === 'client') === (refresher === 'uac');
     const ms = s.seconds * 1000;
     if (weRefresh) {
       inner.sessionTimer = setTimeout(() => {

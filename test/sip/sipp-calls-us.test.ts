@@ -188,6 +188,8 @@ describe('in the middle of a call', () => {
   });
 
   it('a re-INVITE with sendonly puts us on hold (we answer recvonly), sendrecv resumes; PCMA as the caller preferred', async () => {
+    await ua?.stop();
+    ua = await testUserAgent();
     const heard = answering(ua);
     const sipp = await startSipp({ name: 'uac-hold.xml', target: `${LOOPBACK}:${ua.port}` });
     const r = await sipp.done;
@@ -199,7 +201,7 @@ describe('in the middle of a call', () => {
   });
 
   it('a session timer the caller never refreshes ends the call with our BYE', async () => {
-    await ua.stop();
+    await ua?.stop();
     ua = await testUserAgent({ minSessionExpiresS: 2 });
     const heard = answering(ua);
     const sipp = await startSipp({ name: 'uac-session-timer.xml', vars: { SECONDS: '2' }, target: `${LOOPBACK}:${ua.port}` });
