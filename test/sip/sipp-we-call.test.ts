@@ -1,7 +1,8 @@
 /**
  * Our SIP user agent calls sipp (src/sip/): answered (our speech comes back through sipp's RTP echo,
  * its key reaches us, our BYE ends it), refused with 486, 480 and 603 (each SIP answer our outcome),
- * given up while it rings (CANCEL, 487: canceled), and transferred with REFER (202, then the NOTIFY of the target's 200).
+ * given up while it rings (CANCEL, 487: canceled), challenged for digest credentials (answered with
+ * the trunk's; a wrong password ends in its 403), and transferred with REFER (202, then the NOTIFY of the target's 200).
  */
 import { describe, it, after, before } from 'node:test';
 import assert from 'node:assert/strict';
@@ -91,6 +92,34 @@ describe('we call sipp', () => {
     assert.deepEqual(await ended(call), { outcome: 'canceled', reason: 'local_hangup', status: 487, by: 'local' });
     const r = await sipp.done;
     assert.equal(r.code, 0, `sipp failed:\n${r.stdout}\n${r.errors}`);
+  });
+
+  it('a 401 is answered once with the credentials: the right ones are let through, wrong ones end in 403 failed', async () => {
+    const good = await startSipp({ name: 'uas-auth.xml', vars: { USERNAME: 'acme', PASSWORD: 's3cret' } });
+    const call = await ua.invite({
+      host: LOOPBACK,
+      port: good.port,
+      to: '+15550003333',
+      from: '+15550004444',
+      credentials: { username: 'acme', password: 's3cret' },
+    });
+    await once(call, 'answered');
+    call.hangup();
+    await ended(call);
+    const r1 = await good.done;
+    assert.equal(r1.code, 0, `sipp failed:\n${r1.stdout}\n${r1.errors}`);
+
+    const bad = await startSipp({ name: 'uas-auth.xml', vars: { USERNAME: 'acme', PASSWORD: 's3cret' } });
+    const refused = await ua.invite({
+      host: LOOPBACK,
+      port: bad.port,
+      to: '+15550003333',
+      from: '+15550004444',
+      credentials: { username: 'acme', password: 'guess' },
+    });
+    assert.deepEqual(await ended(refused), { outcome: 'failed', reason: 'rejected', status: 403, by: 'remote' });
+    const r2 = await bad.done;
+    assert.equal(r2.code, 0, `sipp failed:\n${r2.stdout}\n${r2.errors}`);
   });
 
   it('REFER is accepted with 202 and the NOTIFY reports the target answered; then we hang up', async () => {
