@@ -89,32 +89,45 @@ export class DigestServer {
     return `Digest realm=${quote(realm)}, nonce=${quote(this.nonce())}, algorithm=MD5, qop="auth"${stale ? ', stale=true' : ''}`;
   }
 
-  /** Check an Authorization's parameters against `password` (already looked up for its username). */
-  verify(params: Record<string, string>, method: string, realm: string, password: string): DigestVerdict {
-    const nonce = params.nonce ?? '';
+  /** Whether a presented nonce is one of ours: fresh, stale (expired or already taken) or forged. */
+  nonceState(nonce: string): 'fresh' | 'stale' | 'forged' {
     const [issued, rand, mac] = nonce.split('.');
-    if (!issued || !rand || !mac || !safeEqual(mac, this.mac(`${issued}.${rand}`))) return 'wrong';
-    if (params.realm !== realm || !params.uri || !params.response) return 'wrong';
-    const algorithm: DigestAlgorithm = /^sha-256$/i.test(params.algorithm ?? 'MD5') ? 'SHA-256' : 'MD5';
-    if (params.algorithm && !/^(md5|sha-256)$/i.test(params.algorithm)) return 'wrong';
-    const qop = params.qop === 'auth' ? 'auth' : undefined;
-    if (params.qop && !qop) return 'wrong';
+    if (!issued || !rand || !mac || !safeEqual(mac, this.mac(`${issued}.${rand}`))) return 'forged';
+    return this.now() - Number(issued) > this.nonceTtlMs || this.used.has(nonce) ? 'stale' : 'fresh';
+  }
+
+  /** Whether the parameters' response is the one `password` gives in `realm` (nothing about the nonce's age). */
+  responseMatches(params: Record<string, string>, method: string, realm: string, password: string): boolean {
+    if (params.realm !== realm || !params.uri || !params.response || !params.nonce) return false;
+    if (params.algorithm && !/^(md5|sha-256)$/i.test(params.algorithm)) return false;
+    if (params.qop && params.qop !== 'auth') return false;
     const expected = digestResponse({
-      algorithm,
+      algorithm: /^sha-256$/i.test(params.algorithm ?? 'MD5') ? 'SHA-256' : 'MD5',
       username: params.username ?? '',
       realm,
       password,
       method,
       uri: params.uri,
-      nonce,
-      qop,
+      nonce: params.nonce,
+      qop: params.qop ? 'auth' : undefined,
       nc: params.nc,
       cnonce: params.cnonce,
     });
-    if (!safeEqual(expected, params.response.toLowerCase())) return 'wrong';
-    const now = this.now();
-    if (now - Number(issued) > this.nonceTtlMs || this.used.has(nonce)) return 'stale';
-    this.remember(nonce, Number(issued), now);
+    return safeEqual(expected, params.response.toLowerCase());
+  }
+
+  /** A nonce answered rightly is not taken again. */
+  markUsed(nonce: string): void {
+    this.remember(nonce, Number(nonce.split('.')[0]), this.now());
+  }
+
+  /** Check an Authorization's parameters against `password` (already looked up for its username). */
+  verify(params: Record<string, string>, method: string, realm: string, password: string): DigestVerdict {
+    const nonce = params.nonce ?? '';
+    const state = this.nonceState(nonce);
+    if (state === 'forged' || !this.responseMatches(params, method, realm, password)) return 'wrong';
+    if (state === 'stale') return 'stale';
+    this.markUsed(nonce);
     return 'ok';
   }
 

@@ -46,19 +46,31 @@ export interface InboundRequest {
   fromUri: string;
   toUri: string;
   callId: string;
+  /**
+   * The digest credentials the INVITE presented (Authorization, or Proxy-Authorization), when they
+   * answer a fresh nonce of ours: `matches(password)` says whether they are right for that password
+   * (and takes the nonce: it is single use). A stale or forged nonce presents nothing.
+   */
+  digest?: PresentedDigest;
 }
+
+export interface PresentedDigest {
+  username: string;
+  realm: string;
+  matches(password: string): boolean;
+}
+
+type PasswordLookup = (username: string) => string | undefined | Promise<string | undefined>;
 
 export type InboundDecision =
   | { action: 'allow'; context?: unknown }
   | { action: 'refuse' }
-  /** Ask for digest credentials in `realm`; `password` looks a username up (undefined: unknown user, refused). */
-  | {
-      action: 'challenge';
-      realm: string;
-      proxy?: boolean;
-      password: (username: string) => string | undefined | Promise<string | undefined>;
-      context?: unknown;
-    };
+  /**
+   * Ask for digest credentials in `realm` (401, or 407 with `proxy`). With `password`, the stack checks
+   * an answer itself: it looks the username up (undefined: unknown, 403) and lets the call in when the
+   * answer is right. Without, the decision is asked again with the answer as `digest`.
+   */
+  | { action: 'challenge'; realm: string; proxy?: boolean; password?: PasswordLookup; context?: unknown };
 
 export interface SipLog {
   info(obj: object, msg?: string): void;
@@ -273,14 +285,21 @@ export class SipUserAgent extends EventEmitter<UserAgentEvents> implements CallC
       toUri: toA.uri,
       callId: header(req.headers, 'call-id')!,
     };
+    const presented = this.presentedDigest(req);
+    if (presented.digest) request.digest = presented.digest;
     const decision = await this.options.authenticateInbound(request);
     if (decision.action === 'refuse') {
       if (await this.refuse(from, 'inbound refused')) tx.respond(makeResponse(req, 403, newTag()));
       else tx.terminate();
       return;
     }
-    if (decision.action === 'challenge') {
-      const verdict = await this.checkDigest(req, decision);
+    if (decision.action === 'challenge' && !decision.password) {
+      const status = decision.proxy ? 407 : 401;
+      const name = decision.proxy ? 'proxy-authenticate' : 'www-authenticate';
+      return tx.respond(makeResponse(req, status, newTag(), [[name, this.digest.challenge(decision.realm, presented.stale)]]));
+    }
+    if (decision.action === 'challenge' && decision.password) {
+      const verdict = await this.checkDigest(req, { ...decision, password: decision.password });
       if (verdict !== 'ok') {
         if (verdict === 'wrong' && !(await this.refuse(from, 'wrong digest'))) return tx.terminate();
         if (verdict === 'wrong') return tx.respond(makeResponse(req, 403, newTag()));
@@ -352,7 +371,36 @@ export class SipUserAgent extends EventEmitter<UserAgentEvents> implements CallC
     this.emit('incoming', call);
   }
 
-  private async checkDigest(req: SipRequest, d: Extract<InboundDecision, { action: 'challenge' }>): Promise<'ok' | 'stale' | 'wrong' | 'none'> {
+  /** The credentials an INVITE presents, when they answer a fresh nonce of ours; `stale` when its nonce expired or was taken. */
+  private presentedDigest(req: SipRequest): { digest?: PresentedDigest; stale: boolean } {
+    const value = header(req.headers, 'authorization') ?? header(req.headers, 'proxy-authorization');
+    if (!value) return { stale: false };
+    let params: Record<string, string>;
+    try {
+      const parsed = parseAuthorization(value);
+      params = parsed.params;
+      if (parsed.scheme.toLowerCase() !== 'digest' || !(params.username && params.realm && params.nonce && params.response && params.uri)) {
+        return { stale: false };
+      }
+    } catch {
+      return { stale: false };
+    }
+    const state = this.digest.nonceState(params.nonce);
+    if (state !== 'fresh') return { stale: state === 'stale' };
+    const digest: PresentedDigest = {
+      username: params.username,
+      realm: params.realm,
+      matches: (password) => {
+        if (this.digest.nonceState(params.nonce) !== 'fresh') return false;
+        const ok = this.digest.responseMatches(params, req.method, params.realm, password);
+        if (ok) this.digest.markUsed(params.nonce);
+        return ok;
+      },
+    };
+    return { digest, stale: false };
+  }
+
+  private async checkDigest(req: SipRequest, d: { realm: string; proxy?: boolean; password: PasswordLookup }): Promise<'ok' | 'stale' | 'wrong' | 'none'> {
     const value = header(req.headers, d.proxy ? 'proxy-authorization' : 'authorization');
     if (!value) return 'none';
     let params: Record<string, string>;

@@ -16,6 +16,22 @@ import { DTMF_PCAPS, LOOPBACK, startSipp, testUserAgent } from '../helpers/sipp.
 
 const SPEECH = path.resolve(import.meta.dirname, '../fixtures/audio/caller-question.ulaw-8k.raw');
 
+/** What the authenticated caller does after its 200: ACK is in the scenario; then BYE. */
+const after200 = `<pause milliseconds="300" />
+  <send retrans="500">
+    <![CDATA[
+      BYE sip:[service]@[remote_ip]:[remote_port] SIP/2.0
+      Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch];rport
+      From: <sip:+15550001111@[local_ip]:[local_port]>;tag=[pid]SIPpTag00[call_number]
+      To: <sip:[service]@[remote_ip]:[remote_port]>[peer_tag_param]
+      Call-ID: [call_id]
+      CSeq: 3 BYE
+      Max-Forwards: 70
+      Content-Length: 0
+    ]]>
+  </send>
+  <recv response="200" />`;
+
 function ended(call: SipCall): Promise<CallEnded> {
   return call.endedWith ? Promise.resolve(call.endedWith) : once(call, 'ended').then(([e]) => e as CallEnded);
 }
@@ -87,21 +103,6 @@ describe('a trunk that authenticates with digest', () => {
   let ua: SipUserAgent;
   after(() => ua?.stop());
 
-  const after200 = `<pause milliseconds="300" />
-  <send retrans="500">
-    <![CDATA[
-      BYE sip:[service]@[remote_ip]:[remote_port] SIP/2.0
-      Via: SIP/2.0/[transport] [local_ip]:[local_port];branch=[branch];rport
-      From: <sip:+15550001111@[local_ip]:[local_port]>;tag=[pid]SIPpTag00[call_number]
-      To: <sip:[service]@[remote_ip]:[remote_port]>[peer_tag_param]
-      Call-ID: [call_id]
-      CSeq: 3 BYE
-      Max-Forwards: 70
-      Content-Length: 0
-    ]]>
-  </send>
-  <recv response="200" />`;
-
   it('is challenged (401), let in with the right password, and refused (403) with a wrong one; the trunk is the call context', async () => {
     const lookups: string[] = [];
     ua = await testUserAgent({
@@ -142,6 +143,44 @@ describe('a trunk that authenticates with digest', () => {
     assert.equal(r3.code, 0, `sipp failed:\n${r3.stdout}\n${r3.errors}`);
     assert.equal(heard.calls.length, 1, 'no call let in after the refusals');
     assert.deepEqual(lookups, ['acme', 'acme', 'mallory']);
+  });
+});
+
+describe('a trunk whose credentials the decision checks itself (the answer presented as digest)', () => {
+  let ua: SipUserAgent;
+  after(() => ua?.stop());
+
+  it('is challenged without credentials, let in when matches() takes its password, refused when not', async () => {
+    const presented: string[] = [];
+    ua = await testUserAgent({
+      authenticateInbound: (r) => {
+        if (!r.digest) return { action: 'challenge', realm: 'sip.example.test' };
+        presented.push(r.digest.username);
+        if (r.digest.username === 'acme' && r.digest.matches('s3cret')) return { action: 'allow', context: 'trk_2' };
+        return { action: 'refuse' };
+      },
+    });
+    const heard = answering(ua);
+    const good = await startSipp({
+      name: 'uac-auth.xml',
+      vars: { USERNAME: 'acme', PASSWORD: 's3cret', FINAL: '200', AFTER: after200 },
+      target: `${LOOPBACK}:${ua.port}`,
+    });
+    const r1 = await good.done;
+    assert.equal(r1.code, 0, `sipp failed:\n${r1.stdout}\n${r1.errors}`);
+    assert.deepEqual(
+      heard.calls.map((c) => c.call.context),
+      ['trk_2'],
+    );
+    const bad = await startSipp({
+      name: 'uac-auth.xml',
+      vars: { USERNAME: 'acme', PASSWORD: 'guess', FINAL: '403', AFTER: '<timewait milliseconds="200" />' },
+      target: `${LOOPBACK}:${ua.port}`,
+    });
+    const r2 = await bad.done;
+    assert.equal(r2.code, 0, `sipp failed:\n${r2.stdout}\n${r2.errors}`);
+    assert.deepEqual(presented, ['acme', 'acme']);
+    assert.equal(heard.calls.length, 1);
   });
 });
 
