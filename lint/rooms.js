@@ -10,8 +10,9 @@
 export const LAYERS = [
   // Foundations: no domain knowledge. http/ is the contract wiring the domains' routes plug into.
   ['lib', 'audio', 'errors', 'contract', 'crypto', 'net', 'db', 'jobs', 'http'],
-  // Our peers, as adapters: what a carrier is, what the voice service is.
-  ['carriers', 'voice'],
+  // Our peers, as adapters: what a carrier is, what the voice service is, and the SIP user agent
+  // (the protocol stack a SIP carrier adapter builds on; it knows no carrier).
+  ['carriers', 'voice', 'sip'],
   // Domains that stand alone, and the simulators of our peers. destinations: which numbers a
   // workspace may call (agents check transfer numbers with it, so it imports no other domain).
   // events: conversations' live events, stored, streamed (SSE) and expired; it knows no call or
@@ -37,6 +38,8 @@ export const STARTED_ONLY = ['sandbox'];
 export const PURE = {
   // A carrier is an adapter and nothing else: no call, agent, database or API error of ours.
   carriers: { rooms: ['errors', 'db', 'jobs', 'http', 'contract', 'crypto', 'voice'], packages: ['knex', 'pg', 'koa'] },
+  // The SIP stack is protocol only: no carrier, call, database or API error of ours.
+  sip: { rooms: ['errors', 'db', 'jobs', 'http', 'contract', 'crypto', 'voice', 'carriers'], packages: ['knex', 'pg', 'koa'] },
 };
 
 export const ROOMS = LAYERS.flat();

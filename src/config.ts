@@ -411,6 +411,50 @@ const schema = z.object({
   RESERVATION_MINUTES: z.coerce.number().int().min(1).max(60).default(2),
   /** A live conversation asks for its next slice this long before its reservation runs out. */
   RESERVATION_RENEW_BEFORE_MS: durationMs(20_000),
+  // The SIP user agent (src/sip/, docs/sip.md). Unset SIP_PORT: no SIP.
+  /** UDP and TCP port of the SIP user agent (0: a free one). */
+  SIP_PORT: z.coerce.number().int().min(0).max(65535).optional(),
+  /** Interface the SIP and RTP sockets bind to. */
+  SIP_HOST: z.string().min(1).default('0.0.0.0'),
+  /** The address trunks and phones reach this instance at (Via, Contact, SDP); required with SIP_PORT in production. */
+  SIP_ADVERTISED_ADDRESS: z
+    .string()
+    .refine((s) => ipaddr.isValid(s), 'must be an IP address')
+    .optional(),
+  SIP_TRANSPORTS: z
+    .string()
+    .default('udp,tcp')
+    .transform((s) =>
+      s
+        .split(',')
+        .map((t) => t.trim().toLowerCase())
+        .filter(Boolean),
+    )
+    .pipe(z.array(z.enum(['udp', 'tcp', 'tls'])).min(1)),
+  /** SIP over TLS: its port and the certificate chain and key (PEM files); TLS is on when both paths are set. */
+  SIP_TLS_PORT: z.coerce.number().int().min(0).max(65535).default(5061),
+  SIP_TLS_CERT_PATH: z.string().min(1).optional(),
+  SIP_TLS_KEY_PATH: z.string().min(1).optional(),
+  /** UDP ports calls' RTP may take (one even port per call). */
+  SIP_RTP_PORT_MIN: z.coerce.number().int().min(1024).max(65534).default(10_000),
+  SIP_RTP_PORT_MAX: z.coerce.number().int().min(1025).max(65535).default(20_000),
+  /** RFC 3261's timers: round-trip estimate, longest retransmission interval, how long a message may live in the network. */
+  SIP_T1_MS: z.coerce.number().int().min(10).default(500),
+  SIP_T2_MS: z.coerce.number().int().min(10).default(4_000),
+  SIP_T4_MS: z.coerce.number().int().min(10).default(5_000),
+  /** How long a digest nonce we issue may be answered (each one once). */
+  SIP_NONCE_TTL_MS: durationMs(30_000),
+  /** Refused requests (403, wrong digest, malformed) a source address may earn a minute; beyond, it is ignored. */
+  SIP_REFUSALS_PER_MINUTE: z.coerce.number().int().min(1).default(10),
+  /** Packets the RTP jitter buffer may hold back to put late ones in order (20 ms each). */
+  SIP_JITTER_PACKETS: z.coerce.number().int().min(0).max(50).default(3),
+  /** Session-Expires asked for on outbound calls (RFC 4028), seconds; 0: none. */
+  SIP_SESSION_EXPIRES_S: z.coerce.number().int().min(0).max(86_400).default(1_800),
+  /** The shortest session interval a peer may ask for (Min-SE; shorter: 422). RFC 4028 says at least 90; tests shorten it. */
+  SIP_MIN_SESSION_EXPIRES_S: z.coerce.number().int().min(1).max(86_400).default(90),
+  /** SIP TCP/TLS connections open at once, and how long an unused one stays open. */
+  SIP_MAX_CONNECTIONS: z.coerce.number().int().min(1).default(1_000),
+  SIP_IDLE_CONNECTION_MS: durationMs(120_000),
   /**
    * Plan usage limit (4028 "Plan limit"): web-session minutes per calendar month (UTC) per plan,
    * `plan=minutes` comma-separated; a plan not listed is unlimited.
@@ -468,6 +512,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     throw new ConfigError(
       `Invalid configuration:\n  REALTIME_LEASE_HEARTBEAT_MS: must be less than REALTIME_LEASE_EXPIRY_MS (${c.REALTIME_LEASE_EXPIRY_MS}), or leases expire between renewals`,
     );
+  }
+  if (c.SIP_RTP_PORT_MIN >= c.SIP_RTP_PORT_MAX) {
+    throw new ConfigError('Invalid configuration:\n  SIP_RTP_PORT_MAX: must be above SIP_RTP_PORT_MIN');
+  }
+  if (!c.SIP_TLS_CERT_PATH !== !c.SIP_TLS_KEY_PATH) {
+    throw new ConfigError('Invalid configuration:\n  SIP_TLS_KEY_PATH: SIP_TLS_CERT_PATH and SIP_TLS_KEY_PATH go together');
+  }
+  if (c.SIP_TRANSPORTS.includes('tls') && !c.SIP_TLS_CERT_PATH) {
+    throw new ConfigError('Invalid configuration:\n  SIP_TLS_CERT_PATH: required when SIP_TRANSPORTS includes tls');
+  }
+  if (c.NODE_ENV === 'production' && c.SIP_PORT !== undefined && !c.SIP_ADVERTISED_ADDRESS) {
+    throw new ConfigError('Invalid configuration:\n  SIP_ADVERTISED_ADDRESS: required with SIP_PORT when NODE_ENV=production');
   }
   if (c.RECORDING_STORAGE === 's3' && !c.RECORDING_S3_BUCKET) {
     throw new ConfigError('Invalid configuration:\n  RECORDING_S3_BUCKET: required when RECORDING_STORAGE=s3');

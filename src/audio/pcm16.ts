@@ -68,6 +68,31 @@ export function pcm16ToMulaw(pcm: Buffer): Buffer {
   return out;
 }
 
+// A-law likewise (SIP peers may choose PCMA).
+const ALAW_DECODE = alawmulaw.alaw.decode(Uint8Array.from({ length: 256 }, (_, i) => i));
+const ALAW_ENCODE = (() => {
+  const samples = new Int16Array(65536);
+  for (let i = 0; i < 65536; i++) samples[i] = i - 32768;
+  return alawmulaw.alaw.encode(samples);
+})();
+
+/** A-law's code for a zero sample. */
+export const ALAW_SILENCE = 0xd5;
+
+export function alawToPcm16(alaw: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(alaw.length * 2);
+  const view = new Int16Array(out.buffer, out.byteOffset, alaw.length);
+  for (let i = 0; i < alaw.length; i++) view[i] = ALAW_DECODE[alaw[i]];
+  return out;
+}
+
+export function pcm16ToAlaw(pcm: Buffer): Buffer {
+  const samples = int16View(pcm);
+  const out = Buffer.allocUnsafe(samples.length);
+  for (let i = 0; i < samples.length; i++) out[i] = ALAW_ENCODE[samples[i] + 32768];
+  return out;
+}
+
 /**
  * 8 kHz -> 16 kHz by linear interpolation (enough for speech going to a recogniser): each input sample
  * yields the midpoint with the previous sample, then itself. Half a sample of delay.
