@@ -6,17 +6,17 @@
 import type { CarrierCredentials } from './carrier.js';
 
 /** What every carrier account of a holder says besides its secrets. */
-interface AccountState {
+export interface AccountState {
   phoneNumber?: string | null;
   inboundEnabled?: boolean;
   configured?: boolean;
 }
 
-/** The provider accounts of a holder of carrier configuration (RuntimeAgent has this shape). */
-export interface CarrierAccounts {
-  providerA: ({ accountSid: string | null; authToken: string | null } & AccountState) | null;
-  providerB: ({ apiKey: string | null; connectionId: string | null; publicKey?: string | null } & AccountState) | null;
-}
+/**
+ * Whatever holds carrier accounts (RuntimeAgent: `providerA`, `providerB`); each plug-in reads its own
+ * account from it by shape, so a new carrier's account needs no change here.
+ */
+export type CarrierAccounts = object;
 
 /** One carrier's account of a holder: its number, whether inbound calls are on, whether it is complete. */
 export interface CarrierAccount {
@@ -39,6 +39,6 @@ export interface CredentialsSchema {
 export class MissingCredentialsError extends Error {}
 
 /** An account's state as the plug-ins report it. */
-export function accountState(a: AccountState | null): CarrierAccount | null {
+export function accountState(a: AccountState | null | undefined): CarrierAccount | null {
   return a ? { configured: Boolean(a.configured), phoneNumber: a.phoneNumber ?? null, inboundEnabled: Boolean(a.inboundEnabled) } : null;
 }

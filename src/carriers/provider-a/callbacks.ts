@@ -8,6 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import type { CallbackUrls } from '../carrier.js';
 import type { CallbackAction, CallbackReply, CallbackRequest, CarrierCallbacks, CarrierEvent, CarrierMessage } from '../callbacks.js';
+import { providerAAccount } from './credentials.js';
 import { verifyProviderASignature, type FormParams } from './signature.js';
 import { providerAAnsweredBy, providerAStatus } from './status.js';
 import { hangupTwiml, rejectTwiml, streamTwiml } from './twiml.js';
@@ -57,7 +58,7 @@ export function providerACallbacks(urls: CallbackUrls): CarrierCallbacks {
         seq: Number.isFinite(seq) ? seq : null,
         // The account must be the agent's and the signature its token's.
         verify(accounts) {
-          const a = accounts?.providerA;
+          const a = providerAAccount(accounts);
           const signed = verifyProviderASignature(a?.authToken ?? UNKNOWN_KEY, `${urls.base()}${req.url}`, params, req.header('X-Twilio-Signature'));
           return a?.authToken && a.accountSid === one(params, 'AccountSid') && signed ? 'ok' : 'invalid_signature';
         },

@@ -9,7 +9,7 @@ import type { KeyObject } from 'node:crypto';
 import type { CallbackAction, CallbackReply, CallbackRequest, CarrierCallbacks, CarrierEvent, CarrierMessage } from '../callbacks.js';
 import type { CarrierAccounts } from '../credentials.js';
 import { obj, str } from '../media.js';
-import { providerBCredentials } from './credentials.js';
+import { providerBAccount, providerBCredentials } from './credentials.js';
 import { decodeClientState, type ProviderBCarrier } from './rest.js';
 import { publicKeyFromBase64, SIGNATURE_HEADER, TIMESTAMP_HEADER, verifyProviderBSignature } from './signature.js';
 import { providerBAnsweredBy, providerBHangup } from './status.js';
@@ -54,7 +54,7 @@ function credentials(accounts: CarrierAccounts | null) {
 
 export function providerBCallbacks(carrier: ProviderBCarrier, verifyKeyOverride: string | null): CarrierCallbacks {
   const keysOf = (accounts: CarrierAccounts | null): KeyObject[] => {
-    const key = verifyKeyOverride ?? accounts?.providerB?.publicKey;
+    const key = verifyKeyOverride ?? providerBAccount(accounts)?.publicKey;
     const imported = key ? publicKeyFromBase64(key) : null;
     return imported ? [imported] : [];
   };
@@ -66,7 +66,7 @@ export function providerBCallbacks(carrier: ProviderBCarrier, verifyKeyOverride:
       const state = decodeClientState(payload.client_state);
       const maybeIncoming = type === 'call.initiated' && payload.direction === 'incoming';
       return {
-        call: { callId: state?.call_id ?? null, callSid: String(payload.call_control_id) },
+        call: { callId: state?.call_id ?? null, callSid: String(payload.call_control_id ?? '') },
         number: maybeIncoming && typeof payload.to === 'string' ? { to: payload.to, always: false } : null,
         eventId: id,
         seq: null,
