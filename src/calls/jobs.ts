@@ -77,8 +77,9 @@ export class CallJobs {
       log.info({ provider: call.provider }, 'call dialed');
       // Asked to hang up meanwhile, or already ended (its deadline ran): the carrier's call goes too.
       if (!row || row.hangup_requested_at) {
-        await this.carriers.get(call.provider).rest
-          .hangup(credentials, callSid, { answered: false })
+        await this.carriers
+          .get(call.provider)
+          .rest.hangup(credentials, callSid, { answered: false })
           .catch((err) => log.warn({ err: (err as Error).message }, 'hang-up after dial failed'));
       }
     } catch (err) {
@@ -109,7 +110,9 @@ export class CallJobs {
       try {
         const agent = await this.agents.findForRuntime(call.workspace_id, carrierAgentId(call));
         if (!agent) throw new MissingCredentialsError('the agent is gone');
-        await this.carriers.get(call.provider).rest.hangup(this.carriers.credentialsOf(agent, call.provider), call.call_sid, { answered: Boolean(call.answered_at) });
+        await this.carriers
+          .get(call.provider)
+          .rest.hangup(this.carriers.credentialsOf(agent, call.provider), call.call_sid, { answered: Boolean(call.answered_at) });
       } catch (err) {
         this.log.warn({ callId, err: (err as Error).message }, 'could not hang the overdue call up at the carrier');
       }

@@ -50,7 +50,9 @@ for (const provider of PROVIDERS) {
       sandbox().setScript(to, [{ waitForAgent: true }, { say: 'Hello, this is Sam.' }, { pause: 60_000 }]);
       const res = await placeCall(t, tn, { agent_id: agentId, to_number: to, provider });
       assert.equal(res.status, 201, JSON.stringify(res.body));
-      const live = await waitForCall(t, tn, res.body.call_id, (c) => (c.transcript as Entry[]).some((e) => e.role === 'user' && e.text === 'Hello, this is Sam.'));
+      const live = await waitForCall(t, tn, res.body.call_id, (c) =>
+        (c.transcript as Entry[]).some((e) => e.role === 'user' && e.text === 'Hello, this is Sam.'),
+      );
       assert.equal(live.status, 'in_progress');
       const sim = simOf(live.call_sid);
       assert.ok(sim.agentPlayedMs > 0, 'the person heard the agent');

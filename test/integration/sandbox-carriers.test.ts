@@ -221,7 +221,12 @@ async function startFakeService(getPublicKey: () => string): Promise<FakeService
       if (u.pathname.startsWith('/a/')) {
         const form: Record<string, string> = {};
         for (const [k, v] of new URLSearchParams(raw)) form[k] = v;
-        const request = { url: req.url ?? '/', callId: undefined, rawBody: raw, header: (name: string) => req.headers[name.toLowerCase()] as string | undefined };
+        const request = {
+          url: req.url ?? '/',
+          callId: undefined,
+          rawBody: raw,
+          header: (name: string) => req.headers[name.toLowerCase()] as string | undefined,
+        };
         const signatureOk = signedByAccount('provider_a', url, request, { providerA: { accountSid: ACCOUNT, authToken: TOKEN }, providerB: null });
         received.push({ provider: 'provider_a', path: u.pathname, query: u.searchParams, params: form, event: null, signatureOk });
         notify();
@@ -234,8 +239,16 @@ async function startFakeService(getPublicKey: () => string): Promise<FakeService
         return void res.end();
       }
       if (u.pathname.startsWith('/b/')) {
-        const request = { url: req.url ?? '/', callId: undefined, rawBody: raw, header: (name: string) => req.headers[name.toLowerCase()] as string | undefined };
-        const signatureOk = signedByAccount('provider_b', url, request, { providerA: null, providerB: { apiKey: API_KEY, connectionId: CONNECTION, publicKey: getPublicKey() } });
+        const request = {
+          url: req.url ?? '/',
+          callId: undefined,
+          rawBody: raw,
+          header: (name: string) => req.headers[name.toLowerCase()] as string | undefined,
+        };
+        const signatureOk = signedByAccount('provider_b', url, request, {
+          providerA: null,
+          providerB: { apiKey: API_KEY, connectionId: CONNECTION, publicKey: getPublicKey() },
+        });
         const body = JSON.parse(raw) as { data: Received['event'] };
         received.push({ provider: 'provider_b', path: u.pathname, query: u.searchParams, params: {}, event: body.data, signatureOk });
         notify();
@@ -590,7 +603,9 @@ describe('sandbox carriers', () => {
       const conn = await svc.conn(sid);
       await conn.waitFor(() => conn.marks.includes('greeting'));
       const urls = { base: () => svc.url, media: () => svc.url.replace(/^http/, 'ws') };
-      const adapter = createCarriers({ provider_a: { apiUrl: sandbox.providerAUrl }, provider_b: { apiUrl: sandbox.providerBUrl } }, urls, 5000).get('provider_a').rest;
+      const adapter = createCarriers({ provider_a: { apiUrl: sandbox.providerAUrl }, provider_b: { apiUrl: sandbox.providerBUrl } }, urls, 5000).get(
+        'provider_a',
+      ).rest;
       await adapter.hangup({ provider: 'provider_a', accountSid: ACCOUNT, authToken: TOKEN }, sid, { answered: false });
       const record = await completed(sid);
       await conn.closed;

@@ -48,7 +48,13 @@ describe('provider_a', () => {
   };
 
   it('an incoming call is known by its number, and the number account signs it', () => {
-    const m = signed('providerAVoiceWebhook', '/telephony/provider_a/voice', { AccountSid: 'AC1', CallSid: 'CA9', Direction: 'inbound', From: '+1555', To: '+1666' });
+    const m = signed('providerAVoiceWebhook', '/telephony/provider_a/voice', {
+      AccountSid: 'AC1',
+      CallSid: 'CA9',
+      Direction: 'inbound',
+      From: '+1555',
+      To: '+1666',
+    });
     assert.deepEqual(m.number, { to: '+1666', always: true });
     assert.equal(m.verify(accounts, nowS), 'ok');
     assert.equal(m.verify({ providerA: { accountSid: 'AC2', authToken: 'secret-token' } }, nowS), 'invalid_signature', 'another account');
@@ -57,7 +63,8 @@ describe('provider_a', () => {
 
   it('statuses map to progress and outcomes; an unknown one is only noted, with its sequence number', () => {
     const path = `/telephony/provider_a/status?call_id=${CALL_ID}`;
-    const read = (CallStatus: string) => signed('providerAStatusCallback', path, { AccountSid: 'AC1', CallSid: 'CA9', CallStatus, SequenceNumber: '3' }, CALL_ID);
+    const read = (CallStatus: string) =>
+      signed('providerAStatusCallback', path, { AccountSid: 'AC1', CallSid: 'CA9', CallStatus, SequenceNumber: '3' }, CALL_ID);
     assert.deepEqual(read('ringing').event(true), { kind: 'progress', status: 'ringing' });
     assert.deepEqual(read('busy').event(true), { kind: 'ended', outcome: 'busy', whenAnswered: 'busy' });
     assert.deepEqual(read('paused').event(true), { kind: 'noted' });
@@ -97,7 +104,11 @@ describe('provider_b', () => {
     assert.deepEqual(incoming.number, { to: '+1666', always: false });
     assert.deepEqual(incoming.event(false), { kind: 'incoming', from: '+1555', to: '+1666' });
     assert.deepEqual(incoming.event(true), { kind: 'progress', status: 'initiated' });
-    assert.deepEqual(event('call.machine.detection.ended', { result: 'not_sure' }).event(true), { kind: 'answered_by', answeredBy: 'unknown', greetingEnded: false });
+    assert.deepEqual(event('call.machine.detection.ended', { result: 'not_sure' }).event(true), {
+      kind: 'answered_by',
+      answeredBy: 'unknown',
+      greetingEnded: false,
+    });
     assert.equal(event('call.answered', {}).eventId, 'ev-call.answered');
   });
 });

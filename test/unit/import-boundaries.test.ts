@@ -170,7 +170,11 @@ describe('the import graph of src/', () => {
     const frontDoor = fileEdges(carriersDir).filter(([from]) => from === path.join(carriersDir, 'index.ts'));
     const folders = fs.readdirSync(carriersDir, { withFileTypes: true }).filter((e) => e.isDirectory());
     assert.ok(folders.length >= 2);
-    for (const f of folders) assert.ok(frontDoor.some(([, to]) => carrierFolderOf(to) === f.name), `src/carriers/index.ts registers ${f.name}`);
+    for (const f of folders)
+      assert.ok(
+        frontDoor.some(([, to]) => carrierFolderOf(to) === f.name),
+        `src/carriers/index.ts registers ${f.name}`,
+      );
   });
 
   it('layers every room exactly once', () => {
@@ -204,7 +208,10 @@ describe('ESLint keeps the rooms', () => {
     assert.deepEqual(await lint('src/sandbox/carriers/x.ts', "import { c } from '../../carriers/index.js';\nexport const a = c;\n"), []);
     assert.deepEqual(await lint('src/carriers/provider-a/x.ts', "import { s } from './signature.js';\nexport const a = s;\n"), []);
     assert.deepEqual(await lint('src/carriers/index.ts', "import { p } from './provider-a/index.js';\nexport const a = p;\n"), []);
-    assert.deepEqual(await lint('test/unit/carriers-provider-a.test.ts', "import { s } from '../../src/carriers/provider-a/signature.js';\nexport const a = s;\n"), []);
+    assert.deepEqual(
+      await lint('test/unit/carriers-provider-a.test.ts', "import { s } from '../../src/carriers/provider-a/signature.js';\nexport const a = s;\n"),
+      [],
+    );
   });
 
   it("refuses a carrier's own folder imported from outside src/carriers/", async () => {

@@ -191,7 +191,8 @@ export class MediaServer {
     if (this.closing) bridge.endForShutdown();
     // An answering-machine result that arrived before this bridge took its signals is on the row.
     const now = await this.deps.store.get(call.id);
-    if (now?.answered_by === 'machine') bridge.onSignal({ callId: call.id, kind: 'amd', answeredBy: 'machine', greetingEnded: plugin.machineResultAfterGreeting });
+    if (now?.answered_by === 'machine')
+      bridge.onSignal({ callId: call.id, kind: 'amd', answeredBy: 'machine', greetingEnded: plugin.machineResultAfterGreeting });
   }
 
   /** The call's reservation, extended while it runs from its answer; the call ends when it runs out. */
