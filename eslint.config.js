@@ -21,6 +21,16 @@ const HTTP_PATTERN = {
     'Domains do not depend on the HTTP layer: errors come from src/errors/, handler types and the contract from src/contract/. Only routes.ts and the socket adapters import src/http/.',
 };
 
+/**
+ * A carrier's own folder (`carriers/<provider>/...`) from outside src/carriers/: everything else goes
+ * through the carriers' front door, src/carriers/index.ts, so a carrier is one folder and one entry
+ * in the registry.
+ */
+const CARRIER_INSIDES = {
+  regex: '^(\\.\\./)+(src/)?carriers/[^/]+/',
+  message: "Only src/carriers/ imports a carrier's own folder: use the carriers' front door, src/carriers/index.ts (the registry of plug-ins).",
+};
+
 /** One room's import rules, with or without the HTTP boundary (adapters may import src/http/). */
 function roomRules(room, withHttp) {
   const patterns = forbiddenFor(room).map((other) => ({
@@ -28,6 +38,7 @@ function roomRules(room, withHttp) {
     message: `src/${room}/ may not import src/${other}/: ${PURE[room]?.rooms.includes(other) ? `${room} is an adapter and imports no domain of ours` : other === 'sandbox' ? 'only src/service.ts starts the simulators' : `${other} sits above ${room} (lint/rooms.js)`}.`,
   }));
   if (withHttp && room !== 'http') patterns.push(HTTP_PATTERN);
+  if (room !== 'carriers') patterns.push(CARRIER_INSIDES);
   const paths = (PURE[room]?.packages ?? []).map((name) => ({ name, message: `src/${room}/ is an adapter: no database or web framework.` }));
   return { 'no-restricted-imports': ['error', { patterns, paths }] };
 }
@@ -60,6 +71,12 @@ export default tseslint.config(
   {
     files: ['**/*.js', '**/*.mjs'],
     languageOptions: { globals: globals.node },
+  },
+  // The assembly, the scripts and the tests (a carrier's own unit tests aside) keep out of the carriers' folders too.
+  {
+    files: ['src/*.ts', 'scripts/**/*.ts', 'test/**/*.ts'],
+    ignores: ['test/unit/carriers-*.test.ts'],
+    rules: { 'no-restricted-imports': ['error', { patterns: [CARRIER_INSIDES, { ...CARRIER_INSIDES, regex: '^\\./carriers/[^/]+/' }] }] },
   },
   ...roomConfigs,
 );

@@ -68,25 +68,18 @@ import { RecordingStore } from './recordings/store.js';
 import { RecordingLinks } from './recordings/signed-url.js';
 import { recordingStorage } from './recordings/backends.js';
 import { recordingRoutes } from './recordings/routes.js';
-import { callbackUrls } from './carriers/carrier.js';
-import { createCarriers, type Carriers } from './carriers/index.js';
-import { CallSignals } from './calls/live/signals.js';
-import { CarrierCallbacks } from './calls/callbacks.js';
-import { InboundNumbers } from './calls/inbound.js';
-import { MediaServer } from './calls/live/media-server.js';
-import { CallStore } from './calls/store.js';
-import { CallFinaliser } from './calls/finaliser.js';
-import { InboundSetup } from './calls/inbound-setup.js';
-import { CallService } from './calls/service.js';
-import { CallJobs } from './calls/jobs.js';
-import { callEventRoutes, callRoutes } from './calls/routes.js';
+import { callbackUrls, createCarriers, type Carriers } from './carriers/index.js';
+import { createCalls, type Calls } from './calls/index.js';
+import type { CallService } from './calls/service.js';
+import type { CallStore } from './calls/store.js';
+import type { CallFinaliser } from './calls/finaliser.js';
+import type { CallJobs } from './calls/jobs.js';
 import { BatchStore } from './batches/store.js';
 import { BatchEngine } from './batches/engine.js';
 import { BatchService } from './batches/service.js';
 import { batchRoutes } from './batches/routes.js';
 import { serviceUnavailable } from './errors/api-error.js';
 import { LiveEvents } from './events/index.js';
-import { CallLiveEvents } from './calls/live-events.js';
 
 export interface RunningService {
   url: string;
@@ -124,7 +117,7 @@ export interface RunningService {
   /** Batches: the API's rules, their store and the dispatch engine. */
   batches: { service: BatchService; store: BatchStore; engine: BatchEngine };
   /** The carrier adapters, the media stream endpoints, and the signals to live calls' bridges. */
-  telephony: { carriers: Carriers; media: MediaServer; signals: CallSignals };
+  telephony: { carriers: Carriers; media: Calls['media']; signals: Calls['signals'] };
   /** The PostgreSQL job queue (dialing, call deadlines). */
   jobs: JobQueue;
   /** Live events of calls and web sessions: their writer, streams and retention. */
@@ -341,7 +334,6 @@ export async function startService(
   });
 
   // Phone calls.
-  const urls = callbackUrls(publicBaseUrl);
   const jobs = new JobQueue(
     db.knex,
     {
@@ -354,56 +346,44 @@ export async function startService(
   );
   const carriers = createCarriers(
     {
-      providerAUrl: config.PROVIDER_A_API_URL ?? sandbox.carriers!.server.providerAUrl,
-      providerBUrl: config.PROVIDER_B_API_URL ?? sandbox.carriers!.server.providerBUrl,
-      timeoutMs: config.CARRIER_TIMEOUT_MS,
+      provider_a: { apiUrl: config.PROVIDER_A_API_URL ?? sandbox.carriers!.server.providerAUrl },
+      provider_b: {
+        apiUrl: config.PROVIDER_B_API_URL ?? sandbox.carriers!.server.providerBUrl,
+        // provider_b webhooks from the sandbox are verified with its own key: it cannot sign with an agent's.
+        verifyKeyOverride: sandbox.carriers?.providers.has('provider_b') ? sandbox.carriers.server.providerBPublicKey : null,
+      },
     },
-    urls,
+    callbackUrls(publicBaseUrl),
+    config.CARRIER_TIMEOUT_MS,
   );
   log.info({ sandbox: [...(sandbox.carriers?.providers ?? [])], sandboxUrl: sandbox.carriers?.server.url }, 'carriers ready');
-  // provider_b webhooks from the sandbox are verified with its own key: it cannot sign with an agent's.
-  const providerBKeyOverride = sandbox.carriers?.providers.has('provider_b') ? sandbox.carriers.server.providerBPublicKey : null;
-  const timing = {
-    ringTimeoutS: config.CALL_RING_TIMEOUT_S,
-    maxDurationS: config.CALL_MAX_DURATION_S,
-    dialGraceMs: config.CALL_DIAL_GRACE_MS,
-    orphanAfterMs: config.CALL_ORPHAN_AFTER_MS,
-  };
-  const callStore = new CallStore(db.knex);
   const retention = recordings.register(jobs);
-  const callLog = log.child({ component: 'calls' });
-  const callLive = new CallLiveEvents(liveEvents.writer, events, clock, callLog);
-  callStore.statusObserver = {
-    moved: (moves, trx) => callLive.statusMoved(moves, trx),
-    inline: (call, to, gate, predicted, trx) => callLive.inlineMove(call, to, gate, predicted, trx),
-  };
   const eventsRetention = liveEvents.register(jobs);
-  const finaliser = new CallFinaliser(callStore, voice, admission, events, jobs, clock, { centsPerMinute: config.CALL_CENTS_PER_MINUTE }, callLog);
-  const callService = new CallService(
-    callStore,
+  const calls = createCalls({
+    config,
+    knex: db.knex,
+    clock,
+    log,
+    listener,
+    jobs,
+    carriers,
     agents,
     admission,
-    jobs,
-    carriers.byProvider,
-    finaliser,
-    outbound,
-    clock,
-    timing,
-    { centsPerMinute: config.CALL_CENTS_PER_MINUTE },
-    callLog,
     destinations,
-    new InboundSetup(
-      { signingSecrets: (workspaceId) => webhooks.signingSecrets(workspaceId), runtimeOf: (workspaceId, agentId) => agents.runtimeOf(workspaceId, agentId) },
-      outbound,
-      clock,
-      { timeoutMs: config.INBOUND_SETUP_TIMEOUT_MS },
-      callLog,
-    ),
-  );
-  callService.recordings = recordings;
-  finaliser.recordings = recordings;
-  const callJobs = new CallJobs(callStore, agents, carriers.byProvider, finaliser, jobs, clock, { ...timing, machineDetectionTimeoutS: 30 }, callLog);
-  callJobs.register();
+    voice,
+    tools: toolRunner,
+    events,
+    liveEvents,
+    recordings,
+    outbound,
+    webhooks,
+    sandbox: sandbox.carriers && { providers: sandbox.carriers.providers, ring: sandbox.carriers.server.ring, speed: config.SANDBOX_CARRIERS_SPEED },
+    onAudioDropped: (seconds) => audioDropped.inc({ stream: 'call' }, seconds),
+    onKeysDropped: (keys) => inputDropped.inc({ stream: 'call', kind: 'keys', reason: 'rate' }, keys),
+    budgetClock: opts.budgetClock,
+    onForward: opts.onCallFrameForwarded,
+  });
+  const { service: callService, finaliser } = calls;
   const batchStore = new BatchStore(db.knex);
   const overload = new OverloadGuard(
     { loopDelayMs: config.OVERLOAD_LOOP_DELAY_MS, dbWaiting: config.OVERLOAD_DB_WAITING ?? config.DATABASE_POOL_MAX, sampleMs: config.OVERLOAD_SAMPLE_MS },
@@ -434,68 +414,6 @@ export async function startService(
     maxWaitingRecipients: config.BATCH_MAX_WAITING_RECIPIENTS_PER_WORKSPACE,
   });
   agents.addDeleteGuard((workspaceId, agentId) => batchService.guardAgentDelete(workspaceId, agentId));
-  const signals = new CallSignals(listener, callLog);
-  const callbacks = new CarrierCallbacks(
-    callStore,
-    agents,
-    callService,
-    finaliser,
-    signals,
-    carriers.providerB,
-    urls,
-    clock,
-    { orphanAfterMs: config.CALL_ORPHAN_AFTER_MS, statusGraceMs: config.CALL_STATUS_GRACE_MS, providerBKeyOverride },
-    callLog,
-  );
-  const ringer = sandbox.carriers && { providers: sandbox.carriers.providers, ring: sandbox.carriers.server.ring };
-  const inbound = new InboundNumbers(agents, carriers.byProvider, callStore, ringer, callLog);
-  const media = new MediaServer(
-    {
-      store: callStore,
-      voice,
-      tools: toolRunner,
-      finaliser,
-      clock,
-      carriers: carriers.byProvider,
-      agents,
-      admission,
-      signals,
-      destinations,
-      recordings,
-      live: callLive,
-    },
-    {
-      toolTimeoutMs: config.REALTIME_TOOL_TIMEOUT_MS,
-      toolFillerMs: config.REALTIME_TOOL_FILLER_MS,
-      recordMaxBytes: config.CONVERSATION_RECORD_MAX_BYTES,
-      silenceTimeoutMs: config.CALL_SILENCE_TIMEOUT_MS,
-      dtmfGapMs: config.CALL_DTMF_GAP_MS,
-      maxDurationMs: config.CALL_MAX_DURATION_S * 1000,
-      // The in-process sandbox carriers send media SANDBOX_CARRIERS_SPEED times faster than real time.
-      audioBudget: {
-        rate: sandbox.carriers ? Math.max(config.CALL_AUDIO_RATE, config.SANDBOX_CARRIERS_SPEED) : config.CALL_AUDIO_RATE,
-        burstMs: config.CALL_AUDIO_BURST_MS,
-      },
-      openHoldMs: config.VOICE_CONNECT_TIMEOUT_MS,
-      onAudioDropped: (seconds) => audioDropped.inc({ stream: 'call' }, seconds),
-      // Keys the sandbox carriers press come SANDBOX_CARRIERS_SPEED times faster too.
-      keyBudget: {
-        perSecond: config.CALL_DTMF_RATE * (sandbox.carriers ? Math.max(1, config.SANDBOX_CARRIERS_SPEED) : 1),
-        burst: config.CALL_DTMF_BURST,
-      },
-      onKeysDropped: (keys) => inputDropped.inc({ stream: 'call', kind: 'keys', reason: 'rate' }, keys),
-      budgetClock: opts.budgetClock,
-      reservation: callService.reservationTerms,
-      onForward: opts.onCallFrameForwarded,
-      startTimeoutMs: config.CALL_STREAM_START_TIMEOUT_MS,
-      instanceId: `inst_${randomBytes(6).toString('hex')}`,
-      heartbeatMs: config.CALL_HEARTBEAT_MS,
-      orphanAfterMs: config.CALL_ORPHAN_AFTER_MS,
-      shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
-      progressSaveMs: config.CALL_PROGRESS_SAVE_MS,
-    },
-    callLog,
-  );
 
   // The developer's reads of usage and limits; the destination policy and the web-session creation
   // counts come from their own rooms.
@@ -536,7 +454,7 @@ export async function startService(
     ...webhookRoutes(webhooks),
     ...mcpRoutes(mcp),
     ...realtime.routes,
-    ...callRoutes(callService, callbacks, inbound, (workspaceId, callId, params) => webhooks.callDeliveries(workspaceId, callId, params)),
+    ...calls.routes,
     ...batchRoutes(batchService, contract, (workspaceId, batchId, params) => webhooks.batchDeliveries(workspaceId, batchId, params)),
     ...systemRoutes({ db: db.knex, publicBaseUrl, metrics, isShuttingDown: () => draining }),
     ...recordingRoutes(
@@ -547,7 +465,6 @@ export async function startService(
       },
       realtime.recorded,
     ),
-    ...callEventRoutes(callService, liveEvents),
   };
   // A draining instance starts no new conversation: the request did nothing, so the client (or the
   // balancer) sends it again and a ready instance takes it. Everything else is served as usual while
@@ -584,7 +501,7 @@ export async function startService(
   // security on its private tables, with no policy for that role); the instance serves all the same.
   await retention.schedule().catch((err) => log.warn({ err: (err as Error).message }, 'the recordings retention job could not be scheduled'));
   await eventsRetention.schedule().catch((err) => log.warn({ err: (err as Error).message }, 'the conversation events retention job could not be scheduled'));
-  media.start();
+  calls.start();
 
   // Connections kept open for MCP tool calls.
   stopHooks.push(['MCP connections', () => mcp.close()]);
@@ -620,7 +537,7 @@ export async function startService(
   answerClientErrors(server, log);
   // Every WebSocket endpoint by path, in one place (telephony media streams join here); any other
   // upgrade path is answered 404 and its socket destroyed.
-  routeUpgrades(server, [realtime.upgradeRoute, ...media.routes]);
+  routeUpgrades(server, [realtime.upgradeRoute, ...calls.upgradeRoutes]);
   listening = server;
   realtime.attach(server);
   await new Promise<void>((resolve, reject) => {
@@ -654,9 +571,9 @@ export async function startService(
     voice,
     sandbox,
     realtime,
-    calls: { service: callService, store: callStore, finaliser, jobs: callJobs },
+    calls: { service: callService, store: calls.store, finaliser, jobs: calls.jobs },
     batches: { service: batchService, store: batchStore, engine: batchEngine },
-    telephony: { carriers, media, signals },
+    telephony: { carriers, media: calls.media, signals: calls.signals },
     jobs,
     recordings,
     liveEvents,
@@ -667,13 +584,13 @@ export async function startService(
     close() {
       closing ??= (async () => {
         draining = true;
-        log.info({ calls: media.size, sessions: realtime.gateway.size, drainMs: config.SHUTDOWN_DRAIN_MS }, 'draining: no new calls, sessions or jobs');
+        log.info({ calls: calls.media.size, sessions: realtime.gateway.size, drainMs: config.SHUTDOWN_DRAIN_MS }, 'draining: no new calls, sessions or jobs');
         // No new jobs from now on (the running ones finish); the other instances take the queue.
         const jobsStopped = jobs.stop().catch((err) => log.error({ err }, 'job queue did not stop cleanly'));
         // Live conversations run on to their end, or to the drain deadline (then they end with `shutdown`).
         let deadlineTimer: NodeJS.Timeout | undefined;
         const deadline = new Promise<void>((resolve) => (deadlineTimer = setTimeout(resolve, config.SHUTDOWN_DRAIN_MS)));
-        await Promise.all([realtime.drain(deadline), media.drain(deadline), jobsStopped]);
+        await Promise.all([realtime.drain(deadline), calls.drain(deadline), jobsStopped]);
         clearTimeout(deadlineTimer);
         // Every conversation here has ended: its events are written; event streams end (clients resume elsewhere).
         await liveEvents.stop().catch((err) => log.warn({ err }, 'live events did not stop cleanly'));

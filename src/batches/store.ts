@@ -7,6 +7,7 @@ import type { Variables } from '../contract/placeholders.js';
 import type { Knex } from 'knex';
 import { paginate, type Page, type PageParams } from '../lib/pagination.js';
 import type { CallingWindow } from './calling-window.js';
+import type { Provider } from '../carriers/index.js';
 
 export type BatchStatus = 'scheduled' | 'queued' | 'in_progress' | 'paused' | 'completed' | 'canceled' | 'failed';
 export type RecipientStatus = 'pending' | 'scheduled' | 'dialing' | 'in_progress' | 'completed' | 'failed' | 'voicemail' | 'no_answer' | 'busy' | 'canceled';
@@ -34,7 +35,7 @@ export interface BatchRow {
   workspace_id: string;
   agent_id: string;
   name: string;
-  provider: 'provider_a' | 'provider_b';
+  provider: Provider;
   status: BatchStatus;
   total: number;
   skipped: SkippedItem[];

@@ -9,8 +9,7 @@ import { badGateway, conflict, notFound, unprocessable } from '../errors/api-err
 import type { AgentService, Agent, RuntimeAgent } from '../agents/service.js';
 import type { CallStore } from './store.js';
 import { toCall, type Call } from './records.js';
-import { CarrierError, type Carrier, type Provider } from '../carriers/carrier.js';
-import { credentialsOf, MissingCredentialsError } from '../carriers/credentials.js';
+import { CarrierError, MissingCredentialsError, PROVIDERS, type Carriers, type Provider } from '../carriers/index.js';
 
 export const DEFAULT_SANDBOX_CALLER = '+15555550100';
 
@@ -30,7 +29,7 @@ function carrierFailure(err: CarrierError) {
 export class InboundNumbers {
   constructor(
     private readonly agents: AgentService,
-    private readonly carriers: Record<Provider, Carrier>,
+    private readonly carriers: Carriers,
     private readonly store: CallStore,
     /** The sandbox carriers when a provider runs on them. */
     private readonly sandbox: SandboxRinger | null,
@@ -38,9 +37,9 @@ export class InboundNumbers {
   ) {}
 
   private configured(agent: RuntimeAgent, provider: Provider): { phoneNumber: string } {
-    const c = provider === 'provider_a' ? agent.providerA : agent.providerB;
+    const c = this.carriers.account(agent, provider);
     if (!c?.configured || !c.phoneNumber) {
-      const fields = provider === 'provider_a' ? 'account_sid, auth_token and phone_number' : 'api_key, connection_id, phone_number and public_key';
+      const fields = this.carriers.get(provider).credentials.inboundFields;
       throw conflict('provider_not_configured', `${provider} is not configured on this agent: set ${fields} first.`, 'provider');
     }
     return { phoneNumber: c.phoneNumber };
@@ -48,7 +47,7 @@ export class InboundNumbers {
 
   private async atCarrier(agent: RuntimeAgent, provider: Provider, phoneNumber: string, enabled: boolean): Promise<void> {
     try {
-      await this.carriers[provider].setInbound(credentialsOf(agent, provider), phoneNumber, enabled);
+      await this.carriers.get(provider).rest.setInbound(this.carriers.credentialsOf(agent, provider), phoneNumber, enabled);
     } catch (err) {
       if (err instanceof MissingCredentialsError) throw conflict('provider_not_configured', err.message, 'provider');
       if (err instanceof CarrierError) {
@@ -71,7 +70,7 @@ export class InboundNumbers {
 
   async disable(workspaceId: string, agentId: string, provider: Provider): Promise<Agent> {
     const agent = await this.agents.loadForRuntime(workspaceId, agentId);
-    const c = provider === 'provider_a' ? agent.providerA : agent.providerB;
+    const c = this.carriers.account(agent, provider);
     if (!c?.inboundEnabled) return this.agents.get(workspaceId, agentId);
     const { phoneNumber } = this.configured(agent, provider);
     await this.atCarrier(agent, provider, phoneNumber, false);
@@ -81,7 +80,7 @@ export class InboundNumbers {
   /** POST /api/v1/sandbox/inbound-calls: the sandbox carrier rings the number; the answer is the call it created. */
   async ringSandbox(workspaceId: string, input: { to_number: string; from_number?: string; provider?: Provider }): Promise<Call> {
     const candidates: Array<[Provider, RuntimeAgent]> = [];
-    for (const provider of input.provider ? [input.provider] : (['provider_a', 'provider_b'] as const)) {
+    for (const provider of input.provider ? [input.provider] : PROVIDERS) {
       const agent = await this.agents.inboundAgent(provider, input.to_number);
       if (agent && agent.workspaceId === workspaceId) candidates.push([provider, agent]);
     }

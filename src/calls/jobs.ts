@@ -13,8 +13,7 @@ import type { Logger } from 'pino';
 import { sha256Hex } from '../lib/tokens.js';
 import type { Clock } from '../lib/clock.js';
 import type { JobQueue } from '../jobs/queue.js';
-import { CarrierError, type Carrier, type Provider } from '../carriers/carrier.js';
-import { credentialsOf, MissingCredentialsError } from '../carriers/credentials.js';
+import { CarrierError, MissingCredentialsError, type Carriers } from '../carriers/index.js';
 import type { CallFinaliser } from './finaliser.js';
 import type { CallAgents, CallTiming } from './dependencies.js';
 import { DEADLINE_JOB, DIAL_JOB } from './job-kinds.js';
@@ -28,7 +27,7 @@ export class CallJobs {
   constructor(
     private readonly store: CallStore,
     private readonly agents: CallAgents,
-    private readonly carriers: Record<Provider, Carrier>,
+    private readonly carriers: Carriers,
     private readonly finaliser: CallFinaliser,
     private readonly jobs: JobQueue,
     private readonly clock: Clock,
@@ -55,7 +54,7 @@ export class CallJobs {
     }
     let credentials;
     try {
-      credentials = credentialsOf(agent, call.provider);
+      credentials = this.carriers.credentialsOf(agent, call.provider);
     } catch (err) {
       if (!(err instanceof MissingCredentialsError)) throw err;
       await this.finaliser.finalise(callId, { endReason: 'not_allowed' });
@@ -63,7 +62,7 @@ export class CallJobs {
     }
     const voicemail = agent.voicemailConfig;
     try {
-      const { callSid } = await this.carriers[call.provider].dial(credentials, {
+      const { callSid } = await this.carriers.get(call.provider).rest.dial(credentials, {
         callId,
         from: call.from_number,
         to: call.to_number,
@@ -78,8 +77,9 @@ export class CallJobs {
       log.info({ provider: call.provider }, 'call dialed');
       // Asked to hang up meanwhile, or already ended (its deadline ran): the carrier's call goes too.
       if (!row || row.hangup_requested_at) {
-        await this.carriers[call.provider]
-          .hangup(credentials, callSid, { answered: false })
+        await this.carriers
+          .get(call.provider)
+          .rest.hangup(credentials, callSid, { answered: false })
           .catch((err) => log.warn({ err: (err as Error).message }, 'hang-up after dial failed'));
       }
     } catch (err) {
@@ -110,7 +110,9 @@ export class CallJobs {
       try {
         const agent = await this.agents.findForRuntime(call.workspace_id, carrierAgentId(call));
         if (!agent) throw new MissingCredentialsError('the agent is gone');
-        await this.carriers[call.provider].hangup(credentialsOf(agent, call.provider), call.call_sid, { answered: Boolean(call.answered_at) });
+        await this.carriers
+          .get(call.provider)
+          .rest.hangup(this.carriers.credentialsOf(agent, call.provider), call.call_sid, { answered: Boolean(call.answered_at) });
       } catch (err) {
         this.log.warn({ callId, err: (err as Error).message }, 'could not hang the overdue call up at the carrier');
       }

@@ -2,7 +2,7 @@
  * Handlers of the Calls operations, the carriers' callbacks, inbound number configuration and the
  * sandbox ringing helper (thin: the rules are in service.ts, callbacks.ts and inbound.ts).
  */
-import type { Handlers } from '../contract/handlers.js';
+import type { AnyHandler, Handlers } from '../contract/handlers.js';
 import { credentialOf, workspaceOf } from '../contract/principal.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import type { components } from '../../generated/openapi.js';
@@ -10,6 +10,7 @@ import type { CallService } from './service.js';
 import type { Context } from 'koa';
 import type { CarrierCallbacks, CarrierRequest } from './callbacks.js';
 import type { InboundNumbers } from './inbound.js';
+import type { Carriers } from '../carriers/index.js';
 import { exemptWhileAnswering } from '../http/connection-limits.js';
 import { resumeAfter, type LiveEvents } from '../events/index.js';
 import { isTerminal } from './store.js';
@@ -31,7 +32,6 @@ function carrierRequest(ctx: Context): CarrierRequest {
 
 export function callRoutes(
   calls: CallService,
-  callbacks: CarrierCallbacks,
   inbound: InboundNumbers,
   deliveries: (workspaceId: string, callId: string, params: PageParams) => Promise<Page<WebhookDelivery>>,
 ): Handlers {
@@ -45,23 +45,24 @@ export function callRoutes(
       await calls.owned(workspaceId, req.params.call_id);
       return { status: 200, body: await deliveries(workspaceId, req.params.call_id, req.query) };
     },
-    providerAVoiceWebhook: async (req) => ({ status: 200, body: await callbacks.providerAVoice(carrierRequest(req.ctx)), type: 'text/xml' }),
-    providerAStatusCallback: async (req) => {
-      await callbacks.providerAStatus(carrierRequest(req.ctx));
-      return { status: 204, body: undefined };
-    },
-    providerAAmdCallback: async (req) => {
-      await callbacks.providerAAmd(carrierRequest(req.ctx));
-      return { status: 204, body: undefined };
-    },
-    providerBEvent: async (req) => {
-      await callbacks.providerBEvent(carrierRequest(req.ctx), req.body as never);
-      return { status: 204, body: undefined };
-    },
     enableInbound: async (req) => ({ status: 200, body: await inbound.enable(workspaceOf(req.auth), req.params.agent_id, req.params.provider) }),
     disableInbound: async (req) => ({ status: 200, body: await inbound.disable(workspaceOf(req.auth), req.params.agent_id, req.params.provider) }),
     createSandboxInboundCall: async (req) => ({ status: 201, body: await inbound.ringSandbox(workspaceOf(req.auth), req.body) }),
   };
+}
+
+/** Every registered carrier's HTTP callbacks, by the operationIds its plug-in declares. */
+export function carrierCallbackRoutes(carriers: Carriers, callbacks: CarrierCallbacks): Handlers {
+  const handlers: Record<string, AnyHandler> = {};
+  for (const { provider, callbacks: plugin } of carriers.list()) {
+    for (const operation of plugin.operations) {
+      handlers[operation] = async (req) => {
+        const reply = await callbacks.http(provider, operation, carrierRequest(req.ctx));
+        return reply.status === 204 ? { status: 204, body: undefined } : reply;
+      };
+    }
+  }
+  return handlers as Handlers;
 }
 
 /** The call's live event stream (Server-Sent Events); authorised like `getCall`. */

@@ -18,8 +18,7 @@ import type { RuntimeAgent } from '../agents/service.js';
 import type { ReservationTerms, WorkspaceAdmission, WorkspaceBilling } from '../workspaces/admission.js';
 import type { Variables } from '../contract/placeholders.js';
 import { job, type JobQueue } from '../jobs/queue.js';
-import { CarrierError, type Carrier, type CarrierCredentials, type Provider } from '../carriers/carrier.js';
-import { canDial, credentialsOf, MissingCredentialsError } from '../carriers/credentials.js';
+import { CarrierError, MissingCredentialsError, PROVIDERS, type CarrierCredentials, type Carriers, type Provider } from '../carriers/index.js';
 import type { InboundSetup, SetupDecision } from './inbound-setup.js';
 import type { CallFinaliser } from './finaliser.js';
 import { DEADLINE_JOB, DIAL_JOB } from './job-kinds.js';
@@ -70,13 +69,13 @@ export function callNotFound(callId: string) {
 }
 
 /** Which provider a call uses: the one asked for, else the agent's only configured one. */
-function chooseProvider(agent: RuntimeAgent, asked: Provider | undefined): Provider | CallRefusal {
-  const configured = (['provider_a', 'provider_b'] as const).filter((p) => canDial(agent, p));
+function chooseProvider(carriers: Carriers, agent: RuntimeAgent, asked: Provider | undefined): Provider | CallRefusal {
+  const configured = PROVIDERS.filter((p) => carriers.canDial(agent, p));
   if (asked) return configured.includes(asked) ? asked : { code: 'provider_not_configured', message: `The agent has no complete ${asked} configuration.` };
   if (configured.length === 0)
     return {
       code: 'provider_not_configured',
-      message: 'The agent has no telephony provider configured; set provider_a_config or provider_b_config first.',
+      message: `The agent has no telephony provider configured; set ${PROVIDERS.map((p) => `${p}_config`).join(' or ')} first.`,
     };
   if (configured.length > 1) return { code: 'provider_required' };
   return configured[0];
@@ -91,7 +90,7 @@ export class CallService {
     private readonly agents: CallAgents,
     private readonly admission: WorkspaceAdmission,
     private readonly jobs: JobQueue,
-    private readonly carriers: Record<Provider, Carrier>,
+    private readonly carriers: Carriers,
     private readonly finaliser: CallFinaliser,
     private readonly outbound: OutboundPolicy,
     private readonly clock: Clock,
@@ -131,9 +130,9 @@ export class CallService {
     const agent = await this.agents.runtimeOf(workspaceId, body.agent_id);
     if (agent === 'not_found') return { code: 'agent_not_found', agentId: body.agent_id };
     if (agent === 'other_workspace') return { code: 'forbidden' };
-    const provider = chooseProvider(agent, body.provider);
+    const provider = chooseProvider(this.carriers, agent, body.provider);
     if (typeof provider !== 'string') return provider;
-    const config = provider === 'provider_a' ? agent.providerA : agent.providerB;
+    const config = this.carriers.account(agent, provider);
     const from = body.from_number ?? config?.phoneNumber ?? null;
     if (!from) return { code: 'from_number_missing', message: `The agent's ${provider} configuration has no phone_number; set it or send from_number.` };
     const callerId = callerIdRefusal(from);
@@ -337,13 +336,13 @@ export class CallService {
     let credentials: CarrierCredentials;
     try {
       if (!agent) throw new MissingCredentialsError('the agent is gone');
-      credentials = credentialsOf(agent, row.provider);
+      credentials = this.carriers.credentialsOf(agent, row.provider);
     } catch (err) {
       if (!(err instanceof MissingCredentialsError)) throw err;
       throw badGateway('carrier_error', 'The call cannot be hung up: its agent or provider configuration is gone.');
     }
     try {
-      await this.carriers[row.provider].hangup(credentials, row.call_sid, { answered: Boolean(row.answered_at) });
+      await this.carriers.get(row.provider).rest.hangup(credentials, row.call_sid, { answered: Boolean(row.answered_at) });
     } catch (err) {
       if (err instanceof CarrierError) {
         this.log.warn({ callId: row.id, kind: err.kind, detail: err.detail }, 'carrier refused the hang-up');

@@ -9,7 +9,7 @@ import { paginate, type Page, type PageParams } from '../lib/pagination.js';
 import { writeProgress, type ProgressJson } from '../conversation/progress-saves.js';
 import type { ToolCallRecord } from '../conversation/engine.js';
 import type { TranscriptTurn } from '../voice/types.js';
-import type { AnsweredBy, CarrierOutcome } from '../carriers/carrier.js';
+import type { AnsweredBy, CarrierOutcome, Provider } from '../carriers/carrier.js';
 import type { AnalysisResults, AnalysisSetting } from '../conversation/write-up.js';
 import type { components } from '../../generated/openapi.js';
 
@@ -56,7 +56,7 @@ export interface CallRow {
   batch_recipient_id: string | null;
   attempt: number | null;
   direction: 'outbound' | 'inbound';
-  provider: 'provider_a' | 'provider_b';
+  provider: Provider;
   from_number: string;
   to_number: string;
   status: CallStatus;

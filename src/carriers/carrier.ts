@@ -5,7 +5,10 @@
  * wire protocols (`../shared/PROTOCOLS.md`), against the real carrier or the sandbox carriers
  * (`sandbox/`): only the base URL differs.
  */
-export type Provider = 'provider_a' | 'provider_b';
+import type { components } from '../../generated/openapi.js';
+
+/** A carrier's id: the contract's `Provider` enum (a new carrier starts there). */
+export type Provider = components['schemas']['Provider'];
 
 /**
  * A carrier's news about a call in our words; each provider's own values are translated by its
@@ -17,21 +20,14 @@ export type AnsweredBy = 'human' | 'machine' | 'unknown';
 /** A carrier's report of a call's progress or end. */
 export type CarrierStatus = { kind: 'progress'; status: 'initiated' | 'ringing' | 'in_progress' } | { kind: 'ended'; outcome: CarrierOutcome };
 
-/** An agent's provider_a account (from its stored config; the token never leaves the process otherwise). */
-export interface ProviderACredentials {
-  provider: 'provider_a';
-  accountSid: string;
-  authToken: string;
+/**
+ * An account's credentials, as its carrier's plug-in reads them from the holder's accounts; each
+ * carrier names its own fields (provider-a/credentials.ts, provider-b/credentials.ts).
+ */
+export interface CarrierCredentials {
+  provider: Provider;
+  [field: string]: string;
 }
-
-/** An agent's provider_b account and Call Control connection. */
-export interface ProviderBCredentials {
-  provider: 'provider_b';
-  apiKey: string;
-  connectionId: string;
-}
-
-export type CarrierCredentials = ProviderACredentials | ProviderBCredentials;
 
 export interface DialRequest {
   callId: string;

@@ -1,31 +1,44 @@
 /**
- * Carrier credentials from whatever holds an account's stored config (an agent, at runtime), read by
- * shape so this room needs nothing of the domains. Plaintext: never log them.
+ * Carrier accounts from whatever holds an account's stored config (an agent, at runtime), read by
+ * shape so this room needs nothing of the domains; each carrier's plug-in reads its own (its
+ * `CredentialsSchema`). Plaintext: never log them.
  */
-import type { CarrierCredentials, Provider } from './carrier.js';
+import type { CarrierCredentials } from './carrier.js';
 
-/** The provider accounts of a holder of carrier configuration (RuntimeAgent has this shape). */
-export interface CarrierAccounts {
-  providerA: { accountSid: string | null; authToken: string | null } | null;
-  providerB: { apiKey: string | null; connectionId: string | null } | null;
+/** What every carrier account of a holder says besides its secrets. */
+export interface AccountState {
+  phoneNumber?: string | null;
+  inboundEnabled?: boolean;
+  configured?: boolean;
+}
+
+/**
+ * Whatever holds carrier accounts (RuntimeAgent: `providerA`, `providerB`); each plug-in reads its own
+ * account from it by shape, so a new carrier's account needs no change here.
+ */
+export type CarrierAccounts = object;
+
+/** One carrier's account of a holder: its number, whether inbound calls are on, whether it is complete. */
+export interface CarrierAccount {
+  configured: boolean;
+  phoneNumber: string | null;
+  inboundEnabled: boolean;
+}
+
+/** How a carrier's account is read from a holder's accounts (each plug-in has one). */
+export interface CredentialsSchema {
+  /** The config fields dialling needs, and those inbound calls need, for messages (`account_sid and auth_token`). */
+  readonly dialFields: string;
+  readonly inboundFields: string;
+  /** The holder's account at this carrier, if any. */
+  account(accounts: CarrierAccounts): CarrierAccount | null;
+  /** The credentials to call the carrier with; null when the account lacks them. */
+  credentials(accounts: CarrierAccounts): CarrierCredentials | null;
 }
 
 export class MissingCredentialsError extends Error {}
 
-/** Whether `accounts` can place calls through `provider`. */
-export function canDial(accounts: CarrierAccounts, provider: Provider): boolean {
-  return provider === 'provider_a'
-    ? Boolean(accounts.providerA?.accountSid && accounts.providerA.authToken)
-    : Boolean(accounts.providerB?.apiKey && accounts.providerB.connectionId);
-}
-
-export function credentialsOf(accounts: CarrierAccounts, provider: Provider): CarrierCredentials {
-  if (provider === 'provider_a') {
-    const a = accounts.providerA;
-    if (!a?.accountSid || !a.authToken) throw new MissingCredentialsError(`The agent has no provider_a account_sid and auth_token.`);
-    return { provider, accountSid: a.accountSid, authToken: a.authToken };
-  }
-  const b = accounts.providerB;
-  if (!b?.apiKey || !b.connectionId) throw new MissingCredentialsError(`The agent has no provider_b api_key and connection_id.`);
-  return { provider, apiKey: b.apiKey, connectionId: b.connectionId };
+/** An account's state as the plug-ins report it. */
+export function accountState(a: AccountState | null | undefined): CarrierAccount | null {
+  return a ? { configured: Boolean(a.configured), phoneNumber: a.phoneNumber ?? null, inboundEnabled: Boolean(a.inboundEnabled) } : null;
 }

@@ -111,3 +111,8 @@ export async function waitForCall(
     `call ${callId}`,
   );
 }
+
+/** provider_b's `client_state` naming a call, as the service sets it (base64 of its JSON, PROTOCOLS.md). */
+export function clientState(callId: string): string {
+  return Buffer.from(JSON.stringify({ call_id: callId })).toString('base64');
+}

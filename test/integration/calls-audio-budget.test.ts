@@ -15,8 +15,8 @@ import { ADMIN_TOKEN, startTestService, type TestService } from '../helpers/serv
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer, connect, createAgent, mintSession, waitFor } from '../helpers/realtime.js';
 import { createPhoneAgent, getCall, waitForCall } from '../helpers/calls.js';
-import { providerASignature } from '../../src/carriers/provider-a/signature.js';
 import { spokenText } from '../../src/sandbox/carriers/audio.js';
+import { twilioSignature } from '../../src/sandbox/carriers/signing.js';
 
 const BURST_MS = 1000;
 let t: TestService;
@@ -67,7 +67,7 @@ async function inboundCall(): Promise<{ callId: string; token: string; callSid: 
   const res = await t.http
     .post(path)
     .type('form')
-    .set('X-Twilio-Signature', providerASignature(authToken, `${t.url}${path}`, params))
+    .set('X-Twilio-Signature', twilioSignature(authToken, `${t.url}${path}`, params))
     .send(new URLSearchParams(params).toString());
   assert.equal(res.status, 200, res.text);
   const callId = /name="call_id" value="([^"]+)"/.exec(res.text)![1];

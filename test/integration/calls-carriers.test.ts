@@ -11,11 +11,9 @@ import WebSocket from 'ws';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer } from '../helpers/realtime.js';
-import { FAST_CALLS, createPhoneAgent, providerBConfigFor, getCall, placeCall, sandboxNumber, waitForCall } from '../helpers/calls.js';
+import { FAST_CALLS, clientState, createPhoneAgent, providerBConfigFor, getCall, placeCall, sandboxNumber, waitForCall } from '../helpers/calls.js';
 import { startSandboxCarriers, type SandboxCarriers } from '../../src/sandbox/carriers/server.js';
-import { providerASignature } from '../../src/carriers/provider-a/signature.js';
-import { signingKeyPairFromSeed, signProviderBWebhook } from '../../src/carriers/provider-b/signature.js';
-import { encodeClientState } from '../../src/carriers/provider-b/rest.js';
+import { twilioSignature, webhookKeyFromSeed, telnyxSignatureHeaders } from '../../src/sandbox/carriers/signing.js';
 
 const SEED = randomBytes(32);
 let external: SandboxCarriers;
@@ -91,7 +89,7 @@ describe('signed callbacks', () => {
     const before = await getCall(t, tn, callId);
     const path = `/telephony/provider_a/status?call_id=${callId}`;
     const params = { CallSid: before.call_sid, AccountSid: sid, CallStatus: 'busy', SequenceNumber: '99' };
-    for (const signature of ['bad', undefined, providerASignature('another-token', `${t.url}${path}`, params)]) {
+    for (const signature of ['bad', undefined, twilioSignature('another-token', `${t.url}${path}`, params)]) {
       const req = t.http.post(path).type('form').send(formBody(params));
       if (signature) req.set('X-Twilio-Signature', signature);
       const res = await req;
@@ -103,7 +101,7 @@ describe('signed callbacks', () => {
     const good = await t.http
       .post(path)
       .type('form')
-      .set('X-Twilio-Signature', providerASignature(token, `${t.url}${path}`, params))
+      .set('X-Twilio-Signature', twilioSignature(token, `${t.url}${path}`, params))
       .send(formBody(params));
     assert.equal(good.status, 204);
     const call = await waitForCall(t, tn, callId);
@@ -123,7 +121,7 @@ describe('signed callbacks', () => {
       return t.http
         .post(path)
         .type('form')
-        .set('X-Twilio-Signature', providerASignature(token, `${t.url}${path}`, params))
+        .set('X-Twilio-Signature', twilioSignature(token, `${t.url}${path}`, params))
         .send(formBody(params));
     };
     // Far ahead of the carrier's own numbering: its later reports are older than this one.
@@ -154,7 +152,7 @@ describe('signed callbacks', () => {
       if (signature) req.set('X-Twilio-Signature', signature);
       return req.send(formBody(params));
     };
-    for (const signature of [undefined, 'bad', providerASignature('another-token', `${t.url}/x`, {})]) {
+    for (const signature of [undefined, 'bad', twilioSignature('another-token', `${t.url}/x`, {})]) {
       for (const kind of ['status', 'amd', 'voice'] as const) {
         const params = {
           CallSid: known.call_sid,
@@ -198,7 +196,7 @@ describe('signed callbacks', () => {
           event_type: 'call.hangup',
           id: randomBytes(8).toString('hex'),
           occurred_at: new Date().toISOString(),
-          payload: { call_control_id: liveB.call_sid, client_state: encodeClientState({ call_id: callId }), hangup_cause: 'normal_clearing' },
+          payload: { call_control_id: liveB.call_sid, client_state: clientState(callId), hangup_cause: 'normal_clearing' },
         },
         meta: { attempt: 1 },
       });
@@ -212,7 +210,7 @@ describe('signed callbacks', () => {
   });
 
   it('provider_b: a stale timestamp is 403 signature_expired, a forged one 403, a redelivered event applies once', async () => {
-    const keys = signingKeyPairFromSeed(SEED);
+    const keys = webhookKeyFromSeed(SEED);
     const agentId = await createPhoneAgent(t, tn, 'provider_b', {
       provider_b_config: {
         api_key: `KEY${randomBytes(12).toString('hex')}`,
@@ -231,7 +229,7 @@ describe('signed callbacks', () => {
           event_type: type,
           id,
           occurred_at: new Date().toISOString(),
-          payload: { call_control_id: live.call_sid, client_state: encodeClientState({ call_id: callId }), ...payload },
+          payload: { call_control_id: live.call_sid, client_state: clientState(callId), ...payload },
         },
         meta: { attempt: 1 },
       });
@@ -240,17 +238,17 @@ describe('signed callbacks', () => {
     const now = Math.floor(Date.now() / 1000);
 
     const amd = event(randomBytes(8).toString('hex'), 'call.machine.detection.ended', { result: 'human' });
-    const stale = await post(amd, signProviderBWebhook(keys.privateKey, amd, now - 301));
+    const stale = await post(amd, telnyxSignatureHeaders(keys.privateKey, amd, now - 301));
     assert.equal(stale.status, 403);
     assert.equal(stale.body.error.code, 'signature_expired');
-    const forged = await post(amd, signProviderBWebhook(signingKeyPairFromSeed(randomBytes(32)).privateKey, amd, now));
+    const forged = await post(amd, telnyxSignatureHeaders(webhookKeyFromSeed(randomBytes(32)).privateKey, amd, now));
     assert.equal(forged.status, 403);
     assert.equal(forged.body.error.code, 'invalid_signature');
     const unsigned = await post(amd, {});
     assert.equal(unsigned.status, 403);
 
     const hangup = event(randomBytes(8).toString('hex'), 'call.hangup', { hangup_cause: 'normal_clearing' });
-    const headers = signProviderBWebhook(keys.privateKey, hangup, now);
+    const headers = telnyxSignatureHeaders(keys.privateKey, hangup, now);
     assert.equal((await post(hangup, headers)).status, 204);
     assert.equal((await post(hangup, headers)).status, 204, 'a redelivery is acknowledged');
     const seen = await t.service.db

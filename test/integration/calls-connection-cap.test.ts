@@ -19,7 +19,7 @@ import { bearer, freshAddress, waitFor } from '../helpers/realtime.js';
 import { startHttpPeer, type HttpPeer } from '../helpers/http-peer.js';
 import { FAST_CALLS, createPhoneAgent, placeCall, sandboxNumber, waitForCall } from '../helpers/calls.js';
 import { startSandboxCarriers, type SandboxCarriers } from '../../src/sandbox/carriers/server.js';
-import { providerASignature } from '../../src/carriers/provider-a/signature.js';
+import { twilioSignature } from '../../src/sandbox/carriers/signing.js';
 
 const CAP = 3;
 let carriers: SandboxCarriers;
@@ -91,7 +91,7 @@ function signedPost(localAddress: string, token: string, path: string, params: R
       headers: {
         'Content-Type': 'application/x-www-form-urlencoded',
         'Content-Length': Buffer.byteLength(body),
-        'X-Twilio-Signature': providerASignature(token, `${t.url}${path}`, params),
+        'X-Twilio-Signature': twilioSignature(token, `${t.url}${path}`, params),
         ...(close ? { Connection: 'close' } : {}),
       },
     });

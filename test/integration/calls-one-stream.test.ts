@@ -13,12 +13,10 @@ import WebSocket from 'ws';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer, waitFor } from '../helpers/realtime.js';
-import { FAST_CALLS, createPhoneAgent, getCall, placeCall, sandboxNumber, waitForCall } from '../helpers/calls.js';
+import { FAST_CALLS, clientState, createPhoneAgent, getCall, placeCall, sandboxNumber, waitForCall } from '../helpers/calls.js';
 import { startSandboxCarriers, type CalleeScript, type SandboxCarriers } from '../../src/sandbox/carriers/server.js';
-import { providerASignature } from '../../src/carriers/provider-a/signature.js';
-import { signingKeyPairFromSeed, signProviderBWebhook } from '../../src/carriers/provider-b/signature.js';
-import { encodeClientState } from '../../src/carriers/provider-b/rest.js';
 import { sha256Hex } from '../../src/lib/tokens.js';
+import { twilioSignature, webhookKeyFromSeed, telnyxSignatureHeaders } from '../../src/sandbox/carriers/signing.js';
 
 const SEED = randomBytes(32);
 let carriers: SandboxCarriers;
@@ -113,7 +111,7 @@ describe('one media stream per call', () => {
         const res = await t.http
           .post(path)
           .type('form')
-          .set('X-Twilio-Signature', providerASignature(a.token, `${t.url}${path}`, params))
+          .set('X-Twilio-Signature', twilioSignature(a.token, `${t.url}${path}`, params))
           .send(formBody(params));
         assert.equal(res.status, 409, res.text);
         assert.equal(res.body.error.code, 'call_stream_connected');
@@ -171,7 +169,7 @@ describe('the first answering-machine result wins', () => {
     const res = await t.http
       .post(path)
       .type('form')
-      .set('X-Twilio-Signature', providerASignature(a.token, `${t.url}${path}`, params))
+      .set('X-Twilio-Signature', twilioSignature(a.token, `${t.url}${path}`, params))
       .send(formBody(params));
     assert.equal(res.status, 204);
     assert.equal((await getCall(t, tn, callId)).answered_by, 'human');
@@ -197,14 +195,14 @@ describe('the first answering-machine result wins', () => {
         event_type: 'call.machine.detection.ended',
         id: randomBytes(8).toString('hex'),
         occurred_at: new Date().toISOString(),
-        payload: { call_control_id: call.call_sid, client_state: encodeClientState({ call_id: callId }), result: 'machine' },
+        payload: { call_control_id: call.call_sid, client_state: clientState(callId), result: 'machine' },
       },
       meta: { attempt: 1 },
     });
     const res = await t.http
       .post('/telephony/provider_b/events')
       .set('Content-Type', 'application/json')
-      .set(signProviderBWebhook(signingKeyPairFromSeed(SEED).privateKey, body, Math.floor(Date.now() / 1000)))
+      .set(telnyxSignatureHeaders(webhookKeyFromSeed(SEED).privateKey, body, Math.floor(Date.now() / 1000)))
       .send(body);
     assert.equal(res.status, 204);
     assert.equal((await getCall(t, tn, callId)).answered_by, 'human');

@@ -20,8 +20,8 @@ import { createTestDatabase } from '../helpers/database.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer, waitFor } from '../helpers/realtime.js';
 import { FAST_CALLS, createPhoneAgent, placeCall, sandboxNumber, waitForCall } from '../helpers/calls.js';
-import { providerASignature } from '../../src/carriers/provider-a/signature.js';
 import { CACHE_CHANNEL } from '../../src/db/notified-cache.js';
+import { twilioSignature } from '../../src/sandbox/carriers/signing.js';
 
 const formBody = (params: Record<string, string>) => new URLSearchParams(params).toString();
 
@@ -135,7 +135,7 @@ describe('two instances on one database', () => {
     const res = await s.http
       .post(path)
       .type('form')
-      .set('X-Twilio-Signature', providerASignature(agent.token, `${s.url}${path}`, params))
+      .set('X-Twilio-Signature', twilioSignature(agent.token, `${s.url}${path}`, params))
       .send(formBody(params));
     assert.equal(res.status, 200, res.text);
     return { callId: /name="call_id" value="([^"]+)"/.exec(res.text)![1], callSid };
@@ -148,7 +148,7 @@ describe('two instances on one database', () => {
     const res = await s.http
       .post(path)
       .type('form')
-      .set('X-Twilio-Signature', providerASignature(token, `${s.url}${path}`, params))
+      .set('X-Twilio-Signature', twilioSignature(token, `${s.url}${path}`, params))
       .send(formBody(params));
     return res.status;
   }

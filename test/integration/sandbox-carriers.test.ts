@@ -11,9 +11,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
-import { verifyProviderASignature, type FormParams } from '../../src/carriers/provider-a/signature.js';
-import { ProviderACarrier } from '../../src/carriers/provider-a/rest.js';
-import { publicKeyFromBase64, verifyProviderBSignature } from '../../src/carriers/provider-b/signature.js';
+import { createCarriers, type CallbackRequest, type CarrierAccounts, type Provider } from '../../src/carriers/index.js';
 import { startSandboxCarriers, type CalleeScript, type SandboxCallRecord, type SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 import { mulawToPcm16, pcm16ToMulaw, rms } from '../../src/audio/pcm16.js';
 import { decodeSpokenText } from '../../src/sandbox/spoken-text.js';
@@ -30,6 +28,17 @@ const PERSON_TEXTS = ['Hello, this is Sam.', 'Can you tell me about my appointme
 type AgentMode = 'converse' | 'quiet' | 'long' | 'close';
 
 // --- the service side -------------------------------------------------------------------------
+
+/**
+ * The service's own check of a callback's signature, through the carriers' front door: the sandbox
+ * signs with code of its own (src/sandbox/carriers/signing.ts), so the two sides agreeing here is
+ * what says both follow the carriers' documentation.
+ */
+function signedByAccount(provider: Provider, base: string, req: CallbackRequest, accounts: CarrierAccounts): boolean {
+  const carriers = createCarriers({ provider_a: { apiUrl: base }, provider_b: { apiUrl: base } }, { base: () => base, media: () => base }, 5000);
+  const { callbacks } = carriers.get(provider);
+  return callbacks.read(callbacks.operations[0], req).verify(accounts, Math.floor(Date.now() / 1000)) === 'ok';
+}
 
 interface Received {
   provider: 'provider_a' | 'provider_b';
@@ -210,10 +219,16 @@ async function startFakeService(getPublicKey: () => string): Promise<FakeService
       const raw = Buffer.concat(chunks).toString('utf8');
       const u = new URL(req.url ?? '/', url);
       if (u.pathname.startsWith('/a/')) {
-        const form: FormParams = {};
+        const form: Record<string, string> = {};
         for (const [k, v] of new URLSearchParams(raw)) form[k] = v;
-        const signatureOk = verifyProviderASignature(TOKEN, `${url}${req.url}`, form, req.headers['x-twilio-signature'] as string | undefined);
-        received.push({ provider: 'provider_a', path: u.pathname, query: u.searchParams, params: form as Record<string, string>, event: null, signatureOk });
+        const request = {
+          url: req.url ?? '/',
+          callId: undefined,
+          rawBody: raw,
+          header: (name: string) => req.headers[name.toLowerCase()] as string | undefined,
+        };
+        const signatureOk = signedByAccount('provider_a', url, request, { providerA: { accountSid: ACCOUNT, authToken: TOKEN }, providerB: null });
+        received.push({ provider: 'provider_a', path: u.pathname, query: u.searchParams, params: form, event: null, signatureOk });
         notify();
         if (u.pathname === '/a/voice') {
           const { status, body } = twimlFor(u.searchParams, wsUrl);
@@ -224,16 +239,18 @@ async function startFakeService(getPublicKey: () => string): Promise<FakeService
         return void res.end();
       }
       if (u.pathname.startsWith('/b/')) {
-        const key = publicKeyFromBase64(getPublicKey())!;
-        const check = verifyProviderBSignature(
-          [key],
-          raw,
-          req.headers['telnyx-signature-ed25519'] as string | undefined,
-          req.headers['telnyx-timestamp'] as string | undefined,
-          Math.floor(Date.now() / 1000),
-        );
+        const request = {
+          url: req.url ?? '/',
+          callId: undefined,
+          rawBody: raw,
+          header: (name: string) => req.headers[name.toLowerCase()] as string | undefined,
+        };
+        const signatureOk = signedByAccount('provider_b', url, request, {
+          providerA: null,
+          providerB: { apiKey: API_KEY, connectionId: CONNECTION, publicKey: getPublicKey() },
+        });
         const body = JSON.parse(raw) as { data: Received['event'] };
-        received.push({ provider: 'provider_b', path: u.pathname, query: u.searchParams, params: {}, event: body.data, signatureOk: check === 'ok' });
+        received.push({ provider: 'provider_b', path: u.pathname, query: u.searchParams, params: {}, event: body.data, signatureOk });
         notify();
         res.writeHead(200);
         return void res.end();
@@ -585,7 +602,10 @@ describe('sandbox carriers', () => {
       const sid = (await dialA('+15551230027')).body.sid as string;
       const conn = await svc.conn(sid);
       await conn.waitFor(() => conn.marks.includes('greeting'));
-      const adapter = new ProviderACarrier(sandbox.providerAUrl, { base: () => svc.url, media: () => svc.url.replace(/^http/, 'ws') }, 5000);
+      const urls = { base: () => svc.url, media: () => svc.url.replace(/^http/, 'ws') };
+      const adapter = createCarriers({ provider_a: { apiUrl: sandbox.providerAUrl }, provider_b: { apiUrl: sandbox.providerBUrl } }, urls, 5000).get(
+        'provider_a',
+      ).rest;
       await adapter.hangup({ provider: 'provider_a', accountSid: ACCOUNT, authToken: TOKEN }, sid, { answered: false });
       const record = await completed(sid);
       await conn.closed;

@@ -4,32 +4,28 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import {
-  generateSigningKeyPair,
-  isPublicKeyShape,
-  publicKeyFromBase64,
-  signProviderBWebhook,
-  verifyProviderBSignature,
-} from '../../src/carriers/provider-b/signature.js';
+import { isPublicKeyShape, publicKeyFromBase64, verifyProviderBSignature } from '../../src/carriers/provider-b/signature.js';
+// Signed as the carrier does, by the simulator's own code (not the adapter's).
+import { newWebhookKey, telnyxSignatureHeaders } from '../../src/sandbox/carriers/signing.js';
 import { decodeClientState, encodeClientState } from '../../src/carriers/provider-b/rest.js';
 import { providerBMedia } from '../../src/carriers/provider-b/media.js';
 import { providerBAnsweredBy, providerBHangup } from '../../src/carriers/provider-b/status.js';
 
 describe('provider_b signature', () => {
-  const keys = generateSigningKeyPair();
+  const keys = newWebhookKey();
   const key = publicKeyFromBase64(keys.publicKeyBase64)!;
   const body = '{"data":{"event_type":"call.answered"}}';
 
   it('verifies within 300 seconds and says expired beyond', () => {
-    const h = signProviderBWebhook(keys.privateKey, body, 1_000_000);
+    const h = telnyxSignatureHeaders(keys.privateKey, body, 1_000_000);
     assert.equal(verifyProviderBSignature([key], body, h['telnyx-signature-ed25519'], h['telnyx-timestamp'], 1_000_300), 'ok');
     assert.equal(verifyProviderBSignature([key], body, h['telnyx-signature-ed25519'], h['telnyx-timestamp'], 999_700), 'ok');
     assert.equal(verifyProviderBSignature([key], body, h['telnyx-signature-ed25519'], h['telnyx-timestamp'], 1_000_301), 'signature_expired');
   });
 
   it('refuses another key, a changed body or timestamp, and malformed headers', () => {
-    const h = signProviderBWebhook(keys.privateKey, body, 1_000_000);
-    const other = publicKeyFromBase64(generateSigningKeyPair().publicKeyBase64)!;
+    const h = telnyxSignatureHeaders(keys.privateKey, body, 1_000_000);
+    const other = publicKeyFromBase64(newWebhookKey().publicKeyBase64)!;
     assert.equal(verifyProviderBSignature([other], body, h['telnyx-signature-ed25519'], h['telnyx-timestamp'], 1_000_000), 'invalid_signature');
     assert.equal(verifyProviderBSignature([key], `${body} `, h['telnyx-signature-ed25519'], h['telnyx-timestamp'], 1_000_000), 'invalid_signature');
     assert.equal(verifyProviderBSignature([key], body, h['telnyx-signature-ed25519'], '1000001', 1_000_000), 'invalid_signature');

@@ -22,12 +22,12 @@ const roomOf = (file: string) => {
   return rel.length > 1 ? rel[0] : '';
 };
 
-/** Every import between files of src/ (type-only ones included): [from file, to file], absolute .ts paths. */
-function fileEdges(): Array<[string, string]> {
+/** Every import from the files under `dir` into src/ (type-only ones included): [from file, to file], absolute .ts paths. */
+function fileEdges(dir = src): Array<[string, string]> {
   const out: Array<[string, string]> = [];
-  for (const rel of fs.readdirSync(src, { recursive: true }) as string[]) {
-    if (!rel.endsWith('.ts')) continue;
-    const file = path.join(src, rel);
+  for (const rel of fs.readdirSync(dir, { recursive: true }) as string[]) {
+    if (!rel.endsWith('.ts') || rel.split(path.sep).includes('node_modules')) continue;
+    const file = path.join(dir, rel);
     const { importedFiles } = ts.preProcessFile(fs.readFileSync(file, 'utf8'), true, true);
     for (const { fileName } of importedFiles) {
       if (!fileName.startsWith('.')) continue;
@@ -36,6 +36,28 @@ function fileEdges(): Array<[string, string]> {
     }
   }
   return out;
+}
+
+const carriersDir = path.join(src, 'carriers');
+/** The carrier folder (`provider-a`) a file of src/carriers/ lives in, or null for the carriers' shared files. */
+const carrierFolderOf = (file: string) => {
+  const rel = path.relative(carriersDir, file).split(path.sep);
+  return !rel[0].startsWith('..') && rel.length > 1 ? rel[0] : null;
+};
+
+/**
+ * Imports of a carrier's own folder from outside src/carriers/ (src/ with the simulators, scripts/,
+ * test/); only that carrier's unit tests (test/unit/carriers-<folder>.test.ts) may test its insides.
+ */
+function carrierInsideImports(): string[] {
+  const edges = [src, path.join(root, 'scripts'), path.join(root, 'test')].flatMap((dir) => fileEdges(dir));
+  return edges
+    .filter(([from, to]) => {
+      const folder = carrierFolderOf(to);
+      if (!folder || from.startsWith(carriersDir + path.sep)) return false;
+      return path.relative(root, from) !== path.join('test', 'unit', `carriers-${folder}.test.ts`);
+    })
+    .map(([from, to]) => `${path.relative(root, from)} -> ${path.relative(root, to)}`);
 }
 
 /** Every import edge between rooms: [from file, from room, to room]. */
@@ -142,6 +164,19 @@ describe('the import graph of src/', () => {
     );
   });
 
+  it("keeps every carrier's own folder behind the carriers' front door (src/carriers/index.ts)", () => {
+    assert.deepEqual(carrierInsideImports(), []);
+    // Each registered carrier's folder is there, and the front door imports it.
+    const frontDoor = fileEdges(carriersDir).filter(([from]) => from === path.join(carriersDir, 'index.ts'));
+    const folders = fs.readdirSync(carriersDir, { withFileTypes: true }).filter((e) => e.isDirectory());
+    assert.ok(folders.length >= 2);
+    for (const f of folders)
+      assert.ok(
+        frontDoor.some(([, to]) => carrierFolderOf(to) === f.name),
+        `src/carriers/index.ts registers ${f.name}`,
+      );
+  });
+
   it('layers every room exactly once', () => {
     for (const room of ROOMS) assert.notEqual(layerOf(room), -1);
     assert.equal(new Set(ROOMS).size, ROOMS.length);
@@ -170,6 +205,22 @@ describe('ESLint keeps the rooms', () => {
   it('allows imports that run down', async () => {
     assert.deepEqual(await lint('src/calls/x.ts', "import { c } from '../carriers/carrier.js';\nexport const a = c;\n"), []);
     assert.deepEqual(await lint('src/calls/routes.ts', "import { r } from '../http/router.js';\nexport const a = r;\n"), []);
-    assert.deepEqual(await lint('src/sandbox/carriers/x.ts', "import { s } from '../../carriers/provider-a/signature.js';\nexport const a = s;\n"), []);
+    assert.deepEqual(await lint('src/sandbox/carriers/x.ts', "import { c } from '../../carriers/index.js';\nexport const a = c;\n"), []);
+    assert.deepEqual(await lint('src/carriers/provider-a/x.ts', "import { s } from './signature.js';\nexport const a = s;\n"), []);
+    assert.deepEqual(await lint('src/carriers/index.ts', "import { p } from './provider-a/index.js';\nexport const a = p;\n"), []);
+    assert.deepEqual(
+      await lint('test/unit/carriers-provider-a.test.ts', "import { s } from '../../src/carriers/provider-a/signature.js';\nexport const a = s;\n"),
+      [],
+    );
+  });
+
+  it("refuses a carrier's own folder imported from outside src/carriers/", async () => {
+    const inside = (from: string, specifier: string) => lint(from, `import { s } from '${specifier}';\nexport const a = s;\n`);
+    assert.deepEqual(await inside('src/calls/callbacks.ts', '../carriers/provider-a/signature.js'), ['no-restricted-imports']);
+    assert.deepEqual(await inside('src/calls/live/media-server.ts', '../../carriers/provider-b/media.js'), ['no-restricted-imports']);
+    assert.deepEqual(await inside('src/sandbox/carriers/x.ts', '../../carriers/provider-a/signature.js'), ['no-restricted-imports']);
+    assert.deepEqual(await inside('src/service.ts', './carriers/provider-b/rest.js'), ['no-restricted-imports']);
+    assert.deepEqual(await inside('scripts/bench/x.ts', '../../src/carriers/provider-a/rest.js'), ['no-restricted-imports']);
+    assert.deepEqual(await inside('test/integration/x.test.ts', '../../src/carriers/provider-b/signature.js'), ['no-restricted-imports']);
   });
 });

@@ -41,8 +41,7 @@ import type { CallLiveEvents } from '../live-events.js';
 import type { CallRow, CallStore, EndReason } from '../store.js';
 import { CallTranscoder } from '../../carriers/transcode.js';
 import { frameHead, type MediaDialect, type MediaEvent } from '../../carriers/media.js';
-import type { Carrier } from '../../carriers/carrier.js';
-import { credentialsOf } from '../../carriers/credentials.js';
+import type { Carrier, CarrierAccounts, CarrierCredentials } from '../../carriers/index.js';
 import type { CallSignal } from './signals.js';
 import type { NumberRefusal } from '../../destinations/policy.js';
 import { audioBudget, type AudioBudgetOptions } from '../../audio/budget.js';
@@ -89,6 +88,8 @@ export interface CallBridgeDeps {
   voice: VoiceService;
   tools: ConversationTools | null;
   carrier: Carrier;
+  /** The credentials the call's carrier takes from the agent's accounts. */
+  credentials(accounts: CarrierAccounts): CarrierCredentials;
   finaliser: CallFinaliser;
   clock: Clock;
   log: Logger;
@@ -409,7 +410,7 @@ export class CallBridge {
     this.lastActivity = startedAt;
     const carrier = this.deps.carrier;
     try {
-      if (carrier.sendDtmf) await carrier.sendDtmf(credentialsOf(this.agent, this.call.provider), this.call.call_sid ?? '', keys);
+      if (carrier.sendDtmf) await carrier.sendDtmf(this.deps.credentials(this.agent), this.call.call_sid ?? '', keys);
       else if (await this.playTones(keys)) {
         return { ok: false, result: null, error: 'The keys were cut off because the other side spoke; press them again if the menu still asks.' };
       }
@@ -545,7 +546,7 @@ export class CallBridge {
     try {
       this.endReason = 'transferred';
       await this.deps.live?.transferring(this.call, to);
-      await this.deps.carrier.transfer(credentialsOf(this.agent, this.call.provider), this.call.call_sid ?? '', to);
+      await this.deps.carrier.transfer(this.deps.credentials(this.agent), this.call.call_sid ?? '', to);
       this.log.info('call transferred');
       return { ok: true, result: 'The call is being transferred.', error: null };
     } catch (err) {
@@ -615,7 +616,7 @@ export class CallBridge {
     if (this.hangingUp || this.finished) return;
     this.hangingUp = true;
     try {
-      await this.deps.carrier.hangup(credentialsOf(this.agent, this.call.provider), this.call.call_sid ?? '', { answered: true });
+      await this.deps.carrier.hangup(this.deps.credentials(this.agent), this.call.call_sid ?? '', { answered: true });
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'hang-up at the carrier failed; closing the stream');
     }
@@ -664,7 +665,7 @@ export class CallBridge {
       await this.recorder?.close();
       if (why === 'stream_closed' && !this.stopReceived && !this.hangingUp) {
         // Our side of the stream went away without the carrier ending the call: end it there too.
-        await this.deps.carrier.hangup(credentialsOf(this.agent, this.call.provider), this.call.call_sid ?? '', { answered: true }).catch(() => undefined);
+        await this.deps.carrier.hangup(this.deps.credentials(this.agent), this.call.call_sid ?? '', { answered: true }).catch(() => undefined);
       }
       await this.deps.store.update(this.call.id, {
         media_ended_at: endedAt,

@@ -19,21 +19,16 @@ import type { ReservationTerms, ReservationWatch, WorkspaceAdmission } from '../
 import type { CallRow } from '../store.js';
 import { CallBridge, type CallBridgeDeps, type CallBridgeOptions } from './bridge.js';
 import { ProgressSaves } from '../../conversation/progress-saves.js';
-import type { Carrier, Provider } from '../../carriers/carrier.js';
-import type { MediaDialect } from '../../carriers/media.js';
-import { providerAMedia } from '../../carriers/provider-a/media.js';
-import { providerBMedia } from '../../carriers/provider-b/media.js';
+import type { Carriers, CarrierPlugin, Provider } from '../../carriers/index.js';
 import type { CallSignals } from './signals.js';
-
-const DIALECTS: Record<Provider, MediaDialect> = { provider_a: providerAMedia, provider_b: providerBMedia };
 /** Largest frame a carrier sends (20 ms frames are a few hundred bytes). */
 const MAX_FRAME_BYTES = 64 * 1024;
 
 /** Frames held between a stream's `start` and its bridge (2 s of 20 ms frames; the lookup takes milliseconds). */
 const EARLY_FRAMES = 100;
 
-export interface MediaServerDeps extends Omit<CallBridgeDeps, 'carrier' | 'log' | 'progress'> {
-  carriers: Record<Provider, Carrier>;
+export interface MediaServerDeps extends Omit<CallBridgeDeps, 'carrier' | 'credentials' | 'log' | 'progress'> {
+  carriers: Carriers;
   agents: { findForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent | null> };
   admission: WorkspaceAdmission;
   signals: CallSignals;
@@ -70,18 +65,18 @@ export class MediaServer {
   }
 
   get routes(): UpgradeRoute[] {
-    return (['provider_a', 'provider_b'] as const).map((provider) => ({
-      path: new RegExp(`^/telephony/${provider}/media$`),
+    return this.deps.carriers.list().map((plugin) => ({
+      path: new RegExp(`^/telephony/${plugin.provider}/media$`),
       handle: (req, socket, head) => {
         if (this.closing) {
           socket.destroy();
           return;
         }
         this.wss.handleUpgrade(req, socket, head, (ws) => {
-          const accepting = this.accept(ws, provider, () => exemptFromAddressCap(socket))
+          const accepting = this.accept(ws, plugin, () => exemptFromAddressCap(socket))
             .catch((err) => {
               // The call is not lost: its deadline ends it if the stream cannot be taken now.
-              this.log.error({ err, provider }, 'media stream could not be accepted');
+              this.log.error({ err, provider: plugin.provider }, 'media stream could not be accepted');
               if (ws.readyState === ws.OPEN) ws.close(1011);
             })
             .finally(() => this.accepting.delete(accepting));
@@ -106,8 +101,9 @@ export class MediaServer {
   }
 
   /** `authenticated`: the stream's token was good (its connection stops counting as a browser's). */
-  private async accept(ws: WebSocket, provider: Provider, authenticated: () => void): Promise<void> {
-    const dialect = DIALECTS[provider];
+  private async accept(ws: WebSocket, plugin: CarrierPlugin, authenticated: () => void): Promise<void> {
+    const { provider } = plugin;
+    const dialect = plugin.media.dialect;
     ws.on('error', (err) => this.log.debug({ err: err.message }, 'media socket error'));
     const log = this.log.child({ provider });
     // Frames after `start` while the call is looked up: held for its bridge, so no caller audio (nor
@@ -165,7 +161,13 @@ export class MediaServer {
       start.streamId,
       call,
       agent,
-      { ...this.deps, carrier: this.deps.carriers[provider], progress: this.progress, log },
+      {
+        ...this.deps,
+        carrier: plugin.rest,
+        credentials: (accounts) => this.deps.carriers.credentialsOf(accounts, provider),
+        progress: this.progress,
+        log,
+      },
       this.opts,
       log.child({ callId: call.id }),
     );
@@ -189,7 +191,8 @@ export class MediaServer {
     if (this.closing) bridge.endForShutdown();
     // An answering-machine result that arrived before this bridge took its signals is on the row.
     const now = await this.deps.store.get(call.id);
-    if (now?.answered_by === 'machine') bridge.onSignal({ callId: call.id, kind: 'amd', answeredBy: 'machine', greetingEnded: provider === 'provider_a' });
+    if (now?.answered_by === 'machine')
+      bridge.onSignal({ callId: call.id, kind: 'amd', answeredBy: 'machine', greetingEnded: plugin.machineResultAfterGreeting });
   }
 
   /** The call's reservation, extended while it runs from its answer; the call ends when it runs out. */

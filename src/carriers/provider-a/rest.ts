@@ -5,7 +5,8 @@
  * ring timeout and the time limit; the call id rides in each callback URL's query so a callback can be
  * matched even before the dial request's answer is stored.
  */
-import { CarrierError, type CallbackUrls, type Carrier, type CarrierCredentials, type DialRequest, type ProviderACredentials } from '../carrier.js';
+import { CarrierError, type CallbackUrls, type Carrier, type CarrierCredentials, type DialRequest } from '../carrier.js';
+import type { ProviderACredentials } from './credentials.js';
 import { carrierRequest, type ErrorReader } from '../request.js';
 import { dialTwiml } from './twiml.js';
 
@@ -18,8 +19,8 @@ const readError: ErrorReader = (body) => ({
 });
 
 function creds(c: CarrierCredentials): ProviderACredentials {
-  if (c.provider !== 'provider_a') throw new Error('provider_a adapter given provider_b credentials');
-  return c;
+  if (c.provider !== 'provider_a') throw new Error(`provider_a adapter given ${c.provider} credentials`);
+  return c as ProviderACredentials;
 }
 
 function form(params: Record<string, string | string[]>): URLSearchParams {

@@ -1,8 +1,8 @@
 /**
  * provider_a request signatures (`X-Twilio-Signature`): the full URL the carrier called (query
  * included), followed by every POST parameter sorted by name as name+value with no separators,
- * HMAC-SHA1 keyed with the account's auth token, base64. The sandbox carrier signs with the same
- * function the service verifies with.
+ * HMAC-SHA1 keyed with the account's auth token, base64. The sandbox carrier signs with code of its
+ * own (src/sandbox/carriers/signing.ts), so the two are checked against each other.
  */
 import { createHmac, timingSafeEqual } from 'node:crypto';
 

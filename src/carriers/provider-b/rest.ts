@@ -5,7 +5,8 @@
  * carries the call id and the stream token (base64 JSON) into every event and the stream's `start`;
  * `command_id` makes a repeated command a no-op at the carrier.
  */
-import { CarrierError, type CallbackUrls, type Carrier, type CarrierCredentials, type DialRequest, type ProviderBCredentials } from '../carrier.js';
+import { CarrierError, type CallbackUrls, type Carrier, type CarrierCredentials, type DialRequest } from '../carrier.js';
+import type { ProviderBCredentials } from './credentials.js';
 import { carrierRequest, type ErrorReader } from '../request.js';
 
 /** provider_b errors: `{errors: [{code, title, detail}]}`; the first one speaks for the answer. */
@@ -40,8 +41,8 @@ export function decodeClientState(value: unknown): ClientState | null {
 }
 
 function creds(c: CarrierCredentials): ProviderBCredentials {
-  if (c.provider !== 'provider_b') throw new Error('provider_b adapter given provider_a credentials');
-  return c;
+  if (c.provider !== 'provider_b') throw new Error(`provider_b adapter given ${c.provider} credentials`);
+  return c as ProviderBCredentials;
 }
 
 /** The media stream part of a dial or answer command. */

@@ -4,7 +4,7 @@
  * 32-byte key) and refused when the timestamp is more than 300 seconds from now. Node's crypto does
  * Ed25519; the raw key is wrapped in its SubjectPublicKeyInfo DER prefix to import it.
  */
-import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject } from 'node:crypto';
+import { createPublicKey, verify, type KeyObject } from 'node:crypto';
 
 export const SIGNATURE_HEADER = 'telnyx-signature-ed25519';
 export const TIMESTAMP_HEADER = 'telnyx-timestamp';
@@ -63,30 +63,4 @@ export function verifyProviderBSignature(
   });
   if (!good) return 'invalid_signature';
   return Math.abs(nowS - Number(timestamp)) > SIGNATURE_WINDOW_S ? 'signature_expired' : 'ok';
-}
-
-/** A signing key pair, the public half as the carrier shows it (base64 of the raw 32 bytes). */
-export interface SigningKeyPair {
-  privateKey: KeyObject;
-  publicKeyBase64: string;
-}
-
-export function generateSigningKeyPair(): SigningKeyPair {
-  const { privateKey, publicKey } = generateKeyPairSync('ed25519');
-  const der = publicKey.export({ format: 'der', type: 'spki' });
-  return { privateKey, publicKeyBase64: der.subarray(SPKI_PREFIX.length).toString('base64') };
-}
-
-/** A key pair from a 32-byte seed (PKCS#8 wrapping), for a carrier simulator with a stable key. */
-export function signingKeyPairFromSeed(seed: Buffer): SigningKeyPair {
-  const pkcs8 = Buffer.concat([Buffer.from('302e020100300506032b657004220420', 'hex'), seed.subarray(0, 32)]);
-  const privateKey = createPrivateKey({ key: pkcs8, format: 'der', type: 'pkcs8' });
-  const der = createPublicKey(privateKey).export({ format: 'der', type: 'spki' });
-  return { privateKey, publicKeyBase64: der.subarray(SPKI_PREFIX.length).toString('base64') };
-}
-
-/** The headers a carrier sends with `rawBody` at `timestampS`. */
-export function signProviderBWebhook(privateKey: KeyObject, rawBody: string, timestampS: number): Record<string, string> {
-  const message = Buffer.from(`${timestampS}|${rawBody}`, 'utf8');
-  return { [SIGNATURE_HEADER]: sign(null, message, privateKey).toString('base64'), [TIMESTAMP_HEADER]: String(timestampS) };
 }

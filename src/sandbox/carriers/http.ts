@@ -1,6 +1,6 @@
 /** HTTP plumbing shared by both simulated carriers: request bodies, answers, and outgoing requests. */
 import type http from 'node:http';
-import type { FormParams } from '../../carriers/provider-a/signature.js';
+import type { FormParams } from './signing.js';
 
 const MAX_BODY = 1024 * 1024;
 /** A carrier gives the service this long to answer one callback. */

@@ -3,7 +3,7 @@
  * webhook and the TwiML it returns (`<Connect><Stream>`, `<Dial>`, `<Hangup>`, `<Reject>`, `<Pause>`),
  * answering-machine detection, and live updates from the REST API.
  */
-import { providerASignature, type FormParams } from '../../carriers/provider-a/signature.js';
+import { twilioSignature, type FormParams } from './signing.js';
 import type { CallEnd, CarrierHooks, SimCall } from './call.js';
 import type { CarrierContext } from './carrier.js';
 import { providerAFraming } from './frames.js';
@@ -340,10 +340,10 @@ export class ProviderACall implements CarrierHooks {
       const u = new URL(url);
       for (const [k, v] of Object.entries(params)) for (const one of Array.isArray(v) ? v : [v]) u.searchParams.append(k, one);
       target = u.toString();
-      signature = providerASignature(token, target, {});
+      signature = twilioSignature(token, target, {});
     } else {
       body = encodeForm(params);
-      signature = providerASignature(token, url, params);
+      signature = twilioSignature(token, url, params);
     }
     const headers: Record<string, string> = { 'x-twilio-signature': signature, 'user-agent': 'TwilioProxy/1.1', accept: '*/*' };
     if (body !== undefined) headers['content-type'] = 'application/x-www-form-urlencoded; charset=utf-8';

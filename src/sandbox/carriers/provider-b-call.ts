@@ -3,7 +3,7 @@
  * `stream_url`, answering-machine detection, and the Call Control actions.
  */
 import { randomUUID, type KeyObject } from 'node:crypto';
-import { signProviderBWebhook } from '../../carriers/provider-b/signature.js';
+import { telnyxSignatureHeaders } from './signing.js';
 import type { CallEnd, CarrierHooks, SimCall, StreamEnd } from './call.js';
 import type { CarrierContext } from './carrier.js';
 import { providerBFraming } from './frames.js';
@@ -203,7 +203,7 @@ export class ProviderBCall implements CarrierHooks {
       const headers = {
         'content-type': 'application/json',
         'user-agent': 'telnyx-webhooks',
-        ...signProviderBWebhook(this.signingKey, body, Math.floor(Date.now() / 1000)),
+        ...telnyxSignatureHeaders(this.signingKey, body, Math.floor(Date.now() / 1000)),
       };
       const answer = await deliver(url, { method: 'POST', headers, body }, this.ctx.shutdown);
       r.callbacks.push({ kind: 'webhook', url, event: eventType, httpStatus: answer.status, at: Date.now() });

@@ -91,7 +91,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import pino, { type Logger } from 'pino';
-import { generateSigningKeyPair, signingKeyPairFromSeed } from '../../carriers/provider-b/signature.js';
+import { newWebhookKey, webhookKeyFromSeed } from './signing.js';
 import type { SimCall } from './call.js';
 import type { CalleeScript } from './callee.js';
 import { Clock } from './clock.js';
@@ -152,7 +152,7 @@ export async function startSandboxCarriers(options: SandboxCarrierOptions = {}):
   const shutdown = new AbortController();
   let callbacksEnabled = true;
   let reorderMedia = false;
-  const keys = options.signingSeed ? signingKeyPairFromSeed(options.signingSeed) : generateSigningKeyPair();
+  const keys = options.signingSeed ? webhookKeyFromSeed(options.signingSeed) : newWebhookKey();
 
   const ctx: CarrierContext = {
     clock,

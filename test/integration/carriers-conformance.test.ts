@@ -1,0 +1,153 @@
+/**
+ * The carriers' shared conformance suite: every carrier in the registry (src/carriers/index.ts) runs
+ * it, through the service and against its sandbox simulator over real HTTP and WebSocket, as LiveKit's
+ * plug-ins share one suite. A carrier added to the registry (with its simulator in src/sandbox/carriers/)
+ * gets it without a line here: dialling, hang-up before and after the answer, transfer, keys both
+ * ways, inbound on and off, every outcome its callbacks map (a person, a machine, busy, no answer,
+ * refused, canceled), and media in (the person's words in the transcript) and out (the agent's audio
+ * played to the person).
+ */
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { startTestService, type TestService } from '../helpers/service.js';
+import { tenant, type Tenant } from '../helpers/fixtures.js';
+import { bearer } from '../helpers/realtime.js';
+import { FAST_CALLS, createPhoneAgent, placeCall, providerConfig, sandboxNumber, waitForCall } from '../helpers/calls.js';
+import type { SandboxCallRecord, SandboxCarriers } from '../../src/sandbox/carriers/server.js';
+import { PROVIDERS } from '../../src/carriers/index.js';
+
+let t: TestService;
+let tn: Tenant;
+const sandbox = (): SandboxCarriers => t.service.sandbox.carriers!.server;
+const simOf = (callSid: string): SandboxCallRecord => sandbox().call(callSid)!;
+
+type Entry = { role: string; text: string; dtmf?: string };
+
+before(async () => {
+  t = await startTestService(FAST_CALLS);
+  tn = await tenant(t);
+});
+
+after(async () => {
+  await t.close();
+});
+
+const hangup = (callId: string) => t.http.post(`/api/v1/calls/${callId}/hangup`).set(bearer(tn.apiKey));
+
+it('runs for every registered carrier', () => {
+  assert.deepEqual(
+    PROVIDERS.filter((p) => !t.service.sandbox.carriers?.providers.has(p)),
+    [],
+    'every carrier in the registry has its sandbox simulator',
+  );
+});
+
+for (const provider of PROVIDERS) {
+  describe(`${provider} conforms`, () => {
+    it('dials; media flows both ways; hangs up after the answer', async () => {
+      const agentId = await createPhoneAgent(t, tn, provider, { first_message: 'Hello from Acme Dental.' });
+      const to = sandboxNumber();
+      sandbox().setScript(to, [{ waitForAgent: true }, { say: 'Hello, this is Sam.' }, { pause: 60_000 }]);
+      const res = await placeCall(t, tn, { agent_id: agentId, to_number: to, provider });
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+      const live = await waitForCall(t, tn, res.body.call_id, (c) =>
+        (c.transcript as Entry[]).some((e) => e.role === 'user' && e.text === 'Hello, this is Sam.'),
+      );
+      assert.equal(live.status, 'in_progress');
+      const sim = simOf(live.call_sid);
+      assert.ok(sim.agentPlayedMs > 0, 'the person heard the agent');
+      assert.ok(sim.mediaFramesSent > 0, 'the person was heard');
+      assert.equal((await hangup(live.call_id)).status, 200);
+      const call = await waitForCall(t, tn, live.call_id);
+      assert.equal(call.status, 'completed');
+      assert.equal(sim.hangupBy, 'service');
+      assert.notEqual(sim.answeredAt, null);
+    });
+
+    it('hangs up before the answer: the carrier cancels the ringing call', async () => {
+      const agentId = await createPhoneAgent(t, tn, provider);
+      // 0003 rings until the ring timeout: time enough to hang up while it rings.
+      const res = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber('0003'), provider });
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+      // At the carrier (its call id known), not answered: provider_a reports `ringing`, provider_b only `initiated`.
+      const ringing = await waitForCall(t, tn, res.body.call_id, (c) => Boolean(c.call_sid) && ['initiated', 'ringing'].includes(c.status));
+      assert.equal((await hangup(ringing.call_id)).status, 200);
+      const call = await waitForCall(t, tn, ringing.call_id);
+      assert.equal(call.status, 'canceled');
+      assert.equal(call.answered_at, null);
+      const sim = simOf(call.call_sid);
+      assert.equal(sim.hangupBy, 'service');
+      assert.equal(sim.answeredAt, null);
+      assert.equal(sim.outcome, 'canceled');
+    });
+
+    it('transfers through the carrier', async () => {
+      const agentId = await createPhoneAgent(t, tn, provider, { transfer_phone_number: '+14155550199', transfer_criteria: 'The caller asks for a person.' });
+      const to = sandboxNumber();
+      sandbox().setScript(to, [{ waitForAgent: true }, { say: 'Please transfer call to a person.' }, { pause: 5000 }]);
+      const res = await placeCall(t, tn, { agent_id: agentId, to_number: to, provider });
+      const call = await waitForCall(t, tn, res.body.call_id);
+      assert.equal(call.end_reason, 'transferred');
+      assert.equal(simOf(call.call_sid).transferredTo, '+14155550199');
+    });
+
+    it('carries keys both ways: the person presses keys, and the agent presses the menu keys (0005)', async () => {
+      const agentId = await createPhoneAgent(t, tn, provider, { instruction: 'You are the scheduling assistant of Acme Dental, calling a clinic.' });
+      const to = sandboxNumber();
+      sandbox().setScript(to, [{ waitForAgent: true }, { pressDigits: '42#' }, { waitForAgent: true }, { hangup: true }]);
+      const [pressed, menu] = await Promise.all(
+        [to, sandboxNumber('0005')].map(async (number) => {
+          const res = await placeCall(t, tn, { agent_id: agentId, to_number: number, provider });
+          assert.equal(res.status, 201, JSON.stringify(res.body));
+          return waitForCall(t, tn, res.body.call_id);
+        }),
+      );
+      assert.ok(
+        (pressed.transcript as Entry[]).some((e) => e.role === 'user' && e.dtmf === '42#'),
+        JSON.stringify(pressed.transcript),
+      );
+      assert.equal(simOf(menu.call_sid).dtmfReceived, '1#', 'the menu heard the agent press its keys');
+      assert.deepEqual(simOf(menu.call_sid).protocolErrors, []);
+    });
+
+    it('takes inbound calls while inbound is on, and none once it is off', async () => {
+      const number = sandboxNumber();
+      const agentId = await createPhoneAgent(t, tn, provider, providerConfig(provider, number));
+      const toggle = (on: boolean) => t.http[on ? 'post' : 'delete'](`/api/v1/agents/${agentId}/telephony/${provider}/inbound`).set(bearer(tn.apiKey));
+      const ring = () => t.http.post('/api/v1/sandbox/inbound-calls').set(bearer(tn.apiKey)).send({ to_number: number, provider });
+      assert.equal((await toggle(true)).status, 200);
+      const res = await ring();
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+      const call = await waitForCall(t, tn, res.body.call_id);
+      assert.equal(call.direction, 'inbound');
+      assert.equal(call.status, 'completed');
+      assert.ok((call.transcript as Entry[]).some((e) => e.role === 'user' && e.text === 'Hello, this is Sam.'));
+      assert.equal((await toggle(false)).status, 200);
+      const refused = await ring();
+      assert.equal(refused.status, 404);
+      assert.equal(refused.body.error.code, 'no_agent_for_number');
+    });
+
+    it('maps every outcome its carrier reports', async () => {
+      const agentId = await createPhoneAgent(t, tn, provider, { voicemail_config: { enabled: false, message: 'Never said.' } });
+      const expected = [
+        [sandboxNumber(), 'completed', 'human'],
+        [sandboxNumber('0001'), 'voicemail', 'machine'],
+        [sandboxNumber('0002'), 'busy', null],
+        [sandboxNumber('0003'), 'no_answer', null],
+        [sandboxNumber('0004'), 'failed', null],
+      ] as const;
+      const calls = await Promise.all(
+        expected.map(async ([to]) => {
+          const res = await placeCall(t, tn, { agent_id: agentId, to_number: to, provider });
+          assert.equal(res.status, 201, JSON.stringify(res.body));
+          return waitForCall(t, tn, res.body.call_id);
+        }),
+      );
+      assert.deepEqual(
+        calls.map((c) => [c.to_number, c.status, c.answered_by]),
+        expected,
+      );
+    });
+  });
+}
