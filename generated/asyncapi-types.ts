@@ -395,6 +395,7 @@ export interface CallCompletedEvent {
    *
    */
   recording_url?: string;
+  opt_out?: CallOptOut;
   /**
    * The tool calls the agent made, in the order they started. Absent when there were none.
    *
@@ -470,6 +471,18 @@ export interface Recording {
    * When recording started (a call's media stream opened; a web session started).
    */
   created_at: string;
+}
+/**
+ * Present only when the person asked during the call not to be called again and the agent's
+ * opt-out tool (its `opt_out` setting) put their number on the workspace's do-not-call list.
+ *
+ */
+export interface CallOptOut {
+  /**
+   * The number listed (the number called; on an inbound call, the caller's).
+   */
+  number: string;
+  listed_at: string;
 }
 /**
  * One tool invocation the agent made during a call or web session, in the order the calls started.
