@@ -68,6 +68,8 @@ export interface RuntimeAgent {
   inboundSetupUrl: string | null;
   /** Record the agent's conversations unless a call or batch says otherwise. */
   recordingEnabled: boolean;
+  /** Phone calls offer the built-in opt-out tool (the agent's `opt_out` setting). */
+  optOutEnabled: boolean;
   variablePlaceholders: Record<string, string>;
   realtime: { enableWebcam: boolean; enableScreenShare: boolean };
   voicemailConfig: VoicemailStored | null;
@@ -247,6 +249,7 @@ export class AgentService {
       transfer_destinations: row.transfer_destinations,
       inbound_setup: row.inbound_setup,
       recording: { enabled: row.recording_enabled },
+      opt_out: { enabled: row.opt_out_enabled },
       variable_placeholders: row.variable_placeholders,
       voicemail_config: row.voicemail_config,
       telephony: {
@@ -306,6 +309,7 @@ export class AgentService {
       transfer_destinations: [],
       inbound_setup: null,
       recording_enabled: false,
+      opt_out_enabled: false,
       variable_placeholders: {},
       voicemail_config: null,
       provider_a_config: null,
@@ -471,6 +475,7 @@ export class AgentService {
       ],
       inboundSetupUrl: row.inbound_setup?.url ?? null,
       recordingEnabled: row.recording_enabled,
+      optOutEnabled: row.opt_out_enabled,
       variablePlaceholders: row.variable_placeholders,
       realtime: { enableWebcam: row.enable_webcam, enableScreenShare: row.enable_screen_share },
       voicemailConfig: row.voicemail_config,
@@ -516,6 +521,7 @@ export class AgentService {
       out.transfer_destinations = (body.transfer_destinations ?? []).map(({ name, phone_number, description }) => ({ name, phone_number, description }));
     if (has(body, 'inbound_setup')) out.inbound_setup = body.inbound_setup ? { url: body.inbound_setup.url } : null;
     if (has(body, 'recording')) out.recording_enabled = body.recording?.enabled ?? false;
+    if (has(body, 'opt_out')) out.opt_out_enabled = body.opt_out?.enabled ?? false;
     if (has(body, 'variable_placeholders')) out.variable_placeholders = (body.variable_placeholders ?? {}) as Record<string, string>;
     if (has(body, 'voicemail_config')) out.voicemail_config = voicemail(body.voicemail_config);
     if (has(body, 'analysis')) out.analysis = analysisSetting(body.analysis);
