@@ -906,8 +906,8 @@ export interface paths {
          *     number is not a valid number), `destination_type_not_allowed` (premium-rate, shared-cost,
          *     satellite, international-network... numbers unless the operator allowed them),
          *     `destination_country_not_allowed` and `caller_id_not_allowed` (a calling number no call may come
-         *     from), and `number_on_do_not_call_list` (`to_number` is on the workspace's do-not-call list,
-         *     `GET /api/v1/do-not-call`: nothing is stored and nothing reserved); 429 `concurrency_limit_reached` when every concurrency slot of the workspace is taken
+         *     from), and `number_on_do_not_call_list` (the number called is on the workspace's do-not-call
+         *     list, `GET /api/v1/do-not-call`: nothing is stored and nothing reserved); 429 `concurrency_limit_reached` when every concurrency slot of the workspace is taken
          *     (retry after `Retry-After` seconds, or when a call or session ends), and 429
          *     `daily_call_cap_reached` when the workspace has placed its daily cap of calls (`Retry-After`:
          *     until 00:00 UTC).
@@ -5841,7 +5841,7 @@ export interface components {
                      * @enum {string}
                      */
                     reason: "invalid_number" | "invalid_row";
-                    /** @description The problem in words */
+                    /** @description The problem in words, naming the row. */
                     message: string;
                 }[];
             };
@@ -11437,7 +11437,7 @@ export interface operations {
              *     `from_number_missing`, `url_not_allowed`, `idempotency_key_reused`, the destination
              *     policy's `invalid_phone_number`, `destination_type_not_allowed`,
              *     `destination_country_not_allowed`, `caller_id_not_allowed`, `number_on_do_not_call_list`
-             *     (`to_number` is on the workspace's do-not-call list), and `filled_text_too_long` (the
+             *     (the number called is on the workspace's do-not-call list), and `filled_text_too_long` (the
              *     call's variables would make a filled text longer than its field's cap, see `VariableValue`;
              *     `param` is the variable, `variables.<name>`). `param` names the field, `to_number` or
              *     `from_number` for the numbers. Nothing is stored or dialed.

@@ -437,10 +437,19 @@ export async function startService(
   );
   batchEngine.register();
   finaliser.onFinalised((call, trx) => batchEngine.callEnded(call, trx));
-  const batchService = new BatchService(batchStore, callService, batchEngine, clock, batchLog, destinations, {
-    maxOpenBatches: config.BATCH_MAX_OPEN_PER_WORKSPACE,
-    maxWaitingRecipients: config.BATCH_MAX_WAITING_RECIPIENTS_PER_WORKSPACE,
-  }, doNotCall);
+  const batchService = new BatchService(
+    batchStore,
+    callService,
+    batchEngine,
+    clock,
+    batchLog,
+    destinations,
+    {
+      maxOpenBatches: config.BATCH_MAX_OPEN_PER_WORKSPACE,
+      maxWaitingRecipients: config.BATCH_MAX_WAITING_RECIPIENTS_PER_WORKSPACE,
+    },
+    doNotCall,
+  );
   agents.addDeleteGuard((workspaceId, agentId) => batchService.guardAgentDelete(workspaceId, agentId));
   const signals = new CallSignals(listener, callLog);
   const callbacks = new CarrierCallbacks(

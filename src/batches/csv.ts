@@ -241,4 +241,3 @@ function exceedsLength(value: string, max: number): boolean {
   }
   return false;
 }
-

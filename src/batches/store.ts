@@ -255,9 +255,7 @@ export class BatchStore {
   /** Claimed recipients whose number was put on the do-not-call list: they will not be called (`canceled`, `do_not_call`). */
   async cancelListed(trx: Knex.Transaction, ids: string[]): Promise<void> {
     if (!ids.length) return;
-    await trx('batch_recipients')
-      .whereIn('id', ids)
-      .update({ status: 'canceled', last_error: 'do_not_call', next_attempt_at: null, updated_at: trx.fn.now() });
+    await trx('batch_recipients').whereIn('id', ids).update({ status: 'canceled', last_error: 'do_not_call', next_attempt_at: null, updated_at: trx.fn.now() });
   }
 
   /** Recipients outside the calling window wait for its opening. */

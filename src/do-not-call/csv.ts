@@ -41,7 +41,10 @@ export async function parseImportCsv(data: Buffer): Promise<ImportParse> {
   const wide = await firstWideRecord(data, MAX_IMPORT_COLUMNS);
   if (wide) {
     const where = wide.line === 1 ? 'the header' : `the row starting on line ${wide.line}`;
-    return refuse('csv_too_many_columns', `${where} has more than ${MAX_IMPORT_COLUMNS} fields; a do-not-call file may have at most ${MAX_IMPORT_COLUMNS} columns`);
+    return refuse(
+      'csv_too_many_columns',
+      `${where} has more than ${MAX_IMPORT_COLUMNS} fields; a do-not-call file may have at most ${MAX_IMPORT_COLUMNS} columns`,
+    );
   }
   const lines = new LineCounter(data);
   const rowNumbers: number[] = [];

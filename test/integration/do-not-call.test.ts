@@ -38,7 +38,12 @@ after(async () => {
 });
 
 const sandboxOf = (s: TestService): SandboxCarriers => s.service.sandbox.carriers!.server;
-const dialed = (number: string) => [t, t2].some((s) => sandboxOf(s).calls().some((c) => c.to === number));
+const dialed = (number: string) =>
+  [t, t2].some((s) =>
+    sandboxOf(s)
+      .calls()
+      .some((c) => c.to === number),
+  );
 
 function add(s: TestService, tn: Tenant, number: string) {
   return s.http.post('/api/v1/do-not-call').set(bearer(tn.apiKey)).send({ number });
@@ -78,13 +83,16 @@ describe('the list: add, find, remove', () => {
     const first = await add(t, tn, '+14155550123');
     assert.equal(first.status, 201, JSON.stringify(first.body));
     assert.match(first.body.entry_id, /^dnc_/);
-    assert.deepEqual({ ...first.body, entry_id: undefined, created_at: undefined }, {
-      entry_id: undefined,
-      number: '+14155550123',
-      source: 'api',
-      call_id: null,
-      created_at: undefined,
-    });
+    assert.deepEqual(
+      { ...first.body, entry_id: undefined, created_at: undefined },
+      {
+        entry_id: undefined,
+        number: '+14155550123',
+        source: 'api',
+        call_id: null,
+        created_at: undefined,
+      },
+    );
     const again = await add(t2, tn, '+1 (415) 555-0123');
     assert.equal(again.status, 200, JSON.stringify(again.body));
     assert.deepEqual(again.body, first.body);
@@ -178,7 +186,12 @@ describe('CSV import', () => {
         count: 3,
         items: [
           { row: 6, number: null, reason: 'invalid_number', message: 'Row 6: no number.' },
-          { row: 7, number: 'not a number', reason: 'invalid_number', message: "Row 7: 'not a number' is not an E.164 number (a + then the country code and number)." },
+          {
+            row: 7,
+            number: 'not a number',
+            reason: 'invalid_number',
+            message: "Row 7: 'not a number' is not an E.164 number (a + then the country code and number).",
+          },
           { row: 8, number: null, reason: 'invalid_row', message: 'Row 8 has 1 fields; the header has 2.' },
         ],
       },
@@ -304,10 +317,7 @@ describe('calls and batches', () => {
     assert.deepEqual([second.status, second.last_error, second.attempts, second.call_id], ['canceled', 'do_not_call', 0, null]);
     assert.equal(third.attempts, 1);
     assert.ok(!dialed(later), 'the listed number was dialed');
-    assert.deepEqual(
-      (await batchCalls(t, tn, batchId)).map((c) => c.to_number).sort(),
-      [talking, last].sort(),
-    );
+    assert.deepEqual((await batchCalls(t, tn, batchId)).map((c) => c.to_number).sort(), [talking, last].sort());
   });
 });
 
@@ -325,11 +335,17 @@ describe('the opt-out tool, end to end in the sandbox', () => {
     const plain = await createPhoneAgent(t, tn, 'provider_a');
     const res = await t.http.get(`/api/v1/agents/${plain}`).set(bearer(tn.apiKey));
     assert.deepEqual(res.body.opt_out, { enabled: false });
-    const patched = await t.http.patch(`/api/v1/agents/${plain}`).set(bearer(tn.apiKey)).send({ opt_out: { enabled: true } });
+    const patched = await t.http
+      .patch(`/api/v1/agents/${plain}`)
+      .set(bearer(tn.apiKey))
+      .send({ opt_out: { enabled: true } });
     assert.deepEqual(patched.body.opt_out, { enabled: true });
     const reset = await t.http.patch(`/api/v1/agents/${plain}`).set(bearer(tn.apiKey)).send({ opt_out: null });
     assert.deepEqual(reset.body.opt_out, { enabled: false });
-    const bad = await t.http.patch(`/api/v1/agents/${plain}`).set(bearer(tn.apiKey)).send({ opt_out: { enabled: true, extra: 1 } });
+    const bad = await t.http
+      .patch(`/api/v1/agents/${plain}`)
+      .set(bearer(tn.apiKey))
+      .send({ opt_out: { enabled: true, extra: 1 } });
     assert.equal(bad.status, 422);
   });
 
@@ -375,7 +391,15 @@ describe('the opt-out tool, end to end in the sandbox', () => {
       [[number, 'do_not_call']],
     );
     await waitForBatch(t, tn, next.body.batch_id);
-    assert.equal(sandboxOf(t).calls().filter((c) => c.to === number).length + sandboxOf(t2).calls().filter((c) => c.to === number).length, 1);
+    assert.equal(
+      sandboxOf(t)
+        .calls()
+        .filter((c) => c.to === number).length +
+        sandboxOf(t2)
+          .calls()
+          .filter((c) => c.to === number).length,
+      1,
+    );
     const direct = await placeCall(t, tn, { agent_id: agentId, to_number: number });
     assert.equal(direct.body.error?.code, 'number_on_do_not_call_list');
   });
