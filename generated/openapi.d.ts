@@ -3385,6 +3385,13 @@ export interface components {
             };
             /** @description Whether the agent's phone calls and web voice sessions are recorded; off unless set. */
             recording: components["schemas"]["RecordingSetting"];
+            /**
+             * @description A line the agent speaks first, before its first message, on every phone call that is recorded
+             *     (`recording` in force on the call: the call's, its batch's or the agent's); never on a call that
+             *     is not. Spoken as written (no placeholders). Null: none.
+             * @example This call is recorded for quality and training.
+             */
+            recording_disclosure: string | null;
             /** @description Whether the agent's phone calls offer the opt-out tool; off unless set. */
             opt_out: components["schemas"]["OptOutSetting"];
             voicemail_config?: components["schemas"]["VoicemailConfig"] | null;
@@ -3661,6 +3668,12 @@ export interface components {
              */
             recording?: components["schemas"]["RecordingSettingInput"] | null;
             /**
+             * @description A line spoken first, before the first message, on every phone call of this agent that is
+             *     recorded (for example `This call is recorded for quality and training.`); as written, no
+             *     placeholders. `null` or left out: none.
+             */
+            recording_disclosure?: string | null;
+            /**
              * @description Offer the built-in `opt_out` tool on this agent's phone calls (`{"enabled": true}`): a person
              *     who asks not to be called again is put on the workspace's do-not-call list and the call ends
              *     after the agent's confirmation (`OptOutSetting`). `null` or left out: not offered.
@@ -3691,7 +3704,7 @@ export interface components {
          *     - `name`: refused with 422 `name_required` (an agent always has a non-empty name).
          *     - `description`, `instruction`, `first_message`: reset to `""`.
          *     - `voice_id`, `language`, `language_code`, `accent`, `transfer_phone_number`, `transfer_criteria`,
-         *       `voicemail_config`, `analysis`, `inbound_setup`: stored as `null` (shown as `null`).
+         *       `voicemail_config`, `analysis`, `inbound_setup`, `recording_disclosure`: stored as `null` (shown as `null`).
          *     - `can_end_conversation`: back to its default, `false`.
          *     - `recording`, `opt_out`: back to their default, off.
          *     - `variable_placeholders`: back to `{}`.
@@ -3752,6 +3765,12 @@ export interface components {
              *     not recorded. A call or batch may choose otherwise for itself.
              */
             recording?: components["schemas"]["RecordingSettingInput"] | null;
+            /**
+             * @description A line spoken first, before the first message, on every phone call of this agent that is
+             *     recorded (for example `This call is recorded for quality and training.`); as written, no
+             *     placeholders. `null`: none.
+             */
+            recording_disclosure?: string | null;
             /**
              * @description Offer the built-in `opt_out` tool on this agent's phone calls (`{"enabled": true}`): a person
              *     who asks not to be called again is put on the workspace's do-not-call list and the call ends
@@ -8059,6 +8078,7 @@ export interface operations {
                      *           "recording": {
                      *             "enabled": false
                      *           },
+                     *           "recording_disclosure": null,
                      *           "opt_out": {
                      *             "enabled": false
                      *           },
@@ -8198,6 +8218,7 @@ export interface operations {
                      *       "recording": {
                      *         "enabled": false
                      *       },
+                     *       "recording_disclosure": null,
                      *       "opt_out": {
                      *         "enabled": false
                      *       },
@@ -8360,6 +8381,7 @@ export interface operations {
                      *       "recording": {
                      *         "enabled": false
                      *       },
+                     *       "recording_disclosure": null,
                      *       "opt_out": {
                      *         "enabled": false
                      *       },
@@ -8513,6 +8535,7 @@ export interface operations {
                      *       "recording": {
                      *         "enabled": false
                      *       },
+                     *       "recording_disclosure": null,
                      *       "opt_out": {
                      *         "enabled": false
                      *       },
@@ -8629,6 +8652,7 @@ export interface operations {
                      *       "recording": {
                      *         "enabled": false
                      *       },
+                     *       "recording_disclosure": null,
                      *       "opt_out": {
                      *         "enabled": false
                      *       },
@@ -8755,6 +8779,7 @@ export interface operations {
                      *       "recording": {
                      *         "enabled": false
                      *       },
+                     *       "recording_disclosure": null,
                      *       "opt_out": {
                      *         "enabled": false
                      *       },

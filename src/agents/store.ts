@@ -57,6 +57,7 @@ export interface AgentRow {
   inbound_setup: { url: string } | null;
   recording_enabled: boolean;
   opt_out_enabled: boolean;
+  recording_disclosure: string | null;
   variable_placeholders: Record<string, string>;
   voicemail_config: VoicemailStored | null;
   provider_a_config: ProviderAStored | null;

@@ -189,9 +189,14 @@ export class CallBridge {
     if (this.ws.readyState === this.ws.OPEN) this.ws.send(json);
   }
 
-  /** Opens the voice session and starts the conversation; the agent speaks its first message first. */
+  /**
+   * Opens the voice session and starts the conversation; the agent speaks its first message first,
+   * after the agent's recording disclosure when the call is recorded.
+   */
   async start(): Promise<void> {
     const agent = this.agent;
+    const disclosure = this.call.recording_enabled ? agent.recordingDisclosure : null;
+    const firstMessage = disclosure ? [disclosure, this.call.first_message].filter(Boolean).join(' ') : this.call.first_message;
     const tools = this.deps.tools ? await this.deps.tools.declarations(agent.workspaceId, agent.id).catch(() => []) : [];
     const transferTool = agent.transferDestinations.length ? transferDeclaration(agent.transferDestinations) : null;
     if (transferTool) tools.push(transferTool);
@@ -202,7 +207,7 @@ export class CallBridge {
     try {
       voice = await this.deps.voice.open({
         instruction: this.call.instruction,
-        firstMessage: this.call.first_message,
+        firstMessage,
         voiceId: agent.voiceId,
         language: agent.language,
         languageCode: agent.languageCode,
@@ -227,7 +232,7 @@ export class CallBridge {
         id: this.call.id,
         workspaceId: agent.workspaceId,
         agentId: agent.id,
-        firstMessage: this.call.first_message,
+        firstMessage,
         textMode: false,
         externalLatency: true,
         live: this.deps.live?.sink(this.call) ?? null,
