@@ -6588,7 +6588,8 @@ export interface components {
          * CallCompletedEvent
          * @description Body of the `call.completed` event, sent once when a phone call or a web realtime session ends,
          *     after post-call analysis. Every field is always present except `tool_calls`, which is present only
-         *     when the agent called at least one tool, and the structured results of the agent's `analysis`
+         *     when the agent called at least one tool, `opt_out`, present only when the person asked not to be
+         *     called again and was put on the do-not-call list, and the structured results of the agent's `analysis`
          *     setting (`data` with `data_error` when it has a schema, `success` with `success_error` when it has
          *     success criteria), present only when that part was set. Without them the fields are exactly the
          *     spec's table. For a phone call
