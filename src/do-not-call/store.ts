@@ -1,5 +1,5 @@
 /**
- * The do-not-call list in PostgreSQL (migration 034): one row per workspace and number (a unique
+ * The do-not-call list in PostgreSQL (migration 035): one row per workspace and number (a unique
  * key), so adding twice, from two requests or two instances, keeps one entry. Every query is scoped
  * by workspace.
  */
