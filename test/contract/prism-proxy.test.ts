@@ -341,7 +341,11 @@ describe("every public operation through Prism's validating proxy", () => {
     await send('getSipTrunk', { token: key, params: trunkParams, expect: 200 });
     await send('listSipTrunks', { token: key, query: { limit: '5' }, expect: 200 });
     await send('updateSipTrunk', { token: key, params: trunkParams, body: { name: 'Prism trunk, renamed' }, expect: 200 });
-    await send('createSipTrunk', { token: key, body: { name: 'Bad', inbound: { allowed_sources: ['203.0.113.7/24'], numbers: [sandboxNumber()] } }, expect: 422 });
+    await send('createSipTrunk', {
+      token: key,
+      body: { name: 'Bad', inbound: { allowed_sources: ['203.0.113.7/24'], numbers: [sandboxNumber()] } },
+      expect: 422,
+    });
     await send('updateAgent', { token: key, params, body: { sip_config: { trunk_id: trunk.trunk_id, phone_number: trunkNumber } }, expect: 200 });
     await send('deleteSipTrunk', { token: key, params: trunkParams, expect: 409 });
     await send('updateAgent', { token: key, params, body: { sip_config: null }, expect: 200 });
