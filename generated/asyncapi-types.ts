@@ -279,7 +279,8 @@ export interface AsyncApiMessagePayloads {
 /**
  * Body of the `call.completed` event, sent once when a phone call or a web realtime session ends,
  * after post-call analysis. Every field is always present except `tool_calls`, which is present only
- * when the agent called at least one tool, and the structured results of the agent's `analysis`
+ * when the agent called at least one tool, `opt_out`, present only when the person asked not to be
+ * called again and was put on the do-not-call list, and the structured results of the agent's `analysis`
  * setting (`data` with `data_error` when it has a schema, `success` with `success_error` when it has
  * success criteria), present only when that part was set. Without them the fields are exactly the
  * spec's table. For a phone call
@@ -395,6 +396,7 @@ export interface CallCompletedEvent {
    *
    */
   recording_url?: string;
+  opt_out?: CallOptOut;
   /**
    * The tool calls the agent made, in the order they started. Absent when there were none.
    *
@@ -470,6 +472,18 @@ export interface Recording {
    * When recording started (a call's media stream opened; a web session started).
    */
   created_at: string;
+}
+/**
+ * Present only when the person asked during the call not to be called again and the agent's
+ * opt-out tool (its `opt_out` setting) put their number on the workspace's do-not-call list.
+ *
+ */
+export interface CallOptOut {
+  /**
+   * The number listed (the number called; on an inbound call, the caller's).
+   */
+  number: string;
+  listed_at: string;
 }
 /**
  * One tool invocation the agent made during a call or web session, in the order the calls started.

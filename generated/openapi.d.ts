@@ -906,7 +906,8 @@ export interface paths {
          *     number is not a valid number), `destination_type_not_allowed` (premium-rate, shared-cost,
          *     satellite, international-network... numbers unless the operator allowed them),
          *     `destination_country_not_allowed` and `caller_id_not_allowed` (a calling number no call may come
-         *     from); 429 `concurrency_limit_reached` when every concurrency slot of the workspace is taken
+         *     from), and `number_on_do_not_call_list` (the number called is on the workspace's do-not-call
+         *     list, `GET /api/v1/do-not-call`: nothing is stored and nothing reserved); 429 `concurrency_limit_reached` when every concurrency slot of the workspace is taken
          *     (retry after `Retry-After` seconds, or when a call or session ends), and 429
          *     `daily_call_cap_reached` when the workspace has placed its daily cap of calls (`Retry-After`:
          *     until 00:00 UTC).
@@ -1171,7 +1172,10 @@ export interface paths {
          *     `scheduled_at` (`scheduled`). Required: `agent_id`, `name` and `recipients` (1 to 10,000);
          *     `provider` is `provider_a` or `provider_b`. Invalid and duplicate numbers, and numbers the
          *     workspace's destination policy refuses (`GET /api/v1/workspace/destination-policy`: a kind or
-         *     country it does not allow), are skipped and reported in `skipped` with their reason; the rest
+         *     country it does not allow), and numbers on the workspace's do-not-call list (`do_not_call`, see
+         *     `GET /api/v1/do-not-call`; a number listed while the batch runs is skipped from then on: its
+         *     waiting recipient becomes `canceled` with `last_error` `do_not_call`), are skipped and reported
+         *     in `skipped` with their reason before the workspace's caps count them; the rest
          *     are called as described on `BatchDetail` (concurrency, retry policy, calling window). The
          *     policy's daily cap of calls counts the batch's calls too: at the cap the batch waits for the next
          *     UTC day (no recipient fails for it). When `webhook_url` is given it receives one `batch.completed` POST each
@@ -1249,7 +1253,7 @@ export interface paths {
          *
          *     **Bad rows** do not fail the upload: a row with the wrong number of fields, an empty or invalid
          *     `to_number`, a number the destination policy refuses, a value over 2,000 characters or a
-         *     duplicate number is skipped and reported in
+         *     duplicate number, or a number on the workspace's do-not-call list, is skipped and reported in
          *     `skipped` with its `row` (the file line it starts on; the header is line 1), `column` and a
          *     message. A file with no valid row creates nothing: 422 `no_valid_recipients`, with one
          *     `detail` item per bad row (`loc: ["file", "<row>", "<column>"]`). A file that cannot be read as
@@ -1452,6 +1456,95 @@ export interface paths {
          *     Shortening it makes older recordings expire at the next run of the retention job.
          */
         patch: operations["updateRecordingSettings"];
+        trace?: never;
+    };
+    "/api/v1/do-not-call": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the workspace's do-not-call list
+         * @description A page of the workspace's do-not-call list, newest first. `number` finds one number's entry (the
+         *     same normalization as `addDoNotCallEntry`: a page of one entry, or none).
+         */
+        get: operations["listDoNotCallEntries"];
+        put?: never;
+        /**
+         * Add a number to the do-not-call list
+         * @description Lists one number: from now on a call to it is refused (`createCall`: 422
+         *     `number_on_do_not_call_list`, nothing stored or reserved) and batches skip it, at creation
+         *     (`skipped` with reason `do_not_call`) and at dispatch (a waiting recipient becomes `canceled`
+         *     with `last_error` `do_not_call`, on whichever instance runs the batch). Idempotent: a number
+         *     already listed answers 200 with its entry as it was (its source and date unchanged); a new one
+         *     201. A number that is not E.164 after removing spaces, dots, dashes and brackets, or that no
+         *     country uses, is 422 `invalid_phone_number`.
+         */
+        post: operations["addDoNotCallEntry"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/do-not-call/csv": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Add numbers to the do-not-call list from a CSV file
+         * @description Lists every number of a CSV file and reports on each row. Send `multipart/form-data` with the
+         *     file in the part `file`: UTF-8, comma-separated, RFC 4180 quoting, a header row with a `number`
+         *     column (any case; other columns are ignored), at most 20 columns, 100,000 data rows and 2 MB.
+         *
+         *     **Rows.** Each data row's `number` is normalized as in `addDoNotCallEntry` and listed with source
+         *     `csv`. A number listed already, before or earlier in the file, is counted in `already_listed` and
+         *     its entry left as it was, so importing the same file twice lists each number once. A row with the
+         *     wrong number of fields, or an empty or invalid number, is skipped and reported with its line
+         *     (`skipped`, the first 1,000 in full); the others are listed anyway. The rows are listed together:
+         *     all of them or, on an error, none.
+         *
+         *     **Refusals.** A file that cannot be read as a whole (no `number` column, more than 20 columns,
+         *     an unclosed quote, not UTF-8, more than 100,000 rows) is 422 with `param` `file` and nothing
+         *     listed; over 2 MB is 413.
+         */
+        post: operations["importDoNotCallCsv"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/do-not-call/{entry_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The entry's id (`dnc_...`). */
+                entry_id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove a number from the do-not-call list
+         * @description Takes the number off the list: calls to it are placed again, and a batch's recipients of it that
+         *     are still waiting are called. Recipients already `canceled` for it stay so (`retryBatch` does not
+         *     pick them up). To find a number's entry, list with `number`.
+         */
+        delete: operations["removeDoNotCallEntry"];
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v1/usage": {
@@ -2779,7 +2872,7 @@ export interface components {
          *     string, so that a code added later does not break a client: handle the codes you know and treat
          *     any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "sip_trunk_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "sip_trunk_in_use" | "sip_number_in_use" | "sip_number_taken" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "filled_text_too_long" | "url_not_allowed" | "invalid_cidr" | "invalid_sip_host" | "sip_credentials_incomplete" | "sip_inbound_unprotected" | "sip_outbound_incomplete" | "sip_trunk_limit_reached" | "sip_number_limit_reached" | "sip_number_not_on_trunk" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "sip_trunk_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "sip_trunk_in_use" | "sip_number_in_use" | "sip_number_taken" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "number_on_do_not_call_list" | "do_not_call_entry_not_found" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "filled_text_too_long" | "url_not_allowed" | "invalid_cidr" | "invalid_sip_host" | "sip_credentials_incomplete" | "sip_inbound_unprotected" | "sip_outbound_incomplete" | "sip_trunk_limit_reached" | "sip_number_limit_reached" | "sip_number_not_on_trunk" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -3097,6 +3190,19 @@ export interface components {
             enabled: boolean;
         };
         /**
+         * OptOutSetting
+         * @description Whether the agent's phone calls offer the built-in `opt_out` tool (off unless set). With it, when
+         *     the person asks not to be called again the agent calls the tool: the person's number (the number
+         *     called, or the caller's on an inbound call) is added to the workspace's do-not-call list (source
+         *     `opt_out`, with the call's id), the agent confirms and says goodbye, and the call is hung up once
+         *     that has played. The call's `opt_out` and its `call.completed` say so. Web sessions have no
+         *     number and never offer the tool.
+         */
+        OptOutSetting: {
+            /** @description Offer the opt-out tool (`true`) or not (`false`). */
+            enabled: boolean;
+        };
+        /**
          * VoicemailConfig
          * @description What an outbound call does when an answering machine picks up, as `Agent.voicemail_config` shows
          *     it: every field present, defaults filled in. Agent create and update bodies take it as
@@ -3279,6 +3385,15 @@ export interface components {
             };
             /** @description Whether the agent's phone calls and web voice sessions are recorded; off unless set. */
             recording: components["schemas"]["RecordingSetting"];
+            /**
+             * @description A line the agent speaks first, before its first message, on every phone call that is recorded
+             *     (`recording` in force on the call: the call's, its batch's or the agent's); never on a call that
+             *     is not. Spoken as written (no placeholders). Null: none.
+             * @example This call is recorded for quality and training.
+             */
+            recording_disclosure: string | null;
+            /** @description Whether the agent's phone calls offer the opt-out tool; off unless set. */
+            opt_out: components["schemas"]["OptOutSetting"];
             voicemail_config?: components["schemas"]["VoicemailConfig"] | null;
             telephony: {
                 provider_a: components["schemas"]["TelephonyProviderStatus"];
@@ -3357,6 +3472,14 @@ export interface components {
          */
         RecordingSettingInput: {
             /** @description Record (`true`) or not (`false`). */
+            enabled: boolean;
+        };
+        /**
+         * OptOutSettingInput
+         * @description Turns the agent's opt-out tool on or off (`OptOutSetting`); `null` means the default (off).
+         */
+        OptOutSettingInput: {
+            /** @description Offer the opt-out tool (`true`) or not (`false`). */
             enabled: boolean;
         };
         /**
@@ -3544,6 +3667,18 @@ export interface components {
              *     not recorded. A call or batch may choose otherwise for itself.
              */
             recording?: components["schemas"]["RecordingSettingInput"] | null;
+            /**
+             * @description A line spoken first, before the first message, on every phone call of this agent that is
+             *     recorded (for example `This call is recorded for quality and training.`); as written, no
+             *     placeholders. `null` or left out: none.
+             */
+            recording_disclosure?: string | null;
+            /**
+             * @description Offer the built-in `opt_out` tool on this agent's phone calls (`{"enabled": true}`): a person
+             *     who asks not to be called again is put on the workspace's do-not-call list and the call ends
+             *     after the agent's confirmation (`OptOutSetting`). `null` or left out: not offered.
+             */
+            opt_out?: components["schemas"]["OptOutSettingInput"] | null;
             voicemail_config?: components["schemas"]["VoicemailConfigInput"] | null;
             provider_a_config?: components["schemas"]["ProviderAConfigInput"] | null;
             provider_b_config?: components["schemas"]["ProviderBConfigInput"] | null;
@@ -3569,8 +3704,9 @@ export interface components {
          *     - `name`: refused with 422 `name_required` (an agent always has a non-empty name).
          *     - `description`, `instruction`, `first_message`: reset to `""`.
          *     - `voice_id`, `language`, `language_code`, `accent`, `transfer_phone_number`, `transfer_criteria`,
-         *       `voicemail_config`, `analysis`, `inbound_setup`: stored as `null` (shown as `null`).
+         *       `voicemail_config`, `analysis`, `inbound_setup`, `recording_disclosure`: stored as `null` (shown as `null`).
          *     - `can_end_conversation`: back to its default, `false`.
+         *     - `recording`, `opt_out`: back to their default, off.
          *     - `variable_placeholders`: back to `{}`.
          *     - `transfer_destinations`: back to `[]`.
          *     - `realtime`: both flags back to their default, enabled. Inside `realtime`, a flag left out is
@@ -3629,6 +3765,18 @@ export interface components {
              *     not recorded. A call or batch may choose otherwise for itself.
              */
             recording?: components["schemas"]["RecordingSettingInput"] | null;
+            /**
+             * @description A line spoken first, before the first message, on every phone call of this agent that is
+             *     recorded (for example `This call is recorded for quality and training.`); as written, no
+             *     placeholders. `null`: none.
+             */
+            recording_disclosure?: string | null;
+            /**
+             * @description Offer the built-in `opt_out` tool on this agent's phone calls (`{"enabled": true}`): a person
+             *     who asks not to be called again is put on the workspace's do-not-call list and the call ends
+             *     after the agent's confirmation (`OptOutSetting`). `null`: back to not offered.
+             */
+            opt_out?: components["schemas"]["OptOutSettingInput"] | null;
             voicemail_config?: components["schemas"]["VoicemailConfigInput"] | null;
             provider_a_config?: components["schemas"]["ProviderAConfigInput"] | null;
             provider_b_config?: components["schemas"]["ProviderBConfigInput"] | null;
@@ -4706,6 +4854,18 @@ export interface components {
             created_at: string;
         };
         /**
+         * CallOptOut
+         * @description The person asked during the call not to be called again: the agent's opt-out tool listed `number`
+         *     on the workspace's do-not-call list at `listed_at` (source `opt_out`; it was on the list already
+         *     when the entry's source is another).
+         */
+        CallOptOut: {
+            /** @description The number listed (the number called; on an inbound call, the caller's). */
+            number: string;
+            /** Format: date-time */
+            listed_at: string;
+        };
+        /**
          * Call
          * @description A phone call, outbound or inbound. It carries every field of its `call.completed` event but `event`
          *     (with the same values once the call is terminal), so `GET /api/v1/calls/{call_id}` fills the gap left by a
@@ -4863,6 +5023,12 @@ export interface components {
              *     record or event was made; fetch the record again for a fresh one. `null` when `recording` is.
              */
             recording_url: string | null;
+            /**
+             * @description Set when the person asked during the call not to be called again and the agent's opt-out tool
+             *     (the agent's `opt_out` setting) put their number on the workspace's do-not-call list; null
+             *     otherwise.
+             */
+            opt_out: components["schemas"]["CallOptOut"] | null;
             /** Format: date-time */
             created_at: string;
             /** Format: date-time */
@@ -5045,10 +5211,11 @@ export interface components {
              *     `invalid_value` (CSV): a cell is empty where a value is required, or too long;
              *     `destination_type_not_allowed`, `destination_country_not_allowed`: the workspace's destination
              *     policy does not allow the number's kind (premium-rate, satellite...) or country (the error codes
-             *     of the same names, on `DestinationPolicy`).
+             *     of the same names, on `DestinationPolicy`); `do_not_call`: the number is on the workspace's
+             *     do-not-call list (`GET /api/v1/do-not-call`).
              * @enum {string}
              */
-            reason: "invalid_number" | "duplicate" | "invalid_row" | "invalid_value" | "destination_type_not_allowed" | "destination_country_not_allowed";
+            reason: "invalid_number" | "duplicate" | "invalid_row" | "invalid_value" | "destination_type_not_allowed" | "destination_country_not_allowed" | "do_not_call";
             /** @description The problem in words, naming the row and column. */
             message: string;
         };
@@ -5341,6 +5508,7 @@ export interface components {
          *     | `dialing`, `in_progress` | `scheduled` | the call ended with an outcome the batch's `retry_policy` retries and an attempt is left; `last_error` says why |
          *     | `scheduled`, `pending` | `canceled` | the batch was canceled (live calls run to their end) |
          *     | `scheduled`, `pending` | `failed` | the batch failed (see `BatchDetail`) |
+         *     | `scheduled`, `pending` | `canceled` | its number was put on the workspace's do-not-call list while the batch ran; `last_error` is `do_not_call` (checked as the recipient is taken to be dialed, whichever instance runs the batch) |
          *     | `scheduled`, `pending` | (unchanged) | the batch was paused: they wait for `resume` |
          *     | `failed`, `no_answer`, `busy`, `voicemail` | `pending` | `POST /batches/{batch_id}/retry` |
          * @enum {string}
@@ -5607,6 +5775,102 @@ export interface components {
         RecordingSettingsUpdateRequest: {
             /** @description Days a recording is kept (1 to 3650); `null` goes back to the deployment's default. */
             retention_days?: number | null;
+        };
+        /**
+         * DoNotCallEntry
+         * @description A number of the workspace's do-not-call list: no call is placed to it (`createCall` answers 422
+         *     `number_on_do_not_call_list`, batches skip it with reason `do_not_call`).
+         */
+        DoNotCallEntry: {
+            /** @example dnc_01JD5ZE4F5G6H7J8K9M0N1P2Q3 */
+            entry_id: string;
+            /**
+             * @description The number in E.164.
+             * @example +14155550123
+             */
+            number: string;
+            /**
+             * DoNotCallSource
+             * @description How the number was listed: `api` (`addDoNotCallEntry`, the dashboard included), `csv`
+             *     (`importDoNotCallCsv`), `opt_out` (the person asked during a call not to be called again; the
+             *     agent's `opt_out` setting, `call_id` names the call).
+             * @enum {string}
+             */
+            source: "api" | "csv" | "opt_out";
+            /** @description For `opt_out`, the call in which the person asked; null otherwise. */
+            call_id: string | null;
+            /** Format: date-time */
+            created_at: string;
+        };
+        /** DoNotCallEntryList */
+        DoNotCallEntryList: {
+            /** @constant */
+            object: "list";
+            data: components["schemas"]["DoNotCallEntry"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        /** DoNotCallEntryCreateRequest */
+        DoNotCallEntryCreateRequest: {
+            /**
+             * @description The number to list, in E.164; spaces, dots, dashes and brackets are ignored (`+1 (415) 555-0123`).
+             *     It must be a number some country uses (libphonenumber's full metadata), else 422
+             *     `invalid_phone_number`.
+             * @example +14155550123
+             */
+            number: string;
+        };
+        /**
+         * DoNotCallImportForm
+         * @description Numbers to list, as a CSV file (`multipart/form-data`). Unknown fields are refused (422).
+         */
+        DoNotCallImportForm: {
+            /**
+             * Format: binary
+             * @description The CSV file (UTF-8, comma-separated, RFC 4180 quoting): a header row with a `number` column (any
+             *     case; other columns are ignored, at most 20 in all), then one number a row; at most 2 MB and
+             *     100,000 data rows.
+             */
+            file: string;
+        };
+        /**
+         * DoNotCallImportResult
+         * @description What an import did, row by row: every data row is counted once, in `added`, `already_listed` or
+         *     `skipped`. Importing the same file again adds nothing (its numbers are `already_listed`).
+         */
+        DoNotCallImportResult: {
+            /** @description Data rows read (the header not counted). */
+            rows: number;
+            /** @description Numbers listed by this import (source `csv`). */
+            added: number;
+            /** @description Rows whose number was on the list already (listed before, or earlier in the file); the entry is left as it was. */
+            already_listed: number;
+            skipped: {
+                /** @description Rows that listed nothing. */
+                count: number;
+                /** @description The first 1,000 skipped rows, in file order. */
+                items: {
+                    /** @description The line of the file where the row starts (the header is line 1). */
+                    row: number;
+                    /** @description The cell as sent (at most 64 characters); null when the row has none. */
+                    number: string | null;
+                    /**
+                     * @description `invalid_number`: empty, not E.164 after removing separators, or not a number any
+                     *     country uses; `invalid_row`: the row has a different number of fields than the header.
+                     * @enum {string}
+                     */
+                    reason: "invalid_number" | "invalid_row";
+                    /** @description The problem in words, naming the row. */
+                    message: string;
+                }[];
+            };
+        };
+        /** DoNotCallEntryDeleteResult */
+        DoNotCallEntryDeleteResult: {
+            /** @enum {string} */
+            status: "deleted";
+            /** @description The id of the removed entry. */
+            entry_id: string;
         };
         /**
          * UsageFigures
@@ -6324,7 +6588,8 @@ export interface components {
          * CallCompletedEvent
          * @description Body of the `call.completed` event, sent once when a phone call or a web realtime session ends,
          *     after post-call analysis. Every field is always present except `tool_calls`, which is present only
-         *     when the agent called at least one tool, and the structured results of the agent's `analysis`
+         *     when the agent called at least one tool, `opt_out`, present only when the person asked not to be
+         *     called again and was put on the do-not-call list, and the structured results of the agent's `analysis`
          *     setting (`data` with `data_error` when it has a schema, `success` with `success_error` when it has
          *     success criteria), present only when that part was set. Without them the fields are exactly the
          *     spec's table. For a phone call
@@ -6569,6 +6834,11 @@ export interface components {
              *     unless configured) from when the event was made. Present exactly when `recording` is.
              */
             recording_url?: string;
+            /**
+             * @description Present only when the person asked during the call not to be called again and the agent's
+             *     opt-out tool (its `opt_out` setting) put their number on the workspace's do-not-call list.
+             */
+            opt_out?: components["schemas"]["CallOptOut"];
             /** @description The tool calls the agent made, in the order they started. Absent when there were none. */
             tool_calls?: components["schemas"]["ToolCallRecord"][];
             /**
@@ -7809,6 +8079,10 @@ export interface operations {
                      *           "recording": {
                      *             "enabled": false
                      *           },
+                     *           "recording_disclosure": null,
+                     *           "opt_out": {
+                     *             "enabled": false
+                     *           },
                      *           "created_at": "2026-11-21T23:51:18.000Z"
                      *         }
                      *       ],
@@ -7943,6 +8217,10 @@ export interface operations {
                      *         "enable_screen_share": false
                      *       },
                      *       "recording": {
+                     *         "enabled": false
+                     *       },
+                     *       "recording_disclosure": null,
+                     *       "opt_out": {
                      *         "enabled": false
                      *       },
                      *       "analysis": {
@@ -8104,6 +8382,10 @@ export interface operations {
                      *       "recording": {
                      *         "enabled": false
                      *       },
+                     *       "recording_disclosure": null,
+                     *       "opt_out": {
+                     *         "enabled": false
+                     *       },
                      *       "created_at": "2026-11-21T23:51:18.000Z"
                      *     }
                      */
@@ -8254,6 +8536,10 @@ export interface operations {
                      *       "recording": {
                      *         "enabled": false
                      *       },
+                     *       "recording_disclosure": null,
+                     *       "opt_out": {
+                     *         "enabled": false
+                     *       },
                      *       "created_at": "2026-11-21T23:51:18.000Z"
                      *     }
                      */
@@ -8365,6 +8651,10 @@ export interface operations {
                      *         "enable_screen_share": true
                      *       },
                      *       "recording": {
+                     *         "enabled": false
+                     *       },
+                     *       "recording_disclosure": null,
+                     *       "opt_out": {
                      *         "enabled": false
                      *       },
                      *       "created_at": "2026-11-21T23:51:18.000Z"
@@ -8488,6 +8778,10 @@ export interface operations {
                      *         "enable_screen_share": true
                      *       },
                      *       "recording": {
+                     *         "enabled": false
+                     *       },
+                     *       "recording_disclosure": null,
+                     *       "opt_out": {
                      *         "enabled": false
                      *       },
                      *       "created_at": "2026-11-21T23:51:18.000Z"
@@ -10989,7 +11283,8 @@ export interface operations {
                      *           "answered_at": "2026-11-21T23:51:24.000Z",
                      *           "ended_at": "2026-11-21T23:52:06.000Z",
                      *           "recording": null,
-                     *           "recording_url": null
+                     *           "recording_url": null,
+                     *           "opt_out": null
                      *         }
                      *       ],
                      *       "has_more": false,
@@ -11088,7 +11383,8 @@ export interface operations {
                      *       "answered_at": null,
                      *       "ended_at": null,
                      *       "recording": null,
-                     *       "recording_url": null
+                     *       "recording_url": null,
+                     *       "opt_out": null
                      *     }
                      */
                     "application/json": components["schemas"]["Call"];
@@ -11166,7 +11462,8 @@ export interface operations {
              * @description Invalid body, or a rule refused it: `provider_required`, `provider_not_configured`,
              *     `from_number_missing`, `url_not_allowed`, `idempotency_key_reused`, the destination
              *     policy's `invalid_phone_number`, `destination_type_not_allowed`,
-             *     `destination_country_not_allowed`, `caller_id_not_allowed`, and `filled_text_too_long` (the
+             *     `destination_country_not_allowed`, `caller_id_not_allowed`, `number_on_do_not_call_list`
+             *     (the number called is on the workspace's do-not-call list), and `filled_text_too_long` (the
              *     call's variables would make a filled text longer than its field's cap, see `VariableValue`;
              *     `param` is the variable, `variables.<name>`). `param` names the field, `to_number` or
              *     `from_number` for the numbers. Nothing is stored or dialed.
@@ -11287,7 +11584,8 @@ export interface operations {
                      *         "truncated": false,
                      *         "created_at": "2026-11-21T23:51:24.000Z"
                      *       },
-                     *       "recording_url": "https://voice.example.com/api/v1/calls/call_01JD5Z9K3M4N5P6Q7R8S9T0V1W/recording/download?expires=1795391526&signature=3f1c9a0d2b7e4f6a8c0e1d3b5a7f9e2c4d6b8a0f1e3c5d7b9a2f4e6c8d0b1a3f"
+                     *       "recording_url": "https://voice.example.com/api/v1/calls/call_01JD5Z9K3M4N5P6Q7R8S9T0V1W/recording/download?expires=1795391526&signature=3f1c9a0d2b7e4f6a8c0e1d3b5a7f9e2c4d6b8a0f1e3c5d7b9a2f4e6c8d0b1a3f",
+                     *       "opt_out": null
                      *     }
                      */
                     "application/json": components["schemas"]["Call"];
@@ -11357,7 +11655,8 @@ export interface operations {
                      *       "answered_at": null,
                      *       "ended_at": "2026-11-21T23:51:20.000Z",
                      *       "recording": null,
-                     *       "recording_url": null
+                     *       "recording_url": null,
+                     *       "opt_out": null
                      *     }
                      */
                     "application/json": components["schemas"]["Call"];
@@ -12886,6 +13185,295 @@ export interface operations {
             503: components["responses"]["ServiceUnavailable"];
         };
     };
+    listDoNotCallEntries: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100. */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Cursor for the next page: the `next_cursor` of the previous page (the id of its last item).
+                 *     Lists are ordered newest first.
+                 */
+                starting_after?: components["parameters"]["StartingAfter"];
+                /** @description Only this number's entry (E.164; spaces, dots, dashes and brackets are ignored). */
+                number?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of entries. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "list",
+                     *       "data": [
+                     *         {
+                     *           "entry_id": "dnc_01JD5ZE4F5G6H7J8K9M0N1P2Q3",
+                     *           "number": "+14155550123",
+                     *           "source": "opt_out",
+                     *           "call_id": "call_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                     *           "created_at": "2026-11-21T23:55:02.000Z"
+                     *         },
+                     *         {
+                     *           "entry_id": "dnc_01JD5ZE4F5G6H7J8K9M0N1P2Q2",
+                     *           "number": "+14155550124",
+                     *           "source": "api",
+                     *           "call_id": null,
+                     *           "created_at": "2026-11-21T23:51:18.000Z"
+                     *         }
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DoNotCallEntryList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    addDoNotCallEntry: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "number": "+1 (415) 555-0124"
+                 *     }
+                 */
+                "application/json": components["schemas"]["DoNotCallEntryCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The number was listed already; its entry, unchanged. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "entry_id": "dnc_01JD5ZE4F5G6H7J8K9M0N1P2Q2",
+                     *       "number": "+14155550124",
+                     *       "source": "api",
+                     *       "call_id": null,
+                     *       "created_at": "2026-11-21T23:51:18.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DoNotCallEntry"];
+                };
+            };
+            /** @description The new entry. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "entry_id": "dnc_01JD5ZE4F5G6H7J8K9M0N1P2Q2",
+                     *       "number": "+14155550124",
+                     *       "source": "api",
+                     *       "call_id": null,
+                     *       "created_at": "2026-11-21T23:51:18.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DoNotCallEntry"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /** @description The body is invalid, or `number` is not a phone number (`invalid_phone_number`). */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "invalid_phone_number",
+                     *         "message": "number: '+1555' is not a phone number any country uses.",
+                     *         "param": "number",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    importDoNotCallCsv: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe. The first response to a key is stored for 24 hours; a retry with the same
+                 *     key and the same body gets that response again (with header `Idempotent-Replayed: true`); the
+                 *     same key with a different body is refused with 422 `idempotency_key_reused`. While the first
+                 *     request is still running a retry gets 409 `idempotency_request_in_progress`. Keys are scoped
+                 *     by workspace and operation; bodies are compared as JSON (key order does not matter). Errors the
+                 *     operation answers (4xx) are stored and replayed like successes; a request refused by validation
+                 *     does not use up its key, and a 5xx is not stored, so the same key can be retried.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "file": "number,name\n+14155550123,Grace\n+1 (415) 555-0124,Alan\nnot a number,Ada\n"
+                 *     }
+                 */
+                "multipart/form-data": components["schemas"]["DoNotCallImportForm"];
+            };
+        };
+        responses: {
+            /** @description What the import did, row by row. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "rows": 3,
+                     *       "added": 2,
+                     *       "already_listed": 0,
+                     *       "skipped": {
+                     *         "count": 1,
+                     *         "items": [
+                     *           {
+                     *             "row": 4,
+                     *             "number": "not a number",
+                     *             "reason": "invalid_number",
+                     *             "message": "Row 4: 'not a number' is not an E.164 number."
+                     *           }
+                     *         ]
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DoNotCallImportResult"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description A request with the same `Idempotency-Key` is still running (`idempotency_request_in_progress`). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "idempotency_error",
+                     *         "code": "idempotency_request_in_progress",
+                     *         "message": "A request with this Idempotency-Key is still being processed.",
+                     *         "param": null,
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["ValidationErrorList"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    removeDoNotCallEntry: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The entry's id (`dnc_...`). */
+                entry_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The entry is removed. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "status": "deleted",
+                     *       "entry_id": "dnc_01JD5ZE4F5G6H7J8K9M0N1P2Q2"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["DoNotCallEntryDeleteResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such entry in the workspace's list (`do_not_call_entry_not_found`). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "not_found_error",
+                     *         "code": "do_not_call_entry_not_found",
+                     *         "message": "No do-not-call entry dnc_01JD5ZE4F5G6H7J8K9M0N1P2Q2.",
+                     *         "param": "entry_id",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
     getUsage: {
         parameters: {
             query?: {
@@ -14033,7 +14621,8 @@ export interface operations {
                      *       "answered_at": null,
                      *       "ended_at": null,
                      *       "recording": null,
-                     *       "recording_url": null
+                     *       "recording_url": null,
+                     *       "opt_out": null
                      *     }
                      */
                     "application/json": components["schemas"]["Call"];

@@ -569,6 +569,38 @@ export const operations = [
     ]
   },
   {
+    "operationId": "listDoNotCallEntries",
+    "method": "GET",
+    "path": "/api/v1/do-not-call",
+    "tags": [
+      "Do not call"
+    ]
+  },
+  {
+    "operationId": "addDoNotCallEntry",
+    "method": "POST",
+    "path": "/api/v1/do-not-call",
+    "tags": [
+      "Do not call"
+    ]
+  },
+  {
+    "operationId": "importDoNotCallCsv",
+    "method": "POST",
+    "path": "/api/v1/do-not-call/csv",
+    "tags": [
+      "Do not call"
+    ]
+  },
+  {
+    "operationId": "removeDoNotCallEntry",
+    "method": "DELETE",
+    "path": "/api/v1/do-not-call/{entry_id}",
+    "tags": [
+      "Do not call"
+    ]
+  },
+  {
     "operationId": "getUsage",
     "method": "GET",
     "path": "/api/v1/usage",

@@ -18,7 +18,9 @@ export const LAYERS = [
   // events: conversations' live events, stored, streamed (SSE) and expired; it knows no call or
   // session (calls and realtime check who may read a conversation and feed it). sip-trunks: SIP
   // trunks and the inbound trust decision (it reads agents; agents take its check as an interface).
-  ['workspaces', 'destinations', 'agents', 'tools', 'sip-trunks', 'knowledge', 'mcp', 'webhooks', 'events', 'system', 'sandbox'],
+  // do-not-call: the numbers a workspace's people asked not to be called on (it reads numbers through
+  // destinations, which imports no other domain).
+  ['workspaces', 'destinations', 'do-not-call', 'agents', 'tools', 'sip-trunks', 'knowledge', 'mcp', 'webhooks', 'events', 'system', 'sandbox'],
   // The engine web sessions and phone calls share; recordings of conversations (calls record through
   // them, so they know no call).
   ['conversation', 'recordings'],

@@ -37,6 +37,9 @@ import type { OutboundPolicy } from './net/outbound-guard.js';
 import { DestinationStore } from './destinations/store.js';
 import { DestinationService } from './destinations/service.js';
 import { destinationRoutes } from './destinations/routes.js';
+import { DoNotCallStore } from './do-not-call/store.js';
+import { DoNotCallService } from './do-not-call/service.js';
+import { doNotCallRoutes } from './do-not-call/routes.js';
 import { AgentStore } from './agents/store.js';
 import { AgentService } from './agents/service.js';
 import { agentRoutes } from './agents/routes.js';
@@ -91,6 +94,8 @@ export interface RunningService {
   admission: WorkspaceAdmission;
   /** Which numbers a workspace may call, and its daily cap of calls. */
   destinations: DestinationService;
+  /** The workspaces' do-not-call lists. */
+  doNotCall: DoNotCallService;
   agents: AgentService;
   tools: ToolService;
   /** SIP trunks: the API, and the inbound trust decision and outbound termination the SIP stack uses. */
@@ -230,6 +235,7 @@ export async function startService(
     log.child({ component: 'admission' }),
   );
   const destinations = new DestinationService(new DestinationStore(db.knex), clock, log.child({ component: 'destinations' }));
+  const doNotCall = new DoNotCallService(new DoNotCallStore(db.knex), log.child({ component: 'do-not-call' }));
   const agents = new AgentService(new AgentStore(db.knex), secrets, destinations, outbound, caches.of('agents'));
   const tools = new ToolService(new ToolStore(db.knex), agents, secrets, outbound);
   const sipTrunks = createSipTrunks({ db: db.knex, secrets, outbound, agents });
@@ -375,6 +381,7 @@ export async function startService(
     events,
     liveEvents,
     recordings,
+    doNotCall,
     outbound,
     webhooks,
     sandbox: sandbox.carriers && { providers: sandbox.carriers.providers, ring: sandbox.carriers.server.ring, speed: config.SANDBOX_CARRIERS_SPEED },
@@ -406,13 +413,23 @@ export async function startService(
     },
     batchLog,
     destinations,
+    doNotCall,
   );
   batchEngine.register();
   finaliser.onFinalised((call, trx) => batchEngine.callEnded(call, trx));
-  const batchService = new BatchService(batchStore, callService, batchEngine, clock, batchLog, destinations, {
-    maxOpenBatches: config.BATCH_MAX_OPEN_PER_WORKSPACE,
-    maxWaitingRecipients: config.BATCH_MAX_WAITING_RECIPIENTS_PER_WORKSPACE,
-  });
+  const batchService = new BatchService(
+    batchStore,
+    callService,
+    batchEngine,
+    clock,
+    batchLog,
+    destinations,
+    {
+      maxOpenBatches: config.BATCH_MAX_OPEN_PER_WORKSPACE,
+      maxWaitingRecipients: config.BATCH_MAX_WAITING_RECIPIENTS_PER_WORKSPACE,
+    },
+    doNotCall,
+  );
   agents.addDeleteGuard((workspaceId, agentId) => batchService.guardAgentDelete(workspaceId, agentId));
 
   // The developer's reads of usage and limits; the destination policy and the web-session creation
@@ -447,6 +464,7 @@ export async function startService(
     ...workspaceRoutes(workspaces, authLimit),
     ...agentRoutes(agents),
     ...destinationRoutes(destinations),
+    ...doNotCallRoutes(doNotCall),
     ...usageRoutes(usage),
     ...toolRoutes(tools),
     ...sipTrunks.routes,
@@ -558,6 +576,7 @@ export async function startService(
     workspaces,
     admission,
     destinations,
+    doNotCall,
     agents,
     tools,
     sipTrunks,

@@ -68,6 +68,10 @@ export interface RuntimeAgent {
   inboundSetupUrl: string | null;
   /** Record the agent's conversations unless a call or batch says otherwise. */
   recordingEnabled: boolean;
+  /** Phone calls offer the built-in opt-out tool (the agent's `opt_out` setting). */
+  optOutEnabled: boolean;
+  /** Spoken first on the agent's recorded phone calls. */
+  recordingDisclosure: string | null;
   variablePlaceholders: Record<string, string>;
   realtime: { enableWebcam: boolean; enableScreenShare: boolean };
   voicemailConfig: VoicemailStored | null;
@@ -247,6 +251,8 @@ export class AgentService {
       transfer_destinations: row.transfer_destinations,
       inbound_setup: row.inbound_setup,
       recording: { enabled: row.recording_enabled },
+      recording_disclosure: row.recording_disclosure,
+      opt_out: { enabled: row.opt_out_enabled },
       variable_placeholders: row.variable_placeholders,
       voicemail_config: row.voicemail_config,
       telephony: {
@@ -306,6 +312,8 @@ export class AgentService {
       transfer_destinations: [],
       inbound_setup: null,
       recording_enabled: false,
+      opt_out_enabled: false,
+      recording_disclosure: null,
       variable_placeholders: {},
       voicemail_config: null,
       provider_a_config: null,
@@ -471,6 +479,8 @@ export class AgentService {
       ],
       inboundSetupUrl: row.inbound_setup?.url ?? null,
       recordingEnabled: row.recording_enabled,
+      optOutEnabled: row.opt_out_enabled,
+      recordingDisclosure: row.recording_disclosure,
       variablePlaceholders: row.variable_placeholders,
       realtime: { enableWebcam: row.enable_webcam, enableScreenShare: row.enable_screen_share },
       voicemailConfig: row.voicemail_config,
@@ -508,7 +518,7 @@ export class AgentService {
     for (const key of ['description', 'instruction', 'first_message'] as const) {
       if (has(body, key)) out[key] = body[key] ?? '';
     }
-    for (const key of ['voice_id', 'language', 'language_code', 'accent', 'transfer_phone_number', 'transfer_criteria'] as const) {
+    for (const key of ['voice_id', 'language', 'language_code', 'accent', 'transfer_phone_number', 'transfer_criteria', 'recording_disclosure'] as const) {
       if (has(body, key)) out[key] = body[key] ?? null;
     }
     if (has(body, 'can_end_conversation')) out.can_end_conversation = body.can_end_conversation ?? false;
@@ -516,6 +526,7 @@ export class AgentService {
       out.transfer_destinations = (body.transfer_destinations ?? []).map(({ name, phone_number, description }) => ({ name, phone_number, description }));
     if (has(body, 'inbound_setup')) out.inbound_setup = body.inbound_setup ? { url: body.inbound_setup.url } : null;
     if (has(body, 'recording')) out.recording_enabled = body.recording?.enabled ?? false;
+    if (has(body, 'opt_out')) out.opt_out_enabled = body.opt_out?.enabled ?? false;
     if (has(body, 'variable_placeholders')) out.variable_placeholders = (body.variable_placeholders ?? {}) as Record<string, string>;
     if (has(body, 'voicemail_config')) out.voicemail_config = voicemail(body.voicemail_config);
     if (has(body, 'analysis')) out.analysis = analysisSetting(body.analysis);

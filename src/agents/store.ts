@@ -56,6 +56,8 @@ export interface AgentRow {
   /** Per-caller setup of inbound calls (AgentInboundSetup in the contract). */
   inbound_setup: { url: string } | null;
   recording_enabled: boolean;
+  opt_out_enabled: boolean;
+  recording_disclosure: string | null;
   variable_placeholders: Record<string, string>;
   voicemail_config: VoicemailStored | null;
   provider_a_config: ProviderAStored | null;

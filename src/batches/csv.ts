@@ -5,8 +5,8 @@
  * recipients that parsed. Row numbers are file lines as a spreadsheet shows them (header = row 1).
  */
 import { isUtf8 } from 'node:buffer';
-import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
 import { CsvError, parse } from 'csv-parse';
+import { chunks, feed, firstWideRecord, LineCounter, malformedMessage } from '../lib/csv-records.js';
 import { findNul } from '../lib/nul.js';
 import type { RecipientInput, RowProblem } from './recipients.js';
 
@@ -33,11 +33,7 @@ const DEFAULT_MAX_VARIABLES = 100;
 const DEFAULT_MAX_VALUE_LENGTH = 2000;
 /** Problems a refusal lists, as the other list-shaped 422s (ValidationErrorList holds 50). */
 export const MAX_FILE_PROBLEMS = 50;
-const CHUNK_BYTES = 64 * 1024;
 const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
-const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
-const CR = 0x0d;
-const LF = 0x0a;
 
 type Column = { kind: 'to_number' } | { kind: 'first_message' } | { kind: 'variable'; name: string };
 
@@ -143,32 +139,6 @@ function refuse(type: string, message: string): CsvParseResult {
   return { ok: false, problems: [{ type, message, column: null }] };
 }
 
-/** Hands the buffer to the parser in slices, yielding to the event loop between them. */
-async function* chunks(data: Buffer): AsyncGenerator<Buffer, void, undefined> {
-  for (let offset = 0; offset < data.length; offset += CHUNK_BYTES) {
-    yield data.subarray(offset, offset + CHUNK_BYTES);
-    await yieldToEventLoop();
-  }
-}
-
-async function feed(parser: ReturnType<typeof parse>, source: AsyncGenerator<Buffer, void, undefined>): Promise<void> {
-  for await (const chunk of source) {
-    if (parser.destroyed) return;
-    if (!parser.write(chunk)) {
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          parser.off('drain', done);
-          parser.off('close', done);
-          resolve();
-        };
-        parser.on('drain', done);
-        parser.on('close', done);
-      });
-    }
-  }
-  if (!parser.destroyed) parser.end();
-}
-
 function readHeader(record: string[], maxVariables: number): { ok: true; header: Header } | { ok: false; problems: CsvFileProblem[] } {
   const problems: CsvFileProblem[] = [];
   const names = record.map((cell) => cell.trim());
@@ -221,41 +191,6 @@ function readHeader(record: string[], maxVariables: number): { ok: true; header:
   return { ok: true, header: { names, columns, toNumberIndex } };
 }
 
-const QUOTE = 0x22;
-const COMMA = 0x2c;
-const SCAN_SLICE = 1024 * 1024;
-
-/**
- * The first record with more than `maxFields` fields, by its starting line, if any. csv-parse has no
- * limit on the fields of a record (its max_record_size counts field characters, so a row of empty
- * fields passes) and builds each record whole before handing it over: a header of millions of commas
- * would become an array of millions of strings. So the delimiters are counted here first, over the
- * bytes, with the only state that matters for it (inside quotes or not: a doubled quote toggles
- * twice); a file this miscounts is malformed, which csv-parse then reports. Yields between slices.
- */
-async function firstWideRecord(data: Buffer, maxFields: number): Promise<{ line: number } | null> {
-  let quoted = false;
-  let fields = 1;
-  let line = 1;
-  let recordLine = 1;
-  for (let start = 0; start < data.length; start += SCAN_SLICE) {
-    const end = Math.min(data.length, start + SCAN_SLICE);
-    for (let i = start; i < end; i++) {
-      const byte = data[i];
-      if (byte === QUOTE) quoted = !quoted;
-      else if (byte === CR || (byte === LF && data[i - 1] !== CR)) {
-        line++;
-        if (!quoted) {
-          fields = 1;
-          recordLine = line;
-        }
-      } else if (byte === COMMA && !quoted && ++fields > maxFields) return { line: recordLine };
-    }
-    if (end < data.length) await yieldToEventLoop();
-  }
-  return null;
-}
-
 /** A column as the contract names it: `to_number` and `first_message` however the header wrote them. */
 const columnName = (column: Column, name: string) => (column.kind === 'variable' ? name : column.kind);
 
@@ -305,78 +240,4 @@ function exceedsLength(value: string, max: number): boolean {
     if (++count > max) return true;
   }
   return false;
-}
-
-function malformedMessage(err: CsvError, line: number): string {
-  switch (err.code) {
-    case 'CSV_QUOTE_NOT_CLOSED':
-      return `the CSV is malformed: a quoted field in the row starting on line ${line} is never closed`;
-    case 'INVALID_OPENING_QUOTE':
-      return `the CSV is malformed in the row starting on line ${line}: a quote appears inside an unquoted field; wrap the field in double quotes and double every quote inside it`;
-    case 'CSV_INVALID_CLOSING_QUOTE':
-    case 'CSV_NON_TRIMABLE_CHAR_AFTER_CLOSING_QUOTE':
-      return `the CSV is malformed in the row starting on line ${line}: a closing quote is followed by other characters; double every quote inside a quoted field`;
-    default:
-      return `the CSV is malformed in the row starting on line ${line}: ${err.message}`;
-  }
-}
-
-/**
- * Tracks file line numbers from byte offsets. csv-parse's own `info.lines` counts a CRLF inside a
- * quoted field as two lines, so lines are counted here: CRLF, LF and a lone CR each end one line.
- */
-class LineCounter {
-  private offset: number;
-  private line = 1;
-
-  constructor(private readonly data: Buffer) {
-    this.offset = data.subarray(0, BOM.length).equals(BOM) ? BOM.length : 0;
-  }
-
-  /** `end` is csv-parse's `info.bytes` for the record: the offset just past its record delimiter. */
-  recordStartLine(end: number, record: string[]): number {
-    let contentEnd = end;
-    if (contentEnd > this.offset && this.data[contentEnd - 1] === LF) contentEnd--;
-    if (contentEnd > this.offset && this.data[contentEnd - 1] === CR) contentEnd--;
-    const lastLine = this.line + this.breaks(this.offset, contentEnd);
-    this.line = lastLine + this.breaks(contentEnd, end);
-    this.offset = end;
-    let inside = 0;
-    for (const field of record) inside += stringBreaks(field);
-    return lastLine - inside;
-  }
-
-  /** The line of the first non-blank byte after the last record: where a failing record starts. */
-  nextRecordLine(): number {
-    let line = this.line;
-    for (let i = this.offset; i < this.data.length; i++) {
-      const byte = this.data[i];
-      if (byte === LF) {
-        if (this.data[i - 1] !== CR) line++;
-      } else if (byte === CR) {
-        line++;
-      } else if (byte !== 0x20 && byte !== 0x09) {
-        break;
-      }
-    }
-    return line;
-  }
-
-  private breaks(from: number, to: number): number {
-    let count = 0;
-    for (let i = from; i < to; i++) {
-      const byte = this.data[i];
-      if (byte === CR || (byte === LF && this.data[i - 1] !== CR)) count++;
-    }
-    return count;
-  }
-}
-
-function stringBreaks(value: string): number {
-  let count = 0;
-  for (let i = 0; i < value.length; i++) {
-    const code = value.charCodeAt(i);
-    if (code === CR || (code === LF && value.charCodeAt(i - 1) !== CR)) count++;
-  }
-  return count;
 }

@@ -29,6 +29,7 @@ import { isRefusal } from '../calls/refusals.js';
 import type { CallRow } from '../calls/store.js';
 import type { WorkspaceAdmission } from '../workspaces/admission.js';
 import type { DestinationService } from '../destinations/service.js';
+import type { DoNotCallService } from '../do-not-call/service.js';
 import type { BatchCompletedPublisher } from '../webhooks/events.js';
 import { nextOpening } from './calling-window.js';
 import { TERMINAL_BATCH, type BatchRow, type BatchStore, type RecipientRow, type RecipientStatus } from './store.js';
@@ -88,6 +89,7 @@ export class BatchEngine {
     private readonly opts: EngineOptions,
     private readonly log: Logger,
     private readonly destinations: DestinationService,
+    private readonly doNotCall: Pick<DoNotCallService, 'listedAmong'>,
   ) {}
 
   register(): void {
@@ -181,8 +183,10 @@ export class BatchEngine {
       const room = Math.min(batch.concurrency - live, this.opts.chunk, today.remaining ?? Infinity);
       let started = 0;
       let short = false;
+      let skippedMore = false;
       if (room > 0) {
-        const claimed = await this.claimInWindow(trx, batch, now, room);
+        const { callable: claimed, more } = await this.claimCallable(trx, batch, now, room);
+        skippedMore = more;
         const recordingChoice = batch.recording_enabled;
         const callIds = claimed.map(() => newId('call'));
         const ask = this.admission.ask(ready.workspacePlan, this.calls.reservationTerms);
@@ -225,6 +229,8 @@ export class BatchEngine {
       }
       // The chunk filled and the batch has room left: another round at once.
       if (started === this.opts.chunk && batch.concurrency - live > started) return 'more';
+      // Its passes skipped listed numbers until they ran out: the rest of what is due, at once.
+      if (skippedMore && started < room) return 'more';
       const next = await this.store.nextDue(trx, batchId, now);
       if (next) await this.setTimer(trx, batchId, next);
       return 'done';
@@ -232,22 +238,49 @@ export class BatchEngine {
   }
 
   /**
-   * Up to `room` due recipients that may be called now; those outside the calling window wait for it.
-   * A later pass excludes the rows this transaction already claimed: SKIP LOCKED skips other
-   * transactions' locks, not its own, and the claimed rows stay waiting until markDialing.
+   * Up to `room` claimed recipients to dial now. Those whose number is on the workspace's do-not-call
+   * list, as this transaction sees it (so every instance agrees: a number listed anywhere before this
+   * round's check is never dialed), are canceled with `do_not_call` and others claimed in their place.
+   * `more`: the passes ran out while still skipping (due recipients may be left for another round).
    */
-  private async claimInWindow(trx: Knex.Transaction, batch: BatchRow, now: Date, room: number): Promise<RecipientRow[]> {
+  private async claimCallable(trx: Knex.Transaction, batch: BatchRow, now: Date, room: number): Promise<{ callable: RecipientRow[]; more: boolean }> {
+    const callable: RecipientRow[] = [];
+    let more = false;
+    for (let pass = 0; pass < MAX_CLAIM_PASSES && callable.length < room; pass++) {
+      const rows = await this.claimInWindow(
+        trx,
+        batch,
+        now,
+        room - callable.length,
+        callable.map((r) => r.id),
+      );
+      if (!rows.length) {
+        more = false;
+        break;
+      }
+      const listed = await this.doNotCall.listedAmong(batch.workspace_id, [...new Set(rows.map((r) => r.to_number))], trx);
+      const skipped = rows.filter((r) => listed.has(r.to_number)).map((r) => r.id);
+      await this.store.cancelListed(trx, skipped);
+      if (skipped.length) this.log.info({ batchId: batch.id, skipped: skipped.length }, 'batch recipients on the do-not-call list skipped');
+      callable.push(...rows.filter((r) => !listed.has(r.to_number)));
+      more = skipped.length > 0;
+      if (!more) break;
+    }
+    return { callable, more };
+  }
+
+  /**
+   * Up to `room` due recipients that may be called now; those outside the calling window wait for it.
+   * A later pass excludes the rows this transaction already claimed (`except`, and those of earlier
+   * passes): SKIP LOCKED skips other transactions' locks, not its own, and the claimed rows stay
+   * waiting until markDialing.
+   */
+  private async claimInWindow(trx: Knex.Transaction, batch: BatchRow, now: Date, room: number, except: string[]): Promise<RecipientRow[]> {
     const window = batch.calling_window;
-    if (!window) return this.store.claimDue(trx, batch.id, now, room);
+    if (!window) return this.store.claimDue(trx, batch.id, now, room, except);
     const inside: RecipientRow[] = [];
     for (let pass = 0; pass < MAX_CLAIM_PASSES && inside.length < room; pass++) {
-      const rows = await this.store.claimDue(
-        trx,
-        batch.id,
-        now,
-        room - inside.length,
-        inside.map((r) => r.id),
-      );
+      const rows = await this.store.claimDue(trx, batch.id, now, room - inside.length, [...except, ...inside.map((r) => r.id)]);
       if (!rows.length) break;
       const later: Array<{ id: string; at: Date }> = [];
       for (const r of rows) {

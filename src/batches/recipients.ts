@@ -1,7 +1,8 @@
 /**
  * Screening a batch's recipients before anything is stored: numbers are normalized to E.164, and a
- * recipient whose number is invalid, refused by the workspace's destination policy or already listed
- * is skipped with a reason instead of failing the batch. CSV rows that could not be read arrive here
+ * recipient whose number is invalid, refused by the workspace's destination policy, on its
+ * do-not-call list or already listed earlier in the batch is skipped with a reason instead of failing
+ * the batch. CSV rows that could not be read arrive here
  * as problems and are skipped the same way.
  */
 import type { NumberRefusal } from '../destinations/policy.js';
@@ -59,6 +60,8 @@ export function screenRecipients(
   problems: RowProblem[] = [],
   /** The destination policy's check of an E.164 number (src/destinations). */
   screen: (number: string) => NumberRefusal | null = () => null,
+  /** The numbers on the workspace's do-not-call list (src/do-not-call). */
+  doNotCall: ReadonlySet<string> = new Set(),
 ): { accepted: AcceptedRecipient[]; skipped: SkippedItem[] } {
   const accepted: AcceptedRecipient[] = [];
   const skipped: SkippedItem[] = problems.map((p) => ({
@@ -79,6 +82,8 @@ export function screenRecipients(
     } else if (refused) {
       const reason = refused.code === 'destination_type_not_allowed' || refused.code === 'destination_country_not_allowed' ? refused.code : 'invalid_number';
       skipped.push({ ...base, reason, message: `${where(r.index, r.row)}: ${refused.message}` });
+    } else if (doNotCall.has(number)) {
+      skipped.push({ ...base, reason: 'do_not_call', message: `${where(r.index, r.row)}: ${number} is on the workspace's do-not-call list.` });
     } else if (seen.has(number)) {
       skipped.push({ ...base, reason: 'duplicate', message: `${where(r.index, r.row)}: ${number} appears earlier in the list.` });
     } else {

@@ -4,14 +4,13 @@
  * not among the parsed fields.
  */
 import fs from 'node:fs';
-import type { File } from 'formidable';
-import type { Context } from 'koa';
 import type { components } from '../../generated/openapi.js';
 import type { Contract } from '../http/contract.js';
 import { unprocessable } from '../errors/api-error.js';
 import type { Handlers } from '../contract/handlers.js';
 import { workspaceOf } from '../contract/principal.js';
 import { checkContentType } from '../http/router.js';
+import { multipartParts, onlyFile } from '../http/multipart.js';
 import { bodyValidationError } from '../http/validation.js';
 import { refuseNul } from '../http/nul.js';
 import type { Page, PageParams } from '../lib/pagination.js';
@@ -20,21 +19,6 @@ import type { BatchService } from './service.js';
 import type { BatchInput } from './batch-input.js';
 
 type WebhookDelivery = components['schemas']['WebhookDelivery'];
-
-/** The multipart form's text fields and file parts as koa-body left them. */
-function multipart(ctx: Context): { fields: Record<string, string | string[]>; files: Record<string, File | File[]> } {
-  const request = ctx.request as { body?: Record<string, string | string[]>; files?: Record<string, File | File[]> };
-  return { fields: request.body ?? {}, files: request.files ?? {} };
-}
-
-/** The one file part, `file`. */
-function uploadedFile(files: Record<string, File | File[]>): File {
-  for (const key of Object.keys(files)) if (key !== 'file') throw unprocessable('unknown_field', `Unknown file part '${key}'.`, key);
-  const file = Array.isArray(files.file) ? files.file : files.file ? [files.file] : [];
-  if (file.length > 1) throw unprocessable('invalid_value', "Send one file, in the part 'file'.", 'file');
-  if (!file.length) throw unprocessable('missing_field', "Field 'file' is required: send the CSV as the multipart part 'file'.", 'file');
-  return file[0];
-}
 
 export function batchRoutes(
   batches: BatchService,
@@ -52,12 +36,12 @@ export function batchRoutes(
     createBatchFromCsv: async (req) => {
       checkContentType(req.ctx);
       if (!req.ctx.is('multipart/form-data')) throw unprocessable('missing_body', 'Send multipart/form-data with the CSV in the part `file`.', 'file');
-      const { fields, files } = multipart(req.ctx);
+      const { fields, files } = multipartParts(req.ctx);
       const form = readCsvFormFields(fields);
       refuseNul({ body: form });
       // The file part is checked below; a stand-in lets the schema check the text fields.
       if (!validateForm({ ...form, file: '' })) throw bodyValidationError(validateForm.errors ?? [], form);
-      const file = await fs.promises.readFile(uploadedFile(files).filepath);
+      const file = await fs.promises.readFile(onlyFile(files, 'file', 'the CSV').filepath);
       return { status: 201, body: await batches.createFromCsv(workspaceOf(req.auth), form as CsvForm, file) };
     },
     listBatches: async (req) => ({ status: 200, body: await batches.list(workspaceOf(req.auth), req.query) }),

@@ -15,6 +15,7 @@ import { CallTexts, overflowParam } from '../calls/filled-text.js';
 import type { RuntimeAgent } from '../agents/service.js';
 import { overflowMessage } from '../contract/placeholders.js';
 import type { DestinationService } from '../destinations/service.js';
+import type { DoNotCallService } from '../do-not-call/service.js';
 import { isValidTimeZone, windowProblems } from './calling-window.js';
 import { numbersOf, screenRecipients, type RowProblem } from './recipients.js';
 import { MAX_FILE_PROBLEMS, parseRecipientsCsv } from './csv.js';
@@ -54,6 +55,7 @@ export class BatchService {
     private readonly log: Logger,
     private readonly destinations: DestinationService,
     private readonly caps: WorkspaceCaps,
+    private readonly doNotCall: Pick<DoNotCallService, 'listedAmong'>,
   ) {}
 
   /** The workspace's caps, counted under its creation lock in the creating transaction. */
@@ -163,7 +165,9 @@ export class BatchService {
     await this.calls.checkWebhookUrl(input.webhook_url);
     await this.calls.checkBilling(workspaceId);
     const screen = await this.destinations.screenMany(workspaceId, numbersOf(input.recipients));
-    const { accepted, skipped } = screenRecipients(input.recipients, rowProblems, screen);
+    // Skipped before the caps count the batch's recipients; checked again as each is dialed (engine.ts).
+    const listed = await this.doNotCall.listedAmong(workspaceId, [...new Set(numbersOf(input.recipients))]);
+    const { accepted, skipped } = screenRecipients(input.recipients, rowProblems, screen, listed);
     if (!accepted.length) {
       // The list-shaped 422 carries at most 50 problems (ValidationErrorList): the summary and the first 49.
       const detail = skipped

@@ -26,7 +26,7 @@ export interface SkippedItem {
   row: number | null;
   column: string | null;
   to_number: string | null;
-  reason: 'invalid_number' | 'duplicate' | 'invalid_row' | 'invalid_value' | 'destination_type_not_allowed' | 'destination_country_not_allowed';
+  reason: 'invalid_number' | 'duplicate' | 'invalid_row' | 'invalid_value' | 'destination_type_not_allowed' | 'destination_country_not_allowed' | 'do_not_call';
   message: string;
 }
 
@@ -251,6 +251,12 @@ export class BatchStore {
       .min<{ at: Date | null }>('next_attempt_at as at')
       .first();
     return row?.at ?? null;
+  }
+
+  /** Claimed recipients whose number was put on the do-not-call list: they will not be called (`canceled`, `do_not_call`). */
+  async cancelListed(trx: Knex.Transaction, ids: string[]): Promise<void> {
+    if (!ids.length) return;
+    await trx('batch_recipients').whereIn('id', ids).update({ status: 'canceled', last_error: 'do_not_call', next_attempt_at: null, updated_at: trx.fn.now() });
   }
 
   /** Recipients outside the calling window wait for its opening. */

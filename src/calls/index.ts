@@ -23,6 +23,7 @@ import type { DestinationService } from '../destinations/service.js';
 import type { EventPublisher } from '../webhooks/events.js';
 import type { LiveEvents } from '../events/index.js';
 import type { RecordingService } from '../recordings/service.js';
+import type { DoNotCallService } from '../do-not-call/service.js';
 import type { Carriers } from '../carriers/index.js';
 import { CallSignals } from './live/signals.js';
 import { CarrierCallbacks } from './callbacks.js';
@@ -56,6 +57,8 @@ export interface CallsDeps {
   events: EventPublisher;
   liveEvents: LiveEvents;
   recordings: RecordingService;
+  /** The workspace's do-not-call list: calls to listed numbers refused, opt-outs listed. */
+  doNotCall: DoNotCallService;
   outbound: OutboundPolicy;
   webhooks: {
     signingSecrets(workspaceId: string): ReturnType<InboundSetupDeps['signingSecrets']>;
@@ -132,6 +135,7 @@ export function createCalls(d: CallsDeps): Calls {
     inboundSetup,
   );
   service.recordings = d.recordings;
+  service.doNotCall = d.doNotCall;
   const jobs = new CallJobs(store, d.agents, carriers, finaliser, d.jobs, clock, { ...timing, machineDetectionTimeoutS: 30 }, log);
   jobs.register();
   const signals = new CallSignals(d.listener, log);
@@ -161,6 +165,7 @@ export function createCalls(d: CallsDeps): Calls {
       admission: d.admission,
       signals,
       destinations: d.destinations,
+      doNotCall: d.doNotCall,
       recordings: d.recordings,
       live,
     },

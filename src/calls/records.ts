@@ -14,6 +14,12 @@ export type Call = components['schemas']['Call'];
 
 const iso = (d: Date | string | null) => (d === null ? null : new Date(d).toISOString());
 
+/** The person's opt-out during the call, if they asked not to be called again (their number: the one called, or the caller's). */
+function optOutOf(row: CallRow): Call['opt_out'] {
+  if (!row.opted_out_at) return null;
+  return { number: row.direction === 'inbound' ? row.from_number : row.to_number, listed_at: iso(row.opted_out_at) as string };
+}
+
 /** `recording`: the call's recording as the record shows it, null when it has none. */
 export function toCall(row: CallRow, recording: RecordingView | null): Call {
   const terminal = isTerminal(row.status);
@@ -52,6 +58,7 @@ export function toCall(row: CallRow, recording: RecordingView | null): Call {
     ended_at: terminal ? iso(row.ended_at) : null,
     recording: recording?.recording ?? null,
     recording_url: recording?.recording_url ?? null,
+    opt_out: optOutOf(row),
     // The results once written; until then the fields the setting asks for, null.
     ...((terminal ? row.analysis_results : null) ?? pendingResults(row.analysis)),
   };
@@ -61,6 +68,7 @@ export function toCall(row: CallRow, recording: RecordingView | null): Call {
 export function callCompletedFacts(row: CallRow, recording: RecordingView | null): CallCompletedInput {
   return {
     ...(recording ? { recording: recording.recording, recording_url: recording.recording_url } : {}),
+    ...(row.opted_out_at ? { opt_out: optOutOf(row)! } : {}),
     conversation_id: row.id,
     call_sid: row.call_sid,
     agent_id: row.agent_id,

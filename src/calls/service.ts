@@ -31,6 +31,7 @@ import { isRefusal, refusalError, type CallRefusal } from './refusals.js';
 import { carrierAgentId, isTerminal, type CallFilters, type CallRow, type CallStore } from './store.js';
 import { callerIdRefusal } from '../destinations/policy.js';
 import type { DestinationService } from '../destinations/service.js';
+import type { DoNotCallService } from '../do-not-call/service.js';
 
 type CreateRequest = components['schemas']['CallCreateRequest'];
 
@@ -84,6 +85,8 @@ function chooseProvider(carriers: Carriers, agent: RuntimeAgent, asked: Provider
 export class CallService {
   /** Set once recordings exist (src/service.ts): the recording shown with each call. */
   recordings: { viewsOf(ids: string[]): Promise<Map<string, RecordingView>> } | null = null;
+  /** Set once the do-not-call list exists (src/service.ts): a call to a listed number is refused. */
+  doNotCall: Pick<DoNotCallService, 'check'> | null = null;
 
   constructor(
     private readonly store: CallStore,
@@ -234,6 +237,8 @@ export class CallService {
     const overflow = new CallTexts(plan.agent).overflow(body.variables, body.first_message);
     if (overflow) throw overflowError(overflow, body.variables);
     await this.destinations.checkDestination(workspaceId, body.to_number, 'to_number');
+    // Before billing and the slot: a listed number costs the workspace nothing and stores nothing.
+    await this.doNotCall?.check(workspaceId, body.to_number, 'to_number');
     await this.checkWebhookUrl(body.webhook_url);
     const workspace = await this.checkBilling(workspaceId);
     await this.destinations.checkDailyCap(workspaceId);

@@ -76,6 +76,8 @@ export interface CallRow {
   inbound_setup: InboundSetupOutcome | null;
   /** The recording setting in force when the call was created (the call's, its batch's or its agent's). */
   recording_enabled: boolean;
+  /** When the person opted out and the agent's opt-out tool put their number on the do-not-call list. */
+  opted_out_at: Date | null;
   transcript: TranscriptTurn[];
   transcript_truncated: boolean;
   interruption_count: number;

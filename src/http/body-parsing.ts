@@ -1,7 +1,7 @@
 /**
  * Body parsing by the matched operation: none for an operation that takes no body; the large-body
  * operations get their own limits (document uploads, multipart or JSON up to 10 MB each; batch creation, JSON
- * up to 8 MB; the batch CSV upload, multipart up to 8 MB); every other operation the service's default
+ * up to 8 MB; the batch CSV upload, multipart up to 8 MB; the do-not-call import, multipart up to 2 MB); every other operation the service's default
  * parser (BODY_LIMIT_BYTES). formidable writes a file part to a temporary file; every temporary file it
  * opened is removed when the request ends, whatever happened.
  */
@@ -30,6 +30,7 @@ export const LARGE_BODIES: Readonly<Record<string, LargeBody>> = {
   createTextDocument: { maxBytes: 10 * MB, maxFields: 0, what: 'Documents may be at most 10 MB.' },
   createBatch: { maxBytes: 8 * MB, maxFields: 0, what: 'A batch body may be at most 8 MB.' },
   createBatchFromCsv: { maxBytes: 8 * MB, maxFields: 30, what: 'A batch CSV upload may be at most 8 MB.' },
+  importDoNotCallCsv: { maxBytes: 2 * MB, maxFields: 5, what: 'A do-not-call CSV import may be at most 2 MB.' },
 };
 
 const tooLarge = (route: LargeBody, multipart: boolean) => payloadTooLarge(route.what, multipart ? 'file' : null);

@@ -33,6 +33,7 @@ export const idPrefixes = {
   call: 'call',
   batch: 'bat',
   batchRecipient: 'brcp',
+  doNotCall: 'dnc',
   webhook: 'whk',
   webhookDelivery: 'whd',
   event: 'evt',

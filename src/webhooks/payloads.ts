@@ -93,6 +93,8 @@ export function callCompletedPayload(input: CallCompletedInput): CallCompletedEv
     latency_avg_ms: input.latency_avg_ms,
     created_at: iso(input.created_at),
   };
+  // Only a call in which the person opted out says so.
+  if (input.opt_out) payload.opt_out = input.opt_out;
   if (input.tool_calls && input.tool_calls.length > 0) payload.tool_calls = input.tool_calls as CallCompletedEvent['tool_calls'];
   // The structured results of the agent's `analysis` setting: only the parts it asked for.
   if (input.data !== undefined) Object.assign(payload, { data: input.data, data_error: input.data_error ?? null });

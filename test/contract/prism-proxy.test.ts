@@ -351,6 +351,19 @@ describe("every public operation through Prism's validating proxy", () => {
     await send('updateAgent', { token: key, params, body: { sip_config: null }, expect: 200 });
     await send('deleteSipTrunk', { token: key, params: trunkParams, expect: 200 });
 
+    // The do-not-call list: a number added (again: the same entry), found, refused as a call, imported, removed.
+    const listedNumber = sandboxNumber();
+    const entry = await send('addDoNotCallEntry', { token: key, body: { number: listedNumber }, expect: 201 });
+    await send('addDoNotCallEntry', { token: key, body: { number: listedNumber }, expect: 200 });
+    await send('addDoNotCallEntry', { token: key, body: { number: '+12' }, expect: 422 });
+    await send('listDoNotCallEntries', { token: key, query: { number: listedNumber }, expect: 200 });
+    await send('createCall', { token: key, body: { agent_id: agentId, to_number: listedNumber }, expect: 422 });
+    const dncCsv = new FormData();
+    dncCsv.append('file', new Blob([`number\n${sandboxNumber()}\n${listedNumber}\nnot a number\n`], { type: 'text/csv' }), 'do-not-call.csv');
+    await send('importDoNotCallCsv', { token: key, form: dncCsv, expect: 200 });
+    await send('removeDoNotCallEntry', { token: key, params: { entry_id: entry.entry_id }, expect: 200 });
+    await send('removeDoNotCallEntry', { token: key, params: { entry_id: entry.entry_id }, expect: 404 });
+
     // Realtime: a text session, then its record.
     const minted = await send('createRealtimeSession', { token: key, body: { agent_id: agentId, user_id: 'prism-visitor', source: 'text' }, expect: 201 });
     const ws = connect(minted.ws_url);

@@ -62,6 +62,8 @@ describe('agents: create, read, list, delete', () => {
         transfer_destinations: [],
         inbound_setup: null,
         recording: { enabled: false },
+        recording_disclosure: null,
+        opt_out: { enabled: false },
         variable_placeholders: {},
         voicemail_config: null,
         telephony: {

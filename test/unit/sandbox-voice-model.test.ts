@@ -2,7 +2,7 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { buildSetup, openingTurn } from '../../src/voice/gemini-live.js';
 import { bidiUrl, loggableUrl } from '../../src/voice/live-protocol.js';
-import { decide, deriveArguments, roleOf } from '../../src/sandbox/voice/model.js';
+import { OPT_OUT_FAREWELL, afterResponse, decide, deriveArguments, roleOf } from '../../src/sandbox/voice/model.js';
 import type { VoiceSessionConfig } from '../../src/voice/types.js';
 
 const config: VoiceSessionConfig = {
@@ -111,5 +111,22 @@ describe('sandbox model rules', () => {
       text: 'You said: "hi".',
     });
     assert.deepEqual(decide({ ...base, turn: { kind: 'speech', seconds: 1.26 } }), { kind: 'say', text: 'As a shop clerk, I heard 1.3 seconds of speech.' });
+  });
+
+  it('opts out a person who asks not to be called again, before the goodbye rule, only when opt_out is declared (rule 2a)', () => {
+    const withOptOut = { ...base, functions: [...fns, { name: 'opt_out', description: '', parameters: null }] };
+    for (const text of [
+      'Please do not call me again.',
+      "Don't call me again, bye.",
+      'Stop calling me!',
+      'Take me off your list',
+      'remove me from the calling list please',
+    ]) {
+      assert.deepEqual(decide({ ...withOptOut, turn: { kind: 'text', text } }), { kind: 'call', name: 'opt_out', args: {} }, text);
+    }
+    assert.equal(decide({ ...base, turn: { kind: 'text', text: "Don't call me again, bye." } }).kind, 'farewell');
+    assert.equal(decide({ ...withOptOut, turn: { kind: 'text', text: 'Call me again tomorrow.' } }).kind, 'say');
+    assert.equal(afterResponse('opt_out', { result: 'listed' }), OPT_OUT_FAREWELL);
+    assert.equal(afterResponse('opt_out', { error: 'failed' }), 'opt_out returned: {"error":"failed"}');
   });
 });

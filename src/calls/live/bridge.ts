@@ -8,7 +8,9 @@
  * delivered once its mark comes back without a clear in between.
  *
  * The bridge also ends calls: the agent's `end_conversation` (after its goodbye has played) and the
- * built-in `transfer_call` tool, the silence timeout, the maximum call length and the call's
+ * built-in `transfer_call` tool, the built-in `opt_out` tool (the person asked not to be called again:
+ * their number goes on the workspace's do-not-call list, then the agent's confirmation and goodbye
+ * play and the call is hung up), the silence timeout, the maximum call length and the call's
  * reservation of credit and plan minutes running out (each hangs up at the carrier with its end
  * reason), and answering machines: on a machine the caller's audio stops going to the model; after
  * the greeting the agent's voicemail message is spoken (when enabled) and the call hung up once it has
@@ -49,6 +51,7 @@ import { Budget, type BudgetClock, type BudgetFigures } from '../../lib/budget.j
 
 import { chosenDestination, transferDeclaration } from './transfer-tool.js';
 import { dtmfArguments, sendDtmfDeclaration } from './dtmf-tool.js';
+import { OPT_OUT_DONE, optOutDeclaration } from './opt-out-tool.js';
 import { KeypadRuns } from './keypad.js';
 import { dtmfDurationMs, dtmfTonesUlaw } from '../../audio/dtmf.js';
 import { FRAME_BYTES } from '../../carriers/transcode.js';
@@ -95,6 +98,8 @@ export interface CallBridgeDeps {
   log: Logger;
   /** The workspace's destination policy, applied again when the call is transferred (it may have changed since the agent was saved). */
   destinations: { transferRefusal(workspaceId: string, number: string): Promise<NumberRefusal | null> };
+  /** The workspace's do-not-call list, where the `opt_out` tool puts the person's number (null: not set up; the tool is not offered). */
+  doNotCall?: { optOut(workspaceId: string, number: string, callId: string): Promise<unknown> } | null;
   /** Records calls whose recording setting is on (null: recordings are not set up). */
   recordings: RecordingService | null;
   /** The call's live events and opt-in webhooks (null: not set up). */
@@ -185,18 +190,25 @@ export class CallBridge {
     if (this.ws.readyState === this.ws.OPEN) this.ws.send(json);
   }
 
-  /** Opens the voice session and starts the conversation; the agent speaks its first message first. */
+  /**
+   * Opens the voice session and starts the conversation; the agent speaks its first message first,
+   * after the agent's recording disclosure when the call is recorded.
+   */
   async start(): Promise<void> {
     const agent = this.agent;
+    const disclosure = this.call.recording_enabled ? agent.recordingDisclosure : null;
+    const firstMessage = disclosure ? [disclosure, this.call.first_message].filter(Boolean).join(' ') : this.call.first_message;
     const tools = this.deps.tools ? await this.deps.tools.declarations(agent.workspaceId, agent.id).catch(() => []) : [];
     const transferTool = agent.transferDestinations.length ? transferDeclaration(agent.transferDestinations) : null;
     if (transferTool) tools.push(transferTool);
     tools.push(sendDtmfDeclaration);
+    const optOut = agent.optOutEnabled && this.deps.doNotCall ? optOutDeclaration : null;
+    if (optOut) tools.push(optOut);
     let voice;
     try {
       voice = await this.deps.voice.open({
         instruction: this.call.instruction,
-        firstMessage: this.call.first_message,
+        firstMessage,
         voiceId: agent.voiceId,
         language: agent.language,
         languageCode: agent.languageCode,
@@ -221,7 +233,7 @@ export class CallBridge {
         id: this.call.id,
         workspaceId: agent.workspaceId,
         agentId: agent.id,
-        firstMessage: this.call.first_message,
+        firstMessage,
         textMode: false,
         externalLatency: true,
         live: this.deps.live?.sink(this.call) ?? null,
@@ -256,6 +268,7 @@ export class CallBridge {
       });
     }
     conversation.addBuiltin({ declaration: sendDtmfDeclaration, run: (args) => this.sendDtmf(args) });
+    if (optOut) conversation.addBuiltin({ declaration: optOut, run: () => this.optOut() });
     this.conversation = conversation;
     for (const frame of this.held.splice(0)) this.toModel(frame, null, false);
     for (const keys of this.heldKeys.splice(0)) this.keysToModel(keys);
@@ -514,9 +527,35 @@ export class CallBridge {
     this.timers.push(setTimeout(() => void this.hangup(), PLAYBACK_WAIT_MS));
   }
 
+  /**
+   * The `opt_out` tool: the person's number (the one called; on an inbound call, the caller's) goes on
+   * the do-not-call list, the call records it, and the call ends after the agent's next turn (its
+   * confirmation and goodbye) has played.
+   */
+  private async optOut(): Promise<{ ok: boolean; result: unknown; error: string | null }> {
+    if (this.finished) return { ok: false, result: null, error: 'The call has ended.' };
+    const call = this.call;
+    const number = call.direction === 'inbound' ? call.from_number : call.to_number;
+    try {
+      await this.deps.doNotCall!.optOut(call.workspace_id, number, call.id);
+      await this.deps.store.update(call.id, { opted_out_at: this.deps.clock.now() });
+    } catch (err) {
+      this.log.error({ err }, 'the person could not be put on the do-not-call list');
+      return { ok: false, result: null, error: 'The number could not be put on the do-not-call list; tell the person it will be done and say goodbye.' };
+    }
+    this.log.info('person opted out; ending the call after the goodbye');
+    this.endAfterNextTurn();
+    return { ok: true, result: OPT_OUT_DONE, error: null };
+  }
+
   private agentEnded(): void {
     this.log.info('agent ended the conversation');
-    // The goodbye's turn completes after end_conversation; hang up once it has played.
+    this.endAfterNextTurn();
+  }
+
+  /** Hangs up once the agent's next turn (its goodbye) has played, or after PLAYBACK_WAIT_MS without one. */
+  private endAfterNextTurn(): void {
+    // The goodbye's turn completes after end_conversation (or the opt-out tool's answer); hang up once it has played.
     this.endReason ??= 'agent_hangup';
     this.awaitingFinalTurn = true;
     this.timers.push(

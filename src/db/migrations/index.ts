@@ -34,6 +34,7 @@ import * as m031 from './031_recording_encoding.js';
 import * as m032 from './032_event_kinds_from_contract.js';
 import * as m033 from './033_credential_invalidations.js';
 import * as m034 from './034_sip_trunks.js';
+import * as m035 from './035_do_not_call.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -72,6 +73,7 @@ const migrations: Array<[string, Migration]> = [
   ['032_event_kinds_from_contract', m032],
   ['033_credential_invalidations', m033],
   ['034_sip_trunks', m034],
+  ['035_do_not_call', m035],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {

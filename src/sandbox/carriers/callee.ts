@@ -50,6 +50,17 @@ export const FRONT_DESK: CalleeScript = [
   { hangup: true },
 ];
 
+/** What the person who does not want calls (0007) says. */
+export const OPT_OUT_REQUEST = 'Please do not call me again.';
+/** The person who answers a number ending in 0007 (unless the test set a script): asks to be taken off the list. */
+export const OPTING_OUT_PERSON: CalleeScript = [
+  { waitForAgent: true },
+  { say: OPT_OUT_REQUEST },
+  { waitForAgent: true },
+  { waitForAgent: true, startWithinMs: 2000 },
+  { hangup: true },
+];
+
 export const MENU_PROMPT = 'Welcome to Acme Dental. To reach the front desk, press 1 then #.';
 /** The keys that get through the phone menu. */
 export const MENU_KEYS = '1#';

@@ -1,6 +1,6 @@
 /** What both simulated carriers share: the number rules, the call plan, and the server's state. */
 import type { CallContext, CallPlan, SimCall } from './call.js';
-import { DEFAULT_PERSON, FRONT_DESK, PIN_CALLER, type CalleeScript } from './callee.js';
+import { DEFAULT_PERSON, FRONT_DESK, OPTING_OUT_PERSON, PIN_CALLER, type CalleeScript } from './callee.js';
 import type { CallOutcome, SandboxProvider } from './records.js';
 
 export const E164 = /^\+[1-9][0-9]{1,14}$/;
@@ -49,7 +49,7 @@ export function outboundPlan(ctx: CarrierContext, to: string, ringTimeoutMs: num
   const callee = calleeOf(to) as CallPlan['callee'];
   return {
     callee,
-    script: ctx.scriptFor(to) ?? (callee === 'menu' ? FRONT_DESK : DEFAULT_PERSON),
+    script: ctx.scriptFor(to) ?? (callee === 'menu' ? FRONT_DESK : to.endsWith('0007') ? OPTING_OUT_PERSON : DEFAULT_PERSON),
     ringMs: ctx.ringMs,
     ringTimeoutMs,
     noAnswerMs: Math.min(ringTimeoutMs, ctx.noAnswerMs ?? Infinity),

@@ -27,6 +27,10 @@
  *         "Sorry, that is not a valid option." and the prompt again; after the third try "Goodbye."
  *         and it hangs up, never having answered as a person. The menu hears keys the way the
  *         carrier carries them: provider_b `send_dtmf`, or tones in the agent audio (provider_a).
+ *   0007  a person who does not want calls answers after ringMs (AMD, if asked, says human): waits
+ *         for the agent's first words, says "Please do not call me again.", waits for the reply (the
+ *         agent's confirmation and goodbye, when it offers the opt-out tool), waits up to 2 s more
+ *         and hangs up (the test's script instead, if it set one).
  *   other a person answers after ringMs (no-answer instead if the ring timeout is shorter); AMD, if
  *         asked, says human 0.8 s in; the person follows the test's script (setScript) or the default:
  *         wait for the agent's first message to finish, say "Hello, this is Sam.", wait for the

@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import type { WebSocket, RawData } from 'ws';
 import { rms } from '../../audio/pcm16.js';
 import { INPUT_BYTES_PER_MS, OUTPUT_AUDIO_MIME, type LiveClientMessage } from '../../voice/live-protocol.js';
-import { END_CONVERSATION, decide, sayExactly, speechPlaceholder, toolResultSentence, type DeclaredFunction, type UserTurn } from './model.js';
+import { END_CONVERSATION, afterResponse, decide, sayExactly, speechPlaceholder, type DeclaredFunction, type UserTurn } from './model.js';
 import { FRAMES_B64, FRAME_MS } from './speech.js';
 import { decodeSpokenText, spokenTextCutShort } from '../spoken-text.js';
 
@@ -345,7 +345,7 @@ export class SandboxConnection {
     if (!pending || pending.id !== id) return;
     this.pendingCall = null;
     if (pending.name === END_CONVERSATION) this.finishTurn();
-    else this.speakNext(toolResultSentence(pending.name, response));
+    else this.speakNext(afterResponse(pending.name, response));
   }
 
   /** Speaks a whole turn after the one being spoken, if any. */

@@ -4,6 +4,11 @@
  *  1. `say exactly: "<JSON string>"` anywhere in the turn -> that text, verbatim (how a caller makes the
  *     model speak a fixed line, e.g. the agent's first message).
  *  2. "greet the user" -> `Hello! I am <role>. How can I help you today?`
+ *  2a. the person asks not to be called again ("don't call me again", "do not call me again", "never call
+ *     me again", "stop calling me", "take me off your list", "remove me from your list") and `opt_out`
+ *     is declared -> a call of `opt_out` with no arguments; after a successful response (`result`):
+ *     `I have taken your number off our list; you will not be called again. Goodbye!` (after an
+ *     `error`: rule 4's sentence). Before rule 3, so "Don't call me again, bye." opts out.
  *  3. goodbye ("goodbye", "good-bye", "bye") -> `Goodbye! Thank you for talking with <role>.`, then a call of
  *     `end_conversation` when that function is declared.
  *  3a. a phone menu: the turn contains the word "press" and `send_dtmf` is declared -> a call of
@@ -41,6 +46,9 @@ export type ModelAction =
 
 export const END_CONVERSATION = 'end_conversation';
 export const SEND_DTMF = 'send_dtmf';
+export const OPT_OUT = 'opt_out';
+export const OPT_OUT_FAREWELL = 'I have taken your number off our list; you will not be called again. Goodbye!';
+const ASKS_NOT_TO_BE_CALLED = /\b(?:(?:don'?t|do not|never) call me again|stop calling me|(?:take|remove) me (?:off|from) (?:your|the) (?:calling )?list)\b/i;
 
 const KEYPAD_KEYS = '0123456789*#ABCD';
 const KEY_WORDS: Record<string, string> = { pound: '#', hash: '#', star: '*' };
@@ -142,6 +150,7 @@ export function decide(input: { instruction: string; functions: DeclaredFunction
   const exact = sayExactly(text);
   if (exact !== null) return { kind: 'say', text: exact };
   if (/\bgreet the user\b/i.test(text)) return { kind: 'say', text: `Hello! I am ${role}. How can I help you today?` };
+  if (ASKS_NOT_TO_BE_CALLED.test(text) && input.functions.some((f) => f.name === OPT_OUT)) return { kind: 'call', name: OPT_OUT, args: {} };
   if (/\b(good-?bye|bye)\b/i.test(text)) {
     return {
       kind: 'farewell',
@@ -162,6 +171,12 @@ export function decide(input: { instruction: string; functions: DeclaredFunction
     };
   }
   return { kind: 'say', text: `As ${role}, I heard: "${text.trim()}".` };
+}
+
+/** What the model says once a function's response arrives: rule 2a's farewell after a listed opt-out, else rule 4's sentence. */
+export function afterResponse(name: string, response: unknown): string {
+  const ok = response !== null && typeof response === 'object' && 'result' in response;
+  return name === OPT_OUT && ok ? OPT_OUT_FAREWELL : toolResultSentence(name, response);
 }
 
 export function toolResultSentence(name: string, response: unknown): string {
