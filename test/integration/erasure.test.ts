@@ -14,7 +14,8 @@ import knexFactory, { type Knex } from 'knex';
 import pino from 'pino';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
-import { bearer, fixture, waitFor } from '../helpers/realtime.js';
+import { bearer, connect, createAgent, fixture, mintSession, waitFor } from '../helpers/realtime.js';
+import { sessionRecord } from '../helpers/recordings.js';
 import { FAST_CALLS, createPhoneAgent, getCall, placeCall, sandboxNumber, waitForCall } from '../helpers/calls.js';
 import { startReceiver, type Receiver } from '../helpers/webhooks.js';
 import type { SandboxCarriers } from '../../src/sandbox/carriers/server.js';
@@ -154,6 +155,38 @@ describe('erasing a call', () => {
     const foreign = await t.http.delete(`/api/v1/calls/${live.call_id}`).set(bearer(other.apiKey));
     assert.equal(foreign.status, 403);
     assert.equal((await getCall(t, tn, live.call_id)).erased_at, null);
+  });
+});
+
+describe('erasing a web session', () => {
+  it('a live session is refused; once finished only its tombstone is left', async () => {
+    const agentId = await createAgent(t, tn, { instruction: 'You are the receptionist of Acme Dental.', first_message: 'Hi! Ask me anything.' });
+    const c = connect((await mintSession(t, tn, agentId, 'text', 'visitor-erase')).ws_url);
+    const sessionId = String((await c.next('session_started')).session_id);
+    await c.next('text');
+    await c.next('turn_complete');
+    c.sendFrame('text/plain', Buffer.from('What are your opening hours on Saturday?').toString('base64'));
+    await c.next('text');
+    await c.next('turn_complete');
+    const live = await t.http.delete(`/api/v1/realtime/conversations/${sessionId}`).set(bearer(tn.apiKey));
+    assert.equal(live.status, 409);
+    assert.equal(live.body.error.code, 'conversation_live');
+    await c.close();
+    const record = await sessionRecord(t, tn, sessionId);
+    assert.equal(record.erased_at, null);
+    assert.ok(record.transcript.length > 0);
+    const del = await t.http.delete(`/api/v1/realtime/conversations/${sessionId}`).set(bearer(tn.apiKey));
+    assert.equal(del.status, 200, JSON.stringify(del.body));
+    assert.ok(del.body.erased_at);
+    assert.deepEqual([del.body.transcript, del.body.summary, del.body.first_message, del.body.message_count], [[], null, null, 0]);
+    assert.deepEqual([del.body.user_id, del.body.duration, del.body.status], [record.user_id, record.duration, record.status]);
+    assert.deepEqual((await rowsHolding(t.service.db.knex, sessionId)).filter((r) => !KEPT.has(r.table) && r.table !== 'realtime_conversations'), []);
+    const stream = await t.http.get(`/api/v1/realtime/conversations/${sessionId}/events`).set(bearer(tn.apiKey));
+    assert.equal(stream.status, 404);
+    assert.equal(stream.body.error.code, 'conversation_erased');
+    const unknown = await t.http.delete('/api/v1/realtime/conversations/conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2').set(bearer(tn.apiKey));
+    assert.equal(unknown.status, 404);
+    assert.equal(unknown.body.error.code, 'conversation_not_found');
   });
 });
 
