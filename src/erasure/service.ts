@@ -59,7 +59,8 @@ export class ErasureService {
     const outcome = await this.run(kind.table, workspaceId, id);
     if (outcome === 'not_found') throw kind.notFound(id);
     if (outcome === 'other_workspace') throw otherWorkspace(kind.noun);
-    if (outcome === 'live') throw conflict('conversation_live', `The ${kind.noun} is still live; erase it once it has ended${kind.table === 'calls' ? ' (hang it up first)' : ''}.`);
+    if (outcome === 'live')
+      throw conflict('conversation_live', `The ${kind.noun} is still live; erase it once it has ended${kind.table === 'calls' ? ' (hang it up first)' : ''}.`);
     if (outcome === 'erased') this.log.info({ conversationId: id, workspaceId }, 'conversation erased');
   }
 

@@ -58,7 +58,10 @@ export class ErasureStore {
    * rest. A web session's live row (admitted, not yet finalised) makes it `live`.
    */
   async erase(table: ConversationTable, workspaceId: string | null, id: string, at: Date, trx: Knex.Transaction): Promise<EraseOutcome> {
-    const row = await trx(table).where({ id }).forUpdate().first('workspace_id', 'erased_at', ...(table === 'calls' ? ['status'] : []));
+    const row = await trx(table)
+      .where({ id })
+      .forUpdate()
+      .first('workspace_id', 'erased_at', ...(table === 'calls' ? ['status'] : []));
     if (!row) {
       if (table === 'realtime_conversations') {
         const live = await trx('realtime_live_sessions').where({ id }).first('workspace_id');
@@ -79,10 +82,7 @@ export class ErasureStore {
     await trx('webhook_deliveries').where({ workspace_id: ws, call_id: id }).delete();
     await trx('webhook_events').where({ workspace_id: ws, call_id: id }).delete();
     // A create's idempotent reply carries the call's variables and first message (kept IDEMPOTENCY_TTL_MS).
-    await trx('idempotency_keys')
-      .where({ scope: ws })
-      .andWhereRaw(`response_body->>'call_id' = ?`, [id])
-      .delete();
+    await trx('idempotency_keys').where({ scope: ws }).andWhereRaw(`response_body->>'call_id' = ?`, [id]).delete();
     return 'erased';
   }
 

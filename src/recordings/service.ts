@@ -246,7 +246,8 @@ export class RecordingService {
     const [row] = (await trx('recordings').where({ conversation_id: conversationId }).delete().returning(['id', 'workspace_id', 'chunks'])) as RecordingRow[];
     if (!row || !row.chunks) return async () => undefined;
     const keys = Array.from({ length: row.chunks }, (_, seq) => ({ workspaceId: row.workspace_id, recordingId: row.id, seq }));
-    return () => this.storage.remove(keys).catch((err) => this.log.warn({ err: (err as Error).message, recordingId: row.id }, 'erased recording objects not removed'));
+    return () =>
+      this.storage.remove(keys).catch((err) => this.log.warn({ err: (err as Error).message, recordingId: row.id }, 'erased recording objects not removed'));
   }
 
   /** Removes every recording past its workspace's retention; returns how many. */

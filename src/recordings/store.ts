@@ -133,7 +133,11 @@ export class RecordingStore {
     const row = await this.knex('workspaces')
       .where({ id: workspaceId })
       .first('recording_retention_days', 'transcript_retention_days', 'recording_settings_updated_at');
-    return { days: row?.recording_retention_days ?? null, transcriptDays: row?.transcript_retention_days ?? null, updatedAt: row?.recording_settings_updated_at ?? null };
+    return {
+      days: row?.recording_retention_days ?? null,
+      transcriptDays: row?.transcript_retention_days ?? null,
+      updatedAt: row?.recording_settings_updated_at ?? null,
+    };
   }
 
   /** Sets the rules given (a key left out keeps its value). */

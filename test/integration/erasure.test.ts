@@ -4,14 +4,12 @@
  * column of every table, so a table added later is covered) then finds the call's id only in its
  * tombstone and in the rows billing and its batch keep; its recording links answer 404 and its event
  * stream 404 `conversation_erased`. A live call is refused (409) and nothing changes; the workspace's
- * transcript retention erases through its job on a clock moved forward; an erasure racing the
- * finalisation from a second connection pool (another instance's) never leaves content beside a
- * tombstone. Every answer is checked against the contract.
+ * transcript retention erases through its job on a clock moved forward; erasures sent to a second
+ * instance while the first finalises the call never leave content beside a tombstone. Every answer is checked against the contract.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import knexFactory, { type Knex } from 'knex';
-import pino from 'pino';
+import type { Knex } from 'knex';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer, connect, createAgent, fixture, mintSession, waitFor } from '../helpers/realtime.js';
@@ -19,9 +17,7 @@ import { sessionRecord } from '../helpers/recordings.js';
 import { FAST_CALLS, createPhoneAgent, getCall, placeCall, sandboxNumber, waitForCall } from '../helpers/calls.js';
 import { startReceiver, type Receiver } from '../helpers/webhooks.js';
 import type { SandboxCarriers } from '../../src/sandbox/carriers/server.js';
-import { ErasureService, TRANSCRIPT_RETENTION_JOB } from '../../src/erasure/service.js';
-import { ErasureStore } from '../../src/erasure/store.js';
-import { callNotFound } from '../../src/calls/service.js';
+import { TRANSCRIPT_RETENTION_JOB } from '../../src/erasure/service.js';
 
 let offsetMs = 0;
 const movedClock = { now: () => new Date(Date.now() + offsetMs) };
@@ -130,7 +126,11 @@ describe('erasing a call', () => {
     const stream = await t.http.get(`/api/v1/calls/${callId}/events`).set(bearer(tn.apiKey));
     assert.equal(stream.status, 404);
     assert.equal(stream.body.error.code, 'conversation_erased');
-    assert.deepEqual((await rowsHolding(knex, callId)).filter((r) => !KEPT.has(r.table)), [], 'reading it wrote nothing back');
+    assert.deepEqual(
+      (await rowsHolding(knex, callId)).filter((r) => !KEPT.has(r.table)),
+      [],
+      'reading it wrote nothing back',
+    );
 
     const again = await t.http.delete(`/api/v1/calls/${callId}`).set(bearer(tn.apiKey));
     assert.equal(again.status, 200);
@@ -180,7 +180,10 @@ describe('erasing a web session', () => {
     assert.ok(del.body.erased_at);
     assert.deepEqual([del.body.transcript, del.body.summary, del.body.first_message, del.body.message_count], [[], null, null, 0]);
     assert.deepEqual([del.body.user_id, del.body.duration, del.body.status], [record.user_id, record.duration, record.status]);
-    assert.deepEqual((await rowsHolding(t.service.db.knex, sessionId)).filter((r) => !KEPT.has(r.table) && r.table !== 'realtime_conversations'), []);
+    assert.deepEqual(
+      (await rowsHolding(t.service.db.knex, sessionId)).filter((r) => !KEPT.has(r.table) && r.table !== 'realtime_conversations'),
+      [],
+    );
     const stream = await t.http.get(`/api/v1/realtime/conversations/${sessionId}/events`).set(bearer(tn.apiKey));
     assert.equal(stream.status, 404);
     assert.equal(stream.body.error.code, 'conversation_erased');
@@ -214,12 +217,19 @@ describe('transcript retention', () => {
     offsetMs += 3 * 86_400_000;
     try {
       await t.service.jobs.add(TRANSCRIPT_RETENTION_JOB, {}, { runAt: new Date() });
-      const erased = await waitFor(async () => {
-        const c = await getCall(t, tn, callId);
-        return c.erased_at ? c : null;
-      }, 20_000, 'the retention job');
+      const erased = await waitFor(
+        async () => {
+          const c = await getCall(t, tn, callId);
+          return c.erased_at ? c : null;
+        },
+        20_000,
+        'the retention job',
+      );
       assert.deepEqual(erased.transcript, []);
-      assert.deepEqual((await rowsHolding(t.service.db.knex, callId)).filter((r) => !KEPT.has(r.table)), []);
+      assert.deepEqual(
+        (await rowsHolding(t.service.db.knex, callId)).filter((r) => !KEPT.has(r.table)),
+        [],
+      );
     } finally {
       offsetMs -= 3 * 86_400_000;
       await t.http.patch('/api/v1/workspace/recording-settings').set(bearer(tn.apiKey)).send({ transcript_retention_days: null });
@@ -228,39 +238,40 @@ describe('transcript retention', () => {
 });
 
 describe('an erasure racing the finalisation on another instance', () => {
-  let other: Knex;
-  before(() => {
-    other = knexFactory({ client: 'pg', connection: t.service.db.url, pool: { min: 0, max: 4 } });
+  /** A second instance on the same database. */
+  let t2: TestService;
+  before(async () => {
+    t2 = await startTestService({ ...FAST_CALLS, DATABASE_URL: t.service.db.url });
   });
   after(async () => {
-    await other.destroy();
+    await t2.close();
   });
 
-  it('never leaves content beside a tombstone: refused while live, erased whole once terminal', async () => {
-    // The second instance's erasure: its own pool, clock and recordings as the first's.
-    const erasure = new ErasureService(new ErasureStore(other), t.service.recordings, movedClock, { retentionSweepMs: 60_000 }, pino({ level: 'silent' }));
-    const kind = { table: 'calls' as const, noun: 'call', notFound: callNotFound };
+  it('never leaves content beside a tombstone: refused while live (analysis included), erased whole once terminal', async () => {
     const callId = await recordedCall('7104');
-    const outcomes: string[] = [];
-    // Erasure attempts back to back while the call talks, ends and is finalised by this instance.
+    const answers: number[] = [];
+    // Erasures sent back to back to the second instance while the first runs the call, ends it,
+    // analyses it and writes its terminal transaction.
     for (;;) {
-      try {
-        await erasure.erase(kind, tn.workspaceId, callId);
-        outcomes.push('erased');
-        break;
-      } catch (err) {
-        const code = (err as { code?: string }).code;
-        assert.equal(code, 'conversation_live', String(err));
-        outcomes.push(code);
-      }
+      const res = await t2.http.delete(`/api/v1/calls/${callId}`).set(bearer(tn.apiKey));
+      answers.push(res.status);
+      if (res.status === 200) break;
+      assert.equal(res.status, 409, JSON.stringify(res.body));
+      assert.equal(res.body.error.code, 'conversation_live');
+      const stored = await t.service.db.knex('calls').where({ id: callId }).first('erased_at');
+      assert.equal(stored.erased_at, null, 'a refusal changes nothing');
     }
-    assert.equal(outcomes.at(-1), 'erased');
+    assert.ok(answers.length > 1, 'the call was live when the erasures began');
     const call = await getCall(t, tn, callId);
     assert.ok(call.erased_at);
     assert.ok(['completed', 'failed', 'no_answer', 'busy', 'voicemail', 'canceled'].includes(call.status), 'erased only once terminal');
-    // Whatever the finalisation wrote came before the erasure: nothing of it is left or written after.
-    await receiver.waitFor(receiver.requests.length, 1000).catch(() => undefined);
-    assert.deepEqual((await rowsHolding(t.service.db.knex, callId)).filter((r) => !KEPT.has(r.table)), []);
     assert.deepEqual(call.transcript, []);
+    assert.equal(call.summary, null);
+    // The finalisation committed before the erasure and nothing writes after it: only the tombstone is left.
+    assert.deepEqual(
+      (await rowsHolding(t.service.db.knex, callId)).filter((r) => !KEPT.has(r.table)),
+      [],
+    );
+    assert.deepEqual(await getCall(t2, tn, callId), call, 'both instances read the same tombstone');
   });
 });
