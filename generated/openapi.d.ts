@@ -5085,7 +5085,7 @@ export interface components {
              *     `unanswered_questions` empty, `message_count` 0, `variables` `{}`, `first_message`, `summary`,
              *     `sentiment`, `goal_met`, `needs_review`, `inbound_setup`, `recording` and `recording_url` null,
              *     and no `data`/`success` fields; what billing and usage need (agent, numbers, status, end reason,
-             *     duration, cost, times) is kept.
+             *     duration, cost, times) is kept, and `opt_out` (the person's wish outlives the content).
              */
             erased_at: string | null;
         };

@@ -59,8 +59,11 @@ async function rowsHolding(knex: Knex, id: string): Promise<Array<{ table: strin
   return found;
 }
 
-/** What the walk may find of an erased call: its tombstone and the billing and batch rows that name it. */
-const KEPT = new Set(['calls', 'usage_records', 'batch_recipients']);
+/**
+ * What the walk may find of an erased call: its tombstone, the billing and batch rows that name it, and
+ * a do-not-call entry made in it (the person's wish outlives the call's content).
+ */
+const KEPT = new Set(['calls', 'usage_records', 'batch_recipients', 'do_not_call_entries']);
 
 async function recordedCall(suffix: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}) {
   const agentId = await createPhoneAgent(t, tn, 'provider_a', { recording: { enabled: true } });
