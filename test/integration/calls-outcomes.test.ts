@@ -116,6 +116,8 @@ for (const provider of PROVIDERS) {
         recording_url: _recUrl,
         // The record's own: null until the call is erased (erasure.test.ts).
         erased_at: _erased,
+        // Null on the record of a call without an opt-out; absent from its event (privacy-dnc's rule).
+        opt_out: _optOut,
         ...shared
       } = call;
       assert.equal(call.recording, null);
