@@ -44,6 +44,8 @@ export const errorCatalogue = {
   recording_not_found: { statuses: [404], meaning: "The conversation has no recording; the message gives the reason (`not_enabled`: its recording setting was off; `not_started`: no audio was exchanged yet or ever; `deleted`; `expired`: removed by the workspace's retention)." },
   recording_url_expired: { statuses: [403], meaning: "A recording link past its expiry; fetch the call (or the web session's record) again for a fresh `recording_url`." },
   recording_in_progress: { statuses: [409], meaning: "The recording is still being written (its call or web session is live); delete it once the conversation has ended." },
+  conversation_live: { statuses: [409], meaning: "The call or web session is still live; erase it once it has ended (hang a call up first)." },
+  conversation_erased: { statuses: [404], meaning: "The conversation was erased (by request or by the workspace's `transcript_retention_days`): its live events are gone; its record is the tombstone (`erased_at`)." },
   range_not_satisfiable: { statuses: [416], meaning: "The `Range` header asks for bytes the file does not have (or is malformed beyond use)." },
   call_already_ended: { statuses: [409], meaning: "The call has already ended." },
   call_stream_connected: { statuses: [409], meaning: "The call already has its media stream; no second stream token is given (a carrier voice webhook asked again, or was replayed, once media had started)." },

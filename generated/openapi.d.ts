@@ -948,7 +948,26 @@ export interface paths {
         get: operations["getCall"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Erase a call
+         * @description Erases what the call holds about the people in it, for good: its transcript, tool-call records,
+         *     post-call analysis (`summary`, `sentiment`, `goal_met`, `needs_review`, `unanswered_questions`,
+         *     `data`/`success` and their errors), `first_message`, `variables` and `inbound_setup`, its live
+         *     events, the webhook events kept for it and their delivery records (a `call.completed` not yet
+         *     delivered is not sent), and its recording (audio in the database and in object storage). What
+         *     billing and usage need stays as a tombstone: the call's id, agent, batch, direction, provider,
+         *     numbers, status, end reason, duration, cost and times, with `erased_at` set. The answer, and any
+         *     later `getCall` or `listCalls`, is that tombstone: content fields empty (`transcript: []`,
+         *     `tool_calls: []`, `variables: {}`, `unanswered_questions: []`, `message_count: 0`) or null, no
+         *     `data`/`success` fields, `recording: null`. A later recording download, signed link included,
+         *     answers 404 `recording_not_found` (`reason` `deleted`); its event stream answers 404
+         *     `conversation_erased`. Erasing again answers the tombstone again (idempotent). A call still live
+         *     (not yet terminal, its analysis and `call.completed` not yet written) is refused with 409
+         *     `conversation_live`: hang it up first (`POST /calls/{call_id}/hangup`) and erase it once ended.
+         *     The workspace's `transcript_retention_days` (`RecordingSettings`) erases calls the same way when
+         *     they are older than it.
+         */
+        delete: operations["deleteCall"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1035,7 +1054,9 @@ export interface paths {
          * @description The conversation's events as a `text/event-stream`, from its first (or from after
          *     `Last-Event-ID`) until its `end`. Works on any instance of the deployment, whichever one runs
          *     the conversation. Authorised like the GET of the record: another workspace's conversation
-         *     answers 403, an unknown id 404, both before the stream starts and in the error envelope.
+         *     answers 403, an unknown id 404, both before the stream starts and in the error envelope; an
+         *     erased conversation (`erased_at` on its record) has no events left and answers 404
+         *     `conversation_erased`.
          *
          *     **Messages.** Each event is one SSE message:
          *     ```
@@ -1442,7 +1463,7 @@ export interface paths {
         };
         /**
          * Read the workspace's recording rules
-         * @description How long the workspace's recordings are kept (`RecordingSettings`).
+         * @description How long the workspace's recordings, and its conversations' content, are kept (`RecordingSettings`).
          */
         get: operations["getRecordingSettings"];
         put?: never;
@@ -1452,8 +1473,11 @@ export interface paths {
         head?: never;
         /**
          * Change the workspace's recording rules
-         * @description Sets how many days recordings are kept (1 to 3650; `null` for the deployment's default).
-         *     Shortening it makes older recordings expire at the next run of the retention job.
+         * @description Sets how many days recordings are kept (1 to 3650; `null` for the deployment's default), and
+         *     how many days the content of finished calls and web sessions is kept
+         *     (`transcript_retention_days`, 1 to 3650; `null`: until erased by request). Shortening either
+         *     makes older recordings expire, and older conversations erased to their tombstones, at the next
+         *     run of its job.
          */
         patch: operations["updateRecordingSettings"];
         trace?: never;
@@ -1847,7 +1871,21 @@ export interface paths {
         get: operations["getRealtimeConversation"];
         put?: never;
         post?: never;
-        delete?: never;
+        /**
+         * Erase a web session
+         * @description Erases what a finished web session holds about the people in it, for good, as `deleteCall` does
+         *     for a call: its transcript, tool-call records, post-call analysis (`summary`, `sentiment`,
+         *     `goal_met`, `needs_review` become null, `unanswered_questions` empty, no `data`/`success`
+         *     fields), `first_message` and `variables`, its live events, the webhook events kept for it and
+         *     their delivery records, and its recording (database and object storage). The tombstone keeps
+         *     what billing and usage need: id, agent, `user_id`, `source`, status, end reason, duration, cost
+         *     and times, with `erased_at` set; the answer and later reads are that tombstone. A later
+         *     recording download, signed link included, answers 404 `recording_not_found` (`reason`
+         *     `deleted`); its event stream 404 `conversation_erased`. Erasing again answers the tombstone
+         *     again. A session still live (admitted, not yet finalised) is refused with 409
+         *     `conversation_live`; an id that matches no session answers 404 `conversation_not_found`.
+         */
+        delete: operations["deleteRealtimeConversation"];
         options?: never;
         head?: never;
         patch?: never;
@@ -1972,7 +2010,9 @@ export interface paths {
          * @description The conversation's events as a `text/event-stream`, from its first (or from after
          *     `Last-Event-ID`) until its `end`. Works on any instance of the deployment, whichever one runs
          *     the conversation. Authorised like the GET of the record: another workspace's conversation
-         *     answers 403, an unknown id 404, both before the stream starts and in the error envelope.
+         *     answers 403, an unknown id 404, both before the stream starts and in the error envelope; an
+         *     erased conversation (`erased_at` on its record) has no events left and answers 404
+         *     `conversation_erased`.
          *
          *     **Messages.** Each event is one SSE message:
          *     ```
@@ -2872,7 +2912,7 @@ export interface components {
          *     string, so that a code added later does not break a client: handle the codes you know and treat
          *     any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "sip_trunk_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "sip_trunk_in_use" | "sip_number_in_use" | "sip_number_taken" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "number_on_do_not_call_list" | "do_not_call_entry_not_found" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "filled_text_too_long" | "url_not_allowed" | "invalid_cidr" | "invalid_sip_host" | "sip_credentials_incomplete" | "sip_inbound_unprotected" | "sip_outbound_incomplete" | "sip_trunk_limit_reached" | "sip_number_limit_reached" | "sip_number_not_on_trunk" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "sip_trunk_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "sip_trunk_in_use" | "sip_number_in_use" | "sip_number_taken" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "conversation_live" | "conversation_erased" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "number_on_do_not_call_list" | "do_not_call_entry_not_found" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "filled_text_too_long" | "url_not_allowed" | "invalid_cidr" | "invalid_sip_host" | "sip_credentials_incomplete" | "sip_inbound_unprotected" | "sip_outbound_incomplete" | "sip_trunk_limit_reached" | "sip_number_limit_reached" | "sip_number_not_on_trunk" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -5038,6 +5078,16 @@ export interface components {
              * @description When the call ended (hang-up, or the dial attempt's end); null while not terminal.
              */
             ended_at: string | null;
+            /**
+             * Format: date-time
+             * @description When the call's content was erased (`deleteCall`, or the workspace's `transcript_retention_days`);
+             *     `null` while it is kept. An erased call is a tombstone: `transcript`, `tool_calls` and
+             *     `unanswered_questions` empty, `message_count` 0, `variables` `{}`, `first_message`, `summary`,
+             *     `sentiment`, `goal_met`, `needs_review`, `inbound_setup`, `recording` and `recording_url` null,
+             *     and no `data`/`success` fields; what billing and usage need (agent, numbers, status, end reason,
+             *     duration, cost, times) is kept, and `opt_out` (the person's wish outlives the content).
+             */
+            erased_at: string | null;
         };
         /** CallList */
         CallList: {
@@ -5753,7 +5803,8 @@ export interface components {
         };
         /**
          * RecordingSettings
-         * @description The workspace's rules for its recordings. Recordings older than `retention_days` (from their
+         * @description The workspace's retention rules: for its recordings, and for the content of its calls and web
+         *     sessions (`transcript_retention_days`). Recordings older than `retention_days` (from their
          *     `created_at`) are deleted by a background job that runs every hour (`RECORDING_RETENTION_SWEEP_MS`);
          *     asking for one then answers 404 `recording_not_found` with the reason `expired`.
          */
@@ -5762,6 +5813,14 @@ export interface components {
             retention_days: number;
             /** @description `true` when `retention_days` is the deployment's default (`RECORDING_RETENTION_DAYS`, 30 days unless configured). */
             retention_days_default: boolean;
+            /**
+             * @description Days the content of a finished call or web session (transcript, tool-call records, analysis,
+             *     live events, webhook events kept for it) is kept, counted from when it ended; then a background
+             *     job (every `TRANSCRIPT_RETENTION_SWEEP_MS`, an hour unless configured) erases it as
+             *     `deleteCall` does, recording included, leaving the tombstone (`erased_at`). `null` (the default):
+             *     kept until erased by request (the recording still follows `retention_days`).
+             */
+            transcript_retention_days: number | null;
             /**
              * Format: date-time
              * @description When the workspace last changed them; `null` if it never has.
@@ -5775,6 +5834,8 @@ export interface components {
         RecordingSettingsUpdateRequest: {
             /** @description Days a recording is kept (1 to 3650); `null` goes back to the deployment's default. */
             retention_days?: number | null;
+            /** @description Days the content of a finished call or web session is kept (1 to 3650); `null` keeps it until erased by request. */
+            transcript_retention_days?: number | null;
         };
         /**
          * DoNotCallEntry
@@ -6223,7 +6284,8 @@ export interface components {
          *       "user_id": "customer-4821",
          *       "source": "voice",
          *       "end_reason": "client_closed",
-         *       "ended_at": "2026-11-21T23:55:41.000Z"
+         *       "ended_at": "2026-11-21T23:55:41.000Z",
+         *       "erased_at": null
          *     }
          */
         RealtimeConversation: {
@@ -6271,11 +6333,14 @@ export interface components {
              *     in full. `message_count` counts the entries kept.
              */
             transcript_truncated: boolean;
-            /** @description A few sentences on what happened, from post-call analysis; empty when nothing was said. */
-            summary: string;
-            sentiment: components["schemas"]["Sentiment"];
-            goal_met: boolean;
-            needs_review: boolean;
+            /** @description A few sentences on what happened, from post-call analysis; empty when nothing was said; null once erased (`erased_at`). */
+            summary: string | null;
+            /** @description The user's overall sentiment; null once erased (`erased_at`). */
+            sentiment: components["schemas"]["Sentiment"] | null;
+            /** @description Null once erased (`erased_at`). */
+            goal_met: boolean | null;
+            /** @description Null once erased (`erased_at`). */
+            needs_review: boolean | null;
             unanswered_questions: string[];
             interruption_count: number;
             /** @description Average reply latency in milliseconds; 0 when no turn was measured. */
@@ -6365,6 +6430,16 @@ export interface components {
              *     fresh one. Present exactly when `recording` is.
              */
             recording_url?: string;
+            /**
+             * Format: date-time
+             * @description When the session's content was erased (`deleteRealtimeConversation`, or the workspace's
+             *     `transcript_retention_days`); `null` while it is kept. An erased session is a tombstone:
+             *     `transcript` and `unanswered_questions` empty, `message_count` 0, `variables` `{}`,
+             *     `first_message`, `summary`, `sentiment`, `goal_met` and `needs_review` null, and no
+             *     `tool_calls`, `data`/`success` or `recording` fields; what billing and usage need (agent,
+             *     `user_id`, `source`, status, end reason, duration, times) is kept.
+             */
+            erased_at: string | null;
         };
         /** RealtimeConversationList */
         RealtimeConversationList: {
@@ -11284,7 +11359,8 @@ export interface operations {
                      *           "ended_at": "2026-11-21T23:52:06.000Z",
                      *           "recording": null,
                      *           "recording_url": null,
-                     *           "opt_out": null
+                     *           "opt_out": null,
+                     *           "erased_at": null
                      *         }
                      *       ],
                      *       "has_more": false,
@@ -11384,7 +11460,8 @@ export interface operations {
                      *       "ended_at": null,
                      *       "recording": null,
                      *       "recording_url": null,
-                     *       "opt_out": null
+                     *       "opt_out": null,
+                     *       "erased_at": null
                      *     }
                      */
                     "application/json": components["schemas"]["Call"];
@@ -11585,7 +11662,8 @@ export interface operations {
                      *         "created_at": "2026-11-21T23:51:24.000Z"
                      *       },
                      *       "recording_url": "https://voice.example.com/api/v1/calls/call_01JD5Z9K3M4N5P6Q7R8S9T0V1W/recording/download?expires=1795391526&signature=3f1c9a0d2b7e4f6a8c0e1d3b5a7f9e2c4d6b8a0f1e3c5d7b9a2f4e6c8d0b1a3f",
-                     *       "opt_out": null
+                     *       "opt_out": null,
+                     *       "erased_at": null
                      *     }
                      */
                     "application/json": components["schemas"]["Call"];
@@ -11594,6 +11672,97 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteCall: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The call's `call_id` (`call_...`); anything else is refused with 422. */
+                call_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The call's tombstone. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "call_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
+                     *       "conversation_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
+                     *       "call_sid": "CA5f0e2b8d4c6a1e3f7b9d2c4e6a8b0d1f",
+                     *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *       "batch_id": null,
+                     *       "direction": "outbound",
+                     *       "provider": "provider_a",
+                     *       "from_number": "+14155550100",
+                     *       "to_number": "+14155550123",
+                     *       "status": "completed",
+                     *       "first_message": null,
+                     *       "first_message_delivered": true,
+                     *       "variables": {},
+                     *       "duration": 42,
+                     *       "message_count": 0,
+                     *       "transcript_truncated": false,
+                     *       "transcript": [],
+                     *       "summary": null,
+                     *       "sentiment": null,
+                     *       "goal_met": null,
+                     *       "needs_review": null,
+                     *       "unanswered_questions": [],
+                     *       "interruption_count": 1,
+                     *       "latency_avg_ms": 640,
+                     *       "tool_calls": [],
+                     *       "inbound_setup": null,
+                     *       "answered_by": "human",
+                     *       "end_reason": "remote_hangup",
+                     *       "webhook_url": null,
+                     *       "created_at": "2026-11-21T23:51:18.000Z",
+                     *       "answered_at": "2026-11-21T23:51:24.000Z",
+                     *       "ended_at": "2026-11-21T23:52:06.000Z",
+                     *       "recording": null,
+                     *       "recording_url": null,
+                     *       "opt_out": null,
+                     *       "erased_at": "2026-11-22T09:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Call"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The call is still live (`conversation_live`); nothing was erased. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "conflict_error",
+                     *         "code": "conversation_live",
+                     *         "message": "The call is still live (status 'in_progress'); hang it up and erase it once it has ended.",
+                     *         "param": null,
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -11656,7 +11825,8 @@ export interface operations {
                      *       "ended_at": "2026-11-21T23:51:20.000Z",
                      *       "recording": null,
                      *       "recording_url": null,
-                     *       "opt_out": null
+                     *       "opt_out": null,
+                     *       "erased_at": null
                      *     }
                      */
                     "application/json": components["schemas"]["Call"];
@@ -13129,6 +13299,7 @@ export interface operations {
                      * @example {
                      *       "retention_days": 30,
                      *       "retention_days_default": true,
+                     *       "transcript_retention_days": null,
                      *       "updated_at": null
                      *     }
                      */
@@ -13151,7 +13322,8 @@ export interface operations {
             content: {
                 /**
                  * @example {
-                 *       "retention_days": 7
+                 *       "retention_days": 7,
+                 *       "transcript_retention_days": 90
                  *     }
                  */
                 "application/json": components["schemas"]["RecordingSettingsUpdateRequest"];
@@ -13169,6 +13341,7 @@ export interface operations {
                      * @example {
                      *       "retention_days": 7,
                      *       "retention_days_default": false,
+                     *       "transcript_retention_days": 90,
                      *       "updated_at": "2026-11-21T23:51:18.000Z"
                      *     }
                      */
@@ -14199,7 +14372,8 @@ export interface operations {
                      *           "user_id": "customer-4821",
                      *           "source": "text",
                      *           "end_reason": "client_closed",
-                     *           "ended_at": "2026-11-21T23:55:41.000Z"
+                     *           "ended_at": "2026-11-21T23:55:41.000Z",
+                     *           "erased_at": null
                      *         }
                      *       ],
                      *       "has_more": false,
@@ -14294,7 +14468,8 @@ export interface operations {
                      *       "user_id": "customer-4821",
                      *       "source": "voice",
                      *       "end_reason": "client_closed",
-                     *       "ended_at": "2026-11-21T23:55:41.000Z"
+                     *       "ended_at": "2026-11-21T23:55:41.000Z",
+                     *       "erased_at": null
                      *     }
                      */
                     "application/json": components["schemas"]["RealtimeConversation"];
@@ -14316,6 +14491,107 @@ export interface operations {
                      *         "code": "conversation_not_found",
                      *         "message": "No web session conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2.",
                      *         "param": "conversation_id",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteRealtimeConversation: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The session id (`conv_...`, the `conversation_id` of `call.completed`). Any id that matches no session of any workspace answers 404 (one over 255 characters, 422). */
+                conversation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The session's tombstone. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "conversation_id": "conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2",
+                     *       "call_sid": null,
+                     *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                     *       "to_number": null,
+                     *       "provider": "web",
+                     *       "first_message": null,
+                     *       "first_message_delivered": true,
+                     *       "variables": {},
+                     *       "duration": 41,
+                     *       "status": "completed",
+                     *       "message_count": 0,
+                     *       "transcript_truncated": false,
+                     *       "transcript": [],
+                     *       "summary": null,
+                     *       "sentiment": null,
+                     *       "goal_met": null,
+                     *       "needs_review": null,
+                     *       "unanswered_questions": [],
+                     *       "interruption_count": 1,
+                     *       "latency_avg_ms": 690,
+                     *       "created_at": "2026-11-21T23:55:00.000Z",
+                     *       "user_id": "customer-4821",
+                     *       "source": "voice",
+                     *       "end_reason": "client_closed",
+                     *       "ended_at": "2026-11-21T23:55:41.000Z",
+                     *       "erased_at": "2026-11-22T09:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["RealtimeConversation"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /** @description No such session (`conversation_not_found`). */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "not_found_error",
+                     *         "code": "conversation_not_found",
+                     *         "message": "No web session conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2.",
+                     *         "param": "conversation_id",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The session is still live (`conversation_live`); nothing was erased. */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "conflict_error",
+                     *         "code": "conversation_live",
+                     *         "message": "The web session is still live; erase it once it has ended.",
+                     *         "param": null,
                      *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
                      *       }
                      *     }
@@ -14622,7 +14898,8 @@ export interface operations {
                      *       "ended_at": null,
                      *       "recording": null,
                      *       "recording_url": null,
-                     *       "opt_out": null
+                     *       "opt_out": null,
+                     *       "erased_at": null
                      *     }
                      */
                     "application/json": components["schemas"]["Call"];

@@ -425,6 +425,14 @@ export const operations = [
     ]
   },
   {
+    "operationId": "deleteCall",
+    "method": "DELETE",
+    "path": "/api/v1/calls/{call_id}",
+    "tags": [
+      "Calls"
+    ]
+  },
+  {
     "operationId": "hangupCall",
     "method": "POST",
     "path": "/api/v1/calls/{call_id}/hangup",
@@ -691,6 +699,14 @@ export const operations = [
   {
     "operationId": "getRealtimeConversation",
     "method": "GET",
+    "path": "/api/v1/realtime/conversations/{conversation_id}",
+    "tags": [
+      "Realtime"
+    ]
+  },
+  {
+    "operationId": "deleteRealtimeConversation",
+    "method": "DELETE",
     "path": "/api/v1/realtime/conversations/{conversation_id}",
     "tags": [
       "Realtime"

@@ -373,6 +373,8 @@ const schema = z.object({
   RECORDING_RETENTION_DAYS: z.coerce.number().int().min(1).max(3650).default(30),
   /** How often the retention job looks for expired recordings. */
   RECORDING_RETENTION_SWEEP_MS: z.coerce.number().int().min(1000).default(3_600_000),
+  /** How often the transcript retention job erases conversations past their workspace's `transcript_retention_days`. */
+  TRANSCRIPT_RETENTION_SWEEP_MS: z.coerce.number().int().min(10).default(3_600_000),
   /** A carrier's media WebSocket must send its `start` message within this. */
   CALL_STREAM_START_TIMEOUT_MS: z.coerce.number().int().min(1).default(10_000),
   /** One REST request to a carrier. */

@@ -73,10 +73,14 @@ import { recordingStorage } from './recordings/backends.js';
 import { recordingRoutes } from './recordings/routes.js';
 import { callbackUrls, createCarriers, type Carriers } from './carriers/index.js';
 import { createCalls, type Calls } from './calls/index.js';
-import type { CallService } from './calls/service.js';
+import { callNotFound, type CallService } from './calls/service.js';
 import type { CallStore } from './calls/store.js';
 import type { CallFinaliser } from './calls/finaliser.js';
 import type { CallJobs } from './calls/jobs.js';
+import { ErasureService } from './erasure/service.js';
+import { ErasureStore } from './erasure/store.js';
+import { erasureRoutes } from './erasure/routes.js';
+import { conversationNotFound } from './realtime/records.js';
 import { BatchStore } from './batches/store.js';
 import { BatchEngine } from './batches/engine.js';
 import { BatchService } from './batches/service.js';
@@ -129,6 +133,8 @@ export interface RunningService {
   liveEvents: LiveEvents;
   /** Recordings of calls and web sessions: storage, links, retention. */
   recordings: RecordingService;
+  /** Erasure of calls and web sessions (by request and by retention). */
+  erasure: ErasureService;
   /** operationIds that have a handler; the rest answer 501. */
   implemented: string[];
   /**
@@ -365,6 +371,15 @@ export async function startService(
   log.info({ sandbox: [...(sandbox.carriers?.providers ?? [])], sandboxUrl: sandbox.carriers?.server.url }, 'carriers ready');
   const retention = recordings.register(jobs);
   const eventsRetention = liveEvents.register(jobs);
+  // Erasure of calls and web sessions, by request and by the workspaces' transcript retention.
+  const erasure = new ErasureService(
+    new ErasureStore(db.knex),
+    recordings,
+    clock,
+    { retentionSweepMs: config.TRANSCRIPT_RETENTION_SWEEP_MS },
+    log.child({ component: 'erasure' }),
+  );
+  const erasureRetention = erasure.register(jobs);
   const calls = createCalls({
     config,
     knex: db.knex,
@@ -454,10 +469,11 @@ export async function startService(
   );
   const authLimit = new AuthRateLimit(db.knex, { perMinute: config.AUTH_RATE_LIMIT_PER_MINUTE, trustedProxies: config.TRUSTED_PROXIES });
   // A call as its recording's routes see it (recordings know no call).
-  const recordedCall = (row: { id: string; recording_enabled: boolean }) => ({
+  const recordedCall = (row: { id: string; recording_enabled: boolean; erased_at: Date | null }) => ({
     id: row.id,
     kind: 'phone_call' as const,
     recordingEnabled: row.recording_enabled,
+    erased: row.erased_at !== null,
   });
   // Handlers by operationId; operations missing here answer 501.
   const handlers: Handlers = {
@@ -482,6 +498,11 @@ export async function startService(
         any: async (id) => recordedCall(await callService.any(id)),
       },
       realtime.recorded,
+    ),
+    ...erasureRoutes(
+      erasure,
+      { table: 'calls', noun: 'call', notFound: callNotFound, get: (ws, id) => callService.get(ws, id) },
+      { table: 'realtime_conversations', noun: 'web session', notFound: conversationNotFound, get: (ws, id) => realtime.records.get(ws, id) },
     ),
   };
   // A draining instance starts no new conversation: the request did nothing, so the client (or the
@@ -519,6 +540,7 @@ export async function startService(
   // security on its private tables, with no policy for that role); the instance serves all the same.
   await retention.schedule().catch((err) => log.warn({ err: (err as Error).message }, 'the recordings retention job could not be scheduled'));
   await eventsRetention.schedule().catch((err) => log.warn({ err: (err as Error).message }, 'the conversation events retention job could not be scheduled'));
+  await erasureRetention.schedule().catch((err) => log.warn({ err: (err as Error).message }, 'the transcript retention job could not be scheduled'));
   calls.start();
 
   // Connections kept open for MCP tool calls.
@@ -595,6 +617,7 @@ export async function startService(
     telephony: { carriers, media: calls.media, signals: calls.signals },
     jobs,
     recordings,
+    erasure,
     liveEvents,
     implemented: Object.keys(handlers),
     get draining() {

@@ -59,6 +59,7 @@ export function toCall(row: CallRow, recording: RecordingView | null): Call {
     recording: recording?.recording ?? null,
     recording_url: recording?.recording_url ?? null,
     opt_out: optOutOf(row),
+    erased_at: iso(row.erased_at ?? null),
     // The results once written; until then the fields the setting asks for, null.
     ...((terminal ? row.analysis_results : null) ?? pendingResults(row.analysis)),
   };

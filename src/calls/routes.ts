@@ -12,7 +12,7 @@ import type { CarrierCallbacks, CarrierRequest } from './callbacks.js';
 import type { InboundNumbers } from './inbound.js';
 import type { Carriers } from '../carriers/index.js';
 import { exemptWhileAnswering } from '../http/connection-limits.js';
-import { resumeAfter, type LiveEvents } from '../events/index.js';
+import { conversationErased, resumeAfter, type LiveEvents } from '../events/index.js';
 import { isTerminal } from './store.js';
 
 type WebhookDelivery = components['schemas']['WebhookDelivery'];
@@ -72,6 +72,7 @@ export function callEventRoutes(calls: CallService, live: LiveEvents): Handlers 
       const workspaceId = workspaceOf(req.auth);
       const resume = resumeAfter(req.headers['last-event-id'], req.query.last_event_id);
       const call = await calls.owned(workspaceId, req.params.call_id);
+      if (call.erased_at) throw conversationErased(call.id);
       const finished = isTerminal(call.status)
         ? { status: call.status, endReason: call.end_reason, endedAt: new Date(call.ended_at ?? call.updated_at) }
         : null;

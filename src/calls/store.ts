@@ -78,6 +78,8 @@ export interface CallRow {
   recording_enabled: boolean;
   /** When the person opted out and the agent's opt-out tool put their number on the do-not-call list. */
   opted_out_at: Date | null;
+  /** When its content was erased (src/erasure): the row is then a tombstone. */
+  erased_at: Date | null;
   transcript: TranscriptTurn[];
   transcript_truncated: boolean;
   interruption_count: number;

@@ -9,7 +9,7 @@ import type { Readable } from 'node:stream';
 import type { Listener } from '../db/listener.js';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
-import { unprocessable } from '../errors/api-error.js';
+import { notFound, unprocessable } from '../errors/api-error.js';
 import { jobKind, type JobQueue } from '../jobs/queue.js';
 import type { Clock } from '../lib/clock.js';
 import { LiveEventHub, type StreamRequest } from './hub.js';
@@ -46,6 +46,11 @@ const SWEEP_BATCH = 5000;
 export type FinishedConversation = NonNullable<StreamRequest['finished']>;
 
 /** The largest event id: `seq` is a PostgreSQL integer. */
+/** The stream of an erased conversation (src/erasure): its events are gone, and none is written again. */
+export function conversationErased(id: string) {
+  return notFound('conversation_erased', `${id.slice(0, 64)} was erased: it has no events left.`);
+}
+
 export const MAX_EVENT_ID = 2_147_483_647;
 
 /**

@@ -70,6 +70,8 @@ export interface Realtime {
   leases: SlotKeeper;
   /** Web sessions, finished or live, for their recording's routes. */
   recorded: RecordedConversations;
+  /** Finished web sessions' records (their tombstones once erased). */
+  records: ConversationRecords;
   /** The `/ws/{user_id}` WebSocket route, for src/http/upgrades.ts. */
   upgradeRoute: UpgradeRoute;
   /** Starts the ping sweep (the server is used for its port when PUBLIC_BASE_URL is unset). */
@@ -173,13 +175,15 @@ export function createRealtime(d: RealtimeDeps): Realtime {
       sweeping = false;
     }
   };
+  const records = new ConversationRecords(store, d.recordings);
   return {
     routes: {
-      ...realtimeRoutes(service, new ConversationRecords(store, d.recordings), d.contract, c.BODY_LIMIT_BYTES, d.deliveries),
+      ...realtimeRoutes(service, records, d.contract, c.BODY_LIMIT_BYTES, d.deliveries),
       ...(d.live ? conversationEventRoutes(store, d.admission.slots, d.live) : {}),
     },
     store,
     recorded: recordedSessions(store),
+    records,
     gateway,
     leases: d.admission.slots,
     upgradeRoute: gateway.route,

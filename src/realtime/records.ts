@@ -54,6 +54,7 @@ export function sessionCallFacts(row: ConversationRow, recording: RecordingView 
 
 /** The record as the API shows it: its call.completed fields with the same values, plus user_id, source and ended_at. */
 export function toConversation(row: ConversationRow, recording: RecordingView | null): RealtimeConversation {
+  if (row.erased_at) return tombstone(row);
   const { event: _event, ...fields } = callCompletedPayload(sessionCallFacts(row, recording));
   return {
     ...fields,
@@ -61,7 +62,40 @@ export function toConversation(row: ConversationRow, recording: RecordingView | 
     source: row.source,
     end_reason: row.end_reason,
     ended_at: new Date(row.ended_at).toISOString(),
+    erased_at: null,
   } as RealtimeConversation;
+}
+
+/** An erased session (src/erasure): what billing and usage need, its content empty or null. */
+function tombstone(row: ConversationRow): RealtimeConversation {
+  return {
+    conversation_id: row.id,
+    call_sid: null,
+    agent_id: row.agent_id,
+    to_number: null,
+    provider: 'web',
+    first_message: null,
+    first_message_delivered: row.first_message_delivered,
+    variables: {},
+    duration: row.duration,
+    status: row.status,
+    message_count: 0,
+    transcript: [],
+    transcript_truncated: row.transcript_truncated,
+    summary: null,
+    sentiment: null,
+    goal_met: null,
+    needs_review: null,
+    unanswered_questions: [],
+    interruption_count: row.interruption_count,
+    latency_avg_ms: Number(row.latency_avg_ms),
+    created_at: new Date(row.started_at).toISOString(),
+    user_id: row.user_id,
+    source: row.source,
+    end_reason: row.end_reason,
+    ended_at: new Date(row.ended_at).toISOString(),
+    erased_at: new Date(row.erased_at!).toISOString(),
+  };
 }
 
 export class ConversationRecords {
@@ -97,10 +131,11 @@ export function recordedSessions(store: RealtimeStore): RecordedConversations {
     if (!row) throw conversationNotFound(id);
     return row;
   };
-  const recorded = (row: { id: string; recording_enabled: boolean }): RecordedConversation => ({
+  const recorded = (row: { id: string; recording_enabled: boolean; erased_at?: Date | null }): RecordedConversation => ({
     id: row.id,
     kind: 'web_session',
     recordingEnabled: row.recording_enabled,
+    erased: Boolean(row.erased_at),
   });
   return {
     owned: async (workspaceId, id) => {

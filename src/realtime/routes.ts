@@ -15,6 +15,7 @@ import type { components } from '../../generated/openapi.js';
 import { otherWorkspace } from '../errors/api-error.js';
 import { resumeAfter, type LiveEvents } from '../events/index.js';
 import { conversationNotFound } from './records.js';
+import { conversationErased } from '../events/index.js';
 import type { RealtimeStore } from './store.js';
 
 type WebhookDelivery = components['schemas']['WebhookDelivery'];
@@ -76,6 +77,7 @@ export function conversationEventRoutes(store: RealtimeStore, slots: { holder(id
       const owner = liveOwner ?? record?.workspace_id;
       if (!owner) throw conversationNotFound(id);
       if (owner !== workspaceId) throw otherWorkspace('web session');
+      if (record?.erased_at) throw conversationErased(id);
       const finished = record ? { status: record.status, endReason: record.end_reason, endedAt: new Date(record.ended_at) } : null;
       const reply = await live.stream({ workspaceId, conversationId: id, ...resume, finished, credentialId: credentialOf(req.auth) });
       // The contract's body is the stream's text; Koa pipes the stream.

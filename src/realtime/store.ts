@@ -54,6 +54,8 @@ export interface ConversationRow {
   cost_cents: number;
   /** Whether the session was to be recorded (the agent's setting as it started; never for text). */
   recording_enabled: boolean;
+  /** When its content was erased (src/erasure): the row is then a tombstone. */
+  erased_at?: Date | null;
 }
 
 /** What a web session's recording routes need of it, finished or live. */
@@ -61,6 +63,7 @@ export interface RecordedSessionRow {
   id: string;
   workspace_id: string;
   recording_enabled: boolean;
+  erased_at: Date | null;
 }
 
 /** Serialises work of one workspace across every instance on the database (held until the transaction ends). */
@@ -154,8 +157,8 @@ export class RealtimeStore {
   /** A web session finished or still live (one statement: a session being finalised is found either way). */
   async recordedSession(id: string): Promise<RecordedSessionRow | undefined> {
     const { rows } = await this.db.raw<{ rows: RecordedSessionRow[] }>(
-      `select id, workspace_id, recording_enabled from realtime_conversations where id = ?
-       union all select id, workspace_id, recording_enabled from realtime_live_sessions where id = ?
+      `select id, workspace_id, recording_enabled, erased_at from realtime_conversations where id = ?
+       union all select id, workspace_id, recording_enabled, null from realtime_live_sessions where id = ?
        limit 1`,
       [id, id],
     );

@@ -80,6 +80,8 @@ export interface RecordedConversation {
   id: string;
   kind: RecordingKind;
   recordingEnabled: boolean;
+  /** Erased (src/erasure): its recording went with its content. */
+  erased?: boolean;
 }
 
 export interface WavReply {
@@ -172,6 +174,7 @@ export class RecordingService {
 
   /** The conversation's recording as WAV (whole, or the part `range` asks for). */
   async wav(c: RecordedConversation, range: string | undefined): Promise<WavReply> {
+    if (c.erased) throw recordingNotFound(c.id, 'deleted', c.kind);
     const row = await this.store.byConversation(c.id);
     if (!row) throw recordingNotFound(c.id, c.recordingEnabled ? 'not_started' : 'not_enabled', c.kind);
     if (row.status === 'removed') throw recordingNotFound(c.id, row.removed_reason ?? 'deleted', c.kind);
@@ -214,6 +217,7 @@ export class RecordingService {
 
   /** Deletes the recording's audio for good (the row stays, saying why, so a download can tell). */
   async remove(c: RecordedConversation): Promise<void> {
+    if (c.erased) throw recordingNotFound(c.id, 'deleted', c.kind);
     const row = await this.store.byConversation(c.id);
     if (!row) throw recordingNotFound(c.id, c.recordingEnabled ? 'not_started' : 'not_enabled', c.kind);
     if (row.status === 'removed') throw recordingNotFound(c.id, row.removed_reason ?? 'deleted', c.kind);
@@ -231,6 +235,19 @@ export class RecordingService {
     // After the rows: a crash here leaves unreadable objects behind, never an index pointing at nothing.
     await this.storage.remove(keys).catch((err) => this.log.warn({ err: (err as Error).message, recordingId: row.id }, 'recording objects not removed'));
     return true;
+  }
+
+  /**
+   * Erases the conversation's recording in `trx` (its erasure, src/erasure): the row goes with its
+   * chunk index (a foreign key), so a writer still flushing a last chunk fails rather than bringing it
+   * back; returns what removes the chunks' objects, to run once `trx` has committed.
+   */
+  async eraseIn(conversationId: string, trx: Knex.Transaction): Promise<() => Promise<void>> {
+    const [row] = (await trx('recordings').where({ conversation_id: conversationId }).delete().returning(['id', 'workspace_id', 'chunks'])) as RecordingRow[];
+    if (!row || !row.chunks) return async () => undefined;
+    const keys = Array.from({ length: row.chunks }, (_, seq) => ({ workspaceId: row.workspace_id, recordingId: row.id, seq }));
+    return () =>
+      this.storage.remove(keys).catch((err) => this.log.warn({ err: (err as Error).message, recordingId: row.id }, 'erased recording objects not removed'));
   }
 
   /** Removes every recording past its workspace's retention; returns how many. */
@@ -261,12 +278,23 @@ export class RecordingService {
     return {
       retention_days: r.days ?? this.opts.retentionDays,
       retention_days_default: r.days === null,
+      transcript_retention_days: r.transcriptDays,
       updated_at: r.updatedAt ? new Date(r.updatedAt).toISOString() : null,
     };
   }
 
-  async updateSettings(workspaceId: string, body: { retention_days?: number | null }): Promise<RecordingSettings> {
-    if (Object.prototype.hasOwnProperty.call(body, 'retention_days')) await this.store.setRetention(workspaceId, body.retention_days ?? null, this.clock.now());
+  async updateSettings(workspaceId: string, body: { retention_days?: number | null; transcript_retention_days?: number | null }): Promise<RecordingSettings> {
+    const has = (key: string) => Object.prototype.hasOwnProperty.call(body, key);
+    if (has('retention_days') || has('transcript_retention_days')) {
+      await this.store.setRetention(
+        workspaceId,
+        {
+          days: has('retention_days') ? (body.retention_days ?? null) : undefined,
+          transcriptDays: has('transcript_retention_days') ? (body.transcript_retention_days ?? null) : undefined,
+        },
+        this.clock.now(),
+      );
+    }
     return this.settings(workspaceId);
   }
 

@@ -128,12 +128,26 @@ export class RecordingStore {
     return rows.map(num);
   }
 
-  async retention(workspaceId: string): Promise<{ days: number | null; updatedAt: Date | null }> {
-    const row = await this.knex('workspaces').where({ id: workspaceId }).first('recording_retention_days', 'recording_settings_updated_at');
-    return { days: row?.recording_retention_days ?? null, updatedAt: row?.recording_settings_updated_at ?? null };
+  /** The workspace's retention rules: its recordings' days, and its conversations' content's (src/erasure applies those). */
+  async retention(workspaceId: string): Promise<{ days: number | null; transcriptDays: number | null; updatedAt: Date | null }> {
+    const row = await this.knex('workspaces')
+      .where({ id: workspaceId })
+      .first('recording_retention_days', 'transcript_retention_days', 'recording_settings_updated_at');
+    return {
+      days: row?.recording_retention_days ?? null,
+      transcriptDays: row?.transcript_retention_days ?? null,
+      updatedAt: row?.recording_settings_updated_at ?? null,
+    };
   }
 
-  async setRetention(workspaceId: string, days: number | null, at: Date): Promise<void> {
-    await this.knex('workspaces').where({ id: workspaceId }).update({ recording_retention_days: days, recording_settings_updated_at: at });
+  /** Sets the rules given (a key left out keeps its value). */
+  async setRetention(workspaceId: string, change: { days?: number | null; transcriptDays?: number | null }, at: Date): Promise<void> {
+    await this.knex('workspaces')
+      .where({ id: workspaceId })
+      .update({
+        ...(change.days !== undefined ? { recording_retention_days: change.days } : {}),
+        ...(change.transcriptDays !== undefined ? { transcript_retention_days: change.transcriptDays } : {}),
+        recording_settings_updated_at: at,
+      });
   }
 }

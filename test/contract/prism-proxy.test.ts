@@ -279,6 +279,9 @@ describe("every public operation through Prism's validating proxy", () => {
     assert.ok(used.totals.phone.conversations >= 1, 'the ended call counts');
     const limits = await send('getLimits', { token: key, expect: 200 });
     assert.equal(limits.destination_policy.calls_placed_today, 2);
+    // Erased at last: its tombstone.
+    const tombstone = await send('deleteCall', { token: key, params: callParams, expect: 200 });
+    assert.ok(tombstone.erased_at);
 
     // Batches: one paused, resumed and canceled before it starts; one run to its end and retried; one from a CSV.
     const later = new Date(Date.now() + 3600_000).toISOString();
@@ -401,6 +404,7 @@ describe("every public operation through Prism's validating proxy", () => {
     const sessionLink = new URL(recorded.recording_url as string);
     await send('downloadSignedRealtimeConversationRecording', { params: voiceParams, query: Object.fromEntries(sessionLink.searchParams), expect: 200 });
     await send('deleteRealtimeConversationRecording', { token: key, params: voiceParams, expect: 200 });
+    await send('deleteRealtimeConversation', { token: key, params: convParams, expect: 200 });
 
     // Tidy up, and end the session.
     await send('disableInbound', { token: key, params: { ...params, provider: 'provider_a' }, expect: 200 });

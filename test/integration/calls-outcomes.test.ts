@@ -114,6 +114,10 @@ for (const provider of PROVIDERS) {
         // Null on the record of an unrecorded call; absent from its event (recordings.test.ts).
         recording: _rec,
         recording_url: _recUrl,
+        // The record's own: null until the call is erased (erasure.test.ts).
+        erased_at: _erased,
+        // Null on the record of a call without an opt-out; absent from its event (privacy-dnc's rule).
+        opt_out: _optOut,
         ...shared
       } = call;
       assert.equal(call.recording, null);

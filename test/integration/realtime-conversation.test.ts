@@ -361,7 +361,8 @@ describe('reading finished sessions: getRealtimeConversation and listRealtimeCon
     const res = await t.http.get(`/api/v1/realtime/conversations/${sessionId}`).set(bearer(tn.apiKey));
     assert.equal(res.status, 200, JSON.stringify(res.body));
     assert.ok(res.headers['x-request-id']);
-    const { user_id, source, end_reason, ended_at, ...rest } = res.body;
+    const { user_id, source, end_reason, ended_at, erased_at, ...rest } = res.body;
+    assert.equal(erased_at, null, 'kept until erased');
     const { event: kind, ...eventFields } = event;
     assert.equal(kind, 'call.completed');
     assert.deepEqual(rest, eventFields);

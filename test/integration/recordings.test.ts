@@ -269,7 +269,7 @@ describe('download, links, deleting and retention', () => {
   it('recording settings: default retention, a change, a bad value refused without change', async () => {
     const read = await t.http.get('/api/v1/workspace/recording-settings').set(bearer(tn.apiKey));
     assert.equal(read.status, 200);
-    assert.deepEqual(read.body, { retention_days: 30, retention_days_default: true, updated_at: null });
+    assert.deepEqual(read.body, { retention_days: 30, retention_days_default: true, transcript_retention_days: null, updated_at: null });
     for (const bad of [{ retention_days: 0 }, { retention_days: 4000 }, { retention_days: 'week' }, { keep: 3 }]) {
       const res = await t.http.patch('/api/v1/workspace/recording-settings').set(bearer(tn.apiKey)).send(bad);
       assert.equal(res.status, 422, JSON.stringify(bad));

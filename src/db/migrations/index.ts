@@ -35,6 +35,7 @@ import * as m032 from './032_event_kinds_from_contract.js';
 import * as m033 from './033_credential_invalidations.js';
 import * as m034 from './034_sip_trunks.js';
 import * as m035 from './035_do_not_call.js';
+import * as m036 from './036_erasure.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -74,6 +75,7 @@ const migrations: Array<[string, Migration]> = [
   ['033_credential_invalidations', m033],
   ['034_sip_trunks', m034],
   ['035_do_not_call', m035],
+  ['036_erasure', m036],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
