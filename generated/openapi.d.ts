@@ -7565,6 +7565,32 @@ export interface components {
                 "application/json": components["schemas"]["Error"];
             };
         };
+        /**
+         * @description The call's media stream has already started (`call_stream_connected`); no token is given. Every
+         *     carrier callback goes through the carriers' one handler (src/calls/callbacks.ts), so any of them
+         *     that names a live call whose stream is connected (a replayed voice webhook, a repeated incoming-call
+         *     event) is refused this way and changes nothing.
+         */
+        CallStreamConnected: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "type": "conflict_error",
+                 *         "code": "call_stream_connected",
+                 *         "message": "The call already has its media stream.",
+                 *         "param": null,
+                 *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
     };
     parameters: {
         /** @description Page size, 1 to 100. */
@@ -15043,27 +15069,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description The call's media stream has already started (`call_stream_connected`); no token is given. */
-            409: {
-                headers: {
-                    "X-Request-Id": components["headers"]["RequestId"];
-                    [name: string]: unknown;
-                };
-                content: {
-                    /**
-                     * @example {
-                     *       "error": {
-                     *         "type": "conflict_error",
-                     *         "code": "call_stream_connected",
-                     *         "message": "The call already has its media stream.",
-                     *         "param": null,
-                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
-                     *       }
-                     *     }
-                     */
-                    "application/json": components["schemas"]["Error"];
-                };
-            };
+            409: components["responses"]["CallStreamConnected"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
@@ -15133,6 +15139,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            409: components["responses"]["CallStreamConnected"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
@@ -15195,6 +15202,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            409: components["responses"]["CallStreamConnected"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
@@ -15274,6 +15282,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            409: components["responses"]["CallStreamConnected"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];

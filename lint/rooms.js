@@ -26,8 +26,9 @@ export const LAYERS = [
   ['conversation', 'recordings'],
   // Conversations: web sessions and phone calls.
   ['realtime', 'calls'],
-  // Campaigns of calls.
-  ['batches'],
+  // Campaigns of calls; erasure: a finished conversation's erasure and the transcript retention
+  // sweep, across the tables of the rooms below that hold what it said.
+  ['batches', 'erasure'],
 ];
 
 /** Files at the top of src/ that only assemble (they may import any room). */

@@ -63,6 +63,12 @@ class StatusFinder {
     return this.checker.getContextualType(obj)?.aliasSymbol?.getName() === 'Handlers';
   }
 
+  /** The string literals an expression's type holds (a const's literal type, or a union of them). */
+  stringLiterals(node: ts.Node): string[] {
+    const type = this.checker.getTypeAtLocation(node);
+    return (type.isUnion() ? type.types : [type]).filter((t) => t.isStringLiteral()).map((t) => (t as ts.StringLiteralType).value);
+  }
+
   sourceFiles(): ts.SourceFile[] {
     return this.program.getSourceFiles().filter((f) => f.fileName.startsWith(srcDir));
   }
@@ -144,10 +150,18 @@ function position(n: ts.Node): string {
   return `${path.relative(root, file.fileName)}:${file.getLineAndCharacterOfPosition(n.getStart()).line + 1}`;
 }
 
-/** Each handler: the property of a `Handlers` object named by an operationId, and its function. */
+/**
+ * Each handler: the property of a `Handlers` object named by an operationId, and its function. Carrier
+ * callbacks are registered per plug-in (src/calls/routes.ts `carrierCallbackRoutes`: `handlers[operation]
+ * = fn` for each id in a plug-in's `operations`), so the ids of every `operations: [...]` array of
+ * src/carriers/ are handled by the function assigned that way in a function returning `Handlers`.
+ */
 function handlers(finder: StatusFinder, operationIds: Set<string>): Map<string, ts.Node> {
   const out = new Map<string, ts.Node>();
+  const pluginOperations = new Set<string>();
+  let perPlugin: ts.Node | undefined;
   for (const file of finder.sourceFiles()) {
+    const inCarriers = file.fileName.startsWith(path.join(srcDir, 'carriers') + path.sep);
     file.forEachChild(function visit(node): void {
       if ((ts.isPropertyAssignment(node) || ts.isMethodDeclaration(node)) && ts.isObjectLiteralExpression(node.parent) && finder.isHandlers(node.parent)) {
         const name = node.name.getText().replace(/^['"]|['"]$/g, '');
@@ -156,10 +170,38 @@ function handlers(finder: StatusFinder, operationIds: Set<string>): Map<string, 
           out.set(name, ts.isPropertyAssignment(node) ? node.initializer : node);
         }
       }
+      if (inCarriers && ts.isPropertyAssignment(node) && node.name.getText() === 'operations' && ts.isArrayLiteralExpression(node.initializer)) {
+        for (const id of node.initializer.elements.flatMap((e) => finder.stringLiterals(e))) pluginOperations.add(id);
+      }
+      if (
+        ts.isBinaryExpression(node) &&
+        node.operatorToken.kind === ts.SyntaxKind.EqualsToken &&
+        ts.isElementAccessExpression(node.left) &&
+        (ts.isArrowFunction(node.right) || ts.isFunctionExpression(node.right)) &&
+        returnsHandlers(node)
+      ) {
+        assert.ok(!perPlugin, `two per-plug-in handlers: ${position(node)}`);
+        perPlugin = node.right;
+      }
       node.forEachChild(visit);
     });
   }
+  for (const id of pluginOperations) {
+    if (!operationIds.has(id) || out.has(id)) continue;
+    assert.ok(perPlugin, `${id} is a carrier plug-in's operation, and no function registers plug-ins' handlers`);
+    out.set(id, perPlugin);
+  }
   return out;
+}
+
+/** Whether the function `node` is in declares that it returns `Handlers`. */
+function returnsHandlers(node: ts.Node): boolean {
+  for (let n = node.parent; n; n = n.parent) {
+    if (ts.isFunctionDeclaration(n) || ts.isFunctionExpression(n) || ts.isArrowFunction(n) || ts.isMethodDeclaration(n)) {
+      return n.type?.getText() === 'Handlers';
+    }
+  }
+  return false;
 }
 
 describe('statuses a handler can raise', () => {
