@@ -5,8 +5,8 @@
  * recipients that parsed. Row numbers are file lines as a spreadsheet shows them (header = row 1).
  */
 import { isUtf8 } from 'node:buffer';
-import { CsvError, parse } from 'csv-parse';
-import { chunks, feed, firstWideRecord, LineCounter, malformedMessage } from '../lib/csv-records.js';
+import { CsvError } from 'csv-parse';
+import { firstWideRecord, LineCounter, malformedMessage, numberedRecords } from '../lib/csv-records.js';
 import { findNul } from '../lib/nul.js';
 import type { RecipientInput, RowProblem } from './recipients.js';
 
@@ -66,38 +66,12 @@ export async function parseRecipientsCsv(data: Buffer, limits: CsvLimits = {}): 
   }
 
   const lines = new LineCounter(data);
-  // Row numbers are taken as csv-parse produces each record, so that after a parse error they
-  // are current even for records it had produced but this loop had not reached.
-  const rowNumbers: number[] = [];
-  let nextRowNumber = 0;
-  const parser = parse({
-    bom: true,
-    delimiter: ',',
-    relax_column_count: true,
-    skip_empty_lines: true,
-    trim: true,
-    max_record_size: maxRecordSize,
-    on_record: (record: string[], context) => {
-      rowNumbers.push(lines.recordStartLine(context.bytes, record));
-      return record;
-    },
-  });
-  // A failure while feeding surfaces through the parser, and so through the loop below.
-  const feeding = feed(parser, chunks(data)).catch((err: unknown) => {
-    parser.destroy(err instanceof Error ? err : new Error(String(err)));
-  });
-
   let header: Header | undefined;
   let dataRows = 0;
   const recipients: CsvRecipient[] = [];
   const problems: RowProblem[] = [];
   try {
-    for await (const record of parser as AsyncIterable<string[]>) {
-      const row = rowNumbers[nextRowNumber++];
-      if (nextRowNumber === rowNumbers.length) {
-        rowNumbers.length = 0;
-        nextRowNumber = 0;
-      }
+    for await (const { record, line: row } of numberedRecords(data, maxRecordSize, lines)) {
       if (record.every((cell) => cell.trim() === '')) continue;
       if (!header) {
         const read = readHeader(record, maxVariables);
@@ -124,9 +98,6 @@ export async function parseRecipientsCsv(data: Buffer, limits: CsvLimits = {}): 
       return refuse('csv_malformed', malformedMessage(err, lines.nextRecordLine()));
     }
     throw err;
-  } finally {
-    parser.destroy();
-    await feeding;
   }
 
   if (!header) {

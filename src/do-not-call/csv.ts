@@ -6,8 +6,8 @@
  */
 import { isUtf8 } from 'node:buffer';
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import { CsvError, parse } from 'csv-parse';
-import { chunks, feed, firstWideRecord, LineCounter, malformedMessage } from '../lib/csv-records.js';
+import { CsvError } from 'csv-parse';
+import { firstWideRecord, LineCounter, malformedMessage, numberedRecords } from '../lib/csv-records.js';
 import { listedNumber } from './numbers.js';
 
 export const MAX_IMPORT_ROWS = 100_000;
@@ -47,28 +47,13 @@ export async function parseImportCsv(data: Buffer): Promise<ImportParse> {
     );
   }
   const lines = new LineCounter(data);
-  const rowNumbers: number[] = [];
-  const parser = parse({
-    bom: true,
-    delimiter: ',',
-    relax_column_count: true,
-    skip_empty_lines: true,
-    trim: true,
-    max_record_size: MAX_IMPORT_RECORD,
-    on_record: (record: string[], context) => {
-      rowNumbers.push(lines.recordStartLine(context.bytes, record));
-      return record;
-    },
-  });
-  const feeding = feed(parser, chunks(data)).catch((err: unknown) => parser.destroy(err instanceof Error ? err : new Error(String(err))));
   let columns = -1;
   let numberAt = -1;
   const numbers: string[] = [];
   const skipped: SkippedRow[] = [];
   let rows = 0;
   try {
-    for await (const record of parser as AsyncIterable<string[]>) {
-      const row = rowNumbers.shift()!;
+    for await (const { record, line: row } of numberedRecords(data, MAX_IMPORT_RECORD, lines)) {
       if (record.every((cell) => cell === '')) continue;
       if (columns < 0) {
         columns = record.length;
@@ -93,9 +78,6 @@ export async function parseImportCsv(data: Buffer): Promise<ImportParse> {
     }
     if (err instanceof CsvError) return refuse('csv_malformed', malformedMessage(err, lines.nextRecordLine()));
     throw err;
-  } finally {
-    parser.destroy();
-    await feeding;
   }
   if (columns < 0) return refuse('csv_empty', 'the file is empty; the first row must be a header with a number column');
   return { ok: true, rows, numbers, skipped };

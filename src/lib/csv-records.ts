@@ -6,7 +6,7 @@
  * do-not-call import (src/do-not-call/csv.ts).
  */
 import { setImmediate as yieldToEventLoop } from 'node:timers/promises';
-import type { CsvError, parse } from 'csv-parse';
+import { parse, type CsvError } from 'csv-parse';
 
 const CHUNK_BYTES = 64 * 1024;
 const BOM = Buffer.from([0xef, 0xbb, 0xbf]);
@@ -146,4 +146,44 @@ function stringBreaks(value: string): number {
     if (code === CR || (code === LF && value.charCodeAt(i - 1) !== CR)) count++;
   }
   return count;
+}
+
+/**
+ * The file's records, each with the line it starts on (counted as csv-parse produces it, so that after
+ * a parse error `lines.nextRecordLine()` is current even for records produced but not yet read). The
+ * file is fed in slices; a parse error comes out of the iteration; leaving the loop early stops the
+ * parser and waits for the feeding to end.
+ */
+export async function* numberedRecords(data: Buffer, maxRecordSize: number, lines: LineCounter): AsyncGenerator<{ record: string[]; line: number }> {
+  const startLines: number[] = [];
+  let next = 0;
+  const parser = parse({
+    bom: true,
+    delimiter: ',',
+    relax_column_count: true,
+    skip_empty_lines: true,
+    trim: true,
+    max_record_size: maxRecordSize,
+    on_record: (record: string[], context) => {
+      startLines.push(lines.recordStartLine(context.bytes, record));
+      return record;
+    },
+  });
+  // A failure while feeding surfaces through the parser, and so through the loop below.
+  const feeding = feed(parser, chunks(data)).catch((err: unknown) => {
+    parser.destroy(err instanceof Error ? err : new Error(String(err)));
+  });
+  try {
+    for await (const record of parser as AsyncIterable<string[]>) {
+      const line = startLines[next++];
+      if (next === startLines.length) {
+        startLines.length = 0;
+        next = 0;
+      }
+      yield { record, line };
+    }
+  } finally {
+    parser.destroy();
+    await feeding;
+  }
 }
