@@ -196,7 +196,9 @@ export interface paths {
         };
         /**
          * Get an agent
-         * @description Another workspace's agent answers 403; an unknown id answers 404 (`agent_not_found`).
+         * @description Another workspace's agent answers 403; an unknown id answers 404 (`agent_not_found`). The agent
+         *     shown is its draft (`draft_version`, the newest version); `published_version` is what new
+         *     conversations run. The `ETag` names this state for `If-Match` on later writes.
          */
         get: operations["getAgent"];
         put?: never;
@@ -209,7 +211,8 @@ export interface paths {
          *     connections with its tokens close with 4001. The carrier is not called: disable inbound first
          *     to release the number's voice webhook, otherwise inbound calls to it are refused.
          *     Refused with 409 `agent_has_active_batches` while a batch of the agent is scheduled or running
-         *     (cancel it first).
+         *     (cancel it first). The agent's versions go with it. With `If-Match`, only the state named is
+         *     deleted (412 `precondition_failed` when the agent changed since).
          */
         delete: operations["deleteAgent"];
         options?: never;
@@ -232,6 +235,30 @@ export interface paths {
          *     `sip_config.trunk_id` naming no trunk answers 404 `sip_trunk_not_found`).
          */
         patch: operations["updateAgent"];
+        trace?: never;
+    };
+    "/api/v1/voice-catalogue": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the live models, voices and analysis models agents may choose
+         * @description The live models (with what each supports, and the default), the voices (with their languages)
+         *     and the post-call analysis models (with what each supports, and the default) an agent's
+         *     `model`, `voice_id` and `analysis_model` may name. An agent written with another is refused
+         *     with 422 `unknown_model`, `unknown_voice` or `unknown_analysis_model`. The same for every
+         *     workspace of the deployment.
+         */
+        get: operations["getVoiceCatalogue"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v1/agents/{agent_id}/telephony/{provider}/inbound": {
@@ -268,6 +295,117 @@ export interface paths {
          *     answers 502 and changes nothing.
          */
         delete: operations["disableInbound"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/agents/{agent_id}/versions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id (`agt_...`). An id that matches no agent answers 404. */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * List an agent's versions
+         * @description The agent's versions, newest first. Every write to an agent makes the next version (numbered
+         *     from 1 per agent) holding its whole configuration; versions are never changed or removed while
+         *     the agent exists. `starting_after` and `next_cursor` are version numbers. Another workspace's
+         *     agent answers 403; an unknown id answers 404 (`agent_not_found`).
+         */
+        get: operations["listAgentVersions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/agents/{agent_id}/versions/{version}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id (`agt_...`). An id that matches no agent answers 404. */
+                agent_id: string;
+                /** @description The version number (1, 2, ...). A number the agent has no version of answers 404 `agent_version_not_found`. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a version of an agent
+         * @description The version's whole configuration, as the agent resource showed it right after the write that
+         *     made it. Another workspace's agent answers 403; an unknown agent 404 `agent_not_found`, an
+         *     unknown version 404 `agent_version_not_found`.
+         */
+        get: operations["getAgentVersion"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/agents/{agent_id}/versions/{version}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id (`agt_...`). An id that matches no agent answers 404. */
+                agent_id: string;
+                /** @description The version to restore. A number the agent has no version of answers 404 `agent_version_not_found`. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Restore a version as the new draft
+         * @description Makes a new version (`draft_version` + 1) whose configuration is the named version's, as a
+         *     write does: old versions are never edited, so history stays whole. Published at once when the
+         *     agent's `auto_publish` is on, otherwise a draft to publish. Provider credentials, numbers and
+         *     inbound switches, and the SIP binding, are not restored: they stay as they are now (a number is
+         *     answered by one agent at a time, and a rotated credential must not come back). With `If-Match`,
+         *     412 `precondition_failed` when the agent changed since.
+         */
+        post: operations["restoreAgentVersion"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/agents/{agent_id}/publish": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id (`agt_...`). An id that matches no agent answers 404. */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Publish a version of an agent
+         * @description Makes a version the one new calls, batches, inbound calls and web sessions run: the draft
+         *     (`draft_version`) by default, or the `version` named (an older one rolls back). Publishing
+         *     writes no new version. Conversations already running keep the version they started with;
+         *     every instance sharing the database runs the new one from the next conversation on.
+         *     Publishing the version already published changes nothing and answers 200. With `If-Match`,
+         *     412 `precondition_failed` when the agent changed since (a write or another publish).
+         */
+        post: operations["publishAgent"];
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1072,7 +1210,8 @@ export interface paths {
          *     finished utterance with `final: true`; role, text, timestamp), `tool_call` (name and
          *     arguments), `tool_result` (ok, result or error, duration), `interrupted` (the person spoke over
          *     the agent), `transfer` (the agent handed the call to a number: `started`, `failed`), `dtmf`
-         *     (keys pressed by the person or the agent), and `end` (the final record is written: its status
+         *     (keys pressed by the person or the agent), `idle` (nobody spoke for the conversation's
+         *     `conversation.idle.idle_ms`: a reminder said, or the idle hang-up), and `end` (the final record is written: its status
          *     and end reason; read the record with the GET of the conversation).
          *
          *     **Resuming.** Send the last `id` you received as the `Last-Event-ID` header (what browsers'
@@ -1191,7 +1330,7 @@ export interface paths {
          * Create a batch of outbound calls
          * @description Creates an outbound campaign and answers 201 with it: dialing starts at once (`queued`), or at
          *     `scheduled_at` (`scheduled`). Required: `agent_id`, `name` and `recipients` (1 to 10,000);
-         *     `provider` is `provider_a` or `provider_b`. Invalid and duplicate numbers, and numbers the
+         *     `provider` is one of `Provider`'s carriers. Invalid and duplicate numbers, and numbers the
          *     workspace's destination policy refuses (`GET /api/v1/workspace/destination-policy`: a kind or
          *     country it does not allow), and numbers on the workspace's do-not-call list (`do_not_call`, see
          *     `GET /api/v1/do-not-call`; a number listed while the batch runs is skipped from then on: its
@@ -1213,7 +1352,9 @@ export interface paths {
          *     problem at once) for an invalid body and for the rules `provider_required`,
          *     `provider_not_configured`, `from_number_missing`, `invalid_phone_number` and
          *     `caller_id_not_allowed` (the agent's calling number), `url_not_allowed`, `invalid_timezone`,
-         *     `scheduled_too_far` (more than 30 days ahead), `no_valid_recipients`, `filled_text_too_long`
+         *     `scheduled_too_far` (more than 30 days ahead), `no_valid_recipients`, `variable_missing` (a
+         *     recipient leaves a placeholder of the agent's texts or its first message without a value, see
+         *     `VariableValue`; `loc` ends with the variable, one item per such recipient), `filled_text_too_long`
          *     (a recipient's variables or first message would make a filled text of the agent pass its
          *     field's cap, see `VariableValue`; `loc` ends with the variable, one item per such recipient)
          *     and `idempotency_key_reused`, each as a `detail[].type`; 429 at the workspace's caps: batches not
@@ -1272,6 +1413,23 @@ export interface paths {
          *     is the placeholder name, `^[A-Za-z_][A-Za-z0-9_]{0,63}$`). Empty cells leave the variable to the
          *     agent's default. Header names are trimmed; `to_number` and `first_message` match in any case.
          *
+         *     **Conversation columns** set the row's override of the conversation settings
+         *     (`BatchRecipientInput.conversation`: on top of the agent's settings, field by field). A column
+         *     is named for the field's path: `conversation.interruptions`, `conversation.max_duration_seconds`,
+         *     `conversation.turn_detection.start_sensitivity`, `conversation.turn_detection.end_sensitivity`,
+         *     `conversation.turn_detection.silence_ms`, `conversation.turn_detection.prefix_padding_ms`,
+         *     `conversation.idle.idle_ms`, `conversation.idle.reminders`, `conversation.idle.max_reminders`
+         *     and `conversation.idle.goodbye_message` (lower case; any other `conversation.` column is 422
+         *     `csv_invalid_column`). In a row, an empty cell leaves the field out (the agent's is kept); `null`
+         *     gives the field its default (`null` in `conversation.idle.idle_ms`: no idle ladder, with the
+         *     row's other `idle` cells empty); integers are written as digits; `conversation.idle.reminders`
+         *     lists the reminders separated by `|` (`Are you there?|Still here if you need me.`). The cells of
+         *     one group (`turn_detection`, `idle`) make one object, which replaces the agent's whole object as
+         *     it does in JSON. A row whose override the JSON body would refuse refuses the file, nothing
+         *     stored: 422 with the code JSON gives (`invalid_value`, `invalid_type`, `missing_field`), `param`
+         *     `file.<row>.<column>` of the first problem (e.g. `file.3.conversation.max_duration_seconds`) and
+         *     one `detail` item per problem (`loc: ["file", "<row>", "<column>"]`, at most 50).
+         *
          *     **Bad rows** do not fail the upload: a row with the wrong number of fields, an empty or invalid
          *     `to_number`, a number the destination policy refuses, a value over 2,000 characters or a
          *     duplicate number, or a number on the workspace's do-not-call list, is skipped and reported in
@@ -1282,10 +1440,14 @@ export interface paths {
          *     A row whose values would make a filled text of the agent longer than its field's cap (see
          *     `VariableValue`) refuses the file, nothing stored: 422 `filled_text_too_long`, `param` `file`,
          *     one `detail` item per such row (`loc: ["file", "<row>", "<column>"]`, the column of the variable).
+         *     So does a row that leaves a placeholder without a value (an empty cell, or no column, for a
+         *     placeholder with no default): 422 `variable_missing`, `param` `file`, one `detail` item per
+         *     such row (`loc: ["file", "<row>", "<variable>"]`).
          *
-         *     **Limits.** A file has at most 102 columns (`to_number`, `first_message` and 100 variables):
-         *     a header with more is 422 `csv_too_many_columns` listing its problems, and a header or row of
-         *     more than 152 fields is refused unread with that code alone. A row holds at most 204,000
+         *     **Limits.** A file has at most 102 columns (`to_number`, `first_message` and 100 variables
+         *     and conversation columns together): a header with more is 422 `csv_too_many_columns` listing
+         *     its problems, and a header or row of more than 152 fields is refused unread with that code
+         *     alone. A row holds at most 204,000
          *     characters (102 values of 2,000): a longer one is 422 `csv_record_too_large`. A refusal lists
          *     at most the first 50 problems in `detail`. The workspace's caps on open batches and waiting
          *     recipients apply as to `createBatch` (429).
@@ -1504,7 +1666,10 @@ export interface paths {
          *     with `last_error` `do_not_call`, on whichever instance runs the batch). Idempotent: a number
          *     already listed answers 200 with its entry as it was (its source and date unchanged); a new one
          *     201. A number that is not E.164 after removing spaces, dots, dashes and brackets, or that no
-         *     country uses, is 422 `invalid_phone_number`.
+         *     country uses, is 422 `invalid_phone_number`. A workspace's list holds at most
+         *     `DO_NOT_CALL_MAX_ENTRIES` numbers (the deployment's setting, default 2,000,000): a new number past
+         *     it is 422 `do_not_call_list_full` and nothing is listed (an opt-out during a call is listed even
+         *     past it: a person's wish is never refused).
          */
         post: operations["addDoNotCallEntry"];
         delete?: never;
@@ -1537,7 +1702,9 @@ export interface paths {
          *
          *     **Refusals.** A file that cannot be read as a whole (no `number` column, more than 20 columns,
          *     an unclosed quote, not UTF-8, more than 100,000 rows) is 422 with `param` `file` and nothing
-         *     listed; over 2 MB is 413.
+         *     listed; over 2 MB is 413. An import whose new numbers would take the list past its cap
+         *     (`DO_NOT_CALL_MAX_ENTRIES`, default 2,000,000) is 422 `do_not_call_list_full` with `param`
+         *     `file`, and none of its numbers is listed.
          */
         post: operations["importDoNotCallCsv"];
         delete?: never;
@@ -2028,7 +2195,8 @@ export interface paths {
          *     finished utterance with `final: true`; role, text, timestamp), `tool_call` (name and
          *     arguments), `tool_result` (ok, result or error, duration), `interrupted` (the person spoke over
          *     the agent), `transfer` (the agent handed the call to a number: `started`, `failed`), `dtmf`
-         *     (keys pressed by the person or the agent), and `end` (the final record is written: its status
+         *     (keys pressed by the person or the agent), `idle` (nobody spoke for the conversation's
+         *     `conversation.idle.idle_ms`: a reminder said, or the idle hang-up), and `end` (the final record is written: its status
          *     and end reason; read the record with the GET of the conversation).
          *
          *     **Resuming.** Send the last `id` you received as the `Last-Event-ID` header (what browsers'
@@ -2080,14 +2248,17 @@ export interface paths {
          * Ring an agent's inbound number in the sandbox
          * @description A test helper: the sandbox carrier places a call to `to_number` as a person would, so inbound
          *     calls can be tried with no real carrier. The number must be an agent's `phone_number` at
-         *     `provider` with inbound enabled (`POST /api/v1/agents/{agent_id}/telephony/{provider}/inbound`);
+         *     `provider` with inbound enabled (`POST /api/v1/agents/{agent_id}/telephony/{provider}/inbound`;
+         *     for `sip`, the number of an agent's `sip_config`, on a trunk whose `allowed_sources` list the
+         *     sandbox's SIP far end, which sends the INVITE to the service's SIP port);
          *     the carrier then calls the service's voice webhook exactly as the real one does, the agent
          *     answers, and a simulated caller talks with it for a few turns, says goodbye and hangs up (from a
          *     `from_number` ending in `0006`, it also types a PIN on the keypad: see `from_number`). The
          *     answer is the new inbound call; follow it with `GET /api/v1/calls/{call_id}` or `call.completed`.
          *
          *     Available only while `provider` runs on the sandbox carrier (the default outside production:
-         *     `PROVIDER_A_API_URL` / `PROVIDER_B_API_URL` unset); otherwise 409 `sandbox_not_enabled`. 404
+         *     the carrier's `<PROVIDER>_API_URL` unset; `sip` with `SIP_PORT` set); otherwise 409
+         *     `sandbox_not_enabled`. 404
          *     `no_agent_for_number` when no agent of this workspace takes inbound calls on `to_number` at the
          *     provider; 409 `inbound_call_rejected` when the service refused the call (subscription inactive,
          *     plan minutes or concurrency slots used up: the carrier was told busy).
@@ -2848,10 +3019,11 @@ export interface components {
     schemas: {
         /**
          * Provider
-         * @description A telephony provider (carrier) the service places and receives calls through.
+         * @description A telephony provider (carrier) the service places and receives calls through. `sip`: the
+         *     workspace's own SIP trunk (`/api/v1/sip-trunks`), the one the agent's `sip_config` binds it to.
          * @enum {string}
          */
-        Provider: "provider_a" | "provider_b";
+        Provider: "provider_a" | "provider_b" | "sip";
         /**
          * RealtimeSource
          * @description What a realtime session carries: `voice` (microphone audio), `camera` (audio plus webcam frames),
@@ -2912,7 +3084,7 @@ export interface components {
          *     string, so that a code added later does not break a client: handle the codes you know and treat
          *     any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "sip_trunk_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "agent_has_active_batches" | "sip_trunk_in_use" | "sip_number_in_use" | "sip_number_taken" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "conversation_live" | "conversation_erased" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "number_on_do_not_call_list" | "do_not_call_entry_not_found" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "filled_text_too_long" | "url_not_allowed" | "invalid_cidr" | "invalid_sip_host" | "sip_credentials_incomplete" | "sip_inbound_unprotected" | "sip_outbound_incomplete" | "sip_trunk_limit_reached" | "sip_number_limit_reached" | "sip_number_not_on_trunk" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "agent_version_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "sip_trunk_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "precondition_failed" | "agent_has_active_batches" | "sip_trunk_in_use" | "sip_number_in_use" | "sip_number_taken" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "conversation_live" | "conversation_erased" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "number_on_do_not_call_list" | "do_not_call_list_full" | "do_not_call_entry_not_found" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "filled_text_too_long" | "unknown_model" | "unknown_analysis_model" | "unknown_voice" | "variable_missing" | "url_not_allowed" | "invalid_cidr" | "invalid_sip_host" | "sip_credentials_incomplete" | "sip_inbound_unprotected" | "sip_outbound_incomplete" | "sip_trunk_limit_reached" | "sip_number_limit_reached" | "sip_number_not_on_trunk" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "invalid_redaction_pattern" | "redaction_pattern_too_complex" | "redaction_pattern_name_taken" | "invalid_redaction_country" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -3243,6 +3415,156 @@ export interface components {
             enabled: boolean;
         };
         /**
+         * RedactionEntity
+         * @description A kind of personal data a redaction setting finds in text (each found span becomes
+         *     `[REDACTED:<kind>]`):
+         *     - `phone_number`: a number libphonenumber-js finds in the text and holds valid (its full
+         *       metadata): written with a country code (`+44 20 7946 0958`), or in the national format of the
+         *       setting's `phone_country` (on a phone call without one, the country of the person's number).
+         *     - `email`: `local@domain.tld`.
+         *     - `card_number`: 13 to 19 digits, alone or grouped by single spaces or hyphens, that pass the Luhn
+         *       check (`4111 1111 1111 1111`; a 16-digit number failing the check is left alone).
+         *     - `us_ssn`: a US Social Security number, `123-45-6789` or nine digits, without the numbers never
+         *       issued (area 000, 666 or 900-999, group 00, serial 0000).
+         *     - `uk_ni_number`: a UK National Insurance number, `QQ 12 34 56 C` spaced or not, with the prefix
+         *       letters HMRC allows (not D, F, I, Q, U, V; not O second; not BG, GB, KN, NK, NT, TN, ZZ) and a
+         *       suffix A to D.
+         *     - `ca_sin`: a Canadian Social Insurance Number, nine digits (`046 454 286`) passing the Luhn check,
+         *       not starting with 0 or 8.
+         *     - `nl_bsn`: a Dutch citizen service number (BSN), nine digits passing the eleven test.
+         *     - `es_dni`: a Spanish DNI (eight digits and the check letter of their remainder by 23) or NIE
+         *       (X, Y or Z, seven digits, the check letter).
+         * @enum {string}
+         */
+        RedactionEntity: "phone_number" | "email" | "card_number" | "us_ssn" | "uk_ni_number" | "ca_sin" | "nl_bsn" | "es_dni";
+        /** RedactionPattern */
+        RedactionPattern: {
+            /**
+             * @description What a match becomes, `[REDACTED:<name>]`. Unique within the setting.
+             * @example order_id
+             */
+            name: string;
+            /**
+             * @description A regular expression for RE2 (re2js: linear time in the text; no look-around, no
+             *     back-references), matched case-sensitively unless it sets `(?i)`. Refused with 422
+             *     `invalid_redaction_pattern` when RE2 does not take it or it matches the empty string, and with
+             *     422 `redaction_pattern_too_complex` when its compiled program is larger than 1,000
+             *     instructions, or the setting's patterns together larger than 2,000 (`[a-z]{1,500}`); `param`
+             *     names it. A text is searched in time linear in its length times the patterns' size; a text
+             *     for which that work would pass 1,000,000 (a 500-character text with patterns of 2,000
+             *     instructions; a 50,000-character one with a pattern of 20) is not searched but replaced whole
+             *     by `[REDACTED:unchecked]`.
+             * @example ORD-[0-9]{6}
+             */
+            pattern: string;
+        };
+        /**
+         * RedactionTarget
+         * @description Where a redaction setting applies (what the service keeps or sends of a conversation):
+         *     - `transcript`: the stored transcript (its `text` and `dtmf`) and tool-call records (`arguments`,
+         *       `result`, `error`) of the call or web session, as saved while it runs and in its record. Post-call
+         *       analysis is made from the stored transcript, so with this target it reads the redacted one.
+         *     - `analysis`: the stored post-call analysis: `summary`, `unanswered_questions`, the string values
+         *       of `data` and `success.reason`.
+         *     - `webhooks`: the content of `call.completed` (transcript, tool calls, analysis as above) and of
+         *       `call.transcript` (`text`, `dtmf`), also when the stored copy is kept whole.
+         *     - `live_events`: the conversation's event stream: final transcript entries, keys, tool calls and
+         *       results, redacted; transcript partials are not streamed (a number still being spoken would show
+         *       in part).
+         *     - `recordings`: the recorded audio of an utterance with anything to redact is silence in its
+         *       speaker's channel (see `RedactionSetting`).
+         * @enum {string}
+         */
+        RedactionTarget: "transcript" | "analysis" | "webhooks" | "live_events" | "recordings";
+        /**
+         * RedactionSetting
+         * @description What an agent's conversations redact and where. Each text the setting's targets cover is searched
+         *     for every kind in `entities` and every one of `custom_patterns`; each span found is replaced by
+         *     `[REDACTED:<kind>]` (`<kind>` the entity, e.g. `[REDACTED:card_number]`, or the pattern's `name`),
+         *     overlapping spans by the one starting first (the longest of those starting together; entities before
+         *     patterns, in the listed order, among the same span). Redaction is of what the service keeps and
+         *     sends, not of the conversation: the model hears and reads the person unredacted, and a web
+         *     session's own WebSocket shows the person what was said as it was said.
+         *
+         *     Copied onto each call and web session as it starts (changing the agent does not change a live
+         *     conversation); calls and web sessions cannot override it (as `analysis` and `opt_out`).
+         *
+         *     Recordings (target `recordings`): an utterance of the person with anything to redact is silence in
+         *     the person's channel from the end of their previous utterance to the moment its transcript became
+         *     final, and an agent utterance with anything to redact is silence in the agent's channel from where
+         *     its first audio plays to where its last audio ends; keys pressed on the keypad (a `dtmf` entry) to
+         *     redact silence the person's channel likewise. Audio is held in memory until the transcript
+         *     covering it is final, so nothing to redact is ever written; audio held longer than
+         *     `RECORDING_REDACTION_HOLD_MS` while the person is speaking (or the agent's utterance is playing)
+         *     is written as silence.
+         */
+        RedactionSetting: {
+            entities: components["schemas"]["RedactionEntity"][];
+            custom_patterns: components["schemas"]["RedactionPattern"][];
+            targets: components["schemas"]["RedactionTarget"][];
+            /**
+             * @description Country (ISO 3166-1 alpha-2) whose national-format phone numbers (`020 7946 0958`) are found;
+             *     numbers with a country code are found always. Null: on a phone call the country of the person's
+             *     number (the number called, or the caller's); on a web session only numbers with a country code.
+             * @example GB
+             */
+            phone_country: string | null;
+        };
+        /**
+         * SpeechSensitivity
+         * @description How readily the voice service's speech detection decides (`high`: sooner and more often; `low`: less often).
+         * @enum {string}
+         */
+        SpeechSensitivity: "low" | "high";
+        /**
+         * Interruptions
+         * @description Whether the person may speak over the agent (barge-in). `always`: the agent's speech stops when the
+         *     person starts speaking. `never`: the agent finishes what it is saying; what the person said
+         *     meanwhile is answered after it. `after_first_message`: as `never` while the first message plays (what
+         *     the person says during it, up to their first pause after it, is not heard), as `always` after.
+         * @enum {string}
+         */
+        Interruptions: "always" | "never" | "after_first_message";
+        /**
+         * ConversationSettings
+         * @description How a conversation flows: turn-taking, interruptions, what happens when nobody speaks, and its
+         *     maximum length. Every field is sent (`null`: the default; see `ConversationSettingsInput`).
+         * @example {
+         *       "turn_detection": {
+         *         "start_sensitivity": null,
+         *         "end_sensitivity": "low",
+         *         "silence_ms": 800,
+         *         "prefix_padding_ms": null
+         *       },
+         *       "interruptions": "after_first_message",
+         *       "idle": {
+         *         "idle_ms": 8000,
+         *         "reminders": [
+         *           "Are you still there?"
+         *         ],
+         *         "max_reminders": 2,
+         *         "goodbye_message": "I will let you go. Goodbye!"
+         *       },
+         *       "max_duration_seconds": 900
+         *     }
+         */
+        ConversationSettings: {
+            turn_detection: {
+                start_sensitivity: components["schemas"]["SpeechSensitivity"] | null;
+                end_sensitivity: components["schemas"]["SpeechSensitivity"] | null;
+                silence_ms: number | null;
+                prefix_padding_ms: number | null;
+            } | null;
+            interruptions: components["schemas"]["Interruptions"];
+            idle: {
+                idle_ms: number;
+                reminders: string[];
+                max_reminders: number;
+                goodbye_message: string | null;
+            } | null;
+            max_duration_seconds: number | null;
+        };
+        /**
          * VoicemailConfig
          * @description What an outbound call does when an answering machine picks up, as `Agent.voicemail_config` shows
          *     it: every field present, defaults filled in. Agent create and update bodies take it as
@@ -3271,9 +3593,8 @@ export interface components {
          */
         TelephonyProviderStatus: {
             /**
-             * @description Whether every field needed to place calls through this provider is stored:
-             *     `account_sid`, `auth_token` and `phone_number` for `provider_a`; `api_key`, `connection_id`,
-             *     `phone_number` and `public_key` (to verify the provider's signed callbacks) for `provider_b`.
+             * @description Whether every field needed to place calls through this provider is stored: `phone_number` and
+             *     the fields its config input (`ProviderAConfigInput`, ...) names as needed.
              */
             configured: boolean;
             /**
@@ -3385,12 +3706,21 @@ export interface components {
              */
             instruction: string;
             /**
-             * @description What the agent says first when the call is answered (same placeholders). Empty string: the
-             *     agent waits for the other side to speak.
+             * @description What the agent says first when the call is answered or the web session starts (same
+             *     placeholders). Empty string: the agent says nothing until the other side has spoken, then
+             *     answers that first turn (a recorded call's `recording_disclosure` is still said first).
              */
             first_message: string;
-            /** @description The voice-service voice; null uses its default. */
+            /** @description The live model of the agent's conversations, one of `GET /api/v1/voice-catalogue`'s; null uses the catalogue's default. */
+            model?: string | null;
+            /** @description The voice, one of `GET /api/v1/voice-catalogue`'s; null uses the voice service's default. */
             voice_id?: string | null;
+            /**
+             * @description The model of the post-call analysis of the agent's conversations (summary, sentiment, `data`,
+             *     `success`), one of `GET /api/v1/voice-catalogue`'s `analysis_models`; null uses the catalogue's
+             *     default. A conversation is analysed by the model its agent had when it started.
+             */
+            analysis_model?: string | null;
             /** @description Language name, e.g. `English`. */
             language?: string | null;
             /** @description BCP 47 tag, e.g. `en-US`. */
@@ -3417,7 +3747,9 @@ export interface components {
             inbound_setup?: components["schemas"]["AgentInboundSetup"] | null;
             /**
              * @description Placeholder names used as `{{name}}` in `instruction` and `first_message`, each with its default
-             *     value; a call's or batch recipient's `variables` override them.
+             *     value; a call's or batch recipient's `variables` override them. A placeholder with no default
+             *     here or in itself (`{{name|default}}`) is required of every call and batch recipient (see
+             *     `VariableValue`).
              * @default {}
              */
             variable_placeholders: {
@@ -3434,6 +3766,14 @@ export interface components {
             recording_disclosure: string | null;
             /** @description Whether the agent's phone calls offer the opt-out tool; off unless set. */
             opt_out: components["schemas"]["OptOutSetting"];
+            /** @description What the agent's conversations redact and where (`RedactionSetting`); `null` when not set (nothing is redacted). */
+            redaction: components["schemas"]["RedactionSetting"] | null;
+            /**
+             * @description How the agent's conversations flow: turn detection, interruptions, the idle ladder, the maximum
+             *     length (`ConversationSettings`); `null` when not set (every default). A call, batch or web
+             *     session may override it.
+             */
+            conversation?: components["schemas"]["ConversationSettings"] | null;
             voicemail_config?: components["schemas"]["VoicemailConfig"] | null;
             telephony: {
                 provider_a: components["schemas"]["TelephonyProviderStatus"];
@@ -3447,6 +3787,25 @@ export interface components {
              *     conversations carry only the fixed analysis fields).
              */
             analysis?: components["schemas"]["AgentAnalysis"] | null;
+            /**
+             * @description The agent's newest version, the one being edited: what this resource shows. Every write to the
+             *     agent makes a new version (`GET /api/v1/agents/{agent_id}/versions`). Always sent on the agent
+             *     resource; absent inside an `AgentVersion`'s `agent`.
+             */
+            draft_version?: number;
+            /**
+             * @description The version new calls, batches, inbound calls and web sessions run (unless they name another).
+             *     Creating an agent publishes version 1. Always sent on the agent resource; absent inside an
+             *     `AgentVersion`'s `agent`.
+             */
+            published_version?: number;
+            /**
+             * @description Whether every write publishes the version it makes (`true`, the default: the agent behaves as
+             *     before versions existed, a change reaches new conversations at once). `false`: writes make
+             *     drafts, and only `POST /api/v1/agents/{agent_id}/publish` changes what new conversations run.
+             *     Always sent on the agent resource; absent inside an `AgentVersion`'s `agent`.
+             */
+            auto_publish?: boolean;
             /** Format: date-time */
             created_at?: string | null;
         };
@@ -3522,6 +3881,132 @@ export interface components {
             /** @description Offer the opt-out tool (`true`) or not (`false`). */
             enabled: boolean;
         };
+        /** RedactionPatternInput */
+        RedactionPatternInput: {
+            /**
+             * @description What a match becomes, `[REDACTED:<name>]`. Unique within the setting.
+             * @example order_id
+             */
+            name: string;
+            /**
+             * @description A regular expression for RE2 (re2js: linear time in the text; no look-around, no
+             *     back-references), matched case-sensitively unless it sets `(?i)`. Refused with 422
+             *     `invalid_redaction_pattern` when RE2 does not take it or it matches the empty string, and with
+             *     422 `redaction_pattern_too_complex` when its compiled program is larger than 1,000
+             *     instructions, or the setting's patterns together larger than 2,000 (`[a-z]{1,500}`); `param`
+             *     names it. A text is searched in time linear in its length times the patterns' size; a text
+             *     for which that work would pass 1,000,000 (a 500-character text with patterns of 2,000
+             *     instructions; a 50,000-character one with a pattern of 20) is not searched but replaced whole
+             *     by `[REDACTED:unchecked]`.
+             * @example ORD-[0-9]{6}
+             */
+            pattern: string;
+        };
+        /**
+         * RedactionSettingInput
+         * @description An agent's redaction setting in create and update bodies (see `RedactionSetting`); it replaces the
+         *     stored setting as a whole. `entities` and `custom_patterns` left out are empty; `targets` is
+         *     required. Checked before anything is stored: custom patterns must compile on RE2, match no empty
+         *     string and stay within the size limit (422 `invalid_redaction_pattern`,
+         *     `redaction_pattern_too_complex`), their names be unique (422 `redaction_pattern_name_taken`), and
+         *     `phone_country` be a country libphonenumber-js knows (422 `invalid_redaction_country`); `param`
+         *     names the field.
+         * @example {
+         *       "entities": [
+         *         "card_number",
+         *         "phone_number",
+         *         "email",
+         *         "us_ssn"
+         *       ],
+         *       "custom_patterns": [
+         *         {
+         *           "name": "order_id",
+         *           "pattern": "ORD-[0-9]{6}"
+         *         }
+         *       ],
+         *       "targets": [
+         *         "transcript",
+         *         "analysis",
+         *         "webhooks",
+         *         "live_events",
+         *         "recordings"
+         *       ]
+         *     }
+         */
+        RedactionSettingInput: {
+            entities?: components["schemas"]["RedactionEntity"][];
+            custom_patterns?: components["schemas"]["RedactionPatternInput"][];
+            targets: components["schemas"]["RedactionTarget"][];
+            /** @description See `RedactionSetting.phone_country`. */
+            phone_country?: string | null;
+        };
+        /**
+         * TurnDetectionInput
+         * @description The voice service's detection of the person's speech (Gemini Live `realtimeInputConfig.automaticActivityDetection`).
+         *     Each field left out or `null` takes the voice service's default.
+         */
+        TurnDetectionInput: {
+            /** @description `high`: speech is detected sooner (and noise taken for speech more often); `low`: less often (`startOfSpeechSensitivity`). */
+            start_sensitivity?: components["schemas"]["SpeechSensitivity"] | null;
+            /** @description `high`: the person's turn is ended sooner; `low`: less often, so pauses are less likely to end it (`endOfSpeechSensitivity`). */
+            end_sensitivity?: components["schemas"]["SpeechSensitivity"] | null;
+            /** @description Silence that ends the person's turn, milliseconds (`silenceDurationMs`). Longer lets people pause; the agent answers that much later. */
+            silence_ms?: number | null;
+            /** @description Speech needed before the person's turn (and a barge-in) starts, milliseconds (`prefixPaddingMs`). Longer ignores short noises and "mm-hm"s. */
+            prefix_padding_ms?: number | null;
+        };
+        /**
+         * IdleSettingsInput
+         * @description The idle ladder: after `idle_ms` in which neither side spoke the agent says a reminder, at most
+         *     `max_reminders` times in a row; after another `idle_ms` of silence it says `goodbye_message` and
+         *     hangs up (`end_reason` `idle_timeout`). The person speaking starts the count again.
+         */
+        IdleSettingsInput: {
+            /** @description Silence on both sides before each step, milliseconds (1 s to 10 min). */
+            idle_ms: number;
+            /**
+             * @description What the agent says to a silent person, in order (the list starts again when `max_reminders` is
+             *     longer). Said as written (no placeholders).
+             * @example [
+             *       "Are you still there?",
+             *       "I am still here if you need me."
+             *     ]
+             */
+            reminders?: string[];
+            /**
+             * @description Reminders in a row before the goodbye. Left out: one per entry of `reminders`. More than zero
+             *     needs `reminders` (422 `invalid_value` naming `conversation.idle.reminders`).
+             */
+            max_reminders?: number;
+            /** @description Said before hanging up; `null` or left out: the agent hangs up without a word. */
+            goodbye_message?: string | null;
+        };
+        /**
+         * ConversationSettingsInput
+         * @description How a conversation flows (`ConversationSettings`), as agent, call, batch and web-session bodies take
+         *     it. On an agent every field left out or `null` takes its default. On a call, batch or web session
+         *     the object overrides the agent's field by field: a field given (`null` included, which means the
+         *     default) replaces the agent's, a field left out keeps the agent's.
+         */
+        ConversationSettingsInput: {
+            /** @description When the person's turn starts and ends. `null`: the voice service's defaults. */
+            turn_detection?: components["schemas"]["TurnDetectionInput"] | null;
+            /** @description Whether the person may speak over the agent (`Interruptions`); `null`: `always`. */
+            interruptions?: components["schemas"]["Interruptions"] | null;
+            /**
+             * @description What the agent does when neither side speaks. `null`: the deployment's silence timeout
+             *     (`CALL_SILENCE_TIMEOUT_MS`, 30 s by default) hangs up phone calls with `end_reason`
+             *     `silence_timeout` and web sessions have none.
+             */
+            idle?: components["schemas"]["IdleSettingsInput"] | null;
+            /**
+             * @description The longest the conversation may last, seconds; it is then ended with `end_reason`
+             *     `time_limit`. A phone call is also never longer than the deployment's maximum
+             *     (`CALL_MAX_DURATION_S`, 1 hour by default). `null`: that maximum for phone calls, none for web
+             *     sessions.
+             */
+            max_duration_seconds?: number | null;
+        };
         /**
          * VoicemailConfigInput
          * @description What an outbound call does when an answering machine picks up, as agent create and update bodies
@@ -3550,6 +4035,7 @@ export interface components {
          *     out is unchanged, a field sent as `null` is cleared, so `{auth_token: "..."}` alone rotates the
          *     token. `auth_token` is write-only: no response ever contains it. Nothing is checked with the
          *     carrier when the config is stored.
+         *     Needed to place calls (`telephony.provider_a.configured`): `account_sid`, `auth_token` and `phone_number`.
          */
         ProviderAConfigInput: {
             /** @example AC0123456789abcdef0123456789abcdef */
@@ -3571,6 +4057,8 @@ export interface components {
          *     out is unchanged, a field sent as `null` is cleared, so `{api_key: "..."}` alone rotates the key.
          *     `api_key` and `public_key` are write-only: no response ever contains them. Nothing is checked with
          *     the carrier when the config is stored.
+         *     Needed to place calls (`telephony.provider_b.configured`): `api_key`, `connection_id`,
+         *     `phone_number` and `public_key` (to verify the carrier's signed callbacks).
          */
         ProviderBConfigInput: {
             /** @description Write-only secret. Bearer token for the carrier's REST API. */
@@ -3660,7 +4148,7 @@ export interface components {
          * AgentCreateRequest
          * @description A new agent. Only `name` is required. A field left out, or sent as `null`, takes its default:
          *     `""` for description, instruction and first_message; `null` for voice_id, language,
-         *     language_code, accent, transfer_phone_number, transfer_criteria, voicemail_config, analysis and inbound_setup; `false` for
+         *     language_code, accent, transfer_phone_number, transfer_criteria, voicemail_config, analysis, redaction, conversation and inbound_setup; `false` for
          *     can_end_conversation; `{}` for variable_placeholders; `[]` for transfer_destinations; both realtime flags enabled; no provider
          *     configured. Credentials (`provider_a_config.auth_token`, `provider_b_config.api_key`,
          *     `provider_b_config.public_key`) are write-only. Unknown fields, at any level, are refused with 422.
@@ -3669,13 +4157,24 @@ export interface components {
             name: string;
             description?: string | null;
             instruction?: string | null;
+            /** @description What the agent says first. `null` or `""`: the agent waits for the other side to speak first. */
             first_message?: string | null;
+            /** @description The live model, one of `GET /api/v1/voice-catalogue`'s (422 `unknown_model` otherwise); `null`: the catalogue's default. */
+            model?: string | null;
+            /** @description The voice, one of `GET /api/v1/voice-catalogue`'s (422 `unknown_voice` otherwise); `null`: the voice service's default. */
             voice_id?: string | null;
+            /** @description The post-call analysis model, one of `GET /api/v1/voice-catalogue`'s `analysis_models` (422 `unknown_analysis_model` otherwise); `null`: the catalogue's default. */
+            analysis_model?: string | null;
             language?: string | null;
             /** @example en-US */
             language_code?: string | null;
             accent?: string | null;
             can_end_conversation?: boolean | null;
+            /**
+             * @description Whether every write publishes the version it makes (see `Agent.auto_publish`). Default `true`.
+             *     Version 1, made by the creation, is published either way.
+             */
+            auto_publish?: boolean | null;
             /**
              * @description E.164. The number the `transfer_call` tool hands a call to: a destination like any other, so it
              *     must be a valid number whose kind and country the workspace's destination policy allows
@@ -3695,7 +4194,8 @@ export interface components {
             inbound_setup?: components["schemas"]["AgentInboundSetupInput"] | null;
             /**
              * @description Default values of the `{{name}}` placeholders of `instruction`, `first_message` and
-             *     `voicemail_config.message` (a call's or recipient's `variables` override them). Defaults that
+             *     `voicemail_config.message` (a call's or recipient's `variables` override them; a default written
+             *     in the placeholder, `{{name|default}}`, comes after them; see `VariableValue`). Defaults that
              *     would fill one of those texts past its own `maxLength` are refused with 422
              *     `filled_text_too_long`, `param` naming the variable (`variable_placeholders.<name>`).
              */
@@ -3719,6 +4219,19 @@ export interface components {
              *     after the agent's confirmation (`OptOutSetting`). `null` or left out: not offered.
              */
             opt_out?: components["schemas"]["OptOutSettingInput"] | null;
+            /**
+             * @description What this agent's conversations redact (phone numbers, emails, card numbers, national ids,
+             *     patterns of its own) and where (stored transcript, analysis, webhooks, live events, recordings):
+             *     `RedactionSettingInput`. Replaces the stored setting as a whole; `null` or left out: nothing is redacted.
+             */
+            redaction?: components["schemas"]["RedactionSettingInput"] | null;
+            /**
+             * @description How the agent's conversations flow: when the person's turn starts and ends, whether they may
+             *     interrupt the agent, what the agent does when nobody speaks (reminders, then a goodbye and
+             *     hang-up), and the longest a conversation may last (`ConversationSettingsInput`). Replaces the
+             *     stored setting as a whole; `null` or left out: every default.
+             */
+            conversation?: components["schemas"]["ConversationSettingsInput"] | null;
             voicemail_config?: components["schemas"]["VoicemailConfigInput"] | null;
             provider_a_config?: components["schemas"]["ProviderAConfigInput"] | null;
             provider_b_config?: components["schemas"]["ProviderBConfigInput"] | null;
@@ -3744,8 +4257,9 @@ export interface components {
          *     - `name`: refused with 422 `name_required` (an agent always has a non-empty name).
          *     - `description`, `instruction`, `first_message`: reset to `""`.
          *     - `voice_id`, `language`, `language_code`, `accent`, `transfer_phone_number`, `transfer_criteria`,
-         *       `voicemail_config`, `analysis`, `inbound_setup`, `recording_disclosure`: stored as `null` (shown as `null`).
+         *       `voicemail_config`, `analysis`, `redaction`, `conversation`, `inbound_setup`, `recording_disclosure`: stored as `null` (shown as `null`).
          *     - `can_end_conversation`: back to its default, `false`.
+         *     - `auto_publish`: back to its default, `true`.
          *     - `recording`, `opt_out`: back to their default, off.
          *     - `variable_placeholders`: back to `{}`.
          *     - `transfer_destinations`: back to `[]`.
@@ -3755,25 +4269,41 @@ export interface components {
          *       and number), `configured` and `inbound_enabled` become false.
          *
          *     Provider configs are merged onto the stored config field by field (a field left out is unchanged,
-         *     a field sent as `null` is cleared), so sending only a credential rotates it. `voicemail_config`
-         *     and `analysis` replace the stored object as a whole, and `variable_placeholders` replaces the stored map as a
+         *     a field sent as `null` is cleared), so sending only a credential rotates it. `voicemail_config`,
+         *     `analysis`, `redaction` and `conversation` replace the stored object as a whole, and `variable_placeholders` replaces the stored map as a
          *     whole, as `transfer_destinations` replaces the stored list. Credentials (`provider_a_config.auth_token`, `provider_b_config.api_key`,
          *     `provider_b_config.public_key`) are write-only and never returned. No live carrier verification
          *     happens on update. Changing or clearing a provider's `phone_number` turns its inbound off without
          *     calling the carrier.
+         *
+         *     Every update that changes something makes a new version of the agent (`draft_version` + 1), in the
+         *     same transaction; an update that changes nothing makes none. It is published at once when the agent's
+         *     `auto_publish` is on (the default). Send `If-Match` with the agent's `ETag` to update only the
+         *     state you read (412 `precondition_failed` otherwise).
          */
         AgentUpdateRequest: {
             /** @description Cannot be cleared; `null` is refused with 422 `name_required`. */
             name?: string | null;
             description?: string | null;
             instruction?: string | null;
+            /** @description What the agent says first. `null` or `""`: the agent waits for the other side to speak first. */
             first_message?: string | null;
+            /** @description The live model, one of `GET /api/v1/voice-catalogue`'s (422 `unknown_model` otherwise); `null`: the catalogue's default. */
+            model?: string | null;
+            /** @description The voice, one of `GET /api/v1/voice-catalogue`'s (422 `unknown_voice` otherwise); `null`: the voice service's default. */
             voice_id?: string | null;
+            /** @description The post-call analysis model, one of `GET /api/v1/voice-catalogue`'s `analysis_models` (422 `unknown_analysis_model` otherwise); `null`: the catalogue's default. */
+            analysis_model?: string | null;
             language?: string | null;
             /** @example en-US */
             language_code?: string | null;
             accent?: string | null;
             can_end_conversation?: boolean | null;
+            /**
+             * @description Whether every write publishes the version it makes (see `Agent.auto_publish`). `null` goes back to the default, `true`.
+             *     The value this write leaves decides for its own version: turning it on publishes that version.
+             */
+            auto_publish?: boolean | null;
             /**
              * @description E.164. The number the `transfer_call` tool hands a call to: a destination like any other, so it
              *     must be a valid number whose kind and country the workspace's destination policy allows
@@ -3793,7 +4323,8 @@ export interface components {
             inbound_setup?: components["schemas"]["AgentInboundSetupInput"] | null;
             /**
              * @description Default values of the `{{name}}` placeholders of `instruction`, `first_message` and
-             *     `voicemail_config.message` (a call's or recipient's `variables` override them). Defaults that
+             *     `voicemail_config.message` (a call's or recipient's `variables` override them; a default written
+             *     in the placeholder, `{{name|default}}`, comes after them; see `VariableValue`). Defaults that
              *     would fill one of those texts past its own `maxLength` are refused with 422
              *     `filled_text_too_long`, `param` naming the variable (`variable_placeholders.<name>`).
              */
@@ -3817,6 +4348,19 @@ export interface components {
              *     after the agent's confirmation (`OptOutSetting`). `null`: back to not offered.
              */
             opt_out?: components["schemas"]["OptOutSettingInput"] | null;
+            /**
+             * @description What this agent's conversations redact (phone numbers, emails, card numbers, national ids,
+             *     patterns of its own) and where (stored transcript, analysis, webhooks, live events, recordings):
+             *     `RedactionSettingInput`. Replaces the stored setting as a whole; `null`: nothing is redacted from then on.
+             */
+            redaction?: components["schemas"]["RedactionSettingInput"] | null;
+            /**
+             * @description How the agent's conversations flow: when the person's turn starts and ends, whether they may
+             *     interrupt the agent, what the agent does when nobody speaks (reminders, then a goodbye and
+             *     hang-up), and the longest a conversation may last (`ConversationSettingsInput`). Replaces the
+             *     stored setting as a whole; `null`: back to every default.
+             */
+            conversation?: components["schemas"]["ConversationSettingsInput"] | null;
             voicemail_config?: components["schemas"]["VoicemailConfigInput"] | null;
             provider_a_config?: components["schemas"]["ProviderAConfigInput"] | null;
             provider_b_config?: components["schemas"]["ProviderBConfigInput"] | null;
@@ -3832,6 +4376,112 @@ export interface components {
              *     setting as a whole; `null` clears it.
              */
             analysis?: components["schemas"]["AgentAnalysisInput"] | null;
+        };
+        /**
+         * VoiceCatalogue
+         * @description The live models, voices and analysis models an agent may choose (`model`, `voice_id`,
+         *     `analysis_model`). The deployment sets the models (its voice service's, or the lists its operator
+         *     gives) and which is the default of each kind: an agent whose `model` or `analysis_model` is null
+         *     uses that default. An agent's `voice_id` null uses the voice service's own default voice.
+         */
+        VoiceCatalogue: {
+            models: {
+                /**
+                 * @description What an agent's `model` names.
+                 * @example gemini-live-2.5-flash-preview
+                 */
+                id: string;
+                /** @description The model of agents whose `model` is null (exactly one). */
+                default: boolean;
+                /** @description What the model can do. */
+                supports: {
+                    /** @description Speaks (phone calls and voice, camera and screen sessions). */
+                    audio_output: boolean;
+                    /** @description Answers in text (text sessions). */
+                    text_output: boolean;
+                    /** @description Sees images (camera and screen sessions). */
+                    image_input: boolean;
+                    /** @description Calls tools and MCP servers. */
+                    tools: boolean;
+                };
+            }[];
+            voices: {
+                /**
+                 * @description What an agent's `voice_id` names.
+                 * @example Puck
+                 */
+                id: string;
+                /** @description The languages (BCP 47 tags, as an agent's `language_code`) the voice speaks. */
+                languages: string[];
+            }[];
+            /** @description The models of the post-call analysis (summary, sentiment, `data`, `success`) an agent's `analysis_model` may name. */
+            analysis_models: {
+                /**
+                 * @description What an agent's `analysis_model` names.
+                 * @example gemini-2.5-flash
+                 */
+                id: string;
+                /** @description The analysis model of agents whose `analysis_model` is null (exactly one). */
+                default: boolean;
+                /** @description What the model can do. */
+                supports: {
+                    /** @description Answers in JSON following a schema: what the agent's `analysis.schema` (`data`) and `analysis.success_criteria` (`success`) rely on. */
+                    structured_output: boolean;
+                    /** @description Reasons before it answers (slower, for harder judgements). */
+                    thinking: boolean;
+                };
+            }[];
+        };
+        /**
+         * AgentVersion
+         * @description One immutable version of an agent: its whole configuration as the agent resource showed it right
+         *     after the write that made the version. Every write to the agent (create, `PATCH`, restore, inbound on
+         *     or off) makes the next version, numbered from 1 per agent; nothing ever changes a version's
+         *     `agent`. Credentials are never part of what is shown (as on the agent resource).
+         */
+        AgentVersion: {
+            /** @constant */
+            object: "agent_version";
+            /** @example agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V */
+            agent_id: string;
+            /** @example 3 */
+            version: number;
+            /** @description Whether this is the agent's published version now (the one new conversations use). */
+            is_published: boolean;
+            /**
+             * Format: date-time
+             * @description When this version was last published; `null` when it never was.
+             */
+            published_at: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /**
+             * @description The agent's configuration in this version, as `GET /api/v1/agents/{agent_id}` showed it then,
+             *     without the agent-level `draft_version`, `published_version` and `auto_publish`.
+             */
+            agent: components["schemas"]["Agent"];
+        };
+        /**
+         * AgentVersionList
+         * @description A page of an agent's versions, newest (highest `version`) first; `next_cursor` is a version number.
+         */
+        AgentVersionList: {
+            /** @constant */
+            object: "list";
+            data: components["schemas"]["AgentVersion"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        /**
+         * AgentPublishRequest
+         * @description Which version to publish. An empty object (or no body at all) publishes the draft, the agent's `draft_version`.
+         */
+        AgentPublishRequest: {
+            /**
+             * @description A version of the agent to publish, older ones included (a rollback); 404 `agent_version_not_found`
+             *     when the agent has no such version.
+             */
+            version?: number;
         };
         /**
          * ToolMethod
@@ -4634,6 +5284,20 @@ export interface components {
          *     text as: a string as it is; a number in its JSON form (`42`, `-3.5`, `1e+21`: JavaScript's
          *     `String(number)`); a boolean as `true` or `false`. Stored and returned as sent.
          *
+         *     A placeholder's value is, first to last: the conversation's own variable (the call's `variables`,
+         *     the batch recipient's or CSV row's, the inbound setup answer's), the agent's default
+         *     (`variable_placeholders`), the default written in the placeholder after a bar: `{{name|there}}`
+         *     ("Hi {{name|there}}" says "Hi there" when nothing gives `name`; `{{name|}}` defaults to nothing).
+         *     A placeholder with none of these is required: a call, a batch recipient or a CSV row (an empty
+         *     cell gives no value) that leaves one without a value is refused, nothing stored: 422
+         *     `variable_missing`, `param` naming it (`variables.<name>`, `recipients.<i>.variables.<name>`, or
+         *     `file` with the row and column in `detail`). An inbound setup answer that leaves one without a
+         *     value is not applied (`inbound_setup.error` `variable_missing`): the call is answered with the
+         *     agent's own settings and defaults. Where nothing can be refused (an inbound call without a
+         *     setup, a web session, which has no variables of its own) a required placeholder left without a
+         *     value is filled with nothing: the braces never reach the model. A first message filled to nothing
+         *     is none: the agent waits for the other side to speak.
+         *
          *     Each text filled with the variables is held to its own field's cap, counted after filling: the
          *     agent's `instruction` (50,000 characters), the `first_message` (the call's, the recipient's or the
          *     agent's: 2,000) and the agent's `voicemail_config.message` (2,000). A call, a batch recipient or a
@@ -4679,6 +5343,8 @@ export interface components {
             /**
              * @description Present only on keypad entries: the keys pressed, in order (`0`-`9`, `*`, `#`, `A`-`D`; in
              *     the agent's keys, `w` is a pause of 0.5 s and `W` of 1 s). Absent on spoken or typed entries.
+             *     With the agent's `redaction` setting, keys it redacts are replaced by `[REDACTED:<kind>]` here
+             *     and in `text` alike.
              */
             dtmf?: string;
             /** @description When the utterance began, as Unix time in seconds (fractional part allowed). */
@@ -4796,10 +5462,12 @@ export interface components {
          *     refuses), `http_status` (an answer other than 200), `invalid_answer` (not JSON, larger than 64 KB,
          *     not an `InboundSetupAnswer`, text that cannot be stored such as a NUL character or a lone UTF-16
          *     surrogate, or variables that would fill a text of the agent past its field's cap, see
-         *     `VariableValue`), `agent_not_found` (the chosen agent is not an agent of the workspace).
+         *     `VariableValue`), `agent_not_found` (the chosen agent is not an agent of the workspace),
+         *     `variable_missing` (the answer leaves a placeholder of the texts it sets up without a value, see
+         *     `VariableValue`).
          * @enum {string}
          */
-        InboundSetupError: "timeout" | "network_error" | "http_status" | "invalid_answer" | "agent_not_found";
+        InboundSetupError: "timeout" | "network_error" | "http_status" | "invalid_answer" | "agent_not_found" | "variable_missing";
         /**
          * InboundSetupOutcome
          * @description What came of an inbound call's per-caller setup (`null` for outbound calls and for agents without
@@ -4826,19 +5494,25 @@ export interface components {
         /**
          * CallEndReason
          * @description Why a call ended. `remote_hangup`: the other party hung up; `agent_hangup`: the agent ended the
-         *     conversation; `api_hangup`: `POST /calls/{call_id}/hangup` on a live call; `transferred`: handed to
-         *     the agent's transfer number; `time_limit`: maximum call length reached; `insufficient_credit`: the
+         *     conversation; `api_hangup`: `POST /calls/{call_id}/hangup` on a live call (also on one being dialed that was
+         *     answered before the carrier took the hang-up); `transferred`: handed to
+         *     the agent's transfer number; `time_limit`: maximum call length reached (the agent's or call's `conversation.max_duration_seconds`, else the deployment's `CALL_MAX_DURATION_S`); `insufficient_credit`: the
          *     call's reservation of credit ran out and could not be extended (the workspace's credit is used up,
          *     or held by its other live calls and sessions); `plan_limit_reached`: likewise for the plan's monthly
-         *     minutes; `silence_timeout`: neither side spoke for the configured silence timeout; `not_answered`:
+         *     minutes; `silence_timeout`: neither side spoke for the deployment's silence timeout (`CALL_SILENCE_TIMEOUT_MS`; the
+         *     conversation had no `conversation.idle` settings); `idle_timeout`: the idle ladder of `conversation.idle` ran out (its
+         *     reminders said, nobody spoke, its goodbye said); `not_answered`:
          *     status `busy` or `no_answer`; `canceled`: status `canceled`; `carrier_error`: the carrier failed the
          *     call (or never reported its outcome); `service_error`: the media stream or voice service failed;
+         *     `model_refused`: the voice service refused the agent's live model when the conversation was set up
+         *     (the call is hung up at once, status `failed`; nothing was said);
          *     `not_allowed`: the agent or its provider configuration was removed before the call was dialed;
-         *     `shutdown`: the service instance running the call was stopping and the call was still live at its
+         *     `do_not_call`: the number was put on the workspace's do-not-call list after the call was created
+         *     and before it was dialed, so it was not dialed (status `canceled`, nothing billed); `shutdown`: the service instance running the call was stopping and the call was still live at its
          *     drain deadline (`SHUTDOWN_DRAIN_MS`), so the service hung up (status `completed`, billed to then).
          * @enum {string}
          */
-        CallEndReason: "remote_hangup" | "agent_hangup" | "api_hangup" | "transferred" | "time_limit" | "insufficient_credit" | "plan_limit_reached" | "silence_timeout" | "not_answered" | "canceled" | "carrier_error" | "service_error" | "not_allowed" | "shutdown";
+        CallEndReason: "remote_hangup" | "agent_hangup" | "api_hangup" | "transferred" | "time_limit" | "insufficient_credit" | "plan_limit_reached" | "silence_timeout" | "idle_timeout" | "not_answered" | "canceled" | "carrier_error" | "service_error" | "model_refused" | "not_allowed" | "do_not_call" | "shutdown";
         /**
          * Recording
          * @description The recording of a conversation: a WAV file (PCM, signed 16-bit little-endian) in two channels, the
@@ -4925,10 +5599,11 @@ export interface components {
          *     | `queued` | `canceled` | `POST /calls/{call_id}/hangup`, or the batch was canceled, before dialing |
          *     | `initiated` | `ringing` | the far end rings |
          *     | `initiated`, `ringing` | `in_progress` | answered (by a person or a machine); `answered_at` is set |
+         *     | `queued` | `in_progress` | answered before the carrier's acceptance of the dial request was recorded: its reports, and the media stream of a carrier that takes it in the dial request (provider_b), can overtake it |
          *     | `initiated`, `ringing` | `busy` | line busy or call rejected |
          *     | `initiated`, `ringing` | `no_answer` | not answered within 60 seconds |
          *     | `initiated`, `ringing` | `failed` | carrier error |
-         *     | `initiated`, `ringing` | `canceled` | hung up through the API before anyone answered |
+         *     | `initiated`, `ringing` | `canceled` | hung up through the API before anyone answered (answered before the carrier took the hang-up: `completed` with `api_hangup`, no conversation) |
          *     | `in_progress` | `completed` | the conversation ended and `answered_by` is not `machine` |
          *     | `in_progress` | `voicemail` | the conversation ended and answering-machine detection said `machine` (the agent's voicemail message, if configured, was left) |
          *     | `in_progress` | `failed` | the media stream or the voice service failed and the call was ended (`end_reason: service_error`) |
@@ -4967,9 +5642,22 @@ export interface components {
             status: components["schemas"]["CallStatus"];
             /**
              * @description What the agent was to say first, after variable substitution: the request's `first_message`,
-             *     else the batch recipient's, else the agent's. Null when there is none.
+             *     else the batch recipient's, else the agent's (or the inbound setup answer's). Null when there
+             *     is none: the agent waited for the other side to speak first.
              */
             first_message: string | null;
+            /**
+             * @description The version of the agent the call runs (its published version when the call was created),
+             *     fixed for the call's life: publishing another version does not change a call already created.
+             *     `null` for calls made before agents had versions.
+             */
+            agent_version: number | null;
+            /**
+             * @description The conversation settings the call runs with: the agent's `conversation` as the call was
+             *     created, with the call's or batch's override. Null on calls created before the settings existed
+             *     (they ran with every default).
+             */
+            conversation?: components["schemas"]["ConversationSettings"] | null;
             /** @description True once the first message has been spoken in full; false for calls never answered. */
             first_message_delivered: boolean;
             /** @description The variables the call was created with, as sent (strings, numbers, booleans), substituted into the agent's placeholders. */
@@ -5114,6 +5802,12 @@ export interface components {
              * @description Which carrier places the call. Omitted: the agent's only configured provider; when the agent has
              *     both configured it is required (422 `provider_required`). A provider the agent has not configured
              *     gives 422 `provider_not_configured`.
+             *
+             *     `sip` dials through the SIP trunk of the agent's `sip_config` (its outbound termination: host,
+             *     transport, digest credentials), as provider_a dials with the agent's `provider_a_config`; an
+             *     agent without `sip_config` gives 422 `provider_not_configured`. The calling number defaults to
+             *     the bound `sip_config.phone_number`; when the trunk lists `outbound.caller_id_numbers` it must be
+             *     one of them, otherwise the call ends `failed` with `end_reason: carrier_error`.
              */
             provider?: components["schemas"]["Provider"];
             /**
@@ -5140,6 +5834,12 @@ export interface components {
              *     `recording` says; left out or `null`: as the agent says.
              */
             recording?: components["schemas"]["RecordingSettingInput"] | null;
+            /**
+             * @description Overrides the agent's `conversation` settings for this call, field by field: a field given here
+             *     (`null` included: the default) replaces the agent's, a field left out keeps the agent's. Left
+             *     out or `null`: the agent's settings.
+             */
+            conversation?: components["schemas"]["ConversationSettingsInput"] | null;
             /**
              * Format: uri
              * @description Receives this call's `call.completed` (once, even when the URL is also a registered webhook).
@@ -5420,6 +6120,15 @@ export interface components {
              *     instead of the window's own `timezone`. An unknown zone is refused (422 `invalid_timezone`).
              */
             timezone?: components["schemas"]["TimeZone"];
+            /**
+             * @description Overrides the conversation settings for this recipient's call, field by field, on top of the
+             *     batch's `conversation` (which overrides the agent's): a field given here (`null` included: the
+             *     default) replaces the batch's and the agent's, a field left out keeps theirs. Left out or
+             *     `null`: the batch's settings. (A CSV upload's rows set it through `conversation.` columns, see
+             *     `createBatchFromCsv`.) A bad override refuses the batch (422 naming
+             *     `recipients.<index>.conversation.<field>`), nothing stored.
+             */
+            conversation?: components["schemas"]["ConversationSettingsInput"] | null;
         };
         /**
          * BatchRetryPolicyInput
@@ -5477,7 +6186,8 @@ export interface components {
             /**
              * @description Which carrier places the calls. Omitted: the agent's only configured provider; when the agent has
              *     both configured it is required (422 `provider_required`); an unconfigured one gives 422
-             *     `provider_not_configured`.
+             *     `provider_not_configured`. `sip` dials through the SIP trunk of the agent's `sip_config`, as a
+             *     single call does (`CallCreateRequest.provider`).
              */
             provider?: components["schemas"]["Provider"];
             /**
@@ -5492,6 +6202,12 @@ export interface components {
              *     agent's `recording` says; left out or `null`: as the agent says.
              */
             recording?: components["schemas"]["RecordingSettingInput"] | null;
+            /**
+             * @description Overrides the agent's `conversation` settings for the batch's calls, field by field: a field given here
+             *     (`null` included: the default) replaces the agent's, a field left out keeps the agent's. Left
+             *     out or `null`: the agent's settings.
+             */
+            conversation?: components["schemas"]["ConversationSettingsInput"] | null;
             /**
              * Format: uri
              * @description Receives this batch's `batch.completed` (once, even when also a registered webhook). Not used for
@@ -5541,6 +6257,29 @@ export interface components {
             calling_window: components["schemas"]["BatchCallingWindow"] | null;
         };
         /**
+         * ConversationOverride
+         * @description A conversation-settings override as it was sent (`ConversationSettingsInput`): only the fields it
+         *     gave, `null` in one meaning the default. `ConversationSettings` is what a conversation ran with.
+         */
+        ConversationOverride: {
+            /** @description When the person's turn starts and ends (`TurnDetectionInput`). */
+            turn_detection?: {
+                start_sensitivity?: components["schemas"]["SpeechSensitivity"] | null;
+                end_sensitivity?: components["schemas"]["SpeechSensitivity"] | null;
+                silence_ms?: number | null;
+                prefix_padding_ms?: number | null;
+            } | null;
+            interruptions?: components["schemas"]["Interruptions"] | null;
+            /** @description The idle ladder (`IdleSettingsInput`). */
+            idle?: {
+                idle_ms?: number;
+                reminders?: string[];
+                max_reminders?: number;
+                goodbye_message?: string | null;
+            } | null;
+            max_duration_seconds?: number | null;
+        };
+        /**
          * BatchRecipientStatus
          * @description Where one recipient of a batch is. Terminal: `completed`, `failed`, `voicemail`, `no_answer`,
          *     `busy`, `canceled`; a recipient takes one only when no automatic retry is left, and then moves
@@ -5584,6 +6323,12 @@ export interface components {
             first_message: string | null;
             /** @description The recipient's own time zone for the calling window; null when the window's is used. */
             timezone: string | null;
+            /**
+             * @description The recipient's own override of the conversation settings, as sent (a CSV row's from its
+             *     `conversation.` columns); null when it has none. Its calls run with the agent's settings
+             *     overridden by the batch's, then by this (`Call.conversation` shows the result).
+             */
+            conversation: components["schemas"]["ConversationOverride"] | null;
             status: components["schemas"]["BatchRecipientStatus"];
             /** @description Calls placed for this recipient so far (automatic retries and `retryBatch` included). */
             attempts: number;
@@ -6214,6 +6959,12 @@ export interface components {
              *     `realtime.enable_screen_share`), `text` (typed messages only).
              */
             source: components["schemas"]["RealtimeSource"];
+            /**
+             * @description Overrides the agent's `conversation` settings for this session, field by field: a field given here
+             *     (`null` included: the default) replaces the agent's, a field left out keeps the agent's. Left
+             *     out or `null`: the agent's settings.
+             */
+            conversation?: components["schemas"]["ConversationSettingsInput"] | null;
         };
         /**
          * RealtimeSession
@@ -6305,7 +7056,7 @@ export interface components {
              * @constant
              */
             provider: "web";
-            /** @description The agent's opening line after variable substitution; null when it had none. */
+            /** @description The agent's opening line after variable substitution; null when it had none (the agent waited for the person to speak first). */
             first_message: string | null;
             /** @description True when the agent finished speaking (or sending) `first_message`. */
             first_message_delivered: boolean;
@@ -6317,8 +7068,9 @@ export interface components {
             duration: number;
             /**
              * @description `completed`: the session ran and closed normally. `failed`: the agent session was lost (the
-             *     socket closed with 1011 after `upstream_unavailable`), or the service instance carrying the
-             *     session stopped without closing it (`end_reason: instance_lost`).
+             *     socket closed with 1011 after `upstream_unavailable`), the voice service refused the agent's
+             *     model at setup (`end_reason: model_refused`), or the service instance carrying the session
+             *     stopped without closing it (`end_reason: instance_lost`).
              * @enum {string}
              */
             status: "completed" | "failed";
@@ -6361,8 +7113,14 @@ export interface components {
             source: components["schemas"]["RealtimeSource"];
             /**
              * @description Why the session ended. `client_closed`: the client closed the socket. `agent_ended`: the agent
-             *     ended the conversation (`session_ended`), then the socket closed. `service_error`: the voice
-             *     service was lost (1011). `shutdown`: the service closed the session while shutting down (1001).
+             *     ended the conversation (`session_ended`), then the socket closed. `idle_timeout`: the idle ladder of the
+             *     session's `conversation.idle` ran out (`session_ended` with that reason, then the server closed the socket
+             *     with 1000). `time_limit`: the session reached its `conversation.max_duration_seconds` (likewise).
+             *     `service_error`: the voice
+             *     service was lost (1011). `model_refused`: the voice service refused the agent's live `model`
+             *     when the session was set up: the socket was closed with 4022 `Model refused` before
+             *     `session_started`, nothing was said and nothing billed (`duration` 0). `shutdown`: the service
+             *     closed the session while shutting down (1001).
              *     `instance_lost`: the instance carrying the session stopped (a crash) without closing it; the
              *     record was finalised by another instance once the session's lease expired, from what had been
              *     saved as the session went (`ended_at` is the last moment the instance was known alive, and the
@@ -6372,7 +7130,7 @@ export interface components {
              *     `Insufficient credits` / `Plan limit`.
              * @enum {string}
              */
-            end_reason: "client_closed" | "agent_ended" | "service_error" | "shutdown" | "instance_lost" | "insufficient_credit" | "plan_limit_reached";
+            end_reason: "client_closed" | "agent_ended" | "idle_timeout" | "time_limit" | "service_error" | "model_refused" | "shutdown" | "instance_lost" | "insufficient_credit" | "plan_limit_reached";
             /**
              * Format: date-time
              * @description When the session closed.
@@ -6670,7 +7428,10 @@ export interface components {
          *     spec's table. For a phone call
          *     `conversation_id` is the call's id (`call_...`, for `GET /api/v1/calls/{call_id}`); for a web session
          *     `call_sid` and `to_number` are null, `provider` is `web`, and `conversation_id` (`conv_...`)
-         *     identifies the session (`GET /api/v1/realtime/conversations/{conversation_id}`).
+         *     identifies the session (`GET /api/v1/realtime/conversations/{conversation_id}`). With the agent's
+         *     `redaction` setting (targets `webhooks`, or `transcript`/`analysis` for what is stored), what was
+         *     said (transcript, tool calls, summary, unanswered questions, `data`, `success.reason`) carries
+         *     `[REDACTED:<kind>]` in place of what it redacts.
          * @example {
          *       "event": "call.completed",
          *       "conversation_id": "call_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
@@ -6809,6 +7570,11 @@ export interface components {
              * @example CA5f2d0c1a9b8e7d6c5b4a39281706f5e4
              */
             call_sid: string | null;
+            /**
+             * @description Phone calls: the version of the agent the call ran (`Call.agent_version`); `null` for calls made
+             *     before agents had versions. Absent from web sessions' events for now.
+             */
+            agent_version?: number | null;
             /** @example agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R */
             agent_id: string;
             /**
@@ -6819,10 +7585,10 @@ export interface components {
             to_number: string | null;
             /**
              * CallCompletedProvider
-             * @description The carrier that carried the call, or `web` for a web realtime session.
+             * @description The carrier that carried the call (a `Provider`; `sip`: a SIP trunk), or `web` for a web realtime session.
              * @enum {string}
              */
-            provider: "provider_a" | "provider_b" | "web";
+            provider: "provider_a" | "provider_b" | "sip" | "web";
             /**
              * @description The opening line the agent was to speak, after variable substitution (the call's or batch
              *     recipient's override, else the agent's). Null when the conversation had none and the agent
@@ -7442,6 +8208,30 @@ export interface components {
             content?: never;
         };
         /**
+         * @description `If-Match` names no current `ETag` of the agent: another write or publish came first
+         *     (`precondition_failed`). Nothing is stored; read the agent again (its new `ETag`) and retry.
+         */
+        PreconditionFailed: {
+            headers: {
+                "X-Request-Id": components["headers"]["RequestId"];
+                [name: string]: unknown;
+            };
+            content: {
+                /**
+                 * @example {
+                 *       "error": {
+                 *         "type": "conflict_error",
+                 *         "code": "precondition_failed",
+                 *         "message": "The agent changed since \"7.5\" (it is now \"8.5\"); read it again and retry.",
+                 *         "param": "If-Match",
+                 *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                 *       }
+                 *     }
+                 */
+                "application/json": components["schemas"]["Error"];
+            };
+        };
+        /**
          * @description The stream of the conversation's events (see the operation's description; each `data` is one of the
          *     AsyncAPI `conversationEvents` messages). The server closes it after the `end` event.
          */
@@ -7616,6 +8406,14 @@ export interface components {
          */
         IfNoneMatch: string;
         /**
+         * @description Optimistic concurrency: the agent's `ETag` from an earlier answer (several may be listed, comma
+         *     separated; `*` matches any existing agent). When no listed tag is the agent's current one, nothing
+         *     is written and the answer is 412 `precondition_failed`; read the agent again and retry. Without
+         *     `If-Match` the write is unconditional (the last write wins), as before versions existed.
+         * @example "7.5"
+         */
+        IfMatch: string;
+        /**
          * @description The `id` of the last event received: the stream resumes with the next one. An integer from `0`
          *     (the start) to `2147483647` (the largest event id), otherwise 422 `invalid_value` naming this
          *     header; see the operation's **Resuming** for an id past the conversation's last event.
@@ -7638,6 +8436,13 @@ export interface components {
         RequestId: string;
         /** @description Seconds to wait before trying again. */
         RetryAfter: string;
+        /**
+         * @description The agent's current state as an opaque strong validator (it changes with every write to the agent
+         *     and every publish). Send it back in `If-Match` on `PATCH`, `DELETE`, publish and restore to make the
+         *     write conditional: a stale one is refused with 412 `precondition_failed`.
+         * @example "7.5"
+         */
+        AgentETag: string;
         /**
          * @description `true` when this response is the stored first response to the same `Idempotency-Key` (and body),
          *     replayed; absent on a response produced now.
@@ -8184,6 +8989,10 @@ export interface operations {
                      *           "opt_out": {
                      *             "enabled": false
                      *           },
+                     *           "redaction": null,
+                     *           "draft_version": 3,
+                     *           "published_version": 3,
+                     *           "auto_publish": true,
                      *           "created_at": "2026-11-21T23:51:18.000Z"
                      *         }
                      *       ],
@@ -8273,6 +9082,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    ETag: components["headers"]["AgentETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8324,6 +9134,7 @@ export interface operations {
                      *       "opt_out": {
                      *         "enabled": false
                      *       },
+                     *       "redaction": null,
                      *       "analysis": {
                      *         "schema": {
                      *           "type": "object",
@@ -8347,6 +9158,9 @@ export interface operations {
                      *         },
                      *         "success_criteria": "The patient confirms the appointment or agrees on a new time."
                      *       },
+                     *       "draft_version": 1,
+                     *       "published_version": 1,
+                     *       "auto_publish": true,
                      *       "created_at": "2026-11-21T23:51:18.000Z"
                      *     }
                      */
@@ -8436,6 +9250,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    ETag: components["headers"]["AgentETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8487,6 +9302,10 @@ export interface operations {
                      *       "opt_out": {
                      *         "enabled": false
                      *       },
+                     *       "redaction": null,
+                     *       "draft_version": 3,
+                     *       "published_version": 3,
+                     *       "auto_publish": true,
                      *       "created_at": "2026-11-21T23:51:18.000Z"
                      *     }
                      */
@@ -8504,7 +9323,16 @@ export interface operations {
     deleteAgent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Optimistic concurrency: the agent's `ETag` from an earlier answer (several may be listed, comma
+                 *     separated; `*` matches any existing agent). When no listed tag is the agent's current one, nothing
+                 *     is written and the answer is 412 `precondition_failed`; read the agent again and retry. Without
+                 *     `If-Match` the write is unconditional (the last write wins), as before versions existed.
+                 * @example "7.5"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path: {
                 /** @description The agent's id (`agt_...`). An id that matches no agent answers 404. */
                 agent_id: string;
@@ -8553,6 +9381,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            412: components["responses"]["PreconditionFailed"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -8561,7 +9390,16 @@ export interface operations {
     updateAgent: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Optimistic concurrency: the agent's `ETag` from an earlier answer (several may be listed, comma
+                 *     separated; `*` matches any existing agent). When no listed tag is the agent's current one, nothing
+                 *     is written and the answer is 412 `precondition_failed`; read the agent again and retry. Without
+                 *     `If-Match` the write is unconditional (the last write wins), as before versions existed.
+                 * @example "7.5"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path: {
                 /** @description The agent's id (`agt_...`). An id that matches no agent answers 404. */
                 agent_id: string;
@@ -8590,6 +9428,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    ETag: components["headers"]["AgentETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -8641,6 +9480,10 @@ export interface operations {
                      *       "opt_out": {
                      *         "enabled": false
                      *       },
+                     *       "redaction": null,
+                     *       "draft_version": 3,
+                     *       "published_version": 3,
+                     *       "auto_publish": true,
                      *       "created_at": "2026-11-21T23:51:18.000Z"
                      *     }
                      */
@@ -8672,6 +9515,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             /**
@@ -8690,6 +9534,94 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getVoiceCatalogue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The catalogue. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "models": [
+                     *         {
+                     *           "id": "gemini-live-2.5-flash-preview",
+                     *           "default": true,
+                     *           "supports": {
+                     *             "audio_output": true,
+                     *             "text_output": true,
+                     *             "image_input": true,
+                     *             "tools": true
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "gemini-2.5-flash-native-audio-preview-09-2025",
+                     *           "default": false,
+                     *           "supports": {
+                     *             "audio_output": true,
+                     *             "text_output": false,
+                     *             "image_input": true,
+                     *             "tools": true
+                     *           }
+                     *         }
+                     *       ],
+                     *       "voices": [
+                     *         {
+                     *           "id": "Puck",
+                     *           "languages": [
+                     *             "de-DE",
+                     *             "en-GB",
+                     *             "en-US",
+                     *             "fr-FR"
+                     *           ]
+                     *         },
+                     *         {
+                     *           "id": "Kore",
+                     *           "languages": [
+                     *             "de-DE",
+                     *             "en-GB",
+                     *             "en-US",
+                     *             "fr-FR"
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "analysis_models": [
+                     *         {
+                     *           "id": "gemini-2.5-flash",
+                     *           "default": true,
+                     *           "supports": {
+                     *             "structured_output": true,
+                     *             "thinking": true
+                     *           }
+                     *         },
+                     *         {
+                     *           "id": "gemini-2.5-pro",
+                     *           "default": false,
+                     *           "supports": {
+                     *             "structured_output": true,
+                     *             "thinking": true
+                     *           }
+                     *         }
+                     *       ]
+                     *     }
+                     */
+                    "application/json": components["schemas"]["VoiceCatalogue"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -8758,6 +9690,10 @@ export interface operations {
                      *       "opt_out": {
                      *         "enabled": false
                      *       },
+                     *       "redaction": null,
+                     *       "draft_version": 3,
+                     *       "published_version": 3,
+                     *       "auto_publish": true,
                      *       "created_at": "2026-11-21T23:51:18.000Z"
                      *     }
                      */
@@ -8885,6 +9821,10 @@ export interface operations {
                      *       "opt_out": {
                      *         "enabled": false
                      *       },
+                     *       "redaction": null,
+                     *       "draft_version": 3,
+                     *       "published_version": 3,
+                     *       "auto_publish": true,
                      *       "created_at": "2026-11-21T23:51:18.000Z"
                      *     }
                      */
@@ -8941,6 +9881,434 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listAgentVersions: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Cursor for the next page, the previous page's `next_cursor` (the last version number it showed). */
+                starting_after?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The agent's id (`agt_...`). An id that matches no agent answers 404. */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of versions. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "list",
+                     *       "data": [
+                     *         {
+                     *           "object": "agent_version",
+                     *           "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V",
+                     *           "version": 4,
+                     *           "is_published": false,
+                     *           "published_at": null,
+                     *           "created_at": "2026-11-22T04:00:00.000Z",
+                     *           "agent": {
+                     *             "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V",
+                     *             "name": "Appointment reminder",
+                     *             "description": "Confirms tomorrow's dental appointments.",
+                     *             "instruction": "Confirm {{patient_name}}'s appointment and offer two new times.",
+                     *             "first_message": "Hi {{patient_name}}, this is Maya from Bright Smile Dental.",
+                     *             "voice_id": "Aoede",
+                     *             "language": "English",
+                     *             "language_code": "en-US",
+                     *             "accent": "American",
+                     *             "can_end_conversation": true,
+                     *             "transfer_phone_number": null,
+                     *             "transfer_criteria": null,
+                     *             "variable_placeholders": {
+                     *               "patient_name": "there"
+                     *             },
+                     *             "voicemail_config": null,
+                     *             "telephony": {
+                     *               "provider_a": {
+                     *                 "configured": true,
+                     *                 "phone_number": "+14155550100",
+                     *                 "inbound_enabled": true
+                     *               },
+                     *               "provider_b": {
+                     *                 "configured": false,
+                     *                 "phone_number": null,
+                     *                 "inbound_enabled": false
+                     *               },
+                     *               "sip": null
+                     *             },
+                     *             "realtime": {
+                     *               "enable_webcam": true,
+                     *               "enable_screen_share": false
+                     *             },
+                     *             "recording": {
+                     *               "enabled": false
+                     *             },
+                     *             "recording_disclosure": null,
+                     *             "opt_out": {
+                     *               "enabled": false
+                     *             },
+                     *             "redaction": null,
+                     *             "created_at": "2026-11-21T23:51:18.000Z"
+                     *           }
+                     *         },
+                     *         {
+                     *           "object": "agent_version",
+                     *           "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V",
+                     *           "version": 3,
+                     *           "is_published": true,
+                     *           "published_at": "2026-11-22T09:30:00.000Z",
+                     *           "created_at": "2026-11-22T03:00:00.000Z",
+                     *           "agent": {
+                     *             "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V",
+                     *             "name": "Appointment reminder",
+                     *             "description": "Confirms tomorrow's dental appointments.",
+                     *             "instruction": "You are Maya from Bright Smile Dental. Confirm {{patient_name}}'s appointment.",
+                     *             "first_message": "Hi {{patient_name}}, this is Maya from Bright Smile Dental.",
+                     *             "voice_id": "Aoede",
+                     *             "language": "English",
+                     *             "language_code": "en-US",
+                     *             "accent": "American",
+                     *             "can_end_conversation": true,
+                     *             "transfer_phone_number": null,
+                     *             "transfer_criteria": null,
+                     *             "variable_placeholders": {
+                     *               "patient_name": "there"
+                     *             },
+                     *             "voicemail_config": null,
+                     *             "telephony": {
+                     *               "provider_a": {
+                     *                 "configured": true,
+                     *                 "phone_number": "+14155550100",
+                     *                 "inbound_enabled": true
+                     *               },
+                     *               "provider_b": {
+                     *                 "configured": false,
+                     *                 "phone_number": null,
+                     *                 "inbound_enabled": false
+                     *               },
+                     *               "sip": null
+                     *             },
+                     *             "realtime": {
+                     *               "enable_webcam": true,
+                     *               "enable_screen_share": false
+                     *             },
+                     *             "recording": {
+                     *               "enabled": false
+                     *             },
+                     *             "recording_disclosure": null,
+                     *             "opt_out": {
+                     *               "enabled": false
+                     *             },
+                     *             "redaction": null,
+                     *             "created_at": "2026-11-21T23:51:18.000Z"
+                     *           }
+                     *         }
+                     *       ],
+                     *       "has_more": true,
+                     *       "next_cursor": "3"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentVersionList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getAgentVersion: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id (`agt_...`). An id that matches no agent answers 404. */
+                agent_id: string;
+                /** @description The version number (1, 2, ...). A number the agent has no version of answers 404 `agent_version_not_found`. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The version. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "agent_version",
+                     *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V",
+                     *       "version": 3,
+                     *       "is_published": true,
+                     *       "published_at": "2026-11-22T09:30:00.000Z",
+                     *       "created_at": "2026-11-22T03:00:00.000Z",
+                     *       "agent": {
+                     *         "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V",
+                     *         "name": "Appointment reminder",
+                     *         "description": "Confirms tomorrow's dental appointments.",
+                     *         "instruction": "You are Maya from Bright Smile Dental. Confirm {{patient_name}}'s appointment.",
+                     *         "first_message": "Hi {{patient_name}}, this is Maya from Bright Smile Dental.",
+                     *         "voice_id": "Aoede",
+                     *         "language": "English",
+                     *         "language_code": "en-US",
+                     *         "accent": "American",
+                     *         "can_end_conversation": true,
+                     *         "transfer_phone_number": null,
+                     *         "transfer_criteria": null,
+                     *         "variable_placeholders": {
+                     *           "patient_name": "there"
+                     *         },
+                     *         "voicemail_config": null,
+                     *         "telephony": {
+                     *           "provider_a": {
+                     *             "configured": true,
+                     *             "phone_number": "+14155550100",
+                     *             "inbound_enabled": true
+                     *           },
+                     *           "provider_b": {
+                     *             "configured": false,
+                     *             "phone_number": null,
+                     *             "inbound_enabled": false
+                     *           },
+                     *           "sip": null
+                     *         },
+                     *         "realtime": {
+                     *           "enable_webcam": true,
+                     *           "enable_screen_share": false
+                     *         },
+                     *         "recording": {
+                     *           "enabled": false
+                     *         },
+                     *         "recording_disclosure": null,
+                     *         "opt_out": {
+                     *           "enabled": false
+                     *         },
+                     *         "redaction": null,
+                     *         "created_at": "2026-11-21T23:51:18.000Z"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentVersion"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    restoreAgentVersion: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Optimistic concurrency: the agent's `ETag` from an earlier answer (several may be listed, comma
+                 *     separated; `*` matches any existing agent). When no listed tag is the agent's current one, nothing
+                 *     is written and the answer is 412 `precondition_failed`; read the agent again and retry. Without
+                 *     `If-Match` the write is unconditional (the last write wins), as before versions existed.
+                 * @example "7.5"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path: {
+                /** @description The agent's id (`agt_...`). An id that matches no agent answers 404. */
+                agent_id: string;
+                /** @description The version to restore. A number the agent has no version of answers 404 `agent_version_not_found`. */
+                version: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The agent with its new draft. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    ETag: components["headers"]["AgentETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V",
+                     *       "name": "Appointment reminder",
+                     *       "description": "Confirms tomorrow's dental appointments.",
+                     *       "instruction": "You are Maya from Bright Smile Dental. Confirm {{patient_name}}'s appointment.",
+                     *       "first_message": "Hi {{patient_name}}, this is Maya from Bright Smile Dental.",
+                     *       "voice_id": "Aoede",
+                     *       "language": "English",
+                     *       "language_code": "en-US",
+                     *       "accent": "American",
+                     *       "can_end_conversation": true,
+                     *       "transfer_phone_number": null,
+                     *       "transfer_criteria": null,
+                     *       "variable_placeholders": {
+                     *         "patient_name": "there"
+                     *       },
+                     *       "voicemail_config": null,
+                     *       "telephony": {
+                     *         "provider_a": {
+                     *           "configured": true,
+                     *           "phone_number": "+14155550100",
+                     *           "inbound_enabled": true
+                     *         },
+                     *         "provider_b": {
+                     *           "configured": false,
+                     *           "phone_number": null,
+                     *           "inbound_enabled": false
+                     *         },
+                     *         "sip": null
+                     *       },
+                     *       "realtime": {
+                     *         "enable_webcam": true,
+                     *         "enable_screen_share": false
+                     *       },
+                     *       "recording": {
+                     *         "enabled": false
+                     *       },
+                     *       "recording_disclosure": null,
+                     *       "opt_out": {
+                     *         "enabled": false
+                     *       },
+                     *       "redaction": null,
+                     *       "draft_version": 5,
+                     *       "published_version": 4,
+                     *       "auto_publish": false,
+                     *       "created_at": "2026-11-21T23:51:18.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Agent"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            412: components["responses"]["PreconditionFailed"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    publishAgent: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Optimistic concurrency: the agent's `ETag` from an earlier answer (several may be listed, comma
+                 *     separated; `*` matches any existing agent). When no listed tag is the agent's current one, nothing
+                 *     is written and the answer is 412 `precondition_failed`; read the agent again and retry. Without
+                 *     `If-Match` the write is unconditional (the last write wins), as before versions existed.
+                 * @example "7.5"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
+            path: {
+                /** @description The agent's id (`agt_...`). An id that matches no agent answers 404. */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                /**
+                 * @example {
+                 *       "version": 2
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentPublishRequest"];
+            };
+        };
+        responses: {
+            /** @description The agent, its `published_version` the one published. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    ETag: components["headers"]["AgentETag"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V",
+                     *       "name": "Appointment reminder",
+                     *       "description": "Confirms tomorrow's dental appointments.",
+                     *       "instruction": "You are Maya from Bright Smile Dental. Confirm {{patient_name}}'s appointment.",
+                     *       "first_message": "Hi {{patient_name}}, this is Maya from Bright Smile Dental.",
+                     *       "voice_id": "Aoede",
+                     *       "language": "English",
+                     *       "language_code": "en-US",
+                     *       "accent": "American",
+                     *       "can_end_conversation": true,
+                     *       "transfer_phone_number": null,
+                     *       "transfer_criteria": null,
+                     *       "variable_placeholders": {
+                     *         "patient_name": "there"
+                     *       },
+                     *       "voicemail_config": null,
+                     *       "telephony": {
+                     *         "provider_a": {
+                     *           "configured": true,
+                     *           "phone_number": "+14155550100",
+                     *           "inbound_enabled": true
+                     *         },
+                     *         "provider_b": {
+                     *           "configured": false,
+                     *           "phone_number": null,
+                     *           "inbound_enabled": false
+                     *         },
+                     *         "sip": null
+                     *       },
+                     *       "realtime": {
+                     *         "enable_webcam": true,
+                     *         "enable_screen_share": false
+                     *       },
+                     *       "recording": {
+                     *         "enabled": false
+                     *       },
+                     *       "recording_disclosure": null,
+                     *       "opt_out": {
+                     *         "enabled": false
+                     *       },
+                     *       "redaction": null,
+                     *       "draft_version": 4,
+                     *       "published_version": 3,
+                     *       "auto_publish": false,
+                     *       "created_at": "2026-11-21T23:51:18.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Agent"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            412: components["responses"]["PreconditionFailed"];
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
     };
@@ -11337,6 +12705,7 @@ export interface operations {
                      *           "conversation_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
                      *           "call_sid": "CA5f0e2b8d4c6a1e3f7b9d2c4e6a8b0d1f",
                      *           "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *           "agent_version": 3,
                      *           "batch_id": null,
                      *           "direction": "outbound",
                      *           "provider": "provider_a",
@@ -11454,6 +12823,7 @@ export interface operations {
                      *       "conversation_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
                      *       "call_sid": null,
                      *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *       "agent_version": 3,
                      *       "batch_id": null,
                      *       "direction": "outbound",
                      *       "provider": "provider_a",
@@ -11566,7 +12936,9 @@ export interface operations {
              *     `from_number_missing`, `url_not_allowed`, `idempotency_key_reused`, the destination
              *     policy's `invalid_phone_number`, `destination_type_not_allowed`,
              *     `destination_country_not_allowed`, `caller_id_not_allowed`, `number_on_do_not_call_list`
-             *     (the number called is on the workspace's do-not-call list), and `filled_text_too_long` (the
+             *     (the number called is on the workspace's do-not-call list), `variable_missing` (a
+             *     placeholder of the call's texts has no value and no default, see `VariableValue`; `param` is
+             *     the variable, `variables.<name>`) and `filled_text_too_long` (the
              *     call's variables would make a filled text longer than its field's cap, see `VariableValue`;
              *     `param` is the variable, `variables.<name>`). `param` names the field, `to_number` or
              *     `from_number` for the numbers. Nothing is stored or dialed.
@@ -11624,6 +12996,7 @@ export interface operations {
                      *       "conversation_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
                      *       "call_sid": "CA5f0e2b8d4c6a1e3f7b9d2c4e6a8b0d1f",
                      *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *       "agent_version": 3,
                      *       "batch_id": "bat_01JD5ZC3D4E5F6G7H8J9K0M1N2",
                      *       "direction": "outbound",
                      *       "provider": "provider_a",
@@ -11728,6 +13101,7 @@ export interface operations {
                      *       "conversation_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
                      *       "call_sid": "CA5f0e2b8d4c6a1e3f7b9d2c4e6a8b0d1f",
                      *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *       "agent_version": 3,
                      *       "batch_id": null,
                      *       "direction": "outbound",
                      *       "provider": "provider_a",
@@ -11819,6 +13193,7 @@ export interface operations {
                      *       "conversation_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
                      *       "call_sid": null,
                      *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *       "agent_version": 3,
                      *       "batch_id": null,
                      *       "direction": "outbound",
                      *       "provider": "provider_a",
@@ -12496,6 +13871,7 @@ export interface operations {
                      *           },
                      *           "first_message": null,
                      *           "timezone": null,
+                     *           "conversation": null,
                      *           "status": "completed",
                      *           "attempts": 1,
                      *           "call_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
@@ -12515,6 +13891,7 @@ export interface operations {
                      *           },
                      *           "first_message": "Hi Alan, Acme Dental here with a quick reminder.",
                      *           "timezone": null,
+                     *           "conversation": null,
                      *           "status": "no_answer",
                      *           "attempts": 3,
                      *           "call_id": "call_01JD5ZF6G7H8J9K0M1N2P3Q4R5",
@@ -12771,6 +14148,7 @@ export interface operations {
                      *           },
                      *           "first_message": null,
                      *           "timezone": null,
+                     *           "conversation": null,
                      *           "status": "in_progress",
                      *           "attempts": 1,
                      *           "call_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
@@ -12790,6 +14168,7 @@ export interface operations {
                      *           },
                      *           "first_message": "Hi Alan, Acme Dental here with a quick reminder.",
                      *           "timezone": null,
+                     *           "conversation": null,
                      *           "status": "canceled",
                      *           "attempts": 0,
                      *           "call_id": null,
@@ -12888,6 +14267,7 @@ export interface operations {
                      *           },
                      *           "first_message": null,
                      *           "timezone": null,
+                     *           "conversation": null,
                      *           "status": "pending",
                      *           "attempts": 0,
                      *           "call_id": null,
@@ -12986,6 +14366,7 @@ export interface operations {
                      *           },
                      *           "first_message": null,
                      *           "timezone": null,
+                     *           "conversation": null,
                      *           "status": "pending",
                      *           "attempts": 0,
                      *           "call_id": null,
@@ -13086,6 +14467,7 @@ export interface operations {
                      *           },
                      *           "first_message": null,
                      *           "timezone": null,
+                     *           "conversation": null,
                      *           "status": "completed",
                      *           "attempts": 1,
                      *           "call_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
@@ -13105,6 +14487,7 @@ export interface operations {
                      *           },
                      *           "first_message": "Hi Alan, Acme Dental here with a quick reminder.",
                      *           "timezone": null,
+                     *           "conversation": null,
                      *           "status": "pending",
                      *           "attempts": 3,
                      *           "call_id": "call_01JD5ZF6G7H8J9K0M1N2P3Q4R5",
@@ -13503,24 +14886,13 @@ export interface operations {
             403: components["responses"]["Forbidden"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
-            /** @description The body is invalid, or `number` is not a phone number (`invalid_phone_number`). */
+            /** @description The body is invalid, `number` is not a phone number (`invalid_phone_number`), or the list is full (`do_not_call_list_full`). */
             422: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {
-                     *       "error": {
-                     *         "type": "invalid_request_error",
-                     *         "code": "invalid_phone_number",
-                     *         "message": "number: '+1555' is not a phone number any country uses.",
-                     *         "param": "number",
-                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
-                     *       }
-                     *     }
-                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -14895,6 +16267,7 @@ export interface operations {
                      *       "conversation_id": "call_01JD5Z9K3M4N5P6Q7R8S9T0V1W",
                      *       "call_sid": "CA5f0e2b8d4c6a1e3f7b9d2c4e6a8b0d1f",
                      *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *       "agent_version": 3,
                      *       "batch_id": null,
                      *       "direction": "inbound",
                      *       "provider": "provider_a",

@@ -113,6 +113,14 @@ export const operations = [
     ]
   },
   {
+    "operationId": "getVoiceCatalogue",
+    "method": "GET",
+    "path": "/api/v1/voice-catalogue",
+    "tags": [
+      "Agents"
+    ]
+  },
+  {
     "operationId": "enableInbound",
     "method": "POST",
     "path": "/api/v1/agents/{agent_id}/telephony/{provider}/inbound",
@@ -124,6 +132,38 @@ export const operations = [
     "operationId": "disableInbound",
     "method": "DELETE",
     "path": "/api/v1/agents/{agent_id}/telephony/{provider}/inbound",
+    "tags": [
+      "Agents"
+    ]
+  },
+  {
+    "operationId": "listAgentVersions",
+    "method": "GET",
+    "path": "/api/v1/agents/{agent_id}/versions",
+    "tags": [
+      "Agents"
+    ]
+  },
+  {
+    "operationId": "getAgentVersion",
+    "method": "GET",
+    "path": "/api/v1/agents/{agent_id}/versions/{version}",
+    "tags": [
+      "Agents"
+    ]
+  },
+  {
+    "operationId": "restoreAgentVersion",
+    "method": "POST",
+    "path": "/api/v1/agents/{agent_id}/versions/{version}/restore",
+    "tags": [
+      "Agents"
+    ]
+  },
+  {
+    "operationId": "publishAgent",
+    "method": "POST",
+    "path": "/api/v1/agents/{agent_id}/publish",
     "tags": [
       "Agents"
     ]

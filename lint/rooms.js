@@ -9,7 +9,9 @@
 /** Lowest first. */
 export const LAYERS = [
   // Foundations: no domain knowledge. http/ is the contract wiring the domains' routes plug into.
-  ['lib', 'audio', 'errors', 'contract', 'crypto', 'net', 'db', 'jobs', 'http'],
+  // redaction: finding personal data in text and replacing it (agents check the setting with it, the
+  // conversations apply it at each place they keep or send what was said).
+  ['lib', 'audio', 'errors', 'contract', 'crypto', 'net', 'db', 'jobs', 'http', 'redaction'],
   // Our peers, as adapters: what a carrier is, what the voice service is, and the SIP user agent
   // (the protocol stack a SIP carrier adapter builds on; it knows no carrier).
   ['carriers', 'voice', 'sip'],

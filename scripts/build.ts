@@ -2,7 +2,7 @@
  * `npm run build` (and `npm start`'s prestart): what production runs, compiled. The API reference and
  * the browser bundles when missing or stale, then the service compiled by tsc (tsconfig.build.json,
  * incremental: an unchanged tree rebuilds in seconds) into dist/, with the files it reads beside its
- * modules (the sandbox's audio). `npm start` runs `node dist/src/main.js`; no TypeScript loader at run time.
+ * modules (the sandbox's audio). `npm start` runs `node <flags> dist/src/main.js` (package.json); no TypeScript loader at run time.
  * `--out-dir DIR` compiles elsewhere (the test of the compiled service).
  */
 import { execFileSync } from 'node:child_process';

@@ -16,6 +16,8 @@ import { buildSdk } from './build-sdk.js';
 
 const root = path.resolve(import.meta.dirname, '..');
 const coverageDir = path.join(root, '.contract-coverage');
+/** Each file's wall time, slowest first (scripts/file-times-reporter.ts). */
+const fileTimes = path.join(root, '.test-times.jsonl');
 const TEMPLATE = `vas_template_${process.pid}`;
 
 /** Run only when named: several instances behind a load balancer (`npm run test:cluster`), minutes long. */
@@ -36,6 +38,18 @@ async function query(url: string, sql: string): Promise<void> {
     await c.query(sql);
   } finally {
     await c.end();
+  }
+}
+
+function printSlowest(count: number): void {
+  if (!fs.existsSync(fileTimes)) return;
+  const lines = fs.readFileSync(fileTimes, 'utf8').trim().split('\n').filter(Boolean).slice(0, count);
+  console.log(
+    `\nThe ${lines.length} slowest test files (wall seconds, ${process.env.TEST_CONCURRENCY ?? 2} files at a time; all in ${path.basename(fileTimes)}):`,
+  );
+  for (const line of lines) {
+    const { file, seconds } = JSON.parse(line) as { file: string; seconds: number };
+    console.log(`  ${seconds.toFixed(1).padStart(6)}  ${path.relative(root, file)}`);
   }
 }
 
@@ -63,7 +77,17 @@ async function main(): Promise<number> {
   const code = await new Promise<number>((resolve) => {
     const child = spawn(
       process.execPath,
-      ['--import', 'tsx', '--test', '--test-reporter=spec', `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 2}`, ...files],
+      [
+        '--import',
+        'tsx',
+        '--test',
+        '--test-reporter=spec',
+        '--test-reporter-destination=stdout',
+        '--test-reporter=./scripts/file-times-reporter.ts',
+        `--test-reporter-destination=${fileTimes}`,
+        `--test-concurrency=${process.env.TEST_CONCURRENCY ?? 2}`,
+        ...files,
+      ],
       {
         cwd: root,
         stdio: 'inherit',
@@ -75,7 +99,10 @@ async function main(): Promise<number> {
 
   await query(server, `drop database if exists "${TEMPLATE}" with (force)`).catch(() => undefined);
   if (embedded) await embedded.stop();
-  if (process.argv.length <= 2) printCoverage(coverageDir);
+  if (process.argv.length <= 2) {
+    printCoverage(coverageDir);
+    printSlowest(10);
+  }
   return code;
 }
 

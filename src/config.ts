@@ -5,8 +5,20 @@
 import { z } from 'zod';
 import path from 'node:path';
 import ipaddr from 'ipaddr.js';
+import { CARRIER_API_URL_VARIABLES, type Provider } from './carriers/index.js';
 
 const durationMs = (def: number) => z.coerce.number().int().min(0).default(def);
+/** A comma-separated list of model ids; unset when not given. */
+const modelList = () =>
+  z
+    .string()
+    .transform((s) =>
+      s
+        .split(',')
+        .map((m) => m.trim())
+        .filter(Boolean),
+    )
+    .optional();
 
 const schema = z.object({
   NODE_ENV: z.enum(['development', 'production', 'test']).default('development'),
@@ -117,6 +129,8 @@ const schema = z.object({
    */
   CACHE_TTL_MS: durationMs(60_000),
   CACHE_MAX_ENTRIES: z.coerce.number().int().min(0).default(2_000),
+  /** A lost LISTEN connection (call signals, live events, webhook wake-ups, cache invalidations) is opened again after this long. */
+  LISTEN_RETRY_MS: durationMs(2_000),
   // MCP servers (src/mcp/).
   /** One connection attempt to an MCP server (initialize + tools/list): the contract says 10 seconds. */
   MCP_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(1).default(10_000),
@@ -155,8 +169,18 @@ const schema = z.object({
   /** Sent as the `key` query parameter when set; never logged. Not required for a local endpoint. */
   GEMINI_API_KEY: z.string().min(1).optional(),
   VOICE_MODEL: z.string().min(1).default('gemini-live-2.5-flash-preview'),
-  /** Model of the post-call analysis (generateContent on the voice service's host). */
+  /**
+   * The live models agents may choose (comma-separated; the catalogue, src/voice/catalogue.ts). Unset:
+   * the models the voice adapter knows. `VOICE_MODEL` is always one of them.
+   */
+  VOICE_MODELS: modelList(),
+  /** Model of the post-call analysis (generateContent on the voice service's host) of agents that choose none. */
   VOICE_ANALYSIS_MODEL: z.string().min(1).default('gemini-2.5-flash'),
+  /**
+   * The analysis models agents may choose (comma-separated; the catalogue's `analysis_models`). Unset:
+   * the models the analysis knows. `VOICE_ANALYSIS_MODEL` is always one of them.
+   */
+  VOICE_ANALYSIS_MODELS: modelList(),
   /** One connection attempt (socket open + setupComplete) must finish within this. */
   VOICE_CONNECT_TIMEOUT_MS: z.coerce.number().int().min(1).default(10_000),
   /** Reconnection attempts after a failed or lost connection, before `unavailable`. */
@@ -244,6 +268,16 @@ const schema = z.object({
     .min(0)
     .default(8 * 1024 * 1024),
   /**
+   * How fast one realtime session's socket is read, bytes a second and at once; beyond, it is paused
+   * (TCP holds the rest in the client) until the budget refills (src/realtime/read-budget.ts).
+   */
+  REALTIME_READ_BYTES_PER_SECOND: z.coerce.number().int().min(65_536).default(6_000_000),
+  REALTIME_READ_BURST_BYTES: z.coerce
+    .number()
+    .int()
+    .min(65_536)
+    .default(8 * 1024 * 1024),
+  /**
    * Audio budget of one realtime session: a client's `audio/pcm` beyond real time (times RATE) plus
    * BURST (how far ahead of real time it may run, wall ms) is dropped (not passed to the voice
    * service) and counted in `media_audio_dropped_seconds_total`.
@@ -278,21 +312,8 @@ const schema = z.object({
   /** Metering: cents per started minute of a voice/camera/screen session, and of a text session. */
   REALTIME_CENTS_PER_MINUTE: z.coerce.number().int().min(0).default(10),
   REALTIME_TEXT_CENTS_PER_MINUTE: z.coerce.number().int().min(0).default(0),
-  // Phone calls (src/calls/, src/carriers/) and the sandbox carriers (src/sandbox/).
-  /**
-   * Base URL of provider_a's REST API (`https://api.twilio.com`) and of provider_b's (`https://api.telnyx.com/v2`).
-   * Unset: the sandbox carrier of that provider, started in-process (not allowed in production).
-   */
-  PROVIDER_A_API_URL: z
-    .string()
-    .url('must be an absolute http(s) URL')
-    .regex(/^https?:\/\//, 'must start with http:// or https://')
-    .optional(),
-  PROVIDER_B_API_URL: z
-    .string()
-    .url('must be an absolute http(s) URL')
-    .regex(/^https?:\/\//, 'must start with http:// or https://')
-    .optional(),
+  // Phone calls (src/calls/, src/carriers/) and the sandbox carriers (src/sandbox/). Each carrier's
+  // REST API URL is the variable its plug-in names (PROVIDER_A_API_URL, ...), read by carrierApiUrls.
   /** Sandbox carriers: port (0 = any free one), time scale (2 = twice real time) and ringing time before an answer. */
   SANDBOX_CARRIERS_PORT: z.coerce.number().int().min(0).max(65535).default(0),
   SANDBOX_CARRIERS_SPEED: z.coerce.number().min(0.1).max(1000).default(1),
@@ -354,6 +375,8 @@ const schema = z.object({
     .transform((v) => v === 'true'),
   /** A recording's audio is written this often (a crash loses at most this much). */
   RECORDING_FLUSH_MS: z.coerce.number().int().min(50).max(60_000).default(1000),
+  /** A recording its conversation redacts holds audio until what was said in it is known, at most this long (older audio is written as silence). */
+  RECORDING_REDACTION_HOLD_MS: z.coerce.number().int().min(1000).max(300_000).default(30_000),
   /** Largest recording (PCM bytes); the rest of a longer conversation is not recorded (`truncated`). Default 128 MiB: over an hour of a phone call. */
   RECORDING_MAX_BYTES: z.coerce
     .number()
@@ -403,6 +426,8 @@ const schema = z.object({
   BATCH_MAX_OPEN_PER_WORKSPACE: z.coerce.number().int().min(1).default(100),
   /** Recipients waiting across a workspace's batches (429 `pending_recipient_limit_reached` past it). */
   BATCH_MAX_WAITING_RECIPIENTS_PER_WORKSPACE: z.coerce.number().int().min(1).default(100_000),
+  /** Numbers a workspace's do-not-call list may hold (422 `do_not_call_list_full` past it; an opt-out is listed anyway). */
+  DO_NOT_CALL_MAX_ENTRIES: z.coerce.number().int().min(1).default(2_000_000),
   /**
    * Seconds in a metering minute: conversations are billed per started minute at the per-minute
    * prices, plan minutes and reservations count in it. 60; tests shorten it so a reservation runs out
@@ -450,6 +475,14 @@ const schema = z.object({
   SIP_REFUSALS_PER_MINUTE: z.coerce.number().int().min(1).default(10),
   /** Packets the RTP jitter buffer may hold back to put late ones in order (20 ms each). */
   SIP_JITTER_PACKETS: z.coerce.number().int().min(0).max(50).default(3),
+  /**
+   * true: what callers send is handed to the conversation at the shared RTP clock's tick, every call's
+   * at once (less CPU a call, up to 20 ms more on the way to the voice service); false: as it arrives.
+   */
+  SIP_RTP_RECEIVE_ON_TICK: z
+    .enum(['true', 'false'])
+    .default('true')
+    .transform((v) => v === 'true'),
   /** Session-Expires asked for on outbound calls (RFC 4028), seconds; 0: none. */
   SIP_SESSION_EXPIRES_S: z.coerce.number().int().min(0).max(86_400).default(1_800),
   /** The shortest session interval a peer may ask for (Min-SE; shorter: 422). RFC 4028 says at least 90; tests shorten it. */
@@ -481,7 +514,28 @@ const schema = z.object({
     }),
 });
 
+/**
+ * The base URL of each carrier's REST API, from the variable named after it (`<PROVIDER>_API_URL`,
+ * CARRIER_API_URL_VARIABLES: `PROVIDER_A_API_URL` for provider_a's, `https://api.twilio.com`; `PROVIDER_B_API_URL` for
+ * provider_b's, `https://api.telnyx.com/v2`). Unset: the sandbox carrier of that provider, started
+ * in-process (not allowed in production).
+ */
+const carrierApiUrls = z.object(
+  Object.fromEntries(
+    CARRIER_API_URL_VARIABLES.map(([, variable]) => [
+      variable,
+      z
+        .string()
+        .url('must be an absolute http(s) URL')
+        .regex(/^https?:\/\//, 'must start with http:// or https://')
+        .optional(),
+    ]),
+  ),
+);
+
 export type Config = z.infer<typeof schema> & {
+  /** Each carrier's REST API base URL that is configured (see carrierApiUrls); a carrier left out runs on its sandbox simulator. */
+  carrierApiUrls: Partial<Record<Provider, string>>;
   publicBaseUrl: string;
   contractCheck: 'off' | 'log' | 'enforce';
   dataDir: string;
@@ -491,9 +545,12 @@ export class ConfigError extends Error {}
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // An empty variable means unset (as in `ADMIN_TOKEN= npm start`).
-  const parsed = schema.safeParse(Object.fromEntries(Object.entries(env).filter(([, v]) => v !== '')));
-  if (!parsed.success) {
-    const lines = parsed.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
+  const set = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== ''));
+  const parsed = schema.safeParse(set);
+  const carriers = carrierApiUrls.safeParse(set);
+  if (!parsed.success || !carriers.success) {
+    const issues = [...(parsed.error?.issues ?? []), ...(carriers.error?.issues ?? [])];
+    const lines = issues.map((i) => `  ${i.path.join('.')}: ${i.message}`);
     throw new ConfigError(`Invalid configuration:\n${lines.join('\n')}`);
   }
   const c = parsed.data;
@@ -537,14 +594,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       throw new ConfigError(
         'Invalid configuration:\n  VOICE_SERVICE_URL: required when NODE_ENV=production (the sandbox voice service is for development and tests)',
       );
-    for (const name of ['PROVIDER_A_API_URL', 'PROVIDER_B_API_URL'] as const) {
-      if (!c[name])
+    for (const [, name] of CARRIER_API_URL_VARIABLES) {
+      if (!carriers.data[name])
         throw new ConfigError(`Invalid configuration:\n  ${name}: required when NODE_ENV=production (the sandbox carriers are for development and tests)`);
     }
   }
   const host = c.HOST === '0.0.0.0' || c.HOST === '::' ? 'localhost' : c.HOST;
   return {
     ...c,
+    carrierApiUrls: Object.fromEntries(CARRIER_API_URL_VARIABLES.flatMap(([provider, name]) => (carriers.data[name] ? [[provider, carriers.data[name]]] : []))),
     dataDir: path.resolve(c.DATA_DIR),
     publicBaseUrl: (c.PUBLIC_BASE_URL ?? `http://${host}:${c.PORT}`).replace(/\/+$/, ''),
     contractCheck: c.CONTRACT_CHECK ?? (c.NODE_ENV === 'production' ? 'off' : 'log'),

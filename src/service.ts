@@ -47,6 +47,7 @@ import { ToolStore } from './tools/store.js';
 import { ToolService } from './tools/service.js';
 import { toolRoutes } from './tools/routes.js';
 import { createSipTrunks, type SipTrunks } from './sip-trunks/index.js';
+import { sipOptionsFromConfig } from './sip/settings.js';
 import { ToolRunner } from './conversation/tool-runner.js';
 import { KnowledgeStore } from './knowledge/store.js';
 import { TextExtractor } from './knowledge/extractor.js';
@@ -62,6 +63,7 @@ import { McpService } from './mcp/service.js';
 import { mcpRoutes } from './mcp/routes.js';
 import { Idempotency } from './http/idempotency.js';
 import { createVoiceService, type VoiceService } from './voice/index.js';
+import { voiceCatalogue } from './voice/catalogue.js';
 import { startSandboxes, type Sandboxes } from './sandbox/index.js';
 import { createRealtime, type Realtime } from './realtime/index.js';
 import { routeUpgrades } from './http/upgrades.js';
@@ -87,6 +89,11 @@ import { BatchService } from './batches/service.js';
 import { batchRoutes } from './batches/routes.js';
 import { serviceUnavailable } from './errors/api-error.js';
 import { LiveEvents } from './events/index.js';
+
+/** Hang-ups of SIP calls for the instance holding their dialog (src/carriers/sip/options.ts). */
+const SIP_HANGUPS_CHANNEL = 'sip_hangups';
+/** NOTIFY carries at most 8000 bytes; a Call-ID is far shorter (a peer's longer one is ended by its deadline). */
+const MAX_NOTIFIED_CALL_SID = 1000;
 
 export interface RunningService {
   url: string;
@@ -115,6 +122,8 @@ export interface RunningService {
   events: EventPublisher;
   /** The per-instance caches of agents and webhooks' event kinds, and their LISTEN connection. */
   caches: NotifiedCaches;
+  /** The instance's one LISTEN connection (src/db/listener.ts). */
+  listener: Listener;
   /** The voice service (the Gemini Live adapter, pointed at VOICE_SERVICE_URL or the sandbox). */
   voice: VoiceService;
   /** The simulators started in-process for what the configuration gives no URL (tests use their controls). */
@@ -202,7 +211,7 @@ export async function startService(
   // Agents and the event kinds workspaces' webhooks list, kept per instance; any write anywhere drops
   // them on every instance (NOTIFY from triggers). Nothing is kept until the LISTEN connection is up.
   // The instance's one LISTEN connection: call signals, live events, webhook wake-ups, cache invalidations.
-  const listener = new Listener(db.url, log.child({ component: 'listen' }));
+  const listener = new Listener(db.url, log.child({ component: 'listen' }), { retryMs: config.LISTEN_RETRY_MS });
   const caches = new NotifiedCaches(listener, { ttlMs: config.CACHE_TTL_MS, maxEntries: config.CACHE_MAX_ENTRIES });
   const webhookStore = new WebhookStore(db.knex, caches.of('webhooks'));
   const webhooks = new WebhookService(webhookStore, secrets, outbound, clock, { secretOverlapMs: config.WEBHOOK_SECRET_OVERLAP_MS }, log);
@@ -241,8 +250,9 @@ export async function startService(
     log.child({ component: 'admission' }),
   );
   const destinations = new DestinationService(new DestinationStore(db.knex), clock, log.child({ component: 'destinations' }));
-  const doNotCall = new DoNotCallService(new DoNotCallStore(db.knex), log.child({ component: 'do-not-call' }));
+  const doNotCall = new DoNotCallService(new DoNotCallStore(db.knex), log.child({ component: 'do-not-call' }), config.DO_NOT_CALL_MAX_ENTRIES);
   const agents = new AgentService(new AgentStore(db.knex), secrets, destinations, outbound, caches.of('agents'));
+  agents.useCatalogue(voiceCatalogue(config));
   const tools = new ToolService(new ToolStore(db.knex), agents, secrets, outbound);
   const sipTrunks = createSipTrunks({ db: db.knex, secrets, outbound, agents });
   configureSchemaPool({ threads: config.SCHEMA_POOL_THREADS, taskTimeoutMs: config.SCHEMA_TASK_TIMEOUT_MS });
@@ -318,6 +328,7 @@ export async function startService(
     clock,
     {
       flushMs: config.RECORDING_FLUSH_MS,
+      redactionHoldMs: config.RECORDING_REDACTION_HOLD_MS,
       maxBytes: config.RECORDING_MAX_BYTES,
       retentionDays: config.RECORDING_RETENTION_DAYS,
       retentionSweepMs: config.RECORDING_RETENTION_SWEEP_MS,
@@ -358,11 +369,26 @@ export async function startService(
   );
   const carriers = createCarriers(
     {
-      provider_a: { apiUrl: config.PROVIDER_A_API_URL ?? sandbox.carriers!.server.providerAUrl },
-      provider_b: {
-        apiUrl: config.PROVIDER_B_API_URL ?? sandbox.carriers!.server.providerBUrl,
-        // provider_b webhooks from the sandbox are verified with its own key: it cannot sign with an agent's.
-        verifyKeyOverride: sandbox.carriers?.providers.has('provider_b') ? sandbox.carriers.server.providerBPublicKey : null,
+      // Each carrier at its configured API URL, or at its simulator (the sandbox carriers' settings for it).
+      ...sandbox.carriers?.settings,
+      ...Object.fromEntries(Object.entries(config.carrierApiUrls).map(([provider, apiUrl]) => [provider, { apiUrl }])),
+      // The SIP user agent when SIP_PORT is set: INVITEs let in by the trunks' rules, calls out through a trunk's termination.
+      sip: {
+        apiUrl: '',
+        sip: {
+          userAgent: (authenticateInbound) => sipOptionsFromConfig(config, { authenticateInbound, log: log.child({ component: 'sip' }) }),
+          enabled: config.SIP_PORT !== undefined,
+          authorize: (req) => sipTrunks.authorizeInbound(req),
+          termination: (workspaceId, trunkId) => sipTrunks.outboundTermination(workspaceId, trunkId),
+          ringTimeoutS: config.CALL_RING_TIMEOUT_S,
+          hangups: {
+            send: async (callSid) => {
+              if (callSid.length <= MAX_NOTIFIED_CALL_SID) await db.knex.raw('select pg_notify(?, ?)', [SIP_HANGUPS_CHANNEL, callSid]);
+            },
+            on: (handler) => listener.on(SIP_HANGUPS_CHANNEL, (callSid) => callSid && handler(callSid)),
+          },
+          log: log.child({ component: 'sip' }),
+        },
       },
     },
     callbackUrls(publicBaseUrl),
@@ -542,6 +568,8 @@ export async function startService(
   await eventsRetention.schedule().catch((err) => log.warn({ err: (err as Error).message }, 'the conversation events retention job could not be scheduled'));
   await erasureRetention.schedule().catch((err) => log.warn({ err: (err as Error).message }, 'the transcript retention job could not be scheduled'));
   calls.start();
+  await carriers.start();
+  stopHooks.push(['carriers', () => carriers.stop()]);
 
   // Connections kept open for MCP tool calls.
   stopHooks.push(['MCP connections', () => mcp.close()]);
@@ -609,6 +637,7 @@ export async function startService(
     webhooks,
     events,
     caches,
+    listener,
     voice,
     sandbox,
     realtime,
@@ -626,6 +655,7 @@ export async function startService(
     close() {
       closing ??= (async () => {
         draining = true;
+        carriers.drain();
         log.info({ calls: calls.media.size, sessions: realtime.gateway.size, drainMs: config.SHUTDOWN_DRAIN_MS }, 'draining: no new calls, sessions or jobs');
         // No new jobs from now on (the running ones finish); the other instances take the queue.
         const jobsStopped = jobs.stop().catch((err) => log.error({ err }, 'job queue did not stop cleanly'));

@@ -21,7 +21,7 @@ import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import alawmulaw from 'alawmulaw';
-import { benchDatabase, forkChild, table, type BenchChild } from './lib.js';
+import { benchDatabase, benchWorkspace, forkChild, answeringNumbers, placeCalls, table, TALKING_CALLEE, type BenchChild } from './lib.js';
 import type { ChildStats } from './child-stats.js';
 import { CallTranscoder } from '../../src/carriers/transcode.js';
 import { Downsampler24kTo8k, Upsampler8kTo16k } from '../../src/audio/pcm16.js';
@@ -106,19 +106,6 @@ async function api(
   return json;
 }
 
-/** A caller who keeps the conversation going for the measured phase, then stays on the line. */
-const SCRIPT = [
-  { waitForAgent: true, startWithinMs: 3000 },
-  { say: 'Hello, this is Sam calling about my appointment.' },
-  { waitForAgent: true, startWithinMs: 3000 },
-  { say: 'Can you move it to Tuesday afternoon please?' },
-  { waitForAgent: true, startWithinMs: 3000 },
-  { say: 'And do you take my insurance card?' },
-  { waitForAgent: true, startWithinMs: 3000 },
-  { say: 'Thank you, that is all I needed to know.' },
-  { pause: 300_000 },
-];
-
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function waitLive(child: Child, n: number, timeoutMs = 60_000): Promise<void> {
@@ -172,27 +159,10 @@ export async function run(): Promise<void> {
   );
   const relay = await forkChild(child, ['relay'], { VOICE_URL: voice.info.url });
   const apiKey = `KEY${randomBytes(12).toString('hex')}`;
-  let serial = 0;
-  // A person answers every one (the last four digits 0001-0004 would pick another outcome).
-  const number = () => {
-    const n = serial++;
-    // Exchanges 200-999: 1xx exchanges exist nowhere, and the destination policy refuses them.
-    return `+1415${200 + Math.floor(n / 5000)}${5000 + (n % 5000)}`;
-  };
+  const number = answeringNumbers();
   try {
     const s = service.info.url;
-    const signup = await api(s, 'POST', '/api/v1/auth/signup', null, {
-      email: `bench-${Date.now()}@example.com`,
-      password: 'correct-horse-battery',
-      workspace_name: 'Bench',
-    });
-    const key = (await api(s, 'POST', '/api/v1/keys', signup.session_token, { name: 'bench' })).key as string;
-    await api(s, 'PATCH', `/admin/v1/workspaces/${signup.workspace.id}`, ADMIN, {
-      plan: 'enterprise',
-      concurrent_session_limit: 100_000,
-      credit_balance_cents: 1_000_000_000,
-    });
-    await api(s, 'PATCH', `/admin/v1/workspaces/${signup.workspace.id}/destination-policy`, ADMIN, { daily_call_cap: null });
+    const { key } = await benchWorkspace(s, ADMIN, { name: 'Bench', concurrentSessions: 100_000, noDailyCap: true });
     const agent = await api(s, 'POST', '/api/v1/agents', key, {
       name: 'Bench',
       instruction: 'You are the receptionist of Acme Dental.',
@@ -208,29 +178,18 @@ export async function run(): Promise<void> {
     for (const n of levels) {
       // The service: N calls placed through the API.
       const sBefore = await service.ask<Stats>({ cmd: 'stats' }, 'stats');
-      const callIds: string[] = [];
-      // An instance at capacity refuses new calls (503, src/system/overload.ts): counted, not a failure.
-      let refused = 0;
-      for (let i = 0; i < n; i += 25) {
-        // Calls arrive at BENCH_CALLS_PER_SECOND (a deployment's calls do not all start in one instant);
-        // the streams, not their set-up, are what this measures (batches measure set-up rates).
-        const groupStart = Date.now();
-        const batch = await Promise.all(
-          Array.from({ length: Math.min(25, n - i) }, async () => {
-            const to = number();
-            carrier.proc.send({ cmd: 'script', to, script: SCRIPT });
-            try {
-              return (await api(s, 'POST', '/api/v1/calls', key, { agent_id: agent.agent_id, to_number: to })).call_id as string;
-            } catch (err) {
-              if (!/: 503 /.test((err as Error).message)) throw err;
-              refused += 1;
-              return null;
-            }
-          }),
-        );
-        callIds.push(...batch.filter((id): id is string => id !== null));
-        await sleep(groupStart + (25 / callsPerSecond) * 1000 - Date.now());
-      }
+      // Calls arrive at BENCH_CALLS_PER_SECOND; the streams, not their set-up, are what this measures
+      // (batches measure set-up rates). Refused ones (503, at capacity) are counted, not a failure.
+      const { ids: callIds, refused } = await placeCalls({
+        base: s,
+        key,
+        agentId: agent.agent_id,
+        n,
+        perSecond: callsPerSecond,
+        carrier,
+        script: TALKING_CALLEE,
+        number,
+      });
       await waitLive(service, n - refused);
       const svc = await measure(service, n, seconds, sBefore);
       // Every call of this level ends before the next (a hang-up refused under load is sent again).
@@ -253,7 +212,7 @@ export async function run(): Promise<void> {
         const batch = await Promise.all(
           Array.from({ length: Math.min(25, n - i) }, async () => {
             const to = number();
-            carrier.proc.send({ cmd: 'script', to, script: SCRIPT });
+            carrier.proc.send({ cmd: 'script', to, script: TALKING_CALLEE });
             const r = await api(c.providerBUrl, 'POST', '/calls', apiKey, {
               connection_id: '1234567',
               to,

@@ -4,8 +4,9 @@
  * against a bare Koa handler doing the same queries (session lookup + key list) on the same database.
  * Goal (issues 25 and 37): the full stack keeps at least 80% of the bare handler's throughput.
  *
- * Both run as production runs them: the service compiled by tsc (`npm run build`, `node
- * dist/src/main.js`) and the bare handler (contract/bare.mjs), each in a plain node process of its own.
+ * Both run as production runs them: the service compiled by tsc (`npm run build`) started by `npm
+ * start`'s command (scripts/production-start.ts), and the bare handler (contract/bare.mjs) under the same
+ * node flags (the young generation's size: the same runtime for both), each a plain node process of its own.
  * Each run loads the bare handler, then the full stack, and prints each side's requests per second and
  * CPU time per request (read from /proc for the whole process, and for its main thread alone), and the
  * two ratios. The CPU per request is the steadier figure on a busy machine: other work sways requests
@@ -14,7 +15,8 @@
  *
  * BENCH_RUNS (default 1) runs that many rounds and prints a summary; BENCH_SECONDS (default 10) is the
  * length of each load phase. BENCH_CPU_PROF=<dir> / BENCH_HEAP_PROF=<dir> write a profile of each
- * measured phase of each process (contract/profile-hook.mjs). BENCH_CONTRACT_BASELINE=<checkout>
+ * measured phase of each process (contract/profile-hook.mjs); BENCH_GC=1 adds each side's garbage
+ * collections per 1,000 requests (scavenges, and their milliseconds). BENCH_CONTRACT_BASELINE=<checkout>
  * also runs another checkout's compiled service (its `dist/`, built beforehand) on the same database
  * as a third side, measured after the full stack in each run: before and after a change, side by side.
  */
@@ -26,6 +28,7 @@ import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { benchDatabase, load, table, type LoadResult } from './lib.js';
 import { build } from '../build.js';
+import { productionStart } from '../production-start.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const GOAL = 0.8;
@@ -36,12 +39,23 @@ interface Server {
   pid: number;
   /** Resolves with the profile's file when profiling, else null at once. */
   profile(run: number): { stop(): Promise<string | null> } | Promise<{ stop(): Promise<string | null> }>;
+  /** The process's collections so far (BENCH_GC), else null. */
+  gc(): Promise<GcTotals | null>;
   stop(): Promise<void>;
+}
+
+interface GcTotals {
+  scavenges: number;
+  scavengeMs: number;
+  others: number;
+  otherMs: number;
 }
 
 interface Measured extends LoadResult {
   cpuUsPerRequest: number;
   mainThreadUsPerRequest: number;
+  /** Per 1,000 requests (BENCH_GC). */
+  gc?: { scavenges: number; scavengeMs: number; otherMs: number };
 }
 
 export async function run(): Promise<void> {
@@ -62,10 +76,11 @@ export async function run(): Promise<void> {
       CONTRACT_CHECK: 'off',
     };
     const serviceUrl = (line: string) => /^Voice agent service on (\S+)/.exec(line)?.[1];
-    const full = await serverProcess('full', ['dist/src/main.js'], fullEnv, serviceUrl);
+    const production = productionStart();
+    const full = await serverProcess('full', [...production.nodeFlags, production.script], fullEnv, serviceUrl);
     servers.push(full);
     const token = await signUp(full.url);
-    const bare = await serverProcess('bare', ['scripts/bench/contract/bare.mjs'], { DATABASE_URL: db.url, POOL_MAX: '20' }, (line) =>
+    const bare = await serverProcess('bare', [...production.nodeFlags, 'scripts/bench/contract/bare.mjs'], { DATABASE_URL: db.url, POOL_MAX: '20' }, (line) =>
       line.startsWith('{') ? (JSON.parse(line) as { url: string }).url : undefined,
     );
     servers.push(bare);
@@ -73,7 +88,7 @@ export async function run(): Promise<void> {
     const baseline = baselineRoot
       ? await serverProcess(
           'baseline',
-          ['dist/src/main.js'],
+          [...productionStart(baselineRoot).nodeFlags, 'dist/src/main.js'],
           { ...fullEnv, DATA_DIR: fs.mkdirSync(path.join(dataDir, 'baseline'), { recursive: true })! },
           serviceUrl,
           baselineRoot,
@@ -91,7 +106,9 @@ export async function run(): Promise<void> {
 
     const results: Array<{ bare: Measured; full: Measured }> = [];
     const baselineResults: Array<{ bare: Measured; full: Measured }> = [];
-    console.log(`\nGET /api/v1/keys, 20 connections, ${seconds} s a side, tsc build under plain node, each server a process of its own`);
+    console.log(
+      `\nGET /api/v1/keys, 20 connections, ${seconds} s a side, tsc build under plain node (flags: ${production.nodeFlags.join(' ') || 'none'}), each server a process of its own`,
+    );
     for (let i = 1; i <= runs; i++) {
       const bareResult = await measure(bare, headers, seconds, i);
       const fullResult = await measure(full, headers, seconds, i);
@@ -149,13 +166,28 @@ async function idleCpu(server: Server): Promise<number> {
 
 async function measure(server: Server, headers: Record<string, string>, seconds: number, run: number): Promise<Measured> {
   const profile = await server.profile(run);
+  const gcBefore = await server.gc();
   const before = processCpuUs(server.pid);
   const result = await load(`${server.url}/api/v1/keys`, { headers, seconds });
   const after = processCpuUs(server.pid);
   const file = await profile.stop();
   if (file) console.log(`Profile of the ${server.name} side, run ${run}: ${file}`);
+  const gcAfter = await server.gc();
   const requests = result.requestsPerSec * seconds;
-  return { ...result, cpuUsPerRequest: (after.all - before.all) / requests, mainThreadUsPerRequest: (after.main - before.main) / requests };
+  const perK = (x: number) => (1000 * x) / requests;
+  return {
+    ...result,
+    cpuUsPerRequest: (after.all - before.all) / requests,
+    mainThreadUsPerRequest: (after.main - before.main) / requests,
+    gc:
+      gcBefore && gcAfter
+        ? {
+            scavenges: perK(gcAfter.scavenges - gcBefore.scavenges),
+            scavengeMs: perK(gcAfter.scavengeMs - gcBefore.scavengeMs),
+            otherMs: perK(gcAfter.otherMs - gcBefore.otherMs),
+          }
+        : undefined,
+  };
 }
 
 const percent = (x: number) => `${(100 * x).toFixed(1)}%`;
@@ -168,6 +200,11 @@ function report(run: number, runs: number, bare: Measured, full: Measured, stack
     'p99 ms': r.p99,
     'CPU us/request': Math.round(r.cpuUsPerRequest),
     'main thread us/request': Math.round(r.mainThreadUsPerRequest),
+    ...(r.gc && {
+      'scavenges /1000 req': Number(r.gc.scavenges.toFixed(1)),
+      'scavenge ms /1000 req': Number(r.gc.scavengeMs.toFixed(1)),
+      'other GC ms /1000 req': Number(r.gc.otherMs.toFixed(1)),
+    }),
     errors: r.errors + r.non2xx,
   });
   console.log(`\nRun ${run} of ${runs}`);
@@ -194,7 +231,7 @@ function summary(results: Array<{ bare: Measured; full: Measured }>, stack = 'fu
 
 /**
  * Starts `node <args>` (no TypeScript loader) and resolves with its URL, read from its output by `url`.
- * When profiling, the process loads contract/profile-hook.mjs and is driven over IPC.
+ * When profiling or counting collections, the process loads contract/profile-hook.mjs and is driven over IPC.
  */
 async function serverProcess(
   name: string,
@@ -204,11 +241,13 @@ async function serverProcess(
   cwd = root,
 ): Promise<Server> {
   const profiling = Boolean(process.env.BENCH_CPU_PROF || process.env.BENCH_HEAP_PROF);
-  const execArgs = profiling ? ['--import', path.join(root, 'scripts/bench/contract/profile-hook.mjs')] : [];
+  const counting = Boolean(process.env.BENCH_GC);
+  const hooked = profiling || counting;
+  const execArgs = hooked ? ['--import', path.join(root, 'scripts/bench/contract/profile-hook.mjs')] : [];
   const child = spawn(process.execPath, [...execArgs, ...args], {
     cwd,
     env: { ...process.env, ...env },
-    stdio: ['ignore', 'pipe', 'pipe', ...(profiling ? (['ipc'] as const) : [])],
+    stdio: ['ignore', 'pipe', 'pipe', ...(hooked ? (['ipc'] as const) : [])],
   });
   let output = '';
   const found = await new Promise<string>((resolve, reject) => {
@@ -220,7 +259,7 @@ async function serverProcess(
       }
     });
     child.stderr!.on('data', (c: Buffer) => (output += c.toString()));
-    child.once('exit', (code) => reject(new Error(`${args[0]} exited with ${code} before listening: ${output.slice(-2000)}`)));
+    child.once('exit', (code) => reject(new Error(`${args.at(-1)} exited with ${code} before listening: ${output.slice(-2000)}`)));
   });
   const ask = (msg: Record<string, unknown>, key: string) =>
     new Promise<unknown>((resolve) => {
@@ -242,6 +281,7 @@ async function serverProcess(
       await ask({ cmd: 'profile-start', name: `contract-${name}-run${run}` }, 'profiling');
       return { stop: async () => (await ask({ cmd: 'profile-stop' }, 'profile')) as string | null };
     },
+    gc: async () => (counting ? ((await ask({ cmd: 'gc' }, 'gc')) as GcTotals) : null),
     stop: () =>
       new Promise<void>((resolve) => {
         if (child.exitCode !== null) return resolve();

@@ -18,23 +18,12 @@
  */
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { benchDatabase, percentile, startBenchService, table } from './lib.js';
+import { api, benchDatabase, percentile, startBenchService, table } from './lib.js';
 import { loadConfig } from '../../src/config.js';
 
 const ADMIN = 'bench-operator-token-0123456789';
 const num = (name: string, dflt: number) => Number(process.env[name] ?? dflt);
 const r1 = (n: number) => Math.round(n * 10) / 10;
-
-async function api(base: string, method: string, p: string, token: string | null, body?: unknown): Promise<Record<string, any>> {
-  const res = await fetch(`${base}${p}`, {
-    method,
-    headers: { 'Content-Type': 'application/json', ...(token ? { Authorization: `Bearer ${token}` } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${text.slice(0, 300)}`);
-  return text ? (JSON.parse(text) as Record<string, any>) : {};
-}
 
 /** Valid North American numbers the destination policy takes, distinct: area code x exchange 200-999 x line. */
 const AREA_CODES = [415, 212, 312, 617, 206, 303, 404, 512, 602, 702, 801, 919, 213, 310, 408, 510, 650, 707, 916, 925];

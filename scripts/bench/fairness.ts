@@ -15,7 +15,7 @@
  * JOBS_POLL_INTERVAL_MS, BATCH_CAPACITY_RETRY_MS, DATABASE_POOL_MAX.
  */
 import { randomBytes } from 'node:crypto';
-import { benchDatabase, percentile, startBenchService, table } from './lib.js';
+import { api, benchDatabase, percentile, startBenchService, table } from './lib.js';
 import { loadConfig } from '../../src/config.js';
 import type { RunningService } from '../../src/service.js';
 
@@ -24,17 +24,6 @@ const PASS_THROUGH = ['JOBS_CONCURRENCY', 'JOBS_POLL_INTERVAL_MS', 'BATCH_CAPACI
 const num = (name: string, dflt: number) => Number(process.env[name] ?? dflt);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const r1 = (n: number) => (Number.isFinite(n) ? Math.round(n * 10) / 10 : '-');
-
-async function api(base: string, method: string, p: string, token: string | null, body?: unknown): Promise<Record<string, any>> {
-  const res = await fetch(`${base}${p}`, {
-    method,
-    headers: { 'Content-Type': 'application/json', ...(token ? { Authorization: `Bearer ${token}` } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${text.slice(0, 300)}`);
-  return text ? (JSON.parse(text) as Record<string, any>) : {};
-}
 
 const AREA_CODES = [415, 212, 312, 617, 206, 303, 404, 512, 602, 702, 801, 919];
 let serial = 0;

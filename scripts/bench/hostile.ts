@@ -17,7 +17,10 @@
  * On a busy machine the neighbour's p99 (the slowest of about 30 requests) is mostly the machine's:
  * each row also has what the service's own loop spent over the phase, less exposed to the load:
  * `loop_cpu_ms`, the CPU time of the service's loop thread (the window's length at least, so compare
- * with alone's), and `block_ms`, its longest block by work (test/helpers/loop-watch.ts).
+ * with alone's), and `block_ms`, its longest block by work (test/helpers/loop-watch.ts); and beside
+ * them `process_cpu_ms` (the service's whole process: the collector's helper threads and the kernel's
+ * work for its sockets too), `gc_ms` (the collector's pauses of the loop) and `client_cpu_ms` (the
+ * hostile realtime client's process, which shares the machine's cores with the service).
  * BENCH_HOSTILE_ONLY=<text>,... runs only the hostile requests whose name contains one of them;
  * BENCH_CPU_PROF=<dir> writes a CPU profile of the service's process over each (cpu-profile.ts).
  */
@@ -25,6 +28,8 @@ import http from 'node:http';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { PerformanceObserver } from 'node:perf_hooks';
 import { benchDatabase, cpuProfiler, forkChild, percentile, startBenchService, table, type BenchChild } from './lib.js';
 import { openSse } from '../../test/helpers/sse.js';
 import { cpuMs, loopWatch } from '../../test/helpers/loop-watch.js';
@@ -228,15 +233,17 @@ function hostileRequests(service: RunningService, carriers: BenchChild, ws: Work
       name: 'realtime text flood: 3,000 typed messages',
       prepare: async () => {
         state.textAgent = await agent(base, ws);
+        await build(client, { kind: 'text', count: 3000 });
       },
-      send: () => realtimeFlood(base, ws, client, state.textAgent, 'text', { kind: 'text', count: 3000 }),
+      send: () => realtimeFlood(base, ws, client, state.textAgent, 'text'),
     },
     {
       name: 'realtime image flood: 40 images of 2.9 MB',
       prepare: async () => {
         state.camAgent ??= await agent(base, ws);
+        await build(client, { kind: 'image', count: 40 });
       },
-      send: () => realtimeFlood(base, ws, client, state.camAgent, 'camera', { kind: 'image', count: 40 }),
+      send: () => realtimeFlood(base, ws, client, state.camAgent, 'camera'),
     },
     {
       // The largest image a frame holds (2 MiB and 1,000 bytes, a frame of 2.80 MB): each one read in
@@ -244,8 +251,9 @@ function hostileRequests(service: RunningService, carriers: BenchChild, ws: Work
       name: 'realtime image flood: 40 images of 2 MiB + 1,000 bytes (within the frame limit)',
       prepare: async () => {
         state.camAgent ??= await agent(base, ws);
+        await build(client, { kind: 'image', count: 40, bytes: 2 * 1024 * 1024 + 1000 });
       },
-      send: () => realtimeFlood(base, ws, client, state.camAgent, 'camera', { kind: 'image', count: 40, bytes: 2 * 1024 * 1024 + 1000 }),
+      send: () => realtimeFlood(base, ws, client, state.camAgent, 'camera'),
     },
     {
       name: 'webhook events array of 0.9 MB',
@@ -310,25 +318,23 @@ function hostileRequests(service: RunningService, carriers: BenchChild, ws: Work
         });
         state.selfAgent = r.body.agent_id;
         state.selfCreate = status(r);
+        await build(client, { kind: 'one', count: 1 });
       },
-      send: async () => (state.selfAgent ? realtimeFlood(base, ws, client, state.selfAgent, 'text', { kind: 'one', count: 1 }) : `create ${state.selfCreate}`),
+      send: async () => (state.selfAgent ? realtimeFlood(base, ws, client, state.selfAgent, 'text') : `create ${state.selfCreate}`),
     },
   ];
 }
 
-/** Opens a realtime session, sends every frame at once after the greeting, and closes it at the first refusal, or the answer when `waitTurn` (at most 10 s). */
-/** Mints a realtime session and has the realtime client process (hostile/realtime-client.ts) send `frames` on it. */
-async function realtimeFlood(
-  base: string,
-  ws: Workspace,
-  client: BenchChild,
-  agentId: string,
-  source: string,
-  frames: { kind: 'text' | 'image' | 'one'; count: number; bytes?: number },
-): Promise<string> {
+/** Has the realtime client process (hostile/realtime-client.ts) build the frames of its next flood (before the phase). */
+async function build(client: BenchChild, frames: { kind: 'text' | 'image' | 'one'; count: number; bytes?: number }): Promise<void> {
+  await client.ask<number>({ cmd: 'build', frames }, 'built');
+}
+
+/** Mints a realtime session and has the realtime client process send the frames it built on it. */
+async function realtimeFlood(base: string, ws: Workspace, client: BenchChild, agentId: string, source: string): Promise<string> {
   const minted = await api(base, 'POST', '/api/v1/realtime/sessions', ws.key, { agent_id: agentId, user_id: `bench-${hex(4)}`, source });
   if (minted.status !== 201) return `session ${minted.status} ${minted.body.error?.code ?? ''}`;
-  return client.ask<string>({ cmd: 'flood', url: minted.body.ws_url, frames }, 'result');
+  return client.ask<string>({ cmd: 'flood', url: minted.body.ws_url }, 'result');
 }
 
 /**
@@ -346,11 +352,45 @@ async function settle(take: () => Promise<Array<{ ms: number; status: number }>>
   return `>${maxMs}`;
 }
 
-/** `fn`'s value and the CPU time this thread (the service's loop) used while it ran. */
-async function loopCpu<T>(fn: () => Promise<T>): Promise<{ value: T; cpuMs: number }> {
-  const before = cpuMs();
+/** CPU time (user + system) a process of this machine has used, from /proc (Linux; NaN elsewhere). */
+function pidCpuMs(pid: number | undefined): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'latin1').split(') ')[1].split(' ');
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100;
+  } catch {
+    return NaN;
+  }
+}
+
+/** The collector's pauses of this process's loop, in ms, since it started. */
+let gcPauseMs = 0;
+new PerformanceObserver((list) => {
+  for (const e of list.getEntries()) gcPauseMs += e.duration;
+}).observe({ entryTypes: ['gc'] });
+
+interface PhaseCpu {
+  /** The service's loop thread. */
+  cpuMs: number;
+  /** The service's whole process: its loop, the collector's helper threads, the worker pools, the kernel's work for its sockets. */
+  processMs: number;
+  /** The loop's time in the collector's pauses. */
+  gcMs: number;
+  /** The hostile realtime client's process (what sending costs this machine). */
+  clientMs: number;
+}
+
+/** `fn`'s value and the CPU time the service (its loop and the whole process) and the hostile client used while it ran. */
+async function loopCpu<T>(fn: () => Promise<T>, client?: BenchChild): Promise<{ value: T } & PhaseCpu> {
+  const before = { cpu: cpuMs(), process: process.cpuUsage(), gc: gcPauseMs, client: pidCpuMs(client?.proc.pid) };
   const value = await fn();
-  return { value, cpuMs: cpuMs() - before };
+  const used = process.cpuUsage(before.process);
+  return {
+    value,
+    cpuMs: cpuMs() - before.cpu,
+    processMs: (used.user + used.system) / 1000,
+    gcMs: gcPauseMs - before.gc,
+    clientMs: pidCpuMs(client?.proc.pid) - before.client,
+  };
 }
 
 function summary(samples: Array<{ ms: number; status: number }>) {
@@ -402,7 +442,7 @@ export async function run(): Promise<void> {
     await sleep(windowMs);
     await take(); // warm-up
     const watch = loopWatch();
-    const aloneLoop = await watch.measure(() => loopCpu(() => sleep(windowMs)));
+    const aloneLoop = await watch.measure(() => loopCpu(() => sleep(windowMs), realtimeClient));
     const alone = summary(await take());
     const rows: Array<Record<string, string | number>> = [
       {
@@ -414,6 +454,9 @@ export async function run(): Promise<void> {
         p99_ms: r1(alone.p99),
         p99_diff_ms: 0,
         loop_cpu_ms: r1(aloneLoop.value.cpuMs),
+        process_cpu_ms: r1(aloneLoop.value.processMs),
+        gc_ms: r1(aloneLoop.value.gcMs),
+        client_cpu_ms: r1(aloneLoop.value.clientMs),
         block_ms: r1(aloneLoop.blockedMs),
         non2xx: alone.non2xx,
         settled_ms: '-',
@@ -422,7 +465,7 @@ export async function run(): Promise<void> {
     for (const h of hostileRequests(service, carriers, hostile, hooks, realtimeClient).filter((x) => !only || only.some((o) => x.name.includes(o)))) {
       let outcome: string;
       let took = NaN;
-      let loop = { cpu: NaN, block: NaN };
+      let loop = { cpu: NaN, process: NaN, gc: NaN, client: NaN, block: NaN };
       // What the hostile request throws in the service's code, uncaught, would end a service process.
       let crash: string | undefined;
       let onCrash: (err: Error) => void = () => undefined;
@@ -439,17 +482,20 @@ export async function run(): Promise<void> {
         await profiler.start();
         const t0 = performance.now();
         const measured = await watch.measure(() =>
-          loopCpu(() =>
-            Promise.all([
-              Promise.race([h.send(), crashed]).finally(() => {
-                took = performance.now() - t0;
-              }),
-              sleep(windowMs),
-            ]),
+          loopCpu(
+            () =>
+              Promise.all([
+                Promise.race([h.send(), crashed]).finally(() => {
+                  took = performance.now() - t0;
+                }),
+                sleep(windowMs),
+              ]),
+            realtimeClient,
           ),
         );
         [outcome] = measured.value.value;
-        loop = { cpu: measured.value.cpuMs, block: measured.blockedMs };
+        const v = measured.value;
+        loop = { cpu: v.cpuMs, process: v.processMs, gc: v.gcMs, client: v.clientMs, block: measured.blockedMs };
       } catch (err) {
         outcome = `error: ${(err as Error).message.slice(0, 80)}`;
       }
@@ -470,6 +516,9 @@ export async function run(): Promise<void> {
         p99_ms: r1(beside.p99),
         p99_diff_ms: r1(diff),
         loop_cpu_ms: r1(loop.cpu),
+        process_cpu_ms: r1(loop.process),
+        gc_ms: r1(loop.gc),
+        client_cpu_ms: r1(loop.client),
         block_ms: r1(loop.block),
         non2xx: beside.non2xx,
         settled_ms: settled,

@@ -129,3 +129,99 @@ export async function forkChild(file: string, args: string[], env: Record<string
       }),
   };
 }
+
+/** A callee of the sandbox carrier who keeps the conversation going for a measured phase, then stays on the line. */
+export const TALKING_CALLEE = [
+  { waitForAgent: true, startWithinMs: 3000 },
+  { say: 'Hello, this is Sam calling about my appointment.' },
+  { waitForAgent: true, startWithinMs: 3000 },
+  { say: 'Can you move it to Tuesday afternoon please?' },
+  { waitForAgent: true, startWithinMs: 3000 },
+  { say: 'And do you take my insurance card?' },
+  { waitForAgent: true, startWithinMs: 3000 },
+  { say: 'Thank you, that is all I needed to know.' },
+  { pause: 300_000 },
+];
+
+/** Distinct numbers a person answers at the sandbox carrier (the last four digits 0001-0004 would pick another outcome). */
+export function answeringNumbers(): () => string {
+  let serial = 0;
+  return () => {
+    const n = serial++;
+    // Exchanges 200-999: 1xx exchanges exist nowhere, and the destination policy refuses them.
+    return `+1415${200 + Math.floor(n / 5000)}${5000 + (n % 5000)}`;
+  };
+}
+
+/** A JSON request to the service (or a sandbox) with an optional bearer token; throws on any status from 300 up. */
+export async function api(base: string, method: string, p: string, token: string | null, body?: unknown): Promise<Record<string, any>> {
+  const res = await fetch(`${base}${p}`, {
+    method,
+    headers: { 'Content-Type': 'application/json', ...(token ? { Authorization: `Bearer ${token}` } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await res.text();
+  if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${text.slice(0, 300)}`);
+  return text ? (JSON.parse(text) as Record<string, any>) : {};
+}
+
+/** A workspace signed up on the enterprise plan with credit for any run, and an API key of it. */
+export async function benchWorkspace(
+  base: string,
+  adminToken: string,
+  o: { name: string; concurrentSessions: number; noDailyCap?: boolean },
+): Promise<{ key: string; workspaceId: string }> {
+  const signup = await api(base, 'POST', '/api/v1/auth/signup', null, {
+    email: `bench-${o.name.toLowerCase().replace(/[^a-z0-9]+/g, '-')}-${Date.now()}@example.com`,
+    password: 'correct-horse-battery',
+    workspace_name: o.name,
+  });
+  const key = (await api(base, 'POST', '/api/v1/keys', signup.session_token, { name: 'bench' })).key as string;
+  const workspaceId = signup.workspace.id as string;
+  await api(base, 'PATCH', `/admin/v1/workspaces/${workspaceId}`, adminToken, {
+    plan: 'enterprise',
+    concurrent_session_limit: o.concurrentSessions,
+    credit_balance_cents: 1_000_000_000,
+  });
+  if (o.noDailyCap) await api(base, 'PATCH', `/admin/v1/workspaces/${workspaceId}/destination-policy`, adminToken, { daily_call_cap: null });
+  return { key, workspaceId };
+}
+
+/**
+ * `n` calls of `agentId` placed through the API to the sandbox carrier (`carrier`, which plays `script`
+ * as each callee), in groups of 25 at `perSecond` (a deployment's calls do not all start in one
+ * instant). An instance at capacity refuses new calls (503, src/system/overload.ts): counted in
+ * `refused`, not a failure.
+ */
+export async function placeCalls(o: {
+  base: string;
+  key: string;
+  agentId: string;
+  n: number;
+  perSecond: number;
+  carrier: BenchChild;
+  script: unknown[];
+  number: () => string;
+}): Promise<{ ids: string[]; refused: number }> {
+  const ids: string[] = [];
+  let refused = 0;
+  for (let i = 0; i < o.n; i += 25) {
+    const groupStart = Date.now();
+    const group = await Promise.all(
+      Array.from({ length: Math.min(25, o.n - i) }, async () => {
+        const to = o.number();
+        o.carrier.proc.send({ cmd: 'script', to, script: o.script });
+        try {
+          return (await api(o.base, 'POST', '/api/v1/calls', o.key, { agent_id: o.agentId, to_number: to })).call_id as string;
+        } catch (err) {
+          if (!/: 503 /.test((err as Error).message)) throw err;
+          refused += 1;
+          return null;
+        }
+      }),
+    );
+    ids.push(...group.filter((id): id is string => id !== null));
+    await new Promise((r) => setTimeout(r, Math.max(0, groupStart + (25 / o.perSecond) * 1000 - Date.now())));
+  }
+  return { ids, refused };
+}

@@ -22,7 +22,7 @@ import { isDeepStrictEqual } from 'node:util';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
-import { benchDatabase, forkChild, percentile, table, type BenchChild } from './lib.js';
+import { api, benchDatabase, benchWorkspace, forkChild, percentile, table, type BenchChild } from './lib.js';
 import { analysisDataProblem } from '../../src/agents/analysis-check.js';
 import { compileStandalone, tenantAjv } from '../../src/contract/tenant-schema.js';
 
@@ -51,17 +51,6 @@ const SCRIPT = [
   { waitForAgent: true, startWithinMs: 10_000 },
   { hangup: true },
 ];
-
-async function api(base: string, method: string, p: string, token: string | null, body?: unknown): Promise<Record<string, any>> {
-  const res = await fetch(`${base}${p}`, {
-    method,
-    headers: { 'Content-Type': 'application/json', ...(token ? { Authorization: `Bearer ${token}` } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await res.text();
-  if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${text.slice(0, 300)}`);
-  return text ? (JSON.parse(text) as Record<string, any>) : {};
-}
 
 /** Receives call.completed; resolves each conversation's arrival time (epoch ms) and payload. */
 async function receiver() {
@@ -150,17 +139,7 @@ export async function run(): Promise<void> {
   const number = () => `+1415${200 + Math.floor(serial / 5000)}${5000 + (serial++ % 5000)}`;
   try {
     const s = service.info.url;
-    const signup = await api(s, 'POST', '/api/v1/auth/signup', null, {
-      email: `bench-results-${Date.now()}@example.com`,
-      password: 'correct-horse-battery',
-      workspace_name: 'Bench results',
-    });
-    const key = (await api(s, 'POST', '/api/v1/keys', signup.session_token, { name: 'bench' })).key as string;
-    await api(s, 'PATCH', `/admin/v1/workspaces/${signup.workspace.id}`, ADMIN, {
-      plan: 'enterprise',
-      concurrent_session_limit: 10_000,
-      credit_balance_cents: 1_000_000_000,
-    });
+    const { key } = await benchWorkspace(s, ADMIN, { name: 'Bench results', concurrentSessions: 10_000 });
     await api(s, 'POST', '/api/v1/webhooks', key, { url: hooks.url, events: ['call.completed'] });
     const agentBody = {
       name: 'Bench',

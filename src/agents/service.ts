@@ -15,6 +15,7 @@
  * `sip_config` (the SIP trunk number the agent answers) replaces the stored binding; the SIP trunks
  * domain checks it (`useSipNumberCheck`) and migration 034's foreign key and unique index hold it.
  */
+import type { Knex } from 'knex';
 import type { components } from '../../generated/openapi.js';
 import type { SecretBox } from '../crypto/secrets.js';
 import { conflict, notFound, otherWorkspace, unprocessable } from '../errors/api-error.js';
@@ -23,38 +24,50 @@ import { newUnguessableId } from '../lib/ids.js';
 import type { Page, PageParams } from '../lib/pagination.js';
 import { checkAnalysisSchema } from './analysis-check.js';
 import { fillOverflow, overflowMessage, Template } from '../contract/placeholders.js';
+import { agentETag, checkIfMatch } from './etag.js';
 import type {
   AgentRow,
   AgentStore,
   AgentValues,
+  AgentVersionRow,
   AnalysisStored,
-  ProviderAStored,
-  ProviderBStored,
+  CarrierAccountStored,
+  CarrierAccountsStored,
   TransferDestinationStored,
   VoicemailStored,
 } from './store.js';
+import { AGENT_CONFIG_CARRIERS, type AgentConfigSchema, type HeldAccount } from '../carriers/index.js';
 import { checkCallerId } from '../destinations/service.js';
 import type { OutboundPolicy } from '../net/outbound-guard.js';
 import { checkTargetUrl } from '../net/target-url.js';
 import { deepFreeze, type NotifiedCache } from '../db/notified-cache.js';
+import { checkRedactionSetting, type RedactionSetting } from '../redaction/setting.js';
+import type { VoiceCatalogue } from '../voice/catalogue.js';
+import { agentSettings, type ConversationSettings } from '../voice/conversation-settings.js';
 
 export type Agent = components['schemas']['Agent'];
 export type PublicAgentProfile = components['schemas']['PublicAgentProfile'];
 type CreateRequest = components['schemas']['AgentCreateRequest'];
 type UpdateRequest = components['schemas']['AgentUpdateRequest'];
-type ProviderAInput = components['schemas']['ProviderAConfigInput'];
-type ProviderBInput = components['schemas']['ProviderBConfigInput'];
+type Provider = components['schemas']['Provider'];
 type VoicemailInput = components['schemas']['VoicemailConfigInput'];
 type RealtimeInput = components['schemas']['RealtimeInput'];
 type AnalysisInput = components['schemas']['AgentAnalysisInput'];
+export type AgentVersion = components['schemas']['AgentVersion'];
 
 /** An agent as the call and session bridges need it; credentials in plaintext, so never serialise it. */
 export interface RuntimeAgent {
   id: string;
   workspaceId: string;
+  /** The version whose configuration this is (the published one unless a conversation named another). */
+  version: number;
   name: string;
   instruction: string;
   firstMessage: string;
+  /** The live model; null: the service's `VOICE_MODEL`. */
+  model: string | null;
+  /** The post-call analysis model; null: the service's `VOICE_ANALYSIS_MODEL`. */
+  analysisModel: string | null;
   voiceId: string | null;
   language: string | null;
   languageCode: string | null;
@@ -77,18 +90,17 @@ export interface RuntimeAgent {
   voicemailConfig: VoicemailStored | null;
   /** What post-call analysis extracts; copied onto each conversation as it starts. */
   analysis: AnalysisStored | null;
-  providerA: { accountSid: string | null; authToken: string | null; phoneNumber: string | null; inboundEnabled: boolean; configured: boolean } | null;
+  /** What the agent's conversations redact and where; copied onto each conversation as it starts. */
+  redaction: RedactionSetting | null;
+  /** How the agent's conversations flow (turn-taking, interruptions, idle ladder, maximum length); null: every default. */
+  conversation: ConversationSettings | null;
+  /**
+   * Its accounts at the carriers whose account is its `<provider>_config`, secrets opened, by provider
+   * (nothing stored: no key); each carrier's plug-in reads its own (src/carriers/credentials.ts).
+   */
+  carrierAccounts: Partial<Record<Provider, HeldAccount>>;
   /** The SIP trunk number the agent answers inbound calls on, if any. */
   sip: { trunkId: string; phoneNumber: string } | null;
-  providerB: {
-    apiKey: string | null;
-    connectionId: string | null;
-    accountSid: string | null;
-    publicKey: string | null;
-    phoneNumber: string | null;
-    inboundEnabled: boolean;
-    configured: boolean;
-  } | null;
 }
 
 /** The destination policy as agents use it: whether the workspace may transfer calls to a number (422 when not). */
@@ -109,10 +121,12 @@ export interface SipNumberCheck {
 /** Runs before an agent is deleted and may refuse it (the batch engine refuses while a batch is active). */
 export type DeleteGuard = (workspaceId: string, agentId: string) => Promise<void>;
 
-const A_SECRETS = ['auth_token'] as const;
 /** The context a provider credential is sealed for: it opens only in that agent's field. */
-const credentialContext = (agentId: string, provider: 'provider_a' | 'provider_b', field: string) => `agents/${agentId}/${provider}/${field}`;
-const B_SECRETS = ['api_key', 'public_key'] as const;
+const credentialContext = (agentId: string, provider: Provider, field: string) => `agents/${agentId}/${provider}/${field}`;
+
+/** A provider's `<provider>_config` in a request body (its `<Provider>ConfigInput`; the contract checked its fields). */
+type ConfigInput = Record<string, string | null | undefined>;
+const configInput = (body: UpdateRequest, provider: Provider) => (body as Record<string, unknown>)[`${provider}_config`] as ConfigInput | null | undefined;
 
 const has = (o: object, key: string) => Object.prototype.hasOwnProperty.call(o, key);
 
@@ -148,12 +162,9 @@ function analysisSetting(a: AnalysisInput | null | undefined): AnalysisStored | 
   return schema === null && criteria === null ? null : { schema, success_criteria: criteria };
 }
 
-function configuredA(c: ProviderAStored | null, phone: string | null): boolean {
-  return Boolean(c?.account_sid && c.auth_token && phone);
-}
-
-function configuredB(c: ProviderBStored | null, phone: string | null): boolean {
-  return Boolean(c?.api_key && c.connection_id && c.public_key && phone);
+/** Whether the account holds the number and every field the carrier needs (`telephony.<provider>.configured`). */
+function configured(schema: AgentConfigSchema, a: CarrierAccountStored | undefined): boolean {
+  return Boolean(a?.phone_number && schema.requiredFields.every((f) => a.config?.[f]));
 }
 
 const AGENT_ID = /^agt_[0-9A-Z]{26}$/;
@@ -168,6 +179,7 @@ export function agentNotFound(agentId: string) {
 export class AgentService {
   private readonly deleteGuards: DeleteGuard[] = [];
   private sipNumbers: SipNumberCheck | null = null;
+  private catalogue: { models: Set<string>; voices: Set<string>; analysisModels: Set<string>; served: VoiceCatalogue } | null = null;
 
   constructor(
     private readonly store: AgentStore,
@@ -192,8 +204,8 @@ export class AgentService {
    * (the workspace's policy), the providers' numbers are calling numbers (422 naming the field).
    */
   private async checkNumbers(workspaceId: string, body: UpdateRequest): Promise<void> {
-    for (const provider of ['provider_a', 'provider_b'] as const) {
-      const phone = body[`${provider}_config`]?.phone_number;
+    for (const [provider] of AGENT_CONFIG_CARRIERS) {
+      const phone = configInput(body, provider)?.phone_number;
       if (phone) checkCallerId(phone, `${provider}_config.phone_number`);
     }
     if (body.transfer_phone_number) await this.transfers.checkDestination(workspaceId, body.transfer_phone_number, 'transfer_phone_number');
@@ -214,9 +226,36 @@ export class AgentService {
   }
 
   private static setsNumbers(body: UpdateRequest): boolean {
-    return Boolean(
-      body.transfer_phone_number || body.transfer_destinations?.length || body.provider_a_config?.phone_number || body.provider_b_config?.phone_number,
-    );
+    return Boolean(body.transfer_phone_number || body.transfer_destinations?.length || AGENT_CONFIG_CARRIERS.some(([p]) => configInput(body, p)?.phone_number));
+  }
+
+  /** The models and voices agents may name (src/voice/catalogue.ts); none set: any. */
+  useCatalogue(catalogue: VoiceCatalogue): void {
+    this.catalogue = {
+      models: new Set(catalogue.models.map((m) => m.id)),
+      voices: new Set(catalogue.voices.map((v) => v.id)),
+      analysisModels: new Set(catalogue.analysis_models.map((m) => m.id)),
+      served: catalogue,
+    };
+  }
+
+  voiceCatalogue(): VoiceCatalogue {
+    return this.catalogue?.served ?? { models: [], voices: [], analysis_models: [] };
+  }
+
+  /** 422 `unknown_model` / `unknown_voice` / `unknown_analysis_model` for a `model`, `voice_id` or `analysis_model` the catalogue does not list. */
+  private checkCatalogue(body: UpdateRequest): void {
+    if (!this.catalogue) return;
+    if (body.model != null && !this.catalogue.models.has(body.model))
+      throw unprocessable('unknown_model', `'${body.model.slice(0, 200)}' is not a model of the voice catalogue (GET /api/v1/voice-catalogue).`, 'model');
+    if (body.voice_id != null && !this.catalogue.voices.has(body.voice_id))
+      throw unprocessable('unknown_voice', `'${body.voice_id.slice(0, 100)}' is not a voice of the voice catalogue (GET /api/v1/voice-catalogue).`, 'voice_id');
+    if (body.analysis_model != null && !this.catalogue.analysisModels.has(body.analysis_model))
+      throw unprocessable(
+        'unknown_analysis_model',
+        `'${body.analysis_model.slice(0, 200)}' is not an analysis model of the voice catalogue (GET /api/v1/voice-catalogue).`,
+        'analysis_model',
+      );
   }
 
   /** Lets the SIP trunks domain check `sip_config` bindings before they are stored. */
@@ -241,7 +280,9 @@ export class AgentService {
       description: row.description,
       instruction: row.instruction,
       first_message: row.first_message,
+      model: row.model,
       voice_id: row.voice_id,
+      analysis_model: row.analysis_model,
       language: row.language,
       language_code: row.language_code,
       accent: row.accent,
@@ -256,21 +297,36 @@ export class AgentService {
       variable_placeholders: row.variable_placeholders,
       voicemail_config: row.voicemail_config,
       telephony: {
-        provider_a: {
-          configured: configuredA(row.provider_a_config, row.provider_a_phone_number),
-          phone_number: row.provider_a_phone_number,
-          inbound_enabled: row.provider_a_inbound_enabled,
-        },
-        provider_b: {
-          configured: configuredB(row.provider_b_config, row.provider_b_phone_number),
-          phone_number: row.provider_b_phone_number,
-          inbound_enabled: row.provider_b_inbound_enabled,
-        },
+        ...(Object.fromEntries(
+          AGENT_CONFIG_CARRIERS.map(([provider, schema]) => {
+            const a = row.carrier_accounts[provider];
+            return [provider, { configured: configured(schema, a), phone_number: a?.phone_number ?? null, inbound_enabled: a?.inbound_enabled ?? false }];
+          }),
+        ) as Omit<Agent['telephony'], 'sip'>),
         sip: row.sip_trunk_id && row.sip_phone_number ? { trunk_id: row.sip_trunk_id, phone_number: row.sip_phone_number } : null,
       },
       realtime: { enable_webcam: row.enable_webcam, enable_screen_share: row.enable_screen_share },
       analysis: row.analysis,
+      redaction: row.redaction,
+      conversation: row.conversation,
+      draft_version: row.draft_version,
+      published_version: row.published_version,
+      auto_publish: row.auto_publish,
       created_at: row.created_at.toISOString(),
+    };
+  }
+
+  /** A version as the API shows it: the agent as it read right after the write that made it. */
+  private toVersion(agent: AgentRow, v: AgentVersionRow): AgentVersion {
+    const { draft_version: _d, published_version: _p, auto_publish: _a, ...shown } = this.toAgent({ ...agent, ...v.config });
+    return {
+      object: 'agent_version',
+      agent_id: v.agent_id,
+      version: v.version,
+      is_published: agent.published_version === v.version,
+      published_at: v.published_at ? v.published_at.toISOString() : null,
+      created_at: v.created_at.toISOString(),
+      agent: shown,
     };
   }
 
@@ -302,7 +358,9 @@ export class AgentService {
       description: '',
       instruction: '',
       first_message: '',
+      model: null,
       voice_id: null,
+      analysis_model: null,
       language: null,
       language_code: null,
       accent: null,
@@ -316,18 +374,16 @@ export class AgentService {
       recording_disclosure: null,
       variable_placeholders: {},
       voicemail_config: null,
-      provider_a_config: null,
-      provider_a_phone_number: null,
-      provider_a_inbound_enabled: false,
-      provider_b_config: null,
-      provider_b_phone_number: null,
-      provider_b_inbound_enabled: false,
+      carrier_accounts: {},
       sip_trunk_id: null,
       sip_phone_number: null,
       enable_webcam: true,
       enable_screen_share: true,
       analysis: null,
+      redaction: null,
+      conversation: null,
     };
+    this.checkCatalogue(body as UpdateRequest);
     await this.checkNumbers(workspaceId, body as UpdateRequest);
     await this.checkSetupUrl(body as UpdateRequest);
     await this.checkSipConfig(workspaceId, body as UpdateRequest);
@@ -336,7 +392,7 @@ export class AgentService {
     const id = newUnguessableId('agent');
     Object.assign(values, this.changes(id, values, body as UpdateRequest));
     checkFilledDefaults(values);
-    const row = await this.store.insert({ id, workspace_id: workspaceId, ...values });
+    const row = await this.store.insert({ id, workspace_id: workspaceId, auto_publish: body.auto_publish ?? true, ...values });
     return this.toAgent(row);
   }
 
@@ -349,8 +405,9 @@ export class AgentService {
     return this.toAgent(await this.owned(workspaceId, agentId));
   }
 
-  async update(workspaceId: string, agentId: string, body: UpdateRequest): Promise<Agent> {
+  async update(workspaceId: string, agentId: string, body: UpdateRequest, ifMatch?: string): Promise<Agent> {
     if (has(body, 'name') && body.name === null) throw unprocessable('name_required', 'An agent must have a name; it cannot be set to null.', 'name');
+    this.checkCatalogue(body);
     if (AgentService.setsNumbers(body)) {
       await this.owned(workspaceId, agentId);
       await this.checkNumbers(workspaceId, body);
@@ -364,10 +421,12 @@ export class AgentService {
     await this.checkAnalysis(workspaceId, body);
     const row = await this.store.transaction(async (trx) => {
       const current = this.check(await this.store.findForUpdate(trx, agentId), workspaceId, agentId);
+      checkIfMatch(ifMatch, agentETag(current));
       const changes = this.changes(agentId, current, body);
-      if (Object.keys(changes).length === 0) return current;
+      const autoPublish = has(body, 'auto_publish') ? (body.auto_publish ?? true) : current.auto_publish;
+      if (Object.keys(changes).length === 0 && autoPublish === current.auto_publish) return current;
       checkFilledDefaults({ ...current, ...changes });
-      return this.store.update(trx, agentId, changes);
+      return this.store.update(trx, agentId, changes, autoPublish);
     });
     this.written(agentId);
     return this.toAgent(row);
@@ -379,16 +438,89 @@ export class AgentService {
     if (schema) await checkAnalysisSchema(workspaceId, schema as Record<string, unknown>);
   }
 
-  async delete(workspaceId: string, agentId: string): Promise<{ status: 'deleted'; agent_id: string }> {
+  async delete(workspaceId: string, agentId: string, ifMatch?: string): Promise<{ status: 'deleted'; agent_id: string }> {
     await this.owned(workspaceId, agentId);
     for (const guard of this.deleteGuards) await guard(workspaceId, agentId);
-    await this.store.delete(workspaceId, agentId);
+    await this.store.transaction(async (trx) => {
+      const current = this.check(await this.store.findForUpdate(trx, agentId), workspaceId, agentId);
+      checkIfMatch(ifMatch, agentETag(current));
+      await this.store.delete(workspaceId, agentId, trx);
+    });
     this.written(agentId);
     return { status: 'deleted', agent_id: agentId };
   }
 
+  async listVersions(workspaceId: string, agentId: string, params: PageParams): Promise<Page<AgentVersion>> {
+    const agent = await this.owned(workspaceId, agentId);
+    const page = await this.store.listVersions(workspaceId, agentId, params);
+    return { ...page, data: page.data.map((v) => this.toVersion(agent, v)) };
+  }
+
+  async getVersion(workspaceId: string, agentId: string, version: number): Promise<AgentVersion> {
+    const agent = await this.owned(workspaceId, agentId);
+    return this.toVersion(agent, await this.version(workspaceId, agentId, version));
+  }
+
+  private async version(workspaceId: string, agentId: string, version: number, trx?: Knex): Promise<AgentVersionRow> {
+    const v = await this.store.findVersion(workspaceId, agentId, version, trx);
+    if (!v) throw notFound('agent_version_not_found', `Agent ${agentId} has no version ${version}.`, 'version');
+    return v;
+  }
+
+  /** Makes `version` (default: the draft) the one new conversations run; the same version again changes nothing. */
+  async publish(workspaceId: string, agentId: string, version: number | undefined, ifMatch?: string): Promise<Agent> {
+    const row = await this.store.transaction(async (trx) => {
+      const current = this.check(await this.store.findForUpdate(trx, agentId), workspaceId, agentId);
+      checkIfMatch(ifMatch, agentETag(current));
+      const target = version ?? current.draft_version;
+      await this.version(workspaceId, agentId, target, trx);
+      return target === current.published_version ? current : this.store.publish(trx, current, target);
+    });
+    this.written(agentId);
+    return this.toAgent(row);
+  }
+
+  /**
+   * A new version with `version`'s configuration, written as any write (published when auto_publish
+   * is on). The carrier accounts and the SIP binding stay as they are: a number is answered by one
+   * agent at a time, and a rotated credential must not come back.
+   */
+  async restore(workspaceId: string, agentId: string, version: number, ifMatch?: string): Promise<Agent> {
+    const row = await this.store.transaction(async (trx) => {
+      const current = this.check(await this.store.findForUpdate(trx, agentId), workspaceId, agentId);
+      checkIfMatch(ifMatch, agentETag(current));
+      const { carrier_accounts: _c, sip_trunk_id: _t, sip_phone_number: _n, ...config } = (await this.version(workspaceId, agentId, version, trx)).config;
+      return this.store.restore(trx, agentId, config, current.auto_publish);
+    });
+    this.written(agentId);
+    return this.toAgent(row);
+  }
+
   async loadForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent> {
-    return this.runtime(await this.owned(workspaceId, agentId));
+    return this.runtime(await this.published(await this.owned(workspaceId, agentId)));
+  }
+
+  /**
+   * The row with its published version's configuration: the row itself when the draft is published
+   * (auto_publish, the usual case: no second read). The carrier accounts and SIP binding are the
+   * row's (they take effect at once, see restore). A key a version lacks (a column added after it was
+   * made) keeps the row's value.
+   */
+  private async published(row: AgentRow): Promise<AgentRow> {
+    if (row.published_version === row.draft_version) return row;
+    const v = await this.store.findVersion(row.workspace_id, row.id, row.published_version);
+    return v ? this.withConfig(row, v) : row;
+  }
+
+  private withConfig(row: AgentRow, v: AgentVersionRow): AgentRow {
+    return {
+      ...row,
+      ...v.config,
+      carrier_accounts: row.carrier_accounts,
+      sip_trunk_id: row.sip_trunk_id,
+      sip_phone_number: row.sip_phone_number,
+      created_at: row.created_at,
+    };
   }
 
   /** The workspace's agent for a conversation, decrypted, or why there is none (no error: callers decide what it means). */
@@ -402,7 +534,7 @@ export class AgentService {
         missing = 'other_workspace';
         return undefined;
       }
-      return this.runtime(row);
+      return this.runtime(await this.published(row));
     };
     const agent = this.runtimeAgents ? await this.runtimeAgents.get(agentId, load) : await load();
     if (!agent) return missing;
@@ -411,26 +543,46 @@ export class AgentService {
     return agent;
   }
 
-  /** The workspace's agent for a conversation, decrypted; null when it is gone. */
-  async findForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent | null> {
+  /**
+   * The workspace's agent for a conversation, decrypted; null when it is gone. `version`: the version a
+   * conversation was created with, so a publish meanwhile does not change it (null: the published one).
+   */
+  async findForRuntime(workspaceId: string, agentId: string, version?: number | null): Promise<RuntimeAgent | null> {
     const found = await this.runtimeOf(workspaceId, agentId);
-    return typeof found === 'string' ? null : found;
+    if (typeof found === 'string') return null;
+    if (version == null || found.version === version) return found;
+    return this.pinned(workspaceId, agentId, version);
+  }
+
+  /** A version other than the published one (not kept: each conversation reads it once or twice). */
+  private async pinned(workspaceId: string, agentId: string, version: number): Promise<RuntimeAgent | null> {
+    const row = await this.store.find(agentId);
+    if (!row || row.workspace_id !== workspaceId) return null;
+    const v = await this.store.findVersion(workspaceId, agentId, version);
+    if (!v) return null;
+    return this.runtime({ ...this.withConfig(row, v), published_version: version });
   }
 
   /** The agent that answers inbound calls to `phoneNumber` at `provider`, decrypted; null when none. */
-  async inboundAgent(provider: 'provider_a' | 'provider_b', phoneNumber: string): Promise<RuntimeAgent | null> {
-    const row = await this.store.findInbound(provider, phoneNumber);
-    return row ? this.runtime(row) : null;
+  async inboundAgent(provider: Provider, phoneNumber: string): Promise<RuntimeAgent | null> {
+    const row = provider === 'sip' ? await this.store.findSipInboundNumber(phoneNumber) : await this.store.findInbound(provider, phoneNumber);
+    return row ? this.runtime(await this.published(row)) : null;
   }
 
   /** The agent answering inbound SIP calls to `phoneNumber` through `trunkId`, decrypted; null when none. */
   async sipInboundAgent(trunkId: string, phoneNumber: string): Promise<RuntimeAgent | null> {
     const row = await this.store.findSipInbound(trunkId, phoneNumber);
-    return row ? this.runtime(row) : null;
+    return row ? this.runtime(await this.published(row)) : null;
   }
 
   /** Turns inbound on or off for the agent's current number at `provider` (the number may not change meanwhile). */
-  async setInbound(workspaceId: string, agentId: string, provider: 'provider_a' | 'provider_b', phoneNumber: string, enabled: boolean): Promise<Agent> {
+  async setInbound(workspaceId: string, agentId: string, provider: Provider, phoneNumber: string, enabled: boolean): Promise<Agent> {
+    if (provider === 'sip')
+      throw unprocessable(
+        'invalid_value',
+        "Inbound SIP calls follow the agent's sip_config: bind a trunk's number to take them, set sip_config to null to stop.",
+        'provider',
+      );
     let row: AgentRow | undefined;
     try {
       row = await this.store.setInbound(workspaceId, agentId, provider, phoneNumber, enabled);
@@ -453,17 +605,33 @@ export class AgentService {
   }
 
   private runtime(row: AgentRow): RuntimeAgent {
-    const open = (v: string | undefined, provider: 'provider_a' | 'provider_b', field: string) =>
-      v ? this.secrets.open(v, credentialContext(row.id, provider, field)) : null;
-    const a = row.provider_a_config;
-    const b = row.provider_b_config;
+    const carrierAccounts: Partial<Record<Provider, HeldAccount>> = {};
+    for (const [provider, schema] of AGENT_CONFIG_CARRIERS) {
+      const a = row.carrier_accounts[provider];
+      if (!a) continue;
+      const config = Object.fromEntries(
+        Object.entries(a.config ?? {}).map(([field, v]) => [
+          field,
+          schema.secretFields.includes(field) ? this.secrets.open(v, credentialContext(row.id, provider, field)) : v,
+        ]),
+      );
+      carrierAccounts[provider] = {
+        config,
+        phoneNumber: a.phone_number ?? null,
+        inboundEnabled: a.inbound_enabled ?? false,
+        configured: configured(schema, a),
+      };
+    }
     // Frozen: a kept view is shared by every conversation of the agent on this instance.
     return deepFreeze({
       id: row.id,
       workspaceId: row.workspace_id,
+      version: row.published_version,
       name: row.name,
       instruction: row.instruction,
       firstMessage: row.first_message,
+      model: row.model,
+      analysisModel: row.analysis_model,
       voiceId: row.voice_id,
       language: row.language,
       languageCode: row.language_code,
@@ -485,29 +653,10 @@ export class AgentService {
       realtime: { enableWebcam: row.enable_webcam, enableScreenShare: row.enable_screen_share },
       voicemailConfig: row.voicemail_config,
       analysis: row.analysis,
+      redaction: row.redaction,
+      conversation: row.conversation,
       sip: row.sip_trunk_id && row.sip_phone_number ? { trunkId: row.sip_trunk_id, phoneNumber: row.sip_phone_number } : null,
-      providerA:
-        a || row.provider_a_phone_number
-          ? {
-              accountSid: a?.account_sid ?? null,
-              authToken: open(a?.auth_token, 'provider_a', 'auth_token'),
-              phoneNumber: row.provider_a_phone_number,
-              inboundEnabled: row.provider_a_inbound_enabled,
-              configured: configuredA(a, row.provider_a_phone_number),
-            }
-          : null,
-      providerB:
-        b || row.provider_b_phone_number
-          ? {
-              apiKey: open(b?.api_key, 'provider_b', 'api_key'),
-              connectionId: b?.connection_id ?? null,
-              accountSid: b?.account_sid ?? null,
-              publicKey: open(b?.public_key, 'provider_b', 'public_key'),
-              phoneNumber: row.provider_b_phone_number,
-              inboundEnabled: row.provider_b_inbound_enabled,
-              configured: configuredB(b, row.provider_b_phone_number),
-            }
-          : null,
+      carrierAccounts,
     });
   }
 
@@ -518,7 +667,17 @@ export class AgentService {
     for (const key of ['description', 'instruction', 'first_message'] as const) {
       if (has(body, key)) out[key] = body[key] ?? '';
     }
-    for (const key of ['voice_id', 'language', 'language_code', 'accent', 'transfer_phone_number', 'transfer_criteria', 'recording_disclosure'] as const) {
+    for (const key of [
+      'model',
+      'voice_id',
+      'analysis_model',
+      'language',
+      'language_code',
+      'accent',
+      'transfer_phone_number',
+      'transfer_criteria',
+      'recording_disclosure',
+    ] as const) {
       if (has(body, key)) out[key] = body[key] ?? null;
     }
     if (has(body, 'can_end_conversation')) out.can_end_conversation = body.can_end_conversation ?? false;
@@ -530,6 +689,8 @@ export class AgentService {
     if (has(body, 'variable_placeholders')) out.variable_placeholders = (body.variable_placeholders ?? {}) as Record<string, string>;
     if (has(body, 'voicemail_config')) out.voicemail_config = voicemail(body.voicemail_config);
     if (has(body, 'analysis')) out.analysis = analysisSetting(body.analysis);
+    if (has(body, 'redaction')) out.redaction = checkRedactionSetting(body.redaction);
+    if (has(body, 'conversation')) out.conversation = agentSettings(body.conversation);
     if (has(body, 'sip_config')) {
       out.sip_trunk_id = body.sip_config?.trunk_id ?? null;
       out.sip_phone_number = body.sip_config?.phone_number ?? null;
@@ -544,30 +705,25 @@ export class AgentService {
         if (has(r, 'enable_screen_share')) out.enable_screen_share = r.enable_screen_share ?? true;
       }
     }
-    if (has(body, 'provider_a_config')) {
-      const merged = this.mergeProvider(
-        current.provider_a_config as Record<string, string> | null,
-        current.provider_a_phone_number,
-        body.provider_a_config as ProviderAInput | null,
-        A_SECRETS,
-        (f) => credentialContext(agentId, 'provider_a', f),
+    let accounts: CarrierAccountsStored | null = null;
+    for (const [provider, schema] of AGENT_CONFIG_CARRIERS) {
+      if (!has(body, `${provider}_config`)) continue;
+      const stored = current.carrier_accounts[provider];
+      const storedPhone = stored?.phone_number ?? null;
+      const merged = this.mergeProvider(stored?.config ?? null, storedPhone, configInput(body, provider) ?? null, schema.secretFields, (f) =>
+        credentialContext(agentId, provider, f),
       );
-      out.provider_a_config = merged.config as ProviderAStored | null;
-      out.provider_a_phone_number = merged.phone;
-      if (merged.phone !== current.provider_a_phone_number) out.provider_a_inbound_enabled = false;
+      accounts ??= { ...current.carrier_accounts };
+      if (merged.config === null && merged.phone === null) delete accounts[provider];
+      else
+        accounts[provider] = {
+          config: merged.config,
+          phone_number: merged.phone,
+          // A new number (or none) is not answered until inbound is turned on again for it.
+          inbound_enabled: merged.phone === storedPhone ? (stored?.inbound_enabled ?? false) : false,
+        };
     }
-    if (has(body, 'provider_b_config')) {
-      const merged = this.mergeProvider(
-        current.provider_b_config as Record<string, string> | null,
-        current.provider_b_phone_number,
-        body.provider_b_config as ProviderBInput | null,
-        B_SECRETS,
-        (f) => credentialContext(agentId, 'provider_b', f),
-      );
-      out.provider_b_config = merged.config as ProviderBStored | null;
-      out.provider_b_phone_number = merged.phone;
-      if (merged.phone !== current.provider_b_phone_number) out.provider_b_inbound_enabled = false;
-    }
+    if (accounts) out.carrier_accounts = accounts;
     return out;
   }
 

@@ -3,20 +3,22 @@ import type { Knex } from 'knex';
 import { conflict, unprocessable } from '../errors/api-error.js';
 import { isForeignKeyViolation, isUniqueViolation } from '../lib/db-errors.js';
 import { paginate, type PageParams } from '../lib/pagination.js';
+import type { RedactionSetting } from '../redaction/setting.js';
+import type { ConversationSettings } from '../voice/conversation-settings.js';
 
-export interface ProviderAStored {
-  account_sid?: string;
-  /** Sealed. */
-  auth_token?: string;
+/**
+ * An agent's account at a carrier whose account is the agent's `<provider>_config` (migration 041):
+ * the config's fields (the carrier's `secretFields` sealed), the number, whether inbound calls are on.
+ * Members left out are null (false).
+ */
+export interface CarrierAccountStored {
+  config?: Record<string, string> | null;
+  phone_number?: string | null;
+  inbound_enabled?: boolean;
 }
-export interface ProviderBStored {
-  /** Sealed. */
-  api_key?: string;
-  connection_id?: string;
-  account_sid?: string;
-  /** Sealed. */
-  public_key?: string;
-}
+
+/** By provider; a provider with nothing stored has no key. */
+export type CarrierAccountsStored = Partial<Record<string, CarrierAccountStored>>;
 export interface VoicemailStored {
   enabled: boolean;
   message: string | null;
@@ -45,7 +47,10 @@ export interface AgentRow {
   description: string;
   instruction: string;
   first_message: string;
+  model: string | null;
   voice_id: string | null;
+  /** The post-call analysis model; null: the service's `VOICE_ANALYSIS_MODEL`. */
+  analysis_model: string | null;
   language: string | null;
   language_code: string | null;
   accent: string | null;
@@ -60,30 +65,55 @@ export interface AgentRow {
   recording_disclosure: string | null;
   variable_placeholders: Record<string, string>;
   voicemail_config: VoicemailStored | null;
-  provider_a_config: ProviderAStored | null;
-  provider_a_phone_number: string | null;
-  provider_a_inbound_enabled: boolean;
-  provider_b_config: ProviderBStored | null;
-  provider_b_phone_number: string | null;
-  provider_b_inbound_enabled: boolean;
+  carrier_accounts: CarrierAccountsStored;
   /** The SIP trunk number the agent answers (both set or both null; migration 034's foreign key). */
   sip_trunk_id: string | null;
   sip_phone_number: string | null;
   enable_webcam: boolean;
   enable_screen_share: boolean;
   analysis: AnalysisStored | null;
+  /** What the agent's conversations redact and where; copied onto each conversation as it starts. */
+  redaction: RedactionSetting | null;
+  /** How the agent's conversations flow (src/conversation/settings.ts); null: every default. */
+  conversation: ConversationSettings | null;
+  /** The newest version (what the row holds); every write makes the next (migration 044). */
+  draft_version: number;
+  /** The version new conversations run. */
+  published_version: number;
+  /** Every write publishes the version it makes. */
+  auto_publish: boolean;
   created_at: Date;
   updated_at: Date;
 }
 
-export type AgentValues = Omit<AgentRow, 'id' | 'workspace_id' | 'created_at' | 'updated_at'>;
+/** The row's configuration: what a version holds. */
+export type AgentValues = Omit<AgentRow, 'id' | 'workspace_id' | 'created_at' | 'updated_at' | 'draft_version' | 'published_version' | 'auto_publish'>;
+
+/** One stored version (agent_versions): the configuration the write that made it left. */
+export interface AgentVersionRow {
+  workspace_id: string;
+  agent_id: string;
+  version: number;
+  config: AgentValues;
+  created_at: Date;
+  published_at: Date | null;
+}
+
+/** Columns of `agents` that are not configuration, so not part of a version (migration 044). */
+const NOT_CONFIG = new Set(['id', 'workspace_id', 'created_at', 'updated_at', 'draft_version', 'published_version', 'auto_publish']);
+
+/** The configuration of a row, as a version keeps it. */
+function configOf(row: AgentRow): AgentValues {
+  return Object.fromEntries(Object.entries(row).filter(([k]) => !NOT_CONFIG.has(k))) as AgentValues;
+}
 
 const JSON_COLUMNS = [
   'variable_placeholders',
   'voicemail_config',
-  'provider_a_config',
-  'provider_b_config',
+  'carrier_accounts',
   'analysis',
+  'redaction',
+  'conversation',
   'transfer_destinations',
   'inbound_setup',
 ] as const;
@@ -116,16 +146,71 @@ function sipBindingError(err: unknown, values: Partial<AgentValues>): unknown {
   return err;
 }
 
+/**
+ * The SET of a write's version counters: the next draft version, published too when `publish` is
+ * true (null: when the row's `auto_publish` is). The row lock orders writers; the versions' primary
+ * key is the backstop.
+ */
+function nextVersion(trx: Knex, publish: boolean | null): Record<string, Knex.Raw> {
+  return {
+    draft_version: trx.raw('draft_version + 1'),
+    published_version:
+      publish === null
+        ? trx.raw('case when auto_publish then draft_version + 1 else published_version end')
+        : trx.raw(publish ? 'draft_version + 1' : 'published_version'),
+  };
+}
+
 export class AgentStore {
   constructor(private readonly db: Knex) {}
 
-  async insert(row: { id: string; workspace_id: string } & AgentValues): Promise<AgentRow> {
+  /** The agent and its version 1, published (a new agent has nothing live to protect), in one transaction. */
+  async insert(row: { id: string; workspace_id: string; auto_publish: boolean } & AgentValues): Promise<AgentRow> {
     try {
-      const [created] = await this.db('agents').insert(encode(row)).returning('*');
-      return created;
+      return await this.db.transaction(async (trx) => {
+        const [created] = await trx('agents')
+          .insert({ ...encode(row), draft_version: 1, published_version: 1 })
+          .returning('*');
+        await this.insertVersion(trx, created);
+        return created;
+      });
     } catch (err) {
       throw sipBindingError(err, row);
     }
+  }
+
+  /**
+   * The version a write just made (`row.draft_version`, its configuration), published when the row
+   * says so. The primary key (agent_id, version) refuses a second row of the same number.
+   */
+  private async insertVersion(trx: Knex, row: AgentRow): Promise<void> {
+    await trx('agent_versions').insert({
+      workspace_id: row.workspace_id,
+      agent_id: row.id,
+      version: row.draft_version,
+      config: JSON.stringify(configOf(row)),
+      published_at: row.published_version === row.draft_version ? trx.fn.now() : null,
+    });
+  }
+
+  findVersion(workspaceId: string, agentId: string, version: number, trx: Knex = this.db): Promise<AgentVersionRow | undefined> {
+    return trx('agent_versions').where({ workspace_id: workspaceId, agent_id: agentId, version }).first();
+  }
+
+  listVersions(workspaceId: string, agentId: string, params: PageParams) {
+    return paginate<AgentVersionRow & { id?: string }, AgentVersionRow>(
+      this.db('agent_versions').where({ workspace_id: workspaceId, agent_id: agentId }).select('*'),
+      params,
+      (r) => r,
+      'version',
+    );
+  }
+
+  /** Makes `version` (which exists) the published one; the caller holds the row lock. */
+  async publish(trx: Knex, row: AgentRow, version: number): Promise<AgentRow> {
+    const [updated] = await trx('agents').where({ id: row.id }).update({ published_version: version, updated_at: trx.fn.now() }).returning('*');
+    await trx('agent_versions').where({ agent_id: row.id, version }).update({ published_at: trx.fn.now() });
+    return updated;
   }
 
   /** By id alone, so callers can tell "another workspace's" (403) from "none" (404). */
@@ -142,31 +227,51 @@ export class AgentStore {
     return trx('agents').where({ id }).forUpdate().first();
   }
 
-  async update(trx: Knex, id: string, values: Partial<AgentValues>): Promise<AgentRow> {
+  /**
+   * A write: the changed columns and the next version, published when `autoPublish` (the value the
+   * write leaves) is on. Run inside the caller's transaction, which holds the row lock.
+   */
+  async update(trx: Knex, id: string, values: Partial<AgentValues>, autoPublish: boolean): Promise<AgentRow> {
     try {
-      const [row] = await trx('agents')
-        .where({ id })
-        .update({ ...encode(values), updated_at: trx.fn.now() })
-        .returning('*');
-      return row;
+      return await this.write(trx, id, values, autoPublish);
     } catch (err) {
       throw sipBindingError(err, values);
     }
   }
 
-  async delete(workspaceId: string, id: string): Promise<void> {
-    await this.db('agents').where({ id, workspace_id: workspaceId }).delete();
+  /** A restore's write: as `update`, but it never touches the SIP binding (restore keeps the row's), so no binding error can come of it. */
+  restore(trx: Knex, id: string, values: Omit<AgentValues, 'carrier_accounts' | 'sip_trunk_id' | 'sip_phone_number'>, autoPublish: boolean): Promise<AgentRow> {
+    return this.write(trx, id, values, autoPublish);
+  }
+
+  private async write(trx: Knex, id: string, values: Partial<AgentValues>, autoPublish: boolean): Promise<AgentRow> {
+    const [row] = await trx('agents')
+      .where({ id })
+      .update({ ...encode(values), auto_publish: autoPublish, ...nextVersion(trx, autoPublish), updated_at: trx.fn.now() })
+      .returning('*');
+    await this.insertVersion(trx, row);
+    return row;
+  }
+
+  async delete(workspaceId: string, id: string, trx: Knex = this.db): Promise<void> {
+    await trx('agents').where({ id, workspace_id: workspaceId }).delete();
   }
 
   list(workspaceId: string, params: PageParams) {
     return paginate<AgentRow, AgentRow>(this.db('agents').where({ workspace_id: workspaceId }).select('*'), params, (r) => r);
   }
 
-  /** The agent answering inbound calls to `phoneNumber` at `provider`, if any (at most one: a unique index). */
-  findInbound(provider: 'provider_a' | 'provider_b', phoneNumber: string): Promise<AgentRow | undefined> {
+  /** The agent answering inbound calls to `phoneNumber` at `provider`, if any (at most one: agent_inbound_numbers' key). */
+  findInbound(provider: string, phoneNumber: string): Promise<AgentRow | undefined> {
     return this.db('agents')
-      .where({ [`${provider}_phone_number`]: phoneNumber, [`${provider}_inbound_enabled`]: true })
-      .first();
+      .join('agent_inbound_numbers as n', 'n.agent_id', 'agents.id')
+      .where({ 'n.provider': provider, 'n.phone_number': phoneNumber })
+      .first('agents.*');
+  }
+
+  /** The agent answering inbound SIP calls to `phoneNumber`, whichever trunk delivers it (at most one: a unique index). */
+  findSipInboundNumber(phoneNumber: string): Promise<AgentRow | undefined> {
+    return this.db('agents').where({ sip_phone_number: phoneNumber }).first();
   }
 
   /** The agent answering inbound SIP calls to `phoneNumber` through `trunkId`, if any (at most one: a unique index). */
@@ -175,18 +280,21 @@ export class AgentStore {
   }
 
   /** Sets inbound on or off when the number is still `phoneNumber`; a unique violation means another agent answers it. */
-  async setInbound(
-    workspaceId: string,
-    id: string,
-    provider: 'provider_a' | 'provider_b',
-    phoneNumber: string,
-    enabled: boolean,
-  ): Promise<AgentRow | undefined> {
-    const [row] = await this.db('agents')
-      .where({ id, workspace_id: workspaceId, [`${provider}_phone_number`]: phoneNumber })
-      .update({ [`${provider}_inbound_enabled`]: enabled, updated_at: this.db.fn.now() })
-      .returning('*');
-    return row;
+  async setInbound(workspaceId: string, id: string, provider: string, phoneNumber: string, enabled: boolean): Promise<AgentRow | undefined> {
+    return this.db.transaction(async (trx) => {
+      const [row] = await trx('agents')
+        .where({ id, workspace_id: workspaceId })
+        .whereRaw(`carrier_accounts -> ?::text ->> 'phone_number' = ?`, [provider, phoneNumber])
+        .update({
+          carrier_accounts: trx.raw(`jsonb_set(carrier_accounts, array[?::text, 'inbound_enabled'], to_jsonb(?::boolean))`, [provider, enabled]),
+          // The row's own auto_publish (SET reads the row as it was; this write does not change it).
+          ...nextVersion(trx, null),
+          updated_at: trx.fn.now(),
+        })
+        .returning('*');
+      if (row) await this.insertVersion(trx, row);
+      return row as AgentRow | undefined;
+    });
   }
 
   transaction<T>(fn: (trx: Knex.Transaction) => Promise<T>): Promise<T> {

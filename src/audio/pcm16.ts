@@ -93,6 +93,23 @@ export function pcm16ToAlaw(pcm: Buffer): Buffer {
   return out;
 }
 
+// One G.711 law to the other, byte for byte: each entry is the other law's code for the sample the
+// byte decodes to, so the result is exactly decoding to PCM16 and encoding again, without the PCM16.
+const ALAW_TO_MULAW = Uint8Array.from({ length: 256 }, (_, i) => MULAW_ENCODE[ALAW_DECODE[i] + 32768]);
+const MULAW_TO_ALAW = Uint8Array.from({ length: 256 }, (_, i) => ALAW_ENCODE[MULAW_DECODE[i] + 32768]);
+
+export function alawToMulaw(alaw: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(alaw.length);
+  for (let i = 0; i < alaw.length; i++) out[i] = ALAW_TO_MULAW[alaw[i]];
+  return out;
+}
+
+export function mulawToAlaw(ulaw: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(ulaw.length);
+  for (let i = 0; i < ulaw.length; i++) out[i] = MULAW_TO_ALAW[ulaw[i]];
+  return out;
+}
+
 /**
  * 8 kHz -> 16 kHz by linear interpolation (enough for speech going to a recogniser): each input sample
  * yields the midpoint with the previous sample, then itself. Half a sample of delay.

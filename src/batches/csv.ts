@@ -1,6 +1,7 @@
 /**
  * Parses an uploaded CSV of batch recipients: a header row naming the columns (to_number required,
- * first_message optional, every other column a template variable), then one recipient per row.
+ * first_message optional, `conversation.` columns for the row's conversation settings (csv-conversation.ts),
+ * every other column a template variable), then one recipient per row.
  * Problems with the file as a whole refuse it; problems with single rows are reported next to the
  * recipients that parsed. Row numbers are file lines as a spreadsheet shows them (header = row 1).
  */
@@ -9,6 +10,7 @@ import { CsvError } from 'csv-parse';
 import { firstWideRecord, LineCounter, malformedMessage, numberedRecords } from '../lib/csv-records.js';
 import { findNul } from '../lib/nul.js';
 import type { RecipientInput, RowProblem } from './recipients.js';
+import { CONVERSATION_COLUMNS, CONVERSATION_PREFIX, conversationPath, rowOverride, type ConversationPath } from './csv-conversation.js';
 
 /** A data row that became a recipient: `index` is its position among the file's data rows (from 0), `row` its line. */
 export type CsvRecipient = RecipientInput & { index: number; row: number; variables: Record<string, string> };
@@ -35,7 +37,7 @@ const DEFAULT_MAX_VALUE_LENGTH = 2000;
 export const MAX_FILE_PROBLEMS = 50;
 const VARIABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 
-type Column = { kind: 'to_number' } | { kind: 'first_message' } | { kind: 'variable'; name: string };
+type Column = { kind: 'to_number' } | { kind: 'first_message' } | { kind: 'variable'; name: string } | { kind: 'conversation'; path: ConversationPath };
 
 interface Header {
   names: string[];
@@ -122,8 +124,21 @@ function readHeader(record: string[], maxVariables: number): { ok: true; header:
     if (problems.length >= MAX_FILE_PROBLEMS) return;
     const lower = name.toLowerCase();
     let column: Column;
+    const path = conversationPath(name);
     if (lower === 'to_number' || lower === 'first_message') {
       column = { kind: lower };
+    } else if (path) {
+      // Counted with the variables: the file's limits stay as the contract states them.
+      column = { kind: 'conversation', path };
+      variables += 1;
+    } else if (name.startsWith(CONVERSATION_PREFIX)) {
+      column = { kind: 'variable', name };
+      variables += 1;
+      problems.push({
+        type: 'csv_invalid_column',
+        message: `column "${name.slice(0, 64)}" is not a conversation setting; use one of ${CONVERSATION_COLUMNS.map((c) => CONVERSATION_PREFIX + c).join(', ')}`,
+        column: name,
+      });
     } else {
       column = { kind: 'variable', name };
       variables += 1;
@@ -139,7 +154,7 @@ function readHeader(record: string[], maxVariables: number): { ok: true; header:
     }
     columns.push(column);
 
-    const key = column.kind === 'variable' ? `var:${name}` : column.kind;
+    const key = column.kind === 'variable' ? `var:${name}` : column.kind === 'conversation' ? name : column.kind;
     if (name !== '' && seen.has(key) && !reportedDuplicates.has(key)) {
       reportedDuplicates.add(key);
       problems.push({ type: 'csv_duplicate_column', message: `column "${name}" appears more than once in the header`, column: name });
@@ -163,7 +178,7 @@ function readHeader(record: string[], maxVariables: number): { ok: true; header:
 }
 
 /** A column as the contract names it: `to_number` and `first_message` however the header wrote them. */
-const columnName = (column: Column, name: string) => (column.kind === 'variable' ? name : column.kind);
+const columnName = (column: Column, name: string) => (column.kind === 'variable' || column.kind === 'conversation' ? name : column.kind);
 
 function readRow(record: string[], index: number, row: number, header: Header, maxValueLength: number): CsvRecipient | RowProblem {
   const toNumber = (record[header.toNumberIndex] ?? '').trim();
@@ -182,6 +197,7 @@ function readRow(record: string[], index: number, row: number, header: Header, m
   }
 
   const recipient: CsvRecipient = { index, row, to_number: toNumber, variables: {} };
+  const conversation: Partial<Record<ConversationPath, string>> = {};
   for (let i = 0; i < record.length; i++) {
     const value = record[i].trim();
     const column = header.columns[i];
@@ -193,13 +209,17 @@ function readRow(record: string[], index: number, row: number, header: Header, m
     if (value === '') continue;
     if (column.kind === 'first_message') recipient.first_message = value;
     else if (column.kind === 'variable') recipient.variables[column.name] = value;
+    else if (column.kind === 'conversation') conversation[column.path] = value;
   }
   // PostgreSQL cannot store a NUL: the row is skipped, naming the cell.
-  const nul = findNul({ to_number: recipient.to_number, first_message: recipient.first_message, ...recipient.variables }, 'row');
+  const conversationCells = Object.fromEntries(Object.entries(conversation).map(([path, v]) => [CONVERSATION_PREFIX + path, v]));
+  const nul = findNul({ to_number: recipient.to_number, first_message: recipient.first_message, ...recipient.variables, ...conversationCells }, 'row');
   if (nul !== null) {
     const column = nul.slice('row.'.length);
     return problem(column, 'invalid_value', `Row ${row}: '${column}' contains a NUL character (U+0000).`);
   }
+  const override = rowOverride(conversation);
+  if (override) recipient.conversation = override;
   return recipient;
 }
 

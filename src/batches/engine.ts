@@ -27,6 +27,7 @@ import { PRIORITY, idPayload, jobAdd, jobKind, type JobAdd, type JobQueue } from
 import type { CallService, OutboundPlan } from '../calls/service.js';
 import { isRefusal } from '../calls/refusals.js';
 import type { CallRow } from '../calls/store.js';
+import { combinedOverride } from '../voice/conversation-settings.js';
 import type { WorkspaceAdmission } from '../workspaces/admission.js';
 import type { DestinationService } from '../destinations/service.js';
 import type { DoNotCallService } from '../do-not-call/service.js';
@@ -188,6 +189,7 @@ export class BatchEngine {
         const { callable: claimed, more } = await this.claimCallable(trx, batch, now, room);
         skippedMore = more;
         const recordingChoice = batch.recording_enabled;
+        const conversationChoice = batch.conversation;
         const callIds = claimed.map(() => newId('call'));
         const ask = this.admission.ask(ready.workspacePlan, this.calls.reservationTerms);
         started = (await this.admission.slots.admitFixedIn(trx, callIds, batch.workspace_id, ready.limit, this.calls.slotTtlMs, ask)).taken;
@@ -202,6 +204,7 @@ export class BatchEngine {
             firstMessage: r.first_message,
             batchId,
             recording: recordingChoice,
+            conversation: combinedOverride(conversationChoice, r.conversation),
             // markDialing below counts this attempt; the unique key refuses a second call for it.
             attempt: { recipientId: r.id, number: r.attempts + 1 },
           })),

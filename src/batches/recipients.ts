@@ -8,12 +8,15 @@
 import type { NumberRefusal } from '../destinations/policy.js';
 import type { Variables } from '../contract/placeholders.js';
 import type { SkippedItem } from './store.js';
+import type { ConversationSettingsInput } from '../voice/conversation-settings.js';
 
 export interface RecipientInput {
   to_number: string;
   variables?: Variables;
   first_message?: string;
   timezone?: string;
+  /** Overrides the batch's conversation settings for this recipient's calls. */
+  conversation?: ConversationSettingsInput | null;
   /** The CSV line the row starts on. */
   row?: number;
 }

@@ -39,6 +39,7 @@ function toRecipient(r: RecipientRow): BatchRecipient {
     variables: r.variables,
     first_message: r.first_message,
     timezone: r.timezone,
+    conversation: r.conversation,
     status: r.status,
     attempts: r.attempts,
     call_id: r.call_id,

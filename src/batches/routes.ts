@@ -26,6 +26,15 @@ export function batchRoutes(
   deliveries: (workspaceId: string, batchId: string, params: PageParams) => Promise<Page<WebhookDelivery>>,
 ): Handlers {
   const validateForm = contract.requestValidator('#/components/schemas/BatchCsvUploadForm');
+  const validateConversation = contract.requestValidator('#/components/schemas/ConversationSettingsInput');
+  // A CSV row's override, refused with the problems the JSON body's `conversation` would have.
+  const checkOverride = (override: unknown) =>
+    validateConversation(override)
+      ? null
+      : bodyValidationError(
+          (validateConversation.errors ?? []).map((e) => ({ ...e, instancePath: `/conversation${e.instancePath}` })),
+          { conversation: override },
+        );
 
   return {
     createBatch: async (req) => {
@@ -42,7 +51,7 @@ export function batchRoutes(
       // The file part is checked below; a stand-in lets the schema check the text fields.
       if (!validateForm({ ...form, file: '' })) throw bodyValidationError(validateForm.errors ?? [], form);
       const file = await fs.promises.readFile(onlyFile(files, 'file', 'the CSV').filepath);
-      return { status: 201, body: await batches.createFromCsv(workspaceOf(req.auth), form as CsvForm, file) };
+      return { status: 201, body: await batches.createFromCsv(workspaceOf(req.auth), form as CsvForm, file, checkOverride) };
     },
     listBatches: async (req) => ({ status: 200, body: await batches.list(workspaceOf(req.auth), req.query) }),
     getBatch: async (req) => ({ status: 200, body: await batches.get(workspaceOf(req.auth), req.params.batch_id) }),

@@ -13,7 +13,7 @@ import type { Page, PageParams } from '../lib/pagination.js';
 import type { CallService } from '../calls/service.js';
 import { CallTexts, overflowParam } from '../calls/filled-text.js';
 import type { RuntimeAgent } from '../agents/service.js';
-import { overflowMessage } from '../contract/placeholders.js';
+import { missingMessage, overflowMessage } from '../contract/placeholders.js';
 import type { DestinationService } from '../destinations/service.js';
 import type { DoNotCallService } from '../do-not-call/service.js';
 import { isValidTimeZone, windowProblems } from './calling-window.js';
@@ -24,6 +24,8 @@ import type { BatchInput } from './batch-input.js';
 import { toBatch, toDetail, toSummary, type Batch, type BatchDetail, type BatchSummary } from './records.js';
 import type { BatchEngine } from './engine.js';
 import { TERMINAL_BATCH, type BatchFilters, type BatchRow, type BatchStore, type NewRecipient, type RetryOutcome } from './store.js';
+import { applySettings, effectiveSettings } from '../voice/conversation-settings.js';
+import { checkRowOverrides, type OverrideSchemaCheck } from './csv-conversation.js';
 
 export const DEFAULT_CONCURRENCY = 10;
 export const DEFAULT_RETRY = { max_attempts: 3, delay_seconds: 900, retry_on: [] as RetryOutcome[] };
@@ -112,46 +114,64 @@ export class BatchService {
   }
 
   /**
-   * 422 `filled_text_too_long` listing the recipients (the first 50) whose variables or first message
-   * would fill a text of the agent past its cap: the variable, or the CSV row and column.
+   * 422 listing the recipients (the first 50) that leave a placeholder of the agent's texts without a
+   * value (`variable_missing`, checked first), or whose variables or first message would fill one past
+   * its cap (`filled_text_too_long`): the variable, or the CSV row and column.
    */
   private checkFills(agent: RuntimeAgent, recipients: BatchInput['recipients']): void {
     const texts = new CallTexts(agent);
-    const issues: ValidationIssue[] = [];
-    for (const r of recipients) {
-      const overflow = texts.overflow(r.variables, r.first_message);
-      if (!overflow) continue;
-      const blamed = overflowParam(overflow, r.variables).split('.');
-      const onAgent = blamed[0] === 'agent_id';
-      issues.push(
-        r.row === undefined
-          ? issue(
-              onAgent ? ['body', 'agent_id'] : ['body', 'recipients', String(r.index), ...blamed],
-              `Recipient ${r.index}: ${overflowMessage(overflow)}`,
-              'filled_text_too_long',
-            )
-          : issue(['file', String(r.row), onAgent ? 'row' : blamed.at(-1)!], `Row ${r.row}: ${overflowMessage(overflow)}`, 'filled_text_too_long'),
-      );
-      if (issues.length === MAX_FILE_PROBLEMS) break;
-    }
+    const missing = this.fillIssues(recipients, (r) => {
+      const m = texts.missing(r.variables, r.first_message);
+      return m && { variable: m.variable, message: missingMessage(m), code: 'variable_missing' };
+    });
+    const issues = missing.length
+      ? missing
+      : this.fillIssues(recipients, (r) => {
+          const o = texts.overflow(r.variables, r.first_message);
+          if (!o) return null;
+          const blamed = overflowParam(o, r.variables).split('.');
+          return { blamed, variable: blamed.at(-1)!, message: overflowMessage(o), code: 'filled_text_too_long' };
+        });
     if (!issues.length) return;
     const csv = issues[0].loc[0] === 'file';
-    throw new ApiError(422, 'invalid_request_error', 'filled_text_too_long', issues[0].msg, {
+    throw new ApiError(422, 'invalid_request_error', issues[0].type as 'variable_missing' | 'filled_text_too_long', issues[0].msg, {
       param: csv ? 'file' : issues[0].loc.slice(1).join('.'),
       issues,
     });
+  }
+
+  /** One issue per recipient `problem` finds something wrong with (the first 50); `blamed` defaults to the variable. */
+  private fillIssues(
+    recipients: BatchInput['recipients'],
+    problem: (r: BatchInput['recipients'][number]) => { blamed?: string[]; variable: string; message: string; code: string } | null,
+  ): ValidationIssue[] {
+    const issues: ValidationIssue[] = [];
+    for (const r of recipients) {
+      const p = problem(r);
+      if (!p) continue;
+      const blamed = p.blamed ?? ['variables', p.variable];
+      const onAgent = blamed[0] === 'agent_id';
+      issues.push(
+        r.row === undefined
+          ? issue(onAgent ? ['body', 'agent_id'] : ['body', 'recipients', String(r.index), ...blamed], `Recipient ${r.index}: ${p.message}`, p.code)
+          : issue(['file', String(r.row), onAgent ? 'row' : p.variable], `Row ${r.row}: ${p.message}`, p.code),
+      );
+      if (issues.length === MAX_FILE_PROBLEMS) break;
+    }
+    return issues;
   }
 
   /**
    * POST /api/v1/batches/csv, once its form is validated: the file is refused as a whole (422 with each
    * problem) or its unreadable rows are skipped with their reasons beside the rest.
    */
-  async createFromCsv(workspaceId: string, form: CsvForm, file: Buffer): Promise<Batch> {
+  async createFromCsv(workspaceId: string, form: CsvForm, file: Buffer, checkOverride: OverrideSchemaCheck): Promise<Batch> {
     const parsed = await parseRecipientsCsv(file);
     if (!parsed.ok) {
       const issues = parsed.problems.slice(0, MAX_FILE_PROBLEMS).map((p) => issue(['file', ...(p.column ? [p.column] : [])], p.message, p.type));
       throw new ApiError(422, 'invalid_request_error', code422(parsed.problems[0].type), parsed.problems[0].message, { param: 'file', issues });
     }
+    checkRowOverrides(parsed.recipients, checkOverride);
     return this.create(workspaceId, batchInputFromCsvForm(form, parsed.recipients), parsed.problems);
   }
 
@@ -161,6 +181,9 @@ export class BatchService {
     const issues = this.settingIssues(input, now);
     if (issues.length) throw refuse(issues);
     const plan = await this.calls.plan(workspaceId, { agent_id: input.agent_id, provider: input.provider });
+    effectiveSettings(plan.agent.conversation, input.conversation);
+    // A CSV row's override was checked as the file was read (checkRowOverrides).
+    for (const r of input.recipients) if (r.row === undefined) applySettings(null, r.conversation, `recipients.${r.index}.conversation`);
     this.checkFills(plan.agent, input.recipients);
     await this.calls.checkWebhookUrl(input.webhook_url);
     await this.calls.checkBilling(workspaceId);
@@ -202,6 +225,7 @@ export class BatchService {
       variables: r.variables ?? {},
       first_message: r.first_message ?? null,
       timezone: r.timezone ?? null,
+      conversation: r.conversation ?? null,
       status: later ? 'scheduled' : 'pending',
       next_attempt_at: scheduledAt,
     }));
@@ -220,6 +244,7 @@ export class BatchService {
           skipped,
           webhook_url: input.webhook_url ?? null,
           recording_enabled: input.recording?.enabled ?? null,
+          conversation: input.conversation ?? null,
           concurrency: input.concurrency ?? DEFAULT_CONCURRENCY,
           retry_max_attempts: retry.max_attempts,
           retry_delay_s: retry.delay_seconds,

@@ -3,6 +3,7 @@
  * holds the batch row (`lock`), so one dispatch round, cancel, pause or retry acts on a batch at a
  * time across instances; recipients are claimed with FOR UPDATE SKIP LOCKED on top of that.
  */
+import type { ConversationSettingsInput } from '../voice/conversation-settings.js';
 import type { Variables } from '../contract/placeholders.js';
 import type { Knex } from 'knex';
 import { paginate, type Page, type PageParams } from '../lib/pagination.js';
@@ -42,6 +43,8 @@ export interface BatchRow {
   webhook_url: string | null;
   /** The batch's own recording choice for its calls; null: the agent's. */
   recording_enabled: boolean | null;
+  /** The batch's override of the agent's conversation settings for its calls; null: the agent's. */
+  conversation: ConversationSettingsInput | null;
   concurrency: number;
   retry_max_attempts: number;
   retry_delay_s: number;
@@ -64,6 +67,8 @@ export interface RecipientRow {
   variables: Variables;
   first_message: string | null;
   timezone: string | null;
+  /** The recipient's own override of the conversation settings, applied over the batch's. */
+  conversation: ConversationSettingsInput | null;
   status: RecipientStatus;
   attempts: number;
   round_attempts: number;
@@ -80,7 +85,10 @@ export type EndingBatch = Pick<BatchRow, 'id' | 'agent_id' | 'status' | 'retry_m
 export type EndingRecipient = Pick<RecipientRow, 'id' | 'status' | 'round_attempts'>;
 
 export type NewBatch = Omit<BatchRow, 'completed_at' | 'updated_at' | 'failure_reason' | 'slot_wait_since'>;
-export type NewRecipient = Pick<RecipientRow, 'id' | 'position' | 'to_number' | 'variables' | 'first_message' | 'timezone' | 'status' | 'next_attempt_at'>;
+export type NewRecipient = Pick<
+  RecipientRow,
+  'id' | 'position' | 'to_number' | 'variables' | 'first_message' | 'timezone' | 'conversation' | 'status' | 'next_attempt_at'
+>;
 
 export interface Counts {
   completed_count: number;
@@ -100,7 +108,7 @@ const INSERT_CHUNK = 2000;
 
 function encodeBatch(b: Partial<BatchRow>): Record<string, unknown> {
   const out: Record<string, unknown> = { ...b };
-  for (const c of ['skipped', 'retry_on', 'calling_window'] as const)
+  for (const c of ['skipped', 'retry_on', 'calling_window', 'conversation'] as const)
     if (c in out && out[c] !== undefined) out[c] = out[c] === null ? null : JSON.stringify(out[c]);
   return out;
 }
@@ -116,7 +124,12 @@ export class BatchStore {
     const [row] = await trx('batches').insert(encodeBatch(batch)).returning('*');
     for (let i = 0; i < recipients.length; i += INSERT_CHUNK) {
       await trx('batch_recipients').insert(
-        recipients.slice(i, i + INSERT_CHUNK).map((r) => ({ ...r, batch_id: batch.id, variables: JSON.stringify(r.variables) })),
+        recipients.slice(i, i + INSERT_CHUNK).map((r) => ({
+          ...r,
+          batch_id: batch.id,
+          variables: JSON.stringify(r.variables),
+          conversation: r.conversation === null ? null : JSON.stringify(r.conversation),
+        })),
       );
     }
     return row;

@@ -12,5 +12,5 @@ export interface CallTiming {
 export interface CallAgents {
   runtimeOf(workspaceId: string, agentId: string): Promise<RuntimeAgent | 'not_found' | 'other_workspace'>;
   /** null: the agent is gone. */
-  findForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent | null>;
+  findForRuntime(workspaceId: string, agentId: string, version?: number | null): Promise<RuntimeAgent | null>;
 }

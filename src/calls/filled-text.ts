@@ -9,9 +9,12 @@ import {
   conversationVariables,
   fillOverflow,
   filledFieldCaps,
+  missingMessage,
+  missingVariable,
   overflowMessage,
   Template,
   type FillOverflow,
+  type MissingVariable,
   type Variables,
 } from '../contract/placeholders.js';
 
@@ -32,22 +35,27 @@ export class CallTexts {
     return own === undefined ? this.firstMessage : own ? new Template(own) : null;
   }
 
-  /** The first text a call with these variables and first message would fill past its cap, or null. */
-  overflow(given: Variables | null | undefined, ownFirstMessage?: string | null): FillOverflow | null {
-    return fillOverflow(
-      { instruction: this.instruction, first_message: this.firstMessageOf(ownFirstMessage), 'voicemail_config.message': this.voicemail },
-      this.agent.variablePlaceholders,
-      given,
-    );
+  private templates(ownFirstMessage: string | null | undefined) {
+    return { instruction: this.instruction, first_message: this.firstMessageOf(ownFirstMessage), 'voicemail_config.message': this.voicemail };
   }
 
-  /** The call's instruction and first message, filled (never past their caps). */
+  /** The first text a call with these variables and first message would fill past its cap, or null. */
+  overflow(given: Variables | null | undefined, ownFirstMessage?: string | null): FillOverflow | null {
+    return fillOverflow(this.templates(ownFirstMessage), this.agent.variablePlaceholders, given);
+  }
+
+  /** The first placeholder a call with these variables and first message would leave without a value, or null. */
+  missing(given: Variables | null | undefined, ownFirstMessage?: string | null): MissingVariable | null {
+    return missingVariable(this.templates(ownFirstMessage), this.agent.variablePlaceholders, given);
+  }
+
+  /** The call's instruction and first message, filled (never past their caps); a first message filled to nothing is none. */
   filled(given: Variables | null | undefined, ownFirstMessage?: string | null): { instruction: string; first_message: string | null } {
     const values = conversationVariables(this.agent.variablePlaceholders, given);
     const caps = filledFieldCaps();
     return {
       instruction: this.instruction.fill(values, caps.instruction),
-      first_message: this.firstMessageOf(ownFirstMessage)?.fill(values, caps.first_message) ?? null,
+      first_message: this.firstMessageOf(ownFirstMessage)?.fill(values, caps.first_message) || null,
     };
   }
 }
@@ -56,6 +64,11 @@ export class CallTexts {
 export function overflowParam(o: FillOverflow, given: Variables | null | undefined, prefix = ''): string {
   if (given && Object.prototype.hasOwnProperty.call(given, o.variable)) return `${prefix}variables.${o.variable}`;
   return o.field === 'first_message' ? `${prefix}first_message` : 'agent_id';
+}
+
+/** 422 `variable_missing` for a call that leaves a placeholder without a value; `param` is where the value would go. */
+export function missingError(m: MissingVariable): ApiError<422> {
+  return new ApiError(422, 'invalid_request_error', 'variable_missing', missingMessage(m), { param: `variables.${m.variable}` });
 }
 
 /** 422 `filled_text_too_long` for a call whose variables would fill a text past its cap. */

@@ -11,13 +11,13 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import type { VoiceService } from '../voice/types.js';
-import { analyseConversation, writeUp } from '../conversation/write-up.js';
+import { analyseConversation, redactedAnalysis, writeUp } from '../conversation/write-up.js';
 import type { WorkspaceAdmission } from '../workspaces/admission.js';
 import type { CallCompletedPublisher } from '../webhooks/events.js';
 import type { JobAdd, JobQueue } from '../jobs/queue.js';
 import { endTime, finalState } from './lifecycle.js';
 import { DEADLINE_JOB } from './job-kinds.js';
-import { callCompletedFacts } from './records.js';
+import { callCompletedFacts, callRedactor } from './records.js';
 import type { RecordingView } from '../recordings/service.js';
 import { LIVE_STATUSES, type CallRow, type CallStore, type EndReason } from './store.js';
 
@@ -74,7 +74,10 @@ export class CallFinaliser {
     const endedAt = endTime(row, o.forced ?? false, o.endedAt, this.clock.now());
     const talkMs = row.answered_at ? Math.max(0, endedAt.getTime() - new Date(row.answered_at).getTime()) : 0;
     const log = this.log.child({ callId });
-    const analysis = await analyseConversation(this.voice, row.instruction, row.transcript, log, row.analysis, row.workspace_id);
+    const redactor = callRedactor(row);
+    // Made from the stored transcript (redacted when the setting covers it); kept redacted when it covers analysis.
+    const made = await analyseConversation(this.voice, row.instruction, row.transcript, log, row.analysis, row.workspace_id, row.analysis_model);
+    const analysis = redactor?.covers('analysis') ? redactedAnalysis(redactor, made) : made;
     const w = writeUp(
       {
         transcript: row.transcript,
@@ -119,8 +122,15 @@ export class CallFinaliser {
       if (!done) return undefined;
       // Only a call recorded by its setting can have a recording (none is ever written otherwise).
       const recording = this.recordings && done.recording_enabled ? await this.recordings.completeIn(done.id, endedAt, trx) : null;
+      const facts = callCompletedFacts(done, recording);
       await this.events.callCompleted(
-        { workspaceId: done.workspace_id, callId: done.id, webhookUrl: done.webhook_url, batchId: done.batch_id, payload: callCompletedFacts(done, recording) },
+        {
+          workspaceId: done.workspace_id,
+          callId: done.id,
+          webhookUrl: done.webhook_url,
+          batchId: done.batch_id,
+          payload: redactor?.covers('webhooks') ? redactor.content(facts) : facts,
+        },
         trx,
       );
       const jobs: JobAdd[] = [];

@@ -4,8 +4,9 @@
  * the call's variables and first message, hand it to another agent of the workspace, or refuse it.
  * Within `timeoutMs` or not at all: a timeout, a failure or an answer that is not an
  * `InboundSetupAnswer` leaves the call to the agent's own settings, with the failure recorded. So does
- * an answer the call could not be stored with (text PostgreSQL refuses) or whose variables would fill
- * a text past its cap: whatever is wrong with an answer, the call is answered.
+ * an answer the call could not be stored with (text PostgreSQL refuses), whose variables would fill
+ * a text past its cap, or that leaves a placeholder without a value: whatever is wrong with an answer,
+ * the call is answered.
  */
 import type { Logger } from 'pino';
 import type { components } from '../../generated/openapi.js';
@@ -71,7 +72,9 @@ export class InboundSetup {
       const answer = await this.ask(agent, agent.inboundSetupUrl, call);
       const chosen = answer.agent_id && answer.agent_id !== agent.id ? await this.deps.runtimeOf(agent.workspaceId, answer.agent_id) : agent;
       if (typeof chosen === 'string') throw new SetupFailure('agent_not_found');
-      if (new CallTexts(chosen).overflow(answer.variables, answer.first_message)) throw new SetupFailure('invalid_answer');
+      const texts = new CallTexts(chosen);
+      if (texts.overflow(answer.variables, answer.first_message)) throw new SetupFailure('invalid_answer');
+      if (answer.action !== 'refuse' && texts.missing(answer.variables, answer.first_message)) throw new SetupFailure('variable_missing');
       const outcome: InboundSetupOutcome = { status: 'applied', error: null, agent_id: answer.agent_id ?? null, duration_ms: took() };
       if (answer.action === 'refuse') return { refused: true, outcome };
       return {

@@ -150,6 +150,12 @@ export function createCalls(d: CallsDeps): Calls {
     { orphanAfterMs: c.CALL_ORPHAN_AFTER_MS, statusGraceMs: c.CALL_STATUS_GRACE_MS },
     log,
   );
+  // Carriers whose messages come from an in-process user agent (SIP) hand them over here, as HTTP callbacks are.
+  for (const plugin of carriers.list()) {
+    plugin.inProcess?.listen((operation, message) =>
+      callbacks.receive(plugin.provider, operation, message, { path: `${plugin.provider}:${operation}`, verified: () => undefined }),
+    );
+  }
   const inbound = new InboundNumbers(d.agents, carriers, store, d.sandbox, log);
   // The sandbox carriers send media and keys `speed` times faster than real time.
   const speed = d.sandbox ? Math.max(1, d.sandbox.speed) : 1;

@@ -3,6 +3,8 @@
  * - `call_dial`: hands a queued call to its carrier, at most once: everything the request needs is
  *   read first, then one atomic claim (with the stream token) is written right before the request, so
  *   a crash never dials twice and only a crash during the carrier's answer leaves a dial unknown;
+ * - `call_dial_in_process`: the same for a carrier running in-process (SIP), taken only by instances
+ *   that run its stack;
  * - `call_deadline`: first runs when the dial grace is over. A call whose dial job never claimed it
  *   (the instance holding the job died; graphile-worker keeps a dead worker's jobs locked for hours)
  *   is dialed from there (the same atomic claim, so once); otherwise it ends a call nothing else ended
@@ -16,7 +18,7 @@ import type { JobQueue } from '../jobs/queue.js';
 import { CarrierError, MissingCredentialsError, type Carriers } from '../carriers/index.js';
 import type { CallFinaliser } from './finaliser.js';
 import type { CallAgents, CallTiming } from './dependencies.js';
-import { DEADLINE_JOB, DIAL_JOB } from './job-kinds.js';
+import { DEADLINE_JOB, DIAL_JOB, IN_PROCESS_DIAL_JOB } from './job-kinds.js';
 import { newStreamToken } from './stream-token.js';
 import { carrierAgentId, isTerminal, type CallStore } from './store.js';
 
@@ -37,6 +39,7 @@ export class CallJobs {
 
   register(): void {
     this.jobs.register(DIAL_JOB, (p) => this.dial(p.call_id));
+    if (this.carriers.anyInProcess) this.jobs.register(IN_PROCESS_DIAL_JOB, (p) => this.dial(p.call_id));
     this.jobs.register(DEADLINE_JOB, (p) => this.deadline(p.call_id));
   }
 
@@ -44,9 +47,15 @@ export class CallJobs {
     // The claim is the check: only a queued call never attempted and not asked to hang up is taken.
     const streamToken = newStreamToken();
     const call = await this.store.claimDial(callId, sha256Hex(streamToken));
-    if (!call) return;
     const log = this.log.child({ callId });
-    const agent = await this.agents.findForRuntime(call.workspace_id, call.agent_id);
+    if (!call) {
+      if (await this.store.markListed(callId)) {
+        log.info('number put on the do-not-call list since the call was created; not dialed');
+        await this.finaliser.finalise(callId, { endReason: 'do_not_call' });
+      }
+      return;
+    }
+    const agent = await this.agents.findForRuntime(call.workspace_id, call.agent_id, call.agent_version);
     if (!agent) {
       log.warn('agent gone before dialing; the call fails');
       await this.finaliser.finalise(callId, { endReason: 'not_allowed' });
@@ -96,7 +105,9 @@ export class CallJobs {
     if (call.status === 'queued' && !call.dial_attempted_at && !call.hangup_requested_at) {
       this.log.warn({ callId }, 'call not dialed within the dial grace (its dial job was lost or is late); dialing it now');
       await this.jobs.add(DEADLINE_JOB, { call_id: callId }, { runAt: new Date(call.deadline_at) });
-      await this.dial(callId);
+      // A carrier whose stack this instance does not run: its dial job again, for an instance that does.
+      if (this.carriers.dialsHere(call.provider)) await this.dial(callId);
+      else await this.jobs.add(IN_PROCESS_DIAL_JOB, { call_id: callId });
       return;
     }
     const now = this.clock.now().getTime();

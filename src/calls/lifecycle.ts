@@ -22,12 +22,15 @@ export function finalState(
 ): { status: CallStatus; endReason: EndReason } {
   const hint = row.end_reason_hint;
   if (hint === 'not_allowed') return { status: 'failed', endReason: 'not_allowed' };
+  if (hint === 'do_not_call') return { status: 'canceled', endReason: 'do_not_call' };
   if (row.answered_at) {
-    if (hint === 'service_error') return { status: 'failed', endReason: 'service_error' };
+    if (hint === 'service_error' || hint === 'model_refused') return { status: 'failed', endReason: hint };
     // Forced with the media stream never ended normally: the instance running it died.
     if (forced && !row.media_ended_at && row.media_started_at && !hint) return { status: 'failed', endReason: 'service_error' };
     if (forced && !row.media_started_at && !hint) return { status: 'failed', endReason: 'service_error' };
     const status: CallStatus = row.answered_by === 'machine' ? 'voicemail' : 'completed';
+    // Hung up through the API while dialing, and answered before the carrier took the hang-up: a hang-up of a live call.
+    if (hint === 'canceled') return { status, endReason: 'api_hangup' };
     if (hint) return { status, endReason: hint };
     if (row.carrier_outcome === 'time_limit') return { status, endReason: 'time_limit' };
     return { status, endReason: 'remote_hangup' };

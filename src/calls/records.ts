@@ -9,15 +9,24 @@ import type { CallCompletedInput } from '../webhooks/payloads.js';
 import { pendingResults } from '../conversation/write-up.js';
 import { isTerminal, type CallRow } from './store.js';
 import type { RecordingView } from '../recordings/service.js';
+import { Redactor } from '../redaction/redactor.js';
 
 export type Call = components['schemas']['Call'];
 
 const iso = (d: Date | string | null) => (d === null ? null : new Date(d).toISOString());
 
+/** The person's number: the one called, or the caller's. */
+const personNumber = (row: Pick<CallRow, 'direction' | 'from_number' | 'to_number'>) => (row.direction === 'inbound' ? row.from_number : row.to_number);
+
+/** The call's redactor (its `redaction` setting as it started with it; the person's country for national numbers); null without one. */
+export function callRedactor(row: Pick<CallRow, 'redaction' | 'direction' | 'from_number' | 'to_number'>): Redactor | null {
+  return Redactor.of(row.redaction, personNumber(row));
+}
+
 /** The person's opt-out during the call, if they asked not to be called again (their number: the one called, or the caller's). */
 function optOutOf(row: CallRow): Call['opt_out'] {
   if (!row.opted_out_at) return null;
-  return { number: row.direction === 'inbound' ? row.from_number : row.to_number, listed_at: iso(row.opted_out_at) as string };
+  return { number: personNumber(row), listed_at: iso(row.opted_out_at) as string };
 }
 
 /** `recording`: the call's recording as the record shows it, null when it has none. */
@@ -28,6 +37,7 @@ export function toCall(row: CallRow, recording: RecordingView | null): Call {
     conversation_id: row.id,
     call_sid: row.call_sid,
     agent_id: row.agent_id,
+    agent_version: row.agent_version,
     batch_id: row.batch_id,
     direction: row.direction,
     provider: row.provider,
@@ -35,6 +45,7 @@ export function toCall(row: CallRow, recording: RecordingView | null): Call {
     to_number: row.to_number,
     status: row.status,
     first_message: row.first_message,
+    conversation: row.conversation,
     first_message_delivered: row.first_message_delivered,
     variables: row.variables,
     duration: row.duration,
@@ -73,6 +84,7 @@ export function callCompletedFacts(row: CallRow, recording: RecordingView | null
     conversation_id: row.id,
     call_sid: row.call_sid,
     agent_id: row.agent_id,
+    agent_version: row.agent_version,
     to_number: row.to_number,
     provider: row.provider,
     first_message: row.first_message,

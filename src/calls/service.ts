@@ -21,10 +21,10 @@ import { job, type JobQueue } from '../jobs/queue.js';
 import { CarrierError, MissingCredentialsError, PROVIDERS, type CarrierCredentials, type Carriers, type Provider } from '../carriers/index.js';
 import type { InboundSetup, SetupDecision } from './inbound-setup.js';
 import type { CallFinaliser } from './finaliser.js';
-import { DEADLINE_JOB, DIAL_JOB } from './job-kinds.js';
+import { DEADLINE_JOB, DIAL_JOB, IN_PROCESS_DIAL_JOB } from './job-kinds.js';
 import type { CallAgents, CallTiming } from './dependencies.js';
 import { newStreamToken } from './stream-token.js';
-import { CallTexts, overflowError } from './filled-text.js';
+import { CallTexts, missingError, overflowError } from './filled-text.js';
 import { toCall, type Call } from './records.js';
 import type { RecordingView } from '../recordings/service.js';
 import { isRefusal, refusalError, type CallRefusal } from './refusals.js';
@@ -32,6 +32,7 @@ import { carrierAgentId, isTerminal, type CallFilters, type CallRow, type CallSt
 import { callerIdRefusal } from '../destinations/policy.js';
 import type { DestinationService } from '../destinations/service.js';
 import type { DoNotCallService } from '../do-not-call/service.js';
+import { effectiveSettings, type ConversationSettingsInput } from '../voice/conversation-settings.js';
 
 type CreateRequest = components['schemas']['CallCreateRequest'];
 
@@ -52,6 +53,8 @@ export interface QueuedCall {
   webhookUrl?: string | null;
   /** The call's or batch's own recording choice; null: the agent's. */
   recording?: boolean | null;
+  /** The call's or batch's override of the agent's conversation settings (already checked). */
+  conversation?: ConversationSettingsInput | null;
   batchId?: string | null;
   /** A batch's call: its recipient and which attempt it is (one call per attempt, a unique key). */
   attempt?: { recipientId: string; number: number };
@@ -213,6 +216,10 @@ export class CallService {
           webhook_url: c.webhookUrl ?? null,
           instruction: filled.instruction,
           analysis: agent.analysis,
+          analysis_model: agent.analysisModel,
+          agent_version: agent.version,
+          redaction: agent.redaction,
+          conversation: effectiveSettings(agent.conversation, c.conversation),
           recording_enabled: c.recording ?? agent.recordingEnabled,
           stream_token_hash: null,
           deadline_at: deadline,
@@ -220,9 +227,10 @@ export class CallService {
       }),
       trx,
     );
+    const dialJob = this.carriers.dialsInProcess(plan.provider) ? IN_PROCESS_DIAL_JOB : DIAL_JOB;
     await this.jobs.addMany(
       calls.flatMap((c) => [
-        job(DIAL_JOB, { call_id: c.callId }),
+        job(dialJob, { call_id: c.callId }),
         // First at the end of the dial grace (a dial job lost with its instance is taken over), then at the deadline.
         job(DEADLINE_JOB, { call_id: c.callId }, new Date(this.clock.now().getTime() + this.timing.dialGraceMs)),
       ]),
@@ -234,7 +242,12 @@ export class CallService {
   /** POST /api/v1/calls: every check first; nothing is dialed when one refuses. */
   async create(workspaceId: string, body: CreateRequest): Promise<Call> {
     const plan = await this.plan(workspaceId, body);
-    const overflow = new CallTexts(plan.agent).overflow(body.variables, body.first_message);
+    // 422 for an override the contract cannot refuse, before anything is held or stored.
+    effectiveSettings(plan.agent.conversation, body.conversation);
+    const texts = new CallTexts(plan.agent);
+    const missing = texts.missing(body.variables, body.first_message);
+    if (missing) throw missingError(missing);
+    const overflow = texts.overflow(body.variables, body.first_message);
     if (overflow) throw overflowError(overflow, body.variables);
     await this.destinations.checkDestination(workspaceId, body.to_number, 'to_number');
     // Before billing and the slot: a listed number costs the workspace nothing and stores nothing.
@@ -268,6 +281,7 @@ export class CallService {
               firstMessage: body.first_message,
               webhookUrl: body.webhook_url,
               recording: body.recording?.enabled ?? null,
+              conversation: body.conversation ?? null,
             },
           ],
           trx,
@@ -408,6 +422,10 @@ export class CallService {
             webhook_url: null,
             instruction: filled.instruction,
             analysis: agent.analysis,
+            analysis_model: agent.analysisModel,
+            agent_version: agent.version,
+            redaction: agent.redaction,
+            conversation: agent.conversation,
             recording_enabled: agent.recordingEnabled,
             stream_token_hash: sha256Hex(streamToken),
             deadline_at: deadline,

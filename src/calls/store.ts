@@ -11,7 +11,10 @@ import type { ToolCallRecord } from '../conversation/engine.js';
 import type { TranscriptTurn } from '../voice/types.js';
 import type { AnsweredBy, CarrierOutcome, Provider } from '../carriers/carrier.js';
 import type { AnalysisResults, AnalysisSetting } from '../conversation/write-up.js';
+import type { RedactionSetting } from '../redaction/setting.js';
+import type { ConversationSettings } from '../voice/conversation-settings.js';
 import type { components } from '../../generated/openapi.js';
+import { listedEntryOf } from '../do-not-call/store.js';
 
 type InboundSetupOutcome = components['schemas']['InboundSetupOutcome'];
 
@@ -28,11 +31,14 @@ export type EndReason =
   | 'insufficient_credit'
   | 'plan_limit_reached'
   | 'silence_timeout'
+  | 'idle_timeout'
   | 'not_answered'
   | 'canceled'
   | 'carrier_error'
   | 'service_error'
+  | 'model_refused'
   | 'not_allowed'
+  | 'do_not_call'
   | 'shutdown';
 
 export const LIVE_STATUSES: readonly LiveStatus[] = ['queued', 'initiated', 'ringing', 'in_progress'];
@@ -68,8 +74,16 @@ export interface CallRow {
   instruction: string;
   /** The agent's `analysis` setting as the call started with it. */
   analysis: AnalysisSetting | null;
+  /** The agent's analysis model as the call started; null: the service's `VOICE_ANALYSIS_MODEL`. */
+  analysis_model: string | null;
+  /** The agent's version the call runs (null: created before versions). */
+  agent_version: number | null;
   /** Its structured results, written with the terminal status. */
   analysis_results: AnalysisResults | null;
+  /** The agent's `redaction` setting as the call started with it. */
+  redaction: RedactionSetting | null;
+  /** The conversation settings the call runs with (the agent's with the call's or batch's override); null on calls older than them. */
+  conversation: ConversationSettings | null;
   /** An inbound call handed to `agent_id` by its setup: the agent whose number and carrier account carry it. */
   number_agent_id: string | null;
   /** What came of an inbound call's per-caller setup (InboundSetupOutcome in the contract). */
@@ -114,7 +128,9 @@ export interface CallRow {
   updated_at: Date;
 }
 
-export type NewCall = Partial<Pick<CallRow, 'batch_recipient_id' | 'attempt' | 'number_agent_id' | 'inbound_setup'>> &
+export type NewCall = Partial<
+  Pick<CallRow, 'batch_recipient_id' | 'attempt' | 'number_agent_id' | 'inbound_setup' | 'redaction' | 'conversation' | 'analysis_model' | 'agent_version'>
+> &
   Pick<
     CallRow,
     | 'id'
@@ -154,6 +170,8 @@ const JSON_COLUMNS = [
   'unanswered_questions',
   'analysis',
   'analysis_results',
+  'redaction',
+  'conversation',
   'inbound_setup',
 ] as const;
 
@@ -396,7 +414,9 @@ export class CallStore {
       db('calls')
         .where({ id: input.callId, provider: input.provider, stream_token_hash: input.tokenHash })
         .whereNull('media_started_at')
-        .whereIn('status', ['initiated', 'ringing', 'in_progress'])
+        // `queued` too: a stream given in the dial request (provider_b's) can come before the dial's answer
+        // and any status report are recorded. Its token is made as the dial is claimed, so it proves the dial.
+        .whereIn('status', ['queued', 'initiated', 'ringing', 'in_progress'])
         .where((q) => q.whereNull('call_sid').orWhere('call_sid', input.callSid))
         .update({
           stream_token_hash: null,
@@ -506,17 +526,39 @@ export class CallStore {
   }
 
   /**
-   * The dial job's claim: only a queued call never attempted before, and not asked to hang up, is dialed
-   * (at most once). One atomic update, so a hang-up either lands first (no dial) or sees the claim.
+   * The dial job's claim: only a queued call never attempted before, not asked to hang up, and whose
+   * number is not on its workspace's do-not-call list as this statement sees it, is dialed (at most
+   * once). One atomic update, so a hang-up either lands first (no dial) or sees the claim, and a number
+   * listed after `POST /calls` checked it is never dialed (`markListed` then ends the call).
    */
   async claimDial(id: string, streamTokenHash: string): Promise<CallRow | undefined> {
     const [row] = await this.db('calls')
       .where({ id, status: 'queued' })
       .whereNull('dial_attempted_at')
       .whereNull('hangup_requested_at')
+      .whereNotExists(this.listedNumber())
       .update({ dial_attempted_at: this.db.fn.now(), stream_token_hash: streamTokenHash, updated_at: this.db.fn.now() })
       .returning('*');
     return row;
+  }
+
+  /**
+   * A queued call never dialed whose number is on its workspace's do-not-call list: marked not to be
+   * dialed (its deadline job then finalises it too, should this instance die first).
+   */
+  async markListed(id: string): Promise<CallRow | undefined> {
+    const [row] = await this.db('calls')
+      .where({ id, status: 'queued' })
+      .whereNull('dial_attempted_at')
+      .whereNull('hangup_requested_at')
+      .whereExists(this.listedNumber())
+      .update({ hangup_requested_at: this.db.fn.now(), end_reason_hint: 'do_not_call', updated_at: this.db.fn.now() })
+      .returning('*');
+    return row;
+  }
+
+  private listedNumber(): Knex.QueryBuilder {
+    return listedEntryOf(this.db, 'calls.workspace_id', 'calls.to_number');
   }
 
   /**

@@ -1,7 +1,7 @@
 /**
  * The schema pool: worker threads (piscina) that check tenants' JSON Schemas on write (an agent's
  * `analysis.schema`, a tool's `parameters`) and validate values against them (analysis answers, tool
- * test arguments), each task within a time limit counted from when a thread takes it. The event loop
+ * test arguments), each task within a time limit counted from when a warm thread takes it. The event loop
  * that serves every tenant's requests, audio and heartbeats never compiles a tenant's schema.
  *
  * Fair between workspaces: each workspace has its own queue, served round-robin, and at most
@@ -19,7 +19,15 @@ import { unprocessable, type CodeFor } from '../errors/api-error.js';
  * sources (.ts), a build runs .js. Each domain keeps its own worker (agents: analysis schemas; tools:
  * parameters), all run by the pool's threads.
  */
-export const workerFile = (moduleUrl: string, name: string) => new URL(`./${name}${moduleUrl.endsWith('.ts') ? '.ts' : '.js'}`, moduleUrl).href;
+export function workerFile(moduleUrl: string, name: string): string {
+  const file = new URL(`./${name}${moduleUrl.endsWith('.ts') ? '.ts' : '.js'}`, moduleUrl).href;
+  WORKERS.add(file);
+  return file;
+}
+
+/** Every worker file named so far; each takes `{ kind: 'check', schema }`, which warms a thread up (below). */
+const WORKERS = new Set<string>();
+const WARM_UP = { kind: 'check', schema: { type: 'object' } };
 
 export interface SchemaPoolOptions {
   threads: number;
@@ -43,6 +51,8 @@ class FairPool {
   private readonly waiting = new Map<string, Job[]>();
   private readonly running = new Map<string, number>();
   private active = 0;
+  /** Settles once every thread has loaded every worker file; until then no task's time runs. */
+  private ready: Promise<void> | undefined;
 
   constructor(public opts: SchemaPoolOptions) {}
 
@@ -80,12 +90,19 @@ class FairPool {
       concurrentTasksPerWorker: 1,
       resourceLimits: { maxOldGenerationSizeMb: 256 },
     });
+    const piscina = this.piscina;
     this.active++;
     this.running.set(workspaceId, (this.running.get(workspaceId) ?? 0) + 1);
-    // The job's time starts now that a thread is free for it, not while it waited its turn.
-    this.piscina
-      .run(job.task, { filename: job.filename, signal: AbortSignal.timeout(this.opts.taskTimeoutMs) })
-      .then(job.resolve, job.reject)
+    // The job's time starts now that a warm thread is free for it: not while it waited its turn, and
+    // not while a thread started and loaded the worker's modules (seconds on a busy machine).
+    this.warmUp(piscina)
+      .then(() => piscina.run(job.task, { filename: job.filename, signal: AbortSignal.timeout(this.opts.taskTimeoutMs) }))
+      .then(job.resolve, (err: unknown) => {
+        // A task past its time ends its thread: the thread started in its place is cold.
+        const ended = (err as Error)?.name === 'AbortError' || (err as Error)?.name === 'TimeoutError';
+        if (ended && piscina === this.piscina) this.ready = undefined;
+        job.reject(err);
+      })
       .finally(() => {
         this.active--;
         const left = (this.running.get(workspaceId) ?? 1) - 1;
@@ -93,6 +110,18 @@ class FairPool {
         else this.running.delete(workspaceId);
         this.pump();
       });
+  }
+
+  /** Runs a trivial check of every worker file on every thread (`threads` at once, one each), once. */
+  private warmUp(piscina: Piscina): Promise<void> {
+    if (piscina !== this.piscina) return Promise.resolve();
+    this.ready ??= (async () => {
+      for (const filename of WORKERS) await Promise.all(Array.from({ length: this.opts.threads }, () => piscina.run(WARM_UP, { filename })));
+    })().catch((err: unknown) => {
+      this.ready = undefined;
+      throw err;
+    });
+    return this.ready;
   }
 
   /** The V8 heap in use on the pool's threads together, in bytes (0 before they start). */
@@ -106,6 +135,7 @@ class FairPool {
     if (opts.threads !== this.opts.threads && this.piscina) {
       const old = this.piscina;
       this.piscina = undefined;
+      this.ready = undefined;
       void old.close().catch(() => undefined);
     }
     this.opts = opts;

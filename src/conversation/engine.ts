@@ -10,6 +10,9 @@ import type { Clock } from '../lib/clock.js';
 import type { ToolCallRequest, ToolDeclaration, TranscriptTurn, VoiceEvent, VoiceSession } from '../voice/types.js';
 import type { ToolCallOutcome } from './tool-runner.js';
 import type { ToolCallRecord } from '../../generated/asyncapi-types.js';
+import type { Redactor } from '../redaction/redactor.js';
+import type { Interruptions } from '../voice/conversation-settings.js';
+import { DEFAULT_SPEECH_RMS, rms } from '../audio/pcm16.js';
 
 /** The ToolRunner (tool-runner.ts) as a conversation uses it. */
 export interface ConversationTools {
@@ -31,14 +34,14 @@ export type { ToolCallRecord };
  * event stream): transcript partials and finals, tool calls and results, interruptions, keys.
  */
 export interface LiveEventSink {
-  emit(type: 'transcript' | 'tool_call' | 'tool_result' | 'interrupted' | 'dtmf', data: Record<string, unknown>): void;
+  emit(type: 'transcript' | 'tool_call' | 'tool_result' | 'interrupted' | 'dtmf' | 'idle', data: Record<string, unknown>): void;
 }
 
 export interface ConversationInfo {
   id: string;
   workspaceId: string;
   agentId: string;
-  /** What the agent says first (placeholders filled); null when the model opens freely. */
+  /** What the agent says first (placeholders filled); null: the agent waits for the user to speak first. */
   firstMessage: string | null;
   /** Text sessions: replies are text, audio and end_conversation are ignored. */
   textMode: boolean;
@@ -49,6 +52,23 @@ export interface ConversationInfo {
   externalLatency?: boolean;
   /** The conversation's live events (its event stream); none when not given. */
   live?: LiveEventSink | null;
+  /**
+   * The conversation's redaction setting: with `transcript` the transcript and tool-call records kept
+   * (and snapshot) are redacted, with `live_events` what goes to `live`. What the transport is told
+   * (`committed`, `transcript`) and what the model gets stay as said.
+   */
+  redaction?: Redactor | null;
+  /**
+   * The conversation's `interruptions` setting. With `after_first_message` the person's audio is sent
+   * as silence while the first message plays, and on to their first pause after it (the voice
+   * service's barge-in stays on for later turns).
+   */
+  interruptions?: Interruptions;
+  /**
+   * The transport tells when the first message has been heard (firstMessagePlayed()); otherwise it
+   * counts as played when its turn completes.
+   */
+  playoutTracked?: boolean;
 }
 
 /** What a finished conversation hands to its record. */
@@ -113,6 +133,32 @@ export function boundedResult(result: unknown): ToolCallRecord['result'] {
   return `${cut}…[truncated]`;
 }
 
+/** A live event's data with what was said in it redacted. */
+function redactedEvent(r: Redactor, type: Parameters<LiveEventSink['emit']>[0], data: Record<string, unknown>): Record<string, unknown> {
+  switch (type) {
+    case 'transcript':
+      return r.turn(data as { text: string; dtmf?: string });
+    case 'dtmf':
+      return { ...data, keys: r.text(String(data.keys)) };
+    case 'tool_call':
+    case 'tool_result':
+      return r.toolCall(data);
+    case 'interrupted':
+    case 'idle':
+      return data;
+  }
+}
+
+/** The pause (16 kHz PCM16 bytes: 200 ms) that ends what the person began saying during a first message they may not interrupt. */
+const TAIL_PAUSE_BYTES = 200 * 32;
+
+/** Silence of `bytes` PCM16 bytes (shared: never written to). */
+let zeros = Buffer.alloc(0);
+function silence(bytes: number): Buffer {
+  if (zeros.length < bytes) zeros = Buffer.alloc(bytes);
+  return zeros.subarray(0, bytes);
+}
+
 export class Conversation {
   private readonly transcript: TranscriptTurn[] = [];
   private readonly latenciesMs: number[] = [];
@@ -132,6 +178,14 @@ export class Conversation {
   private failed = false;
   private readonly cancelledToolIds = new Set<string>();
   private finishing: Promise<ConversationOutcome> | undefined;
+  /**
+   * `after_first_message`: the person's audio goes to the voice service as silence while the first
+   * message plays (`first`), then until their first pause after it (`tail`: what they began saying
+   * during it is not heard in part), then as it is (`off`).
+   */
+  private hold: 'first' | 'tail' | 'off';
+  /** Quiet audio since the person last spoke, bytes (while `tail`). */
+  private quietBytes = 0;
 
   constructor(
     private readonly voice: VoiceSession,
@@ -142,6 +196,7 @@ export class Conversation {
     private readonly events: ConversationEvents,
     private readonly log: Logger,
   ) {
+    this.hold = info.interruptions === 'after_first_message' && info.firstMessage && !info.textMode ? 'first' : 'off';
     voice.onEvent((e) => this.onVoiceEvent(e));
   }
 
@@ -165,8 +220,15 @@ export class Conversation {
   }
 
   private live(type: Parameters<LiveEventSink['emit']>[0], data: Record<string, unknown>): void {
+    if (!this.info.live) return;
+    const r = this.info.redaction;
+    if (r?.covers('live_events')) {
+      // A partial may hold part of what its final will redact (a number still being spoken).
+      if (type === 'transcript' && data.final === false) return;
+      data = redactedEvent(r, type, data);
+    }
     try {
-      this.info.live?.emit(type, data);
+      this.info.live.emit(type, data);
     } catch (err) {
       this.log.warn({ err, conversationId: this.info.id, type }, 'live event not recorded');
     }
@@ -178,7 +240,36 @@ export class Conversation {
 
   // User input; each throws when the voice session cannot take it (the transport says forward_failed).
   sendAudio(pcm16k: Buffer): void {
-    this.voice.sendAudio(pcm16k);
+    // Silence keeps the stream's timing (the voice service hears a pause, not a gap) without a turn in it.
+    this.voice.sendAudio(this.hold !== 'off' && this.held(pcm16k) ? silence(pcm16k.length) : pcm16k);
+  }
+
+  private held(pcm16k: Buffer): boolean {
+    if (this.hold === 'first') return true;
+    if (rms(pcm16k) >= DEFAULT_SPEECH_RMS) {
+      this.quietBytes = 0;
+      return true;
+    }
+    this.quietBytes += pcm16k.length;
+    if (this.quietBytes >= TAIL_PAUSE_BYTES) this.hold = 'off';
+    return this.hold !== 'off';
+  }
+
+  /** The first message has been heard to its end: the person's audio goes through from their next pause. */
+  firstMessagePlayed(): void {
+    if (this.hold === 'first') this.hold = 'tail';
+  }
+
+  /** The idle ladder's reminder: a live `idle` event, and the agent says it. Throws like say(). */
+  remind(text: string, count: number): void {
+    this.live('idle', { action: 'reminder', count, text });
+    this.voice.say(text);
+  }
+
+  /** The idle ladder gave up: a live `idle` event, and the agent says its goodbye (if any). Throws like say(). */
+  idleHangup(goodbye: string | null, count: number): void {
+    this.live('idle', { action: 'hangup', count, text: goodbye });
+    if (goodbye) this.voice.say(goodbye);
   }
 
   sendImage(jpeg: Buffer): void {
@@ -246,8 +337,9 @@ export class Conversation {
   }
 
   private commit(turn: TranscriptTurn): void {
-    if (!this.fits(turn)) return;
-    this.transcript.push(turn);
+    const kept = this.info.redaction?.covers('transcript') ? this.info.redaction.turn(turn) : turn;
+    if (!this.fits(kept)) return;
+    this.transcript.push(kept);
     this.events.committed?.(turn);
   }
 
@@ -303,6 +395,7 @@ export class Conversation {
         if (!this.firstTurnDone) {
           this.firstTurnDone = true;
           this.firstMessageDelivered = Boolean(this.info.firstMessage);
+          if (!this.info.playoutTracked) this.firstMessagePlayed();
         }
         this.events.turnComplete?.();
         return;
@@ -310,6 +403,7 @@ export class Conversation {
         this.interruptionCount += 1;
         this.closeModelUtterance();
         this.firstTurnDone = true;
+        this.hold = 'off';
         this.live('interrupted', {});
         this.events.interrupted?.();
         return;
@@ -375,7 +469,8 @@ export class Conversation {
           duration_ms: Math.max(0, Math.round(outcome.durationMs)),
           started_at: startedAt / 1000,
         };
-        if (this.fits(record)) this.toolCalls.push(record);
+        const kept = this.info.redaction?.covers('transcript') ? this.info.redaction.toolCall(record) : record;
+        if (this.fits(kept)) this.toolCalls.push(kept);
         this.live('tool_result', { name: record.name, ok: record.ok, result: record.result, error: record.error, duration_ms: record.duration_ms });
         this.events.toolCall?.(call.name, outcome.ok ? 'completed' : 'failed');
         return { id: call.id, name: call.name, response: outcome.ok ? { result: outcome.result ?? null } : { error: outcome.error ?? 'failed' } };

@@ -19,6 +19,7 @@ import { analysisDataProblem } from '../agents/analysis-check.js';
 import type { AnalysisStored } from '../agents/store.js';
 import type { AnalysisAnswer, AnswerPart, ConversationAnalysis, TranscriptTurn, VoiceService } from '../voice/types.js';
 import type { ConversationOutcome, ToolCallRecord } from './engine.js';
+import type { Redactor } from '../redaction/redactor.js';
 
 export type AnalysisError = components['schemas']['AnalysisError'];
 export type SuccessEvaluation = components['schemas']['SuccessEvaluation'];
@@ -104,19 +105,27 @@ export async function analyseConversation(
   setting: AnalysisStored | null,
   /** Whose conversation: its data is validated in that workspace's turn of the schema pool. */
   workspaceId: string,
+  /** The agent's analysis model as the conversation started; null: the service's default. */
+  model: string | null = null,
 ): Promise<WrittenAnalysis> {
   if (!transcript.length) {
     return { ...EMPTY_ANALYSIS, results: pendingResults(setting, { code: 'no_conversation', message: 'nothing was said in the conversation' }) };
   }
   let answer: AnalysisAnswer;
   try {
-    answer = await voice.analyze({ instruction, transcript, dataSchema: setting?.schema ?? null, successCriteria: setting?.success_criteria ?? null });
+    answer = await voice.analyze({ instruction, transcript, dataSchema: setting?.schema ?? null, successCriteria: setting?.success_criteria ?? null, model });
   } catch (err) {
     log.warn({ err }, 'post-call analysis failed');
     return { ...EMPTY_ANALYSIS, needs_review: true, results: pendingResults(setting, { code: 'analysis_failed', message: 'the post-call analysis failed' }) };
   }
   const { data: _data, success: _success, ...fixed } = answer;
   return { ...fixed, results: setting ? await resultsOf(workspaceId, setting, answer, log) : null };
+}
+
+/** An analysis as kept with the `analysis` redaction target: summary, unanswered questions, `data` and `success.reason` redacted. */
+export function redactedAnalysis(r: Redactor, a: WrittenAnalysis): WrittenAnalysis {
+  const { summary, unanswered_questions } = r.analysis({ summary: a.summary, unanswered_questions: a.unanswered_questions });
+  return { ...a, summary, unanswered_questions, results: a.results && r.analysis(a.results) };
 }
 
 /** A result that could not be had or did not validate: the conversation is worth a look. */

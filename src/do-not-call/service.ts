@@ -40,6 +40,8 @@ export class DoNotCallService {
   constructor(
     private readonly store: DoNotCallStore,
     private readonly log: Logger,
+    /** Numbers a workspace's list may hold (`DO_NOT_CALL_MAX_ENTRIES`); opt-outs are listed past it. */
+    private readonly maxEntries: number,
   ) {}
 
   private static number(raw: string, param: string): string {
@@ -48,9 +50,31 @@ export class DoNotCallService {
     return read.number;
   }
 
+  /**
+   * 422 `do_not_call_list_full` when the numbers `trx` added took the list past its cap. Read after the
+   * insert: its trigger holds the workspace's count row until commit, so concurrent adds are judged in turn.
+   */
+  private async checkCap(trx: Knex.Transaction, workspaceId: string, added: number, param: string): Promise<void> {
+    const entries = await this.store.count(workspaceId, trx);
+    if (entries <= this.maxEntries) return;
+    const cap = this.maxEntries.toLocaleString('en-US');
+    throw unprocessable(
+      'do_not_call_list_full',
+      added === 1
+        ? `The workspace's do-not-call list holds ${(entries - 1).toLocaleString('en-US')} numbers, as many as it may (${cap}); remove entries to list new ones.`
+        : `This import's ${added.toLocaleString('en-US')} new numbers would take the workspace's do-not-call list to ${entries.toLocaleString('en-US')}, past its cap of ${cap}; nothing was listed.`,
+      param,
+    );
+  }
+
   /** POST /api/v1/do-not-call: the entry, and whether this request created it. */
   async add(workspaceId: string, raw: string): Promise<{ entry: DoNotCallEntry; created: boolean }> {
-    const { row, created } = await this.store.add(workspaceId, DoNotCallService.number(raw, 'number'), 'api', null);
+    const number = DoNotCallService.number(raw, 'number');
+    const { row, created } = await this.store.knex.transaction(async (trx) => {
+      const added = await this.store.add(workspaceId, number, 'api', null, trx);
+      if (added.created) await this.checkCap(trx, workspaceId, 1, 'number');
+      return added;
+    });
     if (created) this.log.info({ workspaceId, entryId: row.id, source: 'api' }, 'number added to the do-not-call list');
     return { entry: toEntry(row), created };
   }
@@ -76,7 +100,13 @@ export class DoNotCallService {
       throw new ApiError(422, 'invalid_request_error', code422(parsed.problem.type), parsed.problem.message, { param: 'file', issues: [issue] });
     }
     const distinct = [...new Set(parsed.numbers)];
-    const added = distinct.length ? await this.store.knex.transaction((trx) => this.store.addMany(trx, workspaceId, distinct, 'csv')) : 0;
+    const added = distinct.length
+      ? await this.store.knex.transaction(async (trx) => {
+          const n = await this.store.addMany(trx, workspaceId, distinct, 'csv');
+          if (n > 0) await this.checkCap(trx, workspaceId, n, 'file');
+          return n;
+        })
+      : 0;
     this.log.info({ workspaceId, rows: parsed.rows, added, skipped: parsed.skipped.length }, 'do-not-call list imported');
     return {
       rows: parsed.rows,

@@ -21,6 +21,15 @@ export interface EntryRow {
 /** Numbers per statement of a bulk insert or lookup: one array parameter each, so the bound is the statement's size. */
 const BULK_CHUNK = 10_000;
 
+/**
+ * A subquery for `where exists`: the entry listing the number in column `numberColumn` for the
+ * workspace in `workspaceColumn` of the outer query, so another room's statement checks the list in
+ * its own atomic update (the dial job's claim).
+ */
+export function listedEntryOf(db: Knex, workspaceColumn: string, numberColumn: string): Knex.QueryBuilder {
+  return db('do_not_call_entries as dnc').select(db.raw('1')).where('dnc.workspace_id', db.ref(workspaceColumn)).andWhere('dnc.number', db.ref(numberColumn));
+}
+
 export class DoNotCallStore {
   constructor(private readonly db: Knex) {}
 
@@ -60,6 +69,12 @@ export class DoNotCallStore {
       added += rowCount;
     }
     return added;
+  }
+
+  /** How many numbers the workspace's list holds (kept by migration 037's triggers); in `db`, with that transaction's own inserts. */
+  async count(workspaceId: string, db: Knex = this.db): Promise<number> {
+    const row = (await db('do_not_call_counts').where({ workspace_id: workspaceId }).first('entries')) as { entries: number } | undefined;
+    return row?.entries ?? 0;
   }
 
   async remove(workspaceId: string, id: string): Promise<boolean> {

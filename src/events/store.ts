@@ -8,7 +8,7 @@ import type { Knex } from 'knex';
 
 export const EVENTS_CHANNEL = 'conversation_events';
 
-export type LiveEventType = 'status' | 'transcript' | 'tool_call' | 'tool_result' | 'interrupted' | 'transfer' | 'dtmf' | 'end';
+export type LiveEventType = 'status' | 'transcript' | 'tool_call' | 'tool_result' | 'interrupted' | 'transfer' | 'dtmf' | 'idle' | 'end';
 
 /** An event to store: its fields other than type, seq and conversation_id (timestamp included). */
 export interface NewLiveEvent {

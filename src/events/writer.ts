@@ -22,6 +22,7 @@ export const LIVE_EVENT_MESSAGES: Record<LiveEventType, string> = {
   interrupted: 'liveInterrupted',
   transfer: 'liveTransfer',
   dtmf: 'liveDtmf',
+  idle: 'liveIdle',
   end: 'liveEnd',
 };
 

@@ -114,21 +114,36 @@ export function limitConnections(server: http.Server, l: ConnectionLimits, log: 
     oldest.destroy();
     return true;
   };
-  const keyOf = new WeakMap<net.Socket, string>();
-  const inFlight = new WeakMap<net.Socket, number>();
+  /** A counted connection's requests: made once per connection, so a request adds no closure of its own. */
+  interface Requests {
+    key: string;
+    inFlight: number;
+    /** Its response closed. */
+    answered(): void;
+  }
+  const requestsOf = new WeakMap<net.Socket, Requests>();
+  const requestsFor = (socket: net.Socket, key: string): Requests => {
+    // After the other 'close' listeners (a carrier callback's connection counts again in one of them).
+    const settle = () => {
+      if (r.inFlight === 0 && !socket.destroyed && counted.get(socket)?.counts()) setIdle(key, socket, true);
+    };
+    const r: Requests = {
+      key,
+      inFlight: 0,
+      answered: () => {
+        r.inFlight--;
+        setImmediate(settle);
+      },
+    };
+    return r;
+  };
   server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
     const socket = req.socket;
-    const key = keyOf.get(socket);
-    if (key === undefined || req.headers.upgrade) return;
-    inFlight.set(socket, (inFlight.get(socket) ?? 0) + 1);
-    setIdle(key, socket, false);
-    res.once('close', () => {
-      inFlight.set(socket, (inFlight.get(socket) ?? 1) - 1);
-      // After the other 'close' listeners (a carrier callback's connection counts again in one of them).
-      setImmediate(() => {
-        if (inFlight.get(socket) === 0 && !socket.destroyed && counted.get(socket)?.counts()) setIdle(key, socket, true);
-      });
-    });
+    const r = requestsOf.get(socket);
+    if (r === undefined || req.headers.upgrade) return;
+    r.inFlight++;
+    setIdle(r.key, socket, false);
+    res.on('close', r.answered);
   });
   server.on('connection', (socket: net.Socket) => {
     const address = socket.remoteAddress;
@@ -141,7 +156,7 @@ export function limitConnections(server: http.Server, l: ConnectionLimits, log: 
       return;
     }
     refusedSince = 0;
-    keyOf.set(socket, key);
+    requestsOf.set(socket, requestsFor(socket, key));
     let counting = true;
     const release = () => {
       if (counting) give(key);

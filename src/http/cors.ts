@@ -12,12 +12,12 @@ import { forbidden } from './errors.js';
 
 const OPEN_PATH_PREFIXES = ['/api/v1/public/', '/sdk/'];
 
-const EXPOSE_HEADERS = ['X-Request-Id', 'Retry-After', 'Idempotent-Replayed'];
+const EXPOSE_HEADERS = ['X-Request-Id', 'Retry-After', 'Idempotent-Replayed', 'ETag'];
 
 const isOpenPath = (path: string) => OPEN_PATH_PREFIXES.some((prefix) => path.startsWith(prefix));
 
 function openToAnyOrigin(): Middleware {
-  const expose = [...EXPOSE_HEADERS, 'ETag'].join(',');
+  const expose = EXPOSE_HEADERS.join(',');
   return async (ctx, next) => {
     if (ctx.method === 'OPTIONS' && ctx.get('Access-Control-Request-Method')) {
       ctx.set('Access-Control-Allow-Origin', '*');
@@ -44,7 +44,7 @@ export function corsPolicy(origins: string[]): (ctx: Context, inner: (ctx: Conte
   const inner = cors({
     origin: (ctx) => (allowed.has(ctx.get('Origin')) ? ctx.get('Origin') : ''),
     allowMethods: ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'],
-    allowHeaders: ['Authorization', 'Content-Type', 'Idempotency-Key', 'X-Request-Id'],
+    allowHeaders: ['Authorization', 'Content-Type', 'Idempotency-Key', 'If-Match', 'X-Request-Id'],
     exposeHeaders: EXPOSE_HEADERS,
     maxAge: 600,
   });
@@ -52,7 +52,9 @@ export function corsPolicy(origins: string[]): (ctx: Context, inner: (ctx: Conte
     if (isOpenPath(ctx.path)) return open(ctx, () => next(ctx));
     const origin = ctx.get('Origin');
     if (!origin) {
-      ctx.vary('Origin');
+      // What ctx.vary('Origin') sets on a fresh answer, without its parse of a Vary header not there.
+      if (ctx.response.get('Vary')) ctx.vary('Origin');
+      else ctx.set('Vary', 'Origin');
       return next(ctx);
     }
     if (!allowed.has(origin) && ctx.method === 'OPTIONS' && ctx.get('Access-Control-Request-Method')) {

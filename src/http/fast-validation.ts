@@ -10,6 +10,7 @@
 import type { OpenAPIBackend, Operation, ParsedRequest, Request, ValidationResult } from 'openapi-backend';
 import type { ErrorObject } from 'ajv';
 import { MAX_ERRORS_READ } from './validation.js';
+import { clampArrays, largestMaxItems } from './clamp-arrays.js';
 
 interface OperationFacts {
   /** Query parameters whose schema is an array: a single value is validated as a one-item array. */
@@ -19,6 +20,9 @@ interface OperationFacts {
   hasPathParameters: boolean;
   hasHeaderParameters: boolean;
 }
+
+/** The largest `maxItems` of each contract (clamp-arrays.ts). */
+const arrayLimitByApi = new WeakMap<OpenAPIBackend, number>();
 
 /** The per-operation facts, worked out on an operation's first validation; null: the library's own validation. */
 const factsByApi = new WeakMap<OpenAPIBackend, Map<Operation, OperationFacts | null>>();
@@ -87,7 +91,10 @@ export function validateParsedRequest(api: OpenAPIBackend, operation: Operation,
     .trim()
     .toLowerCase();
   const requestBody = parsed.requestBody;
-  if (typeof requestBody === 'object' || contentType === 'application/json') parameters.requestBody = requestBody;
+  if (typeof requestBody === 'object' || contentType === 'application/json') {
+    const limit = arrayLimitByApi.get(api);
+    parameters.requestBody = limit === undefined ? requestBody : clampArrays(requestBody, limit);
+  }
   for (const validate of validators) {
     validate(parameters);
     // Not push(...errors): an 80,000-item array's errors as arguments overflow the stack (issue 32).
@@ -99,6 +106,7 @@ export function validateParsedRequest(api: OpenAPIBackend, operation: Operation,
 }
 
 export function precompileValidation(api: OpenAPIBackend): void {
+  arrayLimitByApi.set(api, largestMaxItems(api.definition));
   const validator = api.validator;
   const original = validator.validateRequest.bind(validator);
   validator.validateRequest = ((req: Request, operation?: Operation | string): ValidationResult =>

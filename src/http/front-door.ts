@@ -56,7 +56,7 @@ export function frontDoor(parts: FrontDoorParts): Middleware {
       ctx.state.requestId = id;
       ctx.set('X-Request-Id', id);
       match(ctx);
-      const start = process.hrtime.bigint();
+      const start = performance.now();
       try {
         try {
           await cors(ctx, answer);

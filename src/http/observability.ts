@@ -4,7 +4,8 @@ import type { Logger } from 'pino';
 import { Counter, Histogram, type Registry } from 'prom-client';
 
 /** Records a finished request (front-door.ts calls it once per request, after the answer is settled). */
-export function requestObserver(log: Logger, registry: Registry): (ctx: Context, start: bigint) => void {
+/** `start` is `performance.now()` when the request arrived. */
+export function requestObserver(log: Logger, registry: Registry): (ctx: Context, start: number) => void {
   const requests = new Counter({
     name: 'http_requests_total',
     help: 'Requests by operation and status.',
@@ -23,7 +24,7 @@ export function requestObserver(log: Logger, registry: Registry): (ctx: Context,
   // every field), more than the rest of a request's routing. This logger writes only that line.
   const access = log.child({}, { redact: { paths: [] } });
   return (ctx, start) => {
-    const seconds = Number(process.hrtime.bigint() - start) / 1e9;
+    const seconds = (performance.now() - start) / 1e3;
     const operation = ctx.state.operationId ?? 'unrouted';
     requests.inc({ operation, status: String(ctx.status) });
     duration.observe({ operation }, seconds);

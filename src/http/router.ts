@@ -108,19 +108,22 @@ interface Plan {
   requirementSchemes: string[][];
   /** The schemes the requirements name, each once. */
   schemes: string[];
+  /** The security handler of the one scheme, when the requirements name exactly one that has a handler. */
+  scheme: RouterOptions['security'][string] | undefined;
   /** openapi-backend's `validate` option for this operation (contract.ts: all but x-validate-in-handler ones). */
   validates: boolean;
+  /** A developer operation (it takes an API key): a dashboard session on it acts with its member's role. */
+  takesApiKey: boolean;
   headerParameters: string[];
 }
 
 /**
  * Runs the security handler of every scheme the operation's requirements name (concurrently; a
- * rejection is kept as `{error}`): their results in the order of `plan.schemes`.
+ * rejection is kept as `{error}`): their results in the order of `plan.schemes`. (An operation of
+ * one scheme, most of them, has its handler awaited by the router itself.)
  */
-function runSchemes(c: ApiContext, plan: Plan, handlers: RouterOptions['security']): Promise<unknown> | unknown[] | undefined {
-  const { schemes } = plan;
-  if (schemes.length === 1) return runScheme(c, handlers[schemes[0]]);
-  return schemes.length ? Promise.all(schemes.map((name) => runScheme(c, handlers[name]))) : [];
+function runSchemes(c: ApiContext, plan: Plan, handlers: RouterOptions['security']): Promise<unknown[]> {
+  return Promise.all(plan.schemes.map((name) => runScheme(c, handlers[name])));
 }
 
 /**
@@ -134,11 +137,10 @@ function settleSecurity(c: ApiContext, plan: Plan, results: unknown): void {
   if (schemes.length === 1) security[schemes[0]] = results;
   else for (let i = 0; i < schemes.length; i++) security[schemes[i]] = (results as unknown[])[i];
   let authorized = false;
-  for (const names of plan.requirementSchemes) {
-    if (names.every((name) => succeeded(security[name]))) {
-      authorized = true;
-      break;
-    }
+  for (let r = 0; r < plan.requirementSchemes.length && !authorized; r++) {
+    const names = plan.requirementSchemes[r];
+    authorized = true;
+    for (let i = 0; i < names.length && authorized; i++) authorized = succeeded(security[names[i]]);
   }
   security.authorized = authorized;
   c.security = security as ApiContext['security'];
@@ -182,6 +184,7 @@ export function contractRouter(opts: RouterOptions): (ctx: Context) => Promise<v
     if (!info) continue;
     const requirements = (operation.security ?? []) as Array<Record<string, string[]>>;
     const requirementSchemes = requirements.map((r) => Object.keys(r));
+    const schemes = [...new Set(requirementSchemes.flat())];
     const validate = api.validate;
     plans.set(operation, {
       operationId: info.operationId as OperationId,
@@ -190,8 +193,10 @@ export function contractRouter(opts: RouterOptions): (ctx: Context) => Promise<v
       disabled: opts.disabled.has(info.operationId),
       requirements,
       requirementSchemes,
-      schemes: [...new Set(requirementSchemes.flat())],
+      schemes,
+      scheme: schemes.length === 1 ? opts.security[schemes[0]] : undefined,
       validates: typeof validate === 'function' ? Boolean(validate({ api, operation } as ApiContext)) : Boolean(validate),
+      takesApiKey: info.security.some((s) => 'ApiKey' in s),
       headerParameters: (operation.parameters ?? []).flatMap((p) => ('in' in p && p.in === 'header' ? [p.name] : [])),
     });
   }
@@ -200,7 +205,7 @@ export function contractRouter(opts: RouterOptions): (ctx: Context) => Promise<v
   const postSecurity = (c: ApiContext, plan: Plan, principal: Principal) => {
     const { info } = plan;
     // A dashboard session on a developer operation acts with its member's role (keys and members check their own).
-    if (principal.kind === 'dashboard' && info.security.some((s) => 'ApiKey' in s) && !hasRole(principal.role, info.minimumRole)) {
+    if (principal.kind === 'dashboard' && plan.takesApiKey && !hasRole(principal.role, info.minimumRole)) {
       throw forbidden(
         'insufficient_role',
         `This operation needs the '${info.minimumRole}' role or higher; your role in this workspace is '${principal.role}'.`,
@@ -244,7 +249,15 @@ export function contractRouter(opts: RouterOptions): (ctx: Context) => Promise<v
     if (plan.disabled) throw routeNotFound(ctx.method, ctx.path);
     // One async frame for the whole of a request's routing: the steps between its two waits (the
     // security handlers, the handler) are plain calls.
-    settleSecurity(c, plan, plan.schemes.length ? await runSchemes(c, plan, opts.security) : undefined);
+    let results: unknown;
+    if (plan.scheme) {
+      try {
+        results = await plan.scheme(c);
+      } catch (error) {
+        results = rejected(error);
+      }
+    } else if (plan.schemes.length > 1) results = await runSchemes(c, plan, opts.security);
+    settleSecurity(c, plan, results);
     const principal = principalOf(c);
     postSecurity(c, plan, principal);
     if (!c.security.authorized && plan.requirements.length > 0) throw unauthorizedFailure(c);

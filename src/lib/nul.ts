@@ -10,6 +10,8 @@ const MAX_NODES = 200_000;
 export function findNul(value: unknown, root: string): string | null {
   if (typeof value === 'string') return value.includes('\0') ? root : null;
   if (!value || typeof value !== 'object') return null;
+  // Most requests' query and path parameters are empty objects: nothing to scan, nothing to allocate.
+  if (!Array.isArray(value) && isEmpty(value)) return null;
   // Entries seen so far: the value, the entry of the object or array holding it, its key there.
   const values: unknown[] = [value];
   const parents: number[] = [-1];
@@ -38,6 +40,11 @@ export function findNul(value: unknown, root: string): string | null {
     }
   }
   return null;
+}
+
+function isEmpty(value: object): boolean {
+  for (const k in value) if (Object.hasOwn(value, k)) return false;
+  return true;
 }
 
 function pathOf(at: number, parents: number[], keys: Array<string | number>): string {

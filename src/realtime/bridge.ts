@@ -3,7 +3,9 @@
  * (src/conversation/engine.ts). Client frames are checked (frames.ts) and passed to the conversation;
  * what the conversation reports becomes server messages (asyncapi/schemas/Realtime*.yaml). The
  * WebSocket's own rules live here: `session_started`, the in-session error codes, the text-session
- * apology, `no_audio_received`, `session_ended`, and 1011 when the voice service is lost. And the
+ * apology, `no_audio_received`, `session_ended`, and 1011 when the voice service is lost; the
+ * session's conversation settings: its idle ladder (reminders, then a goodbye, `session_ended`
+ * `idle_timeout` and a close) and its maximum duration (`time_limit`). And the
  * session's budgets: audio, typed messages and images beyond what a person sends are dropped and
  * counted (typed messages and images answered once a run of drops); a frame of the usual shape over
  * its budget or size cap is dropped from its raw bytes, before it is parsed or decoded.
@@ -19,8 +21,13 @@ import type { EndReason, Source } from './store.js';
 import type { AnalysisSetting } from '../conversation/write-up.js';
 import { audioBudget, type AudioBudgetOptions } from '../audio/budget.js';
 import { Budget, type BudgetClock, type BudgetFigures } from '../lib/budget.js';
-import { Resampler24kTo16k } from '../audio/pcm16.js';
+import { DEFAULT_SPEECH_RMS, Resampler24kTo16k, rms } from '../audio/pcm16.js';
+import { DEFAULT_SETTINGS, type ConversationSettings } from '../voice/conversation-settings.js';
+import { IdleLadder } from '../conversation/idle-ladder.js';
 import type { ClockedTwoChannelRecorder } from '../recordings/clocked.js';
+import { Redactor } from '../redaction/redactor.js';
+import { RecordingRedaction } from '../conversation/recording-redaction.js';
+import type { RedactionSetting } from '../redaction/setting.js';
 
 export { FILLER } from '../conversation/engine.js';
 
@@ -35,8 +42,14 @@ export interface SessionInfo {
   variables: Record<string, string>;
   /** The agent's `analysis` setting as the session started with it. */
   analysis: AnalysisSetting | null;
+  /** The agent's `analysis_model` as the session started with it (null: the service's default). */
+  analysisModel: string | null;
   /** Whether the session records: the agent's `recording` setting as it started (never a text session). */
   recording: boolean;
+  /** The agent's `redaction` setting as the session started with it. */
+  redaction: RedactionSetting | null;
+  /** The conversation settings the session runs with (the agent's with the session's override); absent: the defaults. */
+  conversation?: ConversationSettings;
 }
 
 export type SessionOutcome = ConversationOutcome & { endReason: EndReason };
@@ -57,6 +70,9 @@ export interface BridgeOptions extends ConversationOptions {
   /** Called with the time from a frame's receipt to its hand-over to the voice session (benchmarks). */
   onForward?: (nanoseconds: bigint) => void;
 }
+
+/** After the idle goodbye was asked for, how long its turn may take before the session ends anyway. */
+const GOODBYE_WAIT_MS = 8000;
 
 const APOLOGY = "Sorry, I couldn't read that message. Could you send it again?";
 /** A text session's answers where other sessions get an error code (the spec allows it no others). */
@@ -86,6 +102,15 @@ export class SessionBridge {
   private onProgress: (() => void) | undefined;
   /** The agent's audio at the recording's 16 kHz (only when recording). */
   private readonly toRecording: Resampler24kTo16k | null;
+  private readonly settings: ConversationSettings;
+  /** The idle ladder of the session's `conversation.idle` (none without it). */
+  private readonly idle: IdleLadder | null;
+  /** The idle ladder gave up and the goodbye is being said: the session ends after its turn. */
+  private endingAfterTurn = false;
+  /** performance.now() when the client will have played the agent audio sent so far (it plays it in real time as it arrives). */
+  private playoutEnd = 0;
+  private firstTurnDone = false;
+  private readonly timers: NodeJS.Timeout[] = [];
   private resolveDone!: (o: SessionOutcome) => void;
   /** Resolves once when the socket has closed, with what the conversation record needs. */
   readonly done = new Promise<SessionOutcome>((r) => (this.resolveDone = r));
@@ -107,30 +132,71 @@ export class SessionBridge {
     this.budgets = { text: new Budget(opts.textBudget, opts.budgetClock), image: new Budget(opts.imageBudget, opts.budgetClock) };
     this.toRecording = recorder ? new Resampler24kTo16k() : null;
     this.isText = info.source === 'text';
+    this.settings = info.conversation ?? DEFAULT_SETTINGS;
+    this.idle = this.settings.idle
+      ? new IdleLadder(this.settings.idle, () => clock.now().getTime(), {
+          remind: (text, n) => this.remind(text, n),
+          giveUp: (goodbye, n) => this.idleGiveUp(goodbye, n),
+        })
+      : null;
+    const redactor = Redactor.of(info.redaction);
+    const spans = RecordingRedaction.of(redactor, recorder);
     this.conversation = new Conversation(
       voice,
-      { id: info.id, workspaceId: info.workspaceId, agentId: info.agentId, firstMessage: info.firstMessage, textMode: this.isText, live },
+      {
+        id: info.id,
+        workspaceId: info.workspaceId,
+        agentId: info.agentId,
+        firstMessage: info.firstMessage,
+        textMode: this.isText,
+        live,
+        redaction: redactor,
+        interruptions: this.settings.interruptions,
+        playoutTracked: !this.isText,
+      },
       tools,
       clock,
       opts,
       {
         agentAudio: (pcm) => {
+          this.idle?.activity();
+          // 24 kHz PCM16: 48 bytes a millisecond.
+          this.playoutEnd = Math.max(this.playoutEnd, performance.now()) + pcm.length / 48;
           this.send({ type: 'audio', mime_type: 'audio/pcm;rate=24000', data: pcm.toString('base64') });
-          if (this.recorder) this.recorder.agentAudio(this.toRecording!.process(pcm));
+          if (this.recorder) {
+            spans?.agentAudio();
+            this.recorder.agentAudio(this.toRecording!.process(pcm));
+          }
         },
-        agentText: (text) => this.send({ type: 'text', text }),
+        agentText: (text) => {
+          this.idle?.activity();
+          this.send({ type: 'text', text });
+        },
         transcript: (u) => {
           if (!this.isText) this.send({ type: 'transcript', role: u.role, text: u.text, final: u.final, timestamp: u.timestamp });
+          spans?.transcript(u);
         },
         committed: () => this.onProgress?.(),
-        turnComplete: () => this.send({ type: 'turn_complete' }),
+        turnComplete: () => {
+          this.idle?.activity();
+          if (!this.firstTurnDone) {
+            this.firstTurnDone = true;
+            const left = Math.max(0, this.playoutEnd - performance.now());
+            this.timers.push(setTimeout(() => this.conversation.firstMessagePlayed(), left));
+          }
+          this.send({ type: 'turn_complete' });
+          if (this.endingAfterTurn) this.endSession('idle_timeout');
+        },
         interrupted: () => {
+          this.firstTurnDone = true;
           this.send({ type: 'interrupted' });
           // The client drops the audio it has queued: the recording's right channel stops here too.
           this.recorder?.interrupted();
+          spans?.interrupted();
           this.onProgress?.();
         },
         toolCall: (name, status) => {
+          this.idle?.activity();
           this.send({ type: 'tool_call', name, status });
           if (status !== 'started') this.onProgress?.();
         },
@@ -165,6 +231,41 @@ export class SessionBridge {
       source: this.info.source,
       audio_format: this.isText ? null : { encoding: 'pcm16le', sample_rate: 24000, channels: 1 },
     });
+    this.idle?.start();
+    const max = this.settings.max_duration_seconds;
+    if (max) this.timers.push(setTimeout(() => this.endSession('time_limit'), max * 1000));
+  }
+
+  /** The idle ladder's reminder (not once the conversation is ending). */
+  private remind(text: string, count: number): void {
+    if (this.finished || this.conversation.ended || this.endingAfterTurn) return;
+    try {
+      this.conversation.remind(text, count);
+    } catch (err) {
+      this.log.warn({ err, sessionId: this.info.id }, 'idle reminder could not be passed on');
+    }
+  }
+
+  /** The idle ladder gave up: the goodbye is said (if any), then the session ends (`idle_timeout`). */
+  private idleGiveUp(goodbye: string | null, count: number): void {
+    if (this.finished || this.conversation.ended || this.endingAfterTurn) return;
+    try {
+      this.conversation.idleHangup(goodbye, count);
+    } catch (err) {
+      this.log.warn({ err, sessionId: this.info.id }, 'idle goodbye could not be passed on');
+      goodbye = null;
+    }
+    if (!goodbye) return this.endSession('idle_timeout');
+    this.endingAfterTurn = true;
+    // A goodbye whose turn never completes still ends the session.
+    this.timers.push(setTimeout(() => this.endSession('idle_timeout'), GOODBYE_WAIT_MS));
+  }
+
+  /** The server ends the session: `session_ended` with the reason, then the socket closes (1000). */
+  private endSession(reason: 'idle_timeout' | 'time_limit'): void {
+    if (this.finished || this.closedByServer) return;
+    this.send({ type: 'session_ended', reason });
+    this.close(1000, '', reason);
   }
 
   /** The agent's apology for a message it could not take (text sessions carry no other error codes). */
@@ -209,6 +310,7 @@ export class SessionBridge {
     try {
       switch (frame.mimeType) {
         case 'audio/pcm':
+          if (this.idle && rms(frame.bytes) >= DEFAULT_SPEECH_RMS) this.idle.activity(true);
           this.recorder?.personAudio(frame.bytes);
           this.conversation.sendAudio(frame.bytes);
           break;
@@ -217,6 +319,7 @@ export class SessionBridge {
           this.conversation.sendImage(frame.bytes);
           break;
         case 'text/plain':
+          this.idle?.activity(true);
           this.conversation.sendText(frame.bytes.toString('utf8'));
           break;
       }
@@ -310,6 +413,8 @@ export class SessionBridge {
   private async finish(): Promise<void> {
     if (this.finished) return;
     this.finished = true;
+    this.idle?.stop();
+    for (const t of this.timers) clearTimeout(t);
     // The recording ends as the socket closed; its last audio is written before the session's record
     // (and call.completed) is.
     const recorded = this.recorder?.close().catch((err) => this.log.warn({ err: (err as Error).message }, 'recording could not be closed'));

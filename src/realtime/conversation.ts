@@ -10,7 +10,8 @@ import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { VoiceService } from '../voice/types.js';
 import type { WorkspaceAdmission } from '../workspaces/admission.js';
-import { analyseConversation, writeUp } from '../conversation/write-up.js';
+import { analyseConversation, redactedAnalysis, writeUp } from '../conversation/write-up.js';
+import { Redactor } from '../redaction/redactor.js';
 import type { CallCompletedPublisher } from '../webhooks/events.js';
 import { callCompletedPayload } from '../webhooks/payloads.js';
 import { sessionCallFacts } from './records.js';
@@ -60,6 +61,8 @@ export class ConversationFinaliser {
       first_message: info.firstMessage,
       variables: info.variables,
       analysis: info.analysis,
+      analysis_model: info.analysisModel,
+      redaction: info.redaction,
       started_at: info.startedAt,
       recording_enabled: info.recording,
     });
@@ -96,7 +99,9 @@ export class ConversationFinaliser {
       firstMessage: row.first_message,
       variables: row.variables,
       analysis: row.analysis,
+      analysisModel: row.analysis_model,
       recording: row.recording_enabled,
+      redaction: row.redaction,
     };
     const endedAt = new Date(row.alive_at);
     const outcome: SessionOutcome = {
@@ -122,14 +127,18 @@ export class ConversationFinaliser {
     elapsedMs: number,
     outer?: Knex.Transaction,
   ): Promise<ConversationRow | undefined> {
-    const analysis = await analyseConversation(
+    const redactor = Redactor.of(info.redaction);
+    // Made from the transcript as kept (redacted when the setting covers it); kept redacted when it covers analysis.
+    const made = await analyseConversation(
       this.voice,
       instruction,
       outcome.transcript,
       this.log.child({ sessionId: info.id }),
       info.analysis,
       info.workspaceId,
+      info.analysisModel,
     );
+    const analysis = redactor?.covers('analysis') ? redactedAnalysis(redactor, made) : made;
     const w = writeUp(outcome, elapsedMs, analysis);
     // Billed up to what its reservation covered (the session is closed when that runs out).
     const bill = await this.admission.bill(info.id, elapsedMs, sessionPrice(info.source, this.metering), outer);
@@ -168,7 +177,8 @@ export class ConversationFinaliser {
         await this.sessions.remove(row.id, trx);
         // Its recording ends with it (also when its instance died mid-write) and is shown in call.completed.
         const recording = this.recordings ? await this.recordings.completeIn(row.id, row.ended_at, trx) : null;
-        const payload = callCompletedPayload(sessionCallFacts(row, recording));
+        const facts = sessionCallFacts(row, recording);
+        const payload = callCompletedPayload(redactor?.covers('webhooks') ? redactor.content(facts) : facts);
         await this.admission.meter(
           {
             workspaceId: row.workspace_id,

@@ -138,6 +138,7 @@ export function createRealtime(d: RealtimeDeps): Realtime {
       pingIntervalMs: c.REALTIME_PING_INTERVAL_MS,
       holdFrames: c.REALTIME_ADMISSION_HOLD_FRAMES,
       holdBytes: c.REALTIME_ADMISSION_HOLD_BYTES,
+      readBudget: { perSecond: c.REALTIME_READ_BYTES_PER_SECOND, burst: c.REALTIME_READ_BURST_BYTES },
       shutdownGraceMs: c.SHUTDOWN_GRACE_MS,
       noAudioAfterMs: c.REALTIME_NO_AUDIO_AFTER_MS,
       audioBudget: { rate: c.REALTIME_AUDIO_RATE, burstMs: c.REALTIME_AUDIO_BURST_MS },

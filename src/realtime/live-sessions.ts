@@ -12,6 +12,7 @@ import type { Logger } from 'pino';
 import type { ConversationOutcome } from '../conversation/engine.js';
 import type { TranscriptTurn } from '../voice/types.js';
 import type { AnalysisSetting } from '../conversation/write-up.js';
+import type { RedactionSetting } from '../redaction/setting.js';
 import type { Source } from './store.js';
 import { ProgressSaves, progressColumns, writeProgress } from '../conversation/progress-saves.js';
 
@@ -27,6 +28,9 @@ export interface LiveSessionRow {
   first_message: string | null;
   variables: Record<string, string>;
   analysis: AnalysisSetting | null;
+  /** The agent's analysis model as the session started; null: the service's default. */
+  analysis_model: string | null;
+  redaction: RedactionSetting | null;
   started_at: Date;
   alive_at: Date;
   transcript: TranscriptTurn[];
@@ -41,7 +45,19 @@ export interface LiveSessionRow {
 
 export type NewLiveSession = Pick<
   LiveSessionRow,
-  'id' | 'workspace_id' | 'agent_id' | 'user_id' | 'source' | 'instruction' | 'first_message' | 'variables' | 'analysis' | 'started_at' | 'recording_enabled'
+  | 'id'
+  | 'workspace_id'
+  | 'agent_id'
+  | 'user_id'
+  | 'source'
+  | 'instruction'
+  | 'first_message'
+  | 'variables'
+  | 'analysis'
+  | 'analysis_model'
+  | 'redaction'
+  | 'started_at'
+  | 'recording_enabled'
 >;
 
 interface LocalSession {
@@ -71,7 +87,12 @@ export class LiveSessions {
   open(row: NewLiveSession): void {
     const s: LocalSession = { opened: Promise.resolve(), isOpen: false };
     s.opened = this.db('realtime_live_sessions')
-      .insert({ ...row, variables: JSON.stringify(row.variables), analysis: row.analysis ? JSON.stringify(row.analysis) : null })
+      .insert({
+        ...row,
+        variables: JSON.stringify(row.variables),
+        analysis: row.analysis ? JSON.stringify(row.analysis) : null,
+        redaction: row.redaction ? JSON.stringify(row.redaction) : null,
+      })
       .then(() => undefined)
       .catch((err) => this.log.warn({ err, sessionId: row.id }, 'could not record the live session; a crash would lose it'))
       .finally(() => {

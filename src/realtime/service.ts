@@ -1,19 +1,22 @@
 /**
  * The rules of realtime sessions, without Koa or ws: session creation in the spec's check order, and
- * admission of a WebSocket connection in the order 4001 -> 4402 -> 4028 -> 4003 -> 4029 -> 1011, and
- * the session's reservation of credit and plan minutes while it runs.
+ * admission of a WebSocket connection in the order 4001 -> 4402 -> 4028 -> 4003 -> 4029 -> 4022/1011
+ * (4022: the voice service refused the agent's model, a session that is recorded as such), and the
+ * session's reservation of credit and plan minutes while it runs.
  */
 import type { Logger } from 'pino';
 import { ApiError, forbidden, paymentRequired, tooManyRequests, withParam } from '../errors/api-error.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import { agentNotFound, type RuntimeAgent } from '../agents/service.js';
-import type { VoiceService, VoiceSession } from '../voice/types.js';
+import { VoiceModelRefusedError, type VoiceService, type VoiceSession } from '../voice/types.js';
 import type { ReservationTerms, ReservationWatch, WorkspaceAdmission } from '../workspaces/admission.js';
 import type { ConversationTools } from '../conversation/engine.js';
 import { fillPlaceholders, filledFieldCaps } from '../contract/placeholders.js';
+import { applySettings, effectiveSettings, type ConversationSettings, type ConversationSettingsInput } from '../voice/conversation-settings.js';
 import type { CreationWindow, EndReason, RealtimeStore, Source, TokenRow } from './store.js';
 import { hashSessionToken, newSessionToken, sessionWsUrl, TOKEN_PATTERN } from './tokens.js';
+import type { SessionInfo } from './bridge.js';
 
 /** AgentService as realtime uses it (throws 404 agent_not_found / 403 for another workspace's agent). */
 export interface RuntimeAgents {
@@ -41,6 +44,7 @@ export const CLOSE = {
   cameraDisabled: { code: 4003, reason: 'Camera is not enabled for this agent' },
   screenDisabled: { code: 4003, reason: 'Screen sharing is not enabled for this agent' },
   tooManySessions: { code: 4029, reason: 'Too many concurrent sessions for your plan' },
+  modelRefused: { code: 4022, reason: 'Model refused' },
   startFailed: { code: 1011, reason: '' },
 } as const;
 
@@ -58,6 +62,19 @@ export interface Admission {
   firstMessage: string | null;
   /** Metering minutes the session's reservation holds from `startedAt`. */
   minutes: number;
+  /** What the session runs with: the agent's conversation settings with the session's override. */
+  conversation: ConversationSettings;
+}
+
+/**
+ * An admitted session whose agent's live model the voice service refused at setup: it holds its slot
+ * and reservation until its record (`failed`, `model_refused`, nothing said) is written, then closes
+ * with 4022.
+ */
+export interface ModelRefused {
+  refusal: typeof CLOSE.modelRefused;
+  info: SessionInfo;
+  instruction: string;
 }
 
 export class RealtimeService {
@@ -111,7 +128,9 @@ export class RealtimeService {
     }
     // 5. Body.
     validateBody(body);
-    const input = body as { agent_id: string; user_id: string; source: Source };
+    const input = body as { agent_id: string; user_id: string; source: Source; conversation?: ConversationSettingsInput | null };
+    // 422 for an override the contract cannot refuse (the agent's own settings do not matter to it).
+    applySettings(null, input.conversation);
     // 6. Rate limit, counted by the token it issues.
     const token = newSessionToken();
     const now = this.clock.now();
@@ -125,6 +144,7 @@ export class RealtimeService {
         source: input.source,
         expires_at: new Date(now.getTime() + this.opts.tokenTtlMs),
         created_at: now,
+        conversation: input.conversation ?? null,
       },
       this.opts.windows,
     );
@@ -140,7 +160,7 @@ export class RealtimeService {
   }
 
   /** Runs every connection check in order; on success the session holds a slot and a voice session. */
-  async admit(token: string | null, pathUserId: string): Promise<Admission | Refusal> {
+  async admit(token: string | null, pathUserId: string): Promise<Admission | ModelRefused | Refusal> {
     // 4001: the token (redeemed by this attempt whatever follows), its user_id, its agent.
     if (!token || !TOKEN_PATTERN.test(token)) return CLOSE.invalidToken;
     const now = this.clock.now();
@@ -170,21 +190,53 @@ export class RealtimeService {
     const variables = agent.variablePlaceholders ?? {};
     const caps = filledFieldCaps();
     const instruction = fillPlaceholders(agent.instruction, variables, caps.instruction);
-    const firstMessage = agent.firstMessage ? fillPlaceholders(agent.firstMessage, variables, caps.first_message) : null;
+    const firstMessage = (agent.firstMessage && fillPlaceholders(agent.firstMessage, variables, caps.first_message)) || null;
+    const conversation = effectiveSettings(agent.conversation, row.conversation);
     try {
       const tools = this.tools ? await this.tools.declarations(workspace.id, agent.id) : [];
       const voice = await this.voice.open({
         instruction,
         firstMessage,
+        model: agent.model,
         voiceId: agent.voiceId,
         language: agent.language,
         languageCode: agent.languageCode,
         tools,
         canEndConversation: agent.canEndConversation && row.source !== 'text',
         source: row.source,
+        conversation,
       });
-      return { sessionId, token: row, agent, voice, startedAt: this.clock.now(), variables, instruction, firstMessage, minutes: admitted.minutes };
+      return {
+        sessionId,
+        token: row,
+        agent,
+        voice,
+        startedAt: this.clock.now(),
+        variables,
+        instruction,
+        firstMessage,
+        minutes: admitted.minutes,
+        conversation,
+      };
     } catch (err) {
+      if (err instanceof VoiceModelRefusedError) {
+        this.log.warn({ err: err.message, sessionId, workspaceId: workspace.id, model: agent.model }, "the voice service refused the agent's model");
+        const info: SessionInfo = {
+          id: sessionId,
+          workspaceId: workspace.id,
+          agentId: agent.id,
+          userId: row.user_id,
+          source: row.source,
+          startedAt: this.clock.now(),
+          firstMessage,
+          variables,
+          analysis: agent.analysis,
+          analysisModel: agent.analysisModel,
+          recording: false,
+          redaction: agent.redaction,
+        };
+        return { refusal: CLOSE.modelRefused, info, instruction };
+      }
       this.log.warn({ err, sessionId, workspaceId: workspace.id }, 'voice session could not start');
       await this.discard(sessionId);
       return CLOSE.startFailed;

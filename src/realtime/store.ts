@@ -2,9 +2,20 @@
 import type { Knex } from 'knex';
 import { paginate, type Page, type PageParams } from '../lib/pagination.js';
 import type { AnalysisResults } from '../conversation/write-up.js';
+import type { ConversationSettingsInput } from '../voice/conversation-settings.js';
 
 export type Source = 'voice' | 'camera' | 'screen' | 'text';
-export type EndReason = 'client_closed' | 'agent_ended' | 'service_error' | 'shutdown' | 'instance_lost' | 'insufficient_credit' | 'plan_limit_reached';
+export type EndReason =
+  | 'client_closed'
+  | 'agent_ended'
+  | 'idle_timeout'
+  | 'time_limit'
+  | 'service_error'
+  | 'model_refused'
+  | 'shutdown'
+  | 'instance_lost'
+  | 'insufficient_credit'
+  | 'plan_limit_reached';
 
 export interface TokenRow {
   token_hash: string;
@@ -17,6 +28,8 @@ export interface TokenRow {
   created_at: Date;
   /** The API key or dashboard session that minted it (voided with it). */
   minted_by: string | null;
+  /** The session's override of the agent's conversation settings; null: the agent's. */
+  conversation?: ConversationSettingsInput | null;
 }
 
 export interface CreationWindow {
@@ -98,7 +111,7 @@ export class RealtimeStore {
         if (recent) retryAfterMs = Math.max(retryAfterMs, (recent.created_at as Date).getTime() + w.windowMs - row.created_at.getTime());
       }
       if (retryAfterMs > 0) return { issued: false as const, retryAfterMs };
-      await trx('realtime_tokens').insert(row);
+      await trx('realtime_tokens').insert({ ...row, conversation: row.conversation ? JSON.stringify(row.conversation) : null });
       return { issued: true as const };
     });
   }

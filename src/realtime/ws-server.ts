@@ -8,7 +8,8 @@
  * moment the socket is accepted, admission included) and terminated, which releases their slot.
  * The upgrade itself is routed by src/http/upgrades.ts. ws unmasks what clients send with the
  * `bufferutil` package (native; without it ws unmasks in JavaScript a byte at a time, 1.4 s of the loop
- * for forty of the largest frames allowed: issue 32's image flood).
+ * for forty of the largest frames allowed: issue 32's image flood), and reads each socket within its
+ * byte budget (read-budget.ts), from the upgrade on.
  */
 import type http from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -18,10 +19,12 @@ import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import { SessionBridge, type BridgeOptions } from './bridge.js';
 import { MAX_FRAME_BYTES } from './frames.js';
+import { throttleReads } from './read-budget.js';
+import type { BudgetFigures } from '../lib/budget.js';
 import type { ConversationTools } from '../conversation/engine.js';
 import type { ConversationFinaliser } from './conversation.js';
 import type { IpAttemptLimiter } from './rate-limits.js';
-import type { RealtimeService, Admission } from './service.js';
+import type { RealtimeService, Admission, ModelRefused } from './service.js';
 import type { RecordingService } from '../recordings/service.js';
 
 /** Recording web sessions: where, and on which clock (the service's; tests move their own). */
@@ -39,6 +42,8 @@ export interface GatewayOptions extends BridgeOptions {
   /** Frames held while admission runs: at most this many, of at most this many bytes in all. */
   holdFrames: number;
   holdBytes: number;
+  /** How fast the socket is read (read-budget.ts). */
+  readBudget: BudgetFigures;
   /** After the drain deadline, drain() waits at most this long for the sessions it closed to be finalised (SHUTDOWN_GRACE_MS). */
   shutdownGraceMs: number;
 }
@@ -136,6 +141,7 @@ export class RealtimeGateway {
       this.wss.handleUpgrade(req, socket, head, resolve);
     });
     if (!ws) return;
+    throttleReads(ws, socket, this.opts.readBudget);
     await this.connect(ws, userId, token);
   }
 
@@ -158,6 +164,10 @@ export class RealtimeGateway {
       this.log.error({ err }, 'realtime admission failed');
       return { code: 1011, reason: '' } as const;
     });
+    if ('refusal' in result) {
+      await this.endRefused(ws, result);
+      return;
+    }
     if (!('sessionId' in result)) {
       ws.close(result.code, result.reason);
       return;
@@ -172,6 +182,33 @@ export class RealtimeGateway {
     this.run(ws, result, held, hold);
   }
 
+  /**
+   * The voice service refused the agent's model: the session is recorded (`failed`, `model_refused`,
+   * ended as it started, so nothing is billed) and its call.completed sent, then the socket closes
+   * with 4022, so a client reading the record after the close finds it.
+   */
+  private async endRefused(ws: WebSocket, r: ModelRefused): Promise<void> {
+    try {
+      await this.service.release(r.info.id);
+      await this.finaliser.finalise(r.info, r.instruction, {
+        status: 'failed',
+        endReason: 'model_refused',
+        endedAt: r.info.startedAt,
+        transcript: [],
+        transcriptTruncated: false,
+        interruptionCount: 0,
+        latenciesMs: [],
+        toolCalls: [],
+        firstMessageDelivered: false,
+      });
+    } catch (err) {
+      this.log.error({ err, sessionId: r.info.id }, 'the record of a session refused its model could not be written');
+    } finally {
+      await this.service.settled(r.info.id).catch((err) => this.log.warn({ err }, 'could not settle a refused session'));
+      if (ws.readyState === ws.OPEN) ws.close(r.refusal.code, r.refusal.reason);
+    }
+  }
+
   private run(ws: WebSocket, a: Admission, held: Held, hold: (d: Buffer, b: boolean) => void): void {
     const log = this.log.child({ sessionId: a.sessionId });
     // The agent's setting as the session starts decides; a text session has no audio to record.
@@ -179,7 +216,13 @@ export class RealtimeGateway {
     const recorder =
       recorded && this.recording
         ? this.recording.recordings.startClockedTwoChannel(
-            { workspaceId: a.token.workspace_id, conversationId: a.sessionId, kind: 'web_session', sampleRate: RECORDING_RATE },
+            {
+              workspaceId: a.token.workspace_id,
+              conversationId: a.sessionId,
+              kind: 'web_session',
+              sampleRate: RECORDING_RATE,
+              redacted: a.agent.redaction?.targets.includes('recordings') ?? false,
+            },
             this.recording.clock,
             log,
           )
@@ -197,7 +240,10 @@ export class RealtimeGateway {
         firstMessage: a.firstMessage,
         variables: a.variables,
         analysis: a.agent.analysis,
+        analysisModel: a.agent.analysisModel,
         recording: recorded,
+        redaction: a.agent.redaction,
+        conversation: a.conversation,
       },
       this.tools,
       this.clock,

@@ -15,7 +15,7 @@
  * played by then was never heard.
  */
 import type { Clock } from '../lib/clock.js';
-import type { RecordingWriter } from './writer.js';
+import { RedactionGate, type AudioSink } from './redaction-gate.js';
 
 /** Person audio arriving up to this late joins the audio before it; also how long a moment stays open to late audio. */
 export const LATE_MS = 250;
@@ -78,12 +78,15 @@ export class ClockedTwoChannelRecorder {
   private closed = false;
   private readonly late: number;
   private readonly maxAhead: number;
+  /** Where redaction silences spans (null: the recording is not redacted). */
+  readonly gate: RedactionGate | null;
 
   constructor(
-    private readonly writer: RecordingWriter,
+    private readonly writer: AudioSink,
     private readonly sampleRate: number,
     private readonly clock: Clock,
   ) {
+    this.gate = writer instanceof RedactionGate ? writer : null;
     this.startedMs = clock.now().getTime();
     this.late = Math.round((LATE_MS * sampleRate) / 1000);
     this.maxAhead = MAX_AHEAD_S * sampleRate;
@@ -93,6 +96,16 @@ export class ClockedTwoChannelRecorder {
   /** The clock's moment, in samples since the recording started. */
   private now(): number {
     return Math.max(0, Math.floor(((this.clock.now().getTime() - this.startedMs) * this.sampleRate) / 1000));
+  }
+
+  /** Where the person's audio received so far ends, in samples since the recording started. */
+  personMark(): number {
+    return Math.max(this.now(), this.person.end, this.written);
+  }
+
+  /** Where agent audio handed over now would start playing (and what was handed over ends). */
+  agentMark(): number {
+    return Math.max(this.now(), this.agentTrack.end, this.written);
   }
 
   /** Person audio, PCM16 mono at the recording's rate, as it arrives. */

@@ -20,6 +20,7 @@ import { TwoChannelRecorder } from './two-channel.js';
 import { ClockedTwoChannelRecorder } from './clocked.js';
 import { WAV_HEADER_BYTES, wavHeader } from './wav.js';
 import { RecordingWriter } from './writer.js';
+import { RedactionGate, type AudioSink } from './redaction-gate.js';
 
 export type Recording = components['schemas']['Recording'];
 export type RecordingSettings = components['schemas']['RecordingSettings'];
@@ -33,10 +34,14 @@ export interface NewRecording {
   conversationId: string;
   kind: RecordingKind;
   sampleRate: number;
+  /** The conversation's redaction setting covers recordings: audio is held until what was said in it is known (redaction-gate.ts). */
+  redacted?: boolean;
 }
 
 export interface RecordingOptions {
   flushMs: number;
+  /** A redacted recording holds undecided audio at most this long; older audio is written as silence. */
+  redactionHoldMs: number;
   maxBytes: number;
   retentionDays: number;
   retentionSweepMs: number;
@@ -102,12 +107,18 @@ export class RecordingService {
 
   /** Starts recording a conversation in two channels of mu-law, the person's audio its clock (a phone call: a frame every 20 ms). */
   startTwoChannel(c: NewRecording, log: Logger): TwoChannelRecorder {
-    return new TwoChannelRecorder(this.writer(c, 'mulaw', log), c.sampleRate);
+    return new TwoChannelRecorder(this.sink(c, 'mulaw', log), c.sampleRate);
   }
 
   /** Starts recording a conversation in two channels of PCM16 on `clock` (a web session: the browser's audio comes in bursts). */
   startClockedTwoChannel(c: NewRecording, clock: Clock, log: Logger): ClockedTwoChannelRecorder {
-    return new ClockedTwoChannelRecorder(this.writer(c, 'pcm16', log), c.sampleRate, clock);
+    return new ClockedTwoChannelRecorder(this.sink(c, 'pcm16', log), c.sampleRate, clock);
+  }
+
+  /** Where a recorder writes: the writer, behind a redaction gate when the conversation redacts its recording. */
+  private sink(c: NewRecording, encoding: RecordingEncoding, log: Logger): AudioSink {
+    const writer = this.writer(c, encoding, log);
+    return c.redacted ? new RedactionGate(writer, encoding, Math.round((this.opts.redactionHoldMs * c.sampleRate) / 1000)) : writer;
   }
 
   /** The recording's writer; its row is written in the background (the first chunk waits for it). */

@@ -10,7 +10,7 @@
  * holds exactly what the person could have heard, cut where they spoke over the agent.
  */
 import { MULAW_SILENCE } from '../audio/pcm16.js';
-import type { RecordingWriter } from './writer.js';
+import { RedactionGate, type AudioSink } from './redaction-gate.js';
 
 /** Agent audio queued beyond this (seconds) cannot be heard in time (no person audio is coming): the oldest is dropped. */
 const MAX_QUEUED_S = 120;
@@ -18,13 +18,28 @@ const MAX_QUEUED_S = 120;
 export class TwoChannelRecorder {
   private queue: Buffer[] = [];
   private queued = 0;
+  /** Sample frames written so far. */
+  private written = 0;
   private readonly maxQueued: number;
+  /** Where redaction silences spans (null: the recording is not redacted). */
+  readonly gate: RedactionGate | null;
 
   constructor(
-    private readonly writer: RecordingWriter,
+    private readonly writer: AudioSink,
     sampleRate: number,
   ) {
     this.maxQueued = MAX_QUEUED_S * sampleRate;
+    this.gate = writer instanceof RedactionGate ? writer : null;
+  }
+
+  /** Where the person's audio received so far ends, in sample frames. */
+  personMark(): number {
+    return this.written;
+  }
+
+  /** Where agent audio handed over now would start playing (and what was handed over ends). */
+  agentMark(): number {
+    return this.written + this.queued;
   }
 
   /** Person audio, mu-law mono at the recording's rate: written with the agent audio that played meanwhile. */
@@ -32,6 +47,7 @@ export class TwoChannelRecorder {
     const samples = ulaw.length;
     if (samples === 0) return;
     const agent = this.take(samples);
+    this.written += samples;
     const out = Buffer.allocUnsafe(samples * 2);
     for (let i = 0; i < samples; i++) {
       out[i * 2] = ulaw[i];

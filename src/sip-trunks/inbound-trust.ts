@@ -2,9 +2,13 @@
  * Whether an INVITE may reach an agent: the decision the SIP stack asks for before it answers one.
  *
  * A public SIP port is scanned for toll fraud from the first hour, so the answer to a stranger never
- * depends on which numbers exist. The number is looked at only to find the trunk that delivers it;
- * unless that trunk trusts the request (its source list, its digest credentials, or both when it has
- * both), the refusal is decided by who is asking, never by the number:
+ * depends on which numbers exist. The number's trunk decides first: the request is let in when that
+ * trunk trusts it (its source list, its digest credentials, or both when it has both), and challenged
+ * when it carries no digest and that trunk would take it with one (the trunk wants credentials and
+ * lists this source or no source at all), whatever another trunk trusts the source for. A stranger
+ * learns nothing from that challenge: only a trunk without a source list challenges a source it does
+ * not list, and while such a trunk exists every stranger is challenged for every number (below).
+ * Otherwise the refusal is decided by who is asking, never by the number:
  * - a requester some trunk trusts (by its source, or by a digest that verifies against it), asking for
  *   a number that is not that trunk's to deliver: `unknown_number` (an authenticated peer may learn it);
  * - a request without a digest that some trunk could trust with one (its source is listed by a trunk
@@ -67,6 +71,11 @@ export class InboundTrust {
     return digest.matches(this.secrets.open(trunk.inbound_password, passwordContext(trunk.id, 'inbound')));
   }
 
+  /** Whether `trunk` would trust this source once it presents the trunk's credentials. */
+  private wouldTrustWithDigest(trunk: InboundTrunk): boolean {
+    return trunk.inbound_username !== null && (!trunk.restricted || trunk.source_allowed);
+  }
+
   async authorizeInbound(req: InboundRequest): Promise<InboundDecision> {
     const source = normaliseSourceAddress(req.sourceAddress);
     if (source === null) return refuse('unknown_source');
@@ -77,6 +86,7 @@ export class InboundTrust {
       if (!agent) return refuse('unknown_number');
       return { allowed: true, trunk: { id: trunk.id, workspaceId: trunk.workspace_id, name: trunk.name }, number, agent };
     }
+    if (trunk && !req.digest && this.wouldTrustWithDigest(trunk)) return refuse('credentials_required');
     const peers = await this.store.peersOf(source, req.digest?.username ?? null);
     if (peers.some((p) => this.trusts(p, req.digest))) return refuse('unknown_number');
     if (req.digest) return refuse('wrong_credentials');

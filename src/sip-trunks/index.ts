@@ -2,9 +2,10 @@
  * SIP trunks, assembled: the API's routes, the check agents' `sip_config` goes through, and what the
  * SIP stack and the dialler use:
  * - `authorizeInbound({sourceAddress, toNumber, digest?})`: the trunk and agent an INVITE reaches, or
- *   why not (`unknown_source` and `wrong_credentials`: 403; `credentials_required`: challenge with 401,
- *   or 407 as a proxy; `unknown_number`: 404, said only to a requester a trunk trusts). See
- *   inbound-trust.ts for why no refusal tells a stranger which numbers exist.
+ *   why not (`credentials_required`: challenge with 401, or 407 as a proxy, as the number's trunk asks
+ *   when it wants digest credentials; `unknown_source`, `wrong_credentials` and `unknown_number`, the
+ *   last only for a requester a trunk trusts: the same bare 403). See inbound-trust.ts for why no
+ *   refusal tells a stranger which numbers exist.
  * - `outboundTermination(workspaceId, trunkId)`: host, port, transport, the decrypted credentials and
  *   the caller-id numbers of a trunk's outbound side; null when the workspace has no such trunk or it
  *   has no outbound side.

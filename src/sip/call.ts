@@ -26,15 +26,26 @@ export interface TransferProgress {
   final: boolean;
 }
 
+/** A transfer the peer asked of us (its REFER's Refer-To), with the user part (a number, usually). */
+export interface ReferRequest {
+  uri: string;
+  user: string;
+}
+
 export interface SipCallEvents {
   ringing: [];
   answered: [];
   ended: [CallEnded];
   dtmf: [key: string];
+  /** The peer's audio, mu-law 8 kHz, a 20 ms frame at a time (see RtpEvents). */
+  ulaw: [frame: Buffer];
+  /** The same as PCM16 LE at 8 kHz, decoded only once someone listens. */
   audio: [pcm: Buffer];
   hold: [];
   resume: [];
   transfer: [TransferProgress];
+  /** The peer asked us to transfer it (REFER, answered 202); only with the user agent's `acceptRefer`. */
+  referred: [ReferRequest];
 }
 
 /** What a call asks of its user agent. */
@@ -43,6 +54,7 @@ export interface CallControl {
   reject(call: SipCall, status: number): void;
   hangup(call: SipCall): void;
   refer(call: SipCall, target: string): Promise<number>;
+  notifyReferral(call: SipCall, status: number): void;
 }
 
 export type CallState = 'offering' | 'calling' | 'ringing' | 'answering' | 'active' | 'ended';
@@ -69,8 +81,16 @@ export class SipCall extends EventEmitter<SipCallEvents> {
   ) {
     super();
     this.state = direction === 'inbound' ? 'offering' : 'calling';
-    rtp.on('audio', (pcm) => this.emit('audio', pcm));
+    rtp.on('ulaw', (frame) => this.emit('ulaw', frame));
     rtp.on('dtmf', (key) => this.emit('dtmf', key));
+    // PCM16 is decoded only for a listener that wants it (the call bridge takes mu-law).
+    const untyped = this as EventEmitter;
+    const forwardPcm = (event: string | symbol) => {
+      if (event !== 'audio') return;
+      untyped.off('newListener', forwardPcm);
+      rtp.on('audio', (pcm) => this.emit('audio', pcm));
+    };
+    untyped.on('newListener', forwardPcm);
   }
 
   answer(): Promise<void> {
@@ -92,6 +112,11 @@ export class SipCall extends EventEmitter<SipCallEvents> {
     return this.control.refer(this, target);
   }
 
+  /** Tell the peer how the transfer it asked for went (NOTIFY, RFC 3515): the target's status; 2xx and above are final. */
+  notifyTransfer(status: number): void {
+    this.control.notifyReferral(this, status);
+  }
+
   sendDtmf(keys: string): void {
     this.rtp.sendDtmf(keys);
   }
@@ -99,6 +124,11 @@ export class SipCall extends EventEmitter<SipCallEvents> {
   /** PCM16 LE at 8 kHz, any length (sent in 20 ms packets, paced). */
   sendAudio(pcm: Buffer): void {
     this.rtp.sendAudio(pcm);
+  }
+
+  /** Mu-law at 8 kHz, any length (sent in 20 ms packets, paced; to a PCMU peer as it is). */
+  sendUlaw(ulaw: Buffer): void {
+    this.rtp.sendUlaw(ulaw);
   }
 
   clearAudio(): void {

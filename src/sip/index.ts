@@ -1,46 +1,18 @@
 /**
  * The SIP room's front door: the user agent, its calls and their neutral events, the status-to-outcome
- * table, and the options read from the configuration. It knows no call record, carrier or agent;
- * the carrier adapter (provider `sip`) builds on it.
+ * table. It knows no call record, carrier or agent; the carrier adapter (provider `sip`) builds on it.
+ * Its options are read from the configuration by ./settings.ts (the assembly's: the configuration
+ * reads the carriers' registry, which builds on this).
  */
-import fs from 'node:fs';
-import type { Config } from '../config.js';
 import { SipUserAgent, type SipUserAgentOptions } from './user-agent.js';
 
 export { SipUserAgent } from './user-agent.js';
 export type { InboundDecision, InboundRequest, OutboundCallOptions, SipLog, SipUserAgentOptions } from './user-agent.js';
 export { SipCall } from './call.js';
-export type { CallEnded, EndReason, TransferProgress } from './call.js';
+export type { CallEnded, EndReason, ReferRequest, TransferProgress } from './call.js';
 export { outcomeOfStatus, STATUS_OUTCOMES } from './outcomes.js';
 export type { SipOutcome } from './outcomes.js';
 export type { Peer, TransportName } from './transport.js';
-
-/** The user agent's settings from the configuration, or undefined when SIP_PORT is unset (no SIP). */
-export function sipOptionsFromConfig(config: Config, hooks: Pick<SipUserAgentOptions, 'authenticateInbound' | 'log'>): SipUserAgentOptions | undefined {
-  if (config.SIP_PORT === undefined) return undefined;
-  const tls =
-    config.SIP_TLS_CERT_PATH && config.SIP_TLS_KEY_PATH
-      ? { port: config.SIP_TLS_PORT, cert: fs.readFileSync(config.SIP_TLS_CERT_PATH), key: fs.readFileSync(config.SIP_TLS_KEY_PATH) }
-      : undefined;
-  return {
-    host: config.SIP_HOST,
-    port: config.SIP_PORT,
-    advertisedAddress: config.SIP_ADVERTISED_ADDRESS ?? '127.0.0.1',
-    transports: tls ? config.SIP_TRANSPORTS : config.SIP_TRANSPORTS.filter((t) => t !== 'tls'),
-    tls,
-    verifyTlsPeers: config.NODE_ENV === 'production',
-    rtp: { min: config.SIP_RTP_PORT_MIN, max: config.SIP_RTP_PORT_MAX },
-    timers: { t1: config.SIP_T1_MS, t2: config.SIP_T2_MS, t4: config.SIP_T4_MS },
-    nonceTtlMs: config.SIP_NONCE_TTL_MS,
-    refusalsPerMinute: config.SIP_REFUSALS_PER_MINUTE,
-    jitterDepth: config.SIP_JITTER_PACKETS,
-    sessionExpiresS: config.SIP_SESSION_EXPIRES_S,
-    minSessionExpiresS: config.SIP_MIN_SESSION_EXPIRES_S,
-    idleConnectionMs: config.SIP_IDLE_CONNECTION_MS,
-    maxConnections: config.SIP_MAX_CONNECTIONS,
-    ...hooks,
-  };
-}
 
 /** Make and start the user agent. */
 export async function createSipUserAgent(options: SipUserAgentOptions): Promise<SipUserAgent> {

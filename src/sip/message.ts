@@ -402,5 +402,10 @@ export function makeResponse(req: SipRequest, status: number, toTag?: string, ex
     else if (n === 'record-route' && status >= 200 && status < 300) headers.push([n, v]);
   }
   headers.push(...extra);
-  return { kind: 'response', status, reason: REASONS[status] ?? 'Unknown', headers, body };
+  return { kind: 'response', status, reason: reasonPhrase(status), headers, body };
+}
+
+/** The reason phrase we write after a status code. */
+export function reasonPhrase(status: number): string {
+  return REASONS[status] ?? 'Unknown';
 }

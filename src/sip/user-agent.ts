@@ -4,7 +4,7 @@
  * holds the trust rules: every out-of-dialog request from a source refused too often is dropped
  * unanswered; an INVITE is let in only as `authenticateInbound` says (refused with a bare 403, no hint
  * of which numbers exist; challenged with digest 401/407, nonces single use); REFER from a peer is
- * refused (no call is relayed anywhere but to the agent).
+ * refused (no call is relayed anywhere but to the agent) unless `acceptRefer` (a simulated far end).
  */
 import dns from 'node:dns/promises';
 import net from 'node:net';
@@ -24,6 +24,7 @@ import {
   parseCSeq,
   parseNameAddr,
   parseUri,
+  reasonPhrase,
   tagOf,
   type Headers,
   type SipRequest,
@@ -96,6 +97,8 @@ export interface SipUserAgentOptions {
   /** Refusals (403, bad digest, malformed, unknown method) a source may earn per minute before it is ignored. */
   refusalsPerMinute: number;
   jitterDepth: number;
+  /** The peer's audio handed on at the shared RTP clock's tick (SIP_RTP_RECEIVE_ON_TICK); default true. */
+  receiveOnTick?: boolean;
   /** Session-Expires we ask for on outbound calls, seconds (RFC 4028); 0: none. */
   sessionExpiresS: number;
   /** The shortest session interval we accept (Min-SE; RFC 4028 says at least 90). */
@@ -103,6 +106,12 @@ export interface SipUserAgentOptions {
   idleConnectionMs: number;
   maxConnections: number;
   authenticateInbound: (req: InboundRequest) => InboundDecision | Promise<InboundDecision>;
+  /**
+   * Take a peer's REFER (202, a `referred` event on the call, whose NOTIFYs `notifyTransfer` sends)
+   * instead of refusing it with 403. Only for a far end that plays a phone network (the sandbox's):
+   * the service's user agent relays no call anywhere but to the agent.
+   */
+  acceptRefer?: boolean;
   log: SipLog;
 }
 
@@ -315,7 +324,7 @@ export class SipUserAgent extends EventEmitter<UserAgentEvents> implements CallC
 
     const rtp = await RtpSession.open(
       { host: this.options.host, min: this.options.rtp.min, max: this.options.rtp.max },
-      { jitterDepth: this.options.jitterDepth, maxQueuedFrames: 3000 },
+      { jitterDepth: this.options.jitterDepth, maxQueuedFrames: 3000, handOnTick: this.options.receiveOnTick },
     );
     const local: LocalMedia = {
       address: this.options.advertisedAddress,
@@ -473,8 +482,7 @@ export class SipUserAgent extends EventEmitter<UserAgentEvents> implements CallC
       case 'NOTIFY':
         return this.onNotify(call, req, tx);
       case 'REFER':
-        tx.respond(makeResponse(req, 403));
-        return;
+        return this.onRefer(call, req, tx);
       default:
         tx.respond(makeResponse(req, 405, undefined, [['allow', ALLOW]]));
     }
@@ -525,6 +533,37 @@ export class SipUserAgent extends EventEmitter<UserAgentEvents> implements CallC
     const signal = /^Signal\s*=\s*([0-9*#A-D])\s*$/im.exec(req.body.toString('latin1'));
     tx.respond(makeResponse(req, 200));
     if (/dtmf-relay/i.test(header(req.headers, 'content-type') ?? '') && signal) call.emit('dtmf', signal[1].toUpperCase());
+  }
+
+  private onRefer(call: SipCall, req: SipRequest, tx: ServerTransaction): void {
+    if (!this.options.acceptRefer) return tx.respond(makeResponse(req, 403));
+    let uri: string;
+    let user: string;
+    try {
+      uri = parseNameAddr(header(req.headers, 'refer-to') ?? '').uri;
+      user = parseUri(uri).user ?? '';
+    } catch {
+      return tx.respond(makeResponse(req, 400));
+    }
+    tx.respond(makeResponse(req, 202, undefined, [['contact', this.contact(call.peer.transport)]]));
+    call.emit('referred', { uri, user });
+  }
+
+  /** A NOTIFY of the transfer the peer asked for (RFC 3515): the target's status line as a sipfrag; final from 200 on. */
+  notifyReferral(call: SipCall, status: number): void {
+    if (call.state !== 'active') return;
+    const final = status >= 200;
+    this.sendInDialog(
+      call,
+      'NOTIFY',
+      [
+        ['event', 'refer'],
+        ['subscription-state', final ? 'terminated;reason=noresource' : 'active;expires=60'],
+        ['contact', this.contact(call.peer.transport)],
+        ['content-type', 'message/sipfrag;version=2.0'],
+      ],
+      Buffer.from(`SIP/2.0 ${status} ${reasonPhrase(status)}\r\n`),
+    );
   }
 
   private onNotify(call: SipCall, req: SipRequest, tx: ServerTransaction): void {
@@ -644,7 +683,7 @@ export class SipUserAgent extends EventEmitter<UserAgentEvents> implements CallC
     const peer: Peer = { transport, address, port: o.port ?? (transport === 'tls' ? 5061 : 5060) };
     const rtp = await RtpSession.open(
       { host: this.options.host, min: this.options.rtp.min, max: this.options.rtp.max },
-      { jitterDepth: this.options.jitterDepth, maxQueuedFrames: 3000 },
+      { jitterDepth: this.options.jitterDepth, maxQueuedFrames: 3000, handOnTick: this.options.receiveOnTick },
     );
     const local: LocalMedia = {
       address: this.options.advertisedAddress,

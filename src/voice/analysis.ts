@@ -4,7 +4,7 @@
  * criteria, all in one request.
  *
  * The Live protocol has no one-shot text request, so the analysis asks the voice service's host for a
- * REST `models/{VOICE_ANALYSIS_MODEL}:generateContent` at the http(s) origin of VOICE_SERVICE_URL, with
+ * REST `models/{model}:generateContent` (the agent's `analysis_model`, else VOICE_ANALYSIS_MODEL) at the http(s) origin of VOICE_SERVICE_URL, with
  * GEMINI_API_KEY as `x-goog-api-key`, using the API's structured output: `generationConfig.
  * responseMimeType: application/json` with `responseJsonSchema`, the schema of the whole answer (the
  * fixed fields, the agent's data schema under `data` as structured-output.ts reduces it, `success`).

@@ -20,15 +20,27 @@
  */
 import WebSocket, { type RawData } from 'ws';
 import type { Logger } from 'pino';
-import type { Modality } from '@google/genai';
+import type { ActivityHandling, EndSensitivity, Modality, RealtimeInputConfig, StartSensitivity } from '@google/genai';
 import { analyzeWithModel, restOrigin } from './analysis.js';
 import { INPUT_AUDIO_MIME, bidiUrl, loggableUrl, type LiveClientMessage, type LiveServerMessage } from './live-protocol.js';
-import type { ToolCallRequest, ToolCallResponse, VoiceEvent, VoiceService, VoiceSession, VoiceSessionConfig } from './types.js';
+import {
+  VoiceModelRefusedError,
+  type ToolCallRequest,
+  type ToolCallResponse,
+  type VoiceEvent,
+  type VoiceService,
+  type VoiceSession,
+  type VoiceSessionConfig,
+} from './types.js';
+import type { ConversationSettings } from './conversation-settings.js';
 
 export const END_CONVERSATION_TOOL = 'end_conversation';
 
 /** A message the session could not take (ended, or the reconnect queue is full); safe to send again later. */
 export class VoiceForwardError extends Error {}
+
+/** How the Live API refuses a model it does not have or that cannot stream: 1008 "models/... is not found ... or is not supported". */
+const MODEL_REFUSED = (code: number, reason: string) => code === 1008 && /\bmodels?\b/i.test(reason);
 
 export interface GeminiLiveOptions {
   /** ws:// or wss:// endpoint (a bare host gets the standard path). */
@@ -51,6 +63,36 @@ const OUTBOX_LIMIT = 500;
 const REPLAY_LIMIT = 50;
 /** More than VOICE_RETRY_MAX + 1 reconnections within this window count as unavailable. */
 const FLAP_WINDOW_MS = 60_000;
+
+/**
+ * The setup's `realtimeInputConfig` for the agent's conversation settings: turn detection as automatic
+ * activity detection, `never` interruptions as NO_INTERRUPTION (`after_first_message` interrupts; the
+ * conversation holds the person's audio back while the first message plays, src/conversation/engine.ts).
+ * Only what is set is sent, so the rest keeps the voice service's defaults; undefined: nothing set.
+ */
+export function realtimeInputConfig(settings: ConversationSettings | null | undefined): RealtimeInputConfig | undefined {
+  if (!settings) return undefined;
+  const t = settings.turn_detection;
+  const detection = {
+    ...(t?.start_sensitivity ? { startOfSpeechSensitivity: START_SENSITIVITY[t.start_sensitivity] as StartSensitivity } : {}),
+    ...(t?.end_sensitivity ? { endOfSpeechSensitivity: END_SENSITIVITY[t.end_sensitivity] as EndSensitivity } : {}),
+    ...(t?.prefix_padding_ms != null ? { prefixPaddingMs: t.prefix_padding_ms } : {}),
+    ...(t?.silence_ms != null ? { silenceDurationMs: t.silence_ms } : {}),
+  };
+  const config: RealtimeInputConfig = {
+    ...(Object.keys(detection).length ? { automaticActivityDetection: detection } : {}),
+    ...(settings.interruptions === 'always' ? {} : { activityHandling: ACTIVITY_HANDLING[settings.interruptions] as ActivityHandling }),
+  };
+  return Object.keys(config).length ? config : undefined;
+}
+
+// The SDK's enum values as strings (the SDK stays a type-only import); `${Enum}` keeps them checked against it.
+const START_SENSITIVITY = { low: 'START_SENSITIVITY_LOW', high: 'START_SENSITIVITY_HIGH' } as const satisfies Record<string, `${StartSensitivity}`>;
+const END_SENSITIVITY = { low: 'END_SENSITIVITY_LOW', high: 'END_SENSITIVITY_HIGH' } as const satisfies Record<string, `${EndSensitivity}`>;
+const ACTIVITY_HANDLING = {
+  never: 'NO_INTERRUPTION',
+  after_first_message: 'START_OF_ACTIVITY_INTERRUPTS',
+} as const satisfies Record<string, `${ActivityHandling}`>;
 
 export function buildSetup(config: VoiceSessionConfig, model: string, handle: string | null): LiveClientMessage {
   const textOnly = config.source === 'text';
@@ -75,6 +117,7 @@ export function buildSetup(config: VoiceSessionConfig, model: string, handle: st
           ...(config.languageCode ? { languageCode: config.languageCode } : {}),
         }
       : undefined;
+  const input = realtimeInputConfig(config.conversation);
   return {
     setup: {
       model: model.startsWith('models/') ? model : `models/${model}`,
@@ -86,16 +129,19 @@ export function buildSetup(config: VoiceSessionConfig, model: string, handle: st
       ...(functionDeclarations.length ? { tools: [{ functionDeclarations }] } : {}),
       inputAudioTranscription: {},
       ...(textOnly ? {} : { outputAudioTranscription: {} }),
+      ...(input && !textOnly ? { realtimeInputConfig: input } : {}),
       sessionResumption: handle ? { handle } : {},
     },
   };
 }
 
-/** The user turn that makes the model open the conversation (first connection only). */
-export function openingTurn(config: VoiceSessionConfig): LiveClientMessage {
-  const text = config.firstMessage
-    ? `(The conversation has started.) Open it now: say exactly: ${JSON.stringify(config.firstMessage)}`
-    : '(The conversation has started.) Greet the user.';
+/**
+ * The user turn that makes the model say the first message (first connection only); null when there is
+ * none: the model then waits for the user's first turn, as the contract says.
+ */
+export function openingTurn(config: VoiceSessionConfig): LiveClientMessage | null {
+  if (!config.firstMessage) return null;
+  const text = `(The conversation has started.) Open it now: say exactly: ${JSON.stringify(config.firstMessage)}`;
   return { clientContent: { turns: [{ role: 'user', parts: [{ text }] }], turnComplete: true } };
 }
 
@@ -132,7 +178,10 @@ function connectOnce(url: URL, setup: string, timeoutMs: number, handlers: Socke
     const timer = setTimeout(() => fail(new Error(`no setupComplete within ${timeoutMs} ms`)), timeoutMs);
     ws.on('open', () => ws.send(setup));
     ws.on('error', (err) => fail(err));
-    ws.on('close', (code, reason) => fail(new Error(`closed during setup: ${code} ${reason.toString()}`.trim())));
+    ws.on('close', (code, reason) => {
+      const text = `closed during setup: ${code} ${reason.toString()}`.trim();
+      fail(MODEL_REFUSED(code, reason.toString()) ? new VoiceModelRefusedError(text) : new Error(text));
+    });
     ws.on('message', (data) => {
       let msg: LiveServerMessage;
       try {
@@ -189,7 +238,8 @@ class LiveSession implements VoiceSession {
     }
     this.ws = ws;
     this.state = 'open';
-    ws.send(JSON.stringify(openingTurn(this.config)));
+    const opening = openingTurn(this.config);
+    if (opening) ws.send(JSON.stringify(opening));
   }
 
   private async connectWithRetries(why: string): Promise<WebSocket> {
@@ -198,9 +248,10 @@ class LiveSession implements VoiceSession {
       if (attempt > 0) await sleep(Math.min(this.opts.retryMaxDelayMs, this.opts.retryBaseMs * 2 ** (attempt - 1)));
       if (this.state === 'closed') throw new Error('session closed');
       try {
-        const setup = JSON.stringify(buildSetup(this.config, this.opts.model, this.handle));
+        const setup = JSON.stringify(buildSetup(this.config, this.config.model ?? this.opts.model, this.handle));
         return await connectOnce(this.url, setup, this.opts.connectTimeoutMs, this.handlers);
       } catch (err) {
+        if (err instanceof VoiceModelRefusedError) throw err;
         lastError = err as Error;
         this.opts.log.warn(
           { url: loggableUrl(this.url), attempt: attempt + 1, of: this.opts.retryMax + 1, why, err: lastError.message },
@@ -470,12 +521,16 @@ export function createGeminiLiveService(opts: GeminiLiveOptions): VoiceService {
         await session.start();
       } catch (err) {
         sessions.delete(session);
-        throw new Error(`voice service session could not start: ${(err as Error).message}`, { cause: err });
+        const message = `voice service session could not start: ${(err as Error).message}`;
+        throw err instanceof VoiceModelRefusedError ? new VoiceModelRefusedError(message, { cause: err }) : new Error(message, { cause: err });
       }
       return session;
     },
     analyze(input) {
-      return analyzeWithModel({ origin: restOrigin(opts.url), apiKey: opts.apiKey, model: opts.analysisModel, timeoutMs: 30_000, log: opts.log }, input);
+      return analyzeWithModel(
+        { origin: restOrigin(opts.url), apiKey: opts.apiKey, model: input.model ?? opts.analysisModel, timeoutMs: 30_000, log: opts.log },
+        input,
+      );
     },
     async close() {
       await Promise.all([...sessions].map((s) => s.close()));

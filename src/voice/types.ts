@@ -5,6 +5,7 @@
  * Implemented by the Gemini Live adapter (gemini-live.ts), which talks to VOICE_SERVICE_URL or to the
  * sandbox voice service (sandbox/) started in-process when that is unset.
  */
+import type { ConversationSettings } from './conversation-settings.js';
 
 export interface ToolDeclaration {
   name: string;
@@ -16,8 +17,10 @@ export interface ToolDeclaration {
 export interface VoiceSessionConfig {
   /** System instruction of the agent, placeholders already filled (src/contract/placeholders.ts). */
   instruction: string;
-  /** What the agent says first, placeholders already filled; null lets the model open. */
+  /** What the agent says first, placeholders already filled; null: the agent waits for the user to speak first. */
   firstMessage: string | null;
+  /** The live model; null or absent: the adapter's default (`VOICE_MODEL`). */
+  model?: string | null;
   voiceId: string | null;
   language: string | null;
   languageCode: string | null;
@@ -26,6 +29,11 @@ export interface VoiceSessionConfig {
   canEndConversation: boolean;
   /** For logs and the sandbox: what kind of session this is. */
   source: 'voice' | 'camera' | 'screen' | 'text' | 'phone';
+  /**
+   * Turn detection and interruptions (the agent's `conversation` settings, src/conversation/settings.ts),
+   * sent in the setup; null or absent: the voice service's defaults.
+   */
+  conversation?: ConversationSettings | null;
 }
 
 export interface ToolCallRequest {
@@ -107,6 +115,8 @@ export interface AnalysisRequest {
   dataSchema?: Record<string, unknown> | null;
   /** Criteria to judge the conversation by (an agent's `analysis.success_criteria`). */
   successCriteria?: string | null;
+  /** The analysis model (an agent's `analysis_model`); null or absent: the adapter's default (`VOICE_ANALYSIS_MODEL`). */
+  model?: string | null;
 }
 
 /** One asked-for part of the model's answer, as it came (not yet checked against the schema), or why there is none. */
@@ -121,8 +131,14 @@ export interface AnalysisAnswer extends ConversationAnalysis {
   success?: AnswerPart;
 }
 
+/** The voice service refused the session's model at setup: trying again cannot help (the conversation ends `model_refused`). */
+export class VoiceModelRefusedError extends Error {}
+
 export interface VoiceService {
-  /** Opens a session; rejects when the voice service cannot start one (callers close with 1011). */
+  /**
+   * Opens a session; rejects when the voice service cannot start one (callers close with 1011), with a
+   * VoiceModelRefusedError when it refused the model.
+   */
   open(config: VoiceSessionConfig): Promise<VoiceSession>;
   /** Post-call analysis of a finished conversation, in one request to the analysis model. */
   analyze(input: AnalysisRequest): Promise<AnalysisAnswer>;

@@ -93,6 +93,8 @@ export function callCompletedPayload(input: CallCompletedInput): CallCompletedEv
     latency_avg_ms: input.latency_avg_ms,
     created_at: iso(input.created_at),
   };
+  // The agent's version: phone calls say it (null before versions); web sessions do not yet.
+  if (input.agent_version !== undefined) payload.agent_version = input.agent_version;
   // Only a call in which the person opted out says so.
   if (input.opt_out) payload.opt_out = input.opt_out;
   if (input.tool_calls && input.tool_calls.length > 0) payload.tool_calls = input.tool_calls as CallCompletedEvent['tool_calls'];

@@ -4,6 +4,7 @@ import { conflict } from '../errors/api-error.js';
 import { isUniqueViolation } from '../lib/db-errors.js';
 import { paginate, type PageParams } from '../lib/pagination.js';
 import type { Role } from '../contract/principal.js';
+import { compiledQuery } from '../db/compiled-query.js';
 
 export interface WorkspaceRow {
   id: string;
@@ -51,7 +52,28 @@ function voidTokensMintedBy(trx: Knex.Transaction, credentialId: string) {
 }
 
 export class WorkspaceStore {
-  constructor(private readonly db: Knex) {}
+  // Every authenticated request runs one of these: compiled once (src/db/compiled-query.ts).
+  private readonly liveSession;
+  private readonly liveApiKey;
+
+  constructor(private readonly db: Knex) {
+    this.liveSession = compiledQuery<[tokenHash: string, now: Date], SessionRow>(
+      db,
+      (tokenHash, now) =>
+        db('dashboard_sessions as s')
+          .join('users as u', 'u.id', 's.user_id')
+          .where('s.token_hash', tokenHash)
+          .whereNull('s.revoked_at')
+          .where('s.expires_at', '>', now)
+          .first('s.id', 's.user_id', 's.workspace_id', 's.expires_at', 'u.role'),
+      2,
+    );
+    this.liveApiKey = compiledQuery<[keyHash: string], Pick<ApiKeyRow, 'id' | 'workspace_id' | 'last_used_at'>>(
+      db,
+      (keyHash) => db('api_keys').where({ key_hash: keyHash }).whereNull('revoked_at').first('id', 'workspace_id', 'last_used_at'),
+      1,
+    );
+  }
 
   async createWorkspaceWithOwner(
     ws: Omit<WorkspaceRow, 'created_at'>,
@@ -110,12 +132,7 @@ export class WorkspaceStore {
   }
 
   findLiveSession(tokenHash: string, now: Date): Promise<SessionRow | undefined> {
-    return this.db('dashboard_sessions as s')
-      .join('users as u', 'u.id', 's.user_id')
-      .where('s.token_hash', tokenHash)
-      .whereNull('s.revoked_at')
-      .where('s.expires_at', '>', now)
-      .first('s.id', 's.user_id', 's.workspace_id', 's.expires_at', 'u.role');
+    return this.liveSession(tokenHash, now).then((rows) => rows[0]);
   }
 
   async revokeSession(id: string): Promise<void> {
@@ -158,7 +175,7 @@ export class WorkspaceStore {
   }
 
   findLiveApiKey(keyHash: string): Promise<Pick<ApiKeyRow, 'id' | 'workspace_id' | 'last_used_at'> | undefined> {
-    return this.db('api_keys').where({ key_hash: keyHash }).whereNull('revoked_at').first('id', 'workspace_id', 'last_used_at');
+    return this.liveApiKey(keyHash).then((rows) => rows[0]);
   }
 
   async touchApiKey(id: string, at: Date): Promise<void> {

@@ -2,7 +2,8 @@
  * Every code `session.start()` rejects with, provoked for real in headless Chromium: the customer's
  * token endpoint down, failing or giving no `ws_url`; a wrong token (4001); the workspace's concurrent
  * sessions (4029), subscription (4402), credit and plan minutes (4028); the camera turned off after
- * minting (4003); the voice service failing to start (1011). And `stop()` freeing the slot.
+ * minting (4003); the voice service refusing the agent's model (4022) or failing to start (1011). And
+ * `stop()` freeing the slot.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,6 +12,7 @@ import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer, createAgent, setWorkspace, waitFor } from '../helpers/realtime.js';
 import { deadUrl, launchChromium, openCustomerPage, startCustomerSite, type CustomerPage, type CustomerSite } from '../helpers/browser.js';
+import { REFUSED_MODEL } from '../../src/sandbox/voice/connection.js';
 
 let t: TestService;
 let site: CustomerSite;
@@ -26,6 +28,7 @@ before(async () => {
     VOICE_RETRY_MAX: '1',
     VOICE_RETRY_BASE_MS: '20',
     VOICE_CONNECT_TIMEOUT_MS: '1000',
+    VOICE_MODELS: `gemini-live-2.5-flash-preview,${REFUSED_MODEL}`,
   });
   site = await startCustomerSite(t.url);
   browser = await launchChromium();
@@ -137,6 +140,14 @@ describe('refusals of the realtime WebSocket (close codes)', () => {
     };
     const res = await expectStartError({ tokenUrl: site.tokenUrl, agentId, userId: 'visitor-1', source: 'camera' }, 'source_not_enabled', 4003);
     assert.match(String(res.message), /4003 Camera is not enabled for this agent/);
+  });
+
+  it("model_refused (4022): the voice service refused the agent's model; its slot goes back", async () => {
+    const { a } = await workspace();
+    const agentId = await createAgent(t, a, { model: REFUSED_MODEL });
+    const res = await expectStartError({ tokenUrl: site.tokenUrl, agentId, userId: 'visitor-1', source: 'voice' }, 'model_refused', 4022);
+    assert.match(String(res.message), /4022 Model refused/);
+    assert.equal(await leases(a.workspaceId), 0);
   });
 
   it('server_error (1011): the agent session could not start', async () => {

@@ -2,7 +2,8 @@
  * The dashboard in real headless Chromium, against the real service: how its page, script and styles
  * are served; sign-up, logout and login; an API key created (shown once, then only its prefix) and
  * revoked; an agent created and edited (credentials write-only; a data schema and success criteria),
- * a SIP trunk added and one of its numbers bound to the agent,
+ * a SIP trunk added and one of its numbers bound to the agent, the do-not-call list kept (add, import,
+ * find, remove),
  * and tried with the web widget on a dashboard-minted token; a CSV batch with a bad row watched until
  * it finishes, and one of its calls opened with its transcript and structured results; the usage page
  * (the last 30 days by day and agent, the limits with their use); a viewer who can read but not change.
@@ -183,6 +184,9 @@ describe('dashboard', () => {
     await page.getByLabel('First message').fill('Hello {{name}}! How can I help you today?');
     await page.getByLabel('Placeholders').fill('name=there');
     await page.getByLabel('Language code').fill('en-US');
+    await page.getByLabel('Model', { exact: true }).selectOption('gemini-2.0-flash-live-001');
+    await page.getByLabel('Analysis model').selectOption('gemini-2.5-pro');
+    await page.getByLabel('Voice', { exact: true }).selectOption('Kore');
     await page.getByLabel('The agent may end the conversation').check();
     await page.getByLabel('Voicemail handling').selectOption('configured');
     await page.getByLabel('Detect answering machines').check();
@@ -190,6 +194,10 @@ describe('dashboard', () => {
     await page.getByLabel('Camera').uncheck();
     await page.getByLabel('Data schema').fill('{"type": "object", "properties": {"appointment": {"type": ["string", "null"]}}}');
     await page.getByLabel('Success criteria').fill('The caller says "appointment".');
+    await page.getByLabel('Interruptions').selectOption('after_first_message');
+    await page.getByLabel('Idle time (ms)').fill('8000');
+    await page.getByLabel('Reminders', { exact: true }).fill('Are you still there?\nHello?');
+    await page.getByLabel('Goodbye before hanging up').fill('Goodbye for now.');
     const providerA = page.getByRole('group', { name: /^provider_a/ });
     await providerA.getByLabel('Account SID').fill(`AC${'0'.repeat(32)}`);
     await providerA.getByLabel('Auth token').fill(authToken);
@@ -203,11 +211,22 @@ describe('dashboard', () => {
     assert.equal(agent.first_message, 'Hello {{name}}! How can I help you today?');
     assert.deepEqual(agent.variable_placeholders, { name: 'there' });
     assert.equal(agent.language_code, 'en-US');
+    assert.deepEqual(
+      [agent.model, agent.voice_id, agent.analysis_model],
+      ['gemini-2.0-flash-live-001', 'Kore', 'gemini-2.5-pro'],
+      'chosen from the voice catalogue',
+    );
     assert.equal(agent.language, null, 'an untouched field stays as it was');
     assert.equal(agent.can_end_conversation, true);
     assert.deepEqual(agent.voicemail_config, { enabled: true, message: 'Please call us back.', detection_timeout_seconds: null, retry_on_voicemail: true });
     assert.deepEqual(agent.realtime, { enable_webcam: false, enable_screen_share: true });
     assert.deepEqual(agent.telephony.provider_a, { configured: true, phone_number: '+14155550100', inbound_enabled: false });
+    assert.deepEqual(agent.conversation, {
+      turn_detection: null,
+      interruptions: 'after_first_message',
+      idle: { idle_ms: 8000, reminders: ['Are you still there?', 'Hello?'], max_reminders: 2, goodbye_message: 'Goodbye for now.' },
+      max_duration_seconds: null,
+    });
     assert.deepEqual(agent.analysis, {
       schema: { type: 'object', properties: { appointment: { type: ['string', 'null'] } } },
       success_criteria: 'The caller says "appointment".',
@@ -266,6 +285,43 @@ describe('dashboard', () => {
     assert.match(agent.telephony.sip.trunk_id, /^trk_/);
   });
 
+  it('keeps the do-not-call list: adds a number, imports a CSV with its row report, finds and removes an entry; a refusal is shown', async () => {
+    await go('do-not-call');
+    await heading('Do not call');
+    await page.getByText('No numbers on the list.').waitFor();
+    const addForm = page.getByRole('form', { name: 'Add a number' });
+    await addForm.getByLabel('Number', { exact: true }).fill('+1 (415) 555-0170');
+    await addForm.getByRole('button', { name: 'Add to the list' }).click();
+    await page.getByRole('status').filter({ hasText: '+14155550170 is on the list.' }).waitFor();
+    await page.locator('tr', { hasText: '+14155550170' }).waitFor();
+
+    const csv = path.join(tmp, 'do-not-call.csv');
+    fs.writeFileSync(csv, 'number,name\n+14155550171,Ada\n+14155550170,Grace\nnot a number,Linus\n');
+    await page.getByLabel('CSV file', { exact: true }).setInputFiles(csv);
+    await page.getByRole('button', { name: 'Import' }).click();
+    const report = page.getByRole('status').filter({ hasText: 'rows read' });
+    await report.waitFor();
+    assert.match(await report.innerText(), /3 rows read: 1 listed, 1 already on the list, 1 skipped\./);
+    assert.match(await report.innerText(), /Row 4: 'not a number' is not an E\.164 number/);
+    await page.locator('tr', { hasText: '+14155550171' }).waitFor();
+    assert.match(await page.locator('tr', { hasText: '+14155550171' }).innerText(), /imported/);
+
+    await addForm.getByLabel('Number', { exact: true }).fill('555');
+    await addForm.getByRole('button', { name: 'Add to the list' }).click();
+    const refusal = page.getByRole('alert');
+    await refusal.waitFor();
+    assert.match(await refusal.innerText(), /invalid_phone_number/);
+
+    await page.getByLabel('Find', { exact: true }).fill('+14155550170');
+    await page.getByRole('button', { name: 'Find', exact: true }).click();
+    await waitFor(async () => (await page.locator('tbody tr').count()) === 1 && (await page.locator('tbody tr').innerText()).includes('+14155550170'));
+    await page.getByRole('button', { name: 'Remove +14155550170' }).click();
+    await page.getByText('That number is not on the list.').waitFor();
+    const session = await apiSession();
+    const left = (await t.http.get('/api/v1/do-not-call').set(bearer(session))).body.data.map((e: { number: string }) => e.number);
+    assert.deepEqual(left, ['+14155550171']);
+  });
+
   it('tries the agent with the web widget: controls follow its settings, tokens come from the dashboard session', async () => {
     await go(`agents/${agentId}`);
     await page.getByRole('button', { name: 'Talk to this agent' }).click();
@@ -316,6 +372,8 @@ describe('dashboard', () => {
     await page.getByLabel('CSV file', { exact: true }).setInputFiles(csv);
     await page.getByLabel('Agent', { exact: true }).selectOption(agentId);
     await page.getByLabel('Batch name').fill('November reminders');
+    // The agent is bound to a SIP trunk too (above): the provider is named.
+    await page.getByLabel('Provider', { exact: true }).selectOption('provider_a');
     await page.getByRole('button', { name: 'Upload and start' }).click();
     await heading('November reminders');
 
@@ -455,5 +513,8 @@ describe('dashboard', () => {
     await go('batches');
     await main().getByRole('link', { name: 'November reminders' }).waitFor();
     assert.equal(await page.getByRole('button', { name: 'Upload and start' }).count(), 0);
+    await go('do-not-call');
+    await page.locator('tr', { hasText: '+14155550171' }).waitFor();
+    assert.equal(await page.getByRole('button', { name: /^(Add to the list|Import|Remove)/ }).count(), 0);
   });
 });

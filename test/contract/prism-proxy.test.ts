@@ -151,7 +151,7 @@ describe("every public operation through Prism's validating proxy", () => {
     const inboundNumber = sandboxNumber('6000');
     const agent = await send('createAgent', {
       token: key,
-      body: { name: 'Prism agent', instruction: 'Help callers.', first_message: 'Hello {{name}}.', ...providerConfig('provider_a', inboundNumber) },
+      body: { name: 'Prism agent', instruction: 'Help callers.', first_message: 'Hello {{name|there}}.', ...providerConfig('provider_a', inboundNumber) },
       expect: 201,
     });
     const agentId = agent.agent_id as string;
@@ -161,6 +161,12 @@ describe("every public operation through Prism's validating proxy", () => {
     await send('updateAgent', { token: key, params, body: { description: 'Checked by Prism' }, expect: 200 });
     await send('getPublicAgentProfile', { params, expect: 200 });
     await send('getAgent', { token: key, params: { agent_id: 'agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R' }, expect: 404 });
+    // Versions: the create made version 1, the update version 2 (each published at once: auto_publish).
+    await send('listAgentVersions', { token: key, params, query: { limit: '5' }, expect: 200 });
+    await send('getAgentVersion', { token: key, params: { ...params, version: '1' }, expect: 200 });
+    await send('getAgentVersion', { token: key, params: { ...params, version: '99' }, expect: 404 });
+    await send('restoreAgentVersion', { token: key, params: { ...params, version: '1' }, expect: 200 });
+    await send('publishAgent', { token: key, params, expect: 200 });
     await send('enableInbound', { token: key, params: { ...params, provider: 'provider_a' }, expect: 200 });
     await send('createSandboxInboundCall', { token: key, body: { to_number: inboundNumber }, expect: 201 });
 
@@ -247,6 +253,7 @@ describe("every public operation through Prism's validating proxy", () => {
     });
     const callParams = { call_id: call.call_id as string };
     const hungUp = await send('createCall', { token: key, body: { agent_id: agentId, to_number: sandboxNumber() }, expect: 201 });
+    await send('getVoiceCatalogue', { token: key, expect: 200 });
     await send('hangupCall', { token: key, params: { call_id: hungUp.call_id }, expect: 200 });
     await send('listCalls', { token: key, query: { limit: '10' }, expect: 200 });
     const policy = await send('getDestinationPolicy', { token: key, expect: 200 });

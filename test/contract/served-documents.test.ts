@@ -1,21 +1,18 @@
 /**
- * The documents the service serves are the ones client teams generate from: /openapi.json and
- * /asyncapi.json are the generated bundles byte for byte in content, the AsyncAPI one passes the
- * official parser with no error (operation messages referring to their channel's), the OpenAPI
- * ones pass Redocly's recommended-strict rules (redocly.yaml) with no exception, and all three pass Spectral with the default OAS and AsyncAPI rulesets
- * and ours (.spectral.yaml, what `npm run lint` runs) with no error and no warning. What their texts
- * say of the service's answers is what it answers. /openapi.json holds what API clients may call;
- * /internal/openapi.json holds every operation the service routes, and nothing internal leaks into
- * the public one.
+ * The documents the service serves are the ones client teams generate from: /openapi.json,
+ * /internal/openapi.json and /asyncapi.json are the generated bundles (generated/*.json) in content,
+ * and the AsyncAPI one passes the official parser with no error (operation messages referring to
+ * their channel's). Those very files are what `npm run lint` holds to Redocly's recommended-strict
+ * rules and to Spectral with our ruleset, no exception (scripts/lint.ts: CI runs it before the tests),
+ * so the served bytes are not linted a second time here. What their texts say of the service's
+ * answers is what it answers. /openapi.json holds what API clients may call; /internal/openapi.json
+ * holds every operation the service routes, and nothing internal leaks into the public one.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { Parser } from '@asyncapi/parser';
-import { createConfig, lintFromString } from '@redocly/openapi-core';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant } from '../helpers/fixtures.js';
 import { generatedDir } from '../../src/contract/documents.js';
@@ -23,38 +20,10 @@ import { INTERNAL_EXTENSIONS, INTERNAL_TAGS } from '../../scripts/public-documen
 import { operations } from '../../generated/operations.js';
 
 type Json = Record<string, any>;
-const root = path.resolve(import.meta.dirname, '../..');
 const METHODS = ['get', 'put', 'post', 'delete', 'patch'];
 
 function operationIds(doc: Json): string[] {
   return Object.values(doc.paths as Record<string, Json>).flatMap((item) => METHODS.filter((m) => item[m]).map((m) => item[m].operationId as string));
-}
-
-/** Redocly's recommended-strict over what the service answered: no problem at all. */
-async function assertLintsClean(url: string, body: unknown): Promise<void> {
-  const config = await createConfig({ extends: ['recommended-strict'] });
-  const errors = await lintFromString({ source: JSON.stringify(body), absoluteRef: url, config });
-  assert.deepEqual(
-    errors.map((e) => `${e.ruleId}: ${e.message}`),
-    [],
-  );
-}
-
-/** Spectral's CLI with the project's ruleset over what the service answered: no error, no warning. */
-async function assertSpectralClean(name: string, body: unknown): Promise<void> {
-  // Inside the project (in no dot-folder), so that .spectral.yaml's overrides, globs relative to it, apply.
-  const dir = mkdtempSync(path.join(root, 'node_modules/served-'));
-  try {
-    const file = path.join(dir, name);
-    writeFileSync(file, JSON.stringify(body));
-    const args = ['lint', file, '--ruleset', path.join(root, '.spectral.yaml'), '--fail-severity', 'warn', '--format', 'text'];
-    const res = await promisify(execFile)(path.join(root, 'node_modules/.bin/spectral'), args, { cwd: root }).catch(
-      (e: { stdout?: string; code?: number }) => e,
-    );
-    assert.equal('code' in res ? res.code : 0, 0, `spectral on the served ${name}:\n${res.stdout ?? ''}`);
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
 }
 
 let t: TestService;
@@ -70,7 +39,6 @@ describe('served contract documents', () => {
     const res = await t.http.get('/asyncapi.json');
     assert.equal(res.status, 200);
     assert.deepEqual(res.body, JSON.parse(readFileSync(path.join(generatedDir, 'asyncapi.json'), 'utf8')));
-    await assertSpectralClean('asyncapi.json', res.body);
     const diagnostics = await new Parser().validate(JSON.stringify(res.body));
     const errors = diagnostics.filter((d) => d.severity === 0);
     assert.deepEqual(
@@ -79,20 +47,16 @@ describe('served contract documents', () => {
     );
   });
 
-  it('/openapi.json is the public bundle and passes redocly lint with no error', async () => {
+  it('/openapi.json is the public bundle', async () => {
     const res = await t.http.get('/openapi.json');
     assert.equal(res.status, 200);
     assert.deepEqual(res.body, JSON.parse(readFileSync(path.join(generatedDir, 'openapi.json'), 'utf8')));
-    await assertLintsClean(`${t.url}/openapi.json`, res.body);
-    await assertSpectralClean('openapi.json', res.body);
   });
 
-  it('/internal/openapi.json is the whole bundle and passes redocly lint with no error', async () => {
+  it('/internal/openapi.json is the whole bundle, every operation the service routes', async () => {
     const res = await t.http.get('/internal/openapi.json');
     assert.equal(res.status, 200);
     assert.deepEqual(res.body, JSON.parse(readFileSync(path.join(generatedDir, 'openapi-internal.json'), 'utf8')));
-    await assertLintsClean(`${t.url}/internal/openapi.json`, res.body);
-    await assertSpectralClean('openapi-internal.json', res.body);
     assert.deepEqual(operationIds(res.body).sort(), operations.map((o) => o.operationId).sort(), 'every operation the service routes');
   });
 

@@ -396,8 +396,9 @@ describe('batches: crash and instances', () => {
       });
 
       // Read through the other instance.
-      const { batch } = await assertExactlyOnce(b, auth, batchId, numbers, receiver);
-      assert.equal(batch.completed_count, people.length, 'every person reached');
+      const { batch, calls } = await assertExactlyOnce(b, auth, batchId, numbers, receiver);
+      const outcomes = calls.map((c) => `${c.to_number}:${c.status}/${c.end_reason}`).sort();
+      assert.equal(batch.completed_count, people.length, `every person reached: ${outcomes.join(' ')}`);
       assert.equal(batch.failed_count, busy.length, 'every busy number failed');
       assert.equal(batch.voicemail_count, 0);
 

@@ -1,6 +1,6 @@
 /**
- * Production runs compiled JavaScript: `npm run build` writes dist/, and `node dist/src/main.js` (what
- * `npm start` runs) serves the contract, the dashboard and the SDK, extracts an uploaded HTML document in
+ * Production runs compiled JavaScript: `npm run build` writes dist/, and `npm start`'s command (`node`,
+ * its flags, `dist/src/main.js`) serves the contract, the dashboard and the SDK, extracts an uploaded HTML document in
  * its worker pool, and stops cleanly, with no TypeScript loader in the process.
  */
 import { after, before, describe, it } from 'node:test';
@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import supertest from 'supertest';
 import { build } from '../../scripts/build.js';
+import { productionStart } from '../../scripts/production-start.js';
 import { createTestDatabase } from '../helpers/database.js';
 import { signupWithKey, startProcess, type ServiceProcess } from '../helpers/process.js';
 import { waitFor } from '../helpers/realtime.js';
@@ -39,7 +40,9 @@ describe('the compiled service', () => {
     service = await startProcess({ DATABASE_URL: db.url, DATA_DIR: dataDir }, { compiled: true });
     const pid = service.child.pid!;
     const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
-    assert.deepEqual(argv.slice(1), ['dist/src/main.js'], 'no --import tsx');
+    const production = productionStart();
+    assert.equal(production.script, 'dist/src/main.js');
+    assert.deepEqual(argv.slice(1), [...production.nodeFlags, 'dist/src/main.js'], "npm start's command, no --import tsx");
 
     const http = supertest(service.url);
     assert.equal((await http.get('/readyz')).status, 200);

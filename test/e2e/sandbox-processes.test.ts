@@ -66,7 +66,8 @@ after(async () => {
 
 describe('npm run sandbox', () => {
   it('prints where each simulator listens, as one JSON line', () => {
-    assert.deepEqual(Object.keys(carriers.ready).sort(), ['providerAUrl', 'providerBPublicKey', 'providerBUrl', 'url']);
+    assert.deepEqual(Object.keys(carriers.ready).sort(), ['providerAUrl', 'providerBPublicKey', 'providerBUrl', 'sipTrunkHost', 'url']);
+    assert.match(carriers.ready.sipTrunkHost, /^127\.0\.0\.1:\d+$/);
     assert.match(carriers.ready.providerAUrl, /^http:\/\/127\.0\.0\.1:\d+\/provider_a$/);
     assert.match(carriers.ready.providerBUrl, /^http:\/\/127\.0\.0\.1:\d+\/provider_b\/v2$/);
     assert.equal(Buffer.from(carriers.ready.providerBPublicKey, 'base64').length, 32);

@@ -19,8 +19,8 @@ export interface Baresip {
   stop(): Promise<void>;
 }
 
-/** `microphone`: a WAV file (PCM16, 8 kHz, mono) baresip plays into each call. */
-export async function startBaresip(microphone: string): Promise<Baresip> {
+/** `microphone`: a WAV file (PCM16, 8 kHz, mono) baresip plays into each call; `user`: the one it answers calls to (a number, for a trunk's calls). */
+export async function startBaresip(microphone: string, user = 'bob'): Promise<Baresip> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'baresip-'));
   const port = await freePort();
   const rtp = await freePort();
@@ -47,7 +47,7 @@ export async function startBaresip(microphone: string): Promise<Baresip> {
       '',
     ].join('\n'),
   );
-  fs.writeFileSync(path.join(dir, 'accounts'), `<sip:bob@${LOOPBACK}>;regint=0;answermode=auto;audio_codecs=PCMU\n`);
+  fs.writeFileSync(path.join(dir, 'accounts'), `<sip:${user}@${LOOPBACK}>;regint=0;answermode=auto;audio_codecs=PCMU\n`);
   const child: ChildProcess = spawn('baresip', ['-f', dir, '-t', '120'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const waiters: Array<{ text: RegExp; resolve: () => void }> = [];

@@ -12,6 +12,7 @@ import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
 import { chromium, type Browser, type Page, type WebSocket as PageSocket } from 'playwright-core';
+import { patient } from './patience.js';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
@@ -277,7 +278,7 @@ export async function openCustomerPage(browser: Browser, site: CustomerSite, pat
     },
     events: (i) => call<PageEvent[]>('events', i),
     async waitForEvent(i, pred, timeoutMs = 10_000, what = 'event') {
-      const deadline = Date.now() + timeoutMs;
+      const deadline = Date.now() + patient(timeoutMs);
       for (;;) {
         const events = await cp.events(i);
         const found = events.find(pred);

@@ -1,15 +1,18 @@
 /**
- * Phone call test steps: agents with well-formed sandbox credentials for either provider, placing
- * calls through the API, and waiting for a call to reach a state (every answer is checked against
- * the contract by the service's response check).
+ * Phone call test steps: agents with well-formed sandbox credentials for either provider (or a SIP
+ * trunk to the sandbox's SIP far end), placing calls through the API, and waiting for a call to reach
+ * a state (every answer is checked against the contract by the service's response check).
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import type { TestService } from './service.js';
 import type { Tenant } from './fixtures.js';
 import { bearer, waitWhileMoving } from './realtime.js';
+import { SIMULATORS } from '../../src/sandbox/carriers/simulators.js';
+import type { Provider as CarrierProvider } from '../../src/carriers/index.js';
 
-export type Provider = 'provider_a' | 'provider_b';
+/** The carriers with a sandbox simulator (every registered one but sip). */
+export type Provider = Exclude<CarrierProvider, 'sip'>;
 
 /** Timings that make a sandbox call last a second or two instead of ten. */
 export const FAST_CALLS: Record<string, string> = {
@@ -45,17 +48,11 @@ export function sandboxNumber(suffix = `${Math.floor(Math.random() * 8000) + 100
   }
 }
 
+/** Well-formed sandbox credentials of `provider` for an agent (its simulator's, src/sandbox/carriers/simulators.ts). */
 export function providerConfig(provider: Provider, phoneNumber = sandboxNumber('5000')): Record<string, unknown> {
-  return provider === 'provider_a'
-    ? { provider_a_config: { account_sid: `AC${hex(16)}`, auth_token: hex(16), phone_number: phoneNumber } }
-    : {
-        provider_b_config: {
-          api_key: `KEY${hex(12)}`,
-          connection_id: String(Math.floor(Math.random() * 1e12)),
-          phone_number: phoneNumber,
-          public_key: randomBytes(32).toString('base64'),
-        },
-      };
+  const simulator = SIMULATORS.find((s) => s.provider === provider);
+  if (!simulator) throw new Error(`no sandbox simulator of ${provider}`);
+  return simulator.agentConfig(phoneNumber);
 }
 
 /** A provider_b config whose `public_key` is the given carrier's (events from a carrier configured by URL are verified with it). */
@@ -63,7 +60,27 @@ export function providerBConfigFor(publicKey: string, phoneNumber = '+1415555010
   return { provider_b_config: { api_key: `KEY${hex(12)}`, connection_id: '123456', phone_number: phoneNumber, public_key: publicKey } };
 }
 
-export async function createPhoneAgent(t: TestService, tenant: Tenant, provider: Provider, body: Record<string, unknown> = {}): Promise<string> {
+/**
+ * provider sip's account for an agent: a SIP trunk of its own whose termination is the sandbox's SIP
+ * far end, delivering `phoneNumber` from it (the service runs SIP: SIP_PORT is set).
+ */
+export async function sipConfig(t: TestService, tenant: Tenant, phoneNumber = sandboxNumber('5000')): Promise<Record<string, unknown>> {
+  const far = t.service.sandbox.carriers?.server.sip;
+  assert.ok(far, 'the sandbox runs its SIP far end (SIP_PORT is set)');
+  const trunk = await t.http
+    .post('/api/v1/sip-trunks')
+    .set(bearer(tenant.apiKey))
+    .send({
+      name: `Sandbox ${phoneNumber}`,
+      inbound: { allowed_sources: [far.host], numbers: [phoneNumber] },
+      outbound: { host: `${far.host.includes(':') ? `[${far.host}]` : far.host}:${far.port}`, transport: 'udp' },
+    });
+  assert.equal(trunk.status, 201, JSON.stringify(trunk.body));
+  return { sip_config: { trunk_id: trunk.body.trunk_id, phone_number: phoneNumber } };
+}
+
+/** A phone agent; provider sip's account (sipConfig) comes in `body`. */
+export async function createPhoneAgent(t: TestService, tenant: Tenant, provider: Provider | 'sip', body: Record<string, unknown> = {}): Promise<string> {
   const res = await t.http
     .post('/api/v1/agents')
     .set(bearer(tenant.apiKey))
@@ -72,7 +89,7 @@ export async function createPhoneAgent(t: TestService, tenant: Tenant, provider:
       instruction: 'You are the receptionist of Acme Dental.',
       first_message: 'Hello! This is Acme Dental.',
       can_end_conversation: true,
-      ...providerConfig(provider),
+      ...(provider === 'sip' ? {} : providerConfig(provider)),
       ...body,
     });
   assert.equal(res.status, 201, JSON.stringify(res.body));

@@ -52,15 +52,30 @@ export async function healthzBaseline(url: string, ordinary: () => Promise<unkno
 export const STALL_FACTOR = 10;
 
 /**
+ * How many times a hostile request is measured before a stall is reported. The slowest of many polls
+ * is an extreme: on a busy machine one garbage collection or one descheduled moment can land in it.
+ * A stall of the kind issue 32 found is the hostile input's own work and shows in every measurement;
+ * a hiccup of the machine does not come back three times in a row.
+ */
+export const STALL_ATTEMPTS = 3;
+
+/**
  * Runs `hostile` with /healthz polled beside it, then `ordinary` as often as it takes to poll as many
- * times, and asserts the hostile request's slowest /healthz is within STALL_FACTOR of the ordinary one's.
+ * times, and asserts the hostile request's slowest /healthz is within STALL_FACTOR of the ordinary
+ * one's in at least one of STALL_ATTEMPTS measurements (`hostile` must be safe to repeat). Returns
+ * what `hostile` gave in that measurement.
  */
 export async function assertNoStall<T>(url: string, hostile: () => Promise<T>, ordinary: () => Promise<unknown>, what: string): Promise<T> {
-  const h = await healthzDuring(url, hostile);
-  const baseline = await healthzBaseline(url, ordinary, h.polls);
-  assert.ok(
-    h.slowestMs <= STALL_FACTOR * Math.max(baseline, 1),
-    `${what}: /healthz took up to ${h.slowestMs.toFixed(1)} ms beside it, ${STALL_FACTOR}x the ${baseline.toFixed(1)} ms beside ordinary requests is the limit`,
-  );
-  return h.result;
+  const seen: string[] = [];
+  for (let attempt = 1; ; attempt++) {
+    const h = await healthzDuring(url, hostile);
+    const baseline = await healthzBaseline(url, ordinary, h.polls);
+    if (h.slowestMs <= STALL_FACTOR * Math.max(baseline, 1)) return h.result;
+    seen.push(`${h.slowestMs.toFixed(1)} ms against ${baseline.toFixed(1)} ms`);
+    if (attempt < STALL_ATTEMPTS) process.stderr.write(`# ${what}: measured again after ${seen.at(-1)}\n`);
+    assert.ok(
+      attempt < STALL_ATTEMPTS,
+      `${what}: /healthz took up to ${STALL_FACTOR}x as long beside it as beside ordinary requests in each of ${STALL_ATTEMPTS} measurements (${seen.join('; ')})`,
+    );
+  }
 }

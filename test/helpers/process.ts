@@ -3,6 +3,7 @@ import { after } from 'node:test';
 import { spawn, type ChildProcess } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
+import { productionStart } from '../../scripts/production-start.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -39,8 +40,8 @@ function exited(child: ChildProcess): Promise<number | null> {
 }
 
 /**
- * Starts the service (from its sources through tsx, or `compiled`: `node dist/src/main.js` as `npm start`
- * runs it after `npm run build`); resolves once it listens, rejects (with its output) if it exits first.
+ * Starts the service (from its sources through tsx, or `compiled`: `npm start`'s command, node's flags
+ * included, on the output of `npm run build`); resolves once it listens, rejects (with its output) if it exits first.
  * A restart on a fixed port (its PUBLIC_BASE_URL, which carriers call back, names the port) can find the
  * port held for a moment by another process's outbound socket, which the kernel assigns from the same
  * ephemeral range: such a start is tried again, for up to 10 s.
@@ -60,7 +61,8 @@ export async function startProcess(env: Record<string, string>, opts: { compiled
 
 function startOnce(env: Record<string, string>, opts: { compiled?: boolean }): Promise<ServiceProcess> {
   const clean = Object.fromEntries(Object.entries(process.env).filter(([k]) => !['DATABASE_URL', 'TEST_DATABASE_SERVER_URL', 'NODE_TEST_CONTEXT'].includes(k)));
-  const child = spawn(process.execPath, opts.compiled ? ['dist/src/main.js'] : ['--import', 'tsx', 'src/main.ts'], {
+  const production = productionStart();
+  const child = spawn(process.execPath, opts.compiled ? [...production.nodeFlags, production.script] : ['--import', 'tsx', 'src/main.ts'], {
     cwd: root,
     env: { ...clean, NODE_ENV: 'development', LOG_LEVEL: 'info', OVERLOAD_LOOP_DELAY_MS: '0', OVERLOAD_DB_WAITING: '0', HOST: '127.0.0.1', PORT: '0', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

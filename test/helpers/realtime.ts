@@ -13,6 +13,7 @@ import { realtimeServerMessages } from '../../generated/asyncapi-types.js';
 import type { TestService } from './service.js';
 import type { Tenant } from './fixtures.js';
 import { ADMIN_TOKEN } from './service.js';
+import { patient } from './patience.js';
 
 /** The test media (test/fixtures). */
 export const FIXTURES = path.resolve(import.meta.dirname, '../fixtures');
@@ -78,9 +79,12 @@ export interface Client {
   close(): Promise<{ code: number; reason: string }>;
 }
 
-/** Opens `url` from a fresh loopback address; every message is checked against the AsyncAPI schemas. */
-export function connect(url: string, opts: { localAddress?: string; headers?: Record<string, string> } = {}): Client {
-  const ws = new WebSocket(url, { localAddress: opts.localAddress ?? freshAddress(), headers: opts.headers });
+/**
+ * Opens `url` from a fresh loopback address; every message is checked against the AsyncAPI schemas.
+ * `generateMask` is ws's: a benchmark's flood fills it with zeros so that sending costs its process no masking.
+ */
+export function connect(url: string, opts: { localAddress?: string; headers?: Record<string, string>; generateMask?: (mask: Buffer) => void } = {}): Client {
+  const ws = new WebSocket(url, { localAddress: opts.localAddress ?? freshAddress(), headers: opts.headers, generateMask: opts.generateMask });
   const messages: Array<Record<string, unknown>> = [];
   const waiters: Array<() => void> = [];
   let taken = 0;
@@ -104,7 +108,7 @@ export function connect(url: string, opts: { localAddress?: string; headers?: Re
     closed,
     async next(match, timeoutMs = 5000) {
       const pred = typeof match === 'string' ? (m: Record<string, unknown>) => m.type === match : (match ?? (() => true));
-      const deadline = Date.now() + timeoutMs;
+      const deadline = Date.now() + patient(timeoutMs);
       for (;;) {
         while (taken < messages.length) {
           const m = messages[taken++];
@@ -167,7 +171,7 @@ export function upgradeRefusal(
 }
 
 export async function waitFor<T>(fn: () => Promise<T | undefined | null | false>, timeoutMs = 5000, what = 'condition'): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + patient(timeoutMs);
   for (;;) {
     const v = await fn();
     if (v) return v;
@@ -182,19 +186,31 @@ export async function waitFor<T>(fn: () => Promise<T | undefined | null | false>
  * thing down without stopping it; a stuck one stops.
  */
 export async function waitWhileMoving<T>(look: () => Promise<{ done: T | null; progress: string }>, idleMs: number, what: string): Promise<T> {
-  let deadline = Date.now() + idleMs;
+  let deadline = Date.now() + patient(idleMs);
   let last: string | null = null;
   for (;;) {
     const { done, progress } = await look();
     if (done) return done;
     if (progress !== last) {
       last = progress;
-      deadline = Date.now() + idleMs;
+      deadline = Date.now() + patient(idleMs);
     } else if (Date.now() > deadline) {
-      throw new Error(`timed out waiting for ${what}: nothing moved in ${idleMs} ms (last seen ${progress})`);
+      throw new Error(`timed out waiting for ${what}: nothing moved in ${patient(idleMs)} ms (last seen ${progress})`);
     }
     await new Promise((r) => setTimeout(r, 25));
   }
+}
+
+/** A web session's conversation record, once it is written (within `timeoutMs`). */
+export function sessionRecord(t: TestService, tenant: Tenant, sessionId: unknown, timeoutMs = 5000): Promise<Record<string, any>> {
+  return waitFor(
+    async () => {
+      const res = await t.http.get(`/api/v1/realtime/conversations/${sessionId}`).set(bearer(tenant.apiKey));
+      return res.status === 200 ? (res.body as Record<string, any>) : null;
+    },
+    timeoutMs,
+    'the record',
+  );
 }
 
 export async function tokenCount(t: TestService, workspaceId: string): Promise<number> {

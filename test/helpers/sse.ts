@@ -4,6 +4,7 @@
  * 200) is read whole as the error envelope.
  */
 import http from 'node:http';
+import { patient } from './patience.js';
 
 export interface SseMessage {
   id: number;
@@ -60,7 +61,7 @@ export function openSse(url: string, headers: Record<string, string> = {}, onMes
           const timer = setTimeout(() => {
             waiters.delete(test);
             fail(new Error(`timed out waiting for ${what}; got ${JSON.stringify(messages).slice(0, 1500)}`));
-          }, timeoutMs);
+          }, patient(timeoutMs));
           waiters.add(test);
           test();
         });

@@ -1,5 +1,6 @@
 /** Voice-service test steps: a recorder of a voice session's events that waits for the ones a test expects. */
 import type { VoiceEvent, VoiceSession } from '../../src/voice/types.js';
+import { patient } from './patience.js';
 
 /** Records a session's events and waits for the ones a test expects. */
 export class Recorder {
@@ -19,7 +20,7 @@ export class Recorder {
     from = 0,
     timeoutMs = 8000,
   ): Promise<Extract<VoiceEvent, { type: T }>> {
-    const deadline = Date.now() + timeoutMs;
+    const deadline = Date.now() + patient(timeoutMs);
     for (;;) {
       const found = this.events.slice(from).find((e): e is Extract<VoiceEvent, { type: T }> => e.type === type && pred(e as Extract<VoiceEvent, { type: T }>));
       if (found) return found;

@@ -5,8 +5,11 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Knex } from 'knex';
+import assert from 'node:assert/strict';
 import type { CallCompletedInput, BatchCompletedInput } from '../../src/webhooks/payloads.js';
 import { newId } from '../../src/lib/ids.js';
+import type { TestService } from './service.js';
+import { patient } from './patience.js';
 
 export interface ReceivedRequest {
   method: string;
@@ -50,7 +53,7 @@ export async function startReceiver(respond: Respond = (_r, res) => res.writeHea
     requests,
     server,
     async waitFor(n, timeoutMs = 5000) {
-      const deadline = Date.now() + timeoutMs;
+      const deadline = Date.now() + patient(timeoutMs);
       while (requests.length < n) {
         if (Date.now() > deadline) throw new Error(`expected ${n} requests, got ${requests.length}`);
         await new Promise<void>((resolve) => {
@@ -70,7 +73,7 @@ export async function startReceiver(respond: Respond = (_r, res) => res.writeHea
 
 /** Waits until every delivery of the event is recorded (state `done`) and returns them, oldest first. */
 export async function settledDeliveries(knex: Knex, eventId: string, timeoutMs = 5000): Promise<Array<Record<string, any>>> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + patient(timeoutMs);
   for (;;) {
     const rows = await knex('webhook_deliveries').where({ event_id: eventId }).orderBy('id');
     if (rows.every((r) => r.state === 'done')) return rows;
@@ -126,3 +129,12 @@ export function batchFacts(overrides: Partial<BatchCompletedInput> = {}): BatchC
 }
 
 export const bearer = (key: string) => ({ Authorization: `Bearer ${key}` });
+
+/** Registers `url` for the workspace's `call.completed` events. */
+export async function subscribeCallCompleted(t: TestService, apiKey: string, url: string): Promise<void> {
+  const res = await t.http
+    .post('/api/v1/webhooks')
+    .set({ Authorization: `Bearer ${apiKey}` })
+    .send({ url, events: ['call.completed'] });
+  assert.ok(res.status === 201 || res.status === 200, JSON.stringify(res.body));
+}

@@ -38,6 +38,12 @@ async function createAgent(body: Record<string, unknown> = { name: 'Receptionist
 }
 
 const row = (id: string) => t.service.db.knex('agents').where({ id }).first();
+/** Turns inbound on for the agent's number at `provider` behind the API's back (no carrier to ask). */
+const enableInboundInDatabase = (id: string, provider: string) =>
+  t.service.db
+    .knex('agents')
+    .where({ id })
+    .update({ carrier_accounts: t.service.db.knex.raw(`jsonb_set(carrier_accounts, array[?::text, 'inbound_enabled'], 'true')`, [provider]) });
 
 describe('agents: create, read, list, delete', () => {
   it('creates with only a name; every other field takes its default', async () => {
@@ -52,7 +58,9 @@ describe('agents: create, read, list, delete', () => {
         description: '',
         instruction: '',
         first_message: '',
+        model: null,
         voice_id: null,
+        analysis_model: null,
         language: null,
         language_code: null,
         accent: null,
@@ -73,6 +81,11 @@ describe('agents: create, read, list, delete', () => {
         },
         realtime: { enable_webcam: true, enable_screen_share: true },
         analysis: null,
+        redaction: null,
+        conversation: null,
+        draft_version: 1,
+        published_version: 1,
+        auto_publish: true,
       },
     );
     assert.ok(Date.parse(a.created_at) > Date.now() - 60_000);
@@ -199,7 +212,8 @@ describe('agents: PATCH rules', () => {
     const a = await createAgent({ name: 'Patch me', instruction: 'Be kind', voice_id: 'Puck', can_end_conversation: true });
     const res = await api('patch', `/api/v1/agents/${a.agent_id}`, { first_message: 'Hello!' });
     assert.equal(res.status, 200);
-    assert.deepEqual(res.body, { ...a, first_message: 'Hello!' });
+    // Each write makes the next version, published at once (auto_publish, the default).
+    assert.deepEqual(res.body, { ...a, first_message: 'Hello!', draft_version: 2, published_version: 2 });
     const same = await api('patch', `/api/v1/agents/${a.agent_id}`, {});
     assert.deepEqual(same.body, res.body);
   });
@@ -208,21 +222,21 @@ describe('agents: PATCH rules', () => {
     const a = await createAgent({ name: 'Merge', provider_a_config: { account_sid: 'AC1', auth_token: AUTH_TOKEN, phone_number: '+14155550100' } });
     const stored = await row(a.agent_id);
     assert.ok(!JSON.stringify(stored).includes(AUTH_TOKEN), 'the token is not stored in plaintext');
-    assert.match(stored.provider_a_config.auth_token, /^v2\./);
-    assert.equal(t.service.secrets.open(stored.provider_a_config.auth_token, `agents/${a.agent_id}/provider_a/auth_token`), AUTH_TOKEN);
+    assert.match(stored.carrier_accounts.provider_a.config.auth_token, /^v2\./);
+    assert.equal(t.service.secrets.open(stored.carrier_accounts.provider_a.config.auth_token, `agents/${a.agent_id}/provider_a/auth_token`), AUTH_TOKEN);
 
     const res = await api('patch', `/api/v1/agents/${a.agent_id}`, { provider_a_config: { auth_token: ROTATED_TOKEN } });
     assert.equal(res.status, 200);
     assert.deepEqual(res.body.telephony.provider_a, { configured: true, phone_number: '+14155550100', inbound_enabled: false });
     const runtime = await t.service.agents.loadForRuntime(tn.workspaceId, a.agent_id);
-    assert.equal(runtime.providerA?.authToken, ROTATED_TOKEN);
-    assert.equal(runtime.providerA?.accountSid, 'AC1');
-    assert.equal(runtime.providerA?.phoneNumber, '+14155550100');
+    assert.equal(runtime.carrierAccounts.provider_a?.config.auth_token, ROTATED_TOKEN);
+    assert.equal(runtime.carrierAccounts.provider_a?.config.account_sid, 'AC1');
+    assert.equal(runtime.carrierAccounts.provider_a?.phoneNumber, '+14155550100');
 
     // A field sent as null is cleared: configured turns false, the rest stays.
     const cleared = await api('patch', `/api/v1/agents/${a.agent_id}`, { provider_a_config: { account_sid: null } });
     assert.deepEqual(cleared.body.telephony.provider_a, { configured: false, phone_number: '+14155550100', inbound_enabled: false });
-    assert.equal((await t.service.agents.loadForRuntime(tn.workspaceId, a.agent_id)).providerA?.authToken, ROTATED_TOKEN);
+    assert.equal((await t.service.agents.loadForRuntime(tn.workspaceId, a.agent_id)).carrierAccounts.provider_a?.config.auth_token, ROTATED_TOKEN);
   });
 
   it('provider_b is configured only with api_key, connection_id, phone_number and public_key', async () => {
@@ -233,25 +247,24 @@ describe('agents: PATCH rules', () => {
     const stored = await row(a.agent_id);
     assert.ok(!JSON.stringify(stored).includes(API_KEY) && !JSON.stringify(stored).includes(PUBLIC_KEY));
     const runtime = await t.service.agents.loadForRuntime(tn.workspaceId, a.agent_id);
-    assert.equal(runtime.providerB?.apiKey, API_KEY);
-    assert.equal(runtime.providerB?.publicKey, PUBLIC_KEY);
+    assert.equal(runtime.carrierAccounts.provider_b?.config.api_key, API_KEY);
+    assert.equal(runtime.carrierAccounts.provider_b?.config.public_key, PUBLIC_KEY);
   });
 
   it('rule 3: a provider config sent as null clears it entirely, inbound off', async () => {
     const a = await createAgent({ name: 'Clear', provider_a_config: { account_sid: 'AC1', auth_token: AUTH_TOKEN, phone_number: '+14155550102' } });
-    await t.service.db.knex('agents').where({ id: a.agent_id }).update({ provider_a_inbound_enabled: true });
+    await enableInboundInDatabase(a.agent_id, 'provider_a');
     assert.equal((await api('get', `/api/v1/agents/${a.agent_id}`)).body.telephony.provider_a.inbound_enabled, true);
     const res = await api('patch', `/api/v1/agents/${a.agent_id}`, { provider_a_config: null });
     assert.deepEqual(res.body.telephony.provider_a, { configured: false, phone_number: null, inbound_enabled: false });
     const stored = await row(a.agent_id);
-    assert.equal(stored.provider_a_config, null);
-    assert.equal(stored.provider_a_phone_number, null);
-    assert.equal((await t.service.agents.loadForRuntime(tn.workspaceId, a.agent_id)).providerA, null);
+    assert.equal(stored.carrier_accounts.provider_a, undefined, 'nothing of the account is left');
+    assert.equal((await t.service.agents.loadForRuntime(tn.workspaceId, a.agent_id)).carrierAccounts.provider_a, undefined);
   });
 
   it('changing the phone number turns inbound off; rotating a credential keeps it on', async () => {
     const a = await createAgent({ name: 'Inbound', provider_a_config: { account_sid: 'AC1', auth_token: AUTH_TOKEN, phone_number: '+14155550103' } });
-    await t.service.db.knex('agents').where({ id: a.agent_id }).update({ provider_a_inbound_enabled: true });
+    await enableInboundInDatabase(a.agent_id, 'provider_a');
     const rotated = await api('patch', `/api/v1/agents/${a.agent_id}`, { provider_a_config: { auth_token: ROTATED_TOKEN, phone_number: '+14155550103' } });
     assert.equal(rotated.body.telephony.provider_a.inbound_enabled, true, 'the same number keeps inbound');
     const moved = await api('patch', `/api/v1/agents/${a.agent_id}`, { provider_a_config: { phone_number: '+14155550104' } });
@@ -264,7 +277,9 @@ describe('agents: PATCH rules', () => {
       description: 'd',
       instruction: 'i',
       first_message: 'f',
-      voice_id: 'v',
+      model: 'gemini-2.0-flash-live-001',
+      voice_id: 'Kore',
+      analysis_model: 'gemini-2.5-pro',
       language: 'l',
       language_code: 'en-GB',
       accent: 'a',
@@ -279,7 +294,9 @@ describe('agents: PATCH rules', () => {
       description: null,
       instruction: null,
       first_message: null,
+      model: null,
       voice_id: null,
+      analysis_model: null,
       language: null,
       language_code: null,
       accent: null,
@@ -296,7 +313,9 @@ describe('agents: PATCH rules', () => {
       description: '',
       instruction: '',
       first_message: '',
+      model: null,
       voice_id: null,
+      analysis_model: null,
       language: null,
       language_code: null,
       accent: null,
@@ -306,6 +325,8 @@ describe('agents: PATCH rules', () => {
       variable_placeholders: {},
       voicemail_config: null,
       realtime: { enable_webcam: true, enable_screen_share: true },
+      draft_version: 2,
+      published_version: 2,
     });
   });
 
@@ -424,5 +445,82 @@ describe('agents: credentials never come back out', () => {
       for (const line of t.logs) assert.ok(!line.includes(secret), `a log line contains a credential: ${line.slice(0, 200)}`);
     }
     assert.ok(t.logs.length > 20, 'the service logged requests');
+  });
+});
+
+describe('agents: model and voice from the voice catalogue (issue 34)', () => {
+  it('serves the catalogue: the models with what each supports and the default, the voices with their languages', async () => {
+    const res = await api('get', '/api/v1/voice-catalogue');
+    assert.equal(res.status, 200, res.text);
+    const defaults = res.body.models.filter((m: { default: boolean }) => m.default);
+    assert.deepEqual(
+      defaults.map((m: { id: string }) => m.id),
+      ['gemini-live-2.5-flash-preview'],
+      'exactly one default: the service-wide VOICE_MODEL (its default here)',
+    );
+    assert.ok(
+      res.body.models.some(
+        (m: { id: string; supports: { text_output: boolean } }) => m.id === 'gemini-2.5-flash-native-audio-preview-09-2025' && !m.supports.text_output,
+      ),
+    );
+    const puck = res.body.voices.find((v: { id: string }) => v.id === 'Puck');
+    assert.ok(puck.languages.includes('en-US') && puck.languages.includes('fr-FR'), JSON.stringify(puck));
+    const analysis = res.body.analysis_models as Array<{ id: string; default: boolean; supports: { structured_output: boolean } }>;
+    assert.deepEqual(
+      analysis.filter((m) => m.default).map((m) => m.id),
+      ['gemini-2.5-flash'],
+      'exactly one default analysis model: the service-wide VOICE_ANALYSIS_MODEL (its default here)',
+    );
+    assert.ok(analysis.some((m) => m.id === 'gemini-2.5-pro' && m.supports.structured_output));
+    assert.equal((await t.http.get('/api/v1/voice-catalogue')).status, 401);
+  });
+
+  it('takes a model and voice of the catalogue; refuses others on create and update with 422 naming the field, changing nothing', async () => {
+    const a = await createAgent({ name: 'Chosen', model: 'gemini-2.0-flash-live-001', voice_id: 'Puck' });
+    assert.deepEqual([a.model, a.voice_id], ['gemini-2.0-flash-live-001', 'Puck']);
+    const count = async () => Number((await t.service.db.knex('agents').where({ workspace_id: tn.workspaceId }).count({ n: '*' }))[0].n);
+    const before = await count();
+    for (const [body, code, param] of [
+      [{ model: 'gpt-4o-realtime' }, 'unknown_model', 'model'],
+      [{ voice_id: 'Alloy' }, 'unknown_voice', 'voice_id'],
+      [{ model: 'gemini-2.0-flash-live-001', voice_id: 'puck' }, 'unknown_voice', 'voice_id'],
+    ] as const) {
+      const created = await api('post', '/api/v1/agents', { name: 'Unknown', ...body });
+      assert.equal(created.status, 422, created.text);
+      assert.deepEqual([created.body.error.code, created.body.error.param], [code, param]);
+      const updated = await api('patch', `/api/v1/agents/${a.agent_id}`, body);
+      assert.equal(updated.status, 422, updated.text);
+      assert.deepEqual([updated.body.error.code, updated.body.error.param], [code, param]);
+    }
+    assert.equal(await count(), before);
+    assert.deepEqual((await api('get', `/api/v1/agents/${a.agent_id}`)).body, a);
+    const reset = await api('patch', `/api/v1/agents/${a.agent_id}`, { model: null, voice_id: null });
+    assert.deepEqual([reset.body.model, reset.body.voice_id], [null, null]);
+  });
+});
+
+describe('agents: analysis model from the voice catalogue (issue 34)', () => {
+  it('takes an analysis model of the catalogue; refuses others on create and update with 422 unknown_analysis_model, changing nothing', async () => {
+    const a = await createAgent({ name: 'Analysed', analysis_model: 'gemini-2.5-pro' });
+    assert.equal(a.analysis_model, 'gemini-2.5-pro');
+    const count = async () => Number((await t.service.db.knex('agents').where({ workspace_id: tn.workspaceId }).count({ n: '*' }))[0].n);
+    const before = await count();
+    // A live model is not an analysis model, and ids are exact.
+    for (const analysis_model of ['gemini-live-2.5-flash-preview', 'Gemini-2.5-Pro', 'gpt-4o']) {
+      const created = await api('post', '/api/v1/agents', { name: 'Unknown', analysis_model });
+      assert.equal(created.status, 422, created.text);
+      assert.deepEqual([created.body.error.code, created.body.error.param], ['unknown_analysis_model', 'analysis_model']);
+      const updated = await api('patch', `/api/v1/agents/${a.agent_id}`, { analysis_model, name: 'Renamed' });
+      assert.equal(updated.status, 422, updated.text);
+      assert.deepEqual([updated.body.error.code, updated.body.error.param], ['unknown_analysis_model', 'analysis_model']);
+    }
+    assert.equal(await count(), before);
+    assert.deepEqual((await api('get', `/api/v1/agents/${a.agent_id}`)).body, a);
+    const other = await api('patch', `/api/v1/agents/${a.agent_id}`, { analysis_model: 'gemini-2.5-flash-lite' });
+    assert.equal(other.body.analysis_model, 'gemini-2.5-flash-lite');
+    const untouched = await api('patch', `/api/v1/agents/${a.agent_id}`, { name: 'Still analysed' });
+    assert.equal(untouched.body.analysis_model, 'gemini-2.5-flash-lite', 'left out: unchanged');
+    const reset = await api('patch', `/api/v1/agents/${a.agent_id}`, { analysis_model: null });
+    assert.equal(reset.body.analysis_model, null);
   });
 });

@@ -12,7 +12,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
-import { startReceiver, type Receiver } from '../helpers/webhooks.js';
+import { startReceiver, subscribeCallCompleted, type Receiver } from '../helpers/webhooks.js';
 import { bearer, connect, createAgent, mintSession, waitFor } from '../helpers/realtime.js';
 import { branchingSchema as branching } from '../helpers/hostile-schemas.js';
 import { FAST_CALLS, createPhoneAgent, placeCall, sandboxNumber, waitForCall, type Provider } from '../helpers/calls.js';
@@ -28,11 +28,7 @@ before(async () => {
   tn = await tenant(t);
   carriers = t.service.sandbox.carriers!.server;
   receiver = await startReceiver();
-  const res = await t.http
-    .post('/api/v1/webhooks')
-    .set(bearer(tn.apiKey))
-    .send({ url: receiver.url, events: ['call.completed'] });
-  assert.ok(res.status === 201 || res.status === 200, JSON.stringify(res.body));
+  await subscribeCallCompleted(t, tn.apiKey, receiver.url);
 });
 
 after(async () => {
@@ -365,4 +361,48 @@ describe('web session: structured results', () => {
       voice.setUnavailable(false);
     }
   });
+});
+
+describe('the analysis model per agent (issue 34)', () => {
+  const b64 = (s: string) => Buffer.from(s).toString('base64');
+  const analysedWith = async (instruction: string) =>
+    waitFor(async () => t.service.sandbox.voice!.analyses.find((a) => a.instruction === instruction)?.model, 15_000, `the analysis of "${instruction}"`);
+
+  async function textSession(agentId: string, beforeClose?: () => Promise<void>): Promise<void> {
+    const c = connect((await mintSession(t, tn, agentId, 'text')).ws_url);
+    await c.next('session_started');
+    await c.next('turn_complete');
+    c.sendFrame('text/plain', b64('Lead score is 8; consent: yes.'));
+    await c.next('turn_complete');
+    await beforeClose?.();
+    await c.close();
+  }
+
+  it("a web session is analysed by its agent's analysis model as the session started; none chosen: the service's default", async () => {
+    const chosen = 'You are the receptionist of Acme Dental, analysed by the pro model.';
+    const agentId = await createAgent(t, tn, { instruction: chosen, analysis_model: 'gemini-2.5-pro' });
+    await textSession(agentId, async () => {
+      const res = await t.http.patch(`/api/v1/agents/${agentId}`).set(bearer(tn.apiKey)).send({ analysis_model: 'gemini-2.5-flash-lite' });
+      assert.equal(res.status, 200, JSON.stringify(res.body));
+    });
+    assert.equal(await analysedWith(chosen), 'models/gemini-2.5-pro', 'the model the session started with');
+
+    const plain = 'You are the receptionist of Acme Dental, analysed by the default model.';
+    await textSession(await createAgent(t, tn, { instruction: plain }));
+    assert.equal(await analysedWith(plain), 'models/gemini-2.5-flash', 'VOICE_ANALYSIS_MODEL');
+  });
+
+  for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
+    it(`${provider}: a phone call is analysed by its agent's analysis model`, async () => {
+      const instruction = `You are the receptionist of Acme Dental, calling through ${provider} with the lite analysis.`;
+      const agentId = await createPhoneAgent(t, tn, provider, { instruction, analysis_model: 'gemini-2.5-flash-lite' });
+      const to = sandboxNumber('7104');
+      carriers.setScript(to, caller(['Lead score is 8.']));
+      const res = await placeCall(t, tn, { agent_id: agentId, to_number: to });
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+      const call = await waitForCall(t, tn, res.body.call_id);
+      assert.equal(call.status, 'completed');
+      assert.equal(await analysedWith(instruction), 'models/gemini-2.5-flash-lite');
+    });
+  }
 });

@@ -56,7 +56,7 @@ describe('createBatch', () => {
         { to_number: a, variables: { name: 'Grace', visits: 2, vip: false } },
         { to_number: `${a.slice(0, 2)} (${a.slice(2, 5)}) ${a.slice(5, 8)}-${a.slice(8)}` },
         { to_number: '555-CALL-NOW' },
-        { to_number: b, first_message: 'Hi {{name}}!', timezone: 'Europe/Paris' },
+        { to_number: b, first_message: 'Hi {{name|there}}!', timezone: 'Europe/Paris' },
       ],
       concurrency: 3,
       retry_policy: { retry_on: ['busy'] },
@@ -84,7 +84,7 @@ describe('createBatch', () => {
       detail.recipients.map((r: Record<string, unknown>) => [r.to_number, r.first_message, r.timezone, r.variables]),
       [
         [a, null, null, { name: 'Grace', visits: 2, vip: false }],
-        [b, 'Hi {{name}}!', 'Europe/Paris', {}],
+        [b, 'Hi {{name|there}}!', 'Europe/Paris', {}],
       ],
     );
     await t.http.post(`/api/v1/batches/${batch.batch_id}/cancel`).set(bearer(tn.apiKey));
@@ -146,9 +146,9 @@ describe('createBatch', () => {
       agent_id: agent,
       name: 'Bomb',
       recipients: [
-        { to_number: a, variables: { notes } },
+        { to_number: a, variables: { notes, name: 'Ada' } },
         { to_number: b, variables: { notes: 'n', name: 'a'.repeat(1997) } },
-        { to_number: c, variables: { bomb: 'b'.repeat(2000) }, first_message: '{{bomb}}'.repeat(200) },
+        { to_number: c, variables: { notes: 'n', bomb: 'b'.repeat(2000) }, first_message: '{{bomb}}'.repeat(200) },
       ],
     });
     assert.equal(res.status, 422, JSON.stringify(res.body).slice(0, 500));
@@ -275,6 +275,142 @@ describe('createBatchFromCsv', () => {
     const done = await waitForBatch(t, tn, res.body.batch_id);
     assert.equal(done.status, 'completed');
     assert.equal(done.failed_count, 2, 'both busy, no retry left');
+  });
+
+  it('refuses recipients and CSV rows that leave a placeholder without a value, naming each, and stores nothing (issue 34)', async () => {
+    const agent = await createPhoneAgent(t, tn, 'provider_a', {
+      instruction: 'You are the receptionist of Acme Dental. The patient is {{name}}.',
+      first_message: 'Hi {{name}}, about your {{visit|appointment}} on {{day}}.',
+      variable_placeholders: { day: 'Monday' },
+    });
+    const before = await stored(tn.workspaceId);
+    const [a, b, c] = sandboxNumbers('5400', 3, 700);
+    const res = await createBatch(t, tn, {
+      agent_id: agent,
+      name: 'Nameless',
+      recipients: [
+        { to_number: a, variables: { name: 'Ada' } },
+        { to_number: b, variables: { visit: 'cleaning' } },
+        { to_number: c, variables: { Name: 'Bo' } },
+      ],
+    });
+    assert.equal(res.status, 422, JSON.stringify(res.body).slice(0, 500));
+    assert.equal(res.body.error.code, 'variable_missing');
+    assert.equal(res.body.error.param, 'recipients.1.variables.name');
+    assert.match(res.body.error.message, /^Recipient 1: Variable 'name' has no value: the instruction uses \{\{name\}\}/);
+    assert.deepEqual(
+      res.body.detail.map((d: { loc: string[]; type: string }) => [d.type, d.loc]),
+      [
+        ['variable_missing', ['body', 'recipients', '1', 'variables', 'name']],
+        ['variable_missing', ['body', 'recipients', '2', 'variables', 'name']],
+      ],
+    );
+    // A recipient's own first message replaces the agent's, placeholders and all.
+    const own = await createBatch(t, tn, {
+      agent_id: agent,
+      name: 'Own first message',
+      recipients: [{ to_number: a, variables: { name: 'Ada' }, first_message: 'Hello {{who}}!' }],
+    });
+    assert.equal(own.status, 422);
+    assert.deepEqual([own.body.error.code, own.body.error.param], ['variable_missing', 'recipients.0.variables.who']);
+
+    const csv = `to_number,name,visit\n${a},Ada,\n${b},,cleaning\n${c},Bo,check-up\n`;
+    const file = await csvUpload(tn.apiKey, csv, { agent_id: agent, name: 'Nameless file' });
+    assert.equal(file.status, 422, JSON.stringify(file.body).slice(0, 500));
+    assert.equal(file.body.error.code, 'variable_missing');
+    assert.equal(file.body.error.param, 'file');
+    assert.match(file.body.error.message, /^Row 3: Variable 'name'/);
+    assert.deepEqual(
+      file.body.detail.map((d: { loc: string[]; type: string }) => [d.type, d.loc]),
+      [['variable_missing', ['file', '3', 'name']]],
+    );
+    assert.deepEqual(await stored(tn.workspaceId), before);
+
+    const fine = await csvUpload(tn.apiKey, `to_number,name,visit\n${a},Ada,\n${c},Bo,check-up\n`, { agent_id: agent, name: 'Named file' });
+    assert.equal(fine.status, 201, JSON.stringify(fine.body).slice(0, 500));
+    await t.http.post(`/api/v1/batches/${fine.body.batch_id}/cancel`).set(bearer(tn.apiKey));
+  });
+
+  it("conversation columns override the agent's settings per row, as a JSON recipient's conversation does over the batch's (issue 34)", async () => {
+    const agent = await createPhoneAgent(t, tn, 'provider_a', { conversation: { interruptions: 'never', max_duration_seconds: 300 } });
+    const own = { turn_detection: null, interruptions: 'never', idle: null, max_duration_seconds: 300 };
+    const [a, b, c] = sandboxNumbers('0002', 3, 900);
+    const csv = [
+      'to_number,conversation.max_duration_seconds,conversation.interruptions,conversation.idle.idle_ms,conversation.idle.reminders',
+      `${a},120,,5000,Still there?|Hello?`,
+      `${b},,,,`,
+      `${c},,null,,`,
+    ].join('\n');
+    const res = await csvUpload(tn.apiKey, csv, { agent_id: agent, name: 'Per-row settings' });
+    assert.equal(res.status, 201, JSON.stringify(res.body).slice(0, 500));
+    const detail = await getBatch(t, tn, res.body.batch_id);
+    assert.deepEqual(
+      detail.recipients.map((r: Record<string, unknown>) => r.conversation),
+      [{ max_duration_seconds: 120, idle: { idle_ms: 5000, reminders: ['Still there?', 'Hello?'] } }, null, { interruptions: null }],
+    );
+    await waitForBatch(t, tn, res.body.batch_id);
+    const ran = async (batchId: string) =>
+      new Map((await batchCalls(t, tn, batchId)).map((call) => [call.to_number as string, call.conversation as Record<string, unknown>]));
+    const fromFile = await ran(res.body.batch_id);
+    assert.deepEqual(fromFile.get(a), {
+      ...own,
+      max_duration_seconds: 120,
+      idle: { idle_ms: 5000, reminders: ['Still there?', 'Hello?'], max_reminders: 2, goodbye_message: null },
+    });
+    assert.deepEqual(fromFile.get(b), own);
+    assert.deepEqual(fromFile.get(c), { ...own, interruptions: 'always' });
+
+    const json = await createBatch(t, tn, {
+      agent_id: agent,
+      name: 'Per-recipient settings',
+      conversation: { max_duration_seconds: 60, interruptions: 'always' },
+      recipients: [{ to_number: a, conversation: { max_duration_seconds: 90 } }, { to_number: b }],
+    });
+    assert.equal(json.status, 201, JSON.stringify(json.body).slice(0, 500));
+    await waitForBatch(t, tn, json.body.batch_id);
+    const fromJson = await ran(json.body.batch_id);
+    assert.deepEqual(fromJson.get(a), { ...own, interruptions: 'always', max_duration_seconds: 90 }, "the recipient's field over the batch's");
+    assert.deepEqual(fromJson.get(b), { ...own, interruptions: 'always', max_duration_seconds: 60 });
+  });
+
+  it('refuses rows and recipients whose conversation override is bad, naming row and column or recipient and field, and stores nothing', async () => {
+    const before = await stored(tn.workspaceId);
+    const [a, b, c, d] = sandboxNumbers('0002', 4, 950);
+    const csv = [
+      'to_number,conversation.max_duration_seconds,conversation.interruptions,conversation.idle.max_reminders,conversation.idle.idle_ms',
+      `${a},60,never,,`,
+      `${b},5,sometimes,,`,
+      `${c},,,1,2000`,
+      `${d},ten,,,`,
+    ].join('\n');
+    const file = await csvUpload(tn.apiKey, csv, { agent_id: agentId, name: 'Bad settings' });
+    assert.equal(file.status, 422, JSON.stringify(file.body).slice(0, 500));
+    assert.equal(file.body.error.code, 'invalid_value');
+    assert.match(file.body.error.param, /^file\.3\.conversation\.(max_duration_seconds|interruptions)$/);
+    assert.match(file.body.error.message, /^Row 3: 'conversation\./);
+    assert.deepEqual(file.body.detail.map((x: { loc: string[] }) => x.loc.join('|')).sort(), [
+      'file|3|conversation.interruptions',
+      'file|3|conversation.max_duration_seconds',
+      'file|4|conversation.idle.reminders',
+      'file|5|conversation.max_duration_seconds',
+    ]);
+    assert.equal(file.body.detail.find((x: { loc: string[] }) => x.loc[1] === '5').type, 'integer_type');
+
+    const semantic = await createBatch(t, tn, {
+      agent_id: agentId,
+      name: 'Bad recipient settings',
+      recipients: [{ to_number: a }, { to_number: b, conversation: { idle: { idle_ms: 2000, max_reminders: 1 } } }],
+    });
+    assert.equal(semantic.status, 422, JSON.stringify(semantic.body));
+    assert.deepEqual([semantic.body.error.code, semantic.body.error.param], ['invalid_value', 'recipients.1.conversation.idle.reminders']);
+    const schema = await createBatch(t, tn, {
+      agent_id: agentId,
+      name: 'Bad recipient settings',
+      recipients: [{ to_number: a, conversation: { max_duration_seconds: 5 } }],
+    });
+    assert.equal(schema.status, 422, JSON.stringify(schema.body));
+    assert.deepEqual(schema.body.detail[0].loc, ['body', 'recipients', '0', 'conversation', 'max_duration_seconds']);
+    assert.deepEqual(await stored(tn.workspaceId), before);
   });
 
   it("refuses a file whose rows would fill the agent's texts past their caps, naming row and column, and stores nothing", async () => {

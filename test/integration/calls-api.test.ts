@@ -64,15 +64,46 @@ describe('placing a call: refusals', () => {
   it('takes JSON scalars as variables: renders them into the placeholders and keeps them as sent', async () => {
     const tn = await tenant(t);
     const agentId = await createPhoneAgent(t, tn, 'provider_a', {
-      first_message: 'Hi {{name}}: {{count}} items, {{ratio}} each, member {{vip}}, big {{big}}, {{missing}}.',
+      first_message: 'Hi {{name}}: {{count}} items, {{ratio}} each, member {{vip}}, big {{big}}, {{missing|nothing else}}.',
     });
     const variables = { name: 'Ada', count: 3, ratio: 2.5, vip: true, big: 1e21 };
     const res = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber(), variables });
     assert.equal(res.status, 201, JSON.stringify(res.body));
-    assert.equal(res.body.first_message, 'Hi Ada: 3 items, 2.5 each, member true, big 1e+21, {{missing}}.');
+    assert.equal(res.body.first_message, 'Hi Ada: 3 items, 2.5 each, member true, big 1e+21, nothing else.');
     assert.deepEqual(res.body.variables, variables);
     assert.deepEqual((await getCall(t, tn, res.body.call_id)).variables, variables, 'stored with their JSON types');
     await waitForCall(t, tn, res.body.call_id);
+  });
+
+  it("a placeholder's value: the call's variable, else the agent's default, else the placeholder's own; none of them is 422 variable_missing, nothing stored (issue 34)", async () => {
+    const tn = await tenant(t);
+    const agentId = await createPhoneAgent(t, tn, 'provider_a', {
+      instruction: 'You are the receptionist of Acme Dental. Remind {{name}} of the {{visit|appointment}}.',
+      first_message: 'Hi {{name|there}}, this is {{clinic|Acme}} about your {{visit|appointment}}.',
+      variable_placeholders: { clinic: 'Acme Dental' },
+    });
+    const missing = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber() });
+    assert.equal(missing.status, 422, JSON.stringify(missing.body));
+    assert.deepEqual([missing.body.error.code, missing.body.error.param], ['variable_missing', 'variables.name']);
+    assert.match(missing.body.error.message, /'name' has no value: the instruction uses \{\{name\}\}/);
+    const ownFirst = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber(), variables: { name: 'Ada' }, first_message: 'Hi {{nickname}}!' });
+    assert.equal(ownFirst.status, 422);
+    assert.deepEqual([ownFirst.body.error.code, ownFirst.body.error.param], ['variable_missing', 'variables.nickname']);
+    assert.equal(await callCount(tn.workspaceId), 0, 'nothing stored');
+
+    const placed = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber('0002'), variables: { name: 'Ada' } });
+    assert.equal(placed.status, 201, JSON.stringify(placed.body));
+    assert.equal(placed.body.first_message, 'Hi Ada, this is Acme Dental about your appointment.');
+    const row = await t.service.db.knex('calls').where({ id: placed.body.call_id }).first('instruction');
+    assert.equal(row.instruction, 'You are the receptionist of Acme Dental. Remind Ada of the appointment.');
+    const given = await placeCall(t, tn, {
+      agent_id: agentId,
+      to_number: sandboxNumber('0002'),
+      variables: { name: 'Bo', visit: 'cleaning', clinic: 'Acme Smiles' },
+    });
+    assert.equal(given.body.first_message, 'Hi Bo, this is Acme Smiles about your cleaning.');
+    // Busy numbers: the calls end without a conversation.
+    for (const id of [placed.body.call_id, given.body.call_id]) await waitForCall(t, tn, id);
   });
 
   it('holds each filled text to its own cap: a variable repeated past it is refused naming the variable and the field, one at the cap is placed', async () => {

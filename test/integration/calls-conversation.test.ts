@@ -21,7 +21,7 @@ const sandboxOf = (s: TestService): SandboxCarriers => s.service.sandbox.carrier
 
 before(async () => {
   [t, short] = await Promise.all([
-    startTestService(FAST_CALLS),
+    startTestService({ ...FAST_CALLS, VOICE_MODELS: 'gemini-live-2.5-flash-preview,sandbox-refused-model' }),
     startTestService({ ...FAST_CALLS, CALL_SILENCE_TIMEOUT_MS: '1500', CALL_MAX_DURATION_S: '3' }),
   ]);
   tn = await tenant(t);
@@ -65,6 +65,39 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
         .find((c) => c.callSid === call.call_sid)!;
       assert.ok(sim.clears >= 1, 'the service told the carrier to drop the queued audio');
       assert.ok(call.transcript.some((e: { role: string; text: string }) => e.role === 'user' && e.text === 'Sorry to interrupt, when do you open?'));
+    });
+
+    it('an agent with no first message waits for the person to speak, then answers (issue 34)', async () => {
+      const agentId = await createPhoneAgent(t, tn, provider, { first_message: '' });
+      const to = sandboxNumber('6009');
+      sandboxOf(t).setScript(to, [{ pause: 2000 }, { say: 'Hello?' }, { waitForAgent: true }, { hangup: true }]);
+      const res = await placeCall(t, tn, { agent_id: agentId, to_number: to });
+      const call = await waitForCall(t, tn, res.body.call_id);
+      assert.equal(call.status, 'completed', JSON.stringify(call));
+      assert.deepEqual(
+        call.transcript.map((e: { role: string; text: string }) => [e.role, e.text]),
+        [
+          ['user', 'Hello?'],
+          ['model', 'As the receptionist of Acme Dental, I heard: "Hello?".'],
+        ],
+      );
+      assert.equal(call.first_message, null);
+      assert.equal(call.first_message_delivered, false);
+      assert.equal(call.interruption_count, 0, 'nothing the agent said was talked over');
+    });
+
+    it('a model the voice service refuses at setup ends the call at once, failed with end_reason model_refused (issue 34)', async () => {
+      const agentId = await createPhoneAgent(t, tn, provider, { model: 'sandbox-refused-model' });
+      const res = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber('6010') });
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+      const call = await waitForCall(t, tn, res.body.call_id);
+      assert.deepEqual([call.status, call.end_reason], ['failed', 'model_refused'], JSON.stringify(call));
+      assert.deepEqual(call.transcript, []);
+      const sim = sandboxOf(t)
+        .calls()
+        .find((c) => c.callSid === call.call_sid)!;
+      assert.equal(sim.agentAudioMs, 0, 'the agent said nothing');
+      assert.equal(sim.state, 'completed', 'hung up at the carrier');
     });
 
     it('the caller hangs up mid-sentence: the call completes as a remote hang-up', async () => {

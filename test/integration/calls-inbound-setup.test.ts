@@ -87,6 +87,23 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
       assert.equal(request.headers['x-webhook-signature'], createHmac('sha256', secret).update(request.body).digest('hex'));
     });
 
+    it('an answer whose first message is "" makes the agent wait for the caller, then answer (issue 34)', async () => {
+      const { number } = await inboundAgent(provider);
+      answers.set(number, json({ first_message: '' }));
+      const res = await ring({ to_number: number });
+      assert.equal(res.status, 201, JSON.stringify(res.body));
+      const call = await waitForCall(t, tn, res.body.call_id);
+      assert.equal(call.status, 'completed');
+      assert.equal(call.first_message, null);
+      assert.equal(call.first_message_delivered, false);
+      assert.deepEqual(call.transcript[0], { ...call.transcript[0], role: 'user', text: 'Hello, this is Sam.' }, 'the caller spoke first');
+      assert.deepEqual(call.transcript[1], {
+        ...call.transcript[1],
+        role: 'model',
+        text: 'As the receptionist of Acme Dental, I heard: "Hello, this is Sam.".',
+      });
+    });
+
     it('the answer hands the call to another agent of the workspace; the carrier leg stays on the called number', async () => {
       const desk = await t.http
         .post('/api/v1/agents')
@@ -147,7 +164,7 @@ for (const provider of ['provider_a', 'provider_b'] as Provider[]) {
 }
 
 describe('inbound setup failures', () => {
-  it("an error status, garbage, unknown fields or another workspace's agent: the agent's own settings, the reason recorded", async () => {
+  it("an error status, garbage, unknown fields, a placeholder left without a value or another workspace's agent: the agent's own settings, the reason recorded", async () => {
     const other = await tenant(t);
     const foreign = await t.http.post('/api/v1/agents').set(bearer(other.apiKey)).send({ name: 'Not yours' });
     const cases: Array<[string, (req: RecordedRequest, res: http.ServerResponse) => void]> = [
@@ -165,6 +182,8 @@ describe('inbound setup failures', () => {
       ['invalid_answer', json({ first_message: 'Hi\u0000' })],
       ['invalid_answer', json('{"variables": {"name": "\\ud800"}}')],
       ['invalid_answer', json({ variables: { name: 'n'.repeat(2000) }, first_message: '{{name}}'.repeat(2) })],
+      // A placeholder the answer leaves without a value: the agent's own first message and defaults (issue 34).
+      ['variable_missing', json({ first_message: 'Hi {{customer_name}}!' })],
       ['agent_not_found', json({ agent_id: foreign.body.agent_id })],
       ['agent_not_found', json({ agent_id: 'agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8V' })],
     ];

@@ -118,6 +118,8 @@ for (const provider of PROVIDERS) {
         erased_at: _erased,
         // Null on the record of a call without an opt-out; absent from its event (privacy-dnc's rule).
         opt_out: _optOut,
+        // The conversation settings the call ran with are the record's (Call.conversation), not call.completed's.
+        conversation: _conversation,
         ...shared
       } = call;
       assert.equal(call.recording, null);

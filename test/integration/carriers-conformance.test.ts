@@ -1,20 +1,24 @@
 /**
  * The carriers' shared conformance suite: every carrier in the registry (src/carriers/index.ts) runs
- * it, through the service and against its sandbox simulator over real HTTP and WebSocket, as LiveKit's
+ * it, through the service and against its sandbox simulator (provider_a and provider_b over real HTTP
+ * and WebSocket, sip over real SIP and RTP on loopback against the sandbox's SIP far end), as LiveKit's
  * plug-ins share one suite. A carrier added to the registry (with its simulator in src/sandbox/carriers/)
  * gets it without a line here: dialling, hang-up before and after the answer, transfer, keys both
  * ways, inbound on and off, every outcome its callbacks map (a person, a machine, busy, no answer,
  * refused, canceled), and media in (the person's words in the transcript) and out (the agent's audio
- * played to the person).
+ * played to the person). Where SIP cannot be asked the same, the case says why: its account is a SIP
+ * trunk (each agent gets one to the far end), its inbound switch is the agent's `sip_config`, and it
+ * has no answering-machine detection.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer } from '../helpers/realtime.js';
-import { FAST_CALLS, createPhoneAgent, placeCall, providerConfig, sandboxNumber, waitForCall } from '../helpers/calls.js';
+import { FAST_CALLS, createPhoneAgent, placeCall, providerConfig, sandboxNumber, sipConfig, waitForCall } from '../helpers/calls.js';
+import { freePort, LOOPBACK } from '../helpers/sipp.js';
 import type { SandboxCallRecord, SandboxCarriers } from '../../src/sandbox/carriers/server.js';
-import { PROVIDERS } from '../../src/carriers/index.js';
+import { PROVIDERS, type Provider } from '../../src/carriers/index.js';
 
 let t: TestService;
 let tn: Tenant;
@@ -24,7 +28,16 @@ const simOf = (callSid: string): SandboxCallRecord => sandbox().call(callSid)!;
 type Entry = { role: string; text: string; dtmf?: string };
 
 before(async () => {
-  t = await startTestService(FAST_CALLS);
+  // SIP on, so the sandbox runs its SIP far end.
+  const [sipPort, rtp] = [await freePort(), await freePort()];
+  t = await startTestService({
+    ...FAST_CALLS,
+    SIP_PORT: String(sipPort),
+    SIP_HOST: LOOPBACK,
+    SIP_ADVERTISED_ADDRESS: LOOPBACK,
+    SIP_RTP_PORT_MIN: String(rtp),
+    SIP_RTP_PORT_MAX: String(rtp + 100),
+  });
   tn = await tenant(t);
 });
 
@@ -34,7 +47,14 @@ after(async () => {
 
 const hangup = (callId: string) => t.http.post(`/api/v1/calls/${callId}/hangup`).set(bearer(tn.apiKey));
 
-it('runs for every registered carrier', () => {
+/** The agent's account at `provider` for `number`: sandbox credentials, or for sip a trunk of its own to the far end delivering the number. */
+const accountFor = async (provider: Provider, number = sandboxNumber('5000')) =>
+  provider === 'sip' ? sipConfig(t, tn, number) : providerConfig(provider, number);
+
+const phoneAgent = async (provider: Provider, body: Record<string, unknown> = {}) =>
+  createPhoneAgent(t, tn, provider, { ...(await accountFor(provider)), ...body });
+
+it('runs for every registered carrier, each on its simulator', () => {
   assert.deepEqual(
     PROVIDERS.filter((p) => !t.service.sandbox.carriers?.providers.has(p)),
     [],
@@ -45,7 +65,7 @@ it('runs for every registered carrier', () => {
 for (const provider of PROVIDERS) {
   describe(`${provider} conforms`, () => {
     it('dials; media flows both ways; hangs up after the answer', async () => {
-      const agentId = await createPhoneAgent(t, tn, provider, { first_message: 'Hello from Acme Dental.' });
+      const agentId = await phoneAgent(provider, { first_message: 'Hello from Acme Dental.' });
       const to = sandboxNumber();
       sandbox().setScript(to, [{ waitForAgent: true }, { say: 'Hello, this is Sam.' }, { pause: 60_000 }]);
       const res = await placeCall(t, tn, { agent_id: agentId, to_number: to, provider });
@@ -65,11 +85,11 @@ for (const provider of PROVIDERS) {
     });
 
     it('hangs up before the answer: the carrier cancels the ringing call', async () => {
-      const agentId = await createPhoneAgent(t, tn, provider);
+      const agentId = await phoneAgent(provider);
       // 0003 rings until the ring timeout: time enough to hang up while it rings.
       const res = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber('0003'), provider });
       assert.equal(res.status, 201, JSON.stringify(res.body));
-      // At the carrier (its call id known), not answered: provider_a reports `ringing`, provider_b only `initiated`.
+      // At the carrier (its call id known), not answered: provider_a and sip report `ringing`, provider_b only `initiated`.
       const ringing = await waitForCall(t, tn, res.body.call_id, (c) => Boolean(c.call_sid) && ['initiated', 'ringing'].includes(c.status));
       assert.equal((await hangup(ringing.call_id)).status, 200);
       const call = await waitForCall(t, tn, ringing.call_id);
@@ -82,7 +102,7 @@ for (const provider of PROVIDERS) {
     });
 
     it('transfers through the carrier', async () => {
-      const agentId = await createPhoneAgent(t, tn, provider, { transfer_phone_number: '+14155550199', transfer_criteria: 'The caller asks for a person.' });
+      const agentId = await phoneAgent(provider, { transfer_phone_number: '+14155550199', transfer_criteria: 'The caller asks for a person.' });
       const to = sandboxNumber();
       sandbox().setScript(to, [{ waitForAgent: true }, { say: 'Please transfer call to a person.' }, { pause: 5000 }]);
       const res = await placeCall(t, tn, { agent_id: agentId, to_number: to, provider });
@@ -92,7 +112,7 @@ for (const provider of PROVIDERS) {
     });
 
     it('carries keys both ways: the person presses keys, and the agent presses the menu keys (0005)', async () => {
-      const agentId = await createPhoneAgent(t, tn, provider, { instruction: 'You are the scheduling assistant of Acme Dental, calling a clinic.' });
+      const agentId = await phoneAgent(provider, { instruction: 'You are the scheduling assistant of Acme Dental, calling a clinic.' });
       const to = sandboxNumber();
       sandbox().setScript(to, [{ waitForAgent: true }, { pressDigits: '42#' }, { waitForAgent: true }, { hangup: true }]);
       const [pressed, menu] = await Promise.all(
@@ -112,8 +132,17 @@ for (const provider of PROVIDERS) {
 
     it('takes inbound calls while inbound is on, and none once it is off', async () => {
       const number = sandboxNumber();
-      const agentId = await createPhoneAgent(t, tn, provider, providerConfig(provider, number));
-      const toggle = (on: boolean) => t.http[on ? 'post' : 'delete'](`/api/v1/agents/${agentId}/telephony/${provider}/inbound`).set(bearer(tn.apiKey));
+      const account = await accountFor(provider, number);
+      const agentId = await createPhoneAgent(t, tn, provider, account);
+      const agentPath = `/api/v1/agents/${agentId}`;
+      // sip's switch is the agent's `sip_config` (the trunk delivers the number; the binding takes its calls).
+      const toggle = (on: boolean) =>
+        provider === 'sip'
+          ? t.http
+              .patch(agentPath)
+              .set(bearer(tn.apiKey))
+              .send({ sip_config: on ? account.sip_config : null })
+          : t.http[on ? 'post' : 'delete'](`${agentPath}/telephony/${provider}/inbound`).set(bearer(tn.apiKey));
       const ring = () => t.http.post('/api/v1/sandbox/inbound-calls').set(bearer(tn.apiKey)).send({ to_number: number, provider });
       assert.equal((await toggle(true)).status, 200);
       const res = await ring();
@@ -129,21 +158,29 @@ for (const provider of PROVIDERS) {
     });
 
     it('maps every outcome its carrier reports', async () => {
-      const agentId = await createPhoneAgent(t, tn, provider, { voicemail_config: { enabled: false, message: 'Never said.' } });
-      const expected = [
-        [sandboxNumber(), 'completed', 'human'],
-        [sandboxNumber('0001'), 'voicemail', 'machine'],
+      const agentId = await phoneAgent(provider, { voicemail_config: { enabled: false, message: 'Never said.' } });
+      // SIP has no answering-machine detection (a trunk reports none): a machine answers as a person
+      // does, and neither is told apart (answered_by null). SIP alone tells a decline (603), busy as
+      // provider_b's call_rejected.
+      const sip = provider === 'sip';
+      const expected: Array<[string, string, string | null]> = [
+        [sandboxNumber(), 'completed', sip ? null : 'human'],
+        [sandboxNumber('0001'), sip ? 'completed' : 'voicemail', sip ? null : 'machine'],
         [sandboxNumber('0002'), 'busy', null],
         [sandboxNumber('0003'), 'no_answer', null],
         [sandboxNumber('0004'), 'failed', null],
-      ] as const;
-      const calls = await Promise.all(
-        expected.map(async ([to]) => {
+        ...(sip ? [[sandboxNumber('0008'), 'busy', null] as [string, string, null]] : []),
+      ];
+      const calls = [];
+      // Five at a time: the workspace's concurrency slots.
+      for (let i = 0; i < expected.length; i += 5) {
+        const batch = expected.slice(i, i + 5).map(async ([to]) => {
           const res = await placeCall(t, tn, { agent_id: agentId, to_number: to, provider });
           assert.equal(res.status, 201, JSON.stringify(res.body));
           return waitForCall(t, tn, res.body.call_id);
-        }),
-      );
+        });
+        calls.push(...(await Promise.all(batch)));
+      }
       assert.deepEqual(
         calls.map((c) => [c.to_number, c.status, c.answered_by]),
         expected,

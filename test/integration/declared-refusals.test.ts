@@ -23,6 +23,7 @@ import { internalOpenapiDocument } from '../../src/contract/documents.js';
 interface Schema {
   $ref?: string;
   type?: string;
+  minimum?: number;
   maxLength?: number;
   pattern?: string;
   enum?: string[];
@@ -58,6 +59,7 @@ function breaking(schema: Schema): string | null {
   if (schema.enum) return 'not_one_of_them';
   if (schema.pattern) return 'bad-id';
   if (schema.maxLength !== undefined) return 'x'.repeat(schema.maxLength + 1);
+  if (schema.type === 'integer') return 'one';
   return null;
 }
 
@@ -67,9 +69,11 @@ function unknownId(name: string, schema: Schema): string {
   return `${prefix}0NKNWN0000000000000000000Z`;
 }
 
-/** Well-formed values of path parameters: the first of an enum's values, else an id that names nothing. */
+/** Well-formed values of path parameters: the first of an enum's values, a number for an integer, else an id that names nothing. */
 const wellFormed = (params: Array<{ name: string; schema: Schema }>): Record<string, string> =>
-  Object.fromEntries(params.map((p) => [p.name, p.schema.enum?.[0] ?? unknownId(p.name, p.schema)]));
+  Object.fromEntries(
+    params.map((p) => [p.name, p.schema.enum?.[0] ?? (p.schema.type === 'integer' ? String(p.schema.minimum ?? 1) : unknownId(p.name, p.schema))]),
+  );
 
 const fill = (op: OperationInfo, values: Record<string, string>) => op.path.replace(/\{([^}]+)\}/g, (_, name: string) => encodeURIComponent(values[name]));
 

@@ -20,13 +20,15 @@ import { OPT_OUT_FAREWELL } from '../../src/sandbox/voice/model.js';
 
 /** A small cap of waiting recipients, to show listed recipients are skipped before it counts them. */
 const MAX_WAITING = 6;
+/** A small cap of the list, to reach it (no workspace of the other tests lists more). */
+const MAX_ENTRIES = 10;
 let t: TestService;
 /** A second instance on the same database. */
 let t2: TestService;
 let receiver: Receiver;
 
 before(async () => {
-  const env = { ...FAST_CALLS, BATCH_MAX_WAITING_RECIPIENTS_PER_WORKSPACE: String(MAX_WAITING) };
+  const env = { ...FAST_CALLS, BATCH_MAX_WAITING_RECIPIENTS_PER_WORKSPACE: String(MAX_WAITING), DO_NOT_CALL_MAX_ENTRIES: String(MAX_ENTRIES) };
   t = await startTestService(env);
   t2 = await startTestService({ ...env, DATABASE_URL: t.service.db.url });
   receiver = await startReceiver();
@@ -236,6 +238,54 @@ describe('CSV import', () => {
   });
 });
 
+describe("the list's cap", () => {
+  const numbers = (from: number, n: number) => Array.from({ length: n }, (_, i) => `+1415555${String(from + i).padStart(4, '0')}`);
+  const counted = async (tn: Tenant) =>
+    Number((await t.service.db.knex('do_not_call_counts').where({ workspace_id: tn.workspaceId }).first('entries'))?.entries ?? 0);
+
+  it('holds at most DO_NOT_CALL_MAX_ENTRIES numbers: a new one past it is 422 do_not_call_list_full and nothing is listed; one already listed is still 200', async () => {
+    const tn = await tenant(t);
+    const first = await importCsv(tn, `number\n${numbers(100, MAX_ENTRIES - 1).join('\n')}\n`);
+    assert.equal(first.status, 200, JSON.stringify(first.body));
+    assert.equal(first.body.added, MAX_ENTRIES - 1);
+    assert.equal((await add(t, tn, numbers(200, 1)[0])).status, 201);
+    const before = await stored(tn.workspaceId);
+    assert.equal(before.entries, MAX_ENTRIES);
+
+    const full = await add(t2, tn, numbers(300, 1)[0]);
+    assert.equal(full.status, 422, JSON.stringify(full.body));
+    assert.deepEqual([full.body.error.code, full.body.error.param], ['do_not_call_list_full', 'number']);
+    assert.match(full.body.error.message, /holds 10 numbers, as many as it may \(10\)/);
+    assert.equal((await add(t, tn, numbers(100, 1)[0])).status, 200);
+
+    const overflowing = await importCsv(tn, `number\n${[...numbers(100, 2), ...numbers(400, 3)].join('\n')}\n`);
+    assert.equal(overflowing.status, 422, JSON.stringify(overflowing.body));
+    assert.deepEqual([overflowing.body.error.code, overflowing.body.error.param], ['do_not_call_list_full', 'file']);
+    assert.match(overflowing.body.error.message, /3 new numbers would take .* to 13, past its cap of 10; nothing was listed/);
+    const again = await importCsv(tn, `number\n${numbers(100, 3).join('\n')}\n`);
+    assert.deepEqual([again.status, again.body.added, again.body.already_listed], [200, 0, 3]);
+    assert.deepEqual(await stored(tn.workspaceId), before);
+    assert.equal(await counted(tn), MAX_ENTRIES);
+
+    // Room again after a removal.
+    const entry = (await listed(t, tn, { number: numbers(200, 1)[0] })).data[0];
+    assert.equal((await t.http.delete(`/api/v1/do-not-call/${entry.entry_id}`).set(bearer(tn.apiKey))).status, 200);
+    assert.equal(await counted(tn), MAX_ENTRIES - 1);
+    assert.equal((await add(t2, tn, numbers(300, 1)[0])).status, 201);
+    assert.equal(await counted(tn), MAX_ENTRIES);
+  });
+
+  it('adds racing on two instances for the last places: exactly as many succeed as there is room for', async () => {
+    const tn = await tenant(t);
+    assert.equal((await importCsv(tn, `number\n${numbers(500, MAX_ENTRIES - 3).join('\n')}\n`)).status, 200);
+    const racing = numbers(600, 8);
+    const answers = await Promise.all(racing.map((n, i) => add(i % 2 ? t2 : t, tn, n)));
+    assert.deepEqual(answers.map((a) => a.status).sort(), [201, 201, 201, 422, 422, 422, 422, 422], JSON.stringify(answers.map((a) => a.body)));
+    assert.equal((await stored(tn.workspaceId)).entries, MAX_ENTRIES);
+    assert.equal(await counted(tn), MAX_ENTRIES);
+  });
+});
+
 describe('calls and batches', () => {
   let tn: Tenant;
   let agentId: string;
@@ -260,6 +310,29 @@ describe('calls and batches', () => {
     assert.equal(ok.status, 201, JSON.stringify(ok.body));
     await waitForCall(t, tn, ok.body.call_id);
     assert.ok(dialed(number));
+  });
+
+  it('a number listed after the call was accepted and before it was dialed is never dialed: canceled, end_reason do_not_call, nothing billed', async () => {
+    // The window between the request's check and the dial job: the check is skipped on this instance,
+    // as if the number were listed a moment after it ran; the dial job's claim sees the list.
+    const number = sandboxNumber('0002');
+    assert.equal((await add(t2, tn, number)).status, 201);
+    const calls = t.service.calls.service;
+    const check = calls.doNotCall;
+    calls.doNotCall = null;
+    let res;
+    try {
+      res = await placeCall(t, tn, { agent_id: agentId, to_number: number, webhook_url: receiver.url });
+    } finally {
+      calls.doNotCall = check;
+    }
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    const call = await waitForCall(t, tn, res.body.call_id);
+    assert.deepEqual([call.status, call.end_reason, call.duration, call.answered_at], ['canceled', 'do_not_call', 0, null]);
+    assert.ok(!dialed(number), 'the listed number was dialed');
+    const row = await t.service.db.knex('calls').where({ id: call.call_id }).first();
+    assert.equal(row.dial_attempted_at, null);
+    assert.deepEqual(await t.service.db.knex('reservations').where({ id: call.call_id }), []);
   });
 
   it('a batch skips listed recipients with reason do_not_call before the caps count them', async () => {
@@ -351,6 +424,9 @@ describe('the opt-out tool, end to end in the sandbox', () => {
 
   it('the callee asks not to be called again: the agent lists the number, confirms, says goodbye and hangs up; call.completed says so; the next batch skips it', async () => {
     const number = sandboxNumber('0007');
+    // The list is full: a person's wish is listed all the same.
+    const fill = Array.from({ length: MAX_ENTRIES }, (_, i) => `+1415555${String(800 + i).padStart(4, '0')}`);
+    assert.equal((await importCsv(tn, `number\n${fill.join('\n')}\n`)).body.added, MAX_ENTRIES);
     const res = await placeCall(t, tn, { agent_id: agentId, to_number: number, webhook_url: receiver.url });
     assert.equal(res.status, 201, JSON.stringify(res.body));
     const callId = res.body.call_id;
@@ -373,6 +449,7 @@ describe('the opt-out tool, end to end in the sandbox', () => {
       entries.map((e) => [e.source, e.call_id]),
       [['opt_out', callId]],
     );
+    assert.equal((await stored(tn.workspaceId)).entries, MAX_ENTRIES + 1);
     assert.equal(call.opt_out.listed_at >= entries[0].created_at.slice(0, 19), true);
 
     const events = await t.service.db.knex('webhook_events').where({ call_id: callId, kind: 'call.completed' });

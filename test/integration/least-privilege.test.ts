@@ -112,7 +112,6 @@ describe('a least-privilege database role', () => {
     assert.equal(minted.status, 201);
     const c = connect(minted.body.ws_url);
     const sessionId = String((await c.next('session_started')).session_id);
-    await c.next('turn_complete');
     c.sendFrame('text/plain', Buffer.from('Hello').toString('base64'));
     await c.next('turn_complete');
     await c.close();

@@ -176,6 +176,8 @@ describe('progress saves of live conversations', () => {
       first_message: null,
       variables: {},
       analysis: null,
+      analysis_model: null,
+      redaction: null,
       started_at: new Date(),
       recording_enabled: false,
     });

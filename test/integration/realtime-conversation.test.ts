@@ -24,7 +24,8 @@ const FAST = {
   VOICE_RETRY_MAX: '1',
   VOICE_RETRY_BASE_MS: '20',
   VOICE_CONNECT_TIMEOUT_MS: '1000',
-  REALTIME_TOOL_TIMEOUT_MS: '400',
+  // Room for a busy machine to run the fast tool well inside it; the slow tool never answers.
+  REALTIME_TOOL_TIMEOUT_MS: '3000',
   REALTIME_TOOL_FILLER_MS: '150',
 };
 
@@ -209,9 +210,9 @@ describe('during a session', () => {
   it('tool calls run through the ToolRunner: tool_call messages, results and durations in the record and event', async () => {
     const tn = await tenant(t);
     await withWebhook(tn);
+    // The fast tool answers at once; the slow one never does (closed with the server).
     const toolServer = http.createServer((req, res) => {
-      const slow = req.url?.includes('slow');
-      setTimeout(() => res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ found: true, time: '10:00' })), slow ? 1500 : 10);
+      if (!req.url?.includes('slow')) res.writeHead(200, { 'Content-Type': 'application/json' }).end(JSON.stringify({ found: true, time: '10:00' }));
     });
     await new Promise<void>((r) => toolServer.listen(0, '127.0.0.1', r));
     const base = `http://127.0.0.1:${(toolServer.address() as AddressInfo).port}`;
@@ -238,9 +239,9 @@ describe('during a session', () => {
       await c.next('turn_complete');
       c.sendFrame('text/plain', b64('Now slow_lookup please'));
       assert.deepEqual(await c.next('tool_call'), { type: 'tool_call', name: 'slow_lookup', status: 'started' });
-      const filler = await c.next((m) => m.type === 'transcript' && m.role === 'model' && m.final === true, 3000);
+      const filler = await c.next((m) => m.type === 'transcript' && m.role === 'model' && m.final === true, 15_000);
       assert.equal(filler.text, FILLER, 'a slow tool gets a spoken filler while it runs');
-      assert.deepEqual(await c.next('tool_call', 3000), { type: 'tool_call', name: 'slow_lookup', status: 'failed' });
+      assert.deepEqual(await c.next('tool_call', 15_000), { type: 'tool_call', name: 'slow_lookup', status: 'failed' });
       await c.next('turn_complete');
       await c.close();
       const { body: e } = await eventFor(sessionId);
@@ -249,7 +250,7 @@ describe('during a session', () => {
       assert.deepEqual([fast.name, fast.source, fast.ok, fast.error, fast.result], ['lookup_appointment', 'http', true, null, { found: true, time: '10:00' }]);
       assert.ok(Number.isInteger(fast.duration_ms) && fast.started_at > 1e9);
       assert.deepEqual([slow.name, slow.ok], ['slow_lookup', false]);
-      assert.ok(slow.duration_ms >= 350 && slow.duration_ms < 1500, `timed out at REALTIME_TOOL_TIMEOUT_MS: ${slow.duration_ms}`);
+      assert.ok(slow.duration_ms >= 2950, `timed out at REALTIME_TOOL_TIMEOUT_MS, not before: ${slow.duration_ms}`);
       assert.equal(e.needs_review, true, 'a failing tool needs review');
       const row = await t.service.realtime.store.getConversation(sessionId);
       assert.deepEqual(row!.tool_calls, e.tool_calls);

@@ -40,6 +40,11 @@ function signedByAccount(provider: Provider, base: string, req: CallbackRequest,
   return callbacks.read(callbacks.operations[0], req).verify(accounts, Math.floor(Date.now() / 1000)) === 'ok';
 }
 
+/** An agent's accounts as the plug-ins read them (RuntimeAgent's `carrierAccounts`): one account, its config in plaintext. */
+const held = (provider: Provider, config: Record<string, string>): CarrierAccounts => ({
+  carrierAccounts: { [provider]: { config, phoneNumber: null, inboundEnabled: false, configured: false } },
+});
+
 interface Received {
   provider: 'provider_a' | 'provider_b';
   path: string;
@@ -227,7 +232,7 @@ async function startFakeService(getPublicKey: () => string): Promise<FakeService
           rawBody: raw,
           header: (name: string) => req.headers[name.toLowerCase()] as string | undefined,
         };
-        const signatureOk = signedByAccount('provider_a', url, request, { providerA: { accountSid: ACCOUNT, authToken: TOKEN }, providerB: null });
+        const signatureOk = signedByAccount('provider_a', url, request, held('provider_a', { account_sid: ACCOUNT, auth_token: TOKEN }));
         received.push({ provider: 'provider_a', path: u.pathname, query: u.searchParams, params: form, event: null, signatureOk });
         notify();
         if (u.pathname === '/a/voice') {
@@ -245,10 +250,12 @@ async function startFakeService(getPublicKey: () => string): Promise<FakeService
           rawBody: raw,
           header: (name: string) => req.headers[name.toLowerCase()] as string | undefined,
         };
-        const signatureOk = signedByAccount('provider_b', url, request, {
-          providerA: null,
-          providerB: { apiKey: API_KEY, connectionId: CONNECTION, publicKey: getPublicKey() },
-        });
+        const signatureOk = signedByAccount(
+          'provider_b',
+          url,
+          request,
+          held('provider_b', { api_key: API_KEY, connection_id: CONNECTION, public_key: getPublicKey() }),
+        );
         const body = JSON.parse(raw) as { data: Received['event'] };
         received.push({ provider: 'provider_b', path: u.pathname, query: u.searchParams, params: {}, event: body.data, signatureOk });
         notify();

@@ -79,8 +79,19 @@ describe('secrets bound to their row', () => {
     await t.service.db
       .knex('agents')
       .where({ id: agentB.agent_id })
-      .update({ provider_a_config: JSON.stringify({ ...rowB.provider_a_config, auth_token: rowA.provider_a_config.auth_token }) });
-    assert.equal((await t.service.agents.loadForRuntime(a.workspaceId, agentA.agent_id)).providerA?.authToken, 'token-of-a-0123456789');
+      .update({
+        carrier_accounts: JSON.stringify({
+          ...rowB.carrier_accounts,
+          provider_a: {
+            ...rowB.carrier_accounts.provider_a,
+            config: { ...rowB.carrier_accounts.provider_a.config, auth_token: rowA.carrier_accounts.provider_a.config.auth_token },
+          },
+        }),
+      });
+    assert.equal(
+      (await t.service.agents.loadForRuntime(a.workspaceId, agentA.agent_id)).carrierAccounts.provider_a?.config.auth_token,
+      'token-of-a-0123456789',
+    );
     await assert.rejects(t.service.agents.loadForRuntime(a.workspaceId, agentB.agent_id));
   });
 });

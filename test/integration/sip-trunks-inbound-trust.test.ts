@@ -46,6 +46,7 @@ const N = {
   ipOnlyNoAgent: '+15552000002',
   digestOnly: '+15552000003',
   both: '+15552000004',
+  pbxOnly: '+15552000005',
   nobody: '+15552000099',
 };
 const CARRIER = '203.0.113.9';
@@ -126,6 +127,29 @@ describe('authorizeInbound', () => {
     // Authenticated to B, asking for another trunk's number or none: told it is unknown.
     assert.equal(refusal(await ask(STRANGER, N.ipOnly, digest('b-user', B_PASSWORD))), 'unknown_number');
     assert.equal(refusal(await ask(STRANGER, N.nobody, digest('b-user', B_PASSWORD))), 'unknown_number');
+  });
+
+  it("the number's trunk decides: a source another trunk trusts is challenged for a digest trunk's number", async () => {
+    // CARRIER is trusted by A's source list; B (digest only) delivers N.digestOnly.
+    assert.equal(refusal(await ask(CARRIER, N.digestOnly)), 'credentials_required');
+    allowedTo(await ask(CARRIER, N.digestOnly, digest('b-user', B_PASSWORD)), 'B', 'agentB', N.digestOnly);
+    assert.equal(refusal(await ask(CARRIER, N.digestOnly, digest('b-user', 'wrong-password'))), 'unknown_number');
+    // C takes calls from PBX only: for A's carrier C's number is one more number A does not deliver.
+    assert.equal(refusal(await ask(CARRIER, N.both)), 'unknown_number');
+    assert.equal(refusal(await ask(CARRIER, N.nobody)), 'unknown_number');
+
+    // PBX listed by a source-only trunk D as well: C still asks it for C's credentials.
+    const d = await api('post', '/api/v1/sip-trunks', { name: 'D', inbound: { allowed_sources: [PBX], numbers: [N.pbxOnly] } });
+    ids.D = d.trunk_id;
+    await bind('agentD', 'D', N.pbxOnly);
+    assert.equal(refusal(await ask(PBX, N.both)), 'credentials_required');
+    allowedTo(await ask(PBX, N.both, digest('c-user', C_PASSWORD)), 'C', 'agentC', N.both);
+    allowedTo(await ask(PBX, N.pbxOnly), 'D', 'agentD', N.pbxOnly);
+    assert.equal(refusal(await ask(PBX, N.nobody)), 'unknown_number');
+
+    // A stranger is answered as before: the same challenge for every number (B takes any source).
+    for (const number of [N.ipOnly, N.digestOnly, N.both, N.pbxOnly, N.nobody])
+      assert.equal(refusal(await ask(STRANGER, number)), 'credentials_required', number);
   });
 
   it('follows changes: a rotated password, a removed source, an unbound agent', async () => {

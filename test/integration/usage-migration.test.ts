@@ -4,41 +4,22 @@
  * started minute of their seconds), so `GET /api/v1/usage` reports earlier months too; a record whose
  * conversation record is gone keeps no agent and still counts in the totals.
  */
-import { after, before, it } from 'node:test';
+import { it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { Knex } from 'knex';
-import { createTestDatabase } from '../helpers/database.js';
-import { createKnex } from '../../src/db/database.js';
-import { migrationSource } from '../../src/db/migrations/index.js';
+import { insertWorkspace, migrationDatabase, redoAll, undoFrom } from '../helpers/migrations.js';
 
-let db: Awaited<ReturnType<typeof createTestDatabase>>;
-let knex: Knex;
-before(async () => {
-  db = await createTestDatabase();
-  knex = createKnex(db.url);
-});
-after(async () => {
-  await knex.destroy();
-  await db.drop();
-});
+const database = migrationDatabase();
 
 const WS = 'ws_01JD5Z7Q8Y1C2B3A4N5M6K7P8S';
 const PHONE_AGENT = 'agt_01JD5Z8A1B2C3D4E5F6G7H8J9K';
 const WEB_AGENT = 'agt_01JD5Z8A1B2C3D4E5F6G7H8J9M';
 
 it('fills the agent and the billed minutes of records metered before it', async () => {
-  // Undo the migrations from 022 on (later ones first), as a deployment before 022 had none of them.
-  while ((await knex.migrate.currentVersion({ migrationSource })) >= '022') await knex.migrate.down({ migrationSource });
+  const knex = database.knex();
+  await undoFrom(knex, '022');
   assert.equal(await knex.schema.hasColumn('usage_records', 'minutes'), false, 'undone: the database as it was before 022');
 
-  await knex('workspaces').insert({
-    id: WS,
-    name: 'Before',
-    plan: 'trial',
-    subscription_status: 'active',
-    credit_balance_cents: 0,
-    concurrent_session_limit: 5,
-  });
+  await insertWorkspace(knex, WS);
   await knex('calls').insert({
     id: 'call_01JD5Z9K3M4N5P6Q7R8S9T0V1W',
     workspace_id: WS,
@@ -77,7 +58,7 @@ it('fills the agent and the billed minutes of records metered before it', async 
     record('phone_call', 'call_01JD5Z9K3M4N5P6Q7R8S9T0V3Y', 1),
   ]);
 
-  await knex.migrate.latest({ migrationSource });
+  await redoAll(knex);
   const rows = await knex('usage_records').where({ workspace_id: WS }).orderBy('id').select('ref_id', 'agent_id', 'minutes');
   assert.deepEqual(rows, [
     { ref_id: 'call_01JD5Z9K3M4N5P6Q7R8S9T0V1W', agent_id: PHONE_AGENT, minutes: 1 },

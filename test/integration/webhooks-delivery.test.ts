@@ -413,14 +413,18 @@ describe('webhook delivery', () => {
     const hanging = await receiver(() => undefined);
     await registerWebhook(tn, hanging.url);
     const facts = callFacts();
-    const started = performance.now();
     const raised = await t.service.events.callCompleted({ workspaceId: tn.workspaceId, callId: facts.conversation_id, webhookUrl: null, payload: facts });
-    assert.ok(performance.now() - started < TIMEOUT_MS / 2, 'raising an event does not wait for its delivery');
-    const [row] = await settledDeliveries(t.service.db.knex, raised.eventId, 5000);
+    // Raised while the receiver still hangs: its delivery has not given up yet.
+    const pending = await t.service.db.knex('webhook_deliveries').where({ event_id: raised.eventId });
+    assert.ok(
+      pending.every((r) => r.state !== 'done'),
+      `raising an event does not wait for its delivery: ${JSON.stringify(pending.map((r) => r.state))}`,
+    );
+    const [row] = await settledDeliveries(t.service.db.knex, raised.eventId);
     assert.equal(row.status, 'failed');
     assert.equal(row.error, 'timeout');
     assert.equal(row.status_code, null);
-    assert.ok(row.duration_ms >= TIMEOUT_MS - 5 && row.duration_ms < TIMEOUT_MS + 500, `duration ${row.duration_ms}`);
+    assert.ok(row.duration_ms >= TIMEOUT_MS - 5, `gave up after ${row.duration_ms} ms, before the timeout`);
     await new Promise((r) => setTimeout(r, 300));
     assert.equal(hanging.requests.length, 1, 'not retried');
   });

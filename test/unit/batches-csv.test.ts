@@ -90,6 +90,47 @@ describe('batch recipients CSV', () => {
     );
   });
 
+  it("reads conversation columns into the row's override: empty cells left out, null, integers, reminders split on |", async () => {
+    const r = accepted(
+      await csv(
+        [
+          'to_number,conversation.max_duration_seconds,conversation.interruptions,conversation.turn_detection.silence_ms,conversation.idle.idle_ms,conversation.idle.reminders,name',
+          '+1555,120,never,800,5000,Are you there? | Still here.|,A',
+          '+1666,,,,,,B',
+          '+1777,null,,,null,,C',
+          '+1888,ten,,,,,D',
+        ].join('\n'),
+      ),
+    );
+    assert.deepEqual(
+      r.recipients.map((x) => x.conversation),
+      [
+        {
+          max_duration_seconds: 120,
+          interruptions: 'never',
+          turn_detection: { silence_ms: 800 },
+          idle: { idle_ms: 5000, reminders: ['Are you there?', 'Still here.'] },
+        },
+        undefined,
+        { max_duration_seconds: null, idle: null },
+        { max_duration_seconds: 'ten' },
+      ],
+    );
+    assert.deepEqual(r.recipients[0].variables, { name: 'A' }, 'conversation columns are no variables');
+  });
+
+  it('refuses an unknown or repeated conversation column, naming it', async () => {
+    const problems = refused(await csv('to_number,conversation.speed,conversation.interruptions,conversation.interruptions\n'));
+    assert.deepEqual(
+      problems.map((p) => [p.type, p.column]),
+      [
+        ['csv_invalid_column', 'conversation.speed'],
+        ['csv_duplicate_column', 'conversation.interruptions'],
+      ],
+    );
+    assert.match(problems[0].message, /not a conversation setting; use one of conversation\.interruptions, conversation\.max_duration_seconds/);
+  });
+
   it('accepts a variable name of 64 characters but not 65', async () => {
     const ok = accepted(await csv(`to_number,${'v'.repeat(64)}\n+1555,x\n`));
     assert.equal(ok.recipients.length, 1);

@@ -23,6 +23,16 @@ describe('call status rules', () => {
     assert.deepEqual(finalState({ ...answered, end_reason_hint: 'service_error' }, false), { status: 'failed', endReason: 'service_error' });
   });
 
+  it('a hang-up asked while dialing ends a call answered before the carrier took it as a hang-up of a live call (api_hangup)', () => {
+    assert.deepEqual(finalState({ ...answered, end_reason_hint: 'canceled' }, false), { status: 'completed', endReason: 'api_hangup' });
+    assert.deepEqual(finalState({ ...answered, end_reason_hint: 'canceled', carrier_outcome: 'canceled' }, false), {
+      status: 'completed',
+      endReason: 'api_hangup',
+    });
+    assert.deepEqual(finalState({ ...answered, end_reason_hint: 'canceled', media_ended_at: null }, true), { status: 'completed', endReason: 'api_hangup' });
+    assert.deepEqual(finalState({ ...base, end_reason_hint: 'canceled', carrier_outcome: 'canceled' }, false), { status: 'canceled', endReason: 'canceled' });
+  });
+
   it('ends unanswered calls by the carrier outcome, and forced ones as failed', () => {
     assert.deepEqual(finalState({ ...base, carrier_outcome: 'busy' }, false), { status: 'busy', endReason: 'not_answered' });
     assert.deepEqual(finalState({ ...base, carrier_outcome: 'no_answer' }, false), { status: 'no_answer', endReason: 'not_answered' });

@@ -39,9 +39,14 @@ describe('every carrier reads garbage without throwing, and it verifies for no a
   }
 });
 
+/** An agent's accounts as the plug-ins read them (RuntimeAgent's `carrierAccounts`): one account, its config in plaintext. */
+const held = (provider: string, config: Record<string, string>) => ({
+  carrierAccounts: { [provider]: { config, phoneNumber: null, inboundEnabled: false, configured: false } },
+});
+
 describe('provider_a', () => {
   const { callbacks } = carriers.get('provider_a');
-  const accounts = { providerA: { accountSid: 'AC1', authToken: 'secret-token' } };
+  const accounts = held('provider_a', { account_sid: 'AC1', auth_token: 'secret-token' });
   const signed = (operation: string, path: string, params: Record<string, string>, callId?: string) => {
     const raw = new URLSearchParams(params).toString();
     return callbacks.read(operation, request(path, raw, { 'x-twilio-signature': twilioSignature('secret-token', `${BASE}${path}`, params) }, callId));
@@ -57,7 +62,7 @@ describe('provider_a', () => {
     });
     assert.deepEqual(m.number, { to: '+1666', always: true });
     assert.equal(m.verify(accounts, nowS), 'ok');
-    assert.equal(m.verify({ providerA: { accountSid: 'AC2', authToken: 'secret-token' } }, nowS), 'invalid_signature', 'another account');
+    assert.equal(m.verify(held('provider_a', { account_sid: 'AC2', auth_token: 'secret-token' }), nowS), 'invalid_signature', 'another account');
     assert.deepEqual(m.event(false), { kind: 'incoming', from: '+1555', to: '+1666' });
   });
 
@@ -85,7 +90,7 @@ describe('provider_a', () => {
 describe('provider_b', () => {
   const { callbacks } = carriers.get('provider_b');
   const key = webhookKeyFromSeed(Buffer.alloc(32, 3));
-  const accounts = { providerB: { apiKey: 'k', connectionId: 'c', publicKey: key.publicKeyBase64 } };
+  const accounts = held('provider_b', { api_key: 'k', connection_id: 'c', public_key: key.publicKeyBase64 });
   const event = (type: string, payload: Record<string, unknown>, at = nowS) => {
     const raw = JSON.stringify({ data: { event_type: type, id: `ev-${type}`, payload: { call_control_id: 'v3:1', ...payload } } });
     return callbacks.read('providerBEvent', request('/telephony/provider_b/events', raw, telnyxSignatureHeaders(key.privateKey, raw, at)));
@@ -94,7 +99,7 @@ describe('provider_b', () => {
   it('checks the signature and its 300 s window', () => {
     assert.equal(event('call.answered', {}).verify(accounts, nowS), 'ok');
     assert.equal(event('call.answered', {}, nowS - 301).verify(accounts, nowS), 'signature_expired');
-    assert.equal(event('call.answered', {}).verify({ providerB: { apiKey: 'k', connectionId: 'c', publicKey: null } }, nowS), 'invalid_signature');
+    assert.equal(event('call.answered', {}).verify(held('provider_b', { api_key: 'k', connection_id: 'c' }), nowS), 'invalid_signature');
   });
 
   it('a hang-up cause maps by whether the call was answered; an incoming call only while not known', () => {

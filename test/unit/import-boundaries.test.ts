@@ -12,6 +12,7 @@ import path from 'node:path';
 import ts from 'typescript';
 import { ESLint } from 'eslint';
 import { ASSEMBLY, ROOMS, STARTED_ONLY, forbiddenFor, layerOf } from '../../lint/rooms.js';
+import { CARRIER_API_URL_VARIABLES } from '../../src/carriers/index.js';
 
 const root = path.resolve(import.meta.dirname, '../..');
 const src = path.join(root, 'src');
@@ -175,6 +176,34 @@ describe('the import graph of src/', () => {
         frontDoor.some(([, to]) => carrierFolderOf(to) === f.name),
         `src/carriers/index.ts registers ${f.name}`,
       );
+  });
+
+  it('names an HTTP carrier in code outside its own folders only in the two registries', () => {
+    // What a new carrier like provider_a touches in src/ (docs/ARCHITECTURE.md, "Adding a carrier"):
+    // the carriers' registry and the simulators' registry. The sandbox server keeps the named URLs
+    // (`providerAUrl`, ...) scripts and tests use; a new carrier needs none. Migrations are history.
+    const allowed = ['src/carriers/index.ts', 'src/sandbox/carriers/simulators.ts', 'src/sandbox/carriers/server.ts'];
+    const code = (file: string) =>
+      fs
+        .readFileSync(file, 'utf8')
+        .replace(/\/\*[\s\S]*?\*\//g, '')
+        .replace(/(^|[^:])\/\/.*$/gm, '$1');
+    const files = (fs.readdirSync(src, { recursive: true }) as string[]).filter((f) => f.endsWith('.ts')).map((f) => path.join('src', f));
+    for (const [provider] of CARRIER_API_URL_VARIABLES) {
+      const folder = provider.replace(/_/g, '-');
+      const own = (f: string) =>
+        f.startsWith(path.join('src', 'carriers', folder) + path.sep) ||
+        f.startsWith(path.join('src', 'sandbox', 'carriers', folder)) ||
+        f.startsWith(path.join('src', 'db', 'migrations') + path.sep);
+      const camel = provider.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+      const naming = new RegExp(`\\b(${provider}|${camel})\\b`);
+      const named = files.filter((f) => !own(f) && naming.test(code(path.join(root, f))));
+      assert.deepEqual(
+        named.filter((f) => !allowed.includes(f.split(path.sep).join('/'))),
+        [],
+        `${provider} is named outside its folders and the registries`,
+      );
+    }
   });
 
   it('layers every room exactly once', () => {

@@ -1,16 +1,42 @@
 /** Bounded placeholder filling: the filled length known before the text is built, each field held to its cap, the variable blamed. */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { fillOverflow, filledFieldCaps, fillPlaceholders, overflowMessage, Template } from '../../src/contract/placeholders.js';
+import {
+  fillOverflow,
+  filledFieldCaps,
+  fillPlaceholders,
+  missingMessage,
+  missingVariable,
+  overflowMessage,
+  Template,
+} from '../../src/contract/placeholders.js';
 
 describe('Template', () => {
-  it('knows the filled length without filling, missing names left as written', () => {
-    const template = new Template('Hi {{ name }}, {{count}} items, {{missing}}, {{name}}.');
+  it('knows the filled length without filling; a name without a value takes its own default, else nothing (never its braces)', () => {
+    const template = new Template('Hi {{ name }}, {{count}} items, {{missing}}, {{name}}, {{who | there }}, {{what|}}.');
     const values = { name: 'Ada', count: 3, unused: 'x'.repeat(500) };
     const filled = template.fill(values, 1000);
-    assert.equal(filled, 'Hi Ada, 3 items, {{missing}}, Ada.');
+    assert.equal(filled, 'Hi Ada, 3 items, , Ada, there, .');
     assert.equal(template.filledLength(values), filled.length);
-    assert.equal(template.filledLength({}), template.text.length);
+    assert.equal(template.fill({}, 1000), 'Hi ,  items, , , there, .');
+    assert.equal(template.filledLength({}), 'Hi ,  items, , , there, .'.length);
+    assert.equal(template.fill({ who: 'you', what: 7 }, 1000), 'Hi ,  items, , , you, 7.');
+  });
+
+  it('names the first placeholder with no value and no default of its own', () => {
+    const template = new Template('Hi {{name|there}}, {{day}} at {{time}}; {{name}}.');
+    assert.equal(template.missing({}), 'name', 'one of its placeholders has no default');
+    assert.equal(template.missing({ name: 'Ada' }), 'day');
+    assert.equal(template.missing({ name: 'Ada', day: 'Monday', time: 10 }), null);
+    assert.equal(new Template('Hi {{name|there}} {{x|}}').missing({}), null);
+    assert.equal(new Template('Hi {name} {{ }} {{a b}}').missing({}), null, 'not placeholders');
+  });
+
+  it('leaves text that only looks like placeholders as written', () => {
+    const text = `${'{{a|'.repeat(20_000)}${'{{ '.repeat(20_000)}${'{{a'.repeat(20_000)}${' '.repeat(20_000)}`;
+    const template = new Template(text);
+    assert.equal(template.missing({}), null);
+    assert.equal(template.fill({}, 1_000_000), text);
   });
 
   it('never builds a fill past its cap: 10,000 placeholders of a 2,000-character value give the cap, not 20 MB', () => {
@@ -54,5 +80,19 @@ describe('fillOverflow', () => {
     assert.equal(fillOverflow(templates, { big: 'b'.repeat(2000) }, { small: 's' })?.variable, 'small');
     assert.equal(fillOverflow(templates, { big: 'b'.repeat(2000) }, { other: 'o' })?.variable, 'big');
     assert.equal(fillOverflow({ instruction: null }, {}, {}), null);
+  });
+});
+
+describe('missingVariable', () => {
+  it("is null when the call's variables or the agent's defaults give every required placeholder; else names it and its field", () => {
+    const templates = { instruction: new Template('Remind {{name}}.'), first_message: new Template('Hi {{name}}, {{day|soon}} at {{time}}.') };
+    assert.deepEqual(missingVariable(templates, {}, {}), { field: 'instruction', variable: 'name' });
+    assert.deepEqual(missingVariable(templates, { name: 'there' }, {}), { field: 'first_message', variable: 'time' });
+    assert.equal(missingVariable(templates, { name: 'there' }, { time: '10' }), null);
+    assert.equal(missingVariable({ first_message: null }, {}, {}), null);
+    assert.match(
+      missingMessage({ field: 'first_message', variable: 'time' }),
+      /'time' has no value: the first_message uses \{\{time\}\}.*\{\{time\|\.\.\.\}\}/,
+    );
   });
 });

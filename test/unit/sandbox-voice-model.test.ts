@@ -53,13 +53,15 @@ describe('Gemini Live setup', () => {
     assert.equal(setup.outputAudioTranscription, undefined);
   });
 
-  it('asks the model to say the first message', () => {
+  it('asks the model to say the first message, and for nothing when there is none (the user speaks first)', () => {
     assert.deepEqual(openingTurn(config), {
       clientContent: {
         turns: [{ role: 'user', parts: [{ text: '(The conversation has started.) Open it now: say exactly: "Welcome to Acme!"' }] }],
         turnComplete: true,
       },
     });
+    assert.equal(openingTurn({ ...config, firstMessage: null }), null);
+    assert.equal(openingTurn({ ...config, firstMessage: '' }), null);
   });
 
   it('puts the key in the query string, adds the standard path to a bare host, and logs neither key', () => {

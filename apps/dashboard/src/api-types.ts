@@ -7,6 +7,7 @@ export type Schemas = components['schemas'];
 import type {
   LiveDtmfEvent,
   LiveEndEvent,
+  LiveIdleEvent,
   LiveInterruptedEvent,
   LiveStatusEvent,
   LiveToolCallEvent,
@@ -17,4 +18,12 @@ import type {
 
 /** One event of a conversation's live stream (GET .../events; the AsyncAPI `conversationEvents` messages). */
 export type LiveEvent =
-  LiveStatusEvent | LiveTranscriptEvent | LiveToolCallEvent | LiveToolResultEvent | LiveInterruptedEvent | LiveTransferEvent | LiveDtmfEvent | LiveEndEvent;
+  | LiveStatusEvent
+  | LiveTranscriptEvent
+  | LiveToolCallEvent
+  | LiveToolResultEvent
+  | LiveInterruptedEvent
+  | LiveTransferEvent
+  | LiveDtmfEvent
+  | LiveIdleEvent
+  | LiveEndEvent;

@@ -101,6 +101,11 @@ export function applyLiveEvent(feed: LiveFeed, e: LiveEvent): LiveFeed {
       return { ...feed, lines: [...feed.lines, { kind: 'note', text: `Transfer to ${e.to}: ${e.status.replace(/_/g, ' ')}` }] };
     case 'dtmf':
       return feed;
+    case 'idle':
+      return {
+        ...feed,
+        lines: [...feed.lines, { kind: 'note', text: e.action === 'reminder' ? `Nobody spoke: reminder ${e.count}` : 'Nobody spoke: the agent hangs up' }],
+      };
     case 'end':
       return { ...feed, status: 'ended', partial: {} };
   }

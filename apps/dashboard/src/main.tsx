@@ -10,6 +10,7 @@ import { AgentsPage } from './pages/agents.js';
 import { AuthPage } from './pages/auth.js';
 import { BatchesPage, BatchPage } from './pages/batches.js';
 import { CallPage, CallsPage } from './pages/calls.js';
+import { DoNotCallPage } from './pages/do-not-call.js';
 import { KeysPage } from './pages/keys.js';
 import { MembersPage } from './pages/members.js';
 import { SipTrunksPage } from './pages/sip-trunks.js';
@@ -21,6 +22,7 @@ const VIEWS = [
   { view: 'calls', label: 'Calls' },
   { view: 'batches', label: 'Batches' },
   { view: 'usage', label: 'Usage' },
+  { view: 'do-not-call', label: 'Do not call' },
   { view: 'sip-trunks', label: 'SIP trunks' },
   { view: 'webhooks', label: 'Webhooks' },
   { view: 'keys', label: 'API keys' },
@@ -43,6 +45,8 @@ function View({ session, view, id }: { session: SignedIn; view: string; id: stri
       return id ? <BatchPage session={session} batchId={id} /> : <BatchesPage session={session} />;
     case 'usage':
       return <UsagePage />;
+    case 'do-not-call':
+      return <DoNotCallPage session={session} />;
     case 'sip-trunks':
       return <SipTrunksPage session={session} />;
     case 'webhooks':

@@ -206,3 +206,21 @@ export const formValue = (form: HTMLFormElement, name: string): string => {
   const v = new FormData(form).get(name);
   return typeof v === 'string' ? v.trim() : '';
 };
+
+/** A table's head: its column titles, and a last column of row actions named for screen readers only. */
+export function TableHead({ columns, actions }: { columns: string[]; actions?: boolean }) {
+  return (
+    <thead>
+      <tr>
+        {columns.map((c) => (
+          <th key={c}>{c}</th>
+        ))}
+        {actions && (
+          <th>
+            <span class="sr-only">Actions</span>
+          </th>
+        )}
+      </tr>
+    </thead>
+  );
+}

@@ -8,6 +8,7 @@ export type StartErrorCode =
   | 'limit_reached'
   | 'billing_blocked'
   | 'source_not_enabled'
+  | 'model_refused'
   | 'server_error'
   | 'permission_denied'
   | 'media_unavailable'
@@ -42,6 +43,7 @@ const CLOSE_CODES: Record<number, StartErrorCode> = {
   4028: 'limit_reached',
   4402: 'billing_blocked',
   4003: 'source_not_enabled',
+  4022: 'model_refused',
 };
 
 /** The `start()` error for a socket that closed before `session_started`. */

@@ -29,9 +29,9 @@ export type RealtimeAudioChannels = 1;
 export type RealtimeTranscriptRole = "user" | "model";
 export type RealtimeToolCallStatus = "started" | "completed" | "failed";
 /**
- * Why the session ended. Optional; `agent_ended` is the only cause today.
+ * Why the session ended.
  */
-export type RealtimeSessionEndReason = "agent_ended";
+export type RealtimeSessionEndReason = "agent_ended" | "idle_timeout" | "time_limit";
 export type RealtimeErrorCode =
   | "invalid_json"
   | "invalid_message"
@@ -183,9 +183,11 @@ export interface RealtimeToolCall {
   status: RealtimeToolCallStatus;
 }
 /**
- * The agent ended the conversation (voice, camera and screen sessions). The server does not close
- * the socket: the client closes it (code 1000), which releases the concurrency slot. Frames sent
- * after this message are ignored.
+ * The conversation is over (voice, camera and screen sessions; `idle_timeout` and `time_limit` in
+ * text sessions too). After `agent_ended` the server does not close the socket: the client closes it
+ * (code 1000), which releases the concurrency slot, and frames sent after this message are ignored.
+ * After `idle_timeout` (the session's `conversation.idle` ladder ran out, its goodbye sent) or
+ * `time_limit` (its `conversation.max_duration_seconds` reached) the server closes the socket with 1000.
  *
  */
 export interface RealtimeSessionEnded {

@@ -431,7 +431,9 @@ export class Session {
 
   private onClose(code: number, reason: string): void {
     this.releaseMedia();
-    if (!this.stopping) {
+    // After `session_ended` (the idle ladder or the maximum duration), the service closes normally: no error.
+    const endedByService = code === 1000 && this.state === 'ended';
+    if (!this.stopping && !endedByService) {
       this.emit(
         'error',
         new VoiceAgentError('connection_lost', `The session was closed by the service (${code}${reason ? ` ${reason}` : ''}).`, { closeCode: code }),

@@ -16,6 +16,8 @@ export function describeError(code: string | undefined, source: string): string 
       return 'This service is not available at the moment.';
     case 'source_not_enabled':
       return source === 'screen' ? 'Screen sharing is not available for this agent.' : 'The camera is not available for this agent.';
+    case 'model_refused':
+      return 'This agent is not available right now.';
     case 'permission_denied':
       return `Access to the ${DEVICE[source] ?? 'microphone'} was refused. Allow it in your browser to talk to the agent.`;
     case 'media_unavailable':

@@ -11,17 +11,20 @@ import knexFactory from 'knex';
 
 /** @param {import('knex').Knex} knex */
 function bareKeysApp(knex) {
+  // The session lookup compiled once and run as a named prepared statement, as the service runs its
+  // own (src/db/compiled-query.ts): the two sides do the same queries the same way.
+  const { sql } = knex('dashboard_sessions as s')
+    .join('users as u', 'u.id', 's.user_id')
+    .where('s.token_hash', '?')
+    .whereNull('s.revoked_at')
+    .where('s.expires_at', '>', knex.fn.now())
+    .first('s.workspace_id')
+    .toSQL();
+  const sessionSql = sql.replace(/limit \?$/, 'limit 1');
   const app = new Koa();
   app.use(async (ctx) => {
     const m = /^Bearer (\S+)$/.exec(ctx.get('Authorization'));
-    const session = m
-      ? await knex('dashboard_sessions as s')
-          .join('users as u', 'u.id', 's.user_id')
-          .where('s.token_hash', createHash('sha256').update(m[1]).digest('hex'))
-          .whereNull('s.revoked_at')
-          .where('s.expires_at', '>', knex.fn.now())
-          .first('s.workspace_id')
-      : undefined;
+    const session = m ? (await knex.raw(sessionSql, [createHash('sha256').update(m[1]).digest('hex')]).options({ name: 'bare_session' })).rows[0] : undefined;
     if (!session) {
       ctx.status = 401;
       return;

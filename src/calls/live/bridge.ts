@@ -10,7 +10,9 @@
  * The bridge also ends calls: the agent's `end_conversation` (after its goodbye has played) and the
  * built-in `transfer_call` tool, the built-in `opt_out` tool (the person asked not to be called again:
  * their number goes on the workspace's do-not-call list, then the agent's confirmation and goodbye
- * play and the call is hung up), the silence timeout, the maximum call length and the call's
+ * play and the call is hung up), the idle ladder of the call's conversation settings (reminders, then
+ * a goodbye and `idle_timeout`; without settings the deployment's silence timeout), the maximum call
+ * length (the settings' own within the deployment's) and the call's
  * reservation of credit and plan minutes running out (each hangs up at the carrier with its end
  * reason), and answering machines: on a machine the caller's audio stops going to the model; after
  * the greeting the agent's voicemail message is spoken (when enabled) and the call hung up once it has
@@ -27,23 +29,27 @@
  * The conversation so far is written to the call as it goes; when the stream ends the bridge writes
  * the rest and finalises the call (src/calls/finaliser.ts).
  */
-import type { WebSocket } from 'ws';
 import type { Logger } from 'pino';
 import type { Clock } from '../../lib/clock.js';
 import { DEFAULT_SPEECH_RMS, rms } from '../../audio/pcm16.js';
 import type { RecordingService } from '../../recordings/service.js';
 import type { TwoChannelRecorder } from '../../recordings/two-channel.js';
-import type { VoiceService } from '../../voice/types.js';
+import { VoiceModelRefusedError, type VoiceService } from '../../voice/types.js';
 import type { RuntimeAgent } from '../../agents/service.js';
 import { Conversation, type ConversationTools } from '../../conversation/engine.js';
+import { DEFAULT_SETTINGS, maxDurationMs, type ConversationSettings } from '../../voice/conversation-settings.js';
+import { IdleLadder } from '../../conversation/idle-ladder.js';
 import { progressColumns, type ProgressColumns, type ProgressSaves } from '../../conversation/progress-saves.js';
 import { conversationVariables, fillPlaceholders, filledFieldCaps } from '../../contract/placeholders.js';
 import type { CallFinaliser } from '../finaliser.js';
 import type { CallLiveEvents } from '../live-events.js';
 import type { CallRow, CallStore, EndReason } from '../store.js';
+import { callRedactor } from '../records.js';
+import type { Redactor } from '../../redaction/redactor.js';
+import { RecordingRedaction } from '../../conversation/recording-redaction.js';
 import { CallTranscoder } from '../../carriers/transcode.js';
 import { frameHead, type MediaDialect, type MediaEvent } from '../../carriers/media.js';
-import type { Carrier, CarrierAccounts, CarrierCredentials } from '../../carriers/index.js';
+import type { Carrier, CarrierAccounts, CarrierCredentials, MediaSocket } from '../../carriers/index.js';
 import type { CallSignal } from './signals.js';
 import type { NumberRefusal } from '../../destinations/policy.js';
 import { audioBudget, type AudioBudgetOptions } from '../../audio/budget.js';
@@ -60,7 +66,9 @@ export interface CallBridgeOptions {
   toolTimeoutMs: number;
   toolFillerMs: number;
   recordMaxBytes: number;
+  /** Neither side spoke for this long: hang up (`silence_timeout`), unless the call's settings have an idle ladder; 0: never. */
   silenceTimeoutMs: number;
+  /** The longest call (the deployment's cap; a call's `max_duration_seconds` may be shorter). */
   maxDurationMs: number;
   /** A run of keys the person presses ends after this long without a key (CALL_DTMF_GAP_MS). */
   dtmfGapMs: number;
@@ -128,7 +136,10 @@ export class CallBridge {
   private firstMark: string | null = null;
   private firstMarkPlayed = false;
   private clearedSinceFirstMark = false;
-  private lastActivity: number;
+  /** The call's conversation settings (copied onto it as it was created; calls older than them: the defaults). */
+  private readonly settings: ConversationSettings;
+  /** The idle ladder (the settings' `idle`, else the deployment's silence timeout); null: none. */
+  private idle: IdleLadder | null = null;
   /** performance.now() of the caller's last loud frame, of the start of their current turn, of the agent's last audio. */
   private callerSpokeAt: number | null = null;
   private callerTurnAt: number | null = null;
@@ -152,12 +163,16 @@ export class CallBridge {
   private dtmfSent = 0;
   /** Both sides as each heard the other (8 kHz, as the carrier carried them); only when the call's recording setting is on. */
   private readonly recorder: TwoChannelRecorder | null;
+  /** The call's redaction setting, compiled as its bridge starts. */
+  private readonly redactor: Redactor | null;
+  /** Its spans of the recording decided (the setting covers recordings). */
+  private readonly recordingRedaction: RecordingRedaction | null;
   private resolveDone!: () => void;
   /** Resolves once the call's stream has ended and the call has been finalised (or handed over). */
   readonly done = new Promise<void>((r) => (this.resolveDone = r));
 
   constructor(
-    private readonly ws: WebSocket,
+    private readonly ws: MediaSocket,
     private readonly dialect: MediaDialect,
     private readonly streamId: string,
     private call: CallRow,
@@ -166,15 +181,26 @@ export class CallBridge {
     private readonly opts: CallBridgeOptions,
     private readonly log: Logger,
   ) {
-    this.lastActivity = this.now();
+    this.settings = call.conversation ?? DEFAULT_SETTINGS;
     this.audioBudget = audioBudget(opts.audioBudget, opts.budgetClock);
     this.openHoldFrames = Math.ceil((opts.openHoldMs * opts.audioBudget.rate) / 20);
     this.keyBudget = new Budget(opts.keyBudget, opts.budgetClock);
     this.keypad = new KeypadRuns(opts.dtmfGapMs, (keys) => this.keysToModel(keys));
+    this.redactor = callRedactor(call);
     this.recorder =
       call.recording_enabled && deps.recordings
-        ? deps.recordings.startTwoChannel({ workspaceId: call.workspace_id, conversationId: call.id, kind: 'phone_call', sampleRate: 8000 }, log)
+        ? deps.recordings.startTwoChannel(
+            {
+              workspaceId: call.workspace_id,
+              conversationId: call.id,
+              kind: 'phone_call',
+              sampleRate: 8000,
+              redacted: this.redactor?.covers('recordings') ?? false,
+            },
+            log,
+          )
         : null;
+    this.recordingRedaction = RecordingRedaction.of(this.redactor, this.recorder);
     ws.on('close', () => void this.finish('stream_closed'));
   }
 
@@ -209,16 +235,18 @@ export class CallBridge {
       voice = await this.deps.voice.open({
         instruction: this.call.instruction,
         firstMessage,
+        model: agent.model,
         voiceId: agent.voiceId,
         language: agent.language,
         languageCode: agent.languageCode,
         tools,
         canEndConversation: agent.canEndConversation,
         source: 'phone',
+        conversation: this.settings,
       });
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'voice session could not start; ending the call');
-      this.endReason = 'service_error';
+      this.endReason = err instanceof VoiceModelRefusedError ? 'model_refused' : 'service_error';
       await this.hangup();
       this.ws.close(1011);
       return;
@@ -237,6 +265,9 @@ export class CallBridge {
         textMode: false,
         externalLatency: true,
         live: this.deps.live?.sink(this.call) ?? null,
+        redaction: this.redactor,
+        interruptions: this.settings.interruptions,
+        playoutTracked: true,
       },
       this.deps.tools,
       this.deps.clock,
@@ -245,11 +276,22 @@ export class CallBridge {
         agentAudio: (pcm) => this.agentAudio(pcm),
         turnComplete: () => this.turnComplete(),
         interrupted: () => this.interrupted(),
+        transcript: (u) => {
+          if (!this.recordingRedaction) return;
+          if (u.role === 'model' && u.final) {
+            // The utterance's last part-frame is in its span.
+            const last = this.transcoder.flush();
+            if (last) this.play(last);
+          }
+          this.recordingRedaction.transcript(u);
+        },
         committed: (turn) => {
+          this.recordingRedaction?.committed(turn);
           this.scheduleProgress();
-          this.deps.live?.transcript(this.call, turn);
+          this.deps.live?.transcript(this.call, this.redactor?.covers('webhooks') ? this.redactor.turn(turn) : turn);
         },
         toolCall: (_name, status) => {
+          this.activity();
           if (status !== 'started') this.scheduleProgress();
         },
         agentEnded: () => this.agentEnded(),
@@ -278,19 +320,15 @@ export class CallBridge {
   private startTimers(): void {
     // The stream may have ended while the conversation was being set up: no timers outlive the bridge.
     if (this.finished) return;
-    if (this.opts.silenceTimeoutMs > 0) {
-      const every = Math.max(50, Math.min(1000, Math.floor(this.opts.silenceTimeoutMs / 4)));
-      this.timers.push(
-        setInterval(() => {
-          if (this.now() - this.lastActivity >= this.opts.silenceTimeoutMs && !this.hangingUp) {
-            this.log.info('silence timeout');
-            void this.endCall('silence_timeout');
-          }
-        }, every),
-      );
+    const idle =
+      this.settings.idle ??
+      (this.opts.silenceTimeoutMs > 0 ? { idle_ms: this.opts.silenceTimeoutMs, reminders: [], max_reminders: 0, goodbye_message: null } : null);
+    if (idle) {
+      this.idle = new IdleLadder(idle, () => this.now(), { remind: (text, n) => this.remind(text, n), giveUp: (goodbye, n) => this.idleGiveUp(goodbye, n) });
+      this.idle.start();
     }
     const answeredAt = this.call.answered_at ? new Date(this.call.answered_at).getTime() : this.now();
-    const left = Math.max(0, answeredAt + this.opts.maxDurationMs - this.now());
+    const left = Math.max(0, answeredAt + maxDurationMs(this.settings, this.opts.maxDurationMs) - this.now());
     this.timers.push(setTimeout(() => void this.endCall('time_limit'), left));
   }
 
@@ -324,7 +362,7 @@ export class CallBridge {
         return;
       case 'dtmf':
         if (!this.keyBudget.take(1)) return this.opts.onKeysDropped?.(1);
-        this.lastActivity = this.now();
+        this.activity(true);
         this.keypad.press(e.digit);
         return;
       case 'stop':
@@ -370,7 +408,7 @@ export class CallBridge {
     if (charge) this.recorder?.person(ulaw);
     const pcm = this.transcoder.toModel(ulaw);
     if (rms(pcm) >= DEFAULT_SPEECH_RMS) {
-      this.lastActivity = this.now();
+      this.activity(true);
       const t = performance.now();
       this.callerSpokeAt = t;
       this.callerTurnAt ??= t;
@@ -420,7 +458,7 @@ export class CallBridge {
     if (this.hangingUp || this.finished) return { ok: false, result: null, error: 'The call is ending; no keys were pressed.' };
     const keys = parsed.keys;
     const startedAt = this.now();
-    this.lastActivity = startedAt;
+    this.activity();
     const carrier = this.deps.carrier;
     try {
       if (carrier.sendDtmf) await carrier.sendDtmf(this.deps.credentials(this.agent), this.call.call_sid ?? '', keys);
@@ -460,10 +498,48 @@ export class CallBridge {
     });
   }
 
+  /** Either side said or did something (`byPerson`: the person): the idle ladder waits again. */
+  private activity(byPerson = false): void {
+    this.idle?.activity(byPerson);
+  }
+
+  /** The idle ladder's reminder (not to an answering machine, nor once the call is ending). */
+  private remind(text: string, count: number): void {
+    const conversation = this.conversation;
+    if (!conversation || conversation.ended || this.hangingUp || this.finished || this.voicemail !== 'no' || this.awaitingFinalTurn) return;
+    this.log.info({ count }, 'idle: the agent reminds the person');
+    try {
+      conversation.remind(text, count);
+    } catch {
+      this.log.warn('idle reminder could not be passed to the voice session');
+    }
+  }
+
+  /**
+   * The idle ladder gave up: with the agent's settings the goodbye is said and the call hung up once it
+   * has played (`idle_timeout`); the deployment's silence timeout hangs up at once (`silence_timeout`).
+   */
+  private idleGiveUp(goodbye: string | null, count: number): void {
+    if (this.hangingUp || this.finished || this.awaitingFinalTurn) return;
+    const reason: EndReason = this.settings.idle ? 'idle_timeout' : 'silence_timeout';
+    this.log.info({ reason }, 'idle: ending the call');
+    this.endReason ??= reason;
+    let said = false;
+    try {
+      this.conversation?.idleHangup(goodbye, count);
+      said = Boolean(goodbye && this.conversation);
+    } catch {
+      this.log.warn('idle goodbye could not be passed to the voice session');
+    }
+    if (said) this.endAfterNextTurn();
+    else void this.endCall(reason);
+  }
+
   private agentAudio(pcm24k: Buffer): void {
-    this.lastActivity = this.now();
+    this.activity();
     this.measureLatency();
     if (this.messageRequestedAt !== null) this.heardAfterMessage = true;
+    this.recordingRedaction?.agentAudio();
     for (const frame of this.transcoder.toCaller(pcm24k)) this.play(frame);
   }
 
@@ -490,6 +566,10 @@ export class CallBridge {
     if (last) this.play(last);
     this.turn += 1;
     const name = `turn-${this.turn}`;
+    if (this.firstMark === null) {
+      // Its mark may never come back (a carrier that drops marks): the person is heard again regardless.
+      this.timers.push(setTimeout(() => this.conversation?.firstMessagePlayed(), PLAYBACK_WAIT_MS));
+    }
     this.firstMark ??= name;
     this.pendingMarks.add(name);
     this.send(this.dialect.mark(this.streamId, name));
@@ -503,6 +583,7 @@ export class CallBridge {
   private interrupted(): void {
     this.transcoder.discard();
     this.recorder?.interrupted();
+    this.recordingRedaction?.interrupted();
     this.send(this.dialect.clear(this.streamId));
     for (const waiter of this.toneMarks.values()) waiter.interrupted = true;
     if (this.pendingMarks.size) this.clearedSinceFirstMark = true;
@@ -510,6 +591,9 @@ export class CallBridge {
 
   private markPlayed(name: string): void {
     if (!this.pendingMarks.delete(name)) return;
+    // What the agent said has been heard to its end: the silence after it starts now.
+    this.activity();
+    if (name === this.firstMark) this.conversation?.firstMessagePlayed();
     const tones = this.toneMarks.get(name);
     if (tones) tones.done(tones.interrupted);
     if (name === this.firstMark && !this.clearedSinceFirstMark) this.firstMarkPlayed = true;
@@ -609,6 +693,7 @@ export class CallBridge {
       if (signal.answeredBy !== 'machine' || this.voicemail !== 'no') return;
       this.log.info({ greetingEnded: signal.greetingEnded }, 'answering machine detected');
       this.voicemail = 'waiting_greeting';
+      this.idle?.stop();
       this.interrupted();
       if (signal.greetingEnded) this.leaveMessage();
       else this.timers.push(setTimeout(() => this.leaveMessage(), 30_000));
@@ -692,6 +777,7 @@ export class CallBridge {
     if (this.finished) return;
     this.finished = true;
     for (const t of this.timers) clearTimeout(t);
+    this.idle?.stop();
     const endedAt = this.deps.clock.now();
     // Keys pressed just before the end are kept in the transcript.
     this.keypad.flush();

@@ -7,10 +7,11 @@
  * the first never replaced). Anything else is closed with 1008 before any audio is taken. An accepted
  * stream becomes a CallBridge; the instance's bridges renew their calls' deadlines while they run.
  * From its claim on, the stream's connection no longer counts against its address's connection cap
- * (a carrier's media server carries many calls).
+ * (a carrier's media server carries many calls). A carrier whose media is in-process (SIP's RTP)
+ * hands its streams over as MediaSockets in its own dialect; they are taken the same way.
  */
 import type { Logger } from 'pino';
-import { WebSocketServer, type WebSocket } from 'ws';
+import { WebSocketServer } from 'ws';
 import type { UpgradeRoute } from '../../http/upgrades.js';
 import { exemptFromAddressCap } from '../../http/connection-limits.js';
 import { sha256Hex } from '../../lib/tokens.js';
@@ -19,7 +20,7 @@ import type { ReservationTerms, ReservationWatch, WorkspaceAdmission } from '../
 import type { CallRow } from '../store.js';
 import { CallBridge, type CallBridgeDeps, type CallBridgeOptions } from './bridge.js';
 import { ProgressSaves } from '../../conversation/progress-saves.js';
-import type { Carriers, CarrierPlugin, Provider } from '../../carriers/index.js';
+import type { Carriers, CarrierPlugin, MediaSocket, Provider } from '../../carriers/index.js';
 import type { CallSignals } from './signals.js';
 /** Largest frame a carrier sends (20 ms frames are a few hundred bytes). */
 const MAX_FRAME_BYTES = 64 * 1024;
@@ -29,7 +30,7 @@ const EARLY_FRAMES = 100;
 
 export interface MediaServerDeps extends Omit<CallBridgeDeps, 'carrier' | 'credentials' | 'log' | 'progress'> {
   carriers: Carriers;
-  agents: { findForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent | null> };
+  agents: { findForRuntime(workspaceId: string, agentId: string, version?: number | null): Promise<RuntimeAgent | null> };
   admission: WorkspaceAdmission;
   signals: CallSignals;
 }
@@ -65,25 +66,30 @@ export class MediaServer {
   }
 
   get routes(): UpgradeRoute[] {
-    return this.deps.carriers.list().map((plugin) => ({
-      path: new RegExp(`^/telephony/${plugin.provider}/media$`),
-      handle: (req, socket, head) => {
-        if (this.closing) {
-          socket.destroy();
-          return;
-        }
-        this.wss.handleUpgrade(req, socket, head, (ws) => {
-          const accepting = this.accept(ws, plugin, () => exemptFromAddressCap(socket))
-            .catch((err) => {
-              // The call is not lost: its deadline ends it if the stream cannot be taken now.
-              this.log.error({ err, provider: plugin.provider }, 'media stream could not be accepted');
-              if (ws.readyState === ws.OPEN) ws.close(1011);
-            })
-            .finally(() => this.accepting.delete(accepting));
-          this.accepting.add(accepting);
-        });
-      },
-    }));
+    return this.deps.carriers
+      .list()
+      .filter((plugin) => plugin.media.kind === 'websocket')
+      .map((plugin) => ({
+        path: new RegExp(`^/telephony/${plugin.provider}/media$`),
+        handle: (req, socket, head) => {
+          if (this.closing) {
+            socket.destroy();
+            return;
+          }
+          this.wss.handleUpgrade(req, socket, head, (ws) => this.take(ws, plugin, () => exemptFromAddressCap(socket)));
+        },
+      }));
+  }
+
+  private take(ws: MediaSocket, plugin: CarrierPlugin, authenticated: () => void): void {
+    const accepting = this.accept(ws, plugin, authenticated)
+      .catch((err) => {
+        // The call is not lost: its deadline ends it if the stream cannot be taken now.
+        this.log.error({ err, provider: plugin.provider }, 'media stream could not be accepted');
+        if (ws.readyState === ws.OPEN) ws.close(1011);
+      })
+      .finally(() => this.accepting.delete(accepting));
+    this.accepting.add(accepting);
   }
 
   /** Live calls on this instance. */
@@ -92,6 +98,15 @@ export class MediaServer {
   }
 
   start(): void {
+    // A carrier's own in-process streams (SIP's RTP) are taken as a WebSocket stream is, after its upgrade.
+    for (const plugin of this.deps.carriers.list()) {
+      const media = plugin.media;
+      if (media.kind !== 'in_process') continue;
+      media.onStream((socket) => {
+        if (this.closing) socket.close(1001);
+        else this.take(socket, plugin, () => undefined);
+      });
+    }
     this.heartbeat = setInterval(() => {
       void this.deps.store
         .renewDeadlines([...this.bridges.keys()], this.opts.orphanAfterMs)
@@ -101,7 +116,7 @@ export class MediaServer {
   }
 
   /** `authenticated`: the stream's token was good (its connection stops counting as a browser's). */
-  private async accept(ws: WebSocket, plugin: CarrierPlugin, authenticated: () => void): Promise<void> {
+  private async accept(ws: MediaSocket, plugin: CarrierPlugin, authenticated: () => void): Promise<void> {
     const { provider } = plugin;
     const dialect = plugin.media.dialect;
     ws.on('error', (err) => this.log.debug({ err: err.message }, 'media socket error'));
@@ -150,11 +165,25 @@ export class MediaServer {
     if (!agent) {
       log.warn({ callId: call.id }, 'media stream refused: the call agent is gone');
       ws.close(1008, 'Agent unavailable');
+      await this.endUnbridged(call, plugin, null, 'service_error');
       return;
     }
-    // The socket closed while the call was being looked up: no bridge is started for it; the call's
-    // deadline ends it. (At the drain deadline the bridge is started and ended with `shutdown`.)
-    if (ws.readyState !== ws.OPEN) return;
+    // The socket closed while the call was being looked up (the carrier ended the call: a hang-up
+    // asked while it was being answered): no bridge is started for it, and it ends now rather than at
+    // its deadline. (At the drain deadline the bridge is started and ended with `shutdown`.)
+    if (ws.readyState !== ws.OPEN) {
+      log.info({ callId: call.id }, 'media stream closed before its bridge started; ending the call');
+      await this.endUnbridged(call, plugin, agent, null);
+      return;
+    }
+    // Asked to hang up while it was being dialed, and answered before the carrier took it (a stream
+    // given when dialing, provider_b's): no conversation starts.
+    if (call.hangup_requested_at) {
+      log.info({ callId: call.id }, 'media stream of a call asked to hang up; ending the call');
+      ws.close(1000);
+      await this.endUnbridged(call, plugin, agent, null);
+      return;
+    }
     const bridge = new CallBridge(
       ws,
       dialect,
@@ -195,6 +224,24 @@ export class MediaServer {
       bridge.onSignal({ callId: call.id, kind: 'amd', answeredBy: 'machine', greetingEnded: plugin.machineResultAfterGreeting });
   }
 
+  /**
+   * A call whose stream was claimed but never bridged: its media has ended, so it is hung up at the
+   * carrier (when its accounts are known; a call already over there is no error) and finalised now. A
+   * carrier's report of its end meanwhile found its media live and waited for a bridge that never came.
+   */
+  private async endUnbridged(call: CallRow, plugin: CarrierPlugin, agent: RuntimeAgent | null, hint: 'service_error' | null): Promise<void> {
+    if (agent && call.call_sid) {
+      try {
+        await plugin.rest.hangup(this.deps.carriers.credentialsOf(agent, plugin.provider), call.call_sid, { answered: true });
+      } catch (err) {
+        this.log.warn({ callId: call.id, err: (err as Error).message }, 'hang-up of an unbridged call failed');
+      }
+    }
+    const endedAt = this.deps.clock.now();
+    await this.deps.store.update(call.id, { media_ended_at: endedAt, ...(hint ? { end_reason_hint: hint } : {}) });
+    await this.deps.finaliser.finalise(call.id, { endedAt });
+  }
+
   /** The call's reservation, extended while it runs from its answer; the call ends when it runs out. */
   private async watchReservation(call: CallRow, bridge: CallBridge, log: Logger): Promise<ReservationWatch> {
     return this.deps.admission.watch(
@@ -216,10 +263,11 @@ export class MediaServer {
    * carrier accounts of the agent whose number was called (they sign and place its carrier requests).
    */
   private async conversationAgent(call: CallRow): Promise<RuntimeAgent | null> {
-    const agent = await this.deps.agents.findForRuntime(call.workspace_id, call.agent_id);
+    // The version the call was created with: a publish since does not change a live conversation.
+    const agent = await this.deps.agents.findForRuntime(call.workspace_id, call.agent_id, call.agent_version);
     if (!agent || !call.number_agent_id) return agent;
     const numberAgent = await this.deps.agents.findForRuntime(call.workspace_id, call.number_agent_id);
-    return numberAgent ? { ...agent, providerA: numberAgent.providerA, providerB: numberAgent.providerB } : null;
+    return numberAgent ? { ...agent, carrierAccounts: numberAgent.carrierAccounts, sip: numberAgent.sip } : null;
   }
 
   private claim(provider: Provider, callId: string, streamToken: string, callSid: string) {

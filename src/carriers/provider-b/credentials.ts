@@ -1,6 +1,6 @@
 /** provider_b's account of an agent: API key and Call Control connection (its public key checks its webhooks). */
 import type { CarrierCredentials } from '../carrier.js';
-import { accountState, type AccountState, type CarrierAccounts, type CredentialsSchema } from '../credentials.js';
+import { accountState, heldAccount, type AccountState, type CarrierAccounts, type CredentialsSchema } from '../credentials.js';
 
 export interface ProviderBCredentials extends CarrierCredentials {
   provider: 'provider_b';
@@ -8,16 +8,18 @@ export interface ProviderBCredentials extends CarrierCredentials {
   connectionId: string;
 }
 
-type Account = { apiKey: string | null; connectionId: string | null; publicKey?: string | null } & AccountState;
+type Account = { apiKey: string | null; connectionId: string | null; publicKey: string | null } & AccountState;
 
-/** The holder's provider_b account (RuntimeAgent's `providerB`), read by shape. */
+/** The holder's provider_b account (its `provider_b_config`), read by shape. */
 export function providerBAccount(accounts: CarrierAccounts | null): Account | null {
-  return (accounts as { providerB?: Account | null } | null)?.providerB ?? null;
+  const b = heldAccount(accounts, 'provider_b');
+  return b && { apiKey: b.config.api_key ?? null, connectionId: b.config.connection_id ?? null, publicKey: b.config.public_key ?? null, ...b };
 }
 
 export const providerBCredentials: CredentialsSchema = {
   dialFields: 'api_key and connection_id',
   inboundFields: 'api_key, connection_id, phone_number and public_key',
+  agentConfig: { secretFields: ['api_key', 'public_key'], requiredFields: ['api_key', 'connection_id', 'public_key'] },
   account: (accounts) => accountState(providerBAccount(accounts)),
   credentials(accounts): ProviderBCredentials | null {
     const b = providerBAccount(accounts);

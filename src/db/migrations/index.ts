@@ -36,6 +36,15 @@ import * as m033 from './033_credential_invalidations.js';
 import * as m034 from './034_sip_trunks.js';
 import * as m035 from './035_do_not_call.js';
 import * as m036 from './036_erasure.js';
+import * as m037 from './037_do_not_call_counts.js';
+import * as m038 from './038_redaction.js';
+import * as m039 from './039_sip_provider.js';
+import * as m040 from './040_agent_model.js';
+import * as m041 from './041_carrier_accounts.js';
+import * as m042 from './042_conversation_settings.js';
+import * as m043 from './043_analysis_model.js';
+import * as m044 from './044_agent_versions.js';
+import * as m045 from './045_recipient_conversation.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -76,6 +85,15 @@ const migrations: Array<[string, Migration]> = [
   ['034_sip_trunks', m034],
   ['035_do_not_call', m035],
   ['036_erasure', m036],
+  ['037_do_not_call_counts', m037],
+  ['038_redaction', m038],
+  ['039_sip_provider', m039],
+  ['040_agent_model', m040],
+  ['041_carrier_accounts', m041],
+  ['042_conversation_settings', m042],
+  ['043_analysis_model', m043],
+  ['044_agent_versions', m044],
+  ['045_recipient_conversation', m045],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {

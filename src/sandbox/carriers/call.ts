@@ -6,7 +6,7 @@
 import type { Logger } from 'pino';
 import type { Clock } from './clock.js';
 import { CallOver, runMenu, runPerson, runVoicemail, type CalleeScript } from './callee.js';
-import { Line } from './line.js';
+import { Line, type CalleeMedia } from './line.js';
 import { MediaStream } from './media.js';
 import type { Framing } from './frames.js';
 import { ulawMs } from './audio.js';
@@ -79,6 +79,8 @@ export class SimCall {
   private readonly abort = new AbortController();
   private line: Line | null = null;
   private stream: MediaStream | null = null;
+  /** Media the carrier carries itself (SIP's RTP) instead of opening streams. */
+  private carried: CalleeMedia | null = null;
   private streamDone: ((how: StreamEnd, notify: boolean) => void) | null = null;
   private voicemailRecordedBytes = 0;
   private keysPlaying: Promise<void> = Promise.resolve();
@@ -167,7 +169,7 @@ export class SimCall {
         this.changed();
       },
       dtmf: (digit) => {
-        this.stream?.sendDtmf(digit);
+        this.media?.sendDtmf(digit);
         this.record.dtmfSent += digit;
         this.hooks.dtmf?.(digit);
         this.changed();
@@ -178,13 +180,13 @@ export class SimCall {
       },
       hangup: () => this.end({ reason: 'completed', by: 'callee' }),
       clip: (label) => {
-        this.record.clips.push({ label, streamMs: (this.stream?.framesSent ?? 0) * FRAME_MS });
+        this.record.clips.push({ label, streamMs: (this.media?.framesSent ?? 0) * FRAME_MS });
       },
       played: (bytes) => {
         this.record.agentPlayedMs += ulawMs(bytes);
       },
     });
-    line.stream = this.stream;
+    line.stream = this.media;
     this.line = line;
     const callee =
       this.plan.callee === 'voicemail'
@@ -206,6 +208,22 @@ export class SimCall {
     this.hooks.answered?.();
   }
 
+  /** What the callee talks and listens through now: the open stream, or the media the carrier carries. */
+  private get media(): CalleeMedia | null {
+    return this.stream ?? this.carried;
+  }
+
+  /** The carrier carries the call's media itself (SIP's RTP): the callee talks and listens through it once answered. */
+  carry(media: CalleeMedia): void {
+    this.carried = media;
+    if (this.line && !this.stream) this.line.stream = media;
+  }
+
+  /** A key the carrier delivered on its own (an RFC 4733 event) reaches the callee. */
+  hear(key: string): void {
+    this.line?.hear(key);
+  }
+
   /**
    * Opens a media stream (the carrier is the WebSocket client). Resolves when it ends: closed by the
    * service, stopped by the carrier, or failed to open.
@@ -220,7 +238,7 @@ export class SimCall {
         if (this.stream === stream) {
           this.stream = null;
           this.streamDone = null;
-          if (this.line) this.line.stream = null;
+          if (this.line) this.line.stream = this.carried;
         }
         if (notify) this.hooks.streamEnded?.(how, stream);
         resolve(how);

@@ -8,7 +8,7 @@
 import type { Clock } from './clock.js';
 import { CallOver, type CalleeLine } from './callee.js';
 import { FRAME_BYTES, SILENCE_FRAME } from './audio.js';
-import type { MediaStream } from './media.js';
+import type { Playout } from './playout.js';
 import { DtmfDetector } from './dtmf-detector.js';
 
 const NOTHING = Buffer.alloc(0);
@@ -18,6 +18,23 @@ interface Wait {
   deadline: number;
   resolve: (ok: boolean) => void;
   reject: (err: Error) => void;
+}
+
+/**
+ * What the callee talks and listens through: a carrier's media stream (media.ts) or, on SIP, the
+ * call's own RTP (sip-call.ts).
+ */
+export interface CalleeMedia {
+  /** Up: the service hears the callee and its audio plays. */
+  readonly live: boolean;
+  /** The agent audio that reached the carrier, played one frame per tick. */
+  readonly playout: Pick<Playout, 'step' | 'pendingAudio'>;
+  /** The callee's frames sent so far. */
+  readonly framesSent: number;
+  /** One 20 ms frame of the callee's voice (mu-law), silence included. */
+  sendMedia(ulaw: Buffer): void;
+  /** A key the callee pressed. */
+  sendDtmf(digit: string): void;
 }
 
 export interface LineHooks {
@@ -39,8 +56,8 @@ export class Line implements CalleeLine {
   lastAgentFrame = -1;
   keysHeard = '';
   private readonly ear = new DtmfDetector();
-  /** The media stream playing now, if any (the call swaps it as streams open and close). */
-  stream: MediaStream | null = null;
+  /** The media playing now, if any (the call swaps it as streams open and close). */
+  stream: CalleeMedia | null = null;
   private voice: Buffer[] = [];
   private voiceBytes = 0;
   private readonly labels = new Map<Buffer, string>();

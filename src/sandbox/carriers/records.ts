@@ -1,6 +1,8 @@
 /** What the sandbox carriers remember of each simulated call, and the waits tests make on it. */
+import type { Provider } from '../../carriers/index.js';
 
-export type SandboxProvider = 'provider_a' | 'provider_b';
+/** A carrier with a simulator (simulators.ts); ringing one without is an error. */
+export type SandboxProvider = Provider;
 export type CallOutcome = 'human' | 'voicemail' | 'busy' | 'no_answer' | 'failed' | 'rejected' | 'canceled';
 export type CallState = 'queued' | 'ringing' | 'in_progress' | 'completed';
 export type HangupBy = 'callee' | 'service' | 'carrier' | 'stream_closed';
@@ -22,7 +24,7 @@ export interface CallbackRecord {
  */
 export interface SandboxCallRecord {
   provider: SandboxProvider;
-  /** provider_a CallSid (`CA` + 32 hex); provider_b call_control_id (`v3:...`). */
+  /** provider_a CallSid (`CA` + 32 hex); provider_b call_control_id (`v3:...`); sip the Call-ID. */
   callSid: string;
   direction: 'outbound' | 'inbound';
   from: string;
@@ -30,7 +32,7 @@ export interface SandboxCallRecord {
   /** What happened at the callee's end; set from the number when dialed, corrected as the call goes. */
   outcome: CallOutcome;
   state: CallState;
-  /** provider_a: the final CallStatus; provider_b: the hangup_cause. null while the call is live. */
+  /** provider_a: the final CallStatus; provider_b: the hangup_cause; sip: the INVITE's final status, or BYE. null while the call is live. */
   endStatus: string | null;
   createdAt: number;
   answeredAt: number | null;
@@ -69,7 +71,7 @@ export interface SandboxCallRecord {
   /** Keys the service pressed that the callee heard (provider_b `send_dtmf`, or tones in the agent audio). */
   dtmfReceived: string;
   callbacks: CallbackRecord[];
-  /** The dial request as received (provider_a form params, provider_b JSON), or the ring() input. */
+  /** The dial request as received (provider_a form params, provider_b JSON, sip the INVITE's URI and numbers), or the ring() input. */
   request: Record<string, unknown>;
   /** Frames or requests from the service that the real carrier would refuse or ignore. */
   protocolErrors: string[];

@@ -3,7 +3,8 @@
  * The service's real carrier adapters talk to them over the real wire protocols; only base URLs and
  * credentials differ from production. provider_a (Twilio-compatible) lives under `${url}/provider_a`
  * (the adapter appends `/2010-04-01/...`), provider_b (Telnyx Call Control v2-compatible) under
- * `${url}/provider_b/v2` (the adapter appends `/calls`...).
+ * `${url}/provider_b/v2` (the adapter appends `/calls`...). With `sip`, a SIP far end (sip.ts) at
+ * `sip.host:sip.port` plays the phone network behind a SIP trunk by the same numbers and callees.
  *
  * Outcome of an outbound call, by the last four digits of `to` (fixed: clients depend on them):
  *   0001  voicemail: a machine answers after ringMs, plays its greeting (6.8 s) and a beep (0.5 s),
@@ -26,11 +27,13 @@
  *         speaking.", wait, "Thanks, goodbye.", wait up to 2 s, hang up). Other keys or none:
  *         "Sorry, that is not a valid option." and the prompt again; after the third try "Goodbye."
  *         and it hangs up, never having answered as a person. The menu hears keys the way the
- *         carrier carries them: provider_b `send_dtmf`, or tones in the agent audio (provider_a).
+ *         carrier carries them: provider_b `send_dtmf`, sip RFC 4733 events, or tones in the agent
+ *         audio (provider_a).
  *   0007  a person who does not want calls answers after ringMs (AMD, if asked, says human): waits
  *         for the agent's first words, says "Please do not call me again.", waits for the reply (the
  *         agent's confirmation and goodbye, when it offers the opt-out tool), waits up to 2 s more
  *         and hangs up (the test's script instead, if it set one).
+ *   0008  sip only: a person who declines the call: rings ringMs, then 603 Decline (outcome rejected).
  *   other a person answers after ringMs (no-answer instead if the ring timeout is shorter); AMD, if
  *         asked, says human 0.8 s in; the person follows the test's script (setScript) or the default:
  *         wait for the agent's first message to finish, say "Hello, this is Sam.", wait for the
@@ -39,8 +42,15 @@
  *         With 0.6 s agent replies the conversation lasts about 8 s (simulated) after the answer:
  *         about 9.3 s from the dial request at speed 1 with the default ringMs, 2.4 s at speed 4.
  *
+ * On sip: busy is 486 after ringing; no answer rings until the service's CANCEL (487), or 480 after
+ * noAnswerMs; 0004 is 404 Not Found (outcome failed); the service's CANCEL or BYE is its hang-up.
+ * SIP has no answering-machine detection: the machine (0001) just answers. The media is the call's
+ * RTP from the answer: the callee's voice is queued on it, and the agent is heard whenever the
+ * service's packets are not digital silence.
+ *
  * Simulation rules:
- * - Time: every duration is simulated and divided by `speed` (media, waits, ringing, AMD).
+ * - Time: every duration is simulated and divided by `speed` (media, waits, ringing, AMD); SIP's media
+ *   is RTP in real time, so the SIP far end runs at speed 1.
  * - Dialing: queued, initiated 100 ms later, ringing 200 ms after that, then the outcome.
  * - Media: once a stream is open the carrier sends a 20 ms mu-law frame every 20 ms for the whole
  *   call, silence (0xFF) when the callee is not talking. Agent audio is queued and played in real
@@ -67,19 +77,21 @@
  *   in the wrong state 422 code 90034. call.hangup's hangup_source is caller/callee from the call's
  *   view (the service is the caller of outgoing calls), unknown when the carrier ended it.
  * - Keys: the callee's keys go to the service as `dtmf` frames on the stream (and provider_b's
- *   `call.dtmf.received` webhook). The service's keys reach the callee by provider_b's `send_dtmf`
+ *   `call.dtmf.received` webhook), on sip as RFC 4733 events (which it hears from the service too). The service's keys reach the callee by provider_b's `send_dtmf`
  *   action (digits 0-9 A-D * # and pauses w 0.5 s, W 1 s; duration_millis 100-500, default 250; each
  *   key heard after its duration, 100 ms apart; on an unanswered call 422 code 90034), or as DTMF
  *   tones in the agent audio the callee hears (either carrier: provider_a's stream takes no key
  *   frames, so a `dtmf` frame from the service is a protocol error). The record's `dtmfReceived`
  *   holds what the callee heard, `dtmfSent` what it pressed.
- * - Transfer (provider_a `<Dial>` TwiML update, provider_b `transfer`): the stream stops (`stop`, socket
- *   closed), `transferredTo` is recorded, and the call completes 1 s later.
+ * - Transfer (provider_a `<Dial>` TwiML update, provider_b `transfer`, sip REFER: 202, then a NOTIFY of
+ *   the target's 200): the stream stops (`stop`, socket closed), `transferredTo` is recorded, and the
+ *   call completes 1 s later.
  * - Time limits: TimeLimit / time_limit_secs (default 4 h) from the answer; the carrier hangs up
  *   (provider_b hangup_cause time_limit).
  * - Inbound (`ring()`): provider_a posts the number's VoiceUrl (CallStatus ringing, Direction inbound);
  *   provider_b sends `call.initiated` (incoming, parked) to the webhook_event_url of the connection
- *   the number is attached to and waits for `answer`, `reject` or `hangup`. Unanswered for 30 s, the
+ *   the number is attached to and waits for `answer`, `reject` or `hangup`; sip sends an INVITE to
+ *   the service's SIP port from the far end's address. Unanswered for 30 s, the
  *   caller gives up. The caller is the default person unless a script is given, or the PIN caller
  *   when `from` ends in 0006: it waits for the agent's first words, says "I would like to check my
  *   account.", waits for the reply, types 1234# (200 ms apart), waits for the reply, says "Thanks,
@@ -101,9 +113,10 @@ import type { CalleeScript } from './callee.js';
 import { Clock } from './clock.js';
 import type { CarrierContext, RingInput } from './carrier.js';
 import { BodyTooLarge, sendJson } from './http.js';
-import { createProviderA } from './provider-a.js';
-import { createProviderB } from './provider-b.js';
-import { CallRecords, type SandboxCallRecord } from './records.js';
+import { CallRecords, type SandboxCallRecord, type SandboxProvider } from './records.js';
+import { SIMULATORS, type SimulatorContext } from './simulators.js';
+import type { CarrierSettings } from '../../carriers/index.js';
+import { startSipFarEnd, type SipFarEndOptions } from './sip.js';
 
 export type { CalleeScript, CalleeStep } from './callee.js';
 export { DEFAULT_PERSON } from './callee.js';
@@ -120,6 +133,8 @@ export interface SandboxCarrierOptions {
   noAnswerMs?: number;
   /** 32-byte seed of the provider_b Ed25519 signing key (default: random per start). */
   signingSeed?: Buffer;
+  /** Start the SIP far end too, for a trunk to point at (and to ring the service through its SIP port). */
+  sip?: SipFarEndOptions;
   log?: Logger;
 }
 
@@ -129,6 +144,10 @@ export interface SandboxCarriers {
   readonly providerBUrl: string;
   /** base64 of the raw 32-byte Ed25519 public key that signs every provider_b webhook. */
   readonly providerBPublicKey: string;
+  /** The plug-in options that point `provider`'s adapter at its simulator here (its API URL, and what else it needs). */
+  pluginOptions(provider: SandboxProvider): NonNullable<CarrierSettings[SandboxProvider]>;
+  /** The SIP far end, when started: a SIP trunk's outbound host (`host:port`) and its inbound source. */
+  readonly sip: { host: string; port: number } | null;
   /** Every simulated call so far (both providers), oldest first; the last 1000 are kept. */
   calls(): SandboxCallRecord[];
   call(callSid: string): SandboxCallRecord | undefined;
@@ -171,22 +190,27 @@ export async function startSandboxCarriers(options: SandboxCarrierOptions = {}):
     track: (call) => void live.add(call),
     finished: (call) => void live.delete(call),
   };
-  const providerA = createProviderA(ctx);
-  const providerB = createProviderB(ctx, keys.privateKey);
+  const simulatorCtx: SimulatorContext = { carrier: ctx, webhookKey: keys };
+  const simulators = SIMULATORS.map((entry) => ({ entry, sim: entry.create(simulatorCtx) }));
+  const simulatorOf = (provider: SandboxProvider) => {
+    const found = simulators.find((s) => s.entry.provider === provider);
+    if (!found) throw new Error(`the sandbox simulates no carrier ${provider}`);
+    return found;
+  };
+  const sip = options.sip ? await startSipFarEnd(ctx, options.sip) : null;
+  const providers = [...simulators.map((s) => s.entry.provider), ...(sip ? ['sip'] : [])];
 
   const server = http.createServer((req, res) => {
     const u = new URL(req.url ?? '/', 'http://sandbox');
     const path = u.pathname;
     log.debug({ method: req.method, path }, 'sandbox carrier request');
-    let handled: Promise<void>;
-    if (path.startsWith('/provider_a/')) handled = providerA.handle(req, res, path.slice('/provider_a'.length), u.searchParams);
-    else if (path.startsWith('/provider_b/v2/')) handled = providerB.handle(req, res, path.slice('/provider_b/v2'.length), u.searchParams);
-    else {
-      if (path === '/' || path === '/health') sendJson(res, 200, { ok: true, providers: ['provider_a', 'provider_b'] });
-      else sendJson(res, 404, { error: 'not_found', detail: 'sandbox carriers serve /provider_a/... and /provider_b/v2/...' });
+    const target = simulators.find((s) => path.startsWith(`${s.entry.path}/`));
+    if (!target) {
+      if (path === '/' || path === '/health') sendJson(res, 200, { ok: true, providers });
+      else sendJson(res, 404, { error: 'not_found', detail: `sandbox carriers serve ${simulators.map((s) => `${s.entry.path}/...`).join(' and ')}` });
       return;
     }
-    handled.catch((err: unknown) => {
+    target.sim.handle(req, res, path.slice(target.entry.path.length), u.searchParams).catch((err: unknown) => {
       if (res.headersSent) return void res.destroy();
       if (err instanceof BodyTooLarge) return sendJson(res, 413, { error: 'body_too_large' });
       log.error({ err, path }, 'sandbox carrier request failed');
@@ -206,13 +230,22 @@ export async function startSandboxCarriers(options: SandboxCarrierOptions = {}):
 
   return {
     url,
-    providerAUrl: `${url}/provider_a`,
-    providerBUrl: `${url}/provider_b/v2`,
+    providerAUrl: `${url}${simulatorOf('provider_a').entry.path}`,
+    providerBUrl: `${url}${simulatorOf('provider_b').entry.path}`,
     providerBPublicKey: keys.publicKeyBase64,
+    pluginOptions: (provider) => {
+      const { entry } = simulatorOf(provider);
+      return entry.pluginOptions(`${url}${entry.path}`, simulatorCtx);
+    },
+    sip: sip && { host: sip.host, port: sip.port },
     calls: () => records.all(),
     call: (callSid) => records.get(callSid),
     waitForCall: (pred, timeoutMs = DEFAULT_WAIT_MS) => records.wait(pred, timeoutMs),
-    ring: (input) => (input.provider === 'provider_a' ? providerA.ring(input) : providerB.ring(input)),
+    ring: (input) => {
+      // The SIP far end is no HTTP simulator (simulators.ts): it rings the service's SIP port.
+      if (input.provider === 'sip') return sip ? sip.ring(input) : Promise.reject(new Error('sip: the SIP far end is not running'));
+      return simulatorOf(input.provider).sim.ring(input);
+    },
     setScript: (toNumber, script) => {
       if (script) scripts.set(toNumber, script);
       else scripts.delete(toNumber);
@@ -228,8 +261,8 @@ export async function startSandboxCarriers(options: SandboxCarrierOptions = {}):
       for (const call of live) call.shutdown();
       live.clear();
       clock.stop();
-      providerA.shutdown();
-      providerB.shutdown();
+      for (const s of simulators) s.sim.shutdown();
+      await sip?.shutdown();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     },

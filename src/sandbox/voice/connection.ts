@@ -8,7 +8,9 @@
  * apply to it as to typed text. Any other audio (real speech, or a turn longer than 60 s) is speech: the
  * transcription is the placeholder `[speech n.ns]`. Barge-in does not wait for the decoding.
  * The conversation state lives in a Conversation, kept under its resumption handle so a new connection
- * can take it over.
+ * can take it over. The setup's `realtimeInputConfig` sets the turn detection and barge-in (turn-rules.ts).
+ * A setup naming the model REFUSED_MODEL is refused as the Live API refuses a model it
+ * does not serve: the socket closes with 1008 and the model's name.
  */
 import { randomBytes } from 'node:crypto';
 import type { WebSocket, RawData } from 'ws';
@@ -17,6 +19,7 @@ import { INPUT_BYTES_PER_MS, OUTPUT_AUDIO_MIME, type LiveClientMessage } from '.
 import { END_CONVERSATION, afterResponse, decide, sayExactly, speechPlaceholder, type DeclaredFunction, type UserTurn } from './model.js';
 import { FRAMES_B64, FRAME_MS } from './speech.js';
 import { decodeSpokenText, spokenTextCutShort } from '../spoken-text.js';
+import { turnRules, type TurnRules } from './turn-rules.js';
 
 /** Audio of one spoken turn kept for decodeSpokenText; a longer turn is plain speech. */
 const MAX_TURN_AUDIO_BYTES = 60_000 * INPUT_BYTES_PER_MS;
@@ -59,6 +62,9 @@ export interface SetupRecord {
   model: string;
   resumedFrom: string | null;
 }
+
+/** The model id the sandbox refuses at setup (documented in the README): how a test meets a refused model. */
+export const REFUSED_MODEL = 'sandbox-refused-model';
 
 const AUDIO_FRAME_PREFIX = `{"serverContent":{"modelTurn":{"parts":[{"inlineData":{"mimeType":"${OUTPUT_AUDIO_MIME}","data":"`;
 const AUDIO_FRAME_SUFFIX = '"}}]}}}';
@@ -109,6 +115,8 @@ export class SandboxConnection {
   private streamTimer: NodeJS.Timeout | null = null;
   private pendingCall: { id: string; name: string } | null = null;
   private frameCursor = 0;
+  /** The setup's turn detection and interruption rules (turn-rules.ts). */
+  private rules: TurnRules;
 
   constructor(
     private readonly ws: WebSocket,
@@ -120,6 +128,7 @@ export class SandboxConnection {
     /** Counts the text inputs (typed messages, keys) and images received (the service's budgets are tested by them). */
     private readonly onInput: (kind: 'text' | 'image') => void = () => undefined,
   ) {
+    this.rules = turnRules(timing, undefined);
     ws.on('message', (data, isBinary) => this.onMessage(data, isBinary));
     ws.on('close', (code) => this.onClose(code));
     ws.on('error', () => {});
@@ -189,6 +198,12 @@ export class SandboxConnection {
   }
 
   private onSetupMessage(setup: NonNullable<LiveClientMessage['setup']>): void {
+    const model = (setup.model ?? '').replace(/^models\//, '');
+    if (model === REFUSED_MODEL) return this.fail(1008, `models/${model} is not found for API version v1beta, or is not supported for bidiGenerateContent.`);
+    if (setup.realtimeInputConfig?.automaticActivityDetection?.disabled) {
+      return this.fail(1007, 'Request contains an invalid argument: the sandbox does not support client-signalled activity');
+    }
+    this.rules = turnRules(this.timing, setup.realtimeInputConfig);
     const handle = setup.sessionResumption?.handle ?? null;
     let conversation: Conversation;
     if (handle) {
@@ -229,7 +244,7 @@ export class SandboxConnection {
     const frame = this.input.subarray(0, len & ~1);
     const ms = frame.length / INPUT_BYTES_PER_MS;
     this.onAudioMs(ms);
-    if (rms(frame) >= this.timing.speechRms) {
+    if (rms(frame) >= this.rules.speechRms) {
       if (!this.inSpeech) {
         this.inSpeech = true;
         this.speechMs = 0;
@@ -240,15 +255,15 @@ export class SandboxConnection {
       this.keepTurnAudio(frame);
       this.speechMs += this.silenceMs + ms;
       this.silenceMs = 0;
-      if (!this.bargedIn && this.speechMs >= this.timing.minSpeechMs) {
+      if (!this.bargedIn && this.speechMs >= this.rules.minSpeechMs) {
         this.bargedIn = true;
-        this.interrupt();
+        if (this.rules.interrupts) this.interrupt();
       }
       this.armEndOfTurn();
     } else if (this.inSpeech) {
       this.keepTurnAudio(frame);
       this.silenceMs += ms;
-      if (this.silenceMs >= this.timing.endOfTurnMs) this.endSpeechTurn();
+      if (this.silenceMs >= this.rules.endOfTurnMs) this.endSpeechTurn();
       else this.armEndOfTurn();
     } else {
       this.keepPreRoll(frame);
@@ -275,7 +290,7 @@ export class SandboxConnection {
 
   private armEndOfTurn(): void {
     if (this.endOfTurnTimer) this.endOfTurnTimer.refresh();
-    else this.endOfTurnTimer = setTimeout(() => this.audioStopped(), this.timing.endOfTurnMs);
+    else this.endOfTurnTimer = setTimeout(() => this.audioStopped(), this.rules.endOfTurnMs);
   }
 
   /**
@@ -298,7 +313,7 @@ export class SandboxConnection {
     const audio = this.turnOverflow ? null : Buffer.concat(this.turnAudio, this.turnBytes);
     this.turnAudio = [];
     this.turnBytes = 0;
-    if (this.speechMs < this.timing.minSpeechMs) return;
+    if (this.speechMs < this.rules.minSpeechMs) return;
     const text = audio ? decodeSpokenText(audio, 16_000) : null;
     if (text !== null) this.onUserTurn({ kind: 'text', text }, text);
     else this.onUserTurn({ kind: 'speech', seconds: this.speechMs / 1000 }, speechPlaceholder(this.speechMs / 1000));
@@ -320,10 +335,27 @@ export class SandboxConnection {
   /** `transcript`: what the service heard of a spoken turn (a typed turn has none). */
   private onUserTurn(turn: UserTurn, transcript: string | null = null): void {
     const c = this.conversation!;
+    const speaking = this.stream;
+    if (!this.rules.interrupts && speaking) {
+      // NO_INTERRUPTION: the reply being spoken is finished first; this turn is answered after it
+      // (after any turn deferred before it: each waits for the reply then being spoken).
+      if (transcript !== null && c.transcribeInput) this.sendJson({ serverContent: { inputTranscription: { text: transcript, finished: true } } });
+      const then = speaking.then;
+      speaking.then = () => {
+        then();
+        this.onUserTurn(turn);
+      };
+      return;
+    }
     this.interrupt();
     if (transcript !== null && c.transcribeInput) {
       this.sendJson({ serverContent: { inputTranscription: { text: transcript, finished: true } } });
     }
+    this.answer(turn);
+  }
+
+  private answer(turn: UserTurn): void {
+    const c = this.conversation!;
     const previousUserText = c.lastUserText;
     c.lastUserText = turn.kind === 'text' ? turn.text.trim() : speechPlaceholder(turn.seconds);
     const action = decide({ instruction: c.instruction, functions: c.functions, turn, previousUserText });

@@ -29,6 +29,8 @@ export interface SandboxVoiceService {
   readonly url: string;
   /** Every setup received, in order (model and the resumption handle it carried). */
   readonly setups: readonly SetupRecord[];
+  /** Every post-call analysis answered, in order: the model asked (`models/...`) and the agent instruction it was for. */
+  readonly analyses: readonly AnalysisRecord[];
   openConnections(): number;
   /** Input audio received over every connection so far, ms. */
   audioReceivedMs(): number;
@@ -40,6 +42,11 @@ export interface SandboxVoiceService {
   setUnavailable(unavailable: boolean): void;
   dropConnections(): void;
   close(): Promise<void>;
+}
+
+export interface AnalysisRecord {
+  model: string;
+  instruction: string;
 }
 
 /** Conversations by resumption handle; only a conversation's latest handle is kept. */
@@ -66,7 +73,7 @@ class Registry implements ConversationRegistry {
   }
 }
 
-const GENERATE_CONTENT = /^\/v1beta\/models\/[^/:]+:generateContent$/;
+const GENERATE_CONTENT = /^\/v1beta\/(models\/[^/:]+):generateContent$/;
 
 type Json = Record<string, unknown>;
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
@@ -77,7 +84,7 @@ const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null 
  * `responseJsonSchema` asks for them (extraction.ts). Refused as the real API would: a
  * `responseJsonSchema` without `responseMimeType: application/json`, or beside `responseSchema`.
  */
-function analysisAnswer(raw: string): { text: string } | { error: string } {
+function analysisAnswer(raw: string): { text: string; instruction: string } | { error: string } {
   let body: Json;
   try {
     const parsed: unknown = JSON.parse(raw);
@@ -103,7 +110,7 @@ function analysisAnswer(raw: string): { text: string } | { error: string } {
   const userTurns = parsed.transcript.filter((t) => t.role === 'user').map((t) => t.text);
   if ('data' in asked && isObject(schema)) answer.data = extractData(schema, userTurns);
   if ('success' in asked) answer.success = judgeSuccess(parsed.successCriteria ?? '', userTurns, fixed.goal_met);
-  return { text: JSON.stringify(answer) };
+  return { text: JSON.stringify(answer), instruction: parsed.instruction };
 }
 
 export async function startSandboxVoiceService(options: SandboxOptions = {}): Promise<SandboxVoiceService> {
@@ -116,6 +123,7 @@ export async function startSandboxVoiceService(options: SandboxOptions = {}): Pr
   };
   const registry = new Registry();
   const setups: SetupRecord[] = [];
+  const analyses: AnalysisRecord[] = [];
   const connections = new Map<import('ws').WebSocket, SandboxConnection>();
   let unavailable = false;
   let refused = 0;
@@ -124,7 +132,8 @@ export async function startSandboxVoiceService(options: SandboxOptions = {}): Pr
 
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0];
-    if (req.method !== 'POST' || !GENERATE_CONTENT.test(path)) {
+    const model = GENERATE_CONTENT.exec(path)?.[1];
+    if (req.method !== 'POST' || !model) {
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":{"code":404,"message":"Not found"}}');
       return;
     }
@@ -149,6 +158,8 @@ export async function startSandboxVoiceService(options: SandboxOptions = {}): Pr
           .end(JSON.stringify({ error: { code: 400, message: answer.error, status: 'INVALID_ARGUMENT' } }));
         return;
       }
+      analyses.push({ model, instruction: answer.instruction });
+      if (analyses.length > 10_000) analyses.shift();
       res
         .writeHead(200, { 'content-type': 'application/json' })
         .end(JSON.stringify({ candidates: [{ content: { role: 'model', parts: [{ text: answer.text }] }, finishReason: 'STOP' }] }));
@@ -188,6 +199,7 @@ export async function startSandboxVoiceService(options: SandboxOptions = {}): Pr
   return {
     url: `ws://${address.includes(':') ? `[${address}]` : address}:${port}`,
     setups,
+    analyses,
     openConnections: () => connections.size,
     audioReceivedMs: () => audioMs,
     inputsReceived: () => ({ ...inputs }),

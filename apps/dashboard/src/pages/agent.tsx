@@ -1,7 +1,8 @@
 /**
  * One agent: every field of it, provider credentials write-only (left empty, a stored credential stays),
  * inbound calls per provider, the SIP trunk number it answers, the realtime toggles, what post-call analysis extracts (a JSON Schema of
- * data and success criteria), and the agent tried live with the web widget.
+ * data and success criteria) and with which model, how its conversations flow (interruptions, turn
+ * silence, the idle ladder, the longest conversation), and the agent tried live with the web widget.
  * Saving sends only what changed (PATCH merges provider configs field by field).
  */
 import { useState } from 'preact/hooks';
@@ -17,10 +18,11 @@ type AgentPatch = Schemas['AgentUpdateRequest'];
 type ProviderA = NonNullable<AgentPatch['provider_a_config']>;
 type ProviderB = NonNullable<AgentPatch['provider_b_config']>;
 type Voicemail = NonNullable<AgentPatch['voicemail_config']>;
+type Conversation = NonNullable<Agent['conversation']>;
 type Provider = 'provider_a' | 'provider_b';
 
 const TEXTS = ['name', 'description', 'instruction', 'first_message'] as const;
-const NULLABLE_TEXTS = ['voice_id', 'language', 'language_code', 'accent', 'transfer_phone_number', 'transfer_criteria'] as const;
+const NULLABLE_TEXTS = ['model', 'voice_id', 'analysis_model', 'language', 'language_code', 'accent', 'transfer_phone_number', 'transfer_criteria'] as const;
 
 class FormProblem extends Error {}
 
@@ -69,6 +71,64 @@ function analysisOf(schemaText: string, criteriaText: string): Agent['analysis']
   return schema === null && criteria === null ? null : { schema, success_criteria: criteria };
 }
 
+/** The same JSON value whatever the order of object keys (the service stores settings as jsonb, which orders them its own way). */
+function sameValue(a: unknown, b: unknown): boolean {
+  const sorted = (v: unknown): unknown =>
+    Array.isArray(v)
+      ? v.map(sorted)
+      : v && typeof v === 'object'
+        ? Object.fromEntries(
+            Object.entries(v)
+              .sort(([x], [y]) => (x < y ? -1 : 1))
+              .map(([k, x]) => [k, sorted(x)]),
+          )
+        : v;
+  return JSON.stringify(sorted(a)) === JSON.stringify(sorted(b));
+}
+
+const DEFAULT_CONVERSATION: Conversation = { turn_detection: null, interruptions: 'always', idle: null, max_duration_seconds: null };
+
+/**
+ * The conversation settings the form describes, every field filled as the service shows them; the
+ * sensitivities and padding the form does not show are kept as stored. The service checks the ranges.
+ */
+function conversationOf(text: (n: string) => string, stored: Agent['conversation']): Conversation {
+  const whole = (name: string, label: string): number | null => {
+    const v = text(name).trim();
+    if (!v) return null;
+    const n = Number(v);
+    if (!Number.isInteger(n)) throw new FormProblem(`${label}: write a whole number, or leave it empty.`);
+    return n;
+  };
+  const silence = whole('cv_silence', 'Silence that ends a turn');
+  const td = stored?.turn_detection ?? null;
+  const turn = {
+    start_sensitivity: td?.start_sensitivity ?? null,
+    end_sensitivity: td?.end_sensitivity ?? null,
+    silence_ms: silence,
+    prefix_padding_ms: td?.prefix_padding_ms ?? null,
+  };
+  const idleMs = whole('cv_idle', 'Idle time');
+  const reminders = text('cv_reminders')
+    .split('\n')
+    .map((line) => line.trim())
+    .filter(Boolean);
+  return {
+    turn_detection: Object.values(turn).every((v) => v === null) ? null : turn,
+    interruptions: (text('cv_interruptions') || 'always') as Conversation['interruptions'],
+    idle:
+      idleMs === null
+        ? null
+        : {
+            idle_ms: idleMs,
+            reminders,
+            max_reminders: whole('cv_max_reminders', 'Reminders in a row') ?? reminders.length,
+            goodbye_message: text('cv_goodbye').trim() || null,
+          },
+    max_duration_seconds: whole('cv_max_duration', 'Longest conversation'),
+  };
+}
+
 /** What the form changes on the agent. */
 export function agentPatch(form: HTMLFormElement, agent: Agent): AgentPatch {
   const f = new FormData(form);
@@ -103,6 +163,10 @@ export function agentPatch(form: HTMLFormElement, agent: Agent): AgentPatch {
         voicemail.detection_timeout_seconds === (stored.detection_timeout_seconds ?? null) &&
         voicemail.retry_on_voicemail === stored.retry_on_voicemail;
   if (!sameVoicemail) patch.voicemail_config = voicemail;
+
+  const conversation = conversationOf(text, agent.conversation ?? null);
+  if (!sameValue(conversation, agent.conversation ?? DEFAULT_CONVERSATION))
+    patch.conversation = sameValue(conversation, DEFAULT_CONVERSATION) ? null : conversation;
 
   const realtime = { enable_webcam: f.has('rt_webcam'), enable_screen_share: f.has('rt_screen') };
   if (realtime.enable_webcam !== agent.realtime.enable_webcam || realtime.enable_screen_share !== agent.realtime.enable_screen_share) patch.realtime = realtime;
@@ -197,8 +261,36 @@ function ProviderFields({ provider, agent, fields }: { provider: Provider; agent
   );
 }
 
+/**
+ * A choice of the voice catalogue; empty: the deployment's default (named when the catalogue marks
+ * one). A stored value the catalogue no longer lists stays choosable.
+ */
+function CatalogueSelect(props: { name: string; label: string; choices: Array<{ id: string; default?: boolean }>; current: string | null }) {
+  const listed = props.choices.map((c) => c.id);
+  const ids = props.current && !listed.includes(props.current) ? [props.current, ...listed] : listed;
+  const fallback = props.choices.find((c) => c.default)?.id;
+  return (
+    <Field label={props.label}>
+      <select name={props.name}>
+        <option value="" selected={!props.current}>
+          {fallback ? `Default (${fallback})` : 'Default'}
+        </option>
+        {ids.map((id) => (
+          <option key={id} value={id} selected={id === props.current}>
+            {id}
+          </option>
+        ))}
+      </select>
+    </Field>
+  );
+}
+
 export function AgentPage({ session, agentId }: { session: SignedIn; agentId: string }) {
   const loaded = useLoad(() => ok(api.GET('/api/v1/agents/{agent_id}', { params: { path: { agent_id: agentId } } })), [agentId]);
+  const catalogue = useLoad(() => ok(api.GET('/api/v1/voice-catalogue')), []);
+  const models = catalogue.data?.models ?? [];
+  const voices = catalogue.data?.voices ?? [];
+  const analysisModels = catalogue.data?.analysis_models ?? [];
   const [version, setVersion] = useState(0);
   const [saved, setSaved] = useState<string | null>(null);
   const agent = loaded.data;
@@ -246,6 +338,7 @@ export function AgentPage({ session, agentId }: { session: SignedIn; agentId: st
       </section>
     );
   const vm = agent.voicemail_config ?? null;
+  const cv = agent.conversation ?? DEFAULT_CONVERSATION;
   return (
     <section>
       <p>
@@ -264,19 +357,18 @@ export function AgentPage({ session, agentId }: { session: SignedIn; agentId: st
           <Field label="Description" hint="For people; the model does not see it.">
             <textarea name="description" maxLength={2000} rows={2} defaultValue={agent.description} />
           </Field>
-          <Field label="Instruction" hint="The system instruction; {{name}} placeholders are filled per call.">
+          <Field label="Instruction" hint="The system instruction; {{name}} placeholders are filled per call, {{name|default}} when the call gives none.">
             <textarea name="instruction" maxLength={50000} rows={6} defaultValue={agent.instruction} />
           </Field>
           <Field label="First message" hint="Empty: the agent waits for the other side to speak.">
             <textarea name="first_message" maxLength={2000} rows={2} defaultValue={agent.first_message} />
           </Field>
-          <Field label="Placeholders" hint="One per line: name=default value.">
+          <Field label="Placeholders" hint="One per line: name=default value. A placeholder with no default here or in itself must be given by every call.">
             <textarea name="variable_placeholders" rows={3} defaultValue={placeholdersText(agent.variable_placeholders ?? {})} />
           </Field>
           <div class="row">
-            <Field label="Voice">
-              <input name="voice_id" maxLength={100} defaultValue={agent.voice_id ?? ''} />
-            </Field>
+            <CatalogueSelect name="model" label="Model" choices={models} current={agent.model ?? null} />
+            <CatalogueSelect name="voice_id" label="Voice" choices={voices} current={agent.voice_id ?? null} />
             <Field label="Language">
               <input name="language" maxLength={64} defaultValue={agent.language ?? ''} placeholder="English" />
             </Field>
@@ -330,6 +422,47 @@ export function AgentPage({ session, agentId }: { session: SignedIn; agentId: st
           </div>
         </fieldset>
         <fieldset disabled={!writable}>
+          <legend>Conversation flow</legend>
+          <div class="row">
+            <Field label="Interruptions" hint="Whether the person may talk over the agent.">
+              <select name="cv_interruptions">
+                <option value="always" selected={cv.interruptions === 'always'}>
+                  Always
+                </option>
+                <option value="after_first_message" selected={cv.interruptions === 'after_first_message'}>
+                  Not during the opening line
+                </option>
+                <option value="never" selected={cv.interruptions === 'never'}>
+                  Never
+                </option>
+              </select>
+            </Field>
+            <Field label="Silence that ends a turn (ms)" hint="100-5000; empty: the voice service's default.">
+              <input name="cv_silence" type="number" min={100} max={5000} defaultValue={cv.turn_detection?.silence_ms?.toString() ?? ''} />
+            </Field>
+            <Field label="Longest conversation (s)" hint="10-14400; empty: the service's maximum.">
+              <input name="cv_max_duration" type="number" min={10} max={14400} defaultValue={cv.max_duration_seconds?.toString() ?? ''} />
+            </Field>
+          </div>
+          <div class="row">
+            <Field
+              label="Idle time (ms)"
+              hint="1000-600000 of silence before each reminder; empty: no reminders (calls hang up after the service's silence timeout)."
+            >
+              <input name="cv_idle" type="number" min={1000} max={600000} defaultValue={cv.idle?.idle_ms.toString() ?? ''} />
+            </Field>
+            <Field label="Reminders in a row" hint="0-10; empty: one per line below.">
+              <input name="cv_max_reminders" type="number" min={0} max={10} defaultValue={cv.idle ? cv.idle.max_reminders.toString() : ''} />
+            </Field>
+          </div>
+          <Field label="Reminders" hint="One per line, said in order to a silent person.">
+            <textarea name="cv_reminders" rows={2} defaultValue={(cv.idle?.reminders ?? []).join('\n')} />
+          </Field>
+          <Field label="Goodbye before hanging up" hint="Said after the last reminder; empty: hang up without a word.">
+            <input name="cv_goodbye" maxLength={500} defaultValue={cv.idle?.goodbye_message ?? ''} />
+          </Field>
+        </fieldset>
+        <fieldset disabled={!writable}>
           <legend>Web sessions</legend>
           <label class="check">
             <input type="checkbox" name="rt_webcam" defaultChecked={agent.realtime.enable_webcam} /> Camera
@@ -356,6 +489,7 @@ export function AgentPage({ session, agentId }: { session: SignedIn; agentId: st
           <Field label="Success criteria" hint="What makes a conversation a success, in plain words. Empty: no judgement.">
             <textarea name="an_criteria" maxLength={2000} rows={2} defaultValue={agent.analysis?.success_criteria ?? ''} />
           </Field>
+          <CatalogueSelect name="analysis_model" label="Analysis model" choices={analysisModels} current={agent.analysis_model ?? null} />
         </fieldset>
         <fieldset disabled={!writable} class="providers">
           <legend>Telephony</legend>

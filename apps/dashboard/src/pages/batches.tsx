@@ -103,9 +103,10 @@ function NewBatch({ onCreated }: { onCreated(batch: Schemas['Batch']): void }) {
         </Field>
         <Field label="Provider">
           <select name="provider">
-            <option value="">the agent's configured one</option>
+            <option value="">the agent's one configured carrier</option>
             <option value="provider_a">provider_a</option>
             <option value="provider_b">provider_b</option>
+            <option value="sip">sip (the agent's SIP trunk)</option>
           </select>
         </Field>
       </div>

@@ -3,7 +3,7 @@ import { useState } from 'preact/hooks';
 import type { Schemas } from '../api-types.js';
 import { api, ok } from '../api.js';
 import { canWrite, type SignedIn } from '../session.js';
-import { ActionForm, ErrorNote, Field, Loading, When, formValue, useAction, useLoad } from '../ui.js';
+import { ActionForm, ErrorNote, Field, Loading, TableHead, When, formValue, useAction, useLoad } from '../ui.js';
 
 export function KeysPage({ session }: { session: SignedIn }) {
   const keys = useLoad(() => ok(api.GET('/api/v1/keys')), []);
@@ -52,18 +52,7 @@ export function KeysPage({ session }: { session: SignedIn }) {
       <Loading when={keys.loading && !keys.data} />
       {keys.data && (
         <table>
-          <thead>
-            <tr>
-              <th>Name</th>
-              <th>Key</th>
-              <th>Created</th>
-              <th>Last used</th>
-              <th>State</th>
-              <th>
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
+          <TableHead columns={['Name', 'Key', 'Created', 'Last used', 'State']} actions />
           <tbody>
             {keys.data.map((k) => (
               <tr key={k.id} data-key-id={k.id}>

@@ -5,7 +5,7 @@ import { webhookEvents } from '../../../../generated/asyncapi-types.js';
 import type { Schemas } from '../api-types.js';
 import { api, ok } from '../api.js';
 import { canWrite, type SignedIn } from '../session.js';
-import { ActionForm, ErrorNote, Field, Loading, MoreButton, When, formValue, useAction, useLoad, usePaged } from '../ui.js';
+import { ActionForm, ErrorNote, Field, Loading, MoreButton, TableHead, When, formValue, useAction, useLoad, usePaged } from '../ui.js';
 import { DeliveryTable } from './deliveries.js';
 
 type EventType = Schemas['WebhookEventType'];
@@ -110,16 +110,7 @@ export function WebhooksPage({ session }: { session: SignedIn }) {
       <Loading when={hooks.loading && !hooks.data} />
       {hooks.data && (
         <table>
-          <thead>
-            <tr>
-              <th>URL</th>
-              <th>Events</th>
-              <th>Registered</th>
-              <th>
-                <span class="sr-only">Actions</span>
-              </th>
-            </tr>
-          </thead>
+          <TableHead columns={['URL', 'Events', 'Registered']} actions />
           <tbody>
             {hooks.data.map((h) => (
               <Fragment key={h.webhook_id}>

@@ -1,0 +1,17 @@
+/**
+ * The part of a WebSocket a call's media stream is used through (ws's WebSocket is one). A carrier
+ * whose media does not arrive over a WebSocket (RTP from the SIP user agent) hands the media server
+ * an object of its own with this shape, speaking its dialect's frames.
+ */
+export interface MediaSocket {
+  readonly readyState: number;
+  readonly OPEN: number;
+  send(data: string): void;
+  close(code?: number, reason?: string): void;
+  terminate(): void;
+  on(event: 'message', listener: (data: Buffer, isBinary: boolean) => void): this;
+  on(event: 'close', listener: () => void): this;
+  on(event: 'error', listener: (err: Error) => void): this;
+  once(event: 'close', listener: () => void): this;
+  off(event: 'message', listener: (data: Buffer, isBinary: boolean) => void): this;
+}
