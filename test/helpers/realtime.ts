@@ -20,11 +20,18 @@ export const FIXTURES = path.resolve(import.meta.dirname, '../fixtures');
 export const fixture = (rel: string) => readFileSync(path.join(FIXTURES, rel));
 
 let addressCounter = Math.floor(Math.random() * 200) * 250;
-/** A fresh loopback source address per call: 127.<a>.<b>.<c>. */
+/**
+ * A fresh loopback source address per call: 127.<a>.<b>.<c>, never one handed out before in this
+ * process (the per-address limits count every attempt, so a repeat is another test's attempts). Each
+ * count maps to exactly one address: c runs 1..254, b 0..255, a 1..254.
+ */
 export function freshAddress(): string {
   addressCounter += 1;
   const n = addressCounter;
-  return `127.${(n >> 16) & 255 || 1}.${(n >> 8) & 255}.${n & 255 || 1}`;
+  const c = (n % 254) + 1;
+  const b = Math.floor(n / 254) % 256;
+  const a = (Math.floor(n / (254 * 256)) % 254) + 1;
+  return `127.${a}.${b}.${c}`;
 }
 
 const serverMessages = new Map<string, ValidateFunction>(
