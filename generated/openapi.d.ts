@@ -5649,8 +5649,9 @@ export interface components {
              */
             first_message: string | null;
             /**
-             * @description The version of the agent the call runs (its published version when the call was created),
-             *     fixed for the call's life: publishing another version does not change a call already created.
+             * @description The version of the agent the call runs (the one its request or batch named, else the one
+             *     published when the call was created; a batch's calls run `Batch.agent_version`), fixed for the
+             *     call's life: publishing another version does not change a call already created.
              *     `null` for calls made before agents had versions.
              */
             agent_version: number | null;
