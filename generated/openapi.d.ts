@@ -1036,7 +1036,8 @@ export interface paths {
          *     402 when the workspace's subscription is inactive (`subscription_inactive`), its plan's minutes
          *     for the month are used up (`plan_limit_reached`) or its credit is used up (`insufficient_credit`),
          *     or what is left of them is held by its live calls and web sessions (the same codes);
-         *     403 when the agent belongs to another workspace; 404 `agent_not_found`; 422 for an invalid body,
+         *     403 when the agent belongs to another workspace; 404 `agent_not_found`, or
+         *     `agent_version_not_found` for an `agent_version` the agent does not have; 422 for an invalid body,
          *     `provider_required` (agent has both providers, none given), `provider_not_configured`,
          *     `from_number_missing` (no `from_number` and the provider config has no `phone_number`),
          *     `url_not_allowed` (`webhook_url`), and the workspace's destination policy
@@ -1348,7 +1349,8 @@ export interface paths {
          *     Refusals: 402 when the workspace's subscription is inactive (`subscription_inactive`), its
          *     credit is used up (`insufficient_credit`) or its plan minutes are (`plan_limit_reached`) (what
          *     live conversations hold is not counted here: a batch waits for it, see `BatchDetail`); 403
-         *     when the agent belongs to another workspace; 404 `agent_not_found`; 422 (list-shaped body, every
+         *     when the agent belongs to another workspace; 404 `agent_not_found`, or `agent_version_not_found`
+         *     for an `agent_version` the agent does not have; 422 (list-shaped body, every
          *     problem at once) for an invalid body and for the rules `provider_required`,
          *     `provider_not_configured`, `from_number_missing`, `invalid_phone_number` and
          *     `caller_id_not_allowed` (the agent's calling number), `url_not_allowed`, `invalid_timezone`,
@@ -5647,8 +5649,9 @@ export interface components {
              */
             first_message: string | null;
             /**
-             * @description The version of the agent the call runs (its published version when the call was created),
-             *     fixed for the call's life: publishing another version does not change a call already created.
+             * @description The version of the agent the call runs (the one its request or batch named, else the one
+             *     published when the call was created; a batch's calls run `Batch.agent_version`), fixed for the
+             *     call's life: publishing another version does not change a call already created.
              *     `null` for calls made before agents had versions.
              */
             agent_version: number | null;
@@ -5792,6 +5795,12 @@ export interface components {
          */
         CallCreateRequest: {
             agent_id: string;
+            /**
+             * @description The version of the agent the call runs (`GET /api/v1/agents/{agent_id}/versions`), published or
+             *     not. Omitted: the version published when the call is created. A version the agent does not have
+             *     is 404 `agent_version_not_found` (param `agent_version`), nothing stored.
+             */
+            agent_version?: number;
             /**
              * @description The number to call, E.164 (`+` and up to 15 digits, no spaces). It must be a valid number whose
              *     kind and country the workspace's destination policy allows (`DestinationPolicy`); otherwise 422
@@ -6043,6 +6052,8 @@ export interface components {
             /** @example bat_01JD5ZC3D4E5F6G7H8J9K0M1N2 */
             batch_id: string;
             agent_id: string;
+            /** @description As in `Batch.agent_version`. */
+            agent_version: number | null;
             name: string;
             status: components["schemas"]["BatchStatus"];
             /** @description Recipients to call (skipped ones excluded). */
@@ -6176,6 +6187,13 @@ export interface components {
         /** BatchCreateRequest */
         BatchCreateRequest: {
             agent_id: string;
+            /**
+             * @description The version of the agent the batch's calls run, published or not. Omitted: the version published
+             *     when the batch is created. Fixed at creation (`Batch.agent_version`): every call of the batch, its
+             *     retries included, runs it, whatever is published later. A version the agent does not have is 404
+             *     `agent_version_not_found` (param `agent_version`), nothing stored.
+             */
+            agent_version?: number;
             name: string;
             /**
              * @description The people to call, dialed in this order. Invalid and duplicate numbers (the same number after
@@ -6234,6 +6252,13 @@ export interface components {
             /** @example bat_01JD5ZC3D4E5F6G7H8J9K0M1N2 */
             batch_id: string;
             agent_id: string;
+            /**
+             * @description The version of the agent every call of the batch runs (its retries included), fixed when the
+             *     batch was created: the one the request named, else the one published then. `null` for batches
+             *     created before batches kept their version; those run the version published when each call is
+             *     placed.
+             */
+            agent_version: number | null;
             name: string;
             status: components["schemas"]["BatchStatus"];
             /** @description Recipients that will be called (the request's recipients minus `skipped.count`). */
@@ -6397,6 +6422,8 @@ export interface components {
             /** @example bat_01JD5ZC3D4E5F6G7H8J9K0M1N2 */
             batch_id: string;
             agent_id: string;
+            /** @description As in `Batch.agent_version`. */
+            agent_version: number | null;
             name: string;
             status: components["schemas"]["BatchStatus"];
             /** @description Recipients to call (skipped ones excluded). */
@@ -6447,6 +6474,8 @@ export interface components {
             file: string;
             agent_id: string;
             name: string;
+            /** @description As in `BatchCreateRequest.agent_version`. */
+            agent_version?: number;
             /** @description As in `BatchCreateRequest.provider`. */
             provider?: components["schemas"]["Provider"];
             /**
@@ -12887,7 +12916,7 @@ export interface operations {
                 };
             };
             403: components["responses"]["Forbidden"];
-            /** @description No such agent (`agent_not_found`). */
+            /** @description No such agent (`agent_not_found`), or the agent has no version `agent_version` (code `agent_version_not_found`, param `agent_version`). */
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -13534,6 +13563,7 @@ export interface operations {
                      *         {
                      *           "batch_id": "bat_01JD5ZC3D4E5F6G7H8J9K0M1N2",
                      *           "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *           "agent_version": 3,
                      *           "name": "November appointment reminders",
                      *           "status": "in_progress",
                      *           "total": 2,
@@ -13663,6 +13693,7 @@ export interface operations {
                      * @example {
                      *       "batch_id": "bat_01JD5ZC3D4E5F6G7H8J9K0M1N2",
                      *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *       "agent_version": 3,
                      *       "name": "November appointment reminders",
                      *       "status": "scheduled",
                      *       "total": 2,
@@ -13749,7 +13780,7 @@ export interface operations {
                 };
             };
             403: components["responses"]["Forbidden"];
-            /** @description No such agent (`agent_not_found`). */
+            /** @description No such agent (`agent_not_found`), or the agent has no version `agent_version` (code `agent_version_not_found`, param `agent_version`). */
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -13838,6 +13869,7 @@ export interface operations {
                      * @example {
                      *       "batch_id": "bat_01JD5ZC3D4E5F6G7H8J9K0M1N2",
                      *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *       "agent_version": 3,
                      *       "name": "November appointment reminders",
                      *       "status": "completed",
                      *       "total": 2,
@@ -13967,6 +13999,7 @@ export interface operations {
                      * @example {
                      *       "batch_id": "bat_01JD5ZC3D4E5F6G7H8J9K0M1N2",
                      *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *       "agent_version": 3,
                      *       "name": "November appointment reminders",
                      *       "status": "queued",
                      *       "total": 2,
@@ -14026,7 +14059,7 @@ export interface operations {
                 };
             };
             403: components["responses"]["Forbidden"];
-            /** @description No such agent (`agent_not_found`). */
+            /** @description No such agent (`agent_not_found`), or the agent has no version `agent_version` (code `agent_version_not_found`, param `agent_version`). */
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
@@ -14115,6 +14148,7 @@ export interface operations {
                      * @example {
                      *       "batch_id": "bat_01JD5ZC3D4E5F6G7H8J9K0M1N2",
                      *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *       "agent_version": 3,
                      *       "name": "November appointment reminders",
                      *       "status": "canceled",
                      *       "total": 2,
@@ -14236,6 +14270,7 @@ export interface operations {
                      * @example {
                      *       "batch_id": "bat_01JD5ZC3D4E5F6G7H8J9K0M1N2",
                      *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *       "agent_version": 3,
                      *       "name": "November appointment reminders",
                      *       "status": "paused",
                      *       "total": 1,
@@ -14335,6 +14370,7 @@ export interface operations {
                      * @example {
                      *       "batch_id": "bat_01JD5ZC3D4E5F6G7H8J9K0M1N2",
                      *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *       "agent_version": 3,
                      *       "name": "November appointment reminders",
                      *       "status": "queued",
                      *       "total": 1,
@@ -14434,6 +14470,7 @@ export interface operations {
                      * @example {
                      *       "batch_id": "bat_01JD5ZC3D4E5F6G7H8J9K0M1N2",
                      *       "agent_id": "agt_01JD5Z8A1B2C3D4E5F6G7H8J9K",
+                     *       "agent_version": 3,
                      *       "name": "November appointment reminders",
                      *       "status": "queued",
                      *       "total": 2,

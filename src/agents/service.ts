@@ -103,6 +103,9 @@ export interface RuntimeAgent {
   sip: { trunkId: string; phoneNumber: string } | null;
 }
 
+/** Why `runtimeOf` has no agent to run: none, another workspace's, or no such version of it. */
+export type RuntimeMiss = 'not_found' | 'other_workspace' | 'version_not_found';
+
 /** The destination policy as agents use it: whether the workspace may transfer calls to a number (422 when not). */
 export interface TransferPolicy {
   checkDestination(workspaceId: string, number: string, param: string): Promise<void>;
@@ -523,8 +526,26 @@ export class AgentService {
     };
   }
 
-  /** The workspace's agent for a conversation, decrypted, or why there is none (no error: callers decide what it means). */
-  async runtimeOf(workspaceId: string, agentId: string): Promise<RuntimeAgent | 'not_found' | 'other_workspace'> {
+  /**
+   * The workspace's agent for a new conversation, decrypted, or why there is none (no error: callers
+   * decide what it means). `version`: the one to run; omitted, the published one, read from the row
+   * at once, so a publish on another instance counts before its NOTIFY reaches this one's kept agents.
+   */
+  async runtimeOf(workspaceId: string, agentId: string, version?: number | null): Promise<RuntimeAgent | RuntimeMiss> {
+    let wanted = version;
+    if (wanted == null) {
+      const row = await this.store.publishedVersion(agentId);
+      if (!row) return 'not_found';
+      if (row.workspace_id !== workspaceId) return 'other_workspace';
+      wanted = row.published_version;
+    }
+    const kept = await this.kept(workspaceId, agentId);
+    if (typeof kept === 'string' || kept.version === wanted) return kept;
+    return this.pinned(workspaceId, agentId, wanted);
+  }
+
+  /** The published agent as this instance keeps it (until a NOTIFY of a write drops it). */
+  private async kept(workspaceId: string, agentId: string): Promise<RuntimeAgent | 'not_found' | 'other_workspace'> {
     let missing: 'not_found' | 'other_workspace' = 'not_found';
     const load = async () => {
       const row = await this.store.find(agentId);
@@ -545,21 +566,24 @@ export class AgentService {
 
   /**
    * The workspace's agent for a conversation, decrypted; null when it is gone. `version`: the version a
-   * conversation was created with, so a publish meanwhile does not change it (null: the published one).
+   * conversation was created with, so a publish meanwhile does not change it (null: the published one
+   * as this instance keeps it, for what reads only the row's own settings, such as carrier accounts).
    */
   async findForRuntime(workspaceId: string, agentId: string, version?: number | null): Promise<RuntimeAgent | null> {
-    const found = await this.runtimeOf(workspaceId, agentId);
+    const found = await this.kept(workspaceId, agentId);
     if (typeof found === 'string') return null;
     if (version == null || found.version === version) return found;
-    return this.pinned(workspaceId, agentId, version);
+    const pinned = await this.pinned(workspaceId, agentId, version);
+    return typeof pinned === 'string' ? null : pinned;
   }
 
-  /** A version other than the published one (not kept: each conversation reads it once or twice). */
-  private async pinned(workspaceId: string, agentId: string, version: number): Promise<RuntimeAgent | null> {
+  /** A version other than the kept one (not kept: each conversation reads it once or twice). */
+  private async pinned(workspaceId: string, agentId: string, version: number): Promise<RuntimeAgent | RuntimeMiss> {
     const row = await this.store.find(agentId);
-    if (!row || row.workspace_id !== workspaceId) return null;
+    if (!row) return 'not_found';
+    if (row.workspace_id !== workspaceId) return 'other_workspace';
     const v = await this.store.findVersion(workspaceId, agentId, version);
-    if (!v) return null;
+    if (!v) return 'version_not_found';
     return this.runtime({ ...this.withConfig(row, v), published_version: version });
   }
 

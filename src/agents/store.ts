@@ -218,6 +218,11 @@ export class AgentStore {
     return trx('agents').where({ id }).first();
   }
 
+  /** The version the agent publishes now, read past any cache (one primary-key read). */
+  publishedVersion(id: string): Promise<Pick<AgentRow, 'workspace_id' | 'published_version'> | undefined> {
+    return this.db('agents').where({ id }).first('workspace_id', 'published_version');
+  }
+
   /** Only the columns of the public profile: nothing else of the agent leaves the database for it. */
   findPublic(id: string): Promise<Pick<AgentRow, 'id' | 'name' | 'enable_webcam' | 'enable_screen_share'> | undefined> {
     return this.db('agents').where({ id }).first('id', 'name', 'enable_webcam', 'enable_screen_share');

@@ -7,6 +7,8 @@ import type { ConversationSettingsInput } from '../voice/conversation-settings.j
 /** A batch to create, from either path (the CSV path's rows already read). */
 export interface BatchInput {
   agent_id: string;
+  /** The agent version the batch's calls run; omitted: the one published at creation. */
+  agent_version?: number;
   name: string;
   recipients: Array<RecipientInput & { index: number }>;
   provider?: Provider;

@@ -11,8 +11,9 @@ import type { RetryOutcome } from './store.js';
 
 export type CsvForm = Omit<components['schemas']['BatchCsvUploadForm'], 'file'>;
 
-const INTEGER_FIELDS = new Set(['concurrency', 'retry_max_attempts', 'retry_delay_seconds']);
-const DIGITS = /^[0-9]{1,9}$/;
+const INTEGER_FIELDS = new Set(['agent_version', 'concurrency', 'retry_max_attempts', 'retry_delay_seconds']);
+// Ten digits: 2147483647 (agent_version's maximum) is a number; a longer run stays text and fails validation.
+const DIGITS = /^[0-9]{1,10}$/;
 const RETRY_OUTCOMES = ['busy', 'no_answer', 'failed'];
 const WEEKDAYS = ['mon', 'tue', 'wed', 'thu', 'fri', 'sat', 'sun'];
 
@@ -67,6 +68,7 @@ export function batchInputFromCsvForm(form: CsvForm, recipients: BatchInput['rec
   };
   return {
     agent_id: form.agent_id,
+    agent_version: form.agent_version,
     name: form.name,
     recipients,
     provider: form.provider,

@@ -114,7 +114,7 @@ export class BatchEngine {
 
   /** Whether the batch's calls can be placed now: its agent and provider, and the workspace's billing. */
   private async readiness(batch: BatchRow): Promise<Readiness> {
-    const plan = await this.calls.planOrRefusal(batch.workspace_id, { agent_id: batch.agent_id, provider: batch.provider });
+    const plan = await this.calls.planOrRefusal(batch.workspace_id, { agent_id: batch.agent_id, agent_version: batch.agent_version, provider: batch.provider });
     if (isRefusal(plan)) return { refusal: plan.code };
     const billing = await this.calls.billing(batch.workspace_id);
     if (isRefusal(billing)) return { refusal: billing.code };
@@ -354,7 +354,8 @@ export class BatchEngine {
     const retried =
       stillRunning &&
       recipient.round_attempts < batch.retry_max_attempts &&
-      ((batch.retry_on as string[]).includes(outcome) || (outcome === 'voicemail' && (await this.store.agentRetriesVoicemail(trx, batch.agent_id))));
+      ((batch.retry_on as string[]).includes(outcome) ||
+        (outcome === 'voicemail' && (await this.store.agentRetriesVoicemail(trx, batch.agent_id, call.agent_version))));
     const endedAt = call.ended_at ? new Date(call.ended_at) : this.clock.now();
     await this.store.updateRecipient(
       trx,

@@ -14,6 +14,7 @@ export function toBatch(row: BatchRow): Batch {
   return {
     batch_id: row.id,
     agent_id: row.agent_id,
+    agent_version: row.agent_version,
     name: row.name,
     status: row.status,
     total: row.total,

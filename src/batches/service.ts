@@ -180,7 +180,7 @@ export class BatchService {
     const now = this.clock.now();
     const issues = this.settingIssues(input, now);
     if (issues.length) throw refuse(issues);
-    const plan = await this.calls.plan(workspaceId, { agent_id: input.agent_id, provider: input.provider });
+    const plan = await this.calls.plan(workspaceId, { agent_id: input.agent_id, agent_version: input.agent_version, provider: input.provider });
     effectiveSettings(plan.agent.conversation, input.conversation);
     // A CSV row's override was checked as the file was read (checkRowOverrides).
     for (const r of input.recipients) if (r.row === undefined) applySettings(null, r.conversation, `recipients.${r.index}.conversation`);
@@ -237,6 +237,7 @@ export class BatchService {
           id: batchId,
           workspace_id: workspaceId,
           agent_id: plan.agent.id,
+          agent_version: plan.agent.version,
           name: input.name,
           provider: plan.provider,
           status: later ? 'scheduled' : 'queued',

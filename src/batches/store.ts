@@ -35,6 +35,8 @@ export interface BatchRow {
   id: string;
   workspace_id: string;
   agent_id: string;
+  /** The agent version every call of the batch runs, fixed at creation; null: a batch from before migration 046 (the published one). */
+  agent_version: number | null;
   name: string;
   provider: Provider;
   status: BatchStatus;
@@ -334,9 +336,12 @@ export class BatchStore {
       .update({ status: 'pending', round_attempts: 0, next_attempt_at: now, updated_at: trx.fn.now() });
   }
 
-  /** Whether the agent asks for voicemail to be retried (its `voicemail_config.retry_on_voicemail`). */
-  async agentRetriesVoicemail(trx: Knex.Transaction, agentId: string): Promise<boolean> {
-    const row: { voicemail_config: { retry_on_voicemail?: boolean } | null } | undefined = await trx('agents').where({ id: agentId }).first('voicemail_config');
+  /** Whether the agent version a call ran asks for voicemail to be retried (`voicemail_config.retry_on_voicemail`; version null: the row's). */
+  async agentRetriesVoicemail(trx: Knex.Transaction, agentId: string, version: number | null): Promise<boolean> {
+    const row: { voicemail_config: { retry_on_voicemail?: boolean } | null } | undefined =
+      version === null
+        ? await trx('agents').where({ id: agentId }).first('voicemail_config')
+        : await trx('agent_versions').where({ agent_id: agentId, version }).first(trx.raw("config->'voicemail_config' as voicemail_config"));
     return row?.voicemail_config?.retry_on_voicemail ?? true;
   }
 

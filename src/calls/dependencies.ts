@@ -1,5 +1,5 @@
 /** What the call service and its jobs take from outside the room: the agents, and the timing of calls (configuration). */
-import type { RuntimeAgent } from '../agents/service.js';
+import type { RuntimeAgent, RuntimeMiss } from '../agents/service.js';
 
 export interface CallTiming {
   ringTimeoutS: number;
@@ -10,7 +10,8 @@ export interface CallTiming {
 
 /** AgentService as calls use it. */
 export interface CallAgents {
-  runtimeOf(workspaceId: string, agentId: string): Promise<RuntimeAgent | 'not_found' | 'other_workspace'>;
+  /** `version` omitted: the published one, read fresh. */
+  runtimeOf(workspaceId: string, agentId: string, version?: number | null): Promise<RuntimeAgent | RuntimeMiss>;
   /** null: the agent is gone. */
   findForRuntime(workspaceId: string, agentId: string, version?: number | null): Promise<RuntimeAgent | null>;
 }

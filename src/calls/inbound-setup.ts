@@ -15,7 +15,7 @@ import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
 import { guardedRequest, OutboundRequestError } from '../net/guarded-request.js';
 import type { OutboundPolicy } from '../net/outbound-guard.js';
-import type { RuntimeAgent } from '../agents/service.js';
+import type { RuntimeAgent, RuntimeMiss } from '../agents/service.js';
 import type { Variables } from '../contract/placeholders.js';
 import { CallTexts } from './filled-text.js';
 import { deliveryHeaders } from '../webhooks/signing.js';
@@ -40,7 +40,7 @@ function storable(answer: Answer): boolean {
 export interface InboundSetupDeps {
   /** The workspace's webhook signing secrets (current first); null when they cannot be loaded. */
   signingSecrets(workspaceId: string): Promise<string[] | null>;
-  runtimeOf(workspaceId: string, agentId: string): Promise<RuntimeAgent | 'not_found' | 'other_workspace'>;
+  runtimeOf(workspaceId: string, agentId: string): Promise<RuntimeAgent | RuntimeMiss>;
 }
 
 /** How the call is to be answered. */

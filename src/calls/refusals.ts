@@ -3,11 +3,12 @@
  * failure reason, and the API answers with `refusalError` (one mapping from refusal to status, so no
  * caller reads an HTTP status to learn what happened).
  */
-import { ApiError, otherWorkspace, paymentRequired, unprocessable, withParam } from '../errors/api-error.js';
+import { ApiError, notFound, otherWorkspace, paymentRequired, unprocessable, withParam } from '../errors/api-error.js';
 import { agentNotFound } from '../agents/service.js';
 
 export type CallRefusal =
   | { code: 'agent_not_found'; agentId: string }
+  | { code: 'agent_version_not_found'; agentId: string; version: number }
   /** The agent belongs to another workspace. */
   | { code: 'forbidden' }
   | { code: 'provider_not_configured'; message: string }
@@ -33,6 +34,8 @@ export function refusalError(r: CallRefusal): ApiError<401 | 402 | 403 | 404 | 4
   switch (r.code) {
     case 'agent_not_found':
       return agentNotFound(r.agentId);
+    case 'agent_version_not_found':
+      return notFound('agent_version_not_found', `Agent ${r.agentId} has no version ${r.version}.`, 'agent_version');
     case 'forbidden':
       return withParam(otherWorkspace('agent'), 'agent_id');
     case 'provider_not_configured':

@@ -44,6 +44,14 @@ export interface OutboundPlan {
   from: string;
 }
 
+/** What an outbound call names: its agent (and version: null, the published one), provider and calling number. */
+export interface PlanRequest {
+  agent_id: string;
+  agent_version?: number | null;
+  provider?: Provider;
+  from_number?: string;
+}
+
 /** One outbound call to write (its concurrency slot is already held under `callId`). */
 export interface QueuedCall {
   callId: string;
@@ -132,10 +140,11 @@ export class CallService {
    * The agent, provider and caller number of an outbound call, or why it cannot be placed. A batch
    * plans once per dispatch round.
    */
-  async planOrRefusal(workspaceId: string, body: { agent_id: string; provider?: Provider; from_number?: string }): Promise<OutboundPlan | CallRefusal> {
-    const agent = await this.agents.runtimeOf(workspaceId, body.agent_id);
+  async planOrRefusal(workspaceId: string, body: PlanRequest): Promise<OutboundPlan | CallRefusal> {
+    const agent = await this.agents.runtimeOf(workspaceId, body.agent_id, body.agent_version);
     if (agent === 'not_found') return { code: 'agent_not_found', agentId: body.agent_id };
     if (agent === 'other_workspace') return { code: 'forbidden' };
+    if (agent === 'version_not_found') return { code: 'agent_version_not_found', agentId: body.agent_id, version: body.agent_version! };
     const provider = chooseProvider(this.carriers, agent, body.provider);
     if (typeof provider !== 'string') return provider;
     const config = this.carriers.account(agent, provider);
@@ -147,7 +156,7 @@ export class CallService {
   }
 
   /** The plan of an outbound call (404/403 for the agent, 422 for the provider and number). */
-  async plan(workspaceId: string, body: { agent_id: string; provider?: Provider; from_number?: string }): Promise<OutboundPlan> {
+  async plan(workspaceId: string, body: PlanRequest): Promise<OutboundPlan> {
     const plan = await this.planOrRefusal(workspaceId, body);
     if (isRefusal(plan)) throw refusalError(plan);
     return plan;

@@ -43,9 +43,14 @@ function countStatements(knex: Knex, patterns: Record<string, RegExp>) {
   };
 }
 
-/** The reads the caches stand in for: findForRuntime's, and listens' (before this change and now). */
+/**
+ * The reads the caches stand in for: the whole agent row (the runtime agent's), and listens' (before
+ * this change and now). A new call also reads the agent's published version number, never kept
+ * (a publish on another instance counts before its NOTIFY): `published`.
+ */
 const READS = {
-  agent: /from "agents" where "id" = (\?|\$1)/,
+  agent: /select \* from "agents" where "id" = (\?|\$1)/,
+  published: /select "workspace_id", "published_version" from "agents"/,
   kinds: /select "id" from "webhooks"|unnest\(events\)/,
 };
 
@@ -73,7 +78,7 @@ describe('one instance: the reads every call repeated', () => {
     second.stop();
     ctx.diagnostic(`first call: ${JSON.stringify(first.counts)} of ${first.all} statements; second: ${JSON.stringify(second.counts)} of ${second.all}`);
     assert.ok(first.counts.agent >= 1 && first.counts.kinds >= 1, 'the first call reads them');
-    assert.deepEqual(second.counts, { agent: 0, kinds: 0 }, 'the second call is served from memory');
+    assert.deepEqual(second.counts, { agent: 0, published: 1, kinds: 0 }, 'the second call is served from memory but for the published version number');
   });
 });
 

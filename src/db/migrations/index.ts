@@ -45,6 +45,7 @@ import * as m042 from './042_conversation_settings.js';
 import * as m043 from './043_analysis_model.js';
 import * as m044 from './044_agent_versions.js';
 import * as m045 from './045_recipient_conversation.js';
+import * as m046 from './046_batch_agent_version.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -94,6 +95,7 @@ const migrations: Array<[string, Migration]> = [
   ['043_analysis_model', m043],
   ['044_agent_versions', m044],
   ['045_recipient_conversation', m045],
+  ['046_batch_agent_version', m046],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
