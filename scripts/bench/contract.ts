@@ -25,6 +25,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import pg from 'pg';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { benchDatabase, load, table, type LoadResult } from './lib.js';
 import { build } from '../build.js';
@@ -54,6 +55,10 @@ interface GcTotals {
 interface Measured extends LoadResult {
   cpuUsPerRequest: number;
   mainThreadUsPerRequest: number;
+  /** Read- and write-family system calls of the whole process, per request (/proc/<pid>/io). */
+  syscallsPerRequest: { reads: number; writes: number };
+  /** Transactions the database committed per request (each statement outside a transaction is one). */
+  dbTransactionsPerRequest: number;
   /** Per 1,000 requests (BENCH_GC). */
   gc?: { scavenges: number; scavengeMs: number; otherMs: number };
 }
@@ -64,6 +69,7 @@ export async function run(): Promise<void> {
   const seconds = Number(process.env.BENCH_SECONDS ?? 10);
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-bench-'));
   const servers: Server[] = [];
+  let counters: Counters | undefined;
   try {
     await build();
     const fullEnv = {
@@ -104,18 +110,19 @@ export async function run(): Promise<void> {
     );
     for (const server of sides) await load(`${server.url}/api/v1/keys`, { headers, seconds: 2 }); // warm-up
 
+    counters = await databaseCounters(db.url);
     const results: Array<{ bare: Measured; full: Measured }> = [];
     const baselineResults: Array<{ bare: Measured; full: Measured }> = [];
     console.log(
       `\nGET /api/v1/keys, 20 connections, ${seconds} s a side, tsc build under plain node (flags: ${production.nodeFlags.join(' ') || 'none'}), each server a process of its own`,
     );
     for (let i = 1; i <= runs; i++) {
-      const bareResult = await measure(bare, headers, seconds, i);
-      const fullResult = await measure(full, headers, seconds, i);
+      const bareResult = await measure(bare, headers, seconds, i, counters);
+      const fullResult = await measure(full, headers, seconds, i, counters);
       results.push({ bare: bareResult, full: fullResult });
       report(i, runs, bareResult, fullResult);
       if (baseline) {
-        const baselineResult = await measure(baseline, headers, seconds, i);
+        const baselineResult = await measure(baseline, headers, seconds, i, counters);
         baselineResults.push({ bare: bareResult, full: baselineResult });
         report(i, runs, bareResult, baselineResult, `baseline (${baselineRoot})`);
       }
@@ -123,6 +130,7 @@ export async function run(): Promise<void> {
     if (runs > 1) summary(results);
     if (runs > 1 && baseline) summary(baselineResults, `baseline (${baselineRoot})`);
   } finally {
+    await counters?.close();
     await Promise.all(servers.map((s) => s.stop()));
     fs.rmSync(dataDir, { recursive: true, force: true });
     await db.drop();
@@ -157,6 +165,33 @@ function processCpuUs(pid: number): { all: number; main: number } {
   return { all, main };
 }
 
+/** Read- and write-family system calls a process has made so far (all its threads). */
+function processSyscalls(pid: number): { reads: number; writes: number } {
+  const io = fs.readFileSync(`/proc/${pid}/io`, 'utf8');
+  const field = (name: string) => Number(new RegExp(`^${name}: (\\d+)`, 'm').exec(io)?.[1] ?? NaN);
+  return { reads: field('syscr'), writes: field('syscw') };
+}
+
+interface Counters {
+  /** Transactions committed in the benchmark's database so far (pg_stat_database, read fresh). */
+  transactions(): Promise<number>;
+  close(): Promise<void>;
+}
+
+async function databaseCounters(url: string): Promise<Counters> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  return {
+    async transactions() {
+      // The statistics snapshot is per transaction; clear it so each read sees the counters of now.
+      await client.query('select pg_stat_clear_snapshot()');
+      const { rows } = await client.query<{ n: string }>('select xact_commit as n from pg_stat_database where datname = current_database()');
+      return Number(rows[0].n);
+    },
+    close: () => client.end(),
+  };
+}
+
 /** Percent of a core a process uses with no request to serve. */
 async function idleCpu(server: Server): Promise<number> {
   const before = processCpuUs(server.pid).all;
@@ -164,12 +199,16 @@ async function idleCpu(server: Server): Promise<number> {
   return (processCpuUs(server.pid).all - before) / 30_000;
 }
 
-async function measure(server: Server, headers: Record<string, string>, seconds: number, run: number): Promise<Measured> {
+async function measure(server: Server, headers: Record<string, string>, seconds: number, run: number, db: Counters): Promise<Measured> {
   const profile = await server.profile(run);
   const gcBefore = await server.gc();
+  const xactsBefore = await db.transactions();
+  const ioBefore = processSyscalls(server.pid);
   const before = processCpuUs(server.pid);
   const result = await load(`${server.url}/api/v1/keys`, { headers, seconds });
   const after = processCpuUs(server.pid);
+  const ioAfter = processSyscalls(server.pid);
+  const xactsAfter = await db.transactions();
   const file = await profile.stop();
   if (file) console.log(`Profile of the ${server.name} side, run ${run}: ${file}`);
   const gcAfter = await server.gc();
@@ -179,6 +218,9 @@ async function measure(server: Server, headers: Record<string, string>, seconds:
     ...result,
     cpuUsPerRequest: (after.all - before.all) / requests,
     mainThreadUsPerRequest: (after.main - before.main) / requests,
+    syscallsPerRequest: { reads: (ioAfter.reads - ioBefore.reads) / requests, writes: (ioAfter.writes - ioBefore.writes) / requests },
+    // The first read's query and the second's snapshot clear are transactions of this database too.
+    dbTransactionsPerRequest: (xactsAfter - xactsBefore - 2) / requests,
     gc:
       gcBefore && gcAfter
         ? {
@@ -200,6 +242,8 @@ function report(run: number, runs: number, bare: Measured, full: Measured, stack
     'p99 ms': r.p99,
     'CPU us/request': Math.round(r.cpuUsPerRequest),
     'main thread us/request': Math.round(r.mainThreadUsPerRequest),
+    'syscalls r+w /request': `${r.syscallsPerRequest.reads.toFixed(2)}+${r.syscallsPerRequest.writes.toFixed(2)}`,
+    'db xacts /request': Number(r.dbTransactionsPerRequest.toFixed(2)),
     ...(r.gc && {
       'scavenges /1000 req': Number(r.gc.scavenges.toFixed(1)),
       'scavenge ms /1000 req': Number(r.gc.scavengeMs.toFixed(1)),

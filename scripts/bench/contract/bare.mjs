@@ -11,20 +11,23 @@ import knexFactory from 'knex';
 
 /** @param {import('knex').Knex} knex */
 function bareKeysApp(knex) {
-  // The session lookup compiled once and run as a named prepared statement, as the service runs its
-  // own (src/db/compiled-query.ts): the two sides do the same queries the same way.
-  const { sql } = knex('dashboard_sessions as s')
+  // The service's own session lookup (src/workspaces/store.ts: the columns a principal needs, and the
+  // service clock's time bound as a value), compiled once and run as a named prepared statement as the
+  // service runs it (src/db/compiled-query.ts): the two sides do the same queries the same way.
+  const { sql: sessionSql } = knex('dashboard_sessions as s')
     .join('users as u', 'u.id', 's.user_id')
     .where('s.token_hash', '?')
     .whereNull('s.revoked_at')
-    .where('s.expires_at', '>', knex.fn.now())
-    .first('s.workspace_id')
+    .where('s.expires_at', '>', '?')
+    .first('s.id', 's.user_id', 's.workspace_id', 's.expires_at', 'u.role')
     .toSQL();
-  const sessionSql = sql.replace(/limit \?$/, 'limit 1');
+  const sessionQuery = sessionSql.replace(/limit \?$/, 'limit 1');
   const app = new Koa();
   app.use(async (ctx) => {
     const m = /^Bearer (\S+)$/.exec(ctx.get('Authorization'));
-    const session = m ? (await knex.raw(sessionSql, [createHash('sha256').update(m[1]).digest('hex')]).options({ name: 'bare_session' })).rows[0] : undefined;
+    const session = m
+      ? (await knex.raw(sessionQuery, [createHash('sha256').update(m[1]).digest('hex'), new Date()]).options({ name: 'bare_session' })).rows[0]
+      : undefined;
     if (!session) {
       ctx.status = 401;
       return;
@@ -32,7 +35,7 @@ function bareKeysApp(knex) {
     const rows = await knex('api_keys')
       .where({ workspace_id: session.workspace_id })
       .orderBy('id', 'desc')
-      .select('id', 'name', 'key_prefix', 'revoked_at', 'last_used_at', 'created_at');
+      .select('id', 'workspace_id', 'name', 'key_prefix', 'revoked_at', 'last_used_at', 'created_at');
     ctx.body = rows.map((k) => ({
       id: k.id,
       name: k.name,
