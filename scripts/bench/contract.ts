@@ -55,6 +55,8 @@ interface GcTotals {
 interface Measured extends LoadResult {
   cpuUsPerRequest: number;
   mainThreadUsPerRequest: number;
+  /** The part of the CPU time spent in the kernel (system calls: sockets), whole process. */
+  systemUsPerRequest: number;
   /** Read- and write-family system calls of the whole process, per request (/proc/<pid>/io). */
   syscallsPerRequest: { reads: number; writes: number };
   /** Transactions the database committed per request (each statement outside a transaction is one). */
@@ -155,14 +157,12 @@ async function signUp(url: string): Promise<string> {
 }
 
 /** CPU time (user + system, in microseconds) of a process's threads: all of them, and its main thread alone. /proc counts in USER_HZ (100 a second on Linux). */
-function processCpuUs(pid: number): { all: number; main: number } {
-  const ticks = (stat: string) => {
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10_000;
-  };
-  const all = ticks(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
-  const main = ticks(fs.readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8'));
-  return { all, main };
+function processCpuUs(pid: number): { all: number; main: number; system: number } {
+  const fieldsOf = (stat: string) => stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const process = fieldsOf(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  const mainThread = fieldsOf(fs.readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8'));
+  const ticks = (fields: string[]) => (Number(fields[11]) + Number(fields[12])) * 10_000;
+  return { all: ticks(process), main: ticks(mainThread), system: Number(process[12]) * 10_000 };
 }
 
 /** Read- and write-family system calls a process has made so far (all its threads). */
@@ -218,6 +218,7 @@ async function measure(server: Server, headers: Record<string, string>, seconds:
     ...result,
     cpuUsPerRequest: (after.all - before.all) / requests,
     mainThreadUsPerRequest: (after.main - before.main) / requests,
+    systemUsPerRequest: (after.system - before.system) / requests,
     syscallsPerRequest: { reads: (ioAfter.reads - ioBefore.reads) / requests, writes: (ioAfter.writes - ioBefore.writes) / requests },
     // The first read's query and the second's snapshot clear are transactions of this database too.
     dbTransactionsPerRequest: (xactsAfter - xactsBefore - 2) / requests,
@@ -242,6 +243,7 @@ function report(run: number, runs: number, bare: Measured, full: Measured, stack
     'p99 ms': r.p99,
     'CPU us/request': Math.round(r.cpuUsPerRequest),
     'main thread us/request': Math.round(r.mainThreadUsPerRequest),
+    'of it kernel us/request': Math.round(r.systemUsPerRequest),
     'syscalls r+w /request': `${r.syscallsPerRequest.reads.toFixed(2)}+${r.syscallsPerRequest.writes.toFixed(2)}`,
     'db xacts /request': Number(r.dbTransactionsPerRequest.toFixed(2)),
     ...(r.gc && {

@@ -12,6 +12,8 @@
  * LAYER_DATABASE_URL=<an empty database> starts the whole service on it and drives its app's callback,
  * against a bare handler running the service's two queries through a knex of its own in the same
  * process: the database client's work counted too, the sockets to the client still left out.
+ * LAYER_FULL_QUERIES=bare (with LAYER_DATABASE_URL) gives the layer the bare handler's own database code
+ * in place of the service's authentication and handler: the layer's cost with real I/O, nothing else.
  * LAYER_ONLY=full|bare measures one side (for a CPU profile of it: `node --cpu-prof`).
  */
 import http from 'node:http';
@@ -55,7 +57,7 @@ const session = async (t) => {
   return s ? { kind: 'dashboard', ...s } : null;
 };
 
-function fullApp() {
+function fullApp(auth = { apiKey: async () => null, dashboardSession: session }, listApiKeys = async () => ({ status: 200, body: keyRows().map(toApiKey) })) {
   const contract = Contract.load();
   return contract.backend().then((api) =>
     createApp({
@@ -63,9 +65,9 @@ function fullApp() {
       log: pino({ level: 'silent' }),
       contract,
       api,
-      handlers: { listApiKeys: async () => ({ status: 200, body: keyRows().map(toApiKey) }) },
+      handlers: { listApiKeys },
       metrics: new Registry(),
-      auth: { apiKey: async () => null, dashboardSession: session },
+      auth,
     }),
   );
 }
@@ -135,11 +137,29 @@ async function withDatabase(url) {
       .select('id', 'workspace_id', 'name', 'key_prefix', 'revoked_at', 'last_used_at', 'created_at');
     ctx.body = rows.map(toApiKey);
   });
-  const bareHandle = app.callback();
   const wrap = (h) => (req, res) => {
     req.headers.authorization = `Bearer ${dsToken}`;
     return h(req, res);
   };
+  const bareHandle = app.callback();
+  if (process.env.LAYER_FULL_QUERIES === 'bare') {
+    // The layer with the bare handler's own database code in place of the service's authentication and handler.
+    const lookup = async (t) => {
+      const row = (await knex.raw(sessionSql, [createHash('sha256').update(t).digest('hex'), new Date()]).options({ name: 'bare_session' })).rows[0];
+      return row
+        ? { kind: 'dashboard', workspaceId: row.workspace_id, userId: row.user_id, role: row.role, sessionId: row.id, expiresAt: row.expires_at }
+        : null;
+    };
+    const list = async (req) => {
+      const rows = await knex('api_keys')
+        .where({ workspace_id: req.auth.workspaceId })
+        .orderBy('id', 'desc')
+        .select('id', 'workspace_id', 'name', 'key_prefix', 'revoked_at', 'last_used_at', 'created_at');
+      return { status: 200, body: rows.map(toApiKey) };
+    };
+    const layered = (await fullApp({ apiKey: async () => null, dashboardSession: lookup }, list)).callback();
+    return { full: wrap(layered), bare: wrap(bareHandle) };
+  }
   return { full: wrap(handle), bare: wrap(bareHandle) };
 }
 
