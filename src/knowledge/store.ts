@@ -7,6 +7,7 @@ import type { components } from '../../generated/openapi.js';
 import { conflict, notFound } from '../errors/api-error.js';
 import { isForeignKeyViolation, isUniqueViolation } from '../lib/db-errors.js';
 import { paginate, type PageParams } from '../lib/pagination.js';
+import { refuseOverLimit } from '../agents/link-limit.js';
 
 export interface DocumentRow {
   id: string;
@@ -30,6 +31,8 @@ export interface AgentDocumentRow extends DocumentRow {
 export type SearchRow = components['schemas']['KnowledgeSearchHit'];
 
 const CHUNK_INSERT_BATCH = 500;
+/** Most documents in an agent's draft knowledge base (each is copied with its passages). */
+export const MAX_AGENT_DOCUMENTS = 200;
 
 export class KnowledgeStore {
   constructor(private readonly db: Knex) {}
@@ -68,6 +71,7 @@ export class KnowledgeStore {
       throw conflict('document_already_attached', `Document ${doc.id} is already attached to this agent as ${existing.id}.`, 'doc_id');
     if (existing) {
       const [row] = await trx('agent_documents').where({ id: existing.id }).update({ detached_at: null }).returning('*');
+      await refuseOverLimit(trx, 'agent_documents', copy.agent_id, MAX_AGENT_DOCUMENTS, 'documents', 'doc_id');
       return row;
     }
     try {
@@ -89,6 +93,7 @@ export class KnowledgeStore {
          select workspace_id, ?, ?, chunk_index, text from knowledge_chunks where document_id = ?`,
         [copy.id, copy.agent_id, doc.id],
       );
+      await refuseOverLimit(trx, 'agent_documents', copy.agent_id, MAX_AGENT_DOCUMENTS, 'documents', 'doc_id');
       return row;
     } catch (err) {
       // The workspace document was deleted since the caller found it.

@@ -1,7 +1,11 @@
 /** MCP servers, their attachments to agents and pending OAuth states in PostgreSQL. */
 import type { Knex } from 'knex';
 import { paginate, type Page, type PageParams } from '../lib/pagination.js';
+import { refuseOverLimit } from '../agents/link-limit.js';
 import type { McpToolInfo, McpTransport } from './client.js';
+
+/** Most MCP servers an agent's draft links (each brings its tools to every conversation). */
+export const MAX_AGENT_MCP_SERVERS = 20;
 
 export type AuthType = 'none' | 'static' | 'oauth2';
 export type OAuthStatus = 'not_applicable' | 'consent_required' | 'authorized' | 'refresh_failed';
@@ -99,6 +103,7 @@ export class McpStore {
       .onConflict(['agent_id', 'mcp_server_id'])
       .ignore()
       .returning('mcp_server_id');
+    if (inserted.length > 0) await refuseOverLimit(trx, 'agent_mcp_servers', agentId, MAX_AGENT_MCP_SERVERS, 'MCP servers', 'mcp_server_id');
     return inserted.length > 0;
   }
 

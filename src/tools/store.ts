@@ -3,6 +3,7 @@ import type { Knex } from 'knex';
 import { conflict, notFound } from '../errors/api-error.js';
 import { isForeignKeyViolation, isUniqueViolation } from '../lib/db-errors.js';
 import { paginate, type PageParams } from '../lib/pagination.js';
+import { refuseOverLimit } from '../agents/link-limit.js';
 
 export interface ToolRow {
   id: string;
@@ -18,6 +19,9 @@ export interface ToolRow {
   created_at: Date;
   updated_at: Date;
 }
+
+/** Most tools an agent's draft links (every version copies its links; the voice service is declared each one). */
+export const MAX_AGENT_TOOLS = 128;
 
 export type ToolValues = Omit<ToolRow, 'id' | 'workspace_id' | 'created_at' | 'updated_at'>;
 
@@ -91,6 +95,7 @@ export class ToolStore {
         .onConflict(['agent_id', 'tool_id'])
         .ignore()
         .returning('tool_id');
+      if (inserted.length > 0) await refuseOverLimit(trx, 'agent_tools', agentId, MAX_AGENT_TOOLS, 'tools', 'tool_id');
       return inserted.length > 0;
     } catch (err) {
       // Deleted since the caller found it.

@@ -369,6 +369,34 @@ describe('restore, stale writes, bad input, deletion', () => {
     assert.deepEqual(await stored(agentId), before, 'nothing stored');
   });
 
+  it('a draft links at most 128 tools: one more is 422 agent_link_limit_reached and stores nothing', async () => {
+    const agentId = (await ok('post', '/api/v1/agents', { name: 'Bounded' })).body.agent_id;
+    const knex = t.service.db.knex;
+    const ids = Array.from({ length: 129 }, (_, i) => `tool_01JD5Z7Q8Y1C2B3A4N5M6K${String(i).padStart(4, '0')}`);
+    await knex('tools').insert(
+      ids.map((id) => ({
+        id,
+        workspace_id: tn.workspaceId,
+        name: `bulk_${id.slice(-4)}`,
+        description: 'd',
+        parameters: '{}',
+        url: `${peer.url}/x`,
+        method: 'POST',
+        headers: '{}',
+        timeout_ms: 1000,
+      })),
+    );
+    await knex('agent_tools').insert(ids.slice(0, 127).map((id) => ({ agent_id: agentId, tool_id: id, workspace_id: tn.workspaceId })));
+    assert.equal((await ok('put', `/api/v1/agents/${agentId}/tools/${ids[127]}`)).headers.etag, '"2.2"', 'the 128th is linked');
+    assert.equal((await links(agentId, 2)).tool_ids.length, 128);
+    const before = await stored(agentId);
+    const refused = await req('put', `/api/v1/agents/${agentId}/tools/${ids[128]}`);
+    assert.equal(refused.status, 422, refused.text);
+    assert.deepEqual([refused.body.error.code, refused.body.error.param], ['agent_link_limit_reached', 'tool_id']);
+    assert.deepEqual(await stored(agentId), before, 'nothing stored');
+    assert.equal((await ok('put', `/api/v1/agents/${agentId}/tools/${ids[0]}`)).headers.etag, '"2.2"', 'one already linked is no new link');
+  });
+
   it('deleting a tool or MCP server removes it from every version at runtime', async () => {
     const agentId = (await ok('post', '/api/v1/agents', { name: 'Deletion', auto_publish: false })).body.agent_id;
     const name = `check_order_${++toolCount}`;
