@@ -159,11 +159,6 @@ function sipBindingError(err: unknown, values: Partial<AgentValues>): unknown {
 }
 
 /**
- * The SET of a write's version counters: the next draft version, published too when `publish` is
- * true (null: when the row's `auto_publish` is). The row lock orders writers; the versions' primary
- * key is the backstop.
- */
-/**
  * The draft's links as the link tables hold them, as one jsonb value (bindings: the agent id three
  * times). Read in the write's transaction: every link write holds the agent's row lock, as every
  * other write does, so a version's links and configuration are the same moment's.
@@ -186,6 +181,11 @@ const VERSION_COLUMNS = `v.workspace_id, v.agent_id, v.version, v.config, v.crea
                                  where s.id in (select jsonb_array_elements_text(v.links -> 'mcp_server_ids')) and s.workspace_id = v.workspace_id), '[]'::jsonb)
   ) as links`;
 
+/**
+ * The SET of a write's version counters: the next draft version, published too when `publish` is
+ * true (null: when the row's `auto_publish` is). The row lock orders writers; the versions' primary
+ * key is the backstop.
+ */
 function nextVersion(trx: Knex, publish: boolean | null): Record<string, Knex.Raw> {
   return {
     draft_version: trx.raw('draft_version + 1'),

@@ -6,7 +6,8 @@
  *   attaching what is attached (detaching what is not) makes none;
  * - a call runs its version's links: with `auto_publish` off a detach on the draft does not reach calls
  *   of the published version (the tool is called: its endpoint gets the request), a call naming the
- *   draft does not offer it, and after the publish a call pinned to the old version still does;
+ *   draft does not offer it, and after the publish a call pinned to the old version still does; a live
+ *   session keeps the links it started with across a detach and publish;
  * - `search_knowledge` searches the version's documents only (a call pinned to a version whose document
  *   the draft detached still finds it; the draft's list and search do not);
  * - restore brings a version's links back (a detached document taken back, a deleted tool skipped);
@@ -18,7 +19,7 @@ import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
-import { bearer } from '../helpers/realtime.js';
+import { bearer, connect, createAgent, mintSession } from '../helpers/realtime.js';
 import { startHttpPeer, type HttpPeer } from '../helpers/http-peer.js';
 import { startMcpPeer, type McpPeer } from '../helpers/mcp-peers.js';
 import { FAST_CALLS, createPhoneAgent, placeCall, sandboxNumber, waitForCall } from '../helpers/calls.js';
@@ -240,6 +241,36 @@ describe('a call runs the links of its version', () => {
     );
     assert.equal(peer.requests.length, before + 1);
     assert.ok(pinned.transcript.some((e: { role: string; text: string }) => e.role === 'model' && e.text.includes('shipped yesterday')));
+  });
+
+  it('a live session keeps the links it started with across a detach and publish; the next session has the new ones', async () => {
+    const name = `check_order_${++toolCount}`;
+    const toolId = await createTool(name);
+    const agentId = await createAgent(t, tn);
+    await ok('put', `/api/v1/agents/${agentId}/tools/${toolId}`);
+    const ask = Buffer.from(`Please run ${name} for A-42.`).toString('base64');
+    const live = connect((await mintSession(t, tn, agentId, 'voice')).ws_url);
+    await live.next('session_started');
+    await live.next('turn_complete');
+    // Detached and published (auto_publish) while the session runs.
+    assert.equal((await ok('delete', `/api/v1/agents/${agentId}/tools/${toolId}`)).headers.etag, '"3.3"');
+    const before = peer.requests.length;
+    live.sendFrame('text/plain', ask);
+    assert.deepEqual(await live.next('tool_call'), { type: 'tool_call', name, status: 'started' });
+    assert.deepEqual(await live.next('tool_call'), { type: 'tool_call', name, status: 'completed' });
+    await live.next('turn_complete');
+    await live.close();
+    assert.equal(peer.requests.length, before + 1, 'the live session still called the tool');
+
+    const next = connect((await mintSession(t, tn, agentId, 'voice')).ws_url);
+    await next.next('session_started');
+    await next.next('turn_complete');
+    next.sendFrame('text/plain', ask);
+    const said = await next.next((m) => m.type === 'transcript' && m.role === 'model' && m.final === true);
+    assert.match(String(said.text), /I heard/, 'the next session is not offered the tool');
+    await next.next('turn_complete');
+    await next.close();
+    assert.equal(peer.requests.length, before + 1);
   });
 
   it("search_knowledge searches the version's documents: a call pinned to a version still finds a document the draft detached", async () => {
