@@ -170,7 +170,7 @@ const DRAFT_LINKS = `jsonb_build_object(
 
 /**
  * A version's columns as read: `links` without the tools and MCP servers deleted since (a primary-key
- * probe per id; a version links few). Documents are the agent's own copies and stay while it does.
+ * probe per id; a draft links at most 128 tools and 20 servers). Documents are the agent's own copies and stay while it does.
  */
 const VERSION_COLUMNS = `v.workspace_id, v.agent_id, v.version, v.config, v.created_at, v.published_at,
   jsonb_build_object(
