@@ -120,6 +120,7 @@ export const errorCatalogue = {
   document_unreadable: { statuses: [422], meaning: "The document could not be read (damaged, encrypted, or took too long)." },
   empty_query: { statuses: [422], meaning: "A knowledge search needs a non-empty query." },
   webhook_limit_reached: { statuses: [422], meaning: "The workspace has as many webhooks as it may." },
+  agent_link_limit_reached: { statuses: [422], meaning: "An agent's draft already links as many tools (128), documents (200) or MCP servers (20) as it may; `param` names the kind (`tool_id`, `doc_id`, `mcp_server_id`). Nothing is attached." },
   not_oauth2: { statuses: [409], meaning: "OAuth authorization was asked for an MCP server whose `auth_type` is not `oauth2`." },
   scheduled_too_far: { statuses: [422], meaning: "A batch's `scheduled_at` is more than 30 days ahead." },
   invalid_timezone: { statuses: [422], meaning: "Not an IANA time zone (a batch's calling window, a recipient's `timezone`, the usage read's `timezone`)." },

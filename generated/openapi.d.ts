@@ -373,7 +373,9 @@ export interface paths {
          *     write does: old versions are never edited, so history stays whole. Published at once when the
          *     agent's `auto_publish` is on, otherwise a draft to publish. Provider credentials, numbers and
          *     inbound switches, and the SIP binding, are not restored: they stay as they are now (a number is
-         *     answered by one agent at a time, and a rotated credential must not come back). With `If-Match`,
+         *     answered by one agent at a time, and a rotated credential must not come back). The version's
+         *     links come back: its tools and MCP servers are attached again (those deleted since are skipped)
+         *     and the others detached, its documents taken back and the others detached. With `If-Match`,
          *     412 `precondition_failed` when the agent changed since.
          */
         post: operations["restoreAgentVersion"];
@@ -449,16 +451,26 @@ export interface paths {
         get?: never;
         /**
          * Attach a tool to an agent
-         * @description Makes the tool available to the agent from its next call or session on. Idempotent: attaching
-         *     an attached tool answers 200 again. Either resource in another workspace answers 403; an unknown
-         *     one answers 404 (`agent_not_found` or `tool_not_found`).
+         * @description Makes the tool available to the agent's draft. A write to the agent, as `PATCH` is: it makes the next version (`draft_version` + 1, whose
+         *     `links` say what the agent links now), published at once when the agent's `auto_publish` is on;
+         *     otherwise calls and sessions keep running the published version's links until a publish. With
+         *     `If-Match`, 412 `precondition_failed` when the agent changed since, and nothing is written. The
+         *     `ETag` answered is the agent's after the write. Idempotent: attaching an
+         *     attached tool answers 200 again and makes no version. Either resource in another workspace
+         *     answers 403; an unknown one answers 404 (`agent_not_found` or `tool_not_found`).
+         *     A draft that links 128 tools already is refused with 422 `agent_link_limit_reached`.
          */
         put: operations["attachTool"];
         post?: never;
         /**
          * Detach a tool from an agent
-         * @description The agent stops offering the tool from its next call or session on; the workspace tool stays.
-         *     Idempotent: detaching a tool that is not attached also answers 200. An unknown agent or tool
+         * @description The agent's draft stops offering the tool; the workspace tool stays, and so do the versions
+         *     that link it (a call pinned to one still offers it). A write to the agent, as `PATCH` is: it makes the next version (`draft_version` + 1, whose
+         *     `links` say what the agent links now), published at once when the agent's `auto_publish` is on;
+         *     otherwise calls and sessions keep running the published version's links until a publish. With
+         *     `If-Match`, 412 `precondition_failed` when the agent changed since, and nothing is written. The
+         *     `ETag` answered is the agent's after the write. Idempotent: detaching a
+         *     tool that is not attached also answers 200 and makes no version. An unknown agent or tool
          *     answers 404.
          */
         delete: operations["detachTool"];
@@ -479,17 +491,23 @@ export interface paths {
         };
         /**
          * List the documents in an agent's knowledge base
-         * @description A page of the agent's documents (agent-scoped records), newest first.
+         * @description A page of the documents in the draft's knowledge base (agent-scoped records), newest first; a
+         *     detached document is not listed (the versions that link it keep it, see `AgentVersion.links`).
          */
         get: operations["listAgentDocuments"];
         put?: never;
         /**
          * Add a workspace document to an agent's knowledge base
          * @description Creates an agent-scoped copy of the workspace document (its own id `adoc_...` in `doc_id`;
-         *     `source_doc_id` names the workspace document). The agent answers from it from its next call or
-         *     session on. A document already attached to this agent is refused with 409
-         *     `document_already_attached`. Either resource in another workspace answers 403; an unknown one
-         *     answers 404 (`agent_not_found` or `document_not_found`).
+         *     `source_doc_id` names the workspace document) in the agent's draft; a document detached before
+         *     gets its earlier copy back (the same `adoc_` id). A write to the agent, as `PATCH` is: it makes the next version (`draft_version` + 1, whose
+         *     `links` say what the agent links now), published at once when the agent's `auto_publish` is on;
+         *     otherwise calls and sessions keep running the published version's links until a publish. With
+         *     `If-Match`, 412 `precondition_failed` when the agent changed since, and nothing is written. The
+         *     `ETag` answered is the agent's after the write. A document already attached
+         *     to this agent is refused with 409 `document_already_attached`. Either resource in another
+         *     workspace answers 403; an unknown one answers 404 (`agent_not_found` or `document_not_found`).
+         *     A draft that links 200 documents already is refused with 422 `agent_link_limit_reached`.
          */
         post: operations["attachDocument"];
         delete?: never;
@@ -518,9 +536,15 @@ export interface paths {
         post?: never;
         /**
          * Remove a document from an agent's knowledge base
-         * @description Removes the document from the agent's knowledge base and deletes the agent-scoped record. The
-         *     original workspace document, if any, is untouched. An id that names no document of this agent
-         *     answers 404 (`document_not_found`).
+         * @description Removes the document from the draft's knowledge base: it is no longer listed or searched by the
+         *     API. The agent-scoped copy is kept for the versions that link it (a call pinned to one still
+         *     searches it; restoring one takes it back) and deleted with the agent. The original workspace
+         *     document, if any, is untouched. A write to the agent, as `PATCH` is: it makes the next version (`draft_version` + 1, whose
+         *     `links` say what the agent links now), published at once when the agent's `auto_publish` is on;
+         *     otherwise calls and sessions keep running the published version's links until a publish. With
+         *     `If-Match`, 412 `precondition_failed` when the agent changed since, and nothing is written. The
+         *     `ETag` answered is the agent's after the write. An id that names no document in the draft's
+         *     knowledge base answers 404 (`document_not_found`).
          */
         delete: operations["detachDocument"];
         options?: never;
@@ -542,9 +566,11 @@ export interface paths {
         put?: never;
         /**
          * Search an agent's knowledge base
-         * @description Ranks the passages of the agent's documents against the query with PostgreSQL full-text search,
-         *     exactly as the agent's knowledge lookup does in a call, so you can see what the agent would find.
-         *     An agent without documents, or a query that matches nothing, answers an empty list.
+         * @description Ranks the passages of the documents in the draft's knowledge base against the query with
+         *     PostgreSQL full-text search, exactly as the agent's knowledge lookup does in a call of a version
+         *     with those documents, so you can see what the agent would find. A call searches the documents
+         *     of the version it runs (`AgentVersion.links.document_ids`). An agent without documents, or a
+         *     query that matches nothing, answers an empty list.
          */
         post: operations["searchAgentKnowledge"];
         delete?: never;
@@ -591,18 +617,27 @@ export interface paths {
         get?: never;
         /**
          * Attach an MCP server to an agent
-         * @description The agent offers the server's tools from its next call or session on, while the server is
-         *     `usable` (an `oauth2` server can be attached before consent). Idempotent: attaching an attached
-         *     server answers 200 again. Either resource in another workspace answers 403; an unknown one
-         *     answers 404 (`agent_not_found` or `mcp_server_not_found`).
+         * @description The agent's draft offers the server's tools, while the server is `usable` (an `oauth2` server
+         *     can be attached before consent). A write to the agent, as `PATCH` is: it makes the next version (`draft_version` + 1, whose
+         *     `links` say what the agent links now), published at once when the agent's `auto_publish` is on;
+         *     otherwise calls and sessions keep running the published version's links until a publish. With
+         *     `If-Match`, 412 `precondition_failed` when the agent changed since, and nothing is written. The
+         *     `ETag` answered is the agent's after the write. Idempotent: attaching an attached server
+         *     answers 200 again and makes no version. Either resource in another workspace answers 403; an
+         *     unknown one answers 404 (`agent_not_found` or `mcp_server_not_found`).
+         *     A draft that links 20 MCP servers already is refused with 422 `agent_link_limit_reached`.
          */
         put: operations["attachMcpServer"];
         post?: never;
         /**
          * Detach an MCP server from an agent
-         * @description The agent stops offering the server's tools from its next call or session on; the workspace
-         *     server stays. Idempotent: detaching a server that is not attached also answers 200. An unknown
-         *     agent or server answers 404.
+         * @description The agent's draft stops offering the server's tools; the workspace server stays, and so do the
+         *     versions that link it. A write to the agent, as `PATCH` is: it makes the next version (`draft_version` + 1, whose
+         *     `links` say what the agent links now), published at once when the agent's `auto_publish` is on;
+         *     otherwise calls and sessions keep running the published version's links until a publish. With
+         *     `If-Match`, 412 `precondition_failed` when the agent changed since, and nothing is written. The
+         *     `ETag` answered is the agent's after the write. Idempotent: detaching a server that is not attached
+         *     also answers 200 and makes no version. An unknown agent or server answers 404.
          */
         delete: operations["detachMcpServer"];
         options?: never;
@@ -3086,7 +3121,7 @@ export interface components {
          *     string, so that a code added later does not break a client: handle the codes you know and treat
          *     any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "agent_version_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "sip_trunk_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "precondition_failed" | "agent_has_active_batches" | "sip_trunk_in_use" | "sip_number_in_use" | "sip_number_taken" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "conversation_live" | "conversation_erased" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "number_on_do_not_call_list" | "do_not_call_list_full" | "do_not_call_entry_not_found" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "filled_text_too_long" | "unknown_model" | "unknown_analysis_model" | "unknown_voice" | "variable_missing" | "url_not_allowed" | "invalid_cidr" | "invalid_sip_host" | "sip_credentials_incomplete" | "sip_inbound_unprotected" | "sip_outbound_incomplete" | "sip_trunk_limit_reached" | "sip_number_limit_reached" | "sip_number_not_on_trunk" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "invalid_redaction_pattern" | "redaction_pattern_too_complex" | "redaction_pattern_name_taken" | "invalid_redaction_country" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "agent_version_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "sip_trunk_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "precondition_failed" | "agent_has_active_batches" | "sip_trunk_in_use" | "sip_number_in_use" | "sip_number_taken" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "conversation_live" | "conversation_erased" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "number_on_do_not_call_list" | "do_not_call_list_full" | "do_not_call_entry_not_found" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "filled_text_too_long" | "unknown_model" | "unknown_analysis_model" | "unknown_voice" | "variable_missing" | "url_not_allowed" | "invalid_cidr" | "invalid_sip_host" | "sip_credentials_incomplete" | "sip_inbound_unprotected" | "sip_outbound_incomplete" | "sip_trunk_limit_reached" | "sip_number_limit_reached" | "sip_number_not_on_trunk" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "invalid_redaction_pattern" | "redaction_pattern_too_complex" | "redaction_pattern_name_taken" | "invalid_redaction_country" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "agent_link_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -4435,10 +4470,41 @@ export interface components {
             }[];
         };
         /**
+         * AgentVersionLinks
+         * @description What a version links: the ids of the tools, agent documents and MCP servers its conversations may
+         *     use, each sorted. Attaching or detaching one is a write to the agent, so it makes the next version;
+         *     a call or session running this version uses these links whatever the draft links later, and
+         *     restoring the version links them again. Tools and MCP servers stay workspace resources: an edit to
+         *     one reaches every version that links it, and a deleted one is left out of every version. Documents
+         *     are the agent's own copies (`adoc_`): a version keeps its knowledge even after the document is
+         *     detached from the draft or deleted from the workspace.
+         */
+        AgentVersionLinks: {
+            /**
+             * @example [
+             *       "tool_01JD5Z7Q8Y1C2B3A4N5M6K7P9A"
+             *     ]
+             */
+            tool_ids: string[];
+            /**
+             * @description The agent's document copies (`adoc_...`), as `listAgentDocuments` shows them.
+             * @example [
+             *       "adoc_01JD5Z7Q8Y1C2B3A4N5M6K7P9D"
+             *     ]
+             */
+            document_ids: string[];
+            /**
+             * @example [
+             *       "mcp_01JD5Z7Q8Y1C2B3A4N5M6K7P9E"
+             *     ]
+             */
+            mcp_server_ids: string[];
+        };
+        /**
          * AgentVersion
          * @description One immutable version of an agent: its whole configuration as the agent resource showed it right
          *     after the write that made the version. Every write to the agent (create, `PATCH`, restore, inbound on
-         *     or off) makes the next version, numbered from 1 per agent; nothing ever changes a version's
+         *     or off, attaching or detaching a tool, document or MCP server) makes the next version, numbered from 1 per agent; nothing ever changes a version's
          *     `agent`. Credentials are never part of what is shown (as on the agent resource).
          */
         AgentVersion: {
@@ -4462,6 +4528,7 @@ export interface components {
              *     without the agent-level `draft_version`, `published_version` and `auto_publish`.
              */
             agent: components["schemas"]["Agent"];
+            links: components["schemas"]["AgentVersionLinks"];
         };
         /**
          * AgentVersionList
@@ -8467,7 +8534,8 @@ export interface components {
         RetryAfter: string;
         /**
          * @description The agent's current state as an opaque strong validator (it changes with every write to the agent
-         *     and every publish). Send it back in `If-Match` on `PATCH`, `DELETE`, publish and restore to make the
+         *     and every publish). Send it back in `If-Match` on `PATCH`, `DELETE`, publish, restore and the
+         *     attaching and detaching of tools, documents and MCP servers to make the
          *     write conditional: a stale one is refused with 412 `precondition_failed`.
          * @example "7.5"
          */
@@ -9991,6 +10059,15 @@ export interface operations {
                      *             },
                      *             "redaction": null,
                      *             "created_at": "2026-11-21T23:51:18.000Z"
+                     *           },
+                     *           "links": {
+                     *             "tool_ids": [
+                     *               "tool_01JD5Z7Q8Y1C2B3A4N5M6K7P9A"
+                     *             ],
+                     *             "document_ids": [
+                     *               "adoc_01JD5Z7Q8Y1C2B3A4N5M6K7P9D"
+                     *             ],
+                     *             "mcp_server_ids": []
                      *           }
                      *         },
                      *         {
@@ -10043,6 +10120,13 @@ export interface operations {
                      *             },
                      *             "redaction": null,
                      *             "created_at": "2026-11-21T23:51:18.000Z"
+                     *           },
+                     *           "links": {
+                     *             "tool_ids": [
+                     *               "tool_01JD5Z7Q8Y1C2B3A4N5M6K7P9A"
+                     *             ],
+                     *             "document_ids": [],
+                     *             "mcp_server_ids": []
                      *           }
                      *         }
                      *       ],
@@ -10133,6 +10217,13 @@ export interface operations {
                      *         },
                      *         "redaction": null,
                      *         "created_at": "2026-11-21T23:51:18.000Z"
+                     *       },
+                     *       "links": {
+                     *         "tool_ids": [
+                     *           "tool_01JD5Z7Q8Y1C2B3A4N5M6K7P9A"
+                     *         ],
+                     *         "document_ids": [],
+                     *         "mcp_server_ids": []
                      *       }
                      *     }
                      */
@@ -10417,7 +10508,16 @@ export interface operations {
     attachTool: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Optimistic concurrency: the agent's `ETag` from an earlier answer (several may be listed, comma
+                 *     separated; `*` matches any existing agent). When no listed tag is the agent's current one, nothing
+                 *     is written and the answer is 412 `precondition_failed`; read the agent again and retry. Without
+                 *     `If-Match` the write is unconditional (the last write wins), as before versions existed.
+                 * @example "7.5"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path: {
                 /** @description The agent's id (`agt_...`). */
                 agent_id: string;
@@ -10432,6 +10532,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    ETag: components["headers"]["AgentETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10469,6 +10570,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            412: components["responses"]["PreconditionFailed"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -10477,7 +10579,16 @@ export interface operations {
     detachTool: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Optimistic concurrency: the agent's `ETag` from an earlier answer (several may be listed, comma
+                 *     separated; `*` matches any existing agent). When no listed tag is the agent's current one, nothing
+                 *     is written and the answer is 412 `precondition_failed`; read the agent again and retry. Without
+                 *     `If-Match` the write is unconditional (the last write wins), as before versions existed.
+                 * @example "7.5"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path: {
                 /** @description The agent's id (`agt_...`). */
                 agent_id: string;
@@ -10492,6 +10603,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    ETag: components["headers"]["AgentETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10507,6 +10619,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            412: components["responses"]["PreconditionFailed"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -10574,7 +10687,16 @@ export interface operations {
     attachDocument: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Optimistic concurrency: the agent's `ETag` from an earlier answer (several may be listed, comma
+                 *     separated; `*` matches any existing agent). When no listed tag is the agent's current one, nothing
+                 *     is written and the answer is 412 `precondition_failed`; read the agent again and retry. Without
+                 *     `If-Match` the write is unconditional (the last write wins), as before versions existed.
+                 * @example "7.5"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path: {
                 /** @description The agent's id (`agt_...`). */
                 agent_id: string;
@@ -10596,6 +10718,7 @@ export interface operations {
             201: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    ETag: components["headers"]["AgentETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10641,6 +10764,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            412: components["responses"]["PreconditionFailed"];
             413: components["responses"]["PayloadTooLarge"];
             415: components["responses"]["UnsupportedMediaType"];
             422: components["responses"]["UnprocessableEntity"];
@@ -10651,7 +10775,16 @@ export interface operations {
     detachDocument: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Optimistic concurrency: the agent's `ETag` from an earlier answer (several may be listed, comma
+                 *     separated; `*` matches any existing agent). When no listed tag is the agent's current one, nothing
+                 *     is written and the answer is 412 `precondition_failed`; read the agent again and retry. Without
+                 *     `If-Match` the write is unconditional (the last write wins), as before versions existed.
+                 * @example "7.5"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path: {
                 /** @description The agent's id (`agt_...`). */
                 agent_id: string;
@@ -10665,10 +10798,11 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description The agent-scoped record is deleted. */
+            /** @description The document is no longer in the draft's knowledge base. */
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    ETag: components["headers"]["AgentETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10684,6 +10818,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            412: components["responses"]["PreconditionFailed"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -10843,7 +10978,16 @@ export interface operations {
     attachMcpServer: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Optimistic concurrency: the agent's `ETag` from an earlier answer (several may be listed, comma
+                 *     separated; `*` matches any existing agent). When no listed tag is the agent's current one, nothing
+                 *     is written and the answer is 412 `precondition_failed`; read the agent again and retry. Without
+                 *     `If-Match` the write is unconditional (the last write wins), as before versions existed.
+                 * @example "7.5"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path: {
                 /** @description The agent's id (`agt_...`). */
                 agent_id: string;
@@ -10858,6 +11002,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    ETag: components["headers"]["AgentETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10907,6 +11052,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            412: components["responses"]["PreconditionFailed"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
@@ -10915,7 +11061,16 @@ export interface operations {
     detachMcpServer: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /**
+                 * @description Optimistic concurrency: the agent's `ETag` from an earlier answer (several may be listed, comma
+                 *     separated; `*` matches any existing agent). When no listed tag is the agent's current one, nothing
+                 *     is written and the answer is 412 `precondition_failed`; read the agent again and retry. Without
+                 *     `If-Match` the write is unconditional (the last write wins), as before versions existed.
+                 * @example "7.5"
+                 */
+                "If-Match"?: components["parameters"]["IfMatch"];
+            };
             path: {
                 /** @description The agent's id (`agt_...`). */
                 agent_id: string;
@@ -10930,6 +11085,7 @@ export interface operations {
             200: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
+                    ETag: components["headers"]["AgentETag"];
                     [name: string]: unknown;
                 };
                 content: {
@@ -10945,6 +11101,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            412: components["responses"]["PreconditionFailed"];
             422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];

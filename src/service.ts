@@ -111,7 +111,7 @@ export interface RunningService {
   tools: ToolService;
   /** SIP trunks: the API, and the inbound trust decision and outbound termination the SIP stack uses. */
   sipTrunks: SipTrunks;
-  /** MCP servers; toolsForAgent/callTool serve the ToolRunner. */
+  /** MCP servers; toolsForServers/callTool serve the ToolRunner. */
   mcp: McpService;
   knowledge: KnowledgeService;
   /** The tools an agent can call mid-call (HTTP, MCP, search_knowledge), for the call and session bridges. */
@@ -271,6 +271,7 @@ export async function startService(
       redirectUri: `${config.publicBaseUrl}/api/v1/mcp-servers/oauth/callback`,
     },
     log,
+    agents,
   );
   const toolRunner = new ToolRunner(tools, knowledge, mcp);
   const webhookDispatcher = new WebhookDispatcher(

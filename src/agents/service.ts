@@ -26,6 +26,7 @@ import { checkAnalysisSchema } from './analysis-check.js';
 import { fillOverflow, overflowMessage, Template } from '../contract/placeholders.js';
 import { agentETag, checkIfMatch } from './etag.js';
 import type {
+  AgentLinks,
   AgentRow,
   AgentStore,
   AgentValues,
@@ -101,6 +102,34 @@ export interface RuntimeAgent {
   carrierAccounts: Partial<Record<Provider, HeldAccount>>;
   /** The SIP trunk number the agent answers inbound calls on, if any. */
   sip: { trunkId: string; phoneNumber: string } | null;
+  /** What this version links: the tools, documents and MCP servers its conversations may use. */
+  links: RuntimeLinks;
+}
+
+/** The ids a version links (its `links`); a tool or MCP server deleted since is skipped where it is used. */
+export interface RuntimeLinks {
+  toolIds: readonly string[];
+  documentIds: readonly string[];
+  mcpServerIds: readonly string[];
+}
+
+/** Links of nothing (a conversation whose version is unknown runs no tool). */
+export const NO_LINKS: RuntimeLinks = Object.freeze({ toolIds: [], documentIds: [], mcpServerIds: [] });
+
+function runtimeLinks(l: AgentLinks | undefined): RuntimeLinks {
+  return l ? { toolIds: l.tool_ids, documentIds: l.document_ids, mcpServerIds: l.mcp_server_ids } : NO_LINKS;
+}
+
+/**
+ * A change to what an agent links, made by the domain that owns the linked resource (tools, knowledge,
+ * MCP servers) in the agent's write transaction, under its row lock. True when it changed something
+ * (a version is made); false when there was nothing to change (attached already, detached already).
+ */
+export type LinkChange = (trx: Knex.Transaction) => Promise<boolean>;
+
+/** The agents as the linking domains use them (MCP servers take it as an interface). */
+export interface AgentLinkWriter {
+  changeLinks(workspaceId: string, agentId: string, ifMatch: string | undefined, change: LinkChange): Promise<string>;
 }
 
 /** Why `runtimeOf` has no agent to run: none, another workspace's, or no such version of it. */
@@ -330,6 +359,7 @@ export class AgentService {
       published_at: v.published_at ? v.published_at.toISOString() : null,
       created_at: v.created_at.toISOString(),
       agent: shown,
+      links: v.links,
     };
   }
 
@@ -492,27 +522,44 @@ export class AgentService {
     const row = await this.store.transaction(async (trx) => {
       const current = this.check(await this.store.findForUpdate(trx, agentId), workspaceId, agentId);
       checkIfMatch(ifMatch, agentETag(current));
-      const { carrier_accounts: _c, sip_trunk_id: _t, sip_phone_number: _n, ...config } = (await this.version(workspaceId, agentId, version, trx)).config;
+      const restored = await this.version(workspaceId, agentId, version, trx);
+      const { carrier_accounts: _c, sip_trunk_id: _t, sip_phone_number: _n, ...config } = restored.config;
+      await this.store.relink(trx, current, restored.links);
       return this.store.restore(trx, agentId, config, current.auto_publish);
     });
     this.written(agentId);
     return this.toAgent(row);
   }
 
+  /**
+   * A write that changes only what the agent links: the row lock, `If-Match`, the linking domain's
+   * `change` in the same transaction, then the next version (published when `auto_publish` is on)
+   * holding the new links. Nothing to change makes no version. Answers the agent's `ETag` after it.
+   */
+  async changeLinks(workspaceId: string, agentId: string, ifMatch: string | undefined, change: LinkChange): Promise<string> {
+    const row = await this.store.transaction(async (trx) => {
+      const current = this.check(await this.store.findForUpdate(trx, agentId), workspaceId, agentId);
+      checkIfMatch(ifMatch, agentETag(current));
+      return (await change(trx)) ? this.store.linksWritten(trx, current) : current;
+    });
+    this.written(agentId);
+    return agentETag(row);
+  }
+
   async loadForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent> {
-    return this.runtime(await this.published(await this.owned(workspaceId, agentId)));
+    return this.published(await this.owned(workspaceId, agentId));
   }
 
   /**
-   * The row with its published version's configuration: the row itself when the draft is published
-   * (auto_publish, the usual case: no second read). The carrier accounts and SIP binding are the
-   * row's (they take effect at once, see restore). A key a version lacks (a column added after it was
-   * made) keeps the row's value.
+   * The agent as its published version runs it: the row itself when the draft is published
+   * (auto_publish, the usual case), else the row with that version's configuration; the version's
+   * links either way (one primary-key read). The carrier accounts and SIP binding are the row's (they
+   * take effect at once, see restore). A key a version lacks (a column added after it was made) keeps
+   * the row's value.
    */
-  private async published(row: AgentRow): Promise<AgentRow> {
-    if (row.published_version === row.draft_version) return row;
+  private async published(row: AgentRow): Promise<RuntimeAgent> {
     const v = await this.store.findVersion(row.workspace_id, row.id, row.published_version);
-    return v ? this.withConfig(row, v) : row;
+    return this.runtime(v && row.published_version !== row.draft_version ? this.withConfig(row, v) : row, v?.links);
   }
 
   private withConfig(row: AgentRow, v: AgentVersionRow): AgentRow {
@@ -555,7 +602,7 @@ export class AgentService {
         missing = 'other_workspace';
         return undefined;
       }
-      return this.runtime(await this.published(row));
+      return this.published(row);
     };
     const agent = this.runtimeAgents ? await this.runtimeAgents.get(agentId, load) : await load();
     if (!agent) return missing;
@@ -584,19 +631,19 @@ export class AgentService {
     if (row.workspace_id !== workspaceId) return 'other_workspace';
     const v = await this.store.findVersion(workspaceId, agentId, version);
     if (!v) return 'version_not_found';
-    return this.runtime({ ...this.withConfig(row, v), published_version: version });
+    return this.runtime({ ...this.withConfig(row, v), published_version: version }, v.links);
   }
 
   /** The agent that answers inbound calls to `phoneNumber` at `provider`, decrypted; null when none. */
   async inboundAgent(provider: Provider, phoneNumber: string): Promise<RuntimeAgent | null> {
     const row = provider === 'sip' ? await this.store.findSipInboundNumber(phoneNumber) : await this.store.findInbound(provider, phoneNumber);
-    return row ? this.runtime(await this.published(row)) : null;
+    return row ? this.published(row) : null;
   }
 
   /** The agent answering inbound SIP calls to `phoneNumber` through `trunkId`, decrypted; null when none. */
   async sipInboundAgent(trunkId: string, phoneNumber: string): Promise<RuntimeAgent | null> {
     const row = await this.store.findSipInbound(trunkId, phoneNumber);
-    return row ? this.runtime(await this.published(row)) : null;
+    return row ? this.published(row) : null;
   }
 
   /** Turns inbound on or off for the agent's current number at `provider` (the number may not change meanwhile). */
@@ -628,7 +675,7 @@ export class AgentService {
     this.runtimeAgents?.invalidate(agentId);
   }
 
-  private runtime(row: AgentRow): RuntimeAgent {
+  private runtime(row: AgentRow, links: AgentLinks | undefined): RuntimeAgent {
     const carrierAccounts: Partial<Record<Provider, HeldAccount>> = {};
     for (const [provider, schema] of AGENT_CONFIG_CARRIERS) {
       const a = row.carrier_accounts[provider];
@@ -681,6 +728,7 @@ export class AgentService {
       conversation: row.conversation,
       sip: row.sip_trunk_id && row.sip_phone_number ? { trunkId: row.sip_trunk_id, phoneNumber: row.sip_phone_number } : null,
       carrierAccounts,
+      links: runtimeLinks(links),
     });
   }
 

@@ -89,12 +89,24 @@ export interface AgentRow {
 /** The row's configuration: what a version holds. */
 export type AgentValues = Omit<AgentRow, 'id' | 'workspace_id' | 'created_at' | 'updated_at' | 'draft_version' | 'published_version' | 'auto_publish'>;
 
+/**
+ * What a version links (migration 048): the ids of its tools, agent documents (`adoc_`) and MCP
+ * servers, each sorted. As read, a tool or MCP server deleted since is left out (deleting one removes
+ * it from every version); an agent document lives as long as the agent.
+ */
+export interface AgentLinks {
+  tool_ids: string[];
+  document_ids: string[];
+  mcp_server_ids: string[];
+}
+
 /** One stored version (agent_versions): the configuration the write that made it left. */
 export interface AgentVersionRow {
   workspace_id: string;
   agent_id: string;
   version: number;
   config: AgentValues;
+  links: AgentLinks;
   created_at: Date;
   published_at: Date | null;
 }
@@ -147,6 +159,29 @@ function sipBindingError(err: unknown, values: Partial<AgentValues>): unknown {
 }
 
 /**
+ * The draft's links as the link tables hold them, as one jsonb value (bindings: the agent id three
+ * times). Read in the write's transaction: every link write holds the agent's row lock, as every
+ * other write does, so a version's links and configuration are the same moment's.
+ */
+const DRAFT_LINKS = `jsonb_build_object(
+  'tool_ids', coalesce((select jsonb_agg(x.tool_id order by x.tool_id) from agent_tools x where x.agent_id = ?), '[]'::jsonb),
+  'document_ids', coalesce((select jsonb_agg(d.id order by d.id) from agent_documents d where d.agent_id = ? and d.detached_at is null), '[]'::jsonb),
+  'mcp_server_ids', coalesce((select jsonb_agg(m.mcp_server_id order by m.mcp_server_id) from agent_mcp_servers m where m.agent_id = ?), '[]'::jsonb))`;
+
+/**
+ * A version's columns as read: `links` without the tools and MCP servers deleted since (a primary-key
+ * probe per id; a draft links at most 128 tools and 20 servers). Documents are the agent's own copies and stay while it does.
+ */
+const VERSION_COLUMNS = `v.workspace_id, v.agent_id, v.version, v.config, v.created_at, v.published_at,
+  jsonb_build_object(
+    'tool_ids', coalesce((select jsonb_agg(t.id order by t.id) from tools t
+                           where t.id in (select jsonb_array_elements_text(v.links -> 'tool_ids')) and t.workspace_id = v.workspace_id), '[]'::jsonb),
+    'document_ids', v.links -> 'document_ids',
+    'mcp_server_ids', coalesce((select jsonb_agg(s.id order by s.id) from mcp_servers s
+                                 where s.id in (select jsonb_array_elements_text(v.links -> 'mcp_server_ids')) and s.workspace_id = v.workspace_id), '[]'::jsonb)
+  ) as links`;
+
+/**
  * The SET of a write's version counters: the next draft version, published too when `publish` is
  * true (null: when the row's `auto_publish` is). The row lock orders writers; the versions' primary
  * key is the backstop.
@@ -189,21 +224,57 @@ export class AgentStore {
       agent_id: row.id,
       version: row.draft_version,
       config: JSON.stringify(configOf(row)),
+      links: trx.raw(DRAFT_LINKS, [row.id, row.id, row.id]),
       published_at: row.published_version === row.draft_version ? trx.fn.now() : null,
     });
   }
 
   findVersion(workspaceId: string, agentId: string, version: number, trx: Knex = this.db): Promise<AgentVersionRow | undefined> {
-    return trx('agent_versions').where({ workspace_id: workspaceId, agent_id: agentId, version }).first();
+    return trx('agent_versions as v').where({ 'v.workspace_id': workspaceId, 'v.agent_id': agentId, 'v.version': version }).first(trx.raw(VERSION_COLUMNS));
   }
 
   listVersions(workspaceId: string, agentId: string, params: PageParams) {
     return paginate<AgentVersionRow & { id?: string }, AgentVersionRow>(
-      this.db('agent_versions').where({ workspace_id: workspaceId, agent_id: agentId }).select('*'),
+      this.db('agent_versions as v').where({ 'v.workspace_id': workspaceId, 'v.agent_id': agentId }).select(this.db.raw(VERSION_COLUMNS)),
       params,
       (r) => r,
-      'version',
+      'v.version',
     );
+  }
+
+  /**
+   * A write that changes only what the agent links (the caller changed a link table in `trx`, under
+   * the row lock): the next version, holding the new links, published when the row's `auto_publish` is on.
+   */
+  linksWritten(trx: Knex, row: AgentRow): Promise<AgentRow> {
+    return this.write(trx, row.id, {}, row.auto_publish);
+  }
+
+  /**
+   * Makes the link tables say what `links` says (a restore; the caller holds the row lock): tools and
+   * MCP servers of the workspace that still exist are linked again and the others unlinked; the
+   * version's documents are taken back (un-detached) and the others detached.
+   */
+  async relink(trx: Knex, row: AgentRow, links: AgentLinks): Promise<void> {
+    const pairs = [
+      ['agent_tools', 'tool_id', 'tools', links.tool_ids],
+      ['agent_mcp_servers', 'mcp_server_id', 'mcp_servers', links.mcp_server_ids],
+    ] as const;
+    for (const [table, column, target, ids] of pairs) {
+      await trx(table)
+        .where({ agent_id: row.id })
+        .whereNot((q) => q.whereIn(column, ids))
+        .delete();
+      await trx.raw(
+        `insert into ${table} (agent_id, ${column}, workspace_id)
+         select ?, t.id, t.workspace_id from ${target} t where t.id = any(?::text[]) and t.workspace_id = ?
+         on conflict do nothing`,
+        [row.id, ids, row.workspace_id],
+      );
+    }
+    await trx('agent_documents')
+      .where({ agent_id: row.id })
+      .update({ detached_at: trx.raw('case when id = any(?::text[]) then null else coalesce(detached_at, now()) end', [links.document_ids]) });
   }
 
   /** Makes `version` (which exists) the published one; the caller holds the row lock. */

@@ -8,7 +8,8 @@
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
 import type { ToolCallRequest, ToolDeclaration, TranscriptTurn, VoiceEvent, VoiceSession } from '../voice/types.js';
-import type { ToolCallOutcome } from './tool-runner.js';
+import type { ToolCallOutcome, ToolScope } from './tool-runner.js';
+import type { RuntimeLinks } from '../agents/service.js';
 import type { ToolCallRecord } from '../../generated/asyncapi-types.js';
 import type { Redactor } from '../redaction/redactor.js';
 import type { Interruptions } from '../voice/conversation-settings.js';
@@ -16,8 +17,8 @@ import { DEFAULT_SPEECH_RMS, rms } from '../audio/pcm16.js';
 
 /** The ToolRunner (tool-runner.ts) as a conversation uses it. */
 export interface ConversationTools {
-  declarations(workspaceId: string, agentId: string): Promise<ToolDeclaration[]>;
-  call(workspaceId: string, agentId: string, name: string, args: Record<string, unknown>, opts: { timeoutMs: number }): Promise<ToolCallOutcome>;
+  declarations(scope: ToolScope): Promise<ToolDeclaration[]>;
+  call(scope: ToolScope, name: string, args: Record<string, unknown>, opts: { timeoutMs: number }): Promise<ToolCallOutcome>;
 }
 
 /** A tool the transport itself provides (a phone call's transfer), run instead of the ToolRunner. */
@@ -41,6 +42,8 @@ export interface ConversationInfo {
   id: string;
   workspaceId: string;
   agentId: string;
+  /** What the version the conversation runs links: its tools, documents and MCP servers (fixed for the conversation). */
+  links: RuntimeLinks;
   /** What the agent says first (placeholders filled); null: the agent waits for the user to speak first. */
   firstMessage: string | null;
   /** Text sessions: replies are text, audio and end_conversation are ignored. */
@@ -439,7 +442,8 @@ export class Conversation {
       }
     }
     if (!this.tools) return { ok: false, result: null, error: `Unknown tool '${call.name}'.`, durationMs: 0, source: 'builtin' };
-    return this.tools.call(this.info.workspaceId, this.info.agentId, call.name, call.args ?? {}, { timeoutMs: this.opts.toolTimeoutMs });
+    const { workspaceId, agentId, links } = this.info;
+    return this.tools.call({ workspaceId, agentId, links }, call.name, call.args ?? {}, { timeoutMs: this.opts.toolTimeoutMs });
   }
 
   private async runTools(calls: ToolCallRequest[]): Promise<void> {

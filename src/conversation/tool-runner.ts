@@ -1,10 +1,14 @@
 /**
- * The tools an agent can call mid-call or mid-session, and calling them. Three sources:
- * - `http`: the HTTP tools attached to the agent, under their own names;
- * - `mcp`: the tools of the agent's attached, usable MCP servers, named `<server>__<tool>` (the server
+ * The tools an agent can call mid-call or mid-session, and calling them. What is offered is what the
+ * version the conversation runs links (`RuntimeAgent.links`), never the draft's link tables, so a
+ * detach on the draft reaches conversations only once it is published; a tool or MCP server deleted
+ * since is skipped. Three sources:
+ * - `http`: the HTTP tools the version links, under their own names;
+ * - `mcp`: the tools of the version's usable MCP servers, named `<server>__<tool>` (the server
  *   name reduced to `[A-Za-z0-9_-]`, the whole name cut to 64 characters, the function-name limit of
  *   the voice service);
- * - `knowledge`: the built-in `search_knowledge`, offered when the agent has at least one document.
+ * - `knowledge`: the built-in `search_knowledge`, offered when the version links at least one
+ *   document, and searching only those.
  * On a name clash the built-in wins, then HTTP tools, then MCP tools. `call` never throws: a failing
  * tool is an outcome with `ok: false` and an error the model can read. The model's arguments to an
  * HTTP tool are validated against the tool's `parameters` in the schema pool (off the loop, bounded
@@ -14,6 +18,7 @@
 import type { ToolCallRecord } from '../../generated/asyncapi-types.js';
 import type { ToolDeclaration } from '../voice/types.js';
 import { ApiError } from '../errors/api-error.js';
+import type { RuntimeLinks } from '../agents/service.js';
 import type { KnowledgeService } from '../knowledge/service.js';
 import type { McpService } from '../mcp/service.js';
 import type { ToolService } from '../tools/service.js';
@@ -30,7 +35,14 @@ export type ToolSource = ToolCallRecord['source'];
 export type ToolCallOutcome = Pick<ToolCallRecord, 'ok' | 'error' | 'source'> & { result: unknown; durationMs: number };
 
 /** What the runner needs of the MCP service. */
-export type McpToolSource = Pick<McpService, 'toolsForAgent' | 'callTool'>;
+export type McpToolSource = Pick<McpService, 'toolsForServers' | 'callTool'>;
+
+/** Whose tools: the conversation's workspace and agent, and what the version it runs links. */
+export interface ToolScope {
+  workspaceId: string;
+  agentId: string;
+  links: RuntimeLinks;
+}
 
 const SEARCH_DECLARATION: ToolDeclaration = {
   name: SEARCH_KNOWLEDGE,
@@ -66,14 +78,13 @@ export class ToolRunner {
     private readonly opts: { defaultTimeoutMs: number } = { defaultTimeoutMs: 10_000 },
   ) {}
 
-  private async resolve(workspaceId: string, agentId: string): Promise<Map<string, Resolved>> {
-    const [rows, hasDocs, mcpTools] = await Promise.all([
-      this.tools.rowsForAgent(agentId),
-      this.knowledge.hasDocuments(agentId),
-      this.mcp ? this.mcp.toolsForAgent(workspaceId, agentId).catch(() => []) : Promise.resolve([]),
+  private async resolve({ workspaceId, links }: ToolScope): Promise<Map<string, Resolved>> {
+    const [rows, mcpTools] = await Promise.all([
+      this.tools.rowsByIds(workspaceId, links.toolIds),
+      this.mcp ? this.mcp.toolsForServers(workspaceId, links.mcpServerIds).catch(() => []) : Promise.resolve([]),
     ]);
     const byName = new Map<string, Resolved>();
-    if (hasDocs) byName.set(SEARCH_KNOWLEDGE, { declaration: SEARCH_DECLARATION, source: 'knowledge' });
+    if (links.documentIds.length > 0) byName.set(SEARCH_KNOWLEDGE, { declaration: SEARCH_DECLARATION, source: 'knowledge' });
     for (const row of rows) {
       if (row.workspace_id !== workspaceId || byName.has(row.name)) continue;
       byName.set(row.name, { declaration: { name: row.name, description: row.description, parameters: row.parameters }, source: 'http', http: row });
@@ -91,12 +102,13 @@ export class ToolRunner {
     return byName;
   }
 
-  /** Every tool the agent can call now, as declared to the voice service. */
-  async declarations(workspaceId: string, agentId: string): Promise<ToolDeclaration[]> {
-    return [...(await this.resolve(workspaceId, agentId)).values()].map((r) => r.declaration);
+  /** Every tool the scope's version offers now, as declared to the voice service. */
+  async declarations(scope: ToolScope): Promise<ToolDeclaration[]> {
+    return [...(await this.resolve(scope)).values()].map((r) => r.declaration);
   }
 
-  async call(workspaceId: string, agentId: string, name: string, args: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<ToolCallOutcome> {
+  async call(scope: ToolScope, name: string, args: Record<string, unknown>, opts: { timeoutMs?: number } = {}): Promise<ToolCallOutcome> {
+    const { workspaceId, agentId } = scope;
     const started = performance.now();
     const elapsed = () => Math.max(0, Math.round(performance.now() - started));
     const failed = (source: ToolSource, error: string, result: unknown = null): ToolCallOutcome => ({
@@ -109,14 +121,14 @@ export class ToolRunner {
     const safeArgs = args && typeof args === 'object' && !Array.isArray(args) ? args : {};
     let source: ToolSource = 'builtin';
     try {
-      const tool = (await this.resolve(workspaceId, agentId)).get(name);
+      const tool = (await this.resolve(scope)).get(name);
       if (!tool) return failed('builtin', `No tool named '${name}' is available to this agent.`);
       source = tool.source;
       const timeoutMs = opts.timeoutMs ?? this.opts.defaultTimeoutMs;
       if (tool.source === 'knowledge') {
         const query = typeof safeArgs.query === 'string' ? safeArgs.query : '';
         const limit = typeof safeArgs.limit === 'number' ? safeArgs.limit : 5;
-        const hits = await this.knowledge.search(workspaceId, agentId, query, limit);
+        const hits = await this.knowledge.searchIn(workspaceId, agentId, scope.links.documentIds, query, limit);
         return {
           ok: true,
           result: { passages: hits.map((h) => ({ document: h.name, text: h.text, score: h.score })) },

@@ -70,8 +70,14 @@ export function knowledgeRoutes(knowledge: KnowledgeService): Handlers {
     getDocument: async (req) => ({ status: 200, body: await knowledge.get(workspaceOf(req.auth), req.params.doc_id) }),
     deleteDocument: async (req) => ({ status: 200, body: await knowledge.delete(workspaceOf(req.auth), req.params.doc_id) }),
     listAgentDocuments: async (req) => ({ status: 200, body: await knowledge.listForAgent(workspaceOf(req.auth), req.params.agent_id, req.query) }),
-    attachDocument: async (req) => ({ status: 201, body: await knowledge.attach(workspaceOf(req.auth), req.params.agent_id, req.body.doc_id) }),
-    detachDocument: async (req) => ({ status: 200, body: await knowledge.detach(workspaceOf(req.auth), req.params.agent_id, req.params.doc_id) }),
+    attachDocument: async (req) => {
+      const { document, etag } = await knowledge.attach(workspaceOf(req.auth), req.params.agent_id, req.body.doc_id, req.headers['if-match']);
+      return { status: 201, body: document, headers: { ETag: etag } };
+    },
+    detachDocument: async (req) => {
+      const { result, etag } = await knowledge.detach(workspaceOf(req.auth), req.params.agent_id, req.params.doc_id, req.headers['if-match']);
+      return { status: 200, body: result, headers: { ETag: etag } };
+    },
     searchAgentKnowledge: async (req) => ({
       status: 200,
       body: { object: 'list', data: await knowledge.search(workspaceOf(req.auth), req.params.agent_id, req.body.query, req.body.limit ?? 5) },

@@ -99,30 +99,48 @@ export class KnowledgeService {
     return { ...page, data: page.data.map((r) => this.toAgentDocument(r)) };
   }
 
-  async attach(workspaceId: string, agentId: string, docId: string): Promise<AgentDocument> {
+  /** Puts the document into the draft's knowledge base: a write to the agent (the next version, `If-Match`); answers the agent's ETag too. */
+  async attach(workspaceId: string, agentId: string, docId: string, ifMatch?: string): Promise<{ document: AgentDocument; etag: string }> {
     await this.agents.owned(workspaceId, agentId);
     const doc = await this.owned(workspaceId, docId);
-    return this.toAgentDocument(await this.store.attach({ id: newId('agentDocument'), agent_id: agentId }, doc));
+    let row: AgentDocumentRow | undefined;
+    const etag = await this.agents.changeLinks(workspaceId, agentId, ifMatch, async (trx) => {
+      row = await this.store.attach(trx, { id: newId('agentDocument'), agent_id: agentId }, doc);
+      return true;
+    });
+    return { document: this.toAgentDocument(row!), etag };
   }
 
-  async detach(workspaceId: string, agentId: string, docId: string): Promise<{ status: 'detached'; doc_id: string }> {
+  /** Takes the document out of the draft's knowledge base (the versions that link it keep it): a write to the agent. */
+  async detach(
+    workspaceId: string,
+    agentId: string,
+    docId: string,
+    ifMatch?: string,
+  ): Promise<{ result: { status: 'detached'; doc_id: string }; etag: string }> {
     await this.agents.owned(workspaceId, agentId);
     const row = await this.store.findAgentDocument(agentId, docId);
     if (!row) throw notFound('document_not_found', `No document ${docId} in this agent's knowledge base.`, 'doc_id');
-    await this.store.deleteAgentDocument(row.id);
-    return { status: 'detached', doc_id: row.id };
+    const etag = await this.agents.changeLinks(workspaceId, agentId, ifMatch, async (trx) => {
+      if (!(await this.store.detach(trx, row.id))) throw notFound('document_not_found', `No document ${docId} in this agent's knowledge base.`, 'doc_id');
+      return true;
+    });
+    return { result: { status: 'detached', doc_id: row.id }, etag };
   }
 
-  /** Whether the agent has any document (the runner offers `search_knowledge` only then). */
-  hasDocuments(agentId: string): Promise<boolean> {
-    return this.store.hasAgentDocuments(agentId);
-  }
-
-  /** Ranked passages of the agent's documents. 422 `empty_query` when the query has no searchable word. */
+  /** Ranked passages of the draft's documents (the API's search). 422 `empty_query` when the query has no searchable word. */
   async search(workspaceId: string, agentId: string, query: string, limit = 5): Promise<KnowledgeHit[]> {
     await this.agents.owned(workspaceId, agentId);
+    return this.searchIn(workspaceId, agentId, 'draft', query, limit);
+  }
+
+  /**
+   * Ranked passages of the agent's documents among `documentIds` (what the version a conversation runs
+   * links; 'draft': the draft's). 422 `empty_query` when the query has no searchable word.
+   */
+  async searchIn(workspaceId: string, agentId: string, documentIds: readonly string[] | 'draft', query: string, limit = 5): Promise<KnowledgeHit[]> {
     if (!(await this.store.isSearchable(query))) throw unprocessable('empty_query', 'The query has no searchable word.', 'query');
     const n = Math.min(MAX_SEARCH_LIMIT, Math.max(1, Math.floor(limit)));
-    return this.store.search(agentId, query, n);
+    return this.store.search(workspaceId, agentId, documentIds, query, n);
   }
 }

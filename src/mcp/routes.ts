@@ -18,7 +18,13 @@ export function mcpRoutes(mcp: McpService): Handlers {
     authorizeMcpServer: async (req) => ({ status: 200, body: await mcp.authorize(workspaceOf(req.auth), req.params.mcp_server_id) }),
     mcpOAuthCallback: async (req) => ({ status: 200, body: await mcp.completeAuthorization(req.query), type: 'text/html' }),
     listAgentMcpServers: async (req) => ({ status: 200, body: await mcp.listForAgent(workspaceOf(req.auth), req.params.agent_id, req.query) }),
-    attachMcpServer: async (req) => ({ status: 200, body: await mcp.attach(workspaceOf(req.auth), req.params.agent_id, req.params.mcp_server_id) }),
-    detachMcpServer: async (req) => ({ status: 200, body: await mcp.detach(workspaceOf(req.auth), req.params.agent_id, req.params.mcp_server_id) }),
+    attachMcpServer: async (req) => {
+      const { server, etag } = await mcp.attach(workspaceOf(req.auth), req.params.agent_id, req.params.mcp_server_id, req.headers['if-match']);
+      return { status: 200, body: server, headers: { ETag: etag } };
+    },
+    detachMcpServer: async (req) => {
+      const { result, etag } = await mcp.detach(workspaceOf(req.auth), req.params.agent_id, req.params.mcp_server_id, req.headers['if-match']);
+      return { status: 200, body: result, headers: { ETag: etag } };
+    },
   };
 }

@@ -1,6 +1,6 @@
 /**
  * MCP servers: the rules of connect, update, refresh, delete, the OAuth consent flow, attachment to
- * agents, and what calls use at runtime (toolsForAgent, callTool).
+ * agents, and what calls use at runtime (toolsForServers, callTool).
  *
  * A connection attempt never fails the request: its outcome is stored in `status`/`error` and the
  * last successful tool listing is kept. Credentials (static headers, client secret, tokens) are sealed
@@ -20,6 +20,8 @@ import { checkTargetUrl } from '../net/target-url.js';
 import { listTools, McpConnectError, McpSessionPool, type McpEndpoint, type McpToolInfo, type McpTransport } from './client.js';
 import { buildAuthorizationUrl, exchangeCode, refreshTokens, TokenRequestError, type OAuthClientSettings } from './oauth.js';
 import type { AuthType, McpServerRow, McpStore, OAuthStatus, ServerErrorCode } from './store.js';
+import type { AgentLinkWriter } from '../agents/service.js';
+import { isForeignKeyViolation } from '../lib/db-errors.js';
 
 export interface McpServiceConfig {
   connectTimeoutMs: number;
@@ -136,6 +138,8 @@ export class McpService {
     private readonly clock: Clock,
     private readonly config: McpServiceConfig,
     private readonly log: Logger,
+    /** Attaching and detaching are writes to the agent (agents/service.ts). */
+    private readonly agents: AgentLinkWriter,
   ) {
     this.sessions = new McpSessionPool(outbound, config.sessionIdleMs);
   }
@@ -408,18 +412,32 @@ export class McpService {
     return `<!DOCTYPE html><html><head><meta charset="utf-8"><title>Connected</title></head><body><h1>${name} is connected</h1><p>You can close this window.</p></body></html>`;
   }
 
-  async attach(workspaceId: string, agentId: string, id: string): Promise<McpServer> {
+  /** Links the server to the agent's draft: a write to the agent (the next version, `If-Match`); answers the agent's ETag too. */
+  async attach(workspaceId: string, agentId: string, id: string, ifMatch?: string): Promise<{ server: McpServer; etag: string }> {
     await this.checkAgent(workspaceId, agentId);
     const row = await this.load(workspaceId, id);
-    await this.store.attach(agentId, row.id, workspaceId);
-    return this.toPublic(row);
+    const etag = await this.agents.changeLinks(workspaceId, agentId, ifMatch, async (trx) => {
+      try {
+        return await this.store.attach(trx, agentId, row.id, workspaceId);
+      } catch (err) {
+        // Deleted since it was loaded.
+        if (isForeignKeyViolation(err)) throw notFound('mcp_server_not_found', `No MCP server with id '${id}'.`, 'mcp_server_id');
+        throw err;
+      }
+    });
+    return { server: this.toPublic(row), etag };
   }
 
-  async detach(workspaceId: string, agentId: string, id: string): Promise<{ status: 'detached'; mcp_server_id: string }> {
+  async detach(
+    workspaceId: string,
+    agentId: string,
+    id: string,
+    ifMatch?: string,
+  ): Promise<{ result: { status: 'detached'; mcp_server_id: string }; etag: string }> {
     await this.checkAgent(workspaceId, agentId);
     const row = await this.load(workspaceId, id);
-    await this.store.detach(agentId, row.id);
-    return { status: 'detached', mcp_server_id: row.id };
+    const etag = await this.agents.changeLinks(workspaceId, agentId, ifMatch, (trx) => this.store.detach(trx, agentId, row.id));
+    return { result: { status: 'detached', mcp_server_id: row.id }, etag };
   }
 
   async listForAgent(workspaceId: string, agentId: string, page: PageParams): Promise<Page<McpServer>> {
@@ -430,9 +448,9 @@ export class McpService {
 
   // ---- at runtime (the ToolRunner) -----------------------------------------------------------------
 
-  /** The tools of the agent's attached, usable servers, as last listed. */
-  async toolsForAgent(workspaceId: string, agentId: string): Promise<AgentMcpTool[]> {
-    const rows = await this.store.usableForAgent(workspaceId, agentId);
+  /** The tools of the usable servers among `serverIds` (what a version links), as last listed; deleted servers are skipped. */
+  async toolsForServers(workspaceId: string, serverIds: readonly string[]): Promise<AgentMcpTool[]> {
+    const rows = await this.store.usableAmong(workspaceId, serverIds);
     return rows.flatMap((r) =>
       r.tools.map((t) => ({ mcpServerId: r.id, serverName: r.name, name: t.name, description: t.description, inputSchema: t.input_schema })),
     );

@@ -1,7 +1,11 @@
 /** MCP servers, their attachments to agents and pending OAuth states in PostgreSQL. */
 import type { Knex } from 'knex';
 import { paginate, type Page, type PageParams } from '../lib/pagination.js';
+import { refuseOverLimit } from '../agents/link-limit.js';
 import type { McpToolInfo, McpTransport } from './client.js';
+
+/** Most MCP servers an agent's draft links (each brings its tools to every conversation). */
+export const MAX_AGENT_MCP_SERVERS = 20;
 
 export type AuthType = 'none' | 'static' | 'oauth2';
 export type OAuthStatus = 'not_applicable' | 'consent_required' | 'authorized' | 'refresh_failed';
@@ -92,22 +96,28 @@ export class McpStore {
     return row?.workspace_id;
   }
 
-  async attach(agentId: string, serverId: string, workspaceId: string): Promise<void> {
-    await this.db('agent_mcp_servers')
+  /** Links the server to the agent's draft, in the agent's write transaction; false when it was linked already. */
+  async attach(trx: Knex, agentId: string, serverId: string, workspaceId: string): Promise<boolean> {
+    const inserted = await trx('agent_mcp_servers')
       .insert({ agent_id: agentId, mcp_server_id: serverId, workspace_id: workspaceId })
       .onConflict(['agent_id', 'mcp_server_id'])
-      .ignore();
+      .ignore()
+      .returning('mcp_server_id');
+    if (inserted.length > 0) await refuseOverLimit(trx, 'agent_mcp_servers', agentId, MAX_AGENT_MCP_SERVERS, 'MCP servers', 'mcp_server_id');
+    return inserted.length > 0;
   }
 
-  async detach(agentId: string, serverId: string): Promise<void> {
-    await this.db('agent_mcp_servers').where({ agent_id: agentId, mcp_server_id: serverId }).delete();
+  /** Unlinks the server from the agent's draft; false when it was not linked. */
+  async detach(trx: Knex, agentId: string, serverId: string): Promise<boolean> {
+    return (await trx('agent_mcp_servers').where({ agent_id: agentId, mcp_server_id: serverId }).delete()) > 0;
   }
 
-  /** Servers attached to the agent whose tools it offers: usable ones (oauth2 only once authorized). */
-  async usableForAgent(workspaceId: string, agentId: string): Promise<McpServerRow[]> {
+  /** The workspace's servers among `ids` (a version's links) whose tools are offered: usable ones (oauth2 only once authorized). */
+  async usableAmong(workspaceId: string, ids: readonly string[]): Promise<McpServerRow[]> {
+    if (ids.length === 0) return [];
     return this.db('mcp_servers as s')
-      .join('agent_mcp_servers as a', 'a.mcp_server_id', 's.id')
-      .where({ 'a.agent_id': agentId, 's.workspace_id': workspaceId })
+      .where({ 's.workspace_id': workspaceId })
+      .whereIn('s.id', [...ids])
       .andWhere((q) => q.whereNot('s.auth_type', 'oauth2').orWhere('s.oauth_status', 'authorized'))
       .orderBy('s.id')
       .select('s.*');

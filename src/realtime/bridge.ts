@@ -10,6 +10,7 @@
  * counted (typed messages and images answered once a run of drops); a frame of the usual shape over
  * its budget or size cap is dropped from its raw bytes, before it is parsed or decoded.
  */
+import type { RuntimeLinks } from '../agents/service.js';
 import type { WebSocket } from 'ws';
 import type { Logger } from 'pino';
 import type { Clock } from '../lib/clock.js';
@@ -35,6 +36,8 @@ export interface SessionInfo {
   id: string;
   workspaceId: string;
   agentId: string;
+  /** What the agent version the session runs links (its tools, documents and MCP servers). */
+  links: RuntimeLinks;
   userId: string;
   source: Source;
   startedAt: Date;
@@ -147,6 +150,7 @@ export class SessionBridge {
         id: info.id,
         workspaceId: info.workspaceId,
         agentId: info.agentId,
+        links: info.links,
         firstMessage: info.firstMessage,
         textMode: this.isText,
         live,

@@ -6,6 +6,7 @@
  * transaction, which also removes the session's live row. Whoever inserts
  * the record first (the instance that ran the session, or one finalising it as an orphan) does the rest.
  */
+import { NO_LINKS } from '../agents/service.js';
 import type { Knex } from 'knex';
 import type { Logger } from 'pino';
 import type { VoiceService } from '../voice/types.js';
@@ -93,6 +94,8 @@ export class ConversationFinaliser {
       id: row.id,
       workspaceId: row.workspace_id,
       agentId: row.agent_id,
+      // Recorded, not run: no tool is called for it.
+      links: NO_LINKS,
       userId: row.user_id,
       source: row.source,
       startedAt: new Date(row.started_at),

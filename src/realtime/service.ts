@@ -193,7 +193,7 @@ export class RealtimeService {
     const firstMessage = (agent.firstMessage && fillPlaceholders(agent.firstMessage, variables, caps.first_message)) || null;
     const conversation = effectiveSettings(agent.conversation, row.conversation);
     try {
-      const tools = this.tools ? await this.tools.declarations(workspace.id, agent.id) : [];
+      const tools = this.tools ? await this.tools.declarations({ workspaceId: workspace.id, agentId: agent.id, links: agent.links }) : [];
       const voice = await this.voice.open({
         instruction,
         firstMessage,
@@ -225,6 +225,7 @@ export class RealtimeService {
           id: sessionId,
           workspaceId: workspace.id,
           agentId: agent.id,
+          links: agent.links,
           userId: row.user_id,
           source: row.source,
           startedAt: this.clock.now(),

@@ -234,6 +234,7 @@ export class RealtimeGateway {
         id: a.sessionId,
         workspaceId: a.token.workspace_id,
         agentId: a.agent.id,
+        links: a.agent.links,
         userId: a.token.user_id,
         source: a.token.source,
         startedAt: a.startedAt,

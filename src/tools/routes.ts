@@ -15,7 +15,13 @@ export function toolRoutes(tools: ToolService): Handlers {
       body: await tools.test(workspaceOf(req.auth), req.params.tool_id, (req.body.arguments ?? {}) as Record<string, unknown>),
     }),
     listAgentTools: async (req) => ({ status: 200, body: await tools.listForAgent(workspaceOf(req.auth), req.params.agent_id, req.query) }),
-    attachTool: async (req) => ({ status: 200, body: await tools.attach(workspaceOf(req.auth), req.params.agent_id, req.params.tool_id) }),
-    detachTool: async (req) => ({ status: 200, body: await tools.detach(workspaceOf(req.auth), req.params.agent_id, req.params.tool_id) }),
+    attachTool: async (req) => {
+      const { tool, etag } = await tools.attach(workspaceOf(req.auth), req.params.agent_id, req.params.tool_id, req.headers['if-match']);
+      return { status: 200, body: tool, headers: { ETag: etag } };
+    },
+    detachTool: async (req) => {
+      const { result, etag } = await tools.detach(workspaceOf(req.auth), req.params.agent_id, req.params.tool_id, req.headers['if-match']);
+      return { status: 200, body: result, headers: { ETag: etag } };
+    },
   };
 }

@@ -160,22 +160,28 @@ export class ToolService {
     return { ...page, data: page.data.map((r) => this.toTool(r)) };
   }
 
-  /** The agent's tools with their sealed headers, for the runner. */
-  async rowsForAgent(agentId: string): Promise<ToolRow[]> {
-    return this.store.allForAgent(agentId);
+  /** The workspace's tools a version links, with their sealed headers, for the runner (deleted ones are skipped). */
+  rowsByIds(workspaceId: string, ids: readonly string[]): Promise<ToolRow[]> {
+    return this.store.byIds(workspaceId, ids);
   }
 
-  async attach(workspaceId: string, agentId: string, toolId: string): Promise<Tool> {
+  /** Links the tool to the agent's draft: a write to the agent (the next version, `If-Match`); answers the agent's ETag too. */
+  async attach(workspaceId: string, agentId: string, toolId: string, ifMatch?: string): Promise<{ tool: Tool; etag: string }> {
     await this.agents.owned(workspaceId, agentId);
     const tool = await this.owned(workspaceId, toolId);
-    await this.store.attach(workspaceId, agentId, toolId);
-    return this.toTool(tool);
+    const etag = await this.agents.changeLinks(workspaceId, agentId, ifMatch, (trx) => this.store.attach(trx, workspaceId, agentId, toolId));
+    return { tool: this.toTool(tool), etag };
   }
 
-  async detach(workspaceId: string, agentId: string, toolId: string): Promise<{ status: 'detached'; tool_id: string }> {
+  async detach(
+    workspaceId: string,
+    agentId: string,
+    toolId: string,
+    ifMatch?: string,
+  ): Promise<{ result: { status: 'detached'; tool_id: string }; etag: string }> {
     await this.agents.owned(workspaceId, agentId);
     await this.owned(workspaceId, toolId);
-    await this.store.detach(agentId, toolId);
-    return { status: 'detached', tool_id: toolId };
+    const etag = await this.agents.changeLinks(workspaceId, agentId, ifMatch, (trx) => this.store.detach(trx, agentId, toolId));
+    return { result: { status: 'detached', tool_id: toolId }, etag };
   }
 }

@@ -1,8 +1,9 @@
 /** HTTP tools and their attachment to agents. Header values arrive sealed. */
 import type { Knex } from 'knex';
-import { conflict } from '../errors/api-error.js';
-import { isUniqueViolation } from '../lib/db-errors.js';
+import { conflict, notFound } from '../errors/api-error.js';
+import { isForeignKeyViolation, isUniqueViolation } from '../lib/db-errors.js';
 import { paginate, type PageParams } from '../lib/pagination.js';
+import { refuseOverLimit } from '../agents/link-limit.js';
 
 export interface ToolRow {
   id: string;
@@ -18,6 +19,9 @@ export interface ToolRow {
   created_at: Date;
   updated_at: Date;
 }
+
+/** Most tools an agent's draft links (every version copies its links; the voice service is declared each one). */
+export const MAX_AGENT_TOOLS = 128;
 
 export type ToolValues = Omit<ToolRow, 'id' | 'workspace_id' | 'created_at' | 'updated_at'>;
 
@@ -73,16 +77,35 @@ export class ToolStore {
     return paginate<ToolRow, ToolRow>(q, params, (r) => r, 't.id');
   }
 
-  /** Every tool attached to the agent (the runtime view). */
-  allForAgent(agentId: string): Promise<ToolRow[]> {
-    return this.db('tools as t').join('agent_tools as at', 'at.tool_id', 't.id').where('at.agent_id', agentId).orderBy('t.id').select('t.*');
+  /** The workspace's tools among `ids` (a version's links; ids of tools deleted since find nothing), by id. */
+  byIds(workspaceId: string, ids: readonly string[]): Promise<ToolRow[]> {
+    if (ids.length === 0) return Promise.resolve([]);
+    return this.db('tools')
+      .where({ workspace_id: workspaceId })
+      .whereIn('id', [...ids])
+      .orderBy('id')
+      .select('*');
   }
 
-  async attach(workspaceId: string, agentId: string, toolId: string): Promise<void> {
-    await this.db('agent_tools').insert({ workspace_id: workspaceId, agent_id: agentId, tool_id: toolId }).onConflict(['agent_id', 'tool_id']).ignore();
+  /** Links the tool to the agent's draft; false when it was linked already. */
+  async attach(trx: Knex, workspaceId: string, agentId: string, toolId: string): Promise<boolean> {
+    try {
+      const inserted = await trx('agent_tools')
+        .insert({ workspace_id: workspaceId, agent_id: agentId, tool_id: toolId })
+        .onConflict(['agent_id', 'tool_id'])
+        .ignore()
+        .returning('tool_id');
+      if (inserted.length > 0) await refuseOverLimit(trx, 'agent_tools', agentId, MAX_AGENT_TOOLS, 'tools', 'tool_id');
+      return inserted.length > 0;
+    } catch (err) {
+      // Deleted since the caller found it.
+      if (isForeignKeyViolation(err)) throw notFound('tool_not_found', `No tool ${toolId}.`, 'tool_id');
+      throw err;
+    }
   }
 
-  async detach(agentId: string, toolId: string): Promise<void> {
-    await this.db('agent_tools').where({ agent_id: agentId, tool_id: toolId }).delete();
+  /** Unlinks the tool from the agent's draft; false when it was not linked. */
+  async detach(trx: Knex, agentId: string, toolId: string): Promise<boolean> {
+    return (await trx('agent_tools').where({ agent_id: agentId, tool_id: toolId }).delete()) > 0;
   }
 }

@@ -256,8 +256,15 @@ describe('bad input changes nothing', () => {
 
   it('the database refuses a second version of the same number', async () => {
     const a = (await createAgent({ name: 'Keyed' })).body;
-    await assert.rejects(t.service.db.knex('agent_versions').insert({ workspace_id: tn.workspaceId, agent_id: a.agent_id, version: 1, config: '{}' }), (err) =>
-      isUniqueViolation(err),
+    await assert.rejects(
+      t.service.db.knex('agent_versions').insert({
+        workspace_id: tn.workspaceId,
+        agent_id: a.agent_id,
+        version: 1,
+        config: '{}',
+        links: JSON.stringify({ tool_ids: [], document_ids: [], mcp_server_ids: [] }),
+      }),
+      (err) => isUniqueViolation(err),
     );
   });
 });

@@ -247,13 +247,18 @@ describe('knowledge: agent documents and search', () => {
     assert.equal(detached.status, 200);
     assert.deepEqual(detached.body, { status: 'detached', doc_id: res.body.doc_id });
     assert.equal((await t.http.get(`/api/v1/documents/${doc.doc_id}`).set(bearer(tn.apiKey))).status, 200, 'the workspace document stays');
-    assert.equal((await t.service.db.knex('knowledge_chunks').where({ agent_document_id: res.body.doc_id })).length, 0);
+    assert.ok(
+      (await t.service.db.knex('knowledge_chunks').where({ agent_document_id: res.body.doc_id })).length > 0,
+      'the copy and its passages are kept for the versions that link it',
+    );
+    assert.deepEqual((await t.http.get(`/api/v1/agents/${agentId}/documents`).set(bearer(tn.apiKey))).body.data, [], "not in the draft's list");
     const gone = await t.http.delete(`/api/v1/agents/${agentId}/documents/${res.body.doc_id}`).set(bearer(tn.apiKey));
     assert.equal(gone.status, 404);
     assert.equal(gone.body.error.code, 'document_not_found');
 
     // Detaching by the workspace document's id means this agent's copy.
     const re = await t.http.post(`/api/v1/agents/${agentId}/documents`).set(bearer(tn.apiKey)).send({ doc_id: doc.doc_id });
+    assert.equal(re.body.doc_id, res.body.doc_id, 'attached again: its earlier copy comes back');
     const byDoc = await t.http.delete(`/api/v1/agents/${agentId}/documents/${doc.doc_id}`).set(bearer(tn.apiKey));
     assert.deepEqual(byDoc.body, { status: 'detached', doc_id: re.body.doc_id });
   });

@@ -34,6 +34,13 @@ after(async () => {
 
 const auth = (tn: Tenant) => ({ Authorization: `Bearer ${tn.apiKey}` });
 
+/** The MCP tools the agent's published version offers a conversation. */
+async function agentMcpTools(workspaceId: string, agentId: string) {
+  const agent = await t.service.agents.findForRuntime(workspaceId, agentId);
+  assert.ok(agent, 'the agent runs');
+  return t.service.mcp.toolsForServers(workspaceId, agent.links.mcpServerIds);
+}
+
 async function rows(workspaceId: string) {
   return t.service.db.knex('mcp_servers').where({ workspace_id: workspaceId }).orderBy('id');
 }
@@ -494,7 +501,7 @@ describe('agents and their MCP servers', () => {
     assert.equal(list.status, 200);
     assert.deepEqual(list.body.data.map((x: { mcp_server_id: string }) => x.mcp_server_id).sort(), [s.mcp_server_id, pending.mcp_server_id].sort());
 
-    const tools = await t.service.mcp.toolsForAgent(tn.workspaceId, agent.agent_id);
+    const tools = await agentMcpTools(tn.workspaceId, agent.agent_id);
     assert.deepEqual(tools.map((x) => x.name).sort(), ['add', 'lookup_order'], 'the oauth2 server is not usable before consent');
     assert.ok(tools.every((x) => x.mcpServerId === s.mcp_server_id && x.serverName === 'Orders'));
     assert.equal(tools.find((x) => x.name === 'add')!.inputSchema.type, 'object');
@@ -532,7 +539,7 @@ describe('agents and their MCP servers', () => {
     assert.deepEqual(detached.body, { status: 'detached', mcp_server_id: s.mcp_server_id });
     const again = await t.http.delete(`/api/v1/agents/${agent.agent_id}/mcp-servers/${s.mcp_server_id}`).set(auth(tn));
     assert.equal(again.status, 200, 'detaching twice is harmless');
-    assert.deepEqual(await t.service.mcp.toolsForAgent(tn.workspaceId, agent.agent_id), []);
+    assert.deepEqual(await agentMcpTools(tn.workspaceId, agent.agent_id), []);
     assert.ok(await rowOf(s.mcp_server_id), 'the workspace server stays');
   });
 
@@ -674,7 +681,7 @@ describe('OAuth 2.0 MCP servers', () => {
       // The agent's tools work with the refreshed token.
       const agent = (await t.http.post('/api/v1/agents').set(auth(tn)).send({ name: 'Receptionist' })).body;
       await t.http.put(`/api/v1/agents/${agent.agent_id}/mcp-servers/${s.mcp_server_id}`).set(auth(tn));
-      assert.deepEqual((await t.service.mcp.toolsForAgent(tn.workspaceId, agent.agent_id)).map((x) => x.name).sort(), ['add', 'lookup_order']);
+      assert.deepEqual((await agentMcpTools(tn.workspaceId, agent.agent_id)).map((x) => x.name).sort(), ['add', 'lookup_order']);
       const call = await t.service.mcp.callTool(tn.workspaceId, s.mcp_server_id, 'lookup_order', { order_id: 'A-1' }, { timeoutMs: 20_000 });
       assert.deepEqual(call, { ok: true, result: 'Order A-1 has shipped.', error: null, errorCode: null });
 
@@ -687,7 +694,7 @@ describe('OAuth 2.0 MCP servers', () => {
       assert.equal(refused.body.usable, false);
       assert.equal(refused.body.error.code, 'consent_required');
       assert.equal(refused.body.tools.length, 2, 'the last listing is kept');
-      assert.deepEqual(await t.service.mcp.toolsForAgent(tn.workspaceId, agent.agent_id), []);
+      assert.deepEqual(await agentMcpTools(tn.workspaceId, agent.agent_id), []);
       const blocked = await t.service.mcp.callTool(tn.workspaceId, s.mcp_server_id, 'add', { a: 1, b: 2 }, { timeoutMs: 20_000 });
       assert.equal(blocked.errorCode, 'consent_required');
     } finally {

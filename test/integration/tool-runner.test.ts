@@ -8,7 +8,7 @@ import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { startHttpPeer, type HttpPeer } from '../helpers/http-peer.js';
 import { startMcpPeer, type McpPeer } from '../helpers/mcp-peers.js';
-import { mcpToolName } from '../../src/conversation/tool-runner.js';
+import { mcpToolName, type ToolScope } from '../../src/conversation/tool-runner.js';
 
 let t: TestService;
 let tn: Tenant;
@@ -39,6 +39,13 @@ after(async () => {
   await mcpPeer.close();
   await t.close();
 });
+
+/** The tools of the agent's published version, as a conversation of it sees them (`workspaceId` may be another workspace's). */
+async function scope(agentId: string, workspaceId = tn.workspaceId): Promise<ToolScope> {
+  const agent = await t.service.agents.findForRuntime(tn.workspaceId, agentId);
+  assert.ok(agent);
+  return { workspaceId, agentId, links: agent.links };
+}
 
 async function api(method: 'get' | 'post' | 'put' | 'delete', path: string, body?: unknown, key = tn.apiKey) {
   let req = t.http[method](path).set('Authorization', `Bearer ${key}`);
@@ -73,7 +80,7 @@ async function agentWithEverything() {
 describe('ToolRunner', () => {
   it('declares the HTTP tools, the MCP tools and search_knowledge of the agent', async () => {
     const { agentId, lookup } = await agentWithEverything();
-    const declarations = await t.service.toolRunner.declarations(tn.workspaceId, agentId);
+    const declarations = await t.service.toolRunner.declarations(await scope(agentId));
     const names = declarations.map((d) => d.name).sort();
     assert.deepEqual(names, ['Order_desk__add', 'Order_desk__lookup_order', 'always_fails', 'lookup_appointment', 'search_knowledge', 'slow_tool']);
     const http = declarations.find((d) => d.name === 'lookup_appointment')!;
@@ -87,7 +94,7 @@ describe('ToolRunner', () => {
   it('calls an HTTP tool with the arguments as its JSON body', async () => {
     const { agentId } = await agentWithEverything();
     const before = peer.requests.length;
-    const out = await t.service.toolRunner.call(tn.workspaceId, agentId, 'lookup_appointment', { patient: 'Ada' });
+    const out = await t.service.toolRunner.call(await scope(agentId), 'lookup_appointment', { patient: 'Ada' });
     assert.equal(out.ok, true, JSON.stringify(out));
     assert.equal(out.source, 'http');
     assert.equal(out.error, null);
@@ -104,50 +111,50 @@ describe('ToolRunner', () => {
       [{}, /'arguments\.patient' must have required property/],
     ];
     for (const [args, error] of cases) {
-      const out = await t.service.toolRunner.call(tn.workspaceId, agentId, 'lookup_appointment', args);
+      const out = await t.service.toolRunner.call(await scope(agentId), 'lookup_appointment', args);
       assert.deepEqual({ ok: out.ok, source: out.source, result: out.result }, { ok: false, source: 'http', result: null }, JSON.stringify(out));
       assert.match(out.error!, /^The arguments do not match the tool's parameters: /);
       assert.match(out.error!, error);
     }
     assert.equal(peer.requests.length, before, 'no request for arguments that do not match');
-    const ok = await t.service.toolRunner.call(tn.workspaceId, agentId, 'lookup_appointment', { patient: 'Ada' });
+    const ok = await t.service.toolRunner.call(await scope(agentId), 'lookup_appointment', { patient: 'Ada' });
     assert.equal(ok.ok, true, JSON.stringify(ok));
     assert.equal(peer.requests.length, before + 1);
   });
 
   it('reports a failing or slow tool as an outcome, never by throwing', async () => {
     const { agentId } = await agentWithEverything();
-    const failed = await t.service.toolRunner.call(tn.workspaceId, agentId, 'always_fails', {});
+    const failed = await t.service.toolRunner.call(await scope(agentId), 'always_fails', {});
     assert.deepEqual(
       { ...failed, durationMs: 0 },
       { ok: false, result: { error: 'boom' }, error: 'The endpoint answered 500.', durationMs: 0, source: 'http' },
     );
-    const slow = await t.service.toolRunner.call(tn.workspaceId, agentId, 'slow_tool', {}, { timeoutMs: 150 });
+    const slow = await t.service.toolRunner.call(await scope(agentId), 'slow_tool', {}, { timeoutMs: 150 });
     assert.equal(slow.ok, false);
     assert.equal(slow.error, 'No response within 150 ms.');
     assert.ok(slow.durationMs < 900, String(slow.durationMs));
-    const unknown = await t.service.toolRunner.call(tn.workspaceId, agentId, 'no_such_tool', {});
+    const unknown = await t.service.toolRunner.call(await scope(agentId), 'no_such_tool', {});
     assert.equal(unknown.ok, false);
     assert.match(unknown.error!, /No tool named 'no_such_tool'/);
   });
 
   it('answers search_knowledge from the agent documents', async () => {
     const { agentId } = await agentWithEverything();
-    const out = await t.service.toolRunner.call(tn.workspaceId, agentId, 'search_knowledge', { query: 'missed appointment fee' });
+    const out = await t.service.toolRunner.call(await scope(agentId), 'search_knowledge', { query: 'missed appointment fee' });
     assert.equal(out.ok, true, JSON.stringify(out));
     assert.equal(out.source, 'knowledge');
     const passages = (out.result as { passages: Array<{ document: string; text: string; score: number }> }).passages;
     assert.equal(passages.length, 1);
     assert.equal(passages[0].document, 'Policy');
     assert.match(passages[0].text, /25 dollars/);
-    const empty = await t.service.toolRunner.call(tn.workspaceId, agentId, 'search_knowledge', { query: '?!' });
+    const empty = await t.service.toolRunner.call(await scope(agentId), 'search_knowledge', { query: '?!' });
     assert.equal(empty.ok, false);
     assert.equal(empty.error, 'The query has no searchable word.');
   });
 
   it('calls an MCP tool on the attached server', async () => {
     const { agentId } = await agentWithEverything();
-    const out = await t.service.toolRunner.call(tn.workspaceId, agentId, 'Order_desk__lookup_order', { order_id: 'A-17' });
+    const out = await t.service.toolRunner.call(await scope(agentId), 'Order_desk__lookup_order', { order_id: 'A-17' });
     assert.equal(out.ok, true, JSON.stringify(out));
     assert.equal(out.source, 'mcp');
     assert.match(JSON.stringify(out.result), /Order A-17 has shipped/);
@@ -156,20 +163,20 @@ describe('ToolRunner', () => {
 
   it('offers nothing detached, and nothing of another workspace', async () => {
     const agent = await api('post', '/api/v1/agents', { name: 'Bare' });
-    assert.deepEqual(await t.service.toolRunner.declarations(tn.workspaceId, agent.agent_id), []);
+    assert.deepEqual(await t.service.toolRunner.declarations(await scope(agent.agent_id)), []);
     const { agentId, lookup } = await agentWithEverything();
     await api('delete', `/api/v1/agents/${agentId}/tools/${lookup.tool_id}`);
-    const names = (await t.service.toolRunner.declarations(tn.workspaceId, agentId)).map((d) => d.name);
+    const names = (await t.service.toolRunner.declarations(await scope(agentId))).map((d) => d.name);
     assert.ok(!names.includes('lookup_appointment'));
     const before = peer.requests.length;
-    const detached = await t.service.toolRunner.call(tn.workspaceId, agentId, 'lookup_appointment', { patient: 'Ada' });
+    const detached = await t.service.toolRunner.call(await scope(agentId), 'lookup_appointment', { patient: 'Ada' });
     assert.equal(detached.ok, false);
     assert.equal(peer.requests.length, before, 'a detached tool is not called');
 
-    const foreign = await t.service.toolRunner.call(other.workspaceId, agentId, 'always_fails', {});
+    const foreign = await t.service.toolRunner.call(await scope(agentId, other.workspaceId), 'always_fails', {});
     assert.equal(foreign.ok, false);
     assert.equal(peer.requests.length, before, "another workspace cannot run this agent's tools");
-    const foreignSearch = await t.service.toolRunner.call(other.workspaceId, agentId, 'search_knowledge', { query: 'fee' });
-    assert.equal(foreignSearch.ok, false);
+    const foreignSearch = await t.service.toolRunner.call(await scope(agentId, other.workspaceId), 'search_knowledge', { query: 'fee' });
+    assert.deepEqual(foreignSearch.result, { passages: [] }, "another workspace finds none of this agent's passages");
   });
 });

@@ -14,6 +14,7 @@ import type { VoiceSessionConfig } from '../../src/voice/types.js';
 import { turnRules } from '../../src/sandbox/voice/turn-rules.js';
 import { IdleLadder } from '../../src/conversation/idle-ladder.js';
 import { Conversation } from '../../src/conversation/engine.js';
+import { NO_LINKS } from '../../src/agents/service.js';
 import { systemClock } from '../../src/lib/clock.js';
 import type { VoiceEvent, VoiceSession } from '../../src/voice/types.js';
 import pino from 'pino';
@@ -217,7 +218,7 @@ describe('interruptions after_first_message: the person`s audio during the first
     const fake = fakeVoice();
     const c = new Conversation(
       fake.voice,
-      { id: 'call_x', workspaceId: 'w', agentId: 'a', firstMessage, textMode: false, interruptions, playoutTracked },
+      { id: 'call_x', workspaceId: 'w', agentId: 'a', links: NO_LINKS, firstMessage, textMode: false, interruptions, playoutTracked },
       null,
       systemClock,
       { toolTimeoutMs: 1000, toolFillerMs: 1000, recordMaxBytes: 100_000 },

@@ -224,7 +224,9 @@ export class CallBridge {
     const agent = this.agent;
     const disclosure = this.call.recording_enabled ? agent.recordingDisclosure : null;
     const firstMessage = disclosure ? [disclosure, this.call.first_message].filter(Boolean).join(' ') : this.call.first_message;
-    const tools = this.deps.tools ? await this.deps.tools.declarations(agent.workspaceId, agent.id).catch(() => []) : [];
+    const tools = this.deps.tools
+      ? await this.deps.tools.declarations({ workspaceId: agent.workspaceId, agentId: agent.id, links: agent.links }).catch(() => [])
+      : [];
     const transferTool = agent.transferDestinations.length ? transferDeclaration(agent.transferDestinations) : null;
     if (transferTool) tools.push(transferTool);
     tools.push(sendDtmfDeclaration);
@@ -261,6 +263,7 @@ export class CallBridge {
         id: this.call.id,
         workspaceId: agent.workspaceId,
         agentId: agent.id,
+        links: agent.links,
         firstMessage,
         textMode: false,
         externalLatency: true,
