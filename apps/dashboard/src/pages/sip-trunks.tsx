@@ -287,6 +287,8 @@ export function SipTrunksPage({ session }: { session: SignedIn }) {
                 writable={writable}
                 busy={remove.busy}
                 onEdit={(x) => {
+                  // A refusal shown for the trunk edited before is not this one's.
+                  edit.clearError();
                   setSaved(null);
                   setEditing(x);
                 }}
