@@ -13,7 +13,11 @@
  *  - docs/errors.md: the Errors page (the catalogue, the WebSocket's in-session and close codes)
  *  - docs.html, docs-internal.html, docs-asyncapi.html: the references, rendered offline (no CDN); git-ignored, rebuilt by
  *    prestart/test when older than their bundle
- * `npm run generate -- --check` regenerates into a temp dir and fails when generated/ differs.
+ *  - carriers.ts: every carrier the contract names and its agent account's fields (the dashboard's list)
+ *  - first, the carriers' regions of the contract (`# carriers:begin`), from openapi/carriers/
+ *    (scripts/carriers-contract.ts): a new carrier is its own file there, not an edit of seven
+ * `npm run generate -- --check` regenerates into a temp dir and fails when generated/ (or a carriers
+ * region) differs.
  */
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -23,6 +27,7 @@ import openapiTS, { astToString } from 'openapi-typescript';
 import $RefParser from '@apidevtools/json-schema-ref-parser';
 import { compile } from 'json-schema-to-typescript';
 import { buildDocs } from './build-docs.js';
+import { carriersModule, writeRegions } from './carriers-contract.js';
 import { publicDocument } from './public-document.js';
 
 const root = path.resolve(import.meta.dirname, '..');
@@ -218,6 +223,11 @@ function errorsPage(entries: CatalogueEntry[], asyncapi: Record<string, any>): s
 async function main(): Promise<void> {
   fs.mkdirSync(outDir, { recursive: true });
 
+  // The carriers' regions of the contract come first: the bundle is made from them.
+  const staleRegions = writeRegions(root, check);
+  if (!check && staleRegions.length) console.log(`carriers regions written: ${staleRegions.join(', ')}`);
+  fs.writeFileSync(path.join(outDir, 'carriers.ts'), carriersModule(root, HEADER));
+
   // OpenAPI bundle
   const bundleTmp = path.join(os.tmpdir(), `openapi-bundle-${process.pid}.json`);
   run(['bundle', 'openapi/openapi.yaml', '--ext', 'json', '-o', bundleTmp]);
@@ -281,7 +291,7 @@ async function main(): Promise<void> {
   if (!check) buildDocs();
 
   if (check) {
-    const stale: string[] = [];
+    const stale: string[] = [...staleRegions];
     for (const f of fs.readdirSync(outDir)) {
       const rel = f in PACKAGE_OUTPUTS ? PACKAGE_OUTPUTS[f as keyof typeof PACKAGE_OUTPUTS] : path.join('generated', f);
       const committed = path.join(root, rel);

@@ -13,6 +13,7 @@ export type { CallEnded, EndReason, ReferRequest, TransferProgress } from './cal
 export { outcomeOfStatus, STATUS_OUTCOMES } from './outcomes.js';
 export type { SipOutcome } from './outcomes.js';
 export type { Peer, TransportName } from './transport.js';
+export type { PacedStream, RtpPacer } from './rtp-clock.js';
 
 /** Make and start the user agent. */
 export async function createSipUserAgent(options: SipUserAgentOptions): Promise<SipUserAgent> {

@@ -17,7 +17,23 @@ export interface PacedStream {
   skipped(frames: number): void;
 }
 
-export class RtpClock {
+/**
+ * What paces an RTP session's packets: one tick per 20 ms frame. The service's sessions run on the
+ * process's `rtpClock`; a sender whose audio comes from another frame clock (the sandbox's SIP far
+ * end, whose callees talk on its line clock) is paced by that clock, so its audio and its packets keep
+ * step whatever the event loop's stalls.
+ */
+export interface RtpPacer {
+  /** The stream's first packet goes on the next tick. */
+  add(stream: PacedStream): void;
+  remove(stream: PacedStream): void;
+  /** The pacer's time now (ms). */
+  time(): number;
+  /** When the last tick ran, on the pacer's time. */
+  readonly lastTickAt: number;
+}
+
+export class RtpClock implements RtpPacer {
   private readonly streams = new Set<PacedStream>();
   private timer?: NodeJS.Timeout;
   private nextTick = 0;

@@ -15,7 +15,7 @@ import { EventEmitter } from 'node:events';
 import { alawToMulaw, alawToPcm16, ALAW_SILENCE, mulawToAlaw, mulawToPcm16, MULAW_SILENCE, pcm16ToAlaw, pcm16ToMulaw } from '../audio/pcm16.js';
 import { JitterBuffer, type JitterOutput } from './jitter-buffer.js';
 import { readRtp, writeRtp } from './rtp-packet.js';
-import { FRAME_MS, rtpClock, type PacedStream, type RtpClock } from './rtp-clock.js';
+import { FRAME_MS, rtpClock, type PacedStream, type RtpPacer } from './rtp-clock.js';
 import { EventReceiver, keyPayloads } from './telephone-event.js';
 import type { Codec, Negotiated } from './sdp.js';
 
@@ -39,8 +39,8 @@ export interface RtpSessionOptions {
   jitterDepth: number;
   /** Frames of audio queued to send at most; beyond, the oldest go. */
   maxQueuedFrames: number;
-  /** The clock that paces the packets we send: the process's shared one unless a test gives its own. */
-  clock?: RtpClock;
+  /** What paces the packets we send: the process's shared clock unless a test or the sandbox's far end gives its own. */
+  clock?: RtpPacer;
   /** false: the peer's audio is handed on as it arrives, not at the clock's next tick. */
   handOnTick?: boolean;
 }
@@ -96,7 +96,7 @@ export class RtpSession extends EventEmitter<RtpEvents> implements PacedStream {
   private readonly ssrc = randomBytes(4).readUInt32BE(0);
   private jitter: JitterBuffer;
   private readonly receiver = new EventReceiver();
-  private readonly clock: RtpClock;
+  private readonly clock: RtpPacer;
   /** RTP clock the pacer skipped in a stall or a hold, added before the next audio packet or key event (not inside one). */
   private skippedSamples = 0;
   /** Whether a packet went since sending last started (a hold counts from the one after it). */

@@ -31,6 +31,7 @@ import {
   type SipResponse,
 } from './message.js';
 import { outcomeOfStatus } from './outcomes.js';
+import type { RtpPacer } from './rtp-clock.js';
 import { RtpSession } from './rtp-session.js';
 import { answer as answerOffer, offer, readAnswer, SdpError, type Codec, type LocalMedia } from './sdp.js';
 import { newBranch, newTag, ServerTransaction, TransactionTable, type SipTimers } from './transactions.js';
@@ -99,6 +100,11 @@ export interface SipUserAgentOptions {
   jitterDepth: number;
   /** The peer's audio handed on at the shared RTP clock's tick (SIP_RTP_RECEIVE_ON_TICK); default true. */
   receiveOnTick?: boolean;
+  /**
+   * What paces the calls' RTP; default the process's shared clock. The sandbox's SIP far end gives the
+   * frame clock its callees talk on, so their speech is queued and sent in step.
+   */
+  rtpPacer?: RtpPacer;
   /** Session-Expires we ask for on outbound calls, seconds (RFC 4028); 0: none. */
   sessionExpiresS: number;
   /** The shortest session interval we accept (Min-SE; RFC 4028 says at least 90). */
@@ -324,7 +330,7 @@ export class SipUserAgent extends EventEmitter<UserAgentEvents> implements CallC
 
     const rtp = await RtpSession.open(
       { host: this.options.host, min: this.options.rtp.min, max: this.options.rtp.max },
-      { jitterDepth: this.options.jitterDepth, maxQueuedFrames: 3000, handOnTick: this.options.receiveOnTick },
+      { jitterDepth: this.options.jitterDepth, maxQueuedFrames: 3000, handOnTick: this.options.receiveOnTick, clock: this.options.rtpPacer },
     );
     const local: LocalMedia = {
       address: this.options.advertisedAddress,
@@ -683,7 +689,7 @@ export class SipUserAgent extends EventEmitter<UserAgentEvents> implements CallC
     const peer: Peer = { transport, address, port: o.port ?? (transport === 'tls' ? 5061 : 5060) };
     const rtp = await RtpSession.open(
       { host: this.options.host, min: this.options.rtp.min, max: this.options.rtp.max },
-      { jitterDepth: this.options.jitterDepth, maxQueuedFrames: 3000, handOnTick: this.options.receiveOnTick },
+      { jitterDepth: this.options.jitterDepth, maxQueuedFrames: 3000, handOnTick: this.options.receiveOnTick, clock: this.options.rtpPacer },
     );
     const local: LocalMedia = {
       address: this.options.advertisedAddress,

@@ -6,7 +6,10 @@
  * find, remove),
  * and tried with the web widget on a dashboard-minted token; a CSV batch with a bad row watched until
  * it finishes, and one of its calls opened with its transcript and structured results; the usage page
- * (the last 30 days by day and agent, the limits with their use); a viewer who can read but not change.
+ * (the last 30 days by day and agent, the limits with their use); the SIP trunk edited (only what
+ * changed is sent; a change the service refuses is shown and stores nothing) and a call placed through
+ * it from the calls page (provider sip, over real SIP and RTP to the sandbox's far end) and followed to
+ * its transcript; a viewer who can read but not change.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -17,7 +20,8 @@ import type { Browser, Page } from 'playwright-core';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { uniqueEmail } from '../helpers/fixtures.js';
 import { bearer, waitFor } from '../helpers/realtime.js';
-import { FAST_CALLS } from '../helpers/calls.js';
+import { FAST_CALLS, sandboxNumber } from '../helpers/calls.js';
+import { freePort, LOOPBACK } from '../helpers/sipp.js';
 import { launchChromium, writeWav } from '../helpers/browser.js';
 
 let t: TestService;
@@ -28,11 +32,21 @@ let tmp: string;
 const email = uniqueEmail('dash');
 const password = 'correct-horse-battery';
 let agentId = '';
-/** Every API request the dashboard made: method, path and the Authorization scheme's prefix. */
-const requests: Array<{ method: string; path: string; auth: string }> = [];
+/** Every API request the dashboard made: method, path and the Authorization scheme's prefix (and a PATCH's body). */
+const requests: Array<{ method: string; path: string; auth: string; body?: unknown }> = [];
 
 before(async () => {
-  t = await startTestService({ ...FAST_CALLS, VOICE_SANDBOX_MS_PER_CHAR: '20' });
+  // SIP on, so a call can be placed through a SIP trunk to the sandbox's SIP far end.
+  const [sipPort, rtp] = [await freePort(), await freePort()];
+  t = await startTestService({
+    ...FAST_CALLS,
+    VOICE_SANDBOX_MS_PER_CHAR: '20',
+    SIP_PORT: String(sipPort),
+    SIP_HOST: LOOPBACK,
+    SIP_ADVERTISED_ADDRESS: LOOPBACK,
+    SIP_RTP_PORT_MIN: String(rtp),
+    SIP_RTP_PORT_MAX: String(rtp + 100),
+  });
   wav = writeWav(Buffer.alloc(16000 * 2), 16000);
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'vas-dashboard-'));
   browser = await launchChromium([`--use-file-for-fake-audio-capture=${wav}%noloop`]);
@@ -48,7 +62,13 @@ before(async () => {
   });
   page.on('request', (r) => {
     const u = new URL(r.url());
-    if (u.pathname.startsWith('/api/')) requests.push({ method: r.method(), path: u.pathname, auth: (r.headers().authorization ?? '').slice(0, 10) });
+    if (u.pathname.startsWith('/api/'))
+      requests.push({
+        method: r.method(),
+        path: u.pathname,
+        auth: (r.headers().authorization ?? '').slice(0, 10),
+        ...(r.method() === 'PATCH' ? { body: r.postDataJSON() as unknown } : {}),
+      });
   });
 });
 after(async () => {
@@ -486,6 +506,80 @@ describe('dashboard', () => {
     assert.match(await limits.getByRole('row', { name: /^Destinations/ }).innerText(), /every country/);
     assert.ok(requests.some((r) => r.path === '/api/v1/usage' && r.auth === 'Bearer ds_'));
     assert.ok(requests.some((r) => r.path === '/api/v1/limits' && r.auth === 'Bearer ds_'));
+  });
+
+  it('edits the SIP trunk: only what changed is sent, a refused change stores nothing; then places a call through it', async () => {
+    const session = await apiSession();
+    const trunkOf = async () => {
+      const list = await t.http.get('/api/v1/sip-trunks').set(bearer(session));
+      assert.equal(list.status, 200, JSON.stringify(list.body));
+      return list.body.data.find((x: { name: string }) => x.name === 'Acme PBX');
+    };
+    const stored = await trunkOf();
+    await go('sip-trunks');
+    await page.locator('tr', { hasText: 'Acme PBX' }).getByRole('button', { name: 'Edit' }).click();
+    const form = page.getByRole('form', { name: 'Edit SIP trunk Acme PBX' });
+    assert.equal(await form.getByLabel('Name', { exact: true }).inputValue(), 'Acme PBX');
+    assert.equal(await form.getByLabel('Numbers it delivers').inputValue(), '+15553000001\n+15553000002');
+    assert.equal(await form.getByLabel('Host', { exact: true }).inputValue(), 'sip.carrier.example:5061');
+    assert.equal(
+      await form
+        .getByRole('group', { name: /^Inbound/ })
+        .getByLabel('Digest password')
+        .inputValue(),
+      '',
+    );
+
+    // Dropping the number the agent answers: refused on the page, and the trunk is as it was.
+    await form.getByLabel('Numbers it delivers').fill('+15553000001');
+    await form.getByRole('button', { name: 'Save trunk' }).click();
+    const refusal = form.getByRole('alert');
+    await refusal.waitFor();
+    assert.match(await refusal.innerText(), /sip_number_in_use/);
+    assert.deepEqual(await trunkOf(), stored);
+
+    // Pointed at a carrier (the sandbox's SIP far end, over udp) with the inbound password rotated.
+    const far = t.service.sandbox.carriers!.server.sip!;
+    const rotated = 'rotated-Secret-7c41a2';
+    await form.getByLabel('Numbers it delivers').fill('+15553000002\n+15553000001');
+    await form.getByLabel('Host', { exact: true }).fill(`${far.host}:${far.port}`);
+    await form.getByLabel('Transport').selectOption('udp');
+    await form
+      .getByRole('group', { name: /^Inbound/ })
+      .getByLabel('Digest password')
+      .fill(rotated);
+    await form.getByRole('button', { name: 'Save trunk' }).click();
+    await page.getByRole('status').filter({ hasText: 'Saved Acme PBX: inbound, outbound.' }).waitFor();
+    const patches = requests.filter((r) => r.method === 'PATCH' && r.path.startsWith('/api/v1/sip-trunks/'));
+    assert.deepEqual(patches.at(-1)!.body, {
+      inbound: { auth: { username: 'acme-pbx', password: rotated } },
+      outbound: { host: `${far.host}:${far.port}`, transport: 'udp' },
+    });
+    const edited = await trunkOf();
+    assert.deepEqual(edited.inbound, stored.inbound, 'the numbers and sources are as they were; the password is never shown');
+    assert.equal(edited.outbound.host, `${far.host}:${far.port}`);
+    assert.equal(edited.outbound.transport, 'udp');
+    assert.match(await page.locator('tr', { hasText: 'Acme PBX' }).innerText(), new RegExp(`${far.host.replace(/\./g, '\\.')}:${far.port} \\(udp\\)`));
+    assert.ok(!(await page.content()).includes(rotated), 'the password is never on the page');
+
+    // A call placed through it: the agent has provider_a too, so the carrier is chosen.
+    await go('calls');
+    const place = page.getByRole('form', { name: 'Place a call' });
+    await place.getByLabel('Agent', { exact: true }).selectOption(agentId);
+    await place.getByLabel('Number to call').fill(sandboxNumber());
+    await place.getByLabel('Carrier').selectOption('sip');
+    await place.getByRole('button', { name: 'Call' }).click();
+    await heading(/^Call call_/);
+    const callId = decodeURIComponent(new URL(page.url()).hash.split('/')[2]!);
+    assert.match(await main().innerText(), /outbound via sip/);
+    // The sandbox's person answers, speaks and hangs up: the call ends completed with their words.
+    await page
+      .locator('.status', { hasText: /^completed$/ })
+      .first()
+      .waitFor({ timeout: 60_000 });
+    assert.match(await page.locator('.transcript').innerText(), /this is Sam\./);
+    const call = (await t.http.get(`/api/v1/calls/${callId}`).set(bearer(session))).body;
+    assert.deepEqual([call.provider, call.from_number, call.status], ['sip', '+15553000002', 'completed']);
   });
 
   it('a viewer reads everything and is offered no change', async () => {

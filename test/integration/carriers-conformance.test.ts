@@ -21,7 +21,8 @@ import type { SandboxCallRecord, SandboxCarriers } from '../../src/sandbox/carri
 import { PROVIDERS, type Provider } from '../../src/carriers/index.js';
 
 let t: TestService;
-let tn: Tenant;
+/** Each carrier's suite has a workspace of its own (its five call slots), so the three run at once. */
+const tenants = new Map<Provider, Tenant>();
 const sandbox = (): SandboxCarriers => t.service.sandbox.carriers!.server;
 const simOf = (callSid: string): SandboxCallRecord => sandbox().call(callSid)!;
 
@@ -38,21 +39,16 @@ before(async () => {
     SIP_RTP_PORT_MIN: String(rtp),
     SIP_RTP_PORT_MAX: String(rtp + 100),
   });
-  tn = await tenant(t);
+  for (const provider of PROVIDERS) tenants.set(provider, await tenant(t));
 });
 
 after(async () => {
   await t.close();
 });
 
-const hangup = (callId: string) => t.http.post(`/api/v1/calls/${callId}/hangup`).set(bearer(tn.apiKey));
-
 /** The agent's account at `provider` for `number`: sandbox credentials, or for sip a trunk of its own to the far end delivering the number. */
-const accountFor = async (provider: Provider, number = sandboxNumber('5000')) =>
+const accountFor = async (tn: Tenant, provider: Provider, number = sandboxNumber('5000')) =>
   provider === 'sip' ? sipConfig(t, tn, number) : providerConfig(provider, number);
-
-const phoneAgent = async (provider: Provider, body: Record<string, unknown> = {}) =>
-  createPhoneAgent(t, tn, provider, { ...(await accountFor(provider)), ...body });
 
 it('runs for every registered carrier, each on its simulator', () => {
   assert.deepEqual(
@@ -62,129 +58,140 @@ it('runs for every registered carrier, each on its simulator', () => {
   );
 });
 
-for (const provider of PROVIDERS) {
-  describe(`${provider} conforms`, () => {
-    it('dials; media flows both ways; hangs up after the answer', async () => {
-      const agentId = await phoneAgent(provider, { first_message: 'Hello from Acme Dental.' });
-      const to = sandboxNumber();
-      sandbox().setScript(to, [{ waitForAgent: true }, { say: 'Hello, this is Sam.' }, { pause: 60_000 }]);
-      const res = await placeCall(t, tn, { agent_id: agentId, to_number: to, provider });
-      assert.equal(res.status, 201, JSON.stringify(res.body));
-      const live = await waitForCall(t, tn, res.body.call_id, (c) =>
-        (c.transcript as Entry[]).some((e) => e.role === 'user' && e.text === 'Hello, this is Sam.'),
-      );
-      assert.equal(live.status, 'in_progress');
-      const sim = simOf(live.call_sid);
-      assert.ok(sim.agentPlayedMs > 0, 'the person heard the agent');
-      assert.ok(sim.mediaFramesSent > 0, 'the person was heard');
-      assert.equal((await hangup(live.call_id)).status, 200);
-      const call = await waitForCall(t, tn, live.call_id);
-      assert.equal(call.status, 'completed');
-      assert.equal(sim.hangupBy, 'service');
-      assert.notEqual(sim.answeredAt, null);
-    });
+// The carriers' suites at once (each waits on its calls, not on the machine); the cases within one in order
+// (node:test hands a suite's concurrency down to its children unless they set their own).
+describe('every carrier', { concurrency: true }, () => {
+  for (const provider of PROVIDERS) {
+    describe(`${provider} conforms`, { concurrency: 1 }, () => {
+      let tn: Tenant;
+      before(() => {
+        tn = tenants.get(provider)!;
+      });
+      const hangup = (callId: string) => t.http.post(`/api/v1/calls/${callId}/hangup`).set(bearer(tn.apiKey));
+      const phoneAgent = async (body: Record<string, unknown> = {}) => createPhoneAgent(t, tn, provider, { ...(await accountFor(tn, provider)), ...body });
 
-    it('hangs up before the answer: the carrier cancels the ringing call', async () => {
-      const agentId = await phoneAgent(provider);
-      // 0003 rings until the ring timeout: time enough to hang up while it rings.
-      const res = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber('0003'), provider });
-      assert.equal(res.status, 201, JSON.stringify(res.body));
-      // At the carrier (its call id known), not answered: provider_a and sip report `ringing`, provider_b only `initiated`.
-      const ringing = await waitForCall(t, tn, res.body.call_id, (c) => Boolean(c.call_sid) && ['initiated', 'ringing'].includes(c.status));
-      assert.equal((await hangup(ringing.call_id)).status, 200);
-      const call = await waitForCall(t, tn, ringing.call_id);
-      assert.equal(call.status, 'canceled');
-      assert.equal(call.answered_at, null);
-      const sim = simOf(call.call_sid);
-      assert.equal(sim.hangupBy, 'service');
-      assert.equal(sim.answeredAt, null);
-      assert.equal(sim.outcome, 'canceled');
-    });
+      it('dials; media flows both ways; hangs up after the answer', async () => {
+        const agentId = await phoneAgent({ first_message: 'Hello from Acme Dental.' });
+        const to = sandboxNumber();
+        sandbox().setScript(to, [{ waitForAgent: true }, { say: 'Hello, this is Sam.' }, { pause: 60_000 }]);
+        const res = await placeCall(t, tn, { agent_id: agentId, to_number: to, provider });
+        assert.equal(res.status, 201, JSON.stringify(res.body));
+        const live = await waitForCall(t, tn, res.body.call_id, (c) =>
+          (c.transcript as Entry[]).some((e) => e.role === 'user' && e.text === 'Hello, this is Sam.'),
+        );
+        assert.equal(live.status, 'in_progress');
+        const sim = simOf(live.call_sid);
+        assert.ok(sim.agentPlayedMs > 0, 'the person heard the agent');
+        assert.ok(sim.mediaFramesSent > 0, 'the person was heard');
+        assert.equal((await hangup(live.call_id)).status, 200);
+        const call = await waitForCall(t, tn, live.call_id);
+        assert.equal(call.status, 'completed');
+        assert.equal(sim.hangupBy, 'service');
+        assert.notEqual(sim.answeredAt, null);
+      });
 
-    it('transfers through the carrier', async () => {
-      const agentId = await phoneAgent(provider, { transfer_phone_number: '+14155550199', transfer_criteria: 'The caller asks for a person.' });
-      const to = sandboxNumber();
-      sandbox().setScript(to, [{ waitForAgent: true }, { say: 'Please transfer call to a person.' }, { pause: 5000 }]);
-      const res = await placeCall(t, tn, { agent_id: agentId, to_number: to, provider });
-      const call = await waitForCall(t, tn, res.body.call_id);
-      assert.equal(call.end_reason, 'transferred');
-      assert.equal(simOf(call.call_sid).transferredTo, '+14155550199');
-    });
+      it('hangs up before the answer: the carrier cancels the ringing call', async () => {
+        const agentId = await phoneAgent();
+        // 0003 rings until the ring timeout: time enough to hang up while it rings.
+        const res = await placeCall(t, tn, { agent_id: agentId, to_number: sandboxNumber('0003'), provider });
+        assert.equal(res.status, 201, JSON.stringify(res.body));
+        // At the carrier (its call id known), not answered: provider_a and sip report `ringing`, provider_b only `initiated`.
+        const ringing = await waitForCall(t, tn, res.body.call_id, (c) => Boolean(c.call_sid) && ['initiated', 'ringing'].includes(c.status));
+        assert.equal((await hangup(ringing.call_id)).status, 200);
+        const call = await waitForCall(t, tn, ringing.call_id);
+        assert.equal(call.status, 'canceled');
+        assert.equal(call.answered_at, null);
+        const sim = simOf(call.call_sid);
+        assert.equal(sim.hangupBy, 'service');
+        assert.equal(sim.answeredAt, null);
+        assert.equal(sim.outcome, 'canceled');
+      });
 
-    it('carries keys both ways: the person presses keys, and the agent presses the menu keys (0005)', async () => {
-      const agentId = await phoneAgent(provider, { instruction: 'You are the scheduling assistant of Acme Dental, calling a clinic.' });
-      const to = sandboxNumber();
-      sandbox().setScript(to, [{ waitForAgent: true }, { pressDigits: '42#' }, { waitForAgent: true }, { hangup: true }]);
-      const [pressed, menu] = await Promise.all(
-        [to, sandboxNumber('0005')].map(async (number) => {
-          const res = await placeCall(t, tn, { agent_id: agentId, to_number: number, provider });
-          assert.equal(res.status, 201, JSON.stringify(res.body));
-          return waitForCall(t, tn, res.body.call_id);
-        }),
-      );
-      assert.ok(
-        (pressed.transcript as Entry[]).some((e) => e.role === 'user' && e.dtmf === '42#'),
-        JSON.stringify(pressed.transcript),
-      );
-      assert.equal(simOf(menu.call_sid).dtmfReceived, '1#', 'the menu heard the agent press its keys');
-      assert.deepEqual(simOf(menu.call_sid).protocolErrors, []);
-    });
+      it('transfers through the carrier', async () => {
+        const agentId = await phoneAgent({ transfer_phone_number: '+14155550199', transfer_criteria: 'The caller asks for a person.' });
+        const to = sandboxNumber();
+        sandbox().setScript(to, [{ waitForAgent: true }, { say: 'Please transfer call to a person.' }, { pause: 5000 }]);
+        const res = await placeCall(t, tn, { agent_id: agentId, to_number: to, provider });
+        const call = await waitForCall(t, tn, res.body.call_id);
+        assert.equal(call.end_reason, 'transferred');
+        assert.equal(simOf(call.call_sid).transferredTo, '+14155550199');
+      });
 
-    it('takes inbound calls while inbound is on, and none once it is off', async () => {
-      const number = sandboxNumber();
-      const account = await accountFor(provider, number);
-      const agentId = await createPhoneAgent(t, tn, provider, account);
-      const agentPath = `/api/v1/agents/${agentId}`;
-      // sip's switch is the agent's `sip_config` (the trunk delivers the number; the binding takes its calls).
-      const toggle = (on: boolean) =>
-        provider === 'sip'
-          ? t.http
-              .patch(agentPath)
-              .set(bearer(tn.apiKey))
-              .send({ sip_config: on ? account.sip_config : null })
-          : t.http[on ? 'post' : 'delete'](`${agentPath}/telephony/${provider}/inbound`).set(bearer(tn.apiKey));
-      const ring = () => t.http.post('/api/v1/sandbox/inbound-calls').set(bearer(tn.apiKey)).send({ to_number: number, provider });
-      assert.equal((await toggle(true)).status, 200);
-      const res = await ring();
-      assert.equal(res.status, 201, JSON.stringify(res.body));
-      const call = await waitForCall(t, tn, res.body.call_id);
-      assert.equal(call.direction, 'inbound');
-      assert.equal(call.status, 'completed');
-      assert.ok((call.transcript as Entry[]).some((e) => e.role === 'user' && e.text === 'Hello, this is Sam.'));
-      assert.equal((await toggle(false)).status, 200);
-      const refused = await ring();
-      assert.equal(refused.status, 404);
-      assert.equal(refused.body.error.code, 'no_agent_for_number');
-    });
+      it('carries keys both ways: the person presses keys, and the agent presses the menu keys (0005)', async () => {
+        const agentId = await phoneAgent({ instruction: 'You are the scheduling assistant of Acme Dental, calling a clinic.' });
+        const to = sandboxNumber();
+        sandbox().setScript(to, [{ waitForAgent: true }, { pressDigits: '42#' }, { waitForAgent: true }, { hangup: true }]);
+        const [pressed, menu] = await Promise.all(
+          [to, sandboxNumber('0005')].map(async (number) => {
+            const res = await placeCall(t, tn, { agent_id: agentId, to_number: number, provider });
+            assert.equal(res.status, 201, JSON.stringify(res.body));
+            return waitForCall(t, tn, res.body.call_id);
+          }),
+        );
+        assert.ok(
+          (pressed.transcript as Entry[]).some((e) => e.role === 'user' && e.dtmf === '42#'),
+          JSON.stringify(pressed.transcript),
+        );
+        assert.equal(simOf(menu.call_sid).dtmfReceived, '1#', 'the menu heard the agent press its keys');
+        assert.deepEqual(simOf(menu.call_sid).protocolErrors, []);
+      });
 
-    it('maps every outcome its carrier reports', async () => {
-      const agentId = await phoneAgent(provider, { voicemail_config: { enabled: false, message: 'Never said.' } });
-      // SIP has no answering-machine detection (a trunk reports none): a machine answers as a person
-      // does, and neither is told apart (answered_by null). SIP alone tells a decline (603), busy as
-      // provider_b's call_rejected.
-      const sip = provider === 'sip';
-      const expected: Array<[string, string, string | null]> = [
-        [sandboxNumber(), 'completed', sip ? null : 'human'],
-        [sandboxNumber('0001'), sip ? 'completed' : 'voicemail', sip ? null : 'machine'],
-        [sandboxNumber('0002'), 'busy', null],
-        [sandboxNumber('0003'), 'no_answer', null],
-        [sandboxNumber('0004'), 'failed', null],
-        ...(sip ? [[sandboxNumber('0008'), 'busy', null] as [string, string, null]] : []),
-      ];
-      const calls = [];
-      // Five at a time: the workspace's concurrency slots.
-      for (let i = 0; i < expected.length; i += 5) {
-        const batch = expected.slice(i, i + 5).map(async ([to]) => {
-          const res = await placeCall(t, tn, { agent_id: agentId, to_number: to, provider });
-          assert.equal(res.status, 201, JSON.stringify(res.body));
-          return waitForCall(t, tn, res.body.call_id);
-        });
-        calls.push(...(await Promise.all(batch)));
-      }
-      assert.deepEqual(
-        calls.map((c) => [c.to_number, c.status, c.answered_by]),
-        expected,
-      );
+      it('takes inbound calls while inbound is on, and none once it is off', async () => {
+        const number = sandboxNumber();
+        const account = await accountFor(tn, provider, number);
+        const agentId = await createPhoneAgent(t, tn, provider, account);
+        const agentPath = `/api/v1/agents/${agentId}`;
+        // sip's switch is the agent's `sip_config` (the trunk delivers the number; the binding takes its calls).
+        const toggle = (on: boolean) =>
+          provider === 'sip'
+            ? t.http
+                .patch(agentPath)
+                .set(bearer(tn.apiKey))
+                .send({ sip_config: on ? account.sip_config : null })
+            : t.http[on ? 'post' : 'delete'](`${agentPath}/telephony/${provider}/inbound`).set(bearer(tn.apiKey));
+        const ring = () => t.http.post('/api/v1/sandbox/inbound-calls').set(bearer(tn.apiKey)).send({ to_number: number, provider });
+        assert.equal((await toggle(true)).status, 200);
+        const res = await ring();
+        assert.equal(res.status, 201, JSON.stringify(res.body));
+        const call = await waitForCall(t, tn, res.body.call_id);
+        assert.equal(call.direction, 'inbound');
+        assert.equal(call.status, 'completed');
+        assert.ok((call.transcript as Entry[]).some((e) => e.role === 'user' && e.text === 'Hello, this is Sam.'));
+        assert.equal((await toggle(false)).status, 200);
+        const refused = await ring();
+        assert.equal(refused.status, 404);
+        assert.equal(refused.body.error.code, 'no_agent_for_number');
+      });
+
+      it('maps every outcome its carrier reports', async () => {
+        const agentId = await phoneAgent({ voicemail_config: { enabled: false, message: 'Never said.' } });
+        // SIP has no answering-machine detection (a trunk reports none): a machine answers as a person
+        // does, and neither is told apart (answered_by null). SIP alone tells a decline (603), busy as
+        // provider_b's call_rejected.
+        const sip = provider === 'sip';
+        const expected: Array<[string, string, string | null]> = [
+          [sandboxNumber(), 'completed', sip ? null : 'human'],
+          [sandboxNumber('0001'), sip ? 'completed' : 'voicemail', sip ? null : 'machine'],
+          [sandboxNumber('0002'), 'busy', null],
+          [sandboxNumber('0003'), 'no_answer', null],
+          [sandboxNumber('0004'), 'failed', null],
+          ...(sip ? [[sandboxNumber('0008'), 'busy', null] as [string, string, null]] : []),
+        ];
+        const calls = [];
+        // Five at a time: the workspace's concurrency slots.
+        for (let i = 0; i < expected.length; i += 5) {
+          const batch = expected.slice(i, i + 5).map(async ([to]) => {
+            const res = await placeCall(t, tn, { agent_id: agentId, to_number: to, provider });
+            assert.equal(res.status, 201, JSON.stringify(res.body));
+            return waitForCall(t, tn, res.body.call_id);
+          });
+          calls.push(...(await Promise.all(batch)));
+        }
+        assert.deepEqual(
+          calls.map((c) => [c.to_number, c.status, c.answered_by]),
+          expected,
+        );
+      });
     });
-  });
-}
+  }
+});

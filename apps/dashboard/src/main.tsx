@@ -40,7 +40,7 @@ function View({ session, view, id }: { session: SignedIn; view: string; id: stri
     case 'agents':
       return id ? <AgentPage session={session} agentId={id} /> : <AgentsPage session={session} />;
     case 'calls':
-      return id ? <CallPage session={session} callId={id} /> : <CallsPage />;
+      return id ? <CallPage session={session} callId={id} /> : <CallsPage session={session} />;
     case 'batches':
       return id ? <BatchPage session={session} batchId={id} /> : <BatchesPage session={session} />;
     case 'usage':

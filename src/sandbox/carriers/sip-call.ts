@@ -16,15 +16,11 @@ import { ulawMs } from './audio.js';
 
 /** Below this RMS a packet from the service is digital silence (about -56 dBFS): the agent is not talking. */
 const QUIET_RMS = 50;
-/** Frames of the callee's speech held before the first goes to the RTP session (100 ms of slack). */
-const PREBUFFER_FRAMES = 5;
 
 /** The callee's line on the call's RTP. RTP has no marks: the playout only times what the callee hears. */
 class RtpMedia implements CalleeMedia {
   readonly playout = new Playout(() => undefined);
   framesSent = 0;
-  /** Speech frames not yet handed to the RTP session. */
-  private held: Buffer[] = [];
 
   constructor(
     private readonly sip: SipCall,
@@ -49,13 +45,10 @@ class RtpMedia implements CalleeMedia {
     this.call.record.mediaFramesSent++;
     const silent = ulaw.every((b) => b === MULAW_SILENCE);
     // The RTP session sends silence by itself while nothing is queued; queued behind speech, silence keeps its place.
-    if (silent && this.sip.rtp.queuedMs === 0 && this.held.length === 0) return;
-    // The line's clock and the RTP pacer tick apart: speech starts once a few frames are queued, so a
-    // late tick of the line finds audio queued rather than a gap of silence in the middle of a word.
-    this.held.push(ulaw);
-    if (this.sip.rtp.queuedMs === 0 && this.held.length < PREBUFFER_FRAMES && !silent) return;
-    this.sip.sendAudio(mulawToPcm16(this.held.length === 1 ? this.held[0] : Buffer.concat(this.held)));
-    this.held = [];
+    if (silent && this.sip.rtp.queuedMs === 0) return;
+    // The far end's RTP ticks on the line's frames (sip.ts): one frame queued, one packet sent, so the
+    // speech never runs dry in the middle of a word, however late the ticks come.
+    this.sip.sendAudio(mulawToPcm16(ulaw));
   }
 
   sendDtmf(digit: string): void {

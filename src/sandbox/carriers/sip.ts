@@ -7,7 +7,9 @@
  * end's address, which a trunk must list as a source and whose number it must deliver.
  *
  * SIP media is real time, so the far end runs on a clock of its own at speed 1 whatever the
- * sandbox's speed: its ringing and its callees' waits are real milliseconds.
+ * sandbox's speed: its ringing and its callees' waits are real milliseconds. Its RTP is paced by that
+ * clock's frames too (not the process's RTP clock), so each frame a callee speaks is sent as it is
+ * queued.
  */
 import { createSipUserAgent } from '../../sip/index.js';
 import { SimCall, type CallContext } from './call.js';
@@ -68,6 +70,8 @@ export async function startSipFarEnd(ctx: CarrierContext, o: SipFarEndOptions): 
     idleConnectionMs: 120_000,
     maxConnections: 1000,
     acceptRefer: true,
+    // Its callees' speech is queued frame by frame on the line clock: its RTP goes out on the same frames.
+    rtpPacer: clock.rtpPacer(),
     // The network behind the trunk takes every call the service places; the number picks the callee.
     authenticateInbound: () => ({ action: 'allow' }),
     log: ctx.log,

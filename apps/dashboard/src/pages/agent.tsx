@@ -8,6 +8,7 @@
 import { useState } from 'preact/hooks';
 import type { Schemas } from '../api-types.js';
 import { api, ok } from '../api.js';
+import { ACCOUNT_CARRIERS, fieldLabel, type AccountCarrier } from '../carriers.js';
 import { navigate } from '../router.js';
 import { canWrite, type SignedIn } from '../session.js';
 import { ActionForm, ErrorNote, Field, Loading, useAction, useLoad } from '../ui.js';
@@ -15,11 +16,9 @@ import { TryAgent } from './try-agent.js';
 
 type Agent = Schemas['Agent'];
 type AgentPatch = Schemas['AgentUpdateRequest'];
-type ProviderA = NonNullable<AgentPatch['provider_a_config']>;
-type ProviderB = NonNullable<AgentPatch['provider_b_config']>;
 type Voicemail = NonNullable<AgentPatch['voicemail_config']>;
 type Conversation = NonNullable<Agent['conversation']>;
-type Provider = 'provider_a' | 'provider_b';
+type Provider = AccountCarrier['provider'];
 
 const TEXTS = ['name', 'description', 'instruction', 'first_message'] as const;
 const NULLABLE_TEXTS = ['model', 'voice_id', 'analysis_model', 'language', 'language_code', 'accent', 'transfer_phone_number', 'transfer_criteria'] as const;
@@ -45,12 +44,12 @@ function parsePlaceholders(text: string): Record<string, string> {
 
 const sameMap = (a: Record<string, string>, b: Record<string, string>) => JSON.stringify(Object.entries(a).sort()) === JSON.stringify(Object.entries(b).sort());
 
-/** The fields of a provider config that were typed (credentials are never shown, so empty means unchanged). */
-function typed<K extends string>(f: FormData, prefix: string, names: readonly K[]): Partial<Record<K, string>> {
-  const out: Partial<Record<K, string>> = {};
-  for (const n of names) {
-    const v = String(f.get(`${prefix}_${n}`) ?? '').trim();
-    if (v) out[n] = v;
+/** The fields of a carrier account that were typed (credentials are never shown, so empty means unchanged). */
+function typed(f: FormData, carrier: AccountCarrier): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const { name } of carrier.account) {
+    const v = String(f.get(`${carrier.provider}.${name}`) ?? '').trim();
+    if (v) out[name] = v;
   }
   return out;
 }
@@ -171,16 +170,15 @@ export function agentPatch(form: HTMLFormElement, agent: Agent): AgentPatch {
   const realtime = { enable_webcam: f.has('rt_webcam'), enable_screen_share: f.has('rt_screen') };
   if (realtime.enable_webcam !== agent.realtime.enable_webcam || realtime.enable_screen_share !== agent.realtime.enable_screen_share) patch.realtime = realtime;
 
-  const a: ProviderA = typed(f, 'pa', ['account_sid', 'auth_token', 'phone_number'] as const);
-  if (a.phone_number === (agent.telephony.provider_a.phone_number ?? undefined)) delete a.phone_number;
-  if (Object.keys(a).length) patch.provider_a_config = a;
+  // Each carrier account: only what was typed, and its number only when it changed (PATCH merges field by field).
+  for (const carrier of ACCOUNT_CARRIERS) {
+    const typedFields = typed(f, carrier);
+    if (typedFields.phone_number === (agent.telephony[carrier.provider].phone_number ?? undefined)) delete typedFields.phone_number;
+    if (Object.keys(typedFields).length) Object.assign(patch, { [carrier.config]: typedFields });
+  }
   const analysis = analysisOf(text('an_schema'), text('an_criteria'));
   // The service checks the schema (422 names the field); the form only makes sure it is JSON.
   if (JSON.stringify(analysis) !== JSON.stringify(agent.analysis ?? null)) patch.analysis = analysis as AgentPatch['analysis'];
-
-  const b: ProviderB = typed(f, 'pb', ['api_key', 'phone_number', 'connection_id', 'account_sid', 'public_key'] as const);
-  if (b.phone_number === (agent.telephony.provider_b.phone_number ?? undefined)) delete b.phone_number;
-  if (Object.keys(b).length) patch.provider_b_config = b;
 
   // The select is there once the workspace's trunks have loaded: `trunk_id number`, or empty for none.
   if (f.has('sip_binding')) {
@@ -226,11 +224,13 @@ function SipFields({ agent }: { agent: Agent }) {
   );
 }
 
-function ProviderFields({ provider, agent, fields }: { provider: Provider; agent: Agent; fields: Array<{ name: string; label: string; secret?: boolean }> }) {
+/** A carrier account's fields, from the contract (its number last); write-only ones are password inputs left empty. */
+function ProviderFields({ carrier, agent }: { carrier: AccountCarrier; agent: Agent }) {
+  const provider = carrier.provider;
   const status = agent.telephony[provider];
-  const prefix = provider === 'provider_a' ? 'pa' : 'pb';
+  const fields = [...carrier.account.filter((fd) => fd.name !== 'phone_number'), ...carrier.account.filter((fd) => fd.name === 'phone_number')];
   const inputProps = (name: string) => ({
-    name: `${prefix}_${name}`,
+    name: `${provider}.${name}`,
     autoComplete: 'off',
     defaultValue: name === 'phone_number' ? (status.phone_number ?? '') : '',
     placeholder: name === 'phone_number' ? '' : status.configured ? '•••••• stored' : '',
@@ -244,7 +244,7 @@ function ProviderFields({ provider, agent, fields }: { provider: Provider; agent
         {fields.map((fd) => (
           <Field
             key={fd.name}
-            label={fd.label}
+            label={fieldLabel(fd.name)}
             hint={
               fd.secret
                 ? 'Write-only: never shown. Leave empty to keep the stored value.'
@@ -310,7 +310,7 @@ export function AgentPage({ session, agentId }: { session: SignedIn; agentId: st
   });
   const clearProvider = useAction(async (provider: Provider) => {
     if (!confirm(`Remove ${provider}'s credentials and number from this agent?`)) return;
-    const body: AgentPatch = provider === 'provider_a' ? { provider_a_config: null } : { provider_b_config: null };
+    const body: AgentPatch = { [`${provider}_config`]: null };
     await ok(api.PATCH('/api/v1/agents/{agent_id}', { params: { path: { agent_id: agentId } }, body }));
     loaded.reload();
     setVersion((v) => v + 1);
@@ -493,26 +493,9 @@ export function AgentPage({ session, agentId }: { session: SignedIn; agentId: st
         </fieldset>
         <fieldset disabled={!writable} class="providers">
           <legend>Telephony</legend>
-          <ProviderFields
-            provider="provider_a"
-            agent={agent}
-            fields={[
-              { name: 'account_sid', label: 'Account SID' },
-              { name: 'auth_token', label: 'Auth token', secret: true },
-              { name: 'phone_number', label: 'Phone number' },
-            ]}
-          />
-          <ProviderFields
-            provider="provider_b"
-            agent={agent}
-            fields={[
-              { name: 'api_key', label: 'API key', secret: true },
-              { name: 'connection_id', label: 'Connection id' },
-              { name: 'account_sid', label: 'Account id' },
-              { name: 'public_key', label: 'Public key', secret: true },
-              { name: 'phone_number', label: 'Phone number' },
-            ]}
-          />
+          {ACCOUNT_CARRIERS.map((carrier) => (
+            <ProviderFields key={carrier.provider} carrier={carrier} agent={agent} />
+          ))}
           <SipFields agent={agent} />
         </fieldset>
         <ErrorNote error={save.error} />
@@ -542,7 +525,7 @@ export function AgentPage({ session, agentId }: { session: SignedIn; agentId: st
           </tr>
         </thead>
         <tbody>
-          {(['provider_a', 'provider_b'] as const).map((p) => {
+          {ACCOUNT_CARRIERS.map(({ provider: p }) => {
             const st = agent.telephony[p];
             return (
               <tr key={p}>

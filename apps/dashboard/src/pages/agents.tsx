@@ -1,8 +1,17 @@
-/** The workspace's agents: a list, and a new agent by name (everything else is set on its page). */
+/** The workspace's agents: a list (with each carrier's number), and a new agent by name (everything else is set on its page). */
+import type { Schemas } from '../api-types.js';
 import { api, ok } from '../api.js';
+import { CARRIERS } from '../carriers.js';
 import { navigate } from '../router.js';
 import { canWrite, type SignedIn } from '../session.js';
 import { ActionForm, ErrorNote, Field, Loading, MoreButton, When, formValue, useAction, usePaged } from '../ui.js';
+
+/** The agent's number at a carrier: an account's once it is complete, a binding's (SIP) once bound; null when not set up. */
+function carrierNumber(telephony: Schemas['Agent']['telephony'], provider: keyof Schemas['Agent']['telephony']): string | null {
+  const status: { configured?: boolean; phone_number?: string | null } | null = telephony[provider];
+  if (!status || status.configured === false) return null;
+  return status.phone_number ?? null;
+}
 
 export function AgentsPage({ session }: { session: SignedIn }) {
   const agents = usePaged((starting_after) => ok(api.GET('/api/v1/agents', { params: { query: { limit: 50, starting_after } } })), []);
@@ -29,9 +38,9 @@ export function AgentsPage({ session }: { session: SignedIn }) {
         <thead>
           <tr>
             <th>Name</th>
-            <th>provider_a</th>
-            <th>provider_b</th>
-            <th>SIP</th>
+            {CARRIERS.map((c) => (
+              <th key={c.provider}>{c.provider}</th>
+            ))}
             <th>Web sessions</th>
             <th>Created</th>
           </tr>
@@ -46,9 +55,9 @@ export function AgentsPage({ session }: { session: SignedIn }) {
                   <code>{a.agent_id}</code>
                 </small>
               </td>
-              <td>{a.telephony.provider_a.configured ? a.telephony.provider_a.phone_number : <span class="muted">not set up</span>}</td>
-              <td>{a.telephony.provider_b.configured ? a.telephony.provider_b.phone_number : <span class="muted">not set up</span>}</td>
-              <td>{a.telephony.sip ? a.telephony.sip.phone_number : <span class="muted">not set up</span>}</td>
+              {CARRIERS.map((c) => (
+                <td key={c.provider}>{carrierNumber(a.telephony, c.provider) ?? <span class="muted">not set up</span>}</td>
+              ))}
               <td>{[a.realtime.enable_webcam && 'camera', a.realtime.enable_screen_share && 'screen'].filter(Boolean).join(', ') || 'voice and text'}</td>
               <td>
                 <When iso={a.created_at} />
@@ -57,7 +66,7 @@ export function AgentsPage({ session }: { session: SignedIn }) {
           ))}
           {!agents.loading && agents.items.length === 0 && (
             <tr>
-              <td colSpan={5} class="muted">
+              <td colSpan={CARRIERS.length + 3} class="muted">
                 No agents yet.
               </td>
             </tr>

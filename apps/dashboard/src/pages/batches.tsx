@@ -5,6 +5,7 @@
 import { useState } from 'preact/hooks';
 import type { Schemas } from '../api-types.js';
 import { api, ok } from '../api.js';
+import { AgentSelect, ProviderSelect } from '../pickers.js';
 import { navigate } from '../router.js';
 import { canWrite, type SignedIn } from '../session.js';
 import { ActionForm, ErrorNote, Field, Loading, MoreButton, Status, When, formValue, useAction, useInterval, useLoad, usePaged } from '../ui.js';
@@ -89,26 +90,11 @@ function NewBatch({ onCreated }: { onCreated(batch: Schemas['Batch']): void }) {
         <Field label="CSV file">
           <input name="file" type="file" accept=".csv,text/csv" required />
         </Field>
-        <Field label="Agent">
-          <select name="agent_id" required>
-            {(agents.data ?? []).map((a) => (
-              <option key={a.agent_id} value={a.agent_id}>
-                {a.name}
-              </option>
-            ))}
-          </select>
-        </Field>
+        <AgentSelect agents={agents.data} />
         <Field label="Batch name">
           <input name="name" required maxLength={200} />
         </Field>
-        <Field label="Provider">
-          <select name="provider">
-            <option value="">the agent's one configured carrier</option>
-            <option value="provider_a">provider_a</option>
-            <option value="provider_b">provider_b</option>
-            <option value="sip">sip (the agent's SIP trunk)</option>
-          </select>
-        </Field>
+        <ProviderSelect label="Provider" hint="A carrier the agent is set up with (its account, or for sip the trunk number it is bound to)." />
       </div>
       <details>
         <summary>Schedule, concurrency, retries and calling window</summary>

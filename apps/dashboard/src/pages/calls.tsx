@@ -1,9 +1,11 @@
-/** Calls: the list (by status), and one call with its transcript, analysis, structured results, tool calls and webhook deliveries. */
+/** Calls: a call placed (agent, number, carrier), the list (by status), and one call with its transcript, analysis, structured results, tool calls and webhook deliveries. */
 import { useState } from 'preact/hooks';
 import type { Schemas } from '../api-types.js';
 import { api, ok } from '../api.js';
+import { AgentSelect, ProviderSelect } from '../pickers.js';
+import { navigate } from '../router.js';
 import { canWrite, type SignedIn } from '../session.js';
-import { ErrorNote, Loading, MoreButton, Status, When, useAction, useInterval, useLoad, usePaged } from '../ui.js';
+import { ActionForm, ErrorNote, Field, Loading, MoreButton, Status, When, formValue, useAction, useInterval, useLoad, usePaged } from '../ui.js';
 import { DeliveryTable } from './deliveries.js';
 import { useLiveFeed, type LiveFeed } from '../live-events.js';
 
@@ -11,7 +13,46 @@ type CallStatus = Schemas['CallStatus'];
 const STATUSES: CallStatus[] = ['queued', 'initiated', 'ringing', 'in_progress', 'completed', 'busy', 'no_answer', 'failed', 'canceled', 'voicemail'];
 const LIVE: CallStatus[] = ['queued', 'initiated', 'ringing', 'in_progress'];
 
-export function CallsPage() {
+/** An outbound call: an agent, the number, and the carrier (left empty: the agent's one configured carrier). */
+function PlaceCall() {
+  const agents = useLoad(async () => (await ok(api.GET('/api/v1/agents', { params: { query: { limit: 100 } } }))).data, []);
+  const place = useAction(async (form: HTMLFormElement) => {
+    const v = (name: string) => formValue(form, name);
+    const call = await ok(
+      api.POST('/api/v1/calls', {
+        body: {
+          agent_id: v('agent_id'),
+          to_number: v('to_number'),
+          ...(v('provider') ? { provider: v('provider') as Schemas['Provider'] } : {}),
+          ...(v('first_message') ? { first_message: v('first_message') } : {}),
+        },
+      }),
+    );
+    navigate('calls', call.call_id);
+  });
+  return (
+    <ActionForm action={place} label="Place a call">
+      <h2>Place a call</h2>
+      <ErrorNote error={agents.error} />
+      <div class="row">
+        <AgentSelect agents={agents.data} />
+        <Field label="Number to call" hint="E.164, e.g. +14155550123.">
+          <input name="to_number" required maxLength={16} autoComplete="off" />
+        </Field>
+        <ProviderSelect label="Carrier" hint="Through the agent's account there, or for sip the SIP trunk it is bound to." />
+        <Field label="First message" hint="Empty: the agent's own.">
+          <input name="first_message" maxLength={2000} />
+        </Field>
+      </div>
+      <ErrorNote error={place.error} />
+      <button type="submit" disabled={place.busy}>
+        Call
+      </button>
+    </ActionForm>
+  );
+}
+
+export function CallsPage({ session }: { session: SignedIn }) {
   const [status, setStatus] = useState<CallStatus | ''>('');
   const calls = usePaged(
     (starting_after) => ok(api.GET('/api/v1/calls', { params: { query: { limit: 50, starting_after, ...(status ? { status } : {}) } } })),
@@ -20,6 +61,7 @@ export function CallsPage() {
   return (
     <section>
       <h1>Calls</h1>
+      {canWrite(session) && <PlaceCall />}
       <label class="inline-label">
         Status{' '}
         <select value={status} onChange={(e) => setStatus(e.currentTarget.value as CallStatus | '')}>
