@@ -91,6 +91,14 @@ export class ToolRunner {
     return byName;
   }
 
+  /**
+   * Every tool the agent can call now with where it comes from, from the database alone (tool rows,
+   * stored MCP tool lists, whether documents exist): what a test run declares and mocks.
+   */
+  async catalogue(workspaceId: string, agentId: string): Promise<Array<{ declaration: ToolDeclaration; source: ToolSource }>> {
+    return [...(await this.resolve(workspaceId, agentId)).values()].map((r) => ({ declaration: r.declaration, source: r.source }));
+  }
+
   /** Every tool the agent can call now, as declared to the voice service. */
   async declarations(workspaceId: string, agentId: string): Promise<ToolDeclaration[]> {
     return [...(await this.resolve(workspaceId, agentId)).values()].map((r) => r.declaration);

@@ -8,7 +8,7 @@
  * field order (payloads.ts).
  */
 import type { Knex } from 'knex';
-import { webhookEvents, type WebhookEventPayloads } from '../../generated/asyncapi-types.js';
+import type { WebhookEventPayloads } from '../../generated/asyncapi-types.js';
 import { newId } from '../lib/ids.js';
 import {
   batchCompletedPayload,
@@ -30,7 +30,10 @@ export interface EventTarget {
   workspaceId: string;
   callId: string | null;
   batchId: string | null;
-  /** The call's or batch's own `webhook_url`; never used for opt-in kinds. */
+  /**
+   * The call's, batch's or test run's own `webhook_url`. Opt-in kinds raised for a call never pass one
+   * (a call's own URL gets `call.completed` only); a test run's `test_run.completed` goes to its own.
+   */
   webhookUrl: string | null;
 }
 
@@ -111,7 +114,7 @@ export class EventPublisher {
     trx?: Knex.Transaction,
   ): Promise<RaisedEvent> {
     const eventId = newId('event');
-    const own = webhookUrl && !webhookEvents[kind].optIn ? { url: webhookUrl, urlKey: urlKey(webhookUrl) } : null;
+    const own = webhookUrl ? { url: webhookUrl, urlKey: urlKey(webhookUrl) } : null;
     const targets = await this.store.recordEvent(
       { id: eventId, workspaceId, kind, callId, batchId, body, ownTarget: own },
       () => newId('webhookDelivery'),
