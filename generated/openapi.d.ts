@@ -4978,7 +4978,8 @@ export interface components {
          *       JSON Schema `arguments` when given. `tool_not_called`: it did not call `tool` in the window.
          *     - `transferred`: the agent transferred the call (`transfer_call` answered successfully) in the
          *       window, to `destination` when given.
-         *     - `ended`: the conversation ended in the window (the agent ended it, or transferred it).
+         *     - `ended`: the conversation ended in the window (the agent ended it, transferred it, or took an
+         *       opt-out, which ends a phone call too).
          * @enum {string}
          */
         TestExpectationType: "reply_contains" | "reply_excludes" | "tool_called" | "tool_not_called" | "transferred" | "ended";
@@ -11963,6 +11964,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -12000,6 +12002,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };
@@ -12282,7 +12285,6 @@ export interface operations {
                 /**
                  * @example {
                  *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
-                 *       "agent_version": 3,
                  *       "repeats": 2,
                  *       "webhook_url": "https://ci.example.com/hooks/agent-tests"
                  *     }
@@ -12398,7 +12400,7 @@ export interface operations {
             415: components["responses"]["UnsupportedMediaType"];
             /**
              * @description The body is invalid. Besides the generic codes: `no_tests` (the agent has none),
-             *     `test_run_too_large` (tests times repeats over 1,000), `url_not_allowed` (`webhook_url`)
+             *     `test_run_too_large` (tests times repeats over 1,000), `url_not_allowed` (a webhook URL that is not allowed)
              *     and `idempotency_key_reused`.
              */
             422: {
@@ -12517,6 +12519,7 @@ export interface operations {
             401: components["responses"]["Unauthorized"];
             403: components["responses"]["Forbidden"];
             404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
             500: components["responses"]["InternalError"];
             503: components["responses"]["ServiceUnavailable"];
         };

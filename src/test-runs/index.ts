@@ -11,7 +11,7 @@ import type { KnowledgeService } from '../knowledge/service.js';
 import type { Clock } from '../lib/clock.js';
 import type { OutboundPolicy } from '../net/outbound-guard.js';
 import type { VoiceService } from '../voice/types.js';
-import type { EventPublisher } from '../webhooks/events.js';
+import type { TestRunCompletedPublisher } from '../webhooks/events.js';
 import { CaseDriver } from './driver.js';
 import { testRunRoutes } from './routes.js';
 import { TestRunRunner } from './runner.js';
@@ -37,7 +37,7 @@ export interface TestRunDeps {
   voice: VoiceService;
   tools: Pick<ToolRunner, 'catalogue'>;
   knowledge: Pick<KnowledgeService, 'search'>;
-  events: Pick<EventPublisher, 'publish'>;
+  events: TestRunCompletedPublisher;
   jobs: JobQueue;
   outbound: OutboundPolicy;
 }

@@ -8,7 +8,7 @@
  * running go back to pending and run again; finished ones keep their verdicts.
  */
 import type { Logger } from 'pino';
-import type { EventPublisher } from '../webhooks/events.js';
+import type { TestRunCompletedPublisher } from '../webhooks/events.js';
 import type { JobQueue } from '../jobs/queue.js';
 import { AgentGone, type CaseDriver } from './driver.js';
 import { TEST_RUN_EXECUTE } from './job-kinds.js';
@@ -44,7 +44,7 @@ export class TestRunRunner {
   constructor(
     private readonly store: TestRunStore,
     private readonly driver: CaseDriver,
-    private readonly events: Pick<EventPublisher, 'publish'>,
+    private readonly events: TestRunCompletedPublisher,
     private readonly log: Logger,
     opts: { instanceConcurrency: number },
   ) {
@@ -105,12 +105,7 @@ export class TestRunRunner {
       const groups = (await this.store.groups([runId], trx)).get(runId)!;
       if (groups.some((g) => g.status === 'pending' || g.status === 'running')) return;
       const done = await this.store.complete(trx, runId, runPassed(true, testsOf(groups, run.repeats)) === true);
-      await this.events.publish(
-        'test_run.completed',
-        { workspaceId: done.workspace_id, callId: null, batchId: null, webhookUrl: done.webhook_url },
-        testRunCompletedPayload(done, groups),
-        trx,
-      );
+      await this.events.testRunCompleted({ workspaceId: done.workspace_id, webhookUrl: done.webhook_url, payload: testRunCompletedPayload(done, groups) }, trx);
       this.log.info({ runId, workspaceId: done.workspace_id, passed: done.passed }, 'test run completed');
     });
   }
