@@ -28,6 +28,7 @@ type TestCaseError = components['schemas']['TestCaseError'];
 type EndedBy = 'agent' | 'transfer' | 'script_end';
 
 export interface CaseInput {
+  caseId: string;
   workspaceId: string;
   agentId: string;
   version: number;
@@ -168,7 +169,7 @@ export class CaseDriver {
     };
     const conversation: Conversation = new Conversation(
       observed,
-      { id: `test case of ${input.agentId}`, workspaceId: input.workspaceId, agentId: agent.id, firstMessage, textMode: true, live: null, redaction: null },
+      { id: input.caseId, workspaceId: input.workspaceId, agentId: agent.id, firstMessage, textMode: true, live: null, redaction: null },
       tools,
       this.deps.clock,
       { toolTimeoutMs: this.opts.turnTimeoutMs, toolFillerMs: NO_FILLER_MS, recordMaxBytes: this.opts.recordMaxBytes },

@@ -80,7 +80,13 @@ export class TestRunRunner {
     const row = await this.store.startCase(caseId);
     if (!row) return;
     try {
-      const outcome = await this.driver.run({ workspaceId: run.workspace_id, agentId: run.agent_id, version: run.agent_version, definition: row.definition });
+      const outcome = await this.driver.run({
+        caseId,
+        workspaceId: run.workspace_id,
+        agentId: run.agent_id,
+        version: run.agent_version,
+        definition: row.definition,
+      });
       await this.store.finishCase(caseId, {
         status: outcome.status,
         transcript: outcome.transcript,

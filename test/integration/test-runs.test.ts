@@ -300,6 +300,16 @@ describe('test runs', () => {
       rest.body.data.map((c: any) => c.case_id),
       cases.slice(4).map((c: any) => c.case_id),
     );
+    // Never more than `concurrency` cases at once: each case's conversation lies inside the run's slot it held.
+    const edges = cases.flatMap((c: any) => [
+      [Date.parse(c.started_at), 1],
+      [Date.parse(c.ended_at), -1],
+    ]);
+    edges.sort((a: number[], b: number[]) => a[0] - b[0] || a[1] - b[1]);
+    let open = 0;
+    let most = 0;
+    for (const [, d] of edges) most = Math.max(most, (open += d));
+    assert.ok(most <= 2, `at most 2 cases at once, saw ${most}`);
     assert.equal(toolPeer.requests.length, 0);
   });
 
@@ -407,5 +417,64 @@ describe('test runs', () => {
     const missing = await api().get('/api/v1/test-runs/trun_01JD5Z7Q8Y1C2B3A4N5M6K7P9B');
     assert.equal(missing.status, 404);
     assert.equal(missing.body.error.code, 'test_run_not_found');
+  });
+
+  it('creates a run once for one Idempotency-Key', async () => {
+    const send = () =>
+      api()
+        .post('/api/v1/test-runs', { agent_id: agentId, test_ids: [testIds[1]] })
+        .set('Idempotency-Key', `run-${agentId}`);
+    const first = await send();
+    assert.equal(first.status, 201, first.text);
+    const again = await send();
+    assert.equal(again.status, 201, again.text);
+    assert.equal(again.headers['idempotent-replayed'], 'true');
+    assert.equal(again.body.run_id, first.body.run_id);
+    assert.equal(Number((await t.service.db.knex('test_runs').where({ id: first.body.run_id }).count({ n: '*' }))[0].n), 1);
+  });
+
+  it('refuses a run of more than 1,000 cases, storing nothing', async () => {
+    const big = (await api().post('/api/v1/agents', { name: 'Many tests' })).body.agent_id as string;
+    for (let i = 0; i < 101; i++) {
+      const res = await api().post(`/api/v1/agents/${big}/tests`, { name: `Test ${i}`, turns: [{ user: 'Hello' }] });
+      assert.equal(res.status, 201, res.text);
+    }
+    const refused = await api().post('/api/v1/test-runs', { agent_id: big, repeats: 10 });
+    assert.equal(refused.status, 422, refused.text);
+    assert.equal(refused.body.error.code, 'test_run_too_large');
+    assert.equal(refused.body.error.param, 'repeats');
+    assert.equal(refused.body.error.message, '101 tests times 10 repeats is 1010 cases; a run has at most 1000.');
+    assert.equal(Number((await t.service.db.knex('test_runs').where({ agent_id: big }).count({ n: '*' }))[0].n), 0);
+  });
+
+  it('holds a workspace to TEST_RUNS_ACTIVE_PER_WORKSPACE runs queued or running, then runs the queued ones', async () => {
+    // With the job queue stopped (every runner busy elsewhere), runs stay queued.
+    await t.service.jobs.stop();
+    const queued: string[] = [];
+    try {
+      for (let i = 0; i < 5; i++) {
+        const res = await api().post('/api/v1/test-runs', { agent_id: agentId, test_ids: [testIds[1]] });
+        assert.equal(res.status, 201, res.text);
+        queued.push(res.body.run_id);
+      }
+      const refused = await api().post('/api/v1/test-runs', { agent_id: agentId, test_ids: [testIds[1]] });
+      assert.equal(refused.status, 429, refused.text);
+      assert.equal(refused.body.error.code, 'too_many_test_runs');
+      assert.equal(refused.headers['retry-after'], '10');
+      const active = await t.service.db.knex('test_runs').where({ workspace_id: tn.workspaceId }).whereIn('status', ['queued', 'running']).pluck('id');
+      assert.deepEqual(active.sort(), [...queued].sort());
+    } finally {
+      await t.service.jobs.start();
+    }
+    for (const id of queued) {
+      const deadline = Date.now() + patient(30_000);
+      let r = await api().get(`/api/v1/test-runs/${id}`);
+      while (r.body.status !== 'completed') {
+        assert.ok(Date.now() < deadline, `run ${id} did not complete`);
+        await new Promise((res) => setTimeout(res, 50));
+        r = await api().get(`/api/v1/test-runs/${id}`);
+      }
+      assert.equal(r.body.passed, true);
+    }
   });
 });
