@@ -209,10 +209,19 @@ describe("every public operation through Prism's validating proxy", () => {
     await send('listAgentTests', { token: key, params, expect: 200 });
     await send('updateAgentTest', { token: key, params: testParams, body: { description: 'Checked by Prism' }, expect: 200 });
     await send('createAgentTest', { token: key, params, body: { name: 'Answers', turns: [{ user: 'Hi' }] }, expect: 409 });
-    await send('createAgentTest', { token: key, params, body: { name: 'Bad', turns: [{ user: 'Hi', expect: [{ type: 'ended', phrase: 'x' }] }] }, expect: 422 });
+    await send('createAgentTest', {
+      token: key,
+      params,
+      body: { name: 'Bad', turns: [{ user: 'Hi', expect: [{ type: 'ended', phrase: 'x' }] }] },
+      expect: 422,
+    });
     const testRun = await send('createTestRun', { token: key, body: { agent_id: agentId, repeats: 2 }, expect: 201 });
     const runParams = { run_id: testRun.run_id as string };
-    await until('the test run to complete', () => send('getTestRun', { token: key, params: runParams, expect: 200 }), (r) => r.status === 'completed');
+    await until(
+      'the test run to complete',
+      () => send('getTestRun', { token: key, params: runParams, expect: 200 }),
+      (r) => r.status === 'completed',
+    );
     await send('listTestRuns', { token: key, query: { agent_id: agentId }, expect: 200 });
     await send('listTestRunCases', { token: key, params: runParams, expect: 200 });
     await send('getTestRun', { token: key, params: { run_id: 'trun_01JD5Z7Q8Y1C2B3A4N5M6K7P9B' }, expect: 404 });
