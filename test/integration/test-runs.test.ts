@@ -348,6 +348,65 @@ describe('test runs', () => {
     assert.equal(toolPeer.requests.length, 0);
   });
 
+  it('transfers without dialing and opts out without listing the number, each ending the conversation', async () => {
+    const agent = await api().post('/api/v1/agents', {
+      name: 'Front desk',
+      instruction: MAYA,
+      can_end_conversation: true,
+      opt_out: { enabled: true },
+      transfer_destinations: [{ name: 'billing', phone_number: '+14155550171', description: 'Questions about invoices.' }],
+    });
+    assert.equal(agent.status, 201, agent.text);
+    const id = agent.body.agent_id as string;
+    await addSuite(id, [
+      {
+        name: 'Transfers to billing',
+        turns: [
+          {
+            user: 'Please transfer call to billing.',
+            expect: [
+              { type: 'transferred', destination: 'billing' },
+              { type: 'ended' },
+              { type: 'tool_called', tool: 'transfer_call', arguments: { required: ['destination'] } },
+            ],
+          },
+          { user: 'Hello?' },
+        ],
+      },
+      {
+        name: 'Opts out',
+        turns: [
+          {
+            user: "Don't call me again.",
+            expect: [{ type: 'ended' }, { type: 'transferred' }, { type: 'reply_contains', phrase: 'you will not be called again' }],
+          },
+        ],
+      },
+    ] as unknown as typeof SUITE);
+    const { run: r, cases } = await run({ agent_id: id });
+    assert.deepEqual(
+      cases.map((c: any) => [c.test_name, c.status, c.ended_by]),
+      [
+        ['Transfers to billing', 'passed', 'transfer'],
+        ['Opts out', 'failed', 'agent'],
+      ],
+    );
+    assert.equal(r.passed, false);
+    assert.deepEqual(
+      cases[0].tool_calls.map((x: any) => [x.name, x.source, x.ok, x.result, x.mocked]),
+      [['transfer_call', 'builtin', true, 'The call is being transferred.', false]],
+    );
+    assert.deepEqual(said(cases[0]), ['user: Please transfer call to billing.', 'model: transfer_call returned: The call is being transferred.']);
+    assert.deepEqual(details(cases[1]), [
+      'PASS Turn 1: the conversation ended.',
+      'FAIL Turn 1: the call was not transferred.',
+      'PASS Turn 1: the reply contained "you will not be called again".',
+    ]);
+    const knex = t.service.db.knex;
+    const count = async (table: string) => Number((await knex(table).where({ workspace_id: tn.workspaceId }).count({ n: '*' }))[0].n);
+    assert.deepEqual([await count('calls'), await count('do_not_call_entries')], [0, 0]);
+  });
+
   it("records test_run.completed once for the run's webhook_url and a webhook listing it, signed; uses no call, session or usage", async () => {
     const hook = await api().post('/api/v1/webhooks', { url: listed.url, events: ['test_run.completed'] });
     assert.equal(hook.status, 201, hook.text);
