@@ -72,7 +72,11 @@ export class TestRunRunner {
         }
       }
     };
-    await Promise.all(Array.from({ length: Math.min(run.concurrency, pending.length) }, worker));
+    // Every worker stops before the job ends, also when one failed: a retry of the job must not find a
+    // case still being run by this attempt.
+    const settled = await Promise.allSettled(Array.from({ length: Math.min(run.concurrency, pending.length) }, worker));
+    const failed = settled.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
     await this.complete(runId);
   }
 
