@@ -478,6 +478,20 @@ describe('test runs', () => {
     assert.equal(missing.body.error.code, 'test_run_not_found');
   });
 
+  it("keeps a deleted test's verdicts in the runs that ran it, without its id", async () => {
+    const [id] = await addSuite(agentId, [{ name: 'Short-lived', turns: [{ user: 'Hello.' }] } as unknown as (typeof SUITE)[number]]);
+    const { run: r } = await run({ agent_id: agentId, test_ids: [id] });
+    const gone = await t.http.delete(`/api/v1/agents/${agentId}/tests/${id}`).set(bearer(tn.apiKey));
+    assert.equal(gone.status, 200, gone.text);
+    const after = await api().get(`/api/v1/test-runs/${r.run_id}`);
+    assert.deepEqual(after.body.tests, [{ ...r.tests[0], test_id: null }]);
+    const cases = await api().get(`/api/v1/test-runs/${r.run_id}/cases`);
+    assert.deepEqual(
+      cases.body.data.map((c: any) => [c.test_id, c.test_name, c.status]),
+      [[null, 'Short-lived', 'passed']],
+    );
+  });
+
   it('creates a run once for one Idempotency-Key', async () => {
     const send = () =>
       api()
