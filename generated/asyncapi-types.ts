@@ -182,6 +182,15 @@ export type CallTranscriptEventName = "call.transcript";
  * `model` is the agent; `user` is the person on the phone.
  */
 export type CallTranscriptRole = "model" | "user";
+export type TestRunCompletedEventName = "test_run.completed";
+export type TestRunCompletedStatus = "completed";
+/**
+ * A test's verdict over its repeats in a run: `failed` when any repeat failed, else `error` when any
+ * repeat could not be judged, else `passed` once every repeat passed; until then `running` (some
+ * repeat started) or `pending`.
+ *
+ */
+export type TestVerdict = "pending" | "running" | "passed" | "failed" | "error";
 /**
  * `model` is the agent; `user` is the person.
  */
@@ -255,6 +264,7 @@ export interface AsyncApiMessagePayloads {
   batchCompleted?: BatchCompletedEvent;
   callStatusChanged?: CallStatusChangedEvent;
   callTranscript?: CallTranscriptEvent;
+  testRunCompleted?: TestRunCompletedEvent;
   liveStatus?: LiveStatusEvent;
   liveTranscript?: LiveTranscriptEvent;
   liveToolCall?: LiveToolCallEvent;
@@ -710,6 +720,55 @@ export interface CallTranscriptEvent {
    * When the utterance began, Unix time in seconds (as in the call's transcript).
    */
   timestamp: number;
+}
+/**
+ * Body of the `test_run.completed` event, sent once when every case of a test run has a verdict.
+ * Per-case detail comes from `GET /api/v1/test-runs/{run_id}/cases`.
+ *
+ */
+export interface TestRunCompletedEvent {
+  event: TestRunCompletedEventName;
+  run_id: string;
+  agent_id: string;
+  agent_version: number;
+  status: TestRunCompletedStatus;
+  /**
+   * True when every test passed.
+   */
+  passed: boolean;
+  counts: TestRunCounts;
+  tests: TestRunTestResult[];
+  created_at: string;
+  completed_at: string;
+}
+/**
+ * The run's cases by status.
+ */
+export interface TestRunCounts {
+  cases: number;
+  pending: number;
+  running: number;
+  passed: number;
+  failed: number;
+  errored: number;
+}
+/**
+ * One test of a run, its repeats taken together.
+ */
+export interface TestRunTestResult {
+  /**
+   * The test's id; null once the test was deleted.
+   */
+  test_id: string | null;
+  /**
+   * The test's name when the run was created.
+   */
+  name: string;
+  status: TestVerdict;
+  passes: number;
+  failures: number;
+  errors: number;
+  repeats: number;
 }
 /**
  * The conversation moved on. Phone calls: `queued`, `ringing`, `in_progress`, `transferring`, `ended`
@@ -1438,6 +1497,7 @@ export const webhookEvents = {
   'batch.completed': { message: 'batchCompleted', optIn: false },
   'call.status_changed': { message: 'callStatusChanged', optIn: true },
   'call.transcript': { message: 'callTranscript', optIn: true },
+  'test_run.completed': { message: 'testRunCompleted', optIn: true },
 } as const;
 
 export type WebhookEventKind = keyof typeof webhookEvents;
@@ -1448,4 +1508,5 @@ export interface WebhookEventPayloads {
   'batch.completed': BatchCompletedEvent;
   'call.status_changed': CallStatusChangedEvent;
   'call.transcript': CallTranscriptEvent;
+  'test_run.completed': TestRunCompletedEvent;
 }

@@ -602,6 +602,155 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/agents/{agent_id}/tests": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id (`agt_...`). An id that matches no agent answers 404. */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * List an agent's tests
+         * @description A page of the agent's tests, newest first. Another workspace's agent answers 403.
+         */
+        get: operations["listAgentTests"];
+        put?: never;
+        /**
+         * Create a test of an agent
+         * @description Stores a scripted test: the caller's turns, expectations about the agent's answers, and what the
+         *     agent's tools answer (`tool_mocks`). The JSON Schemas it holds are checked now (422
+         *     `invalid_test_schema`, `param` naming the schema, e.g. `turns[0].expect[1].arguments`); each
+         *     expectation must carry exactly the fields of its type (422 `invalid_value`); a mock may not name a
+         *     phone built-in (`transfer_call`, `opt_out`, `send_dtmf`, `end_conversation`) and its `result` is
+         *     at most 16 KiB of JSON (422 `invalid_value`). An agent has at most 500 tests (422
+         *     `test_limit_reached`); names are unique per agent (409 `test_name_taken`).
+         */
+        post: operations["createAgentTest"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/agents/{agent_id}/tests/{test_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id (`agt_...`). */
+                agent_id: string;
+                /** @description The test's id (`tst_...`). */
+                test_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a test
+         * @description One test of the agent. An unknown test answers 404 `agent_test_not_found`.
+         */
+        get: operations["getAgentTest"];
+        put?: never;
+        post?: never;
+        /**
+         * Delete a test
+         * @description Deletes the test. Runs that ran it keep their cases (`test_id` null).
+         */
+        delete: operations["deleteAgentTest"];
+        options?: never;
+        head?: never;
+        /**
+         * Change a test
+         * @description The fields given replace the stored ones; the rules of `createAgentTest` apply. Runs already created keep the test as it was.
+         */
+        patch: operations["updateAgentTest"];
+        trace?: never;
+    };
+    "/api/v1/test-runs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List test runs
+         * @description A page of the workspace's test runs, newest first; `agent_id` narrows it to one agent's.
+         */
+        get: operations["listTestRuns"];
+        put?: never;
+        /**
+         * Run an agent's tests
+         * @description Creates a run of the agent's tests (all of them, oldest first, or `test_ids` in that order)
+         *     against one version: the one named (404 `agent_version_not_found`, param `agent_version`), else
+         *     the one published now. Answers at once with the run `queued`; read it with `getTestRun` or wait
+         *     for `test_run.completed`. Each case is one conversation in text with the version's
+         *     instruction, first message, model, tools and transfer destinations, its placeholders filled
+         *     with the test's `variables` over the version's defaults: the first message, then each user turn
+         *     once the agent has finished answering the previous one (its tools' answers included).
+         *
+         *     **Nothing leaves the service:** no call is placed, no HTTP or MCP tool is called (a mock
+         *     answers, or the call fails: see `ToolMockInput`), a transfer only ends the conversation, an
+         *     opt-out writes no do-not-call entry; no plan minutes and no credit are used, and no
+         *     `call.completed` is sent. A workspace may have `TEST_RUNS_ACTIVE_PER_WORKSPACE` runs queued or
+         *     running at once (429 `too_many_test_runs`). `Idempotency-Key` makes a retry safe.
+         */
+        post: operations["createTestRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/test-runs/{run_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The run's id (`trun_...`). */
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * Get a test run
+         * @description The run, its counts and each test's verdict over its repeats. An unknown id answers 404 `test_run_not_found`.
+         */
+        get: operations["getTestRun"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/test-runs/{run_id}/cases": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The run's id (`trun_...`). */
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        /**
+         * List a run's cases
+         * @description The run's cases in run order (test by test, each test's repeats in order; not newest first),
+         *     each with its transcript, tool calls and expectation results.
+         */
+        get: operations["listTestRunCases"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/agents/{agent_id}/mcp-servers/{mcp_server_id}": {
         parameters: {
             query?: never;
@@ -2962,6 +3111,34 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "test_run.completed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * A test run completed (opt-in)
+         * @description Sent once when every case of a test run has a verdict. Counts and each test's verdict; the cases
+         *     come from `GET /api/v1/test-runs/{run_id}/cases`.
+         *
+         *     **Targets.** Registered webhooks whose `events` list `test_run.completed` (a webhook registered
+         *     without `events` does not receive it), plus the run's own `webhook_url`. A URL that is both
+         *     receives the event once.
+         *
+         *     **Delivery and authenticity** are as for `call.completed`: one attempt per target, 10 second
+         *     timeout, redirects not followed, never retried; same signature headers.
+         */
+        post: operations["testRunCompletedWebhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "call.status_changed": {
         parameters: {
             query?: never;
@@ -3121,7 +3298,7 @@ export interface components {
          *     string, so that a code added later does not break a client: handle the codes you know and treat
          *     any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "agent_version_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "sip_trunk_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "precondition_failed" | "agent_has_active_batches" | "sip_trunk_in_use" | "sip_number_in_use" | "sip_number_taken" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "conversation_live" | "conversation_erased" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "number_on_do_not_call_list" | "do_not_call_list_full" | "do_not_call_entry_not_found" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "filled_text_too_long" | "unknown_model" | "unknown_analysis_model" | "unknown_voice" | "variable_missing" | "url_not_allowed" | "invalid_cidr" | "invalid_sip_host" | "sip_credentials_incomplete" | "sip_inbound_unprotected" | "sip_outbound_incomplete" | "sip_trunk_limit_reached" | "sip_number_limit_reached" | "sip_number_not_on_trunk" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "invalid_redaction_pattern" | "redaction_pattern_too_complex" | "redaction_pattern_name_taken" | "invalid_redaction_country" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "agent_link_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "agent_version_not_found" | "agent_test_not_found" | "test_run_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "sip_trunk_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "precondition_failed" | "agent_has_active_batches" | "sip_trunk_in_use" | "sip_number_in_use" | "sip_number_taken" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "conversation_live" | "conversation_erased" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "number_on_do_not_call_list" | "do_not_call_list_full" | "do_not_call_entry_not_found" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "filled_text_too_long" | "unknown_model" | "unknown_analysis_model" | "unknown_voice" | "variable_missing" | "url_not_allowed" | "invalid_cidr" | "invalid_sip_host" | "sip_credentials_incomplete" | "sip_inbound_unprotected" | "sip_outbound_incomplete" | "sip_trunk_limit_reached" | "sip_number_limit_reached" | "sip_number_not_on_trunk" | "reserved_header" | "test_name_taken" | "invalid_test_schema" | "test_limit_reached" | "no_tests" | "test_run_too_large" | "too_many_test_runs" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "invalid_redaction_pattern" | "redaction_pattern_too_complex" | "redaction_pattern_name_taken" | "invalid_redaction_country" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "agent_link_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -4820,6 +4997,499 @@ export interface components {
             next_cursor: string | null;
         };
         /**
+         * AgentTestType
+         * @description The kind of an agent test. `scripted`: the caller's turns are written out, each with expectations
+         *     about the agent's reply.
+         * @enum {string}
+         */
+        AgentTestType: "scripted";
+        /**
+         * VariableValue
+         * @description The value of one `{{name}}` placeholder: a JSON string, number or boolean. It is written into the
+         *     text as: a string as it is; a number in its JSON form (`42`, `-3.5`, `1e+21`: JavaScript's
+         *     `String(number)`); a boolean as `true` or `false`. Stored and returned as sent.
+         *
+         *     A placeholder's value is, first to last: the conversation's own variable (the call's `variables`,
+         *     the batch recipient's or CSV row's, the inbound setup answer's), the agent's default
+         *     (`variable_placeholders`), the default written in the placeholder after a bar: `{{name|there}}`
+         *     ("Hi {{name|there}}" says "Hi there" when nothing gives `name`; `{{name|}}` defaults to nothing).
+         *     A placeholder with none of these is required: a call, a batch recipient or a CSV row (an empty
+         *     cell gives no value) that leaves one without a value is refused, nothing stored: 422
+         *     `variable_missing`, `param` naming it (`variables.<name>`, `recipients.<i>.variables.<name>`, or
+         *     `file` with the row and column in `detail`). An inbound setup answer that leaves one without a
+         *     value is not applied (`inbound_setup.error` `variable_missing`): the call is answered with the
+         *     agent's own settings and defaults. Where nothing can be refused (an inbound call without a
+         *     setup, a web session, which has no variables of its own) a required placeholder left without a
+         *     value is filled with nothing: the braces never reach the model. A first message filled to nothing
+         *     is none: the agent waits for the other side to speak.
+         *
+         *     Each text filled with the variables is held to its own field's cap, counted after filling: the
+         *     agent's `instruction` (50,000 characters), the `first_message` (the call's, the recipient's or the
+         *     agent's: 2,000) and the agent's `voicemail_config.message` (2,000). A call, a batch recipient or a
+         *     CSV row whose variables (with the agent's `variable_placeholders` for the rest) would fill one past
+         *     its cap is refused, nothing stored: 422 `filled_text_too_long` naming the variable and the field.
+         *     An inbound setup answer that would is `invalid_answer`: the call is answered with the agent's own
+         *     settings.
+         * @example Ada
+         * @example 42
+         * @example true
+         */
+        VariableValue: string | number | boolean;
+        /**
+         * TestExpectationType
+         * @description What an expectation checks in one window of a test conversation (the agent's first message, or the
+         *     agent's answer to one user turn, tool calls included):
+         *     - `reply_contains` / `reply_excludes`: the agent's reply text contains / does not contain `phrase`
+         *       (case-insensitive, runs of whitespace counted as one space, in both).
+         *     - `tool_called`: the agent called `tool` at least once in the window, with arguments matching the
+         *       JSON Schema `arguments` when given. `tool_not_called`: it did not call `tool` in the window.
+         *     - `transferred`: the agent transferred the call (`transfer_call` answered successfully) in the
+         *       window, to `destination` when given.
+         *     - `ended`: the conversation ended in the window (the agent ended it, transferred it, or took an
+         *       opt-out, which ends a phone call too).
+         * @enum {string}
+         */
+        TestExpectationType: "reply_contains" | "reply_excludes" | "tool_called" | "tool_not_called" | "transferred" | "ended";
+        /**
+         * TestExpectation
+         * @description One expectation as stored; fields that do not apply to its `type` are null.
+         */
+        TestExpectation: {
+            type: components["schemas"]["TestExpectationType"];
+            phrase: string | null;
+            tool: string | null;
+            /** @description The JSON Schema the arguments must match, or null. */
+            arguments: {
+                [key: string]: unknown;
+            } | null;
+            destination: string | null;
+        };
+        /**
+         * TestTurn
+         * @description One caller turn of a scripted test.
+         */
+        TestTurn: {
+            user: string;
+            expect: components["schemas"]["TestExpectation"][];
+        };
+        /**
+         * ToolMock
+         * @description A tool mock as stored.
+         */
+        ToolMock: {
+            tool: string;
+            /** @description The JSON Schema the arguments must match, or null (any arguments). */
+            when: {
+                [key: string]: unknown;
+            } | null;
+            /** @description What the tool returns when `error` is null (any JSON value, `null` included). */
+            result: unknown;
+            error: string | null;
+        };
+        /**
+         * AgentTest
+         * @description A test of an agent.
+         */
+        AgentTest: {
+            /** @constant */
+            object: "agent_test";
+            /** @example tst_01JD5Z7Q8Y1C2B3A4N5M6K7P9A */
+            test_id: string;
+            agent_id: string;
+            type: components["schemas"]["AgentTestType"];
+            name: string;
+            description: string | null;
+            variables: {
+                [key: string]: components["schemas"]["VariableValue"];
+            };
+            expect_first_message: components["schemas"]["TestExpectation"][];
+            turns: components["schemas"]["TestTurn"][];
+            tool_mocks: components["schemas"]["ToolMock"][];
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            updated_at: string;
+        };
+        /**
+         * AgentTestList
+         * @description A page of an agent's tests, newest first.
+         */
+        AgentTestList: {
+            /** @constant */
+            object: "list";
+            data: components["schemas"]["AgentTest"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        /**
+         * TestExpectationInput
+         * @description One expectation. Exactly the fields of its `type` are given (422 `invalid_value` naming the field
+         *     otherwise): `phrase` for `reply_contains` and `reply_excludes`; `tool` and optionally `arguments`
+         *     for `tool_called`; `tool` for `tool_not_called`; optionally `destination` for `transferred`;
+         *     nothing for `ended`.
+         */
+        TestExpectationInput: {
+            type: components["schemas"]["TestExpectationType"];
+            /** @description The text the reply must contain (`reply_contains`) or must not contain (`reply_excludes`). */
+            phrase?: string;
+            /**
+             * @description The tool's name as the model sees it: an HTTP tool's name, `<server>__<tool>` for an MCP tool,
+             *     `search_knowledge`, `transfer_call`, `opt_out`, `send_dtmf`.
+             */
+            tool?: string;
+            /**
+             * @description A JSON Schema (2020-12) the call's arguments must match (`tool_called` only). Held to the same
+             *     budget as a tool's `parameters` (16 KiB, 16 levels, 512 subschemas); a schema that is not valid
+             *     or does not compile is refused with 422 `invalid_test_schema`.
+             */
+            arguments?: {
+                [key: string]: unknown;
+            };
+            /** @description The transfer destination's name (`transferred` only; `default` for the agent's `transfer_phone_number`). */
+            destination?: string;
+        };
+        /**
+         * TestTurnInput
+         * @description One turn of the caller, typed, and what the agent's answer to it must show.
+         */
+        TestTurnInput: {
+            /** @description What the caller says. */
+            user: string;
+            /** @description Expectations about the agent's answer to this turn. Default none. */
+            expect?: components["schemas"]["TestExpectationInput"][];
+        };
+        /**
+         * ToolMockInput
+         * @description What a tool answers in this test instead of being called. A test run never calls an HTTP or MCP
+         *     tool: the first mock naming the tool whose `when` (if any) the arguments match answers with
+         *     `result` (the tool succeeded) or `error` (it failed); neither given answers `result: null`. A tool
+         *     no mock answers fails with `No mock for '<name>' in this test; test runs never call tools.`
+         *     (`search_knowledge` unmocked searches the agent's documents, which makes no request). The phone
+         *     built-ins (`transfer_call`, `opt_out`, `send_dtmf`, `end_conversation`) cannot be mocked: they
+         *     never leave the service in a test (a transfer succeeds and ends the conversation; nothing is
+         *     dialed, and nothing is added to the do-not-call list).
+         */
+        ToolMockInput: {
+            /** @description The tool's name as the model sees it (as in `TestExpectationInput.tool`). */
+            tool: string;
+            /**
+             * @description A JSON Schema (2020-12) the arguments must match for this mock to answer; absent: any
+             *     arguments. Held to the budget of `TestExpectationInput.arguments` (422 `invalid_test_schema`).
+             */
+            when?: {
+                [key: string]: unknown;
+            };
+            /** @description What the tool returns (any JSON value, at most 16 KiB as JSON). Not with `error`. */
+            result?: unknown;
+            /** @description The tool fails with this message. Not with `result`. */
+            error?: string;
+        };
+        /**
+         * AgentTestCreateRequest
+         * @description A scripted test of an agent: the caller's turns, what the agent must do in answer to each, and what
+         *     its tools answer. Tests are not part of an agent's versions: a test run judges one version with the
+         *     tests as they are when the run is created.
+         */
+        AgentTestCreateRequest: {
+            /** @description Default `scripted` (the only kind for now). */
+            type?: components["schemas"]["AgentTestType"];
+            /** @description Unique among the agent's tests (409 `test_name_taken`). */
+            name: string;
+            description?: string;
+            /** @description Values for the agent's placeholders in this test, over the version's defaults (as a call's `variables`). */
+            variables?: {
+                [key: string]: components["schemas"]["VariableValue"];
+            };
+            /** @description Expectations about the agent's first message (window 0). Default none. */
+            expect_first_message?: components["schemas"]["TestExpectationInput"][];
+            turns: components["schemas"]["TestTurnInput"][];
+            /** @description What the agent's tools answer in this test. Default none. */
+            tool_mocks?: components["schemas"]["ToolMockInput"][];
+        };
+        /**
+         * AgentTestDeleteResult
+         * @description The test was deleted. Past runs keep their cases (their `test_id` becomes null).
+         */
+        AgentTestDeleteResult: {
+            /** @constant */
+            status: "deleted";
+            test_id: string;
+        };
+        /**
+         * AgentTestUpdateRequest
+         * @description A change to a test: the fields given replace the stored ones (a list is replaced whole). `type` may
+         *     only restate the test's own type.
+         */
+        AgentTestUpdateRequest: {
+            type?: components["schemas"]["AgentTestType"];
+            name?: string;
+            description?: string;
+            variables?: {
+                [key: string]: components["schemas"]["VariableValue"];
+            };
+            expect_first_message?: components["schemas"]["TestExpectationInput"][];
+            turns?: components["schemas"]["TestTurnInput"][];
+            tool_mocks?: components["schemas"]["ToolMockInput"][];
+        };
+        /**
+         * TestRunStatus
+         * @description - `queued`: created; no case has started.
+         *     - `running`: cases are being run.
+         *     - `completed`: every case has a verdict.
+         * @enum {string}
+         */
+        TestRunStatus: "queued" | "running" | "completed";
+        /**
+         * TestRunCounts
+         * @description The run's cases by status.
+         */
+        TestRunCounts: {
+            cases: number;
+            pending: number;
+            running: number;
+            passed: number;
+            failed: number;
+            errored: number;
+        };
+        /**
+         * TestVerdict
+         * @description A test's verdict over its repeats in a run: `failed` when any repeat failed, else `error` when any
+         *     repeat could not be judged, else `passed` once every repeat passed; until then `running` (some
+         *     repeat started) or `pending`.
+         * @enum {string}
+         */
+        TestVerdict: "pending" | "running" | "passed" | "failed" | "error";
+        /**
+         * TestRunTestResult
+         * @description One test of a run, its repeats taken together.
+         */
+        TestRunTestResult: {
+            /** @description The test's id; null once the test was deleted. */
+            test_id: string | null;
+            /** @description The test's name when the run was created. */
+            name: string;
+            status: components["schemas"]["TestVerdict"];
+            passes: number;
+            failures: number;
+            errors: number;
+            repeats: number;
+        };
+        /**
+         * TestRun
+         * @description A run of an agent's tests against one version.
+         */
+        TestRun: {
+            /** @constant */
+            object: "test_run";
+            /** @example trun_01JD5Z7Q8Y1C2B3A4N5M6K7P9B */
+            run_id: string;
+            agent_id: string;
+            /** @description The version the run tests (named, else the one published when it was created). */
+            agent_version: number;
+            repeats: number;
+            concurrency: number;
+            status: components["schemas"]["TestRunStatus"];
+            /** @description Null until the run completes; then true when every test passed. */
+            passed: boolean | null;
+            counts: components["schemas"]["TestRunCounts"];
+            /** @description The run's tests in run order. */
+            tests: components["schemas"]["TestRunTestResult"][];
+            webhook_url: string | null;
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
+            started_at: string | null;
+            /** Format: date-time */
+            completed_at: string | null;
+        };
+        /**
+         * TestRunList
+         * @description A page of the workspace's test runs, newest first.
+         */
+        TestRunList: {
+            /** @constant */
+            object: "list";
+            data: components["schemas"]["TestRun"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        /**
+         * TestRunCreateRequest
+         * @description Runs tests of an agent against one of its versions, in text (typed turns, no audio). Each test runs
+         *     `repeats` times; at most `concurrency` of the run's cases run at once. A test run places no call,
+         *     makes no outbound request (tools are mocked: `ToolMockInput`) and uses no plan minutes and no
+         *     credit. The tests are copied when the run is created: editing or deleting a test later does not
+         *     change the run.
+         */
+        TestRunCreateRequest: {
+            /** @description The agent whose tests run (`agt_...`). */
+            agent_id: string;
+            /**
+             * @description The version to test (its configuration, as `GET /api/v1/agents/{agent_id}/versions/{version}`
+             *     shows it); absent: the version published when the run is created. A draft can be tested by
+             *     naming its number before publishing it.
+             */
+            agent_version?: number;
+            /** @description The tests to run, in this order. Absent, all of the agent's tests, oldest first. */
+            test_ids?: string[];
+            /** @description How many times each test runs. Default 1. Tests times repeats is at most 1,000 (422 `test_run_too_large`). */
+            repeats?: number;
+            /** @description Most cases of the run in progress at once. Default 5. */
+            concurrency?: number;
+            /**
+             * Format: uri
+             * @description Also sent the run's `test_run.completed` event.
+             */
+            webhook_url?: string;
+        };
+        /**
+         * TestCaseStatus
+         * @description One case (one repeat of one test): `pending` (not started), `running`, `passed` (every
+         *     expectation held), `failed` (at least one did not), `error` (the conversation could not be run to
+         *     the end: `error` says why; its expectations are not judged).
+         * @enum {string}
+         */
+        TestCaseStatus: "pending" | "running" | "passed" | "failed" | "error";
+        /**
+         * TranscriptEntry
+         * @description One utterance of a conversation, in the order spoken. Only final text appears here (the partial
+         *     transcripts streamed over the realtime WebSocket are not kept). In a text session each message the
+         *     user typed and each reply of the agent is one entry. On a phone call, keys pressed on the keypad
+         *     (DTMF) are entries too, marked by `dtmf`: a `user` entry for keys the person pressed (a run of
+         *     keys ends at `#`, after 64 keys, or after `CALL_DTMF_GAP_MS` without a key; the agent gets the
+         *     run as its input), and a `model` entry for keys the agent pressed with its built-in `send_dtmf`
+         *     tool (also recorded in `tool_calls`).
+         * @example {
+         *       "role": "user",
+         *       "text": "1234#",
+         *       "dtmf": "1234#",
+         *       "timestamp": 1795305094.1
+         *     }
+         * @example {
+         *       "role": "model",
+         *       "text": "Hi Ada, this is Sam from Acme Dental. I'm calling to confirm your appointment tomorrow at 10 am.",
+         *       "timestamp": 1795305081.42
+         *     }
+         */
+        TranscriptEntry: {
+            /**
+             * TranscriptRole
+             * @description `model` is the agent; `user` is the person (the callee, the caller, or the web user).
+             * @enum {string}
+             */
+            role: "model" | "user";
+            /** @description What was said (transcribed speech) or typed; for keypad entries, the keys (the same as `dtmf`). */
+            text: string;
+            /**
+             * @description Present only on keypad entries: the keys pressed, in order (`0`-`9`, `*`, `#`, `A`-`D`; in
+             *     the agent's keys, `w` is a pause of 0.5 s and `W` of 1 s). Absent on spoken or typed entries.
+             *     With the agent's `redaction` setting, keys it redacts are replaced by `[REDACTED:<kind>]` here
+             *     and in `text` alike.
+             */
+            dtmf?: string;
+            /** @description When the utterance began, as Unix time in seconds (fractional part allowed). */
+            timestamp: number;
+        };
+        /**
+         * TestToolCall
+         * @description One tool call of a test conversation (the fields of `ToolCallRecord`, plus `mocked` and `turn`).
+         */
+        TestToolCall: {
+            name: string;
+            /**
+             * TestToolCallSource
+             * @enum {string}
+             */
+            source: "http" | "mcp" | "knowledge" | "builtin";
+            arguments: {
+                [key: string]: unknown;
+            };
+            /** @description What the tool (or its mock) returned; as `ToolCallRecord.result`. */
+            result: unknown;
+            ok: boolean;
+            error: string | null;
+            duration_ms: number;
+            started_at: number;
+            /** @description A mock of the test answered; the tool itself is never called in a test. */
+            mocked: boolean;
+            /** @description The window it was made in (0 the first message, n the answer to user turn n). */
+            turn: number;
+        };
+        /**
+         * TestExpectationResult
+         * @description How one expectation went.
+         */
+        TestExpectationResult: {
+            /** @description 0 for `expect_first_message`, n for the expectations of user turn n (from 1). */
+            turn: number;
+            /** @description The expectation's position in its list. */
+            index: number;
+            type: components["schemas"]["TestExpectationType"];
+            passed: boolean;
+            /** @description A sentence saying what was seen, e.g. `Turn 2: the reply did not contain "Maya"; it was "…".` */
+            detail: string;
+        };
+        /**
+         * TestCaseError
+         * @description Why a case could not be run to its end.
+         */
+        TestCaseError: {
+            /**
+             * TestCaseErrorCode
+             * @description - `voice_service_unavailable`: the voice service could not be reached or was lost.
+             *     - `model_refused`: the voice service refused the version's model.
+             *     - `reply_timeout`: the agent did not finish answering a turn in time (`TEST_TURN_TIMEOUT_MS`).
+             *     - `case_timeout`: the case ran longer than `TEST_CASE_TIMEOUT_MS`.
+             * @enum {string}
+             */
+            code: "voice_service_unavailable" | "model_refused" | "reply_timeout" | "case_timeout";
+            message: string;
+        };
+        /**
+         * TestCase
+         * @description One repeat of one test in a run.
+         */
+        TestCase: {
+            /** @constant */
+            object: "test_case";
+            case_id: string;
+            run_id: string;
+            /** @description Null once the test was deleted. */
+            test_id: string | null;
+            test_name: string;
+            /** @description Which repeat of the test this is (from 1). */
+            repeat: number;
+            status: components["schemas"]["TestCaseStatus"];
+            /** @description The conversation, as a call's transcript (the caller is `user`). */
+            transcript: components["schemas"]["TranscriptEntry"][];
+            tool_calls: components["schemas"]["TestToolCall"][];
+            /** @description Every expectation of the test in order (empty until the case has a verdict, and for an `error`). */
+            expectations: components["schemas"]["TestExpectationResult"][];
+            /**
+             * @description How the conversation ended: the agent ended it, it was transferred, or every turn had been said
+             *     (`script_end`). Turns left after the agent ended the conversation are not said; their
+             *     expectations fail. Null until the case ends, and for an `error`.
+             */
+            ended_by: ("agent" | "transfer" | "script_end") | null;
+            error: components["schemas"]["TestCaseError"] | null;
+            /** Format: date-time */
+            started_at: string | null;
+            /** Format: date-time */
+            ended_at: string | null;
+            duration_ms: number | null;
+        };
+        /**
+         * TestCaseList
+         * @description A page of a run's cases in run order (test by test, each test's repeats in order), not newest first.
+         */
+        TestCaseList: {
+            /** @constant */
+            object: "list";
+            data: components["schemas"]["TestCase"][];
+            has_more: boolean;
+            next_cursor: string | null;
+        };
+        /**
          * McpServerDetachResult
          * @description The server is no longer attached to the agent. The workspace server itself stays.
          */
@@ -5348,78 +6018,6 @@ export interface components {
          */
         CallDirection: "outbound" | "inbound";
         /**
-         * VariableValue
-         * @description The value of one `{{name}}` placeholder: a JSON string, number or boolean. It is written into the
-         *     text as: a string as it is; a number in its JSON form (`42`, `-3.5`, `1e+21`: JavaScript's
-         *     `String(number)`); a boolean as `true` or `false`. Stored and returned as sent.
-         *
-         *     A placeholder's value is, first to last: the conversation's own variable (the call's `variables`,
-         *     the batch recipient's or CSV row's, the inbound setup answer's), the agent's default
-         *     (`variable_placeholders`), the default written in the placeholder after a bar: `{{name|there}}`
-         *     ("Hi {{name|there}}" says "Hi there" when nothing gives `name`; `{{name|}}` defaults to nothing).
-         *     A placeholder with none of these is required: a call, a batch recipient or a CSV row (an empty
-         *     cell gives no value) that leaves one without a value is refused, nothing stored: 422
-         *     `variable_missing`, `param` naming it (`variables.<name>`, `recipients.<i>.variables.<name>`, or
-         *     `file` with the row and column in `detail`). An inbound setup answer that leaves one without a
-         *     value is not applied (`inbound_setup.error` `variable_missing`): the call is answered with the
-         *     agent's own settings and defaults. Where nothing can be refused (an inbound call without a
-         *     setup, a web session, which has no variables of its own) a required placeholder left without a
-         *     value is filled with nothing: the braces never reach the model. A first message filled to nothing
-         *     is none: the agent waits for the other side to speak.
-         *
-         *     Each text filled with the variables is held to its own field's cap, counted after filling: the
-         *     agent's `instruction` (50,000 characters), the `first_message` (the call's, the recipient's or the
-         *     agent's: 2,000) and the agent's `voicemail_config.message` (2,000). A call, a batch recipient or a
-         *     CSV row whose variables (with the agent's `variable_placeholders` for the rest) would fill one past
-         *     its cap is refused, nothing stored: 422 `filled_text_too_long` naming the variable and the field.
-         *     An inbound setup answer that would is `invalid_answer`: the call is answered with the agent's own
-         *     settings.
-         * @example Ada
-         * @example 42
-         * @example true
-         */
-        VariableValue: string | number | boolean;
-        /**
-         * TranscriptEntry
-         * @description One utterance of a conversation, in the order spoken. Only final text appears here (the partial
-         *     transcripts streamed over the realtime WebSocket are not kept). In a text session each message the
-         *     user typed and each reply of the agent is one entry. On a phone call, keys pressed on the keypad
-         *     (DTMF) are entries too, marked by `dtmf`: a `user` entry for keys the person pressed (a run of
-         *     keys ends at `#`, after 64 keys, or after `CALL_DTMF_GAP_MS` without a key; the agent gets the
-         *     run as its input), and a `model` entry for keys the agent pressed with its built-in `send_dtmf`
-         *     tool (also recorded in `tool_calls`).
-         * @example {
-         *       "role": "user",
-         *       "text": "1234#",
-         *       "dtmf": "1234#",
-         *       "timestamp": 1795305094.1
-         *     }
-         * @example {
-         *       "role": "model",
-         *       "text": "Hi Ada, this is Sam from Acme Dental. I'm calling to confirm your appointment tomorrow at 10 am.",
-         *       "timestamp": 1795305081.42
-         *     }
-         */
-        TranscriptEntry: {
-            /**
-             * TranscriptRole
-             * @description `model` is the agent; `user` is the person (the callee, the caller, or the web user).
-             * @enum {string}
-             */
-            role: "model" | "user";
-            /** @description What was said (transcribed speech) or typed; for keypad entries, the keys (the same as `dtmf`). */
-            text: string;
-            /**
-             * @description Present only on keypad entries: the keys pressed, in order (`0`-`9`, `*`, `#`, `A`-`D`; in
-             *     the agent's keys, `w` is a pause of 0.5 s and `W` of 1 s). Absent on spoken or typed entries.
-             *     With the agent's `redaction` setting, keys it redacts are replaced by `[REDACTED:<kind>]` here
-             *     and in `text` alike.
-             */
-            dtmf?: string;
-            /** @description When the utterance began, as Unix time in seconds (fractional part allowed). */
-            timestamp: number;
-        };
-        /**
          * Sentiment
          * @description The other party's overall sentiment (`neutral` when there was nothing to judge).
          * @enum {string}
@@ -5933,10 +6531,11 @@ export interface components {
          *     per transcript entry). The last two are sent only to webhooks that list them in `events`: a
          *     webhook registered without `events` receives `call.completed` and `batch.completed` only. They
          *     are raised for phone calls only; a web session's live events are on its event stream
-         *     (`GET /api/v1/realtime/conversations/{conversation_id}/events`).
+         *     (`GET /api/v1/realtime/conversations/{conversation_id}/events`). `test_run.completed`: a test run
+         *     completed (sent only to webhooks that list it, and to the run's own `webhook_url`).
          * @enum {string}
          */
-        WebhookEventType: "call.completed" | "batch.completed" | "call.status_changed" | "call.transcript";
+        WebhookEventType: "call.completed" | "batch.completed" | "call.status_changed" | "call.transcript" | "test_run.completed";
         /**
          * WebhookDeliveryError
          * @description Why a webhook delivery failed. `timeout`: no answer within 10 seconds; `redirect_not_followed`: the
@@ -7878,6 +8477,74 @@ export interface components {
              * Format: date-time
              * @description When the batch reached this terminal state.
              */
+            completed_at: string;
+        };
+        /**
+         * TestRunCompletedEvent
+         * @description Body of the `test_run.completed` event, sent once when every case of a test run has a verdict.
+         *     Per-case detail comes from `GET /api/v1/test-runs/{run_id}/cases`.
+         * @example {
+         *       "event": "test_run.completed",
+         *       "run_id": "trun_01JD5Z7Q8Y1C2B3A4N5M6K7P9B",
+         *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+         *       "agent_version": 3,
+         *       "status": "completed",
+         *       "passed": false,
+         *       "counts": {
+         *         "cases": 4,
+         *         "pending": 0,
+         *         "running": 0,
+         *         "passed": 2,
+         *         "failed": 2,
+         *         "errored": 0
+         *       },
+         *       "tests": [
+         *         {
+         *           "test_id": "tst_01JD5Z7Q8Y1C2B3A4N5M6K7P9A",
+         *           "name": "Greets as Maya",
+         *           "status": "passed",
+         *           "passes": 2,
+         *           "failures": 0,
+         *           "errors": 0,
+         *           "repeats": 2
+         *         },
+         *         {
+         *           "test_id": "tst_01JD5Z7Q8Y1C2B3A4N5M6K7P9C",
+         *           "name": "Books a slot",
+         *           "status": "failed",
+         *           "passes": 0,
+         *           "failures": 2,
+         *           "errors": 0,
+         *           "repeats": 2
+         *         }
+         *       ],
+         *       "created_at": "2026-11-22T10:00:00.000Z",
+         *       "completed_at": "2026-11-22T10:00:41.000Z"
+         *     }
+         */
+        TestRunCompletedEvent: {
+            /**
+             * TestRunCompletedEventName
+             * @enum {string}
+             */
+            event: "test_run.completed";
+            /** @example trun_01JD5Z7Q8Y1C2B3A4N5M6K7P9B */
+            run_id: string;
+            /** @example agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R */
+            agent_id: string;
+            agent_version: number;
+            /**
+             * TestRunCompletedStatus
+             * @enum {string}
+             */
+            status: "completed";
+            /** @description True when every test passed. */
+            passed: boolean;
+            counts: components["schemas"]["TestRunCounts"];
+            tests: components["schemas"]["TestRunTestResult"][];
+            /** Format: date-time */
+            created_at: string;
+            /** Format: date-time */
             completed_at: string;
         };
         /**
@@ -10965,6 +11632,1134 @@ export interface operations {
                      *     }
                      */
                     "application/json": components["schemas"]["McpServerList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listAgentTests: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100. */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Cursor for the next page: the `next_cursor` of the previous page (the id of its last item).
+                 *     Lists are ordered newest first.
+                 */
+                starting_after?: components["parameters"]["StartingAfter"];
+            };
+            header?: never;
+            path: {
+                /** @description The agent's id (`agt_...`). An id that matches no agent answers 404. */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of tests. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "list",
+                     *       "data": [
+                     *         {
+                     *           "object": "agent_test",
+                     *           "test_id": "tst_01JD5Z7Q8Y1C2B3A4N5M6K7P9A",
+                     *           "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                     *           "type": "scripted",
+                     *           "name": "Books a cleaning",
+                     *           "description": "The agent looks up a free slot and books it.",
+                     *           "variables": {
+                     *             "patient_name": "Ada"
+                     *           },
+                     *           "expect_first_message": [
+                     *             {
+                     *               "type": "reply_contains",
+                     *               "phrase": "Bright Smile",
+                     *               "tool": null,
+                     *               "arguments": null,
+                     *               "destination": null
+                     *             }
+                     *           ],
+                     *           "turns": [
+                     *             {
+                     *               "user": "Please check availability for a cleaning on Tuesday.",
+                     *               "expect": [
+                     *                 {
+                     *                   "type": "tool_called",
+                     *                   "phrase": null,
+                     *                   "tool": "check_availability",
+                     *                   "arguments": {
+                     *                     "type": "object",
+                     *                     "required": [
+                     *                       "day"
+                     *                     ],
+                     *                     "properties": {
+                     *                       "day": {
+                     *                         "type": "string",
+                     *                         "pattern": "Tuesday"
+                     *                       }
+                     *                     }
+                     *                   },
+                     *                   "destination": null
+                     *                 },
+                     *                 {
+                     *                   "type": "reply_contains",
+                     *                   "phrase": "10:00",
+                     *                   "tool": null,
+                     *                   "arguments": null,
+                     *                   "destination": null
+                     *                 }
+                     *               ]
+                     *             },
+                     *             {
+                     *               "user": "Thank you, goodbye.",
+                     *               "expect": [
+                     *                 {
+                     *                   "type": "ended",
+                     *                   "phrase": null,
+                     *                   "tool": null,
+                     *                   "arguments": null,
+                     *                   "destination": null
+                     *                 }
+                     *               ]
+                     *             }
+                     *           ],
+                     *           "tool_mocks": [
+                     *             {
+                     *               "tool": "check_availability",
+                     *               "when": null,
+                     *               "result": {
+                     *                 "slots": [
+                     *                   "10:00",
+                     *                   "14:30"
+                     *                 ]
+                     *               },
+                     *               "error": null
+                     *             }
+                     *           ],
+                     *           "created_at": "2026-11-22T09:00:00.000Z",
+                     *           "updated_at": "2026-11-22T09:00:00.000Z"
+                     *         }
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentTestList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createAgentTest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id (`agt_...`). An id that matches no agent answers 404. */
+                agent_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Books a cleaning",
+                 *       "description": "The agent looks up a free slot and books it.",
+                 *       "variables": {
+                 *         "patient_name": "Ada"
+                 *       },
+                 *       "expect_first_message": [
+                 *         {
+                 *           "type": "reply_contains",
+                 *           "phrase": "Bright Smile"
+                 *         }
+                 *       ],
+                 *       "turns": [
+                 *         {
+                 *           "user": "Please check availability for a cleaning on Tuesday.",
+                 *           "expect": [
+                 *             {
+                 *               "type": "tool_called",
+                 *               "tool": "check_availability",
+                 *               "arguments": {
+                 *                 "type": "object",
+                 *                 "required": [
+                 *                   "day"
+                 *                 ],
+                 *                 "properties": {
+                 *                   "day": {
+                 *                     "type": "string",
+                 *                     "pattern": "Tuesday"
+                 *                   }
+                 *                 }
+                 *               }
+                 *             },
+                 *             {
+                 *               "type": "reply_contains",
+                 *               "phrase": "10:00"
+                 *             }
+                 *           ]
+                 *         },
+                 *         {
+                 *           "user": "Thank you, goodbye.",
+                 *           "expect": [
+                 *             {
+                 *               "type": "ended"
+                 *             }
+                 *           ]
+                 *         }
+                 *       ],
+                 *       "tool_mocks": [
+                 *         {
+                 *           "tool": "check_availability",
+                 *           "result": {
+                 *             "slots": [
+                 *               "10:00",
+                 *               "14:30"
+                 *             ]
+                 *           }
+                 *         }
+                 *       ]
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentTestCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The stored test. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "agent_test",
+                     *       "test_id": "tst_01JD5Z7Q8Y1C2B3A4N5M6K7P9A",
+                     *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                     *       "type": "scripted",
+                     *       "name": "Books a cleaning",
+                     *       "description": "The agent looks up a free slot and books it.",
+                     *       "variables": {
+                     *         "patient_name": "Ada"
+                     *       },
+                     *       "expect_first_message": [
+                     *         {
+                     *           "type": "reply_contains",
+                     *           "phrase": "Bright Smile",
+                     *           "tool": null,
+                     *           "arguments": null,
+                     *           "destination": null
+                     *         }
+                     *       ],
+                     *       "turns": [
+                     *         {
+                     *           "user": "Please check availability for a cleaning on Tuesday.",
+                     *           "expect": [
+                     *             {
+                     *               "type": "tool_called",
+                     *               "phrase": null,
+                     *               "tool": "check_availability",
+                     *               "arguments": {
+                     *                 "type": "object",
+                     *                 "required": [
+                     *                   "day"
+                     *                 ],
+                     *                 "properties": {
+                     *                   "day": {
+                     *                     "type": "string",
+                     *                     "pattern": "Tuesday"
+                     *                   }
+                     *                 }
+                     *               },
+                     *               "destination": null
+                     *             },
+                     *             {
+                     *               "type": "reply_contains",
+                     *               "phrase": "10:00",
+                     *               "tool": null,
+                     *               "arguments": null,
+                     *               "destination": null
+                     *             }
+                     *           ]
+                     *         },
+                     *         {
+                     *           "user": "Thank you, goodbye.",
+                     *           "expect": [
+                     *             {
+                     *               "type": "ended",
+                     *               "phrase": null,
+                     *               "tool": null,
+                     *               "arguments": null,
+                     *               "destination": null
+                     *             }
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "tool_mocks": [
+                     *         {
+                     *           "tool": "check_availability",
+                     *           "when": null,
+                     *           "result": {
+                     *             "slots": [
+                     *               "10:00",
+                     *               "14:30"
+                     *             ]
+                     *           },
+                     *           "error": null
+                     *         }
+                     *       ],
+                     *       "created_at": "2026-11-22T09:00:00.000Z",
+                     *       "updated_at": "2026-11-22T09:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentTest"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The agent already has a test with this name (`test_name_taken`, param `name`). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "conflict_error",
+                     *         "code": "test_name_taken",
+                     *         "message": "The agent already has a test named 'Books a cleaning'.",
+                     *         "param": "name",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /**
+             * @description The body is invalid. Besides the generic codes: `invalid_test_schema` and
+             *     `test_limit_reached` (on creation).
+             */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "invalid_test_schema",
+                     *         "message": "'turns[0].expect[0].arguments' is not a valid JSON Schema: /type must be equal to one of the allowed values.",
+                     *         "param": "turns[0].expect[0].arguments",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getAgentTest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id (`agt_...`). */
+                agent_id: string;
+                /** @description The test's id (`tst_...`). */
+                test_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The test. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "agent_test",
+                     *       "test_id": "tst_01JD5Z7Q8Y1C2B3A4N5M6K7P9A",
+                     *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                     *       "type": "scripted",
+                     *       "name": "Books a cleaning",
+                     *       "description": "The agent looks up a free slot and books it.",
+                     *       "variables": {
+                     *         "patient_name": "Ada"
+                     *       },
+                     *       "expect_first_message": [
+                     *         {
+                     *           "type": "reply_contains",
+                     *           "phrase": "Bright Smile",
+                     *           "tool": null,
+                     *           "arguments": null,
+                     *           "destination": null
+                     *         }
+                     *       ],
+                     *       "turns": [
+                     *         {
+                     *           "user": "Please check availability for a cleaning on Tuesday.",
+                     *           "expect": [
+                     *             {
+                     *               "type": "tool_called",
+                     *               "phrase": null,
+                     *               "tool": "check_availability",
+                     *               "arguments": {
+                     *                 "type": "object",
+                     *                 "required": [
+                     *                   "day"
+                     *                 ],
+                     *                 "properties": {
+                     *                   "day": {
+                     *                     "type": "string",
+                     *                     "pattern": "Tuesday"
+                     *                   }
+                     *                 }
+                     *               },
+                     *               "destination": null
+                     *             },
+                     *             {
+                     *               "type": "reply_contains",
+                     *               "phrase": "10:00",
+                     *               "tool": null,
+                     *               "arguments": null,
+                     *               "destination": null
+                     *             }
+                     *           ]
+                     *         },
+                     *         {
+                     *           "user": "Thank you, goodbye.",
+                     *           "expect": [
+                     *             {
+                     *               "type": "ended",
+                     *               "phrase": null,
+                     *               "tool": null,
+                     *               "arguments": null,
+                     *               "destination": null
+                     *             }
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "tool_mocks": [
+                     *         {
+                     *           "tool": "check_availability",
+                     *           "when": null,
+                     *           "result": {
+                     *             "slots": [
+                     *               "10:00",
+                     *               "14:30"
+                     *             ]
+                     *           },
+                     *           "error": null
+                     *         }
+                     *       ],
+                     *       "created_at": "2026-11-22T09:00:00.000Z",
+                     *       "updated_at": "2026-11-22T09:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentTest"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    deleteAgentTest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id (`agt_...`). */
+                agent_id: string;
+                /** @description The test's id (`tst_...`). */
+                test_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The test was deleted. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "status": "deleted",
+                     *       "test_id": "tst_01JD5Z7Q8Y1C2B3A4N5M6K7P9A"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentTestDeleteResult"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    updateAgentTest: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The agent's id (`agt_...`). */
+                agent_id: string;
+                /** @description The test's id (`tst_...`). */
+                test_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "name": "Books a cleaning (Tuesday)"
+                 *     }
+                 */
+                "application/json": components["schemas"]["AgentTestUpdateRequest"];
+            };
+        };
+        responses: {
+            /** @description The test as changed. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "agent_test",
+                     *       "test_id": "tst_01JD5Z7Q8Y1C2B3A4N5M6K7P9A",
+                     *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                     *       "type": "scripted",
+                     *       "name": "Books a cleaning",
+                     *       "description": "The agent looks up a free slot and books it.",
+                     *       "variables": {
+                     *         "patient_name": "Ada"
+                     *       },
+                     *       "expect_first_message": [
+                     *         {
+                     *           "type": "reply_contains",
+                     *           "phrase": "Bright Smile",
+                     *           "tool": null,
+                     *           "arguments": null,
+                     *           "destination": null
+                     *         }
+                     *       ],
+                     *       "turns": [
+                     *         {
+                     *           "user": "Please check availability for a cleaning on Tuesday.",
+                     *           "expect": [
+                     *             {
+                     *               "type": "tool_called",
+                     *               "phrase": null,
+                     *               "tool": "check_availability",
+                     *               "arguments": {
+                     *                 "type": "object",
+                     *                 "required": [
+                     *                   "day"
+                     *                 ],
+                     *                 "properties": {
+                     *                   "day": {
+                     *                     "type": "string",
+                     *                     "pattern": "Tuesday"
+                     *                   }
+                     *                 }
+                     *               },
+                     *               "destination": null
+                     *             },
+                     *             {
+                     *               "type": "reply_contains",
+                     *               "phrase": "10:00",
+                     *               "tool": null,
+                     *               "arguments": null,
+                     *               "destination": null
+                     *             }
+                     *           ]
+                     *         },
+                     *         {
+                     *           "user": "Thank you, goodbye.",
+                     *           "expect": [
+                     *             {
+                     *               "type": "ended",
+                     *               "phrase": null,
+                     *               "tool": null,
+                     *               "arguments": null,
+                     *               "destination": null
+                     *             }
+                     *           ]
+                     *         }
+                     *       ],
+                     *       "tool_mocks": [
+                     *         {
+                     *           "tool": "check_availability",
+                     *           "when": null,
+                     *           "result": {
+                     *             "slots": [
+                     *               "10:00",
+                     *               "14:30"
+                     *             ]
+                     *           },
+                     *           "error": null
+                     *         }
+                     *       ],
+                     *       "created_at": "2026-11-22T09:00:00.000Z",
+                     *       "updated_at": "2026-11-22T09:00:00.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["AgentTest"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            /** @description The agent already has a test with this name (`test_name_taken`, param `name`). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "conflict_error",
+                     *         "code": "test_name_taken",
+                     *         "message": "The agent already has a test named 'Books a cleaning'.",
+                     *         "param": "name",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /**
+             * @description The body is invalid. Besides the generic codes: `invalid_test_schema` and
+             *     `test_limit_reached` (on creation).
+             */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "invalid_test_schema",
+                     *         "message": "'turns[0].expect[0].arguments' is not a valid JSON Schema: /type must be equal to one of the allowed values.",
+                     *         "param": "turns[0].expect[0].arguments",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listTestRuns: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100. */
+                limit?: components["parameters"]["Limit"];
+                /**
+                 * @description Cursor for the next page: the `next_cursor` of the previous page (the id of its last item).
+                 *     Lists are ordered newest first.
+                 */
+                starting_after?: components["parameters"]["StartingAfter"];
+                /** @description Only this agent's runs. */
+                agent_id?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of test runs. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "list",
+                     *       "data": [
+                     *         {
+                     *           "object": "test_run",
+                     *           "run_id": "trun_01JD5Z7Q8Y1C2B3A4N5M6K7P9B",
+                     *           "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                     *           "agent_version": 3,
+                     *           "repeats": 2,
+                     *           "concurrency": 5,
+                     *           "status": "completed",
+                     *           "passed": false,
+                     *           "counts": {
+                     *             "cases": 4,
+                     *             "pending": 0,
+                     *             "running": 0,
+                     *             "passed": 2,
+                     *             "failed": 2,
+                     *             "errored": 0
+                     *           },
+                     *           "tests": [
+                     *             {
+                     *               "test_id": "tst_01JD5Z7Q8Y1C2B3A4N5M6K7P9A",
+                     *               "name": "Greets as Maya",
+                     *               "status": "passed",
+                     *               "passes": 2,
+                     *               "failures": 0,
+                     *               "errors": 0,
+                     *               "repeats": 2
+                     *             },
+                     *             {
+                     *               "test_id": "tst_01JD5Z7Q8Y1C2B3A4N5M6K7P9C",
+                     *               "name": "Books a slot",
+                     *               "status": "failed",
+                     *               "passes": 0,
+                     *               "failures": 2,
+                     *               "errors": 0,
+                     *               "repeats": 2
+                     *             }
+                     *           ],
+                     *           "webhook_url": "https://ci.example.com/hooks/agent-tests",
+                     *           "created_at": "2026-11-22T10:00:00.000Z",
+                     *           "started_at": "2026-11-22T10:00:01.000Z",
+                     *           "completed_at": "2026-11-22T10:00:41.000Z"
+                     *         }
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TestRunList"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    createTestRun: {
+        parameters: {
+            query?: never;
+            header?: {
+                /**
+                 * @description Makes a retry safe. The first response to a key is stored for 24 hours; a retry with the same
+                 *     key and the same body gets that response again (with header `Idempotent-Replayed: true`); the
+                 *     same key with a different body is refused with 422 `idempotency_key_reused`. While the first
+                 *     request is still running a retry gets 409 `idempotency_request_in_progress`. Keys are scoped
+                 *     by workspace and operation; bodies are compared as JSON (key order does not matter). Errors the
+                 *     operation answers (4xx) are stored and replayed like successes; a request refused by validation
+                 *     does not use up its key, and a 5xx is not stored, so the same key can be retried.
+                 */
+                "Idempotency-Key"?: components["parameters"]["IdempotencyKey"];
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                 *       "repeats": 2,
+                 *       "webhook_url": "https://ci.example.com/hooks/agent-tests"
+                 *     }
+                 */
+                "application/json": components["schemas"]["TestRunCreateRequest"];
+            };
+        };
+        responses: {
+            /** @description The run, queued. */
+            201: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "test_run",
+                     *       "run_id": "trun_01JD5Z7Q8Y1C2B3A4N5M6K7P9B",
+                     *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                     *       "agent_version": 3,
+                     *       "repeats": 2,
+                     *       "concurrency": 5,
+                     *       "status": "queued",
+                     *       "passed": null,
+                     *       "counts": {
+                     *         "cases": 4,
+                     *         "pending": 4,
+                     *         "running": 0,
+                     *         "passed": 0,
+                     *         "failed": 0,
+                     *         "errored": 0
+                     *       },
+                     *       "tests": [
+                     *         {
+                     *           "test_id": "tst_01JD5Z7Q8Y1C2B3A4N5M6K7P9A",
+                     *           "name": "Greets as Maya",
+                     *           "status": "pending",
+                     *           "passes": 0,
+                     *           "failures": 0,
+                     *           "errors": 0,
+                     *           "repeats": 2
+                     *         },
+                     *         {
+                     *           "test_id": "tst_01JD5Z7Q8Y1C2B3A4N5M6K7P9C",
+                     *           "name": "Books a slot",
+                     *           "status": "pending",
+                     *           "passes": 0,
+                     *           "failures": 0,
+                     *           "errors": 0,
+                     *           "repeats": 2
+                     *         }
+                     *       ],
+                     *       "webhook_url": "https://ci.example.com/hooks/agent-tests",
+                     *       "created_at": "2026-11-22T10:00:00.000Z",
+                     *       "started_at": null,
+                     *       "completed_at": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TestRun"];
+                };
+            };
+            400: components["responses"]["BadRequest"];
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            /**
+             * @description `agent_not_found` (param `agent_id`), `agent_version_not_found` (param `agent_version`) or
+             *     `agent_test_not_found` (param `test_ids[i]`: a test that is not the agent's).
+             */
+            404: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "not_found_error",
+                     *         "code": "agent_version_not_found",
+                     *         "message": "The agent has no version 9.",
+                     *         "param": "agent_version",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description A request with the same `Idempotency-Key` is still running (code `idempotency_request_in_progress`). */
+            409: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "idempotency_error",
+                     *         "code": "idempotency_request_in_progress",
+                     *         "message": "A request with this Idempotency-Key is still in progress; retry shortly.",
+                     *         "param": null,
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            413: components["responses"]["PayloadTooLarge"];
+            415: components["responses"]["UnsupportedMediaType"];
+            /**
+             * @description The body is invalid. Besides the generic codes: `no_tests` (the agent has none),
+             *     `test_run_too_large` (tests times repeats over 1,000), `url_not_allowed` (a webhook URL that is not allowed)
+             *     and `idempotency_key_reused`.
+             */
+            422: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Idempotent-Replayed": components["headers"]["IdempotentReplayed"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "invalid_request_error",
+                     *         "code": "no_tests",
+                     *         "message": "The agent has no tests to run; create one with POST /api/v1/agents/{agent_id}/tests.",
+                     *         "param": "agent_id",
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description The workspace has as many test runs queued or running as it may (`too_many_test_runs`); `Retry-After` says when to try again. */
+            429: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    "Retry-After": components["headers"]["RetryAfter"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "error": {
+                     *         "type": "rate_limit_error",
+                     *         "code": "too_many_test_runs",
+                     *         "message": "This workspace has 5 test runs queued or running, as many as it may; retry after 10 seconds.",
+                     *         "param": null,
+                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
+                     *       }
+                     *     }
+                     */
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    getTestRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The run's id (`trun_...`). */
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The run. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "test_run",
+                     *       "run_id": "trun_01JD5Z7Q8Y1C2B3A4N5M6K7P9B",
+                     *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                     *       "agent_version": 3,
+                     *       "repeats": 2,
+                     *       "concurrency": 5,
+                     *       "status": "completed",
+                     *       "passed": false,
+                     *       "counts": {
+                     *         "cases": 4,
+                     *         "pending": 0,
+                     *         "running": 0,
+                     *         "passed": 2,
+                     *         "failed": 2,
+                     *         "errored": 0
+                     *       },
+                     *       "tests": [
+                     *         {
+                     *           "test_id": "tst_01JD5Z7Q8Y1C2B3A4N5M6K7P9A",
+                     *           "name": "Greets as Maya",
+                     *           "status": "passed",
+                     *           "passes": 2,
+                     *           "failures": 0,
+                     *           "errors": 0,
+                     *           "repeats": 2
+                     *         },
+                     *         {
+                     *           "test_id": "tst_01JD5Z7Q8Y1C2B3A4N5M6K7P9C",
+                     *           "name": "Books a slot",
+                     *           "status": "failed",
+                     *           "passes": 0,
+                     *           "failures": 2,
+                     *           "errors": 0,
+                     *           "repeats": 2
+                     *         }
+                     *       ],
+                     *       "webhook_url": "https://ci.example.com/hooks/agent-tests",
+                     *       "created_at": "2026-11-22T10:00:00.000Z",
+                     *       "started_at": "2026-11-22T10:00:01.000Z",
+                     *       "completed_at": "2026-11-22T10:00:41.000Z"
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TestRun"];
+                };
+            };
+            401: components["responses"]["Unauthorized"];
+            403: components["responses"]["Forbidden"];
+            404: components["responses"]["NotFound"];
+            422: components["responses"]["UnprocessableEntity"];
+            500: components["responses"]["InternalError"];
+            503: components["responses"]["ServiceUnavailable"];
+        };
+    };
+    listTestRunCases: {
+        parameters: {
+            query?: {
+                /** @description Page size, 1 to 100. */
+                limit?: components["parameters"]["Limit"];
+                /** @description Cursor for the next page, the previous page's `next_cursor` (the id of its last case). */
+                starting_after?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The run's id (`trun_...`). */
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description A page of cases. */
+            200: {
+                headers: {
+                    "X-Request-Id": components["headers"]["RequestId"];
+                    [name: string]: unknown;
+                };
+                content: {
+                    /**
+                     * @example {
+                     *       "object": "list",
+                     *       "data": [
+                     *         {
+                     *           "object": "test_case",
+                     *           "case_id": "tcase_01JD5Z7Q8Y1C2B3A4N5M6K7P9D",
+                     *           "run_id": "trun_01JD5Z7Q8Y1C2B3A4N5M6K7P9B",
+                     *           "test_id": "tst_01JD5Z7Q8Y1C2B3A4N5M6K7P9C",
+                     *           "test_name": "Books a slot",
+                     *           "repeat": 1,
+                     *           "status": "failed",
+                     *           "transcript": [
+                     *             {
+                     *               "role": "model",
+                     *               "text": "Hi Ada, this is Maya from Bright Smile Dental.",
+                     *               "timestamp": 1795341601.2
+                     *             },
+                     *             {
+                     *               "role": "user",
+                     *               "text": "Please check availability for a cleaning on Tuesday.",
+                     *               "timestamp": 1795341601.4
+                     *             },
+                     *             {
+                     *               "role": "model",
+                     *               "text": "check_availability returned: {\"slots\":[\"14:30\"]}",
+                     *               "timestamp": 1795341601.9
+                     *             }
+                     *           ],
+                     *           "tool_calls": [
+                     *             {
+                     *               "name": "check_availability",
+                     *               "source": "http",
+                     *               "arguments": {
+                     *                 "day": "Tuesday"
+                     *               },
+                     *               "result": {
+                     *                 "slots": [
+                     *                   "14:30"
+                     *                 ]
+                     *               },
+                     *               "ok": true,
+                     *               "error": null,
+                     *               "duration_ms": 0,
+                     *               "started_at": 1795341601.5,
+                     *               "mocked": true,
+                     *               "turn": 1
+                     *             }
+                     *           ],
+                     *           "expectations": [
+                     *             {
+                     *               "turn": 0,
+                     *               "index": 0,
+                     *               "type": "reply_contains",
+                     *               "passed": true,
+                     *               "detail": "First message: the reply contained \"Bright Smile\"."
+                     *             },
+                     *             {
+                     *               "turn": 1,
+                     *               "index": 0,
+                     *               "type": "reply_contains",
+                     *               "passed": false,
+                     *               "detail": "Turn 1: the reply did not contain \"10:00\"; it was \"check_availability returned: {\\\"slots\\\":[\\\"14:30\\\"]}\"."
+                     *             }
+                     *           ],
+                     *           "ended_by": "script_end",
+                     *           "error": null,
+                     *           "started_at": "2026-11-22T10:00:01.000Z",
+                     *           "ended_at": "2026-11-22T10:00:02.000Z",
+                     *           "duration_ms": 1043
+                     *         }
+                     *       ],
+                     *       "has_more": false,
+                     *       "next_cursor": null
+                     *     }
+                     */
+                    "application/json": components["schemas"]["TestCaseList"];
                 };
             };
             401: components["responses"]["Unauthorized"];
@@ -17812,6 +19607,100 @@ export interface operations {
                  *     }
                  */
                 "application/json": components["schemas"]["BatchCompletedEvent"];
+            };
+        };
+        responses: {
+            /** @description Any 2xx marks the delivery succeeded; anything else (including 3xx) is recorded as failed and not retried. */
+            "2XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Any other status, a redirect, or no answer within 10 seconds. The delivery is recorded as failed and not retried. */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+        };
+    };
+    testRunCompletedWebhook: {
+        parameters: {
+            query?: never;
+            header: {
+                /**
+                 * @description Lowercase hex HMAC-SHA256 of the exact raw request body, keyed with the UTF-8 bytes of the
+                 *     workspace's `webhook_secret` string as returned by `GET /api/v1/webhooks/secret`
+                 *     (`whsec_` prefix included). Sent on every delivery except in the rare case where the
+                 *     secret cannot be loaded, when it is omitted.
+                 * @example a5834a7cb94823e697f1903f79900f68faf313be772b7b2cf8a500be838ed0e2
+                 */
+                "X-Webhook-Signature"?: string;
+                /**
+                 * @description The event's id (`evt_` + ULID). The same for every target of one event and never reused,
+                 *     so a receiver can de-duplicate.
+                 * @example evt_01JD5ZC4D5E6F7G8H9J0K1M2N3
+                 */
+                "webhook-id": string;
+                /**
+                 * @description When this delivery attempt was sent, as Unix time in whole seconds.
+                 * @example 1795305197
+                 */
+                "webhook-timestamp": string;
+                /**
+                 * @description Standard Webhooks signature: space-separated entries `v1,<base64 HMAC-SHA256>` over
+                 *     `{webhook-id}.{webhook-timestamp}.{raw body}`, keyed with the base64-decoded part of
+                 *     `webhook_secret` after `whsec_`. One entry today; accept the request if any entry matches.
+                 *     Omitted, like `X-Webhook-Signature`, when the secret cannot be loaded.
+                 * @example v1,r2uxldKWrzpOlRHBoIj1BNRaANPWiuZ88KOFxql/vwM=
+                 */
+                "webhook-signature"?: string;
+                /**
+                 * @description Identifies the sender; the request's `Content-Type` is always `application/json`.
+                 * @example VoiceAgentService-Webhooks/1.0
+                 */
+                "User-Agent": string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The event, as UTF-8 JSON. Verify signatures over these exact bytes. */
+        requestBody: {
+            content: {
+                /**
+                 * @example {
+                 *       "event": "test_run.completed",
+                 *       "run_id": "trun_01JD5Z7Q8Y1C2B3A4N5M6K7P9B",
+                 *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                 *       "agent_version": 3,
+                 *       "status": "completed",
+                 *       "passed": true,
+                 *       "counts": {
+                 *         "cases": 2,
+                 *         "pending": 0,
+                 *         "running": 0,
+                 *         "passed": 2,
+                 *         "failed": 0,
+                 *         "errored": 0
+                 *       },
+                 *       "tests": [
+                 *         {
+                 *           "test_id": "tst_01JD5Z7Q8Y1C2B3A4N5M6K7P9A",
+                 *           "name": "Greets as Maya",
+                 *           "status": "passed",
+                 *           "passes": 2,
+                 *           "failures": 0,
+                 *           "errors": 0,
+                 *           "repeats": 2
+                 *         }
+                 *       ],
+                 *       "created_at": "2026-11-22T10:00:00.000Z",
+                 *       "completed_at": "2026-11-22T10:00:41.000Z"
+                 *     }
+                 */
+                "application/json": components["schemas"]["TestRunCompletedEvent"];
             };
         };
         responses: {

@@ -233,6 +233,78 @@ export const operations = [
     ]
   },
   {
+    "operationId": "listAgentTests",
+    "method": "GET",
+    "path": "/api/v1/agents/{agent_id}/tests",
+    "tags": [
+      "Agent tests"
+    ]
+  },
+  {
+    "operationId": "createAgentTest",
+    "method": "POST",
+    "path": "/api/v1/agents/{agent_id}/tests",
+    "tags": [
+      "Agent tests"
+    ]
+  },
+  {
+    "operationId": "getAgentTest",
+    "method": "GET",
+    "path": "/api/v1/agents/{agent_id}/tests/{test_id}",
+    "tags": [
+      "Agent tests"
+    ]
+  },
+  {
+    "operationId": "deleteAgentTest",
+    "method": "DELETE",
+    "path": "/api/v1/agents/{agent_id}/tests/{test_id}",
+    "tags": [
+      "Agent tests"
+    ]
+  },
+  {
+    "operationId": "updateAgentTest",
+    "method": "PATCH",
+    "path": "/api/v1/agents/{agent_id}/tests/{test_id}",
+    "tags": [
+      "Agent tests"
+    ]
+  },
+  {
+    "operationId": "listTestRuns",
+    "method": "GET",
+    "path": "/api/v1/test-runs",
+    "tags": [
+      "Agent tests"
+    ]
+  },
+  {
+    "operationId": "createTestRun",
+    "method": "POST",
+    "path": "/api/v1/test-runs",
+    "tags": [
+      "Agent tests"
+    ]
+  },
+  {
+    "operationId": "getTestRun",
+    "method": "GET",
+    "path": "/api/v1/test-runs/{run_id}",
+    "tags": [
+      "Agent tests"
+    ]
+  },
+  {
+    "operationId": "listTestRunCases",
+    "method": "GET",
+    "path": "/api/v1/test-runs/{run_id}/cases",
+    "tags": [
+      "Agent tests"
+    ]
+  },
+  {
     "operationId": "attachMcpServer",
     "method": "PUT",
     "path": "/api/v1/agents/{agent_id}/mcp-servers/{mcp_server_id}",

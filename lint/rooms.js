@@ -21,13 +21,15 @@ export const LAYERS = [
   // session (calls and realtime check who may read a conversation and feed it). sip-trunks: SIP
   // trunks and the inbound trust decision (it reads agents; agents take its check as an interface).
   // do-not-call: the numbers a workspace's people asked not to be called on (it reads numbers through
-  // destinations, which imports no other domain).
-  ['workspaces', 'destinations', 'do-not-call', 'agents', 'tools', 'sip-trunks', 'knowledge', 'mcp', 'webhooks', 'events', 'system', 'sandbox'],
+  // destinations, which imports no other domain). agent-tests: an agent's scripted tests (it reads
+  // agents; they are not part of an agent's versions).
+  ['workspaces', 'destinations', 'do-not-call', 'agents', 'agent-tests', 'tools', 'sip-trunks', 'knowledge', 'mcp', 'webhooks', 'events', 'system', 'sandbox'],
   // The engine web sessions and phone calls share; recordings of conversations (calls record through
   // them, so they know no call).
   ['conversation', 'recordings'],
-  // Conversations: web sessions and phone calls.
-  ['realtime', 'calls'],
+  // Conversations: web sessions and phone calls; test-runs: agent tests run as text conversations with
+  // mocked tools (it takes only the phone built-ins' declarations from calls, never a call).
+  ['realtime', 'calls', 'test-runs'],
   // Campaigns of calls; erasure: a finished conversation's erasure and the transcript retention
   // sweep, across the tables of the rooms below that hold what it said.
   ['batches', 'erasure'],

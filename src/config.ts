@@ -309,6 +309,15 @@ const schema = z.object({
     .min(1024)
     .max(64 * 1024 * 1024)
     .default(512 * 1024),
+  // Agent test runs (src/test-runs/).
+  /** Test runs one workspace may have queued or running at once (more: 429 too_many_test_runs). */
+  TEST_RUNS_ACTIVE_PER_WORKSPACE: z.coerce.number().int().min(1).max(1000).default(5),
+  /** Test cases one instance runs at once, across runs (each run also keeps to its own `concurrency`). */
+  TEST_RUNS_INSTANCE_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(20),
+  /** How long the agent may take to finish answering one turn of a test (tool calls included): the case ends `reply_timeout`. */
+  TEST_TURN_TIMEOUT_MS: z.coerce.number().int().min(100).default(30_000),
+  /** How long one test case may run in all: it ends `case_timeout`. */
+  TEST_CASE_TIMEOUT_MS: z.coerce.number().int().min(100).default(600_000),
   /** Metering: cents per started minute of a voice/camera/screen session, and of a text session. */
   REALTIME_CENTS_PER_MINUTE: z.coerce.number().int().min(0).default(10),
   REALTIME_TEXT_CENTS_PER_MINUTE: z.coerce.number().int().min(0).default(0),

@@ -46,6 +46,8 @@ import { agentRoutes } from './agents/routes.js';
 import { ToolStore } from './tools/store.js';
 import { ToolService } from './tools/service.js';
 import { toolRoutes } from './tools/routes.js';
+import { createAgentTests } from './agent-tests/index.js';
+import { createTestRuns, type TestRuns } from './test-runs/index.js';
 import { createSipTrunks, type SipTrunks } from './sip-trunks/index.js';
 import { sipOptionsFromConfig } from './sip/settings.js';
 import { ToolRunner } from './conversation/tool-runner.js';
@@ -136,6 +138,8 @@ export interface RunningService {
   batches: { service: BatchService; store: BatchStore; engine: BatchEngine };
   /** The carrier adapters, the media stream endpoints, and the signals to live calls' bridges. */
   telephony: { carriers: Carriers; media: Calls['media']; signals: Calls['signals'] };
+  /** Agent test runs: creation and reads, and the runner of their cases. */
+  testRuns: TestRuns;
   /** The PostgreSQL job queue (dialing, call deadlines). */
   jobs: JobQueue;
   /** Live events of calls and web sessions: their writer, streams and retention. */
@@ -407,6 +411,22 @@ export async function startService(
     log.child({ component: 'erasure' }),
   );
   const erasureRetention = erasure.register(jobs);
+  // Agent tests and their runs (conversations in text with mocked tools: no call, no request, no bill).
+  const agentTests = createAgentTests(db.knex, agents);
+  const testRuns = createTestRuns({
+    config,
+    knex: db.knex,
+    clock,
+    log,
+    agents,
+    tests: agentTests.store,
+    voice,
+    tools: toolRunner,
+    knowledge,
+    events,
+    jobs,
+    outbound,
+  });
   const calls = createCalls({
     config,
     knex: db.knex,
@@ -510,6 +530,8 @@ export async function startService(
     ...doNotCallRoutes(doNotCall),
     ...usageRoutes(usage),
     ...toolRoutes(tools),
+    ...agentTests.routes,
+    ...testRuns.routes,
     ...sipTrunks.routes,
     ...knowledgeRoutes(knowledge),
     ...webhookRoutes(webhooks),
@@ -645,6 +667,7 @@ export async function startService(
     calls: { service: callService, store: calls.store, finaliser, jobs: calls.jobs },
     batches: { service: batchService, store: batchStore, engine: batchEngine },
     telephony: { carriers, media: calls.media, signals: calls.signals },
+    testRuns,
     jobs,
     recordings,
     erasure,

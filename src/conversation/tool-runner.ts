@@ -102,6 +102,14 @@ export class ToolRunner {
     return byName;
   }
 
+  /**
+   * Every tool the scope's version offers now with where it comes from, from the database alone (tool
+   * rows, stored MCP tool lists, whether documents exist): what a test run declares and mocks.
+   */
+  async catalogue(scope: ToolScope): Promise<Array<{ declaration: ToolDeclaration; source: ToolSource }>> {
+    return [...(await this.resolve(scope)).values()].map((r) => ({ declaration: r.declaration, source: r.source }));
+  }
+
   /** Every tool the scope's version offers now, as declared to the voice service. */
   async declarations(scope: ToolScope): Promise<ToolDeclaration[]> {
     return [...(await this.resolve(scope)).values()].map((r) => r.declaration);

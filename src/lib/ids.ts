@@ -38,6 +38,9 @@ export const idPrefixes = {
   webhookDelivery: 'whd',
   event: 'evt',
   conversation: 'conv',
+  agentTest: 'tst',
+  testRun: 'trun',
+  testCase: 'tcase',
   request: 'req',
 } as const;
 

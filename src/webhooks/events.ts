@@ -44,6 +44,8 @@ export interface RaisedEvent {
 export type CallCompletedPublisher = Pick<EventPublisher, 'callCompleted'>;
 /** What a phone call needs of the publisher to report its live events to the webhooks that list them. */
 export type CallLivePublisher = Pick<EventPublisher, 'callStatusChanged' | 'callTranscript' | 'listens'>;
+/** What a test run needs of the publisher. */
+export type TestRunCompletedPublisher = Pick<EventPublisher, 'testRunCompleted'>;
 /** What the batch engine needs of the publisher. */
 export type BatchCompletedPublisher = Pick<EventPublisher, 'batchCompleted'>;
 
@@ -80,6 +82,19 @@ export class EventPublisher {
     return this.raise('batch.completed', input.workspaceId, null, input.batchId, input.webhookUrl, JSON.stringify(payload), trx);
   }
 
+  /**
+   * A test run completed: to the webhooks that list `test_run.completed` (an opt-in kind) and to the
+   * run's own `webhook_url`, which is given for this event alone (unlike a call's, which an opt-in kind
+   * never reaches).
+   */
+  async testRunCompleted(
+    input: { workspaceId: string; webhookUrl: string | null; payload: WebhookEventPayloads['test_run.completed'] },
+    trx?: Knex.Transaction,
+  ): Promise<RaisedEvent> {
+    validateEventPayload('test_run.completed', input.payload);
+    return this.raise('test_run.completed', input.workspaceId, null, null, input.webhookUrl, JSON.stringify(input.payload), trx, true);
+  }
+
   /** Whether a webhook of the workspace lists `kind` (so a caller with many events skips building them). */
   listens(workspaceId: string, kind: EventKind, trx?: Knex.Transaction): Promise<boolean> {
     return this.store.listens(workspaceId, kind, trx);
@@ -109,9 +124,11 @@ export class EventPublisher {
     webhookUrl: string | null,
     body: string,
     trx?: Knex.Transaction,
+    /** `webhookUrl` is the event's own receiver even for an opt-in kind (a test run's). */
+    ownForOptIn = false,
   ): Promise<RaisedEvent> {
     const eventId = newId('event');
-    const own = webhookUrl && !webhookEvents[kind].optIn ? { url: webhookUrl, urlKey: urlKey(webhookUrl) } : null;
+    const own = webhookUrl && (ownForOptIn || !webhookEvents[kind].optIn) ? { url: webhookUrl, urlKey: urlKey(webhookUrl) } : null;
     const targets = await this.store.recordEvent(
       { id: eventId, workspaceId, kind, callId, batchId, body, ownTarget: own },
       () => newId('webhookDelivery'),

@@ -191,6 +191,42 @@ describe("every public operation through Prism's validating proxy", () => {
     await send('detachTool', { token: key, params: { ...params, ...toolParams }, expect: 200 });
     await send('createTool', { token: key, body: { name: 'check_order', description: 'Again.', url: peer.url }, expect: 409 });
 
+    // Agent tests and a run of them (the tool mocked: the peer is never called by it).
+    const agentTest = await send('createAgentTest', {
+      token: key,
+      params,
+      body: {
+        name: 'Answers',
+        variables: { name: 'Ada' },
+        expect_first_message: [{ type: 'reply_contains', phrase: 'Hello Ada' }],
+        turns: [{ user: 'Check order 42.', expect: [{ type: 'tool_called', tool: 'check_order', arguments: { type: 'object' } }] }],
+        tool_mocks: [{ tool: 'check_order', result: { status: 'shipped' } }],
+      },
+      expect: 201,
+    });
+    const testParams = { ...params, test_id: agentTest.test_id as string };
+    await send('getAgentTest', { token: key, params: testParams, expect: 200 });
+    await send('listAgentTests', { token: key, params, expect: 200 });
+    await send('updateAgentTest', { token: key, params: testParams, body: { description: 'Checked by Prism' }, expect: 200 });
+    await send('createAgentTest', { token: key, params, body: { name: 'Answers', turns: [{ user: 'Hi' }] }, expect: 409 });
+    await send('createAgentTest', {
+      token: key,
+      params,
+      body: { name: 'Bad', turns: [{ user: 'Hi', expect: [{ type: 'ended', phrase: 'x' }] }] },
+      expect: 422,
+    });
+    const testRun = await send('createTestRun', { token: key, body: { agent_id: agentId, repeats: 2 }, expect: 201 });
+    const runParams = { run_id: testRun.run_id as string };
+    await until(
+      'the test run to complete',
+      () => send('getTestRun', { token: key, params: runParams, expect: 200 }),
+      (r) => r.status === 'completed',
+    );
+    await send('listTestRuns', { token: key, query: { agent_id: agentId }, expect: 200 });
+    await send('listTestRunCases', { token: key, params: runParams, expect: 200 });
+    await send('getTestRun', { token: key, params: { run_id: 'trun_01JD5Z7Q8Y1C2B3A4N5M6K7P9B' }, expect: 404 });
+    await send('deleteAgentTest', { token: key, params: testParams, expect: 200 });
+
     // Knowledge.
     const form = new FormData();
     form.append('file', new Blob(['We are open 8 am to 6 pm on weekdays.'], { type: 'text/plain' }), 'hours.txt');

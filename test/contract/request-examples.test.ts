@@ -20,6 +20,7 @@ type Json = Record<string, any>;
 /** Examples that cannot succeed as written, with the declared status they get. */
 const EXPECTED: Record<string, { status: number; why: string }> = {
   'createSandboxInboundCall:example': { status: 404, why: "the createAgent example's number does not take inbound calls (inbound_enabled is false)" },
+  'createTestRun:example': { status: 422, why: 'the deleteAgentTest example has deleted the one test the examples made (no_tests)' },
   ...Object.fromEntries(
     ['providerAVoiceWebhook', 'providerAStatusCallback', 'providerAAmdCallback', 'providerBEvent'].map((id) => [
       `${id}:example`,

@@ -47,6 +47,7 @@ import * as m044 from './044_agent_versions.js';
 import * as m045 from './045_recipient_conversation.js';
 import * as m046 from './046_batch_agent_version.js';
 import * as m048 from './048_versioned_links.js';
+import * as m049 from './049_agent_tests.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -98,6 +99,7 @@ const migrations: Array<[string, Migration]> = [
   ['045_recipient_conversation', m045],
   ['046_batch_agent_version', m046],
   ['048_versioned_links', m048],
+  ['049_agent_tests', m049],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
