@@ -35,6 +35,8 @@ export interface SessionInfo {
   id: string;
   workspaceId: string;
   agentId: string;
+  /** The agent version the session runs (its token's); null only for a session from before 047 finalised as an orphan. */
+  agentVersion: number | null;
   userId: string;
   source: Source;
   startedAt: Date;
@@ -227,6 +229,7 @@ export class SessionBridge {
       type: 'session_started',
       session_id: this.info.id,
       agent_id: this.info.agentId,
+      agent_version: this.info.agentVersion!,
       user_id: this.info.userId,
       source: this.info.source,
       audio_format: this.isText ? null : { encoding: 'pcm16le', sample_rate: 24000, channels: 1 },

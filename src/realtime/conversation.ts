@@ -55,6 +55,7 @@ export class ConversationFinaliser {
       id: info.id,
       workspace_id: info.workspaceId,
       agent_id: info.agentId,
+      agent_version: info.agentVersion,
       user_id: info.userId,
       source: info.source,
       instruction,
@@ -67,7 +68,13 @@ export class ConversationFinaliser {
       recording_enabled: info.recording,
     });
     const read = progress(() => this.sessions.changed(info.id, read));
-    this.live?.append(info.workspaceId, info.id, 'status', { status: 'in_progress', call_status: null, end_reason: null, reason: null });
+    this.live?.append(info.workspaceId, info.id, 'status', {
+      agent_version: info.agentVersion,
+      status: 'in_progress',
+      call_status: null,
+      end_reason: null,
+      reason: null,
+    });
   }
 
   /** The session ended here: its record, usage and `call.completed`; undefined when another instance had finalised it. */
@@ -93,6 +100,7 @@ export class ConversationFinaliser {
       id: row.id,
       workspaceId: row.workspace_id,
       agentId: row.agent_id,
+      agentVersion: row.agent_version,
       userId: row.user_id,
       source: row.source,
       startedAt: new Date(row.started_at),
@@ -146,6 +154,7 @@ export class ConversationFinaliser {
       id: info.id,
       workspace_id: info.workspaceId,
       agent_id: info.agentId,
+      agent_version: info.agentVersion,
       user_id: info.userId,
       source: info.source,
       status: outcome.status,
@@ -201,7 +210,7 @@ export class ConversationFinaliser {
             workspaceId: row.workspace_id,
             conversationId: row.id,
             type: 'status',
-            data: { status: 'ended', call_status: row.status, end_reason: row.end_reason, reason: null },
+            data: { agent_version: row.agent_version, status: 'ended', call_status: row.status, end_reason: row.end_reason, reason: null },
           },
           {
             workspaceId: row.workspace_id,

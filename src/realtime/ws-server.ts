@@ -234,6 +234,7 @@ export class RealtimeGateway {
         id: a.sessionId,
         workspaceId: a.token.workspace_id,
         agentId: a.agent.id,
+        agentVersion: a.agent.version,
         userId: a.token.user_id,
         source: a.token.source,
         startedAt: a.startedAt,
