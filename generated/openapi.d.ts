@@ -1970,7 +1970,10 @@ export interface paths {
          *     3. Source enabled: 403 `webcam_disabled` (`source: camera` while the agent's
          *        `realtime.enable_webcam` is off) or `screen_share_disabled` (`source: screen` while
          *        `realtime.enable_screen_share` is off), in the version the session is to run (`agent_version`,
-         *        else the published one).
+         *        else the published one), or in a version published after a named one (turning a source off
+         *        takes effect at once, for sessions pinned to older versions too; a newer draft keeps its own
+         *        setting). The same rule closes the socket with 4003 when the source is turned off after the
+         *        token was made.
          *     4. Agent: 404 `agent_not_found` when `agent_id` names no agent; 403 `forbidden` when it names
          *        another workspace's agent; then 404 `agent_version_not_found` (param `agent_version`) when the
          *        agent has no version `agent_version` (step 3 needs the version, so it is skipped for one the
@@ -6986,8 +6989,9 @@ export interface components {
              * @description The version of the agent the session runs (`GET /api/v1/agents/{agent_id}/versions`), published
              *     or not. Omitted: the version published when the token is made. The token is bound to it: the
              *     session runs exactly this version whatever is published before it connects or while it runs, and
-             *     its `realtime` settings are the ones `source` is checked against. A version the agent does not
-             *     have is 404 `agent_version_not_found` (param `agent_version`), and no token is made.
+             *     its `realtime` settings are the ones `source` is checked against (a source turned off in a version
+             *     published after it is off too: turning a source off takes effect at once). A version the agent
+             *     does not have is 404 `agent_version_not_found` (param `agent_version`), and no token is made.
              */
             agent_version?: number;
             /**

@@ -41,6 +41,10 @@ const AGENT_ID = /^agt_[0-9A-Z]{26}$/;
 /** A version number as the contract takes it (`agent_version`: an integer from 1 to 2147483647). */
 const isVersion = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 2147483647;
 
+/** Whether a version of the agent lets sessions carry `source` (voice and text always). */
+const allows = (agent: RuntimeAgent, source: unknown) =>
+  source === 'camera' ? agent.realtime.enableWebcam : source === 'screen' ? agent.realtime.enableScreenShare : true;
+
 export const CLOSE = {
   invalidToken: { code: 4001, reason: 'Invalid authentication token' },
   serviceUnavailable: { code: 4402, reason: 'Service unavailable' },
@@ -125,12 +129,12 @@ export class RealtimeService {
       if (found === 'version_not_found') {
         throw notFound('agent_version_not_found', `Agent ${b.agent_id} has no version ${String(named)}.`, 'agent_version');
       }
-      // The source is checked against the version the session is to run (not checked for a malformed one).
-      if (named !== null && b.source === 'camera' && !found.realtime.enableWebcam) {
-        throw forbidden('webcam_disabled', 'Camera sessions are not enabled for this agent.', 'source');
-      }
-      if (named !== null && b.source === 'screen' && !found.realtime.enableScreenShare) {
-        throw forbidden('screen_share_disabled', 'Screen sharing is not enabled for this agent.', 'source');
+      // The source is checked against the version the session is to run (not for a malformed one), and
+      // against a version published after it (see sourceAllowed); an unnamed version is the published one.
+      if (named !== null && (b.source === 'camera' || b.source === 'screen')) {
+        const allowed = named === undefined ? allows(found, b.source) : await this.sourceAllowed(workspaceId, found, b.source);
+        if (!allowed && b.source === 'camera') throw forbidden('webcam_disabled', 'Camera sessions are not enabled for this agent.', 'source');
+        if (!allowed) throw forbidden('screen_share_disabled', 'Screen sharing is not enabled for this agent.', 'source');
       }
       agent = found;
     }
@@ -187,9 +191,10 @@ export class RealtimeService {
     if (refusal === 'subscription_inactive') return CLOSE.serviceUnavailable;
     if (refusal === 'plan_limit') return CLOSE.planLimit;
     if (refusal === 'insufficient_credit') return CLOSE.insufficientCredits;
-    // 4003
-    if (row.source === 'camera' && !agent.realtime.enableWebcam) return CLOSE.cameraDisabled;
-    if (row.source === 'screen' && !agent.realtime.enableScreenShare) return CLOSE.screenDisabled;
+    // 4003: the source turned off in the session's version, or since the token was made (sourceAllowed).
+    if ((row.source === 'camera' || row.source === 'screen') && !(await this.sourceAllowed(workspace.id, agent, row.source))) {
+      return row.source === 'camera' ? CLOSE.cameraDisabled : CLOSE.screenDisabled;
+    }
     // 4029, with the session's reservation of credit and plan minutes: 4028 when what is left is held by
     // the workspace's other live conversations (decided here, in the slot's transaction).
     const sessionId = newId('conversation');
@@ -254,6 +259,21 @@ export class RealtimeService {
       await this.discard(sessionId);
       return CLOSE.startFailed;
     }
+  }
+
+  /**
+   * Whether a session of `agent` (the version it runs) may carry `source`: that version allows it, and
+   * no version published after it has turned it off. Turning a source off takes effect at once (the
+   * spec's 4003: the setting turned off after the session was created), for sessions pinned to older
+   * versions too; a draft newer than the published version keeps its own setting (it can be tried out
+   * before it is published). The published version is read fresh, as for a new conversation.
+   */
+  private async sourceAllowed(workspaceId: string, agent: RuntimeAgent, source: 'camera' | 'screen'): Promise<boolean> {
+    if (!allows(agent, source)) return false;
+    const published = await this.agents.runtimeOf(workspaceId, agent.id);
+    // Gone since: the agent's own checks decide (a deleted agent never reaches this point at admission).
+    if (typeof published === 'string') return true;
+    return published.version <= agent.version || allows(published, source);
   }
 
   /** What a session reserves: a slice at its kind's price, renewed by the slot heartbeat. */

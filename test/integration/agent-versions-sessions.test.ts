@@ -22,7 +22,7 @@ import assert from 'node:assert/strict';
 import { startTestService, type TestService } from '../helpers/service.js';
 import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { startReceiver, type Receiver } from '../helpers/webhooks.js';
-import { bearer, connect, createAgent, waitFor, type Client } from '../helpers/realtime.js';
+import { bearer, connect, createAgent, expectRefusal, waitFor, type Client } from '../helpers/realtime.js';
 import { openSse, type SseStream } from '../helpers/sse.js';
 import { FAST_CALLS, createPhoneAgent, placeCall, providerConfig, sandboxNumber, waitForCall } from '../helpers/calls.js';
 import { createBatch, waitForBatch } from '../helpers/batches.js';
@@ -184,7 +184,7 @@ describe('web sessions', () => {
     assert.equal((await completedEvent(fresh.sessionId)).agent_version, 2);
   });
 
-  it("the source is checked against the session's version: a draft allowing the camera gets a camera token, the published one does not", async () => {
+  it("the source is checked against the session's version, and turning it off in a later published version counts at once", async () => {
     const agentId = await createAgent(t, tn, { instruction: instruction(1), auto_publish: false, realtime: { enable_webcam: false } });
     const draft = await t.http
       .patch(`/api/v1/agents/${agentId}`)
@@ -196,9 +196,30 @@ describe('web sessions', () => {
     assert.deepEqual([published.body.error.code, published.body.error.param], ['webcam_disabled', 'source']);
     const named = await mint({ agent_id: agentId, source: 'camera', agent_version: 1 });
     assert.equal(named.status, 403, named.text);
+    // A draft newer than the published version keeps its own setting: it can be tried before it is published.
     const pinned = await mint({ agent_id: agentId, source: 'camera', agent_version: 2 });
     assert.equal(pinned.status, 201, pinned.text);
     assert.equal(pinned.body.agent_version, 2);
+    const c = connect(pinned.body.ws_url);
+    assert.equal((await c.next('session_started')).agent_version, 2);
+    await c.close();
+
+    // Version 2 published with the camera on; a token pinned to it, then version 3 turns the camera off.
+    assert.equal((await t.http.post(`/api/v1/agents/${agentId}/publish`).set(bearer(tn.apiKey)).send({})).status, 200);
+    const before = await mint({ agent_id: agentId, source: 'camera', agent_version: 2 });
+    assert.equal(before.status, 201, before.text);
+    const off = await t.http
+      .patch(`/api/v1/agents/${agentId}`)
+      .set(bearer(tn.apiKey))
+      .send({ realtime: { enable_webcam: false }, auto_publish: true });
+    assert.equal(off.body.published_version, 3, off.text);
+    await expectRefusal(before.body.ws_url, 4003, 'Camera is not enabled for this agent');
+    const after = await mint({ agent_id: agentId, source: 'camera', agent_version: 2 });
+    assert.equal(after.status, 403, after.text);
+    assert.equal(after.body.error.code, 'webcam_disabled');
+    // Voice sessions of version 2 are not affected.
+    const voice = await mint({ agent_id: agentId, source: 'voice', agent_version: 2 });
+    assert.equal(voice.status, 201, voice.text);
   });
 
   it('bad input: an unknown version 404 naming agent_version, a malformed one 422, the agent checked first; nothing stored', async () => {
