@@ -335,8 +335,9 @@ export interface CallCompletedEvent {
    */
   call_sid: string | null;
   /**
-   * Phone calls: the version of the agent the call ran (`Call.agent_version`); `null` for calls made
-   * before agents had versions. Absent from web sessions' events for now.
+   * The version of the agent the conversation ran: a phone call's `Call.agent_version`, a web
+   * session's `RealtimeSession.agent_version` (the one its token was made for). `null` for calls
+   * made before agents had versions and for web sessions that ran before sessions kept theirs.
    *
    */
   agent_version?: number | null;
@@ -629,6 +630,12 @@ export interface BatchCompletedEvent {
   batch_id: string;
   agent_id: string;
   /**
+   * The version of the agent every call of the batch ran (`Batch.agent_version`, fixed when the batch
+   * was created); `null` for batches created before batches kept their version.
+   *
+   */
+  agent_version: number | null;
+  /**
    * The batch's name as given at creation.
    */
   name: string;
@@ -786,6 +793,13 @@ export interface LiveStatusEvent {
    * The phone call (`call_...`) or web session (`conv_...`).
    */
   conversation_id: string;
+  /**
+   * The version of the agent the conversation runs (`Call.agent_version`, or the web session's
+   * `agent_version`), the same on every `status` event of the conversation, so a reader knows it from
+   * the first. `null` for a phone call made before agents had versions.
+   *
+   */
+  agent_version: number | null;
   /**
    * When the event happened, Unix time in seconds (fractional part allowed).
    */
@@ -1060,6 +1074,13 @@ export interface RealtimeSessionStarted {
    */
   session_id: string;
   agent_id: string;
+  /**
+   * The version of the agent this session runs (`agent_version` of the token's `RealtimeSession`): the
+   * one named at session creation, else the one published when the token was made. It stays the
+   * same for the whole session, whatever is published meanwhile.
+   *
+   */
+  agent_version: number;
   /**
    * The `user_id` the session token was created for.
    */

@@ -2143,7 +2143,9 @@ export interface paths {
          * @description Returns a session token and the WebSocket URL to open with it (see the AsyncAPI document for the
          *     socket). Call this from your server and hand `ws_url` to the browser: the token is valid for 60
          *     seconds and for one connection attempt (a failed attempt uses it up too), and is bound to the
-         *     agent, the `user_id` and the `source`.
+         *     agent, the version of it the session runs (`agent_version`: the one named, else the one published
+         *     now; a publish before the socket connects or while the session runs does not change it), the
+         *     `user_id` and the `source`.
          *
          *     **Check order** (fixed by the spec; the rate limit is checked last, so a refused request does not
          *     use up the caller's session allowance):
@@ -2151,15 +2153,23 @@ export interface paths {
          *     2. Billing: 402 `subscription_inactive` when the workspace's subscription is `past_due` or `unpaid`.
          *     3. Source enabled: 403 `webcam_disabled` (`source: camera` while the agent's
          *        `realtime.enable_webcam` is off) or `screen_share_disabled` (`source: screen` while
-         *        `realtime.enable_screen_share` is off).
+         *        `realtime.enable_screen_share` is off), in the version the session is to run (`agent_version`,
+         *        else the published one), or in a version published after a named one (turning a source off
+         *        takes effect at once, for sessions pinned to older versions too; a newer draft keeps its own
+         *        setting). The same rule closes the socket with 4003 when the source is turned off after the
+         *        token was made.
          *     4. Agent: 404 `agent_not_found` when `agent_id` names no agent; 403 `forbidden` when it names
-         *        another workspace's agent.
+         *        another workspace's agent; then 404 `agent_version_not_found` (param `agent_version`) when the
+         *        agent has no version `agent_version` (step 3 needs the version, so it is skipped for one the
+         *        agent lacks).
          *     5. Body: 422 for anything else invalid (missing fields, unknown fields, bad `user_id` or `source`).
          *     6. Rate limit: 429 `rate_limited` beyond 60 sessions per hour or 500 per day per workspace,
          *        with `Retry-After`.
          *
-         *     Steps 3 and 4 read `agent_id` and `source` from the body before it is validated; when `agent_id`
-         *     is not a string, steps 3-4 are skipped and step 5 refuses it. A body that cannot be read at all
+         *     Steps 3 and 4 read `agent_id`, `agent_version` and `source` from the body before it is validated;
+         *     when `agent_id` is not a string, steps 3-4 are skipped and step 5 refuses it; when `agent_version`
+         *     is present but not a version number (an integer from 1 to 2147483647), step 3 and the version's
+         *     check are skipped and step 5 refuses it (param `agent_version`). A body that cannot be read at all
          *     (not JSON: 422 `invalid_json`; wrong `Content-Type`: 415; too large: 413; cut off before it
          *     arrived: 400) skips steps 3-4 and is refused at step 5, so authentication and billing are still
          *     answered first.
@@ -7642,6 +7652,15 @@ export interface components {
             /** @description The agent the session talks to. */
             agent_id: string;
             /**
+             * @description The version of the agent the session runs (`GET /api/v1/agents/{agent_id}/versions`), published
+             *     or not. Omitted: the version published when the token is made. The token is bound to it: the
+             *     session runs exactly this version whatever is published before it connects or while it runs, and
+             *     its `realtime` settings are the ones `source` is checked against (a source turned off in a version
+             *     published after it is off too: turning a source off takes effect at once). A version the agent
+             *     does not have is 404 `agent_version_not_found` (param `agent_version`), and no token is made.
+             */
+            agent_version?: number;
+            /**
              * @description Your identifier for the end user: 1-128 printable characters of any script (an email address,
              *     a name with spaces, slashes: anything but control characters), not made only of dots (`.` and
              *     `..` would be read as path segments). It becomes the last segment of the WebSocket path,
@@ -7664,8 +7683,9 @@ export interface components {
         /**
          * RealtimeSession
          * @description A single-use session token and the URL to open with it. The token is valid for 60 seconds and for
-         *     one connection attempt (a failed attempt uses it up too), and is bound to the agent, the `user_id`
-         *     and the `source` of the request. Safe to hand to a browser.
+         *     one connection attempt (a failed attempt uses it up too), and is bound to the agent, the version of
+         *     it the session runs (`agent_version`), the `user_id` and the `source` of the request. Safe to hand
+         *     to a browser.
          */
         RealtimeSession: {
             /** @description The token (also inside `ws_url`). Only its hash is stored. */
@@ -7675,6 +7695,11 @@ export interface components {
              *     with `user_id` percent-encoded (as `encodeURIComponent` does). Open it exactly as returned.
              */
             ws_url: string;
+            /**
+             * @description The version of the agent the session will run: the one the request named, else the one
+             *     published when the token was made. A publish afterwards does not change it.
+             */
+            agent_version: number;
         };
         /**
          * RealtimeConversation
@@ -7691,6 +7716,7 @@ export interface components {
          *       "conversation_id": "conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2",
          *       "call_sid": null,
          *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+         *       "agent_version": 3,
          *       "to_number": null,
          *       "provider": "web",
          *       "first_message": "Hello! How can I help you today?",
@@ -7744,6 +7770,11 @@ export interface components {
             call_sid: null;
             /** @example agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R */
             agent_id: string;
+            /**
+             * @description The version of the agent the session ran (`RealtimeSession.agent_version`), as in its
+             *     `call.completed`; `null` for sessions that ran before web sessions kept their version.
+             */
+            agent_version: number | null;
             /** @description Always null for a web session (as in `call.completed`). */
             to_number: null;
             /**
@@ -8209,6 +8240,7 @@ export interface components {
          *       "conversation_id": "conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2",
          *       "call_sid": null,
          *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+         *       "agent_version": 3,
          *       "to_number": null,
          *       "provider": "web",
          *       "first_message": "Hello! How can I help you today?",
@@ -8266,8 +8298,9 @@ export interface components {
              */
             call_sid: string | null;
             /**
-             * @description Phone calls: the version of the agent the call ran (`Call.agent_version`); `null` for calls made
-             *     before agents had versions. Absent from web sessions' events for now.
+             * @description The version of the agent the conversation ran: a phone call's `Call.agent_version`, a web
+             *     session's `RealtimeSession.agent_version` (the one its token was made for). `null` for calls
+             *     made before agents had versions and for web sessions that ran before sessions kept theirs.
              */
             agent_version?: number | null;
             /** @example agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R */
@@ -8421,6 +8454,7 @@ export interface components {
          *       "event": "batch.completed",
          *       "batch_id": "bat_01JD5Z9K2M3N4P5Q6R7S8T9V0W",
          *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+         *       "agent_version": 3,
          *       "name": "November appointment reminders",
          *       "status": "completed",
          *       "total": 120,
@@ -8441,6 +8475,11 @@ export interface components {
             batch_id: string;
             /** @example agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R */
             agent_id: string;
+            /**
+             * @description The version of the agent every call of the batch ran (`Batch.agent_version`, fixed when the batch
+             *     was created); `null` for batches created before batches kept their version.
+             */
+            agent_version: number | null;
             /** @description The batch's name as given at creation. */
             name: string;
             /**
@@ -9009,13 +9048,13 @@ export interface components {
                 /**
                  * @example id: 1
                  *     event: status
-                 *     data: {"type":"status","seq":1,"conversation_id":"call_01JD5Z9K3M4N5P6Q7R8S9T0V1W","status":"queued","call_status":"queued","end_reason":null,"reason":null,"timestamp":1795305078.1}
+                 *     data: {"type":"status","seq":1,"conversation_id":"call_01JD5Z9K3M4N5P6Q7R8S9T0V1W","agent_version":3,"status":"queued","call_status":"queued","end_reason":null,"reason":null,"timestamp":1795305078.1}
                  *
                  *     : keepalive
                  *
                  *     id: 2
                  *     event: status
-                 *     data: {"type":"status","seq":2,"conversation_id":"call_01JD5Z9K3M4N5P6Q7R8S9T0V1W","status":"ringing","call_status":"ringing","end_reason":null,"reason":null,"timestamp":1795305079.4}
+                 *     data: {"type":"status","seq":2,"conversation_id":"call_01JD5Z9K3M4N5P6Q7R8S9T0V1W","agent_version":3,"status":"ringing","call_status":"ringing","end_reason":null,"reason":null,"timestamp":1795305079.4}
                  */
                 "text/event-stream": string;
             };
@@ -17640,7 +17679,8 @@ export interface operations {
                     /**
                      * @example {
                      *       "session_token": "rts_Xk3v9QmZp2Lw8Rc4Vb7Nn1Qa6Sd0Fg5Hj7Kl2Zx4CbT",
-                     *       "ws_url": "wss://voice.example.com/ws/customer-4821?token=rts_Xk3v9QmZp2Lw8Rc4Vb7Nn1Qa6Sd0Fg5Hj7Kl2Zx4CbT"
+                     *       "ws_url": "wss://voice.example.com/ws/customer-4821?token=rts_Xk3v9QmZp2Lw8Rc4Vb7Nn1Qa6Sd0Fg5Hj7Kl2Zx4CbT",
+                     *       "agent_version": 3
                      *     }
                      */
                     "application/json": components["schemas"]["RealtimeSession"];
@@ -17662,24 +17702,13 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description No such agent (`agent_not_found`). */
+            /** @description No such agent (`agent_not_found`), or the agent has no version `agent_version` (code `agent_version_not_found`, param `agent_version`). */
             404: {
                 headers: {
                     "X-Request-Id": components["headers"]["RequestId"];
                     [name: string]: unknown;
                 };
                 content: {
-                    /**
-                     * @example {
-                     *       "error": {
-                     *         "type": "not_found_error",
-                     *         "code": "agent_not_found",
-                     *         "message": "No agent with id 'agt_01JD5Z8A1B2C3D4E5F6G7H8J9K'.",
-                     *         "param": "agent_id",
-                     *         "request_id": "req_01JD5Z7Q8Y1C2B3A4N5M6K7P8R"
-                     *       }
-                     *     }
-                     */
                     "application/json": components["schemas"]["Error"];
                 };
             };
@@ -17727,6 +17756,7 @@ export interface operations {
                      *           "conversation_id": "conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2",
                      *           "call_sid": null,
                      *           "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                     *           "agent_version": 3,
                      *           "to_number": null,
                      *           "provider": "web",
                      *           "first_message": "Hello! How can I help you today?",
@@ -17800,6 +17830,7 @@ export interface operations {
                      *       "conversation_id": "conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2",
                      *       "call_sid": null,
                      *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                     *       "agent_version": 3,
                      *       "to_number": null,
                      *       "provider": "web",
                      *       "first_message": "Hello! How can I help you today?",
@@ -17914,6 +17945,7 @@ export interface operations {
                      *       "conversation_id": "conv_01JD5ZB3M4N5P6Q7R8S9T0V1W2",
                      *       "call_sid": null,
                      *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                     *       "agent_version": 3,
                      *       "to_number": null,
                      *       "provider": "web",
                      *       "first_message": null,
@@ -19596,6 +19628,7 @@ export interface operations {
                  *       "event": "batch.completed",
                  *       "batch_id": "bat_01JD5Z9K2M3N4P5Q6R7S8T9V0W",
                  *       "agent_id": "agt_01JD5Z7Q8Y1C2B3A4N5M6K7P8R",
+                 *       "agent_version": 3,
                  *       "name": "November appointment reminders",
                  *       "status": "completed",
                  *       "total": 120,

@@ -324,6 +324,7 @@ export class BatchEngine {
         payload: {
           batch_id: done.id,
           agent_id: done.agent_id,
+          agent_version: done.agent_version,
           name: done.name,
           status: done.status as 'completed' | 'canceled' | 'failed',
           total: done.total,

@@ -39,16 +39,19 @@ export class CallLiveEvents {
   async inlineMove(call: CallKey, to: CallStatus, gate: string, predicted: Partial<CallValues>, trx?: Knex.Transaction): Promise<InlineWrite | null> {
     const status = liveStatusOf(to);
     if (status === null) return { ctes: null };
+    // Every status event says the call's version (fixed at creation): known when the caller's row or
+    // identity has it, else the move is told to statusMoved, which has the row.
+    if (!('agent_version' in predicted) || (predicted.agent_version !== null && typeof predicted.agent_version !== 'number')) return null;
     if (await this.publisher.listens(call.workspace_id, 'call.status_changed', trx)) return null;
     if (status !== 'ended') {
-      const data = { status, call_status: to, end_reason: null, reason: null };
+      const data = { agent_version: predicted.agent_version, status, call_status: to, end_reason: null, reason: null };
       return this.writer.ctesFor([{ workspaceId: call.workspace_id, conversationId: call.id, type: 'status', data }], gate);
     }
     const { end_reason: endReason, ended_at: endedAt, carrier_outcome: outcome } = predicted;
     const plain = (v: unknown) => v === null || typeof v === 'string' || v instanceof Date;
     if (!('carrier_outcome' in predicted) || !plain(outcome) || endReason === undefined || !plain(endReason) || endedAt === undefined || !plain(endedAt))
       return null;
-    const row = { ...call, status: to, end_reason: endReason, ended_at: endedAt, carrier_outcome: outcome } as CallRow;
+    const row = { ...call, agent_version: predicted.agent_version, status: to, end_reason: endReason, ended_at: endedAt, carrier_outcome: outcome } as CallRow;
     const { ctes, written } = this.writer.ctesFor(
       [{ workspaceId: call.workspace_id, conversationId: call.id, type: 'status', data: this.statusData(row, status) }, this.endEvent(row)],
       gate,
@@ -85,7 +88,12 @@ export class CallLiveEvents {
     }
   }
 
+  /** A `status` event's fields: the move, and the version the call runs (`call.status_changed` has no such field). */
   private statusData(row: CallRow, status: LiveCallStatus) {
+    return { agent_version: row.agent_version, ...this.moveFields(row, status) };
+  }
+
+  private moveFields(row: CallRow, status: LiveCallStatus) {
     const ended = status === 'ended';
     return {
       status,
@@ -96,7 +104,7 @@ export class CallLiveEvents {
   }
 
   private webhookFields(row: CallRow, status: LiveCallStatus) {
-    return { call_id: row.id, agent_id: row.agent_id, batch_id: row.batch_id, ...this.statusData(row, status) };
+    return { call_id: row.id, agent_id: row.agent_id, batch_id: row.batch_id, ...this.moveFields(row, status) };
   }
 
   /** The call's `end`: its record is final. */

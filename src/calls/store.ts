@@ -189,7 +189,7 @@ export interface StatusMove {
 }
 
 /** What a call is and whose it is: fixed when the call is created, never changed. */
-export type CallIdentity = Pick<CallRow, 'id' | 'workspace_id' | 'agent_id' | 'number_agent_id' | 'provider'>;
+export type CallIdentity = Pick<CallRow, 'id' | 'workspace_id' | 'agent_id' | 'agent_version' | 'number_agent_id' | 'provider'>;
 
 /** Values to write to a call: each a value, or (not its status) an SQL expression over the row (e.g. `coalesce`). */
 export type CallValues = { [K in keyof CallRow]?: K extends 'status' ? CallStatus : CallRow[K] | Knex.Raw };
@@ -246,9 +246,9 @@ export class CallStore {
   constructor(private readonly db: Knex) {}
 
   private remember(rows: CallIdentity[]): void {
-    for (const { id, workspace_id, agent_id, number_agent_id, provider } of rows) {
+    for (const { id, workspace_id, agent_id, agent_version, number_agent_id, provider } of rows) {
       this.identities.delete(id);
-      this.identities.set(id, { id, workspace_id, agent_id, number_agent_id, provider });
+      this.identities.set(id, { id, workspace_id, agent_id, agent_version, number_agent_id, provider });
     }
     for (const id of this.identities.keys()) {
       if (this.identities.size <= IDENTITIES_KEPT) break;
@@ -273,7 +273,8 @@ export class CallStore {
   async identity(id: string): Promise<CallIdentity | undefined> {
     const kept = this.identities.get(id);
     if (kept) return kept;
-    const row = (await this.db('calls').where({ id }).first('id', 'workspace_id', 'agent_id', 'number_agent_id', 'provider')) as CallIdentity | undefined;
+    const row = (await this.db('calls').where({ id }).first('id', 'workspace_id', 'agent_id', 'agent_version', 'number_agent_id', 'provider')) as
+      CallIdentity | undefined;
     if (row) this.remember([row]);
     return row;
   }

@@ -38,6 +38,8 @@ export interface SessionInfo {
   agentId: string;
   /** What the agent version the session runs links (its tools, documents and MCP servers). */
   links: RuntimeLinks;
+  /** The agent version the session runs (its token's); null only for a session from before 047 finalised as an orphan. */
+  agentVersion: number | null;
   userId: string;
   source: Source;
   startedAt: Date;
@@ -231,6 +233,7 @@ export class SessionBridge {
       type: 'session_started',
       session_id: this.info.id,
       agent_id: this.info.agentId,
+      agent_version: this.info.agentVersion!,
       user_id: this.info.userId,
       source: this.info.source,
       audio_format: this.isText ? null : { encoding: 'pcm16le', sample_rate: 24000, channels: 1 },

@@ -56,6 +56,7 @@ export class ConversationFinaliser {
       id: info.id,
       workspace_id: info.workspaceId,
       agent_id: info.agentId,
+      agent_version: info.agentVersion,
       user_id: info.userId,
       source: info.source,
       instruction,
@@ -68,7 +69,13 @@ export class ConversationFinaliser {
       recording_enabled: info.recording,
     });
     const read = progress(() => this.sessions.changed(info.id, read));
-    this.live?.append(info.workspaceId, info.id, 'status', { status: 'in_progress', call_status: null, end_reason: null, reason: null });
+    this.live?.append(info.workspaceId, info.id, 'status', {
+      agent_version: info.agentVersion,
+      status: 'in_progress',
+      call_status: null,
+      end_reason: null,
+      reason: null,
+    });
   }
 
   /** The session ended here: its record, usage and `call.completed`; undefined when another instance had finalised it. */
@@ -96,6 +103,7 @@ export class ConversationFinaliser {
       agentId: row.agent_id,
       // Recorded, not run: no tool is called for it.
       links: NO_LINKS,
+      agentVersion: row.agent_version,
       userId: row.user_id,
       source: row.source,
       startedAt: new Date(row.started_at),
@@ -149,6 +157,7 @@ export class ConversationFinaliser {
       id: info.id,
       workspace_id: info.workspaceId,
       agent_id: info.agentId,
+      agent_version: info.agentVersion,
       user_id: info.userId,
       source: info.source,
       status: outcome.status,
@@ -204,7 +213,7 @@ export class ConversationFinaliser {
             workspaceId: row.workspace_id,
             conversationId: row.id,
             type: 'status',
-            data: { status: 'ended', call_status: row.status, end_reason: row.end_reason, reason: null },
+            data: { agent_version: row.agent_version, status: 'ended', call_status: row.status, end_reason: row.end_reason, reason: null },
           },
           {
             workspaceId: row.workspace_id,

@@ -22,6 +22,8 @@ export interface LiveSessionRow {
   id: string;
   workspace_id: string;
   agent_id: string;
+  /** The agent version the session runs; null for sessions from before 047. */
+  agent_version: number | null;
   user_id: string;
   source: Source;
   instruction: string;
@@ -48,6 +50,7 @@ export type NewLiveSession = Pick<
   | 'id'
   | 'workspace_id'
   | 'agent_id'
+  | 'agent_version'
   | 'user_id'
   | 'source'
   | 'instruction'

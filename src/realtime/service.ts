@@ -5,10 +5,10 @@
  * session's reservation of credit and plan minutes while it runs.
  */
 import type { Logger } from 'pino';
-import { ApiError, forbidden, paymentRequired, tooManyRequests, withParam } from '../errors/api-error.js';
+import { ApiError, forbidden, notFound, otherWorkspace, paymentRequired, tooManyRequests, withParam } from '../errors/api-error.js';
 import type { Clock } from '../lib/clock.js';
 import { newId } from '../lib/ids.js';
-import { agentNotFound, type RuntimeAgent } from '../agents/service.js';
+import { agentNotFound, type RuntimeAgent, type RuntimeMiss } from '../agents/service.js';
 import { VoiceModelRefusedError, type VoiceService, type VoiceSession } from '../voice/types.js';
 import type { ReservationTerms, ReservationWatch, WorkspaceAdmission } from '../workspaces/admission.js';
 import type { ConversationTools } from '../conversation/engine.js';
@@ -18,10 +18,12 @@ import type { CreationWindow, EndReason, RealtimeStore, Source, TokenRow } from 
 import { hashSessionToken, newSessionToken, sessionWsUrl, TOKEN_PATTERN } from './tokens.js';
 import type { SessionInfo } from './bridge.js';
 
-/** AgentService as realtime uses it (throws 404 agent_not_found / 403 for another workspace's agent). */
+/** AgentService as realtime uses it. */
 export interface RuntimeAgents {
-  loadForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent>;
-  findForRuntime(workspaceId: string, agentId: string): Promise<RuntimeAgent | null>;
+  /** The version to run (omitted: the published one, read fresh), or why there is none. */
+  runtimeOf(workspaceId: string, agentId: string, version?: number | null): Promise<RuntimeAgent | RuntimeMiss>;
+  /** A session's agent at the version its token was made for; null when the agent or version is gone. */
+  findForRuntime(workspaceId: string, agentId: string, version?: number | null): Promise<RuntimeAgent | null>;
 }
 
 export interface RealtimeOptions {
@@ -35,6 +37,13 @@ export interface RealtimeOptions {
 }
 
 const AGENT_ID = /^agt_[0-9A-Z]{26}$/;
+
+/** A version number as the contract takes it (`agent_version`: an integer from 1 to 2147483647). */
+const isVersion = (v: unknown): v is number => typeof v === 'number' && Number.isInteger(v) && v >= 1 && v <= 2147483647;
+
+/** Whether a version of the agent lets sessions carry `source` (voice and text always). */
+const allows = (agent: RuntimeAgent, source: unknown) =>
+  source === 'camera' ? agent.realtime.enableWebcam : source === 'screen' ? agent.realtime.enableScreenShare : true;
 
 export const CLOSE = {
   invalidToken: { code: 4001, reason: 'Invalid authentication token' },
@@ -98,37 +107,42 @@ export class RealtimeService {
     body: unknown,
     validateBody: (body: unknown) => void,
     mintedBy: string | null = null,
-  ): Promise<{ session_token: string; ws_url: string }> {
+  ): Promise<{ session_token: string; ws_url: string; agent_version: number }> {
     // 2. Billing.
     const workspace = await this.admission.workspace(workspaceId);
     if (!workspace) throw new ApiError(401, 'authentication_error', 'unauthorized', 'The workspace of this API key no longer exists.');
     if (this.admission.isBlocked(workspace)) {
       throw paymentRequired('subscription_inactive', `The workspace subscription is ${workspace.subscription_status}; update billing to start sessions.`);
     }
-    // 3-4. Source enabled for the agent, agent exists here; read from the body before it is validated.
+    // 3-4. Source enabled in the version the session is to run, agent (then version) exists here; read
+    // from the body before it is validated.
     const b = body && typeof body === 'object' && !Array.isArray(body) ? (body as Record<string, unknown>) : {};
+    let agent: RuntimeAgent | null = null;
     if (typeof b.agent_id === 'string') {
       // An id that is not well formed names no agent, and is never sent to the database (it may hold anything, NUL included).
       if (!AGENT_ID.test(b.agent_id)) throw agentNotFound(b.agent_id.slice(0, 64));
-      let agent: RuntimeAgent | null = null;
-      let agentError: unknown = null;
-      try {
-        agent = await this.agents.loadForRuntime(workspaceId, b.agent_id);
-      } catch (err) {
-        agentError = err;
+      // A version that is not a version number is refused at step 5; the agent is still checked here.
+      const named = b.agent_version === undefined ? undefined : isVersion(b.agent_version) ? b.agent_version : null;
+      const found = await this.agents.runtimeOf(workspaceId, b.agent_id, named);
+      if (found === 'not_found') throw agentNotFound(b.agent_id);
+      if (found === 'other_workspace') throw withParam(otherWorkspace('agent'), 'agent_id');
+      if (found === 'version_not_found') {
+        throw notFound('agent_version_not_found', `Agent ${b.agent_id} has no version ${String(named)}.`, 'agent_version');
       }
-      if (agent && b.source === 'camera' && !agent.realtime.enableWebcam) {
-        throw forbidden('webcam_disabled', 'Camera sessions are not enabled for this agent.', 'source');
+      // The source is checked against the version the session is to run (not for a malformed one), and
+      // against a version published after it (see sourceAllowed); an unnamed version is the published one.
+      if (named !== null && (b.source === 'camera' || b.source === 'screen')) {
+        const allowed = named === undefined ? allows(found, b.source) : await this.sourceAllowed(workspaceId, found, b.source);
+        if (!allowed && b.source === 'camera') throw forbidden('webcam_disabled', 'Camera sessions are not enabled for this agent.', 'source');
+        if (!allowed) throw forbidden('screen_share_disabled', 'Screen sharing is not enabled for this agent.', 'source');
       }
-      if (agent && b.source === 'screen' && !agent.realtime.enableScreenShare) {
-        throw forbidden('screen_share_disabled', 'Screen sharing is not enabled for this agent.', 'source');
-      }
-      if (agentError instanceof ApiError) throw withParam(agentError, 'agent_id');
-      if (agentError) throw agentError;
+      agent = found;
     }
     // 5. Body.
     validateBody(body);
     const input = body as { agent_id: string; user_id: string; source: Source; conversation?: ConversationSettingsInput | null };
+    // A valid body has a well-formed agent_id, so step 4 found the agent and the version it runs.
+    if (!agent) throw new Error('createSession: a valid body without the agent of step 4');
     // 422 for an override the contract cannot refuse (the agent's own settings do not matter to it).
     applySettings(null, input.conversation);
     // 6. Rate limit, counted by the token it issues.
@@ -140,6 +154,7 @@ export class RealtimeService {
         minted_by: mintedBy,
         workspace_id: workspaceId,
         agent_id: input.agent_id,
+        agent_version: agent.version,
         user_id: input.user_id,
         source: input.source,
         expires_at: new Date(now.getTime() + this.opts.tokenTtlMs),
@@ -155,8 +170,8 @@ export class RealtimeService {
         `Too many realtime sessions for this workspace (${this.opts.windows.map((w) => `${w.limit} per ${Math.round(w.windowMs / 1000)} s`).join(', ')}); retry after ${seconds} seconds.`,
       );
     }
-    this.log.info({ workspaceId, agentId: input.agent_id, source: input.source }, 'realtime session token issued');
-    return { session_token: token, ws_url: sessionWsUrl(this.opts.publicBaseUrl(), input.user_id, token) };
+    this.log.info({ workspaceId, agentId: input.agent_id, agentVersion: agent.version, source: input.source }, 'realtime session token issued');
+    return { session_token: token, ws_url: sessionWsUrl(this.opts.publicBaseUrl(), input.user_id, token), agent_version: agent.version };
   }
 
   /** Runs every connection check in order; on success the session holds a slot and a voice session. */
@@ -166,7 +181,8 @@ export class RealtimeService {
     const now = this.clock.now();
     const row = await this.store.redeemToken(hashSessionToken(token), now);
     if (!row || row.expires_at.getTime() <= now.getTime() || row.user_id !== pathUserId) return CLOSE.invalidToken;
-    const agent = await this.agents.findForRuntime(row.workspace_id, row.agent_id);
+    // The version the token was made for, whatever was published since (null: a token from before tokens kept it).
+    const agent = await this.agents.findForRuntime(row.workspace_id, row.agent_id, row.agent_version);
     if (!agent) return CLOSE.invalidToken;
     const workspace = await this.admission.workspace(row.workspace_id);
     if (!workspace) return CLOSE.invalidToken;
@@ -175,9 +191,10 @@ export class RealtimeService {
     if (refusal === 'subscription_inactive') return CLOSE.serviceUnavailable;
     if (refusal === 'plan_limit') return CLOSE.planLimit;
     if (refusal === 'insufficient_credit') return CLOSE.insufficientCredits;
-    // 4003
-    if (row.source === 'camera' && !agent.realtime.enableWebcam) return CLOSE.cameraDisabled;
-    if (row.source === 'screen' && !agent.realtime.enableScreenShare) return CLOSE.screenDisabled;
+    // 4003: the source turned off in the session's version, or since the token was made (sourceAllowed).
+    if ((row.source === 'camera' || row.source === 'screen') && !(await this.sourceAllowed(workspace.id, agent, row.source))) {
+      return row.source === 'camera' ? CLOSE.cameraDisabled : CLOSE.screenDisabled;
+    }
     // 4029, with the session's reservation of credit and plan minutes: 4028 when what is left is held by
     // the workspace's other live conversations (decided here, in the slot's transaction).
     const sessionId = newId('conversation');
@@ -226,6 +243,7 @@ export class RealtimeService {
           workspaceId: workspace.id,
           agentId: agent.id,
           links: agent.links,
+          agentVersion: agent.version,
           userId: row.user_id,
           source: row.source,
           startedAt: this.clock.now(),
@@ -242,6 +260,21 @@ export class RealtimeService {
       await this.discard(sessionId);
       return CLOSE.startFailed;
     }
+  }
+
+  /**
+   * Whether a session of `agent` (the version it runs) may carry `source`: that version allows it, and
+   * no version published after it has turned it off. Turning a source off takes effect at once (the
+   * spec's 4003: the setting turned off after the session was created), for sessions pinned to older
+   * versions too; a draft newer than the published version keeps its own setting (it can be tried out
+   * before it is published). The published version is read fresh, as for a new conversation.
+   */
+  private async sourceAllowed(workspaceId: string, agent: RuntimeAgent, source: 'camera' | 'screen'): Promise<boolean> {
+    if (!allows(agent, source)) return false;
+    const published = await this.agents.runtimeOf(workspaceId, agent.id);
+    // Gone since: the agent's own checks decide (a deleted agent never reaches this point at admission).
+    if (typeof published === 'string') return true;
+    return published.version <= agent.version || allows(published, source);
   }
 
   /** What a session reserves: a slice at its kind's price, renewed by the slot heartbeat. */

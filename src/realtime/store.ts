@@ -21,6 +21,8 @@ export interface TokenRow {
   token_hash: string;
   workspace_id: string;
   agent_id: string;
+  /** The agent version the session runs (named, else published when the token was made); null: a token from before 047. */
+  agent_version: number | null;
   user_id: string;
   source: Source;
   expires_at: Date;
@@ -41,6 +43,8 @@ export interface ConversationRow {
   id: string;
   workspace_id: string;
   agent_id: string;
+  /** The agent version the session ran; null for sessions from before 047. */
+  agent_version: number | null;
   user_id: string;
   source: Source;
   status: 'completed' | 'failed';

@@ -235,6 +235,7 @@ export class RealtimeGateway {
         workspaceId: a.token.workspace_id,
         agentId: a.agent.id,
         links: a.agent.links,
+        agentVersion: a.agent.version,
         userId: a.token.user_id,
         source: a.token.source,
         startedAt: a.startedAt,

@@ -93,7 +93,7 @@ export function callCompletedPayload(input: CallCompletedInput): CallCompletedEv
     latency_avg_ms: input.latency_avg_ms,
     created_at: iso(input.created_at),
   };
-  // The agent's version: phone calls say it (null before versions); web sessions do not yet.
+  // The agent's version the conversation ran (null for calls before versions, and web sessions before 047).
   if (input.agent_version !== undefined) payload.agent_version = input.agent_version;
   // Only a call in which the person opted out says so.
   if (input.opt_out) payload.opt_out = input.opt_out;
@@ -112,6 +112,7 @@ export function batchCompletedPayload(input: BatchCompletedInput): BatchComplete
     event: 'batch.completed',
     batch_id: input.batch_id,
     agent_id: input.agent_id,
+    agent_version: input.agent_version,
     name: input.name,
     status: input.status,
     total: input.total,

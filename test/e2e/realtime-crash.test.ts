@@ -2,7 +2,9 @@
  * A crash mid web session: the service runs as a real process and is killed with SIGKILL while a
  * session is live, then started again on the same database. The session is not lost: once its lease
  * expires the restarted service records it as `failed` with `end_reason: instance_lost`, keeps what was
- * said before the crash, bills the time it ran, frees its slot and sends exactly one `call.completed`.
+ * said before the crash, bills the time it ran, frees its slot and sends exactly one `call.completed`,
+ * which, like the record, carries the agent version the session ran (pinned to version 1 while 2 is
+ * published: the orphan is finalised with its own version, not the published one).
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -53,8 +55,14 @@ describe('restart mid web session', () => {
       201,
     );
     const agent = await http.post('/api/v1/agents').set(auth).send({ name: 'Helper', instruction: 'You help visitors of Acme Dental.' });
-    const minted = await http.post('/api/v1/realtime/sessions').set(auth).send({ agent_id: agent.body.agent_id, user_id: 'visitor-9', source: 'voice' });
+    const second = await http.patch(`/api/v1/agents/${agent.body.agent_id}`).set(auth).send({ instruction: 'You help visitors of Acme Dental, version two.' });
+    assert.equal(second.body.published_version, 2, JSON.stringify(second.body));
+    const minted = await http
+      .post('/api/v1/realtime/sessions')
+      .set(auth)
+      .send({ agent_id: agent.body.agent_id, agent_version: 1, user_id: 'visitor-9', source: 'voice' });
     assert.equal(minted.status, 201, JSON.stringify(minted.body));
+    assert.equal(minted.body.agent_version, 1);
     const c = connect(minted.body.ws_url);
     const sessionId = String((await c.next('session_started')).session_id);
     c.sendFrame('text/plain', b64('I would like to book a cleaning.'));
@@ -77,6 +85,7 @@ describe('restart mid web session', () => {
       );
       assert.equal(record.status, 'failed');
       assert.equal(record.end_reason, 'instance_lost');
+      assert.equal(record.agent_version, 1);
       assert.ok(
         record.transcript.some((e: { text: string }) => e.text === 'I would like to book a cleaning.'),
         JSON.stringify(record.transcript),
@@ -91,6 +100,7 @@ describe('restart mid web session', () => {
       const events = receiver.requests.filter((r) => r.rawBody.toString().includes(sessionId)).map((r) => JSON.parse(r.rawBody.toString()));
       assert.equal(events.length, 1, 'exactly one call.completed');
       assert.equal(events[0].status, 'failed');
+      assert.equal(events[0].agent_version, 1);
       assert.deepEqual(events[0].transcript, record.transcript);
       const stored = await waitFor(async () => {
         const { default: pg } = await import('pg');

@@ -116,6 +116,7 @@ export function batchFacts(overrides: Partial<BatchCompletedInput> = {}): BatchC
   return {
     batch_id: newId('batch'),
     agent_id: newId('agent'),
+    agent_version: 1,
     name: 'November appointment reminders',
     status: 'completed',
     total: 3,

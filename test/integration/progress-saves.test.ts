@@ -170,6 +170,7 @@ describe('progress saves of live conversations', () => {
       id,
       workspace_id: tn.workspaceId,
       agent_id: agentId,
+      agent_version: 1,
       user_id: 'user_1',
       source: 'text',
       instruction: 'Say hello.',

@@ -335,10 +335,12 @@ describe('webhook delivery', () => {
     assert.equal(a.created_at, '2026-11-21T23:51:18.000Z');
     assert.equal(a.conversation_id, withTools.conversation_id);
     assert.ok(!('call_id' in a), 'exactly the fields of the spec');
+    // The spec's fields in its order, with the batch's agent version (issue 35) after its agent.
     assert.deepEqual(Object.keys(c), [
       'event',
       'batch_id',
       'agent_id',
+      'agent_version',
       'name',
       'status',
       'total',

@@ -102,6 +102,13 @@ export interface RealtimeSessionStarted {
   session_id: string;
   agent_id: string;
   /**
+   * The version of the agent this session runs (`agent_version` of the token's `RealtimeSession`): the
+   * one named at session creation, else the one published when the token was made. It stays the
+   * same for the whole session, whatever is published meanwhile.
+   *
+   */
+  agent_version: number;
+  /**
    * The `user_id` the session token was created for.
    */
   user_id: string;

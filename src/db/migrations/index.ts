@@ -46,6 +46,7 @@ import * as m043 from './043_analysis_model.js';
 import * as m044 from './044_agent_versions.js';
 import * as m045 from './045_recipient_conversation.js';
 import * as m046 from './046_batch_agent_version.js';
+import * as m047 from './047_session_agent_version.js';
 import * as m048 from './048_versioned_links.js';
 import * as m049 from './049_agent_tests.js';
 
@@ -98,6 +99,7 @@ const migrations: Array<[string, Migration]> = [
   ['044_agent_versions', m044],
   ['045_recipient_conversation', m045],
   ['046_batch_agent_version', m046],
+  ['047_session_agent_version', m047],
   ['048_versioned_links', m048],
   ['049_agent_tests', m049],
 ];
