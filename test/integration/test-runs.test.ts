@@ -57,7 +57,7 @@ const api = (key = tn.apiKey) => ({
 const MAYA = 'You are Maya from Bright Smile Dental.';
 const SAM = 'You are Sam from Acme Plumbing.';
 
-/** An agent (auto_publish off) with an HTTP tool `check_availability` attached; version 1 published. */
+/** An agent (auto_publish off) with an HTTP tool `check_availability` attached; version 2 (the tool attached) published. */
 async function agentWithTool(): Promise<string> {
   const agent = await api().post('/api/v1/agents', {
     name: 'Receptionist',
@@ -77,6 +77,9 @@ async function agentWithTool(): Promise<string> {
   assert.equal(tool.status, 201, tool.text);
   const attached = await t.http.put(`/api/v1/agents/${agent.body.agent_id}/tools/${tool.body.tool_id}`).set(bearer(tn.apiKey));
   assert.equal(attached.status, 200, attached.text);
+  // Attaching is a write (the draft, version 2, links the tool); version 1 had no tool.
+  const published = await api().post(`/api/v1/agents/${agent.body.agent_id}/publish`, { version: 2 });
+  assert.equal(published.status, 200, published.text);
   return agent.body.agent_id as string;
 }
 
@@ -158,7 +161,7 @@ describe('test runs', () => {
 
   it('passes a suite that holds, with exact transcripts, mocked tool calls and details, never reaching the tool', async () => {
     const { run: r, cases } = await run({ agent_id: agentId });
-    assert.equal(r.agent_version, 1);
+    assert.equal(r.agent_version, 2);
     assert.equal(r.passed, true);
     assert.deepEqual(r.counts, { cases: 4, pending: 0, running: 0, passed: 4, failed: 0, errored: 0 });
     assert.deepEqual(
@@ -221,10 +224,10 @@ describe('test runs', () => {
   it('fails exactly the role tests on a draft that breaks them, while the published version still passes', async () => {
     const edit = await api().patch(`/api/v1/agents/${agentId}`, { instruction: SAM, first_message: 'Hi {{patient_name}}, this is Sam.' });
     assert.equal(edit.status, 200, edit.text);
-    assert.deepEqual([edit.body.draft_version, edit.body.published_version], [2, 1]);
+    assert.deepEqual([edit.body.draft_version, edit.body.published_version], [3, 2]);
 
-    const { run: draft, cases } = await run({ agent_id: agentId, agent_version: 2 });
-    assert.equal(draft.agent_version, 2);
+    const { run: draft, cases } = await run({ agent_id: agentId, agent_version: 3 });
+    assert.equal(draft.agent_version, 3);
     assert.equal(draft.passed, false);
     assert.deepEqual(draft.counts, { cases: 4, pending: 0, running: 0, passed: 2, failed: 2, errored: 0 });
     assert.deepEqual(
@@ -246,28 +249,28 @@ describe('test runs', () => {
     ]);
 
     const { run: published } = await run({ agent_id: agentId });
-    assert.equal(published.agent_version, 1);
+    assert.equal(published.agent_version, 2);
     assert.equal(published.passed, true);
   });
 
   it('runs a suite pinned to an old version while a new one is published; a run naming none runs the new one', async () => {
-    const pub = await api().post(`/api/v1/agents/${agentId}/publish`, { version: 2 });
+    const pub = await api().post(`/api/v1/agents/${agentId}/publish`, { version: 3 });
     assert.equal(pub.status, 200, pub.text);
-    assert.equal(pub.body.published_version, 2);
+    assert.equal(pub.body.published_version, 3);
 
-    const pinned = await run({ agent_id: agentId, agent_version: 1 });
-    assert.equal(pinned.run.agent_version, 1);
+    const pinned = await run({ agent_id: agentId, agent_version: 2 });
+    assert.equal(pinned.run.agent_version, 2);
     assert.equal(pinned.run.passed, true);
     assert.equal(said(pinned.cases[0])[0], 'model: Hi Ada, this is Maya.');
 
     const latest = await run({ agent_id: agentId });
-    assert.equal(latest.run.agent_version, 2);
+    assert.equal(latest.run.agent_version, 3);
     assert.equal(latest.run.passed, false);
     assert.equal(said(latest.cases[0])[0], 'model: Hi Ada, this is Sam.');
   });
 
   it('aggregates repeats per test and counts them per run, in the order the tests were named', async () => {
-    // Version 2 is published: the tool test passes, the role test fails, every repeat alike.
+    // Version 3 is published: the tool test passes, the role test fails, every repeat alike.
     const { run: r, cases } = await run({ agent_id: agentId, test_ids: [testIds[1], testIds[0]], repeats: 3, concurrency: 2 });
     assert.equal(r.repeats, 3);
     assert.equal(r.concurrency, 2);
@@ -412,7 +415,7 @@ describe('test runs', () => {
     assert.equal(hook.status, 201, hook.text);
     const plain = await api().post('/api/v1/webhooks', { url: unlisted.url });
     assert.equal(plain.status, 201, plain.text);
-    const { run: r } = await run({ agent_id: agentId, agent_version: 1, test_ids: testIds, webhook_url: runHook.url });
+    const { run: r } = await run({ agent_id: agentId, agent_version: 2, test_ids: testIds, webhook_url: runHook.url });
     assert.equal(r.webhook_url, runHook.url);
     const knex = t.service.db.knex;
     const events = await knex('webhook_events')
@@ -427,7 +430,7 @@ describe('test runs', () => {
       event: 'test_run.completed',
       run_id: r.run_id,
       agent_id: agentId,
-      agent_version: 1,
+      agent_version: 2,
       status: 'completed',
       passed: true,
       counts: r.counts,
