@@ -1090,14 +1090,14 @@ export interface paths {
         /**
          * Erase a call
          * @description Erases what the call holds about the people in it, for good: its transcript, tool-call records,
-         *     post-call analysis (`summary`, `sentiment`, `goal_met`, `needs_review`, `unanswered_questions`,
+         *     transfer attempts, post-call analysis (`summary`, `sentiment`, `goal_met`, `needs_review`, `unanswered_questions`,
          *     `data`/`success` and their errors), `first_message`, `variables` and `inbound_setup`, its live
          *     events, the webhook events kept for it and their delivery records (a `call.completed` not yet
          *     delivered is not sent), and its recording (audio in the database and in object storage). What
          *     billing and usage need stays as a tombstone: the call's id, agent, batch, direction, provider,
          *     numbers, status, end reason, duration, cost and times, with `erased_at` set. The answer, and any
          *     later `getCall` or `listCalls`, is that tombstone: content fields empty (`transcript: []`,
-         *     `tool_calls: []`, `variables: {}`, `unanswered_questions: []`, `message_count: 0`) or null, no
+         *     `tool_calls: []`, `transfers: []`, `variables: {}`, `unanswered_questions: []`, `message_count: 0`) or null, no
          *     `data`/`success` fields, `recording: null`. A later recording download, signed link included,
          *     answers 404 `recording_not_found` (`reason` `deleted`); its event stream answers 404
          *     `conversation_erased`. Erasing again answers the tombstone again (idempotent). A call still live
@@ -5417,6 +5417,61 @@ export interface components {
             started_at: number;
         };
         /**
+         * TransferOutcome
+         * @description What came of a transfer attempt. `transferred`: the carrier took the call to hand it over (the call
+         *     ends with `end_reason` `transferred`); `failed`: the carrier could not (the call goes on); `refused`:
+         *     the workspace's destination policy does not allow the number now (the call goes on).
+         * @enum {string}
+         */
+        TransferOutcome: "transferred" | "failed" | "refused";
+        /**
+         * CallTransfer
+         * @description One attempt the agent made, with its built-in `transfer_call` tool, to hand the call to one of its
+         *     transfer destinations. Every transfer today is cold: the carrier is asked to connect the caller to
+         *     the destination's number and the agent leaves the call. An attempt the destination policy refuses
+         *     (it may have changed since the agent was saved) or the carrier fails is recorded too, and the call
+         *     goes on. An attempt is listed once its outcome is known (while the carrier is being asked, for a
+         *     moment, it is not yet). At most `TRANSFER_MAX_ATTEMPTS` (3 unless configured lower) attempts are made per call, and
+         *     the tool refuses any further one without a record.
+         */
+        CallTransfer: {
+            /** @example xfr_01JD5Z9K3M4N5P6Q7R8S9T0V1W */
+            transfer_id: string;
+            /**
+             * @description The destination's `name` (`default` for the agent's `transfer_phone_number`).
+             * @example billing
+             */
+            destination: string;
+            /**
+             * @description The number (E.164) the call was handed to, or would have been.
+             * @example +14155550142
+             */
+            to: string;
+            /** @description The reason the agent gave in its tool call (cut at 500 characters); null when it gave none. */
+            reason: string | null;
+            /**
+             * @description An attempt whose carrier request was still open when the call ended (its instance stopped) is
+             *     `transferred` when the call ended `transferred`, else `failed`.
+             */
+            outcome: components["schemas"]["TransferOutcome"];
+            /**
+             * @description With `refused`: `invalid_phone_number`, `destination_type_not_allowed` or
+             *     `destination_country_not_allowed` (as the API's 422 for the same number). Null otherwise.
+             * @example destination_country_not_allowed
+             */
+            refusal_code: string | null;
+            /**
+             * Format: date-time
+             * @description When the agent asked for the transfer.
+             */
+            started_at: string;
+            /**
+             * Format: date-time
+             * @description When the attempt's outcome was known.
+             */
+            ended_at: string;
+        };
+        /**
          * AnalysisError
          * @description Why `data` or `success` of a conversation is `null` (`data_error`, `success_error`). The result is
          *     never guessed: when the analysis model's answer cannot be had or does not validate, the field is
@@ -5701,6 +5756,12 @@ export interface components {
             /** @description Tools the agent invoked, in order. Always present here (empty when none); `call.completed` omits it when empty. */
             tool_calls: components["schemas"]["ToolCallRecord"][];
             /**
+             * @description The agent's transfer attempts on this call, in order (each also a `transfer_call` entry of
+             *     `tool_calls`). Always present here (empty when none); `call.completed` omits it when empty.
+             *     Emptied when the call is erased.
+             */
+            transfers: components["schemas"]["CallTransfer"][];
+            /**
              * @description The structured data post-call analysis extracted from the call, following the agent's
              *     `analysis.schema` as it was when the conversation started, and validated against it. Present
              *     only when that schema was set: a conversation of an agent without one carries no `data` (nor
@@ -5772,7 +5833,7 @@ export interface components {
             /**
              * Format: date-time
              * @description When the call's content was erased (`deleteCall`, or the workspace's `transcript_retention_days`);
-             *     `null` while it is kept. An erased call is a tombstone: `transcript`, `tool_calls` and
+             *     `null` while it is kept. An erased call is a tombstone: `transcript`, `tool_calls`, `transfers` and
              *     `unanswered_questions` empty, `message_count` 0, `variables` `{}`, `first_message`, `summary`,
              *     `sentiment`, `goal_met`, `needs_review`, `inbound_setup`, `recording` and `recording_url` null,
              *     and no `data`/`success` fields; what billing and usage need (agent, numbers, status, end reason,
@@ -7450,7 +7511,8 @@ export interface components {
          * CallCompletedEvent
          * @description Body of the `call.completed` event, sent once when a phone call or a web realtime session ends,
          *     after post-call analysis. Every field is always present except `tool_calls`, which is present only
-         *     when the agent called at least one tool, `opt_out`, present only when the person asked not to be
+         *     when the agent called at least one tool, `transfers`, present only when the agent tried to transfer
+         *     the call, `opt_out`, present only when the person asked not to be
          *     called again and was put on the do-not-call list, and the structured results of the agent's `analysis`
          *     setting (`data` with `data_error` when it has a schema, `success` with `success_error` when it has
          *     success criteria), present only when that part was set. Without them the fields are exactly the
@@ -7711,6 +7773,8 @@ export interface components {
             opt_out?: components["schemas"]["CallOptOut"];
             /** @description The tool calls the agent made, in the order they started. Absent when there were none. */
             tool_calls?: components["schemas"]["ToolCallRecord"][];
+            /** @description The agent's transfer attempts, as on the call record (`Call.transfers`). Absent when there were none, and always on a web session. */
+            transfers?: components["schemas"]["CallTransfer"][];
             /**
              * @description The structured data post-call analysis extracted, following the agent's
              *     `analysis.schema` as it was when the conversation started, and validated against it. Present
@@ -12775,6 +12839,7 @@ export interface operations {
                      *           "interruption_count": 0,
                      *           "latency_avg_ms": 612.5,
                      *           "tool_calls": [],
+                     *           "transfers": [],
                      *           "answered_by": "human",
                      *           "end_reason": "agent_hangup",
                      *           "webhook_url": "https://example.com/hooks/calls",
@@ -12877,6 +12942,7 @@ export interface operations {
                      *       "interruption_count": 0,
                      *       "latency_avg_ms": null,
                      *       "tool_calls": [],
+                     *       "transfers": [],
                      *       "answered_by": null,
                      *       "end_reason": null,
                      *       "webhook_url": "https://example.com/hooks/calls",
@@ -13073,6 +13139,7 @@ export interface operations {
                      *       "interruption_count": 1,
                      *       "latency_avg_ms": 640,
                      *       "tool_calls": [],
+                     *       "transfers": [],
                      *       "answered_by": "human",
                      *       "end_reason": "remote_hangup",
                      *       "webhook_url": null,
@@ -13152,6 +13219,7 @@ export interface operations {
                      *       "interruption_count": 1,
                      *       "latency_avg_ms": 640,
                      *       "tool_calls": [],
+                     *       "transfers": [],
                      *       "inbound_setup": null,
                      *       "answered_by": "human",
                      *       "end_reason": "remote_hangup",
@@ -13247,6 +13315,7 @@ export interface operations {
                      *       "interruption_count": 0,
                      *       "latency_avg_ms": 0,
                      *       "tool_calls": [],
+                     *       "transfers": [],
                      *       "answered_by": null,
                      *       "end_reason": "canceled",
                      *       "webhook_url": "https://example.com/hooks/calls",
@@ -16326,6 +16395,7 @@ export interface operations {
                      *       "interruption_count": 0,
                      *       "latency_avg_ms": null,
                      *       "tool_calls": [],
+                     *       "transfers": [],
                      *       "answered_by": null,
                      *       "end_reason": null,
                      *       "webhook_url": null,

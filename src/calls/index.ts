@@ -181,6 +181,7 @@ export function createCalls(d: CallsDeps): Calls {
       recordMaxBytes: c.CONVERSATION_RECORD_MAX_BYTES,
       silenceTimeoutMs: c.CALL_SILENCE_TIMEOUT_MS,
       dtmfGapMs: c.CALL_DTMF_GAP_MS,
+      transferMaxAttempts: c.TRANSFER_MAX_ATTEMPTS,
       maxDurationMs: c.CALL_MAX_DURATION_S * 1000,
       audioBudget: { rate: d.sandbox ? Math.max(c.CALL_AUDIO_RATE, d.sandbox.speed) : c.CALL_AUDIO_RATE, burstMs: c.CALL_AUDIO_BURST_MS },
       openHoldMs: c.VOICE_CONNECT_TIMEOUT_MS,

@@ -374,6 +374,41 @@ describe('transfers', () => {
     assert.notEqual(call.end_reason, 'transferred');
     const sim = [t, t2].flatMap((s) => sandboxOf(s).calls()).find((c) => c.callSid === call.call_sid)!;
     assert.equal(sim.transferredTo, null, 'the carrier was never asked to transfer');
+    // The refused attempt is on the record with the policy's reason, and in the live events; the call never left in_progress for it.
+    assert.equal(call.transfers.length, 1, JSON.stringify(call.transfers));
+    const [xfr] = call.transfers;
+    assert.deepEqual(
+      [xfr.destination, xfr.to, xfr.outcome, xfr.refusal_code, xfr.ended_at],
+      ['default', '+442079460958', 'refused', 'destination_country_not_allowed', xfr.started_at],
+    );
+    const events = await t.service.db.knex('conversation_events').where({ conversation_id: call.call_id }).orderBy('seq');
+    const data = (e: { data: unknown }) => (typeof e.data === 'string' ? JSON.parse(e.data) : e.data) as Record<string, unknown>;
+    assert.deepEqual(
+      events.filter((e) => e.type === 'transfer').map((e) => [data(e).transfer_id, data(e).status, data(e).outcome]),
+      [[xfr.transfer_id, 'failed', 'refused']],
+    );
+    assert.ok(!events.some((e) => e.type === 'status' && data(e).status === 'transferring'), 'never transferring');
+  });
+
+  it('at most TRANSFER_MAX_ATTEMPTS (3) attempts a call: the fourth is refused to the model with no record', async () => {
+    const tn = await tenant(t);
+    const agentId = await createPhoneAgent(t, tn, 'provider_a', { transfer_phone_number: '+442079460958', transfer_criteria: 'The caller asks for a person.' });
+    await setPolicy(tn.workspaceId, { allowed_countries: ['US'] });
+    const to = sandboxNumber('6105');
+    const ask = [{ waitForAgent: true as const }, { say: 'Please transfer call to a person.' }];
+    for (const s of [t, t2]) sandboxOf(s).setScript(to, [...ask, ...ask, ...ask, ...ask, { waitForAgent: true }, { pause: 1000 }, { hangup: true }]);
+    const res = await placeCall(t, tn, { agent_id: agentId, to_number: to });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    const call = await waitForCall(t, tn, res.body.call_id);
+    const tried = call.tool_calls.filter((r: Record<string, any>) => r.name === 'transfer_call');
+    assert.equal(tried.length, 4, JSON.stringify(call.transcript));
+    assert.match(tried[3].error, /^No more transfers can be tried on this call/);
+    assert.deepEqual(
+      call.transfers.map((x: Record<string, any>) => [x.outcome, x.refusal_code]),
+      Array(3).fill(['refused', 'destination_country_not_allowed']),
+    );
+    assert.equal(call.status, 'completed');
+    assert.notEqual(call.end_reason, 'transferred');
   });
 });
 

@@ -46,6 +46,7 @@ import * as m043 from './043_analysis_model.js';
 import * as m044 from './044_agent_versions.js';
 import * as m045 from './045_recipient_conversation.js';
 import * as m046 from './046_batch_agent_version.js';
+import * as m050 from './050_call_transfers.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -96,6 +97,7 @@ const migrations: Array<[string, Migration]> = [
   ['044_agent_versions', m044],
   ['045_recipient_conversation', m045],
   ['046_batch_agent_version', m046],
+  ['050_call_transfers', m050],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
