@@ -36,6 +36,7 @@ import { CallService } from './service.js';
 import { CallJobs } from './jobs.js';
 import { CallLiveEvents } from './live-events.js';
 import { callEventRoutes, callRoutes, carrierCallbackRoutes } from './routes.js';
+import type { TurnTiming } from './live/bridge.js';
 
 type WebhookDelivery = components['schemas']['WebhookDelivery'];
 
@@ -71,6 +72,8 @@ export interface CallsDeps {
   budgetClock?: BudgetClock;
   /** Benchmarks: a caller frame's receipt-to-forward time. */
   onForward?: (nanoseconds: bigint) => void;
+  /** Benchmarks: each caller turn's reply stamps (scripts/bench/turn-latency.ts). */
+  onTurnTiming?: (timing: TurnTiming) => void;
 }
 
 type InboundSetupDeps = ConstructorParameters<typeof InboundSetup>[0];
@@ -191,6 +194,7 @@ export function createCalls(d: CallsDeps): Calls {
       budgetClock: d.budgetClock,
       reservation: service.reservationTerms,
       onForward: d.onForward,
+      onTurnTiming: d.onTurnTiming,
       startTimeoutMs: c.CALL_STREAM_START_TIMEOUT_MS,
       instanceId: `inst_${randomBytes(6).toString('hex')}`,
       heartbeatMs: c.CALL_HEARTBEAT_MS,

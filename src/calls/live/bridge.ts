@@ -93,6 +93,23 @@ export interface CallBridgeOptions {
   transferMaxAttempts: number;
   /** Benchmarks: time from a caller frame's receipt to its hand-over to the voice session. */
   onForward?: (nanoseconds: bigint) => void;
+  /** Benchmarks (scripts/bench/turn-latency.ts): the stamps of each caller turn's reply (TurnTiming). */
+  onTurnTiming?: (timing: TurnTiming) => void;
+}
+
+/**
+ * One caller turn and the start of the agent's reply, as `process.hrtime.bigint()` stamps taken in
+ * this process: the receipt of the turn's last loud caller frame on the media socket and its
+ * hand-over to the voice session, the receipt of the voice service's first audio message of the reply,
+ * and the send of the reply's first frame to the carrier. Only turns `measureLatency` counts (a turn
+ * begun while the agent was silent; speech over the agent is a barge-in).
+ */
+export interface TurnTiming {
+  callId: string;
+  receivedAt: bigint;
+  forwardedAt: bigint;
+  voiceAudioAt: bigint;
+  sentAt: bigint;
 }
 
 export interface CallBridgeDeps {
@@ -149,6 +166,10 @@ export class CallBridge {
   private callerSpokeAt: number | null = null;
   private callerTurnAt: number | null = null;
   private agentAudioAt = 0;
+  /** Benchmarks only (`onTurnTiming`): the last loud caller frame's stamps, the last voice audio message's receipt, a reply's stamps awaiting its first frame. */
+  private lastLoud: { receivedAt: bigint; forwardedAt: bigint } | null = null;
+  private voiceAudioAt = 0n;
+  private pendingTiming: Omit<TurnTiming, 'sentAt'> | null = null;
   private voicemail: 'no' | 'waiting_greeting' | 'leaving_message' | 'done' = 'no';
   private messageRequestedAt: number | null = null;
   private heardAfterMessage = false;
@@ -251,6 +272,7 @@ export class CallBridge {
         canEndConversation: agent.canEndConversation,
         source: 'phone',
         conversation: this.settings,
+        ...(this.opts.onTurnTiming ? { onAudioReceived: (at: bigint) => (this.voiceAudioAt = at) } : {}),
       });
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'voice session could not start; ending the call');
@@ -416,7 +438,8 @@ export class CallBridge {
     // Held frames were recorded when they arrived.
     if (charge) this.recorder?.person(ulaw);
     const pcm = this.transcoder.toModel(ulaw);
-    if (rms(pcm) >= DEFAULT_SPEECH_RMS) {
+    const loud = rms(pcm) >= DEFAULT_SPEECH_RMS;
+    if (loud) {
       this.activity(true);
       const t = performance.now();
       this.callerSpokeAt = t;
@@ -432,6 +455,7 @@ export class CallBridge {
     try {
       conversation.sendAudio(pcm);
       if (receivedAt !== null) this.opts.onForward?.(process.hrtime.bigint() - receivedAt);
+      if (loud && receivedAt !== null && this.opts.onTurnTiming) this.lastLoud = { receivedAt, forwardedAt: process.hrtime.bigint() };
     } catch {
       // The voice session is reconnecting and its queue is full: this frame is lost, the call goes on.
     }
@@ -555,6 +579,10 @@ export class CallBridge {
   private play(frame: Buffer): void {
     this.recorder?.agent(frame);
     this.send(this.dialect.media(this.streamId, frame.toString('base64')));
+    if (this.pendingTiming) {
+      this.opts.onTurnTiming?.({ ...this.pendingTiming, sentAt: process.hrtime.bigint() });
+      this.pendingTiming = null;
+    }
   }
 
   /**
@@ -565,6 +593,7 @@ export class CallBridge {
     const now = performance.now();
     if (this.callerTurnAt !== null && this.callerSpokeAt !== null && this.agentAudioAt < this.callerTurnAt) {
       this.conversation?.recordLatency(now - this.callerSpokeAt);
+      if (this.lastLoud && this.opts.onTurnTiming) this.pendingTiming = { callId: this.call.id, ...this.lastLoud, voiceAudioAt: this.voiceAudioAt };
     }
     this.callerTurnAt = null;
     this.agentAudioAt = now;
