@@ -3086,7 +3086,7 @@ export interface components {
          *     string, so that a code added later does not break a client: handle the codes you know and treat
          *     any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "agent_version_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "sip_trunk_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "precondition_failed" | "agent_has_active_batches" | "sip_trunk_in_use" | "sip_number_in_use" | "sip_number_taken" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "conversation_live" | "conversation_erased" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "number_on_do_not_call_list" | "do_not_call_list_full" | "do_not_call_entry_not_found" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "filled_text_too_long" | "unknown_model" | "unknown_analysis_model" | "unknown_voice" | "variable_missing" | "url_not_allowed" | "invalid_cidr" | "invalid_sip_host" | "sip_credentials_incomplete" | "sip_inbound_unprotected" | "sip_outbound_incomplete" | "sip_trunk_limit_reached" | "sip_number_limit_reached" | "sip_number_not_on_trunk" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "invalid_redaction_pattern" | "redaction_pattern_too_complex" | "redaction_pattern_name_taken" | "invalid_redaction_country" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "agent_version_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "sip_trunk_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "precondition_failed" | "agent_has_active_batches" | "sip_trunk_in_use" | "sip_number_in_use" | "sip_number_taken" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "conversation_live" | "conversation_erased" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "transfer_target_required" | "invalid_sip_uri" | "sip_uri_not_allowed" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "number_on_do_not_call_list" | "do_not_call_list_full" | "do_not_call_entry_not_found" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "filled_text_too_long" | "unknown_model" | "unknown_analysis_model" | "unknown_voice" | "variable_missing" | "url_not_allowed" | "invalid_cidr" | "invalid_sip_host" | "sip_credentials_incomplete" | "sip_inbound_unprotected" | "sip_outbound_incomplete" | "sip_trunk_limit_reached" | "sip_number_limit_reached" | "sip_number_not_on_trunk" | "reserved_header" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "invalid_redaction_pattern" | "redaction_pattern_too_complex" | "redaction_pattern_name_taken" | "invalid_redaction_country" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -3350,11 +3350,13 @@ export interface components {
         /**
          * TransferDestination
          * @description One place the agent may hand a phone call to. The model sees each destination's `name` and
-         *     `description` and chooses one when it calls the built-in `transfer_call` tool. The number is a
-         *     destination like any other: it must be a valid number whose kind and country the workspace's
-         *     destination policy allows (422 `invalid_phone_number`, `destination_type_not_allowed`,
-         *     `destination_country_not_allowed`, with `param` naming the entry), and the policy is applied again
-         *     when the call is transferred.
+         *     `description` and chooses one when it calls the built-in `transfer_call` tool. A destination has
+         *     exactly one target, `phone_number` or `sip_uri` (422 `transfer_target_required`, `param` naming the
+         *     entry). The number is a destination like any other: it must be a valid number whose kind and country
+         *     the workspace's destination policy allows (422 `invalid_phone_number`, `destination_type_not_allowed`,
+         *     `destination_country_not_allowed`, with `param` naming the field), and the policy is applied again
+         *     when the call is transferred. Every transfer is cold: the carrier connects the caller and the agent
+         *     leaves the call.
          */
         TransferDestination: {
             /**
@@ -3364,10 +3366,20 @@ export interface components {
              */
             name: string;
             /**
-             * @description E.164.
+             * @description E.164; null when the target is `sip_uri`.
              * @example +14155550142
              */
-            phone_number: string;
+            phone_number: string | null;
+            /**
+             * @description A SIP address (`sip:user@host[:port][;params]`, no `?headers`; 422 `invalid_sip_uri` for a port
+             *     above 65535 or an empty host label). Its host must be the termination host of one of the
+             *     workspace's SIP trunks or allowed by the destination policy's `allowed_sip_domains`
+             *     (422 `sip_uri_not_allowed`), checked when the agent is saved. **Not carried out yet:** a
+             *     destination with a `sip_uri` is saved and shown, but calls do not offer it to the agent (the
+             *     model never sees it) until transfers to SIP addresses land.
+             * @example sip:frontdesk@pbx.example.com
+             */
+            sip_uri: string | null;
             /**
              * @description When to choose this destination, in plain words for the model.
              * @example Questions about invoices
@@ -3822,11 +3834,13 @@ export interface components {
         /**
          * TransferDestinationInput
          * @description One place the agent may hand a phone call to. The model sees each destination's `name` and
-         *     `description` and chooses one when it calls the built-in `transfer_call` tool. The number is a
-         *     destination like any other: it must be a valid number whose kind and country the workspace's
-         *     destination policy allows (422 `invalid_phone_number`, `destination_type_not_allowed`,
-         *     `destination_country_not_allowed`, with `param` naming the entry), and the policy is applied again
-         *     when the call is transferred.
+         *     `description` and chooses one when it calls the built-in `transfer_call` tool. A destination has
+         *     exactly one target, `phone_number` or `sip_uri` (422 `transfer_target_required`, `param` naming the
+         *     entry). The number is a destination like any other: it must be a valid number whose kind and country
+         *     the workspace's destination policy allows (422 `invalid_phone_number`, `destination_type_not_allowed`,
+         *     `destination_country_not_allowed`, with `param` naming the field), and the policy is applied again
+         *     when the call is transferred. Every transfer is cold: the carrier connects the caller and the agent
+         *     leaves the call.
          */
         TransferDestinationInput: {
             /**
@@ -3836,10 +3850,20 @@ export interface components {
              */
             name: string;
             /**
-             * @description E.164.
+             * @description E.164; null when the target is `sip_uri`.
              * @example +14155550142
              */
-            phone_number: string;
+            phone_number?: string | null;
+            /**
+             * @description A SIP address (`sip:user@host[:port][;params]`, no `?headers`; 422 `invalid_sip_uri` for a port
+             *     above 65535 or an empty host label). Its host must be the termination host of one of the
+             *     workspace's SIP trunks or allowed by the destination policy's `allowed_sip_domains`
+             *     (422 `sip_uri_not_allowed`), checked when the agent is saved. **Not carried out yet:** a
+             *     destination with a `sip_uri` is saved and shown, but calls do not offer it to the agent (the
+             *     model never sees it) until transfers to SIP addresses land.
+             * @example sip:frontdesk@pbx.example.com
+             */
+            sip_uri?: string | null;
             /**
              * @description When to choose this destination, in plain words for the model.
              * @example Questions about invoices
@@ -6589,8 +6613,9 @@ export interface components {
          * DestinationPolicy
          * @description Which numbers the workspace may call, and how many calls it may place per day. It applies to
          *     `POST /api/v1/calls` (`to_number`), to every recipient of a batch (JSON or CSV: a refused number is
-         *     a skipped item with its reason), and to an agent's `transfer_phone_number` (when the agent is saved,
-         *     and again when the call is transferred). Set by the deployment's operator; a new workspace has the
+         *     a skipped item with its reason), and to an agent's transfer destinations (`transfer_phone_number` and
+         *     `transfer_destinations`: numbers when the agent is saved and again when the call is transferred;
+         *     SIP URIs, by `allowed_sip_domains`, when the agent is saved). Set by the deployment's operator; a new workspace has the
          *     default: every country; `fixed_line`, `mobile`, `fixed_line_or_mobile`, `toll_free`, `voip`, `uan`
          *     and `fictional` numbers (so `premium_rate`, `shared_cost`, `satellite`, `international_network`,
          *     `personal_number`, `pager`, `voicemail` and `unknown` are refused); 1000 calls per UTC day.
@@ -6614,6 +6639,12 @@ export interface components {
             allowed_countries: string[] | null;
             /** @description The kinds of number the workspace may call. */
             allowed_number_types: components["schemas"]["DestinationNumberType"][];
+            /**
+             * @description Hosts a transfer destination's `sip_uri` may point at besides the termination hosts of the
+             *     workspace's own SIP trunks (always allowed). `*.example.com` allows the subdomains of
+             *     example.com (not example.com itself); an IP address must be listed exactly. Empty by default.
+             */
+            allowed_sip_domains: string[];
             /**
              * @description Outbound calls (direct and batch calls alike) the workspace may place per UTC day; `null`
              *     means no cap. A call counts when it is placed (created), whatever its outcome. At the cap,
@@ -7466,7 +7497,7 @@ export interface components {
         };
         /**
          * DestinationPolicyUpdateRequest
-         * @description Only the fields present change. Takes effect on the next call, batch, agent save or transfer.
+         * @description Only the fields present change. Takes effect on the next call, batch, agent save or transfer (`allowed_sip_domains`: the next agent save).
          */
         DestinationPolicyUpdateRequest: {
             /**
@@ -7489,6 +7520,14 @@ export interface components {
              *     ]
              */
             allowed_number_types?: components["schemas"]["DestinationNumberType"][];
+            /**
+             * @description Hosts a transfer destination's `sip_uri` may point at (see `DestinationPolicy`); replaces the stored list. Stored in lower case.
+             * @example [
+             *       "pbx.example.com",
+             *       "*.voice.example.net"
+             *     ]
+             */
+            allowed_sip_domains?: string[];
             /** @description Outbound calls per UTC day; `null` removes the cap. Lowering it below today's count stops further calls today. */
             daily_call_cap?: number | null;
         };
@@ -14780,6 +14819,7 @@ export interface operations {
                      *         "uan",
                      *         "fictional"
                      *       ],
+                     *       "allowed_sip_domains": [],
                      *       "daily_call_cap": 1000,
                      *       "calls_placed_today": 42,
                      *       "day_resets_at": "2026-11-22T00:00:00.000Z",
@@ -15347,6 +15387,7 @@ export interface operations {
                      *           "uan",
                      *           "fictional"
                      *         ],
+                     *         "allowed_sip_domains": [],
                      *         "daily_call_cap": 1000,
                      *         "calls_placed_today": 42,
                      *         "day_resets_at": "2026-11-22T00:00:00.000Z",
@@ -16941,6 +16982,7 @@ export interface operations {
                      *         "uan",
                      *         "fictional"
                      *       ],
+                     *       "allowed_sip_domains": [],
                      *       "daily_call_cap": 1000,
                      *       "calls_placed_today": 42,
                      *       "day_resets_at": "2026-11-22T00:00:00.000Z",
@@ -17002,6 +17044,7 @@ export interface operations {
                      *         "uan",
                      *         "fictional"
                      *       ],
+                     *       "allowed_sip_domains": [],
                      *       "daily_call_cap": 500,
                      *       "calls_placed_today": 42,
                      *       "day_resets_at": "2026-11-22T00:00:00.000Z",

@@ -52,7 +52,7 @@ import { frameHead, type MediaDialect, type MediaEvent } from '../../carriers/me
 import type { Carrier, CarrierAccounts, CarrierCredentials, MediaSocket } from '../../carriers/index.js';
 import type { CallSignal } from './signals.js';
 import type { NumberRefusal } from '../../destinations/policy.js';
-import type { TransferDestinationStored } from '../../agents/store.js';
+import type { PhoneTransferDestination } from '../../agents/store.js';
 import { audioBudget, type AudioBudgetOptions } from '../../audio/budget.js';
 import { Budget, type BudgetClock, type BudgetFigures } from '../../lib/budget.js';
 
@@ -702,7 +702,7 @@ export class CallBridge {
    * `transferMaxAttempts` a call. The destination policy is applied again (it may have changed since
    * the agent was saved); then the carrier is asked to hand the call over (cold).
    */
-  private transfer(destination: TransferDestinationStored, reason: string | null): Promise<ToolAnswer> {
+  private transfer(destination: PhoneTransferDestination, reason: string | null): Promise<ToolAnswer> {
     if (this.finished || this.hangingUp) return Promise.resolve({ ok: false, result: null, error: 'The call is ending; it cannot be transferred.' });
     if (this.transferring) return Promise.resolve({ ok: false, result: null, error: 'A transfer is already under way; wait for it.' });
     if (this.transferAttempts >= this.opts.transferMaxAttempts)
@@ -713,7 +713,7 @@ export class CallBridge {
     return attempt;
   }
 
-  private async transferAttempt(destination: TransferDestinationStored, reason: string | null, seq: number): Promise<ToolAnswer> {
+  private async transferAttempt(destination: PhoneTransferDestination, reason: string | null, seq: number): Promise<ToolAnswer> {
     const call = this.call;
     const to = destination.phone_number;
     const refused = await this.deps.destinations.transferRefusal(call.workspace_id, to).catch((err: Error) => ({ code: 'unavailable', message: err.message }));

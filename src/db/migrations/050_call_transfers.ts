@@ -2,6 +2,9 @@
  * Issue 34, transfers recorded: one `call_transfers` row per attempt the agent made to transfer a call
  * (`transfers` on the call record and in `call.completed`). `target_type` is `phone_number` for every
  * row today; the column is there so that SIP URI targets (a later step) need no migration of their own.
+ * And the hosts a transfer destination's `sip_uri` may point at besides the workspace's own SIP trunks
+ * (`allowed_sip_domains` of the destination policy). A destination's `sip_uri` lives in the agents'
+ * existing JSON `transfer_destinations` (migration 023) and needs no column.
  *
  * A row is written before the carrier is asked to hand the call over (`outcome` null), and given its
  * outcome once the carrier answers; a row still without one when its call is finalised (the instance
@@ -31,8 +34,11 @@ export async function up(knex: Knex): Promise<void> {
       constraint call_transfers_refusal check ((outcome = 'refused') = (refusal_code is not null))
     )`);
   await knex.raw('create index call_transfers_workspace on call_transfers (workspace_id)');
+  await knex.raw(`alter table destination_policies add column allowed_sip_domains text[] not null default '{}'`);
+  await knex.raw('alter table destination_policies add constraint destination_policies_sip_domains check (cardinality(allowed_sip_domains) <= 100)');
 }
 
 export async function down(knex: Knex): Promise<void> {
+  await knex.raw('alter table destination_policies drop column allowed_sip_domains');
   await knex.raw('drop table call_transfers');
 }
