@@ -82,6 +82,12 @@ export type RecordingSampleRate = 8000 | 16000;
  */
 export type ToolCallSource = "http" | "mcp" | "knowledge" | "builtin";
 /**
+ * An attempt whose carrier request was still open when the call ended (its instance stopped) is
+ * `transferred` when the call ended `transferred`, else `failed`.
+ *
+ */
+export type TransferOutcome = "transferred" | "failed" | "refused";
+/**
  * Why `data` is `null`; `null` when `data` holds the result. Present exactly
  * when `data` is.
  *
@@ -307,7 +313,8 @@ export interface AsyncApiMessagePayloads {
 /**
  * Body of the `call.completed` event, sent once when a phone call or a web realtime session ends,
  * after post-call analysis. Every field is always present except `tool_calls`, which is present only
- * when the agent called at least one tool, `opt_out`, present only when the person asked not to be
+ * when the agent called at least one tool, `transfers`, present only when the agent tried to transfer
+ * the call, `opt_out`, present only when the person asked not to be
  * called again and was put on the do-not-call list, and the structured results of the agent's `analysis`
  * setting (`data` with `data_error` when it has a schema, `success` with `success_error` when it has
  * success criteria), present only when that part was set. Without them the fields are exactly the
@@ -442,6 +449,13 @@ export interface CallCompletedEvent {
    */
   tool_calls?: ToolCallRecord[];
   /**
+   * The agent's transfer attempts, as on the call record (`Call.transfers`). Absent when there were none, and always on a web session.
+   *
+   * @minItems 1
+   * @maxItems 3
+   */
+  transfers?: CallTransfer[];
+  /**
    * The structured data post-call analysis extracted, following the agent's
    * `analysis.schema` as it was when the conversation started, and validated against it. Present
    * only when that schema was set: a conversation of an agent without one carries no `data` (nor
@@ -568,6 +582,46 @@ export interface ToolCallRecord {
    * When the call started, as Unix time in seconds (fractional part allowed).
    */
   started_at: number;
+}
+/**
+ * One attempt the agent made, with its built-in `transfer_call` tool, to hand the call to one of its
+ * transfer destinations. Every transfer today is cold: the carrier is asked to connect the caller to
+ * the destination's number and the agent leaves the call. An attempt the destination policy refuses
+ * (it may have changed since the agent was saved) or the carrier fails is recorded too, and the call
+ * goes on. An attempt is listed once its outcome is known (while the carrier is being asked, for a
+ * moment, it is not yet). At most `TRANSFER_MAX_ATTEMPTS` (3 unless configured lower) attempts are made per call, and
+ * the tool refuses any further one without a record.
+ *
+ */
+export interface CallTransfer {
+  transfer_id: string;
+  /**
+   * The destination's `name` (`default` for the agent's `transfer_phone_number`).
+   */
+  destination: string;
+  /**
+   * The number (E.164) the call was handed to, or would have been.
+   */
+  to: string;
+  /**
+   * The reason the agent gave in its tool call (cut at 500 characters); null when it gave none.
+   */
+  reason: string | null;
+  outcome: TransferOutcome;
+  /**
+   * With `refused`: `invalid_phone_number`, `destination_type_not_allowed` or
+   * `destination_country_not_allowed` (as the API's 422 for the same number). Null otherwise.
+   *
+   */
+  refusal_code: string | null;
+  /**
+   * When the agent asked for the transfer.
+   */
+  started_at: string;
+  /**
+   * When the attempt's outcome was known.
+   */
+  ended_at: string;
 }
 /**
  * The body of an `inbound.setup` request, sent before an inbound call is answered.
@@ -930,8 +984,12 @@ export interface LiveInterruptedEvent {
   timestamp: number;
 }
 /**
- * The agent handed a phone call to one of its transfer numbers (`started`; `failed` when it could not,
- * and the call goes on). A started transfer ends the call for the agent (`end_reason` `transferred`).
+ * The agent tried to hand a phone call to one of its transfer destinations (its `transfer_call` tool).
+ * `started`: the carrier is asked to hand the call over; the call ends for the agent (`end_reason`
+ * `transferred`) and no further `transfer` event follows for this attempt. `failed`: the transfer did
+ * not happen and the call goes on, with `outcome` `refused` (the destination policy does not allow the
+ * number now) or `failed` (the carrier could not). Each attempt is an entry of the call's `transfers`
+ * with the same `transfer_id`; an attempt past the per-call cap has no entry and no event.
  *
  */
 export interface LiveTransferEvent {
@@ -949,10 +1007,24 @@ export interface LiveTransferEvent {
    */
   timestamp: number;
   /**
+   * The attempt (`transfers[].transfer_id` of the call).
+   */
+  transfer_id: string;
+  /**
+   * The destination's `name` (`default` for the agent's `transfer_phone_number`).
+   */
+  destination: string;
+  /**
    * The number the call is transferred to (E.164).
    */
   to: string;
   status: LiveTransferStatus;
+  /**
+   * With `failed`, why: `failed` (the carrier could not) or `refused` (the destination policy), the
+   * attempt's `outcome` (`TransferOutcome`) in the call's `transfers`. Null with `started`.
+   *
+   */
+  outcome: string | null;
 }
 /**
  * Keys pressed on a phone call: by the person (`user`, a run of keys as the agent gets it) or by the

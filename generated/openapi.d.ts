@@ -1274,14 +1274,14 @@ export interface paths {
         /**
          * Erase a call
          * @description Erases what the call holds about the people in it, for good: its transcript, tool-call records,
-         *     post-call analysis (`summary`, `sentiment`, `goal_met`, `needs_review`, `unanswered_questions`,
+         *     transfer attempts, post-call analysis (`summary`, `sentiment`, `goal_met`, `needs_review`, `unanswered_questions`,
          *     `data`/`success` and their errors), `first_message`, `variables` and `inbound_setup`, its live
          *     events, the webhook events kept for it and their delivery records (a `call.completed` not yet
          *     delivered is not sent), and its recording (audio in the database and in object storage). What
          *     billing and usage need stays as a tombstone: the call's id, agent, batch, direction, provider,
          *     numbers, status, end reason, duration, cost and times, with `erased_at` set. The answer, and any
          *     later `getCall` or `listCalls`, is that tombstone: content fields empty (`transcript: []`,
-         *     `tool_calls: []`, `variables: {}`, `unanswered_questions: []`, `message_count: 0`) or null, no
+         *     `tool_calls: []`, `transfers: []`, `variables: {}`, `unanswered_questions: []`, `message_count: 0`) or null, no
          *     `data`/`success` fields, `recording: null`. A later recording download, signed link included,
          *     answers 404 `recording_not_found` (`reason` `deleted`); its event stream answers 404
          *     `conversation_erased`. Erasing again answers the tombstone again (idempotent). A call still live
@@ -3308,7 +3308,7 @@ export interface components {
          *     string, so that a code added later does not break a client: handle the codes you know and treat
          *     any other by its HTTP status.
          */
-        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "agent_version_not_found" | "agent_test_not_found" | "test_run_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "sip_trunk_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "precondition_failed" | "agent_has_active_batches" | "sip_trunk_in_use" | "sip_number_in_use" | "sip_number_taken" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "conversation_live" | "conversation_erased" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "number_on_do_not_call_list" | "do_not_call_list_full" | "do_not_call_entry_not_found" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "filled_text_too_long" | "unknown_model" | "unknown_analysis_model" | "unknown_voice" | "variable_missing" | "url_not_allowed" | "invalid_cidr" | "invalid_sip_host" | "sip_credentials_incomplete" | "sip_inbound_unprotected" | "sip_outbound_incomplete" | "sip_trunk_limit_reached" | "sip_number_limit_reached" | "sip_number_not_on_trunk" | "reserved_header" | "test_name_taken" | "invalid_test_schema" | "test_limit_reached" | "no_tests" | "test_run_too_large" | "too_many_test_runs" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "invalid_redaction_pattern" | "redaction_pattern_too_complex" | "redaction_pattern_name_taken" | "invalid_redaction_country" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "agent_link_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
+        ErrorCode: "invalid_request" | "invalid_multipart" | "request_aborted" | "request_timeout" | "headers_too_large" | "invalid_oauth_state" | "missing_authorization_code" | "oauth_consent_denied" | "unauthorized" | "invalid_credentials" | "subscription_inactive" | "insufficient_credit" | "plan_limit_reached" | "forbidden" | "insufficient_role" | "invalid_signature" | "signature_expired" | "origin_not_allowed" | "webcam_disabled" | "screen_share_disabled" | "route_not_found" | "agent_not_found" | "agent_version_not_found" | "agent_test_not_found" | "test_run_not_found" | "api_key_not_found" | "batch_not_found" | "call_not_found" | "conversation_not_found" | "document_not_found" | "mcp_server_not_found" | "no_agent_for_number" | "tool_not_found" | "sip_trunk_not_found" | "webhook_not_found" | "workspace_not_found" | "method_not_allowed" | "precondition_failed" | "agent_has_active_batches" | "sip_trunk_in_use" | "sip_number_in_use" | "sip_number_taken" | "batch_already_terminal" | "batch_not_terminal" | "recording_not_found" | "recording_url_expired" | "recording_in_progress" | "conversation_live" | "conversation_erased" | "range_not_satisfiable" | "call_already_ended" | "call_stream_connected" | "document_already_attached" | "email_taken" | "inbound_call_rejected" | "nothing_to_retry" | "phone_number_in_use" | "provider_not_configured" | "sandbox_not_enabled" | "tool_name_taken" | "idempotency_key_reused" | "idempotency_request_in_progress" | "payload_too_large" | "unsupported_media_type" | "unsupported_file_type" | "invalid_json" | "missing_body" | "missing_field" | "unknown_field" | "invalid_type" | "invalid_value" | "unsupported_transport" | "name_required" | "transfer_destination_name_taken" | "transfer_target_required" | "invalid_sip_uri" | "sip_uri_not_allowed" | "provider_required" | "from_number_missing" | "invalid_phone_number" | "destination_type_not_allowed" | "destination_country_not_allowed" | "number_on_do_not_call_list" | "do_not_call_list_full" | "do_not_call_entry_not_found" | "caller_id_not_allowed" | "invalid_calling_window" | "no_valid_recipients" | "filled_text_too_long" | "unknown_model" | "unknown_analysis_model" | "unknown_voice" | "variable_missing" | "url_not_allowed" | "invalid_cidr" | "invalid_sip_host" | "sip_credentials_incomplete" | "sip_inbound_unprotected" | "sip_outbound_incomplete" | "sip_trunk_limit_reached" | "sip_number_limit_reached" | "sip_number_not_on_trunk" | "reserved_header" | "test_name_taken" | "invalid_test_schema" | "test_limit_reached" | "no_tests" | "test_run_too_large" | "too_many_test_runs" | "too_many_headers" | "invalid_parameters_schema" | "parameters_schema_too_large" | "parameters_schema_too_deep" | "parameters_schema_too_complex" | "invalid_arguments" | "invalid_analysis_schema" | "invalid_redaction_pattern" | "redaction_pattern_too_complex" | "redaction_pattern_name_taken" | "invalid_redaction_country" | "analysis_schema_too_large" | "analysis_schema_too_deep" | "analysis_schema_too_complex" | "auth_config_mismatch" | "static_auth_required" | "oauth_config_required" | "document_empty" | "document_unreadable" | "empty_query" | "webhook_limit_reached" | "agent_link_limit_reached" | "not_oauth2" | "scheduled_too_far" | "invalid_timezone" | "invalid_range" | "csv_empty" | "csv_invalid_encoding" | "csv_malformed" | "csv_too_many_rows" | "csv_missing_column" | "csv_invalid_column" | "csv_duplicate_column" | "csv_too_many_columns" | "csv_record_too_large" | "rate_limited" | "concurrency_limit_reached" | "event_stream_limit_reached" | "batch_limit_reached" | "pending_recipient_limit_reached" | "daily_call_cap_reached" | "internal_error" | "contract_violation" | "not_implemented" | "carrier_auth_failed" | "carrier_error" | "carrier_number_not_found" | "oauth_token_exchange_failed" | "service_unavailable" | "not_ready";
         /**
          * ValidationErrorList
          * @description The list-shaped 422 body the spec uses on batch creation and API key routes. Each item names one
@@ -3572,11 +3572,13 @@ export interface components {
         /**
          * TransferDestination
          * @description One place the agent may hand a phone call to. The model sees each destination's `name` and
-         *     `description` and chooses one when it calls the built-in `transfer_call` tool. The number is a
-         *     destination like any other: it must be a valid number whose kind and country the workspace's
-         *     destination policy allows (422 `invalid_phone_number`, `destination_type_not_allowed`,
-         *     `destination_country_not_allowed`, with `param` naming the entry), and the policy is applied again
-         *     when the call is transferred.
+         *     `description` and chooses one when it calls the built-in `transfer_call` tool. A destination has
+         *     exactly one target, `phone_number` or `sip_uri` (422 `transfer_target_required`, `param` naming the
+         *     entry). The number is a destination like any other: it must be a valid number whose kind and country
+         *     the workspace's destination policy allows (422 `invalid_phone_number`, `destination_type_not_allowed`,
+         *     `destination_country_not_allowed`, with `param` naming the field), and the policy is applied again
+         *     when the call is transferred. Every transfer is cold: the carrier connects the caller and the agent
+         *     leaves the call.
          */
         TransferDestination: {
             /**
@@ -3586,10 +3588,20 @@ export interface components {
              */
             name: string;
             /**
-             * @description E.164.
+             * @description E.164; null when the target is `sip_uri`.
              * @example +14155550142
              */
-            phone_number: string;
+            phone_number: string | null;
+            /**
+             * @description A SIP address (`sip:user@host[:port][;params]`, no `?headers`; 422 `invalid_sip_uri` for a port
+             *     above 65535 or an empty host label). Its host must be the termination host of one of the
+             *     workspace's SIP trunks or allowed by the destination policy's `allowed_sip_domains`
+             *     (422 `sip_uri_not_allowed`), checked when the agent is saved. **Not carried out yet:** a
+             *     destination with a `sip_uri` is saved and shown, but calls do not offer it to the agent (the
+             *     model never sees it) until transfers to SIP addresses land.
+             * @example sip:frontdesk@pbx.example.com
+             */
+            sip_uri: string | null;
             /**
              * @description When to choose this destination, in plain words for the model.
              * @example Questions about invoices
@@ -4044,11 +4056,13 @@ export interface components {
         /**
          * TransferDestinationInput
          * @description One place the agent may hand a phone call to. The model sees each destination's `name` and
-         *     `description` and chooses one when it calls the built-in `transfer_call` tool. The number is a
-         *     destination like any other: it must be a valid number whose kind and country the workspace's
-         *     destination policy allows (422 `invalid_phone_number`, `destination_type_not_allowed`,
-         *     `destination_country_not_allowed`, with `param` naming the entry), and the policy is applied again
-         *     when the call is transferred.
+         *     `description` and chooses one when it calls the built-in `transfer_call` tool. A destination has
+         *     exactly one target, `phone_number` or `sip_uri` (422 `transfer_target_required`, `param` naming the
+         *     entry). The number is a destination like any other: it must be a valid number whose kind and country
+         *     the workspace's destination policy allows (422 `invalid_phone_number`, `destination_type_not_allowed`,
+         *     `destination_country_not_allowed`, with `param` naming the field), and the policy is applied again
+         *     when the call is transferred. Every transfer is cold: the carrier connects the caller and the agent
+         *     leaves the call.
          */
         TransferDestinationInput: {
             /**
@@ -4058,10 +4072,20 @@ export interface components {
              */
             name: string;
             /**
-             * @description E.164.
+             * @description E.164; null when the target is `sip_uri`.
              * @example +14155550142
              */
-            phone_number: string;
+            phone_number?: string | null;
+            /**
+             * @description A SIP address (`sip:user@host[:port][;params]`, no `?headers`; 422 `invalid_sip_uri` for a port
+             *     above 65535 or an empty host label). Its host must be the termination host of one of the
+             *     workspace's SIP trunks or allowed by the destination policy's `allowed_sip_domains`
+             *     (422 `sip_uri_not_allowed`), checked when the agent is saved. **Not carried out yet:** a
+             *     destination with a `sip_uri` is saved and shown, but calls do not offer it to the agent (the
+             *     model never sees it) until transfers to SIP addresses land.
+             * @example sip:frontdesk@pbx.example.com
+             */
+            sip_uri?: string | null;
             /**
              * @description When to choose this destination, in plain words for the model.
              * @example Questions about invoices
@@ -6092,6 +6116,61 @@ export interface components {
             started_at: number;
         };
         /**
+         * TransferOutcome
+         * @description What came of a transfer attempt. `transferred`: the carrier took the call to hand it over (the call
+         *     ends with `end_reason` `transferred`); `failed`: the carrier could not (the call goes on); `refused`:
+         *     the workspace's destination policy does not allow the number now (the call goes on).
+         * @enum {string}
+         */
+        TransferOutcome: "transferred" | "failed" | "refused";
+        /**
+         * CallTransfer
+         * @description One attempt the agent made, with its built-in `transfer_call` tool, to hand the call to one of its
+         *     transfer destinations. Every transfer today is cold: the carrier is asked to connect the caller to
+         *     the destination's number and the agent leaves the call. An attempt the destination policy refuses
+         *     (it may have changed since the agent was saved) or the carrier fails is recorded too, and the call
+         *     goes on. An attempt is listed once its outcome is known (while the carrier is being asked, for a
+         *     moment, it is not yet). At most `TRANSFER_MAX_ATTEMPTS` (3 unless configured lower) attempts are made per call, and
+         *     the tool refuses any further one without a record.
+         */
+        CallTransfer: {
+            /** @example xfr_01JD5Z9K3M4N5P6Q7R8S9T0V1W */
+            transfer_id: string;
+            /**
+             * @description The destination's `name` (`default` for the agent's `transfer_phone_number`).
+             * @example billing
+             */
+            destination: string;
+            /**
+             * @description The number (E.164) the call was handed to, or would have been.
+             * @example +14155550142
+             */
+            to: string;
+            /** @description The reason the agent gave in its tool call (cut at 500 characters); null when it gave none. */
+            reason: string | null;
+            /**
+             * @description An attempt whose carrier request was still open when the call ended (its instance stopped) is
+             *     `transferred` when the call ended `transferred`, else `failed`.
+             */
+            outcome: components["schemas"]["TransferOutcome"];
+            /**
+             * @description With `refused`: `invalid_phone_number`, `destination_type_not_allowed` or
+             *     `destination_country_not_allowed` (as the API's 422 for the same number). Null otherwise.
+             * @example destination_country_not_allowed
+             */
+            refusal_code: string | null;
+            /**
+             * Format: date-time
+             * @description When the agent asked for the transfer.
+             */
+            started_at: string;
+            /**
+             * Format: date-time
+             * @description When the attempt's outcome was known.
+             */
+            ended_at: string;
+        };
+        /**
          * AnalysisError
          * @description Why `data` or `success` of a conversation is `null` (`data_error`, `success_error`). The result is
          *     never guessed: when the analysis model's answer cannot be had or does not validate, the field is
@@ -6376,6 +6455,12 @@ export interface components {
             /** @description Tools the agent invoked, in order. Always present here (empty when none); `call.completed` omits it when empty. */
             tool_calls: components["schemas"]["ToolCallRecord"][];
             /**
+             * @description The agent's transfer attempts on this call, in order (each also a `transfer_call` entry of
+             *     `tool_calls`). Always present here (empty when none); `call.completed` omits it when empty.
+             *     Emptied when the call is erased.
+             */
+            transfers: components["schemas"]["CallTransfer"][];
+            /**
              * @description The structured data post-call analysis extracted from the call, following the agent's
              *     `analysis.schema` as it was when the conversation started, and validated against it. Present
              *     only when that schema was set: a conversation of an agent without one carries no `data` (nor
@@ -6447,7 +6532,7 @@ export interface components {
             /**
              * Format: date-time
              * @description When the call's content was erased (`deleteCall`, or the workspace's `transcript_retention_days`);
-             *     `null` while it is kept. An erased call is a tombstone: `transcript`, `tool_calls` and
+             *     `null` while it is kept. An erased call is a tombstone: `transcript`, `tool_calls`, `transfers` and
              *     `unanswered_questions` empty, `message_count` 0, `variables` `{}`, `first_message`, `summary`,
              *     `sentiment`, `goal_met`, `needs_review`, `inbound_setup`, `recording` and `recording_url` null,
              *     and no `data`/`success` fields; what billing and usage need (agent, numbers, status, end reason,
@@ -7204,8 +7289,9 @@ export interface components {
          * DestinationPolicy
          * @description Which numbers the workspace may call, and how many calls it may place per day. It applies to
          *     `POST /api/v1/calls` (`to_number`), to every recipient of a batch (JSON or CSV: a refused number is
-         *     a skipped item with its reason), and to an agent's `transfer_phone_number` (when the agent is saved,
-         *     and again when the call is transferred). Set by the deployment's operator; a new workspace has the
+         *     a skipped item with its reason), and to an agent's transfer destinations (`transfer_phone_number` and
+         *     `transfer_destinations`: numbers when the agent is saved and again when the call is transferred;
+         *     SIP URIs, by `allowed_sip_domains`, when the agent is saved). Set by the deployment's operator; a new workspace has the
          *     default: every country; `fixed_line`, `mobile`, `fixed_line_or_mobile`, `toll_free`, `voip`, `uan`
          *     and `fictional` numbers (so `premium_rate`, `shared_cost`, `satellite`, `international_network`,
          *     `personal_number`, `pager`, `voicemail` and `unknown` are refused); 1000 calls per UTC day.
@@ -7229,6 +7315,12 @@ export interface components {
             allowed_countries: string[] | null;
             /** @description The kinds of number the workspace may call. */
             allowed_number_types: components["schemas"]["DestinationNumberType"][];
+            /**
+             * @description Hosts a transfer destination's `sip_uri` may point at besides the termination hosts of the
+             *     workspace's own SIP trunks (always allowed). `*.example.com` allows the subdomains of
+             *     example.com (not example.com itself); an IP address must be listed exactly. Empty by default.
+             */
+            allowed_sip_domains: string[];
             /**
              * @description Outbound calls (direct and batch calls alike) the workspace may place per UTC day; `null`
              *     means no cap. A call counts when it is placed (created), whatever its outcome. At the cap,
@@ -8102,7 +8194,7 @@ export interface components {
         };
         /**
          * DestinationPolicyUpdateRequest
-         * @description Only the fields present change. Takes effect on the next call, batch, agent save or transfer.
+         * @description Only the fields present change. Takes effect on the next call, batch, agent save or transfer (`allowed_sip_domains`: the next agent save).
          */
         DestinationPolicyUpdateRequest: {
             /**
@@ -8125,6 +8217,14 @@ export interface components {
              *     ]
              */
             allowed_number_types?: components["schemas"]["DestinationNumberType"][];
+            /**
+             * @description Hosts a transfer destination's `sip_uri` may point at (see `DestinationPolicy`); replaces the stored list. Stored in lower case.
+             * @example [
+             *       "pbx.example.com",
+             *       "*.voice.example.net"
+             *     ]
+             */
+            allowed_sip_domains?: string[];
             /** @description Outbound calls per UTC day; `null` removes the cap. Lowering it below today's count stops further calls today. */
             daily_call_cap?: number | null;
         };
@@ -8147,7 +8247,8 @@ export interface components {
          * CallCompletedEvent
          * @description Body of the `call.completed` event, sent once when a phone call or a web realtime session ends,
          *     after post-call analysis. Every field is always present except `tool_calls`, which is present only
-         *     when the agent called at least one tool, `opt_out`, present only when the person asked not to be
+         *     when the agent called at least one tool, `transfers`, present only when the agent tried to transfer
+         *     the call, `opt_out`, present only when the person asked not to be
          *     called again and was put on the do-not-call list, and the structured results of the agent's `analysis`
          *     setting (`data` with `data_error` when it has a schema, `success` with `success_error` when it has
          *     success criteria), present only when that part was set. Without them the fields are exactly the
@@ -8410,6 +8511,8 @@ export interface components {
             opt_out?: components["schemas"]["CallOptOut"];
             /** @description The tool calls the agent made, in the order they started. Absent when there were none. */
             tool_calls?: components["schemas"]["ToolCallRecord"][];
+            /** @description The agent's transfer attempts, as on the call record (`Call.transfers`). Absent when there were none, and always on a web session. */
+            transfers?: components["schemas"]["CallTransfer"][];
             /**
              * @description The structured data post-call analysis extracted, following the agent's
              *     `analysis.schema` as it was when the conversation started, and validated against it. Present
@@ -14766,6 +14869,7 @@ export interface operations {
                      *           "interruption_count": 0,
                      *           "latency_avg_ms": 612.5,
                      *           "tool_calls": [],
+                     *           "transfers": [],
                      *           "answered_by": "human",
                      *           "end_reason": "agent_hangup",
                      *           "webhook_url": "https://example.com/hooks/calls",
@@ -14868,6 +14972,7 @@ export interface operations {
                      *       "interruption_count": 0,
                      *       "latency_avg_ms": null,
                      *       "tool_calls": [],
+                     *       "transfers": [],
                      *       "answered_by": null,
                      *       "end_reason": null,
                      *       "webhook_url": "https://example.com/hooks/calls",
@@ -15064,6 +15169,7 @@ export interface operations {
                      *       "interruption_count": 1,
                      *       "latency_avg_ms": 640,
                      *       "tool_calls": [],
+                     *       "transfers": [],
                      *       "answered_by": "human",
                      *       "end_reason": "remote_hangup",
                      *       "webhook_url": null,
@@ -15143,6 +15249,7 @@ export interface operations {
                      *       "interruption_count": 1,
                      *       "latency_avg_ms": 640,
                      *       "tool_calls": [],
+                     *       "transfers": [],
                      *       "inbound_setup": null,
                      *       "answered_by": "human",
                      *       "end_reason": "remote_hangup",
@@ -15238,6 +15345,7 @@ export interface operations {
                      *       "interruption_count": 0,
                      *       "latency_avg_ms": 0,
                      *       "tool_calls": [],
+                     *       "transfers": [],
                      *       "answered_by": null,
                      *       "end_reason": "canceled",
                      *       "webhook_url": "https://example.com/hooks/calls",
@@ -16702,6 +16810,7 @@ export interface operations {
                      *         "uan",
                      *         "fictional"
                      *       ],
+                     *       "allowed_sip_domains": [],
                      *       "daily_call_cap": 1000,
                      *       "calls_placed_today": 42,
                      *       "day_resets_at": "2026-11-22T00:00:00.000Z",
@@ -17269,6 +17378,7 @@ export interface operations {
                      *           "uan",
                      *           "fictional"
                      *         ],
+                     *         "allowed_sip_domains": [],
                      *         "daily_call_cap": 1000,
                      *         "calls_placed_today": 42,
                      *         "day_resets_at": "2026-11-22T00:00:00.000Z",
@@ -18310,6 +18420,7 @@ export interface operations {
                      *       "interruption_count": 0,
                      *       "latency_avg_ms": null,
                      *       "tool_calls": [],
+                     *       "transfers": [],
                      *       "answered_by": null,
                      *       "end_reason": null,
                      *       "webhook_url": null,
@@ -18855,6 +18966,7 @@ export interface operations {
                      *         "uan",
                      *         "fictional"
                      *       ],
+                     *       "allowed_sip_domains": [],
                      *       "daily_call_cap": 1000,
                      *       "calls_placed_today": 42,
                      *       "day_resets_at": "2026-11-22T00:00:00.000Z",
@@ -18916,6 +19028,7 @@ export interface operations {
                      *         "uan",
                      *         "fictional"
                      *       ],
+                     *       "allowed_sip_domains": [],
                      *       "daily_call_cap": 500,
                      *       "calls_placed_today": 42,
                      *       "day_resets_at": "2026-11-22T00:00:00.000Z",

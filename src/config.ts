@@ -338,6 +338,11 @@ const schema = z.object({
     .default(60 * 60),
   /** Neither side spoke for this long: the agent hangs up (`silence_timeout`). */
   CALL_SILENCE_TIMEOUT_MS: durationMs(30_000),
+  /**
+   * Transfers the agent may try on one call (its `transfer_call` tool); a refused or failed attempt
+   * counts. At most 3: a call's `transfers` in the contract hold at most three entries.
+   */
+  TRANSFER_MAX_ATTEMPTS: z.coerce.number().int().min(1).max(3).default(3),
   /** Keys the person presses form one input to the model until `#`, 64 keys, or this long without a key. */
   CALL_DTMF_GAP_MS: z.coerce.number().int().min(100).max(60_000).default(2000),
   /**

@@ -77,6 +77,7 @@ import { recordingStorage } from './recordings/backends.js';
 import { recordingRoutes } from './recordings/routes.js';
 import { callbackUrls, createCarriers, type Carriers } from './carriers/index.js';
 import { createCalls, type Calls } from './calls/index.js';
+import type { TurnTiming } from './calls/live/bridge.js';
 import { callNotFound, type CallService } from './calls/service.js';
 import type { CallStore } from './calls/store.js';
 import type { CallFinaliser } from './calls/finaliser.js';
@@ -174,6 +175,8 @@ export async function startService(
     onFrameForwarded?: (ns: bigint) => void;
     /** Benchmarks: phone call caller-frame receipt-to-forward time. */
     onCallFrameForwarded?: (ns: bigint) => void;
+    /** Benchmarks: the stamps of each phone-call caller turn and the start of its reply (scripts/bench/turn-latency.ts). */
+    onCallTurnTiming?: (timing: TurnTiming) => void;
     /** Benchmarks: a live event queued by a conversation of this instance (an utterance's end in the bridge). */
     onLiveEvent?: (conversationId: string, type: string, data: Record<string, unknown>) => void;
   } = {},
@@ -451,6 +454,7 @@ export async function startService(
     onKeysDropped: (keys) => inputDropped.inc({ stream: 'call', kind: 'keys', reason: 'rate' }, keys),
     budgetClock: opts.budgetClock,
     onForward: opts.onCallFrameForwarded,
+    onTurnTiming: opts.onCallTurnTiming,
   });
   const { service: callService, finaliser } = calls;
   const batchStore = new BatchStore(db.knex);

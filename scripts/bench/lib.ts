@@ -225,3 +225,19 @@ export async function placeCalls(o: {
   }
   return { ids, refused };
 }
+
+/**
+ * The environment of a service process whose peers run apart (the sandbox carriers' process `carrier`,
+ * the voice service at `voiceUrl`) on the database at `databaseUrl`, with the silence timeout off (a
+ * benchmark's callers pause as they please).
+ */
+export function peerEnv(o: { databaseUrl: string; voiceUrl: string; carrier: BenchChild; adminToken: string }): Record<string, string> {
+  return {
+    VOICE_SERVICE_URL: o.voiceUrl,
+    DATABASE_URL: o.databaseUrl,
+    ADMIN_TOKEN: o.adminToken,
+    PROVIDER_A_API_URL: o.carrier.info.providerAUrl,
+    PROVIDER_B_API_URL: o.carrier.info.providerBUrl,
+    CALL_SILENCE_TIMEOUT_MS: '0',
+  };
+}

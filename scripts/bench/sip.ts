@@ -32,7 +32,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { api, benchDatabase, benchWorkspace, forkChild, answeringNumbers, placeCalls, table, TALKING_CALLEE, type BenchChild } from './lib.js';
+import { api, benchDatabase, benchWorkspace, forkChild, peerEnv, answeringNumbers, placeCalls, table, TALKING_CALLEE, type BenchChild } from './lib.js';
 import type { ChildStats } from './child-stats.js';
 import type { RtpFigures } from './sip/receiver.js';
 import { rtpPcap } from './sip/pcap.js';
@@ -149,12 +149,7 @@ export async function run(): Promise<void> {
   const voice = await forkChild(child, ['voice'], {});
   const sipPort = await freePort();
   const service = await forkChild(child, ['service'], {
-    VOICE_SERVICE_URL: voice.info.url,
-    DATABASE_URL: db.url,
-    ADMIN_TOKEN: ADMIN,
-    PROVIDER_A_API_URL: carrier.info.providerAUrl,
-    PROVIDER_B_API_URL: carrier.info.providerBUrl,
-    CALL_SILENCE_TIMEOUT_MS: '0',
+    ...peerEnv({ databaseUrl: db.url, voiceUrl: voice.info.url, carrier, adminToken: ADMIN }),
     DATABASE_POOL_MAX: '40',
     SIP_PORT: String(sipPort),
     SIP_HOST: LOOPBACK,

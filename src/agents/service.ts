@@ -34,7 +34,7 @@ import type {
   AnalysisStored,
   CarrierAccountStored,
   CarrierAccountsStored,
-  TransferDestinationStored,
+  PhoneTransferDestination,
   VoicemailStored,
 } from './store.js';
 import { AGENT_CONFIG_CARRIERS, type AgentConfigSchema, type HeldAccount } from '../carriers/index.js';
@@ -76,8 +76,11 @@ export interface RuntimeAgent {
   canEndConversation: boolean;
   transferPhoneNumber: string | null;
   transferCriteria: string | null;
-  /** Every place the agent may transfer a call to: `transfer_phone_number` (named `default`) first, then `transfer_destinations`. */
-  transferDestinations: TransferDestinationStored[];
+  /**
+   * Every place a call of the agent may be transferred to: `transfer_phone_number` (named `default`)
+   * first, then the numbers of `transfer_destinations` (its SIP URI destinations are not offered yet).
+   */
+  transferDestinations: PhoneTransferDestination[];
   /** Where inbound calls are set up per caller before they are answered (calls/inbound-setup.ts). */
   inboundSetupUrl: string | null;
   /** Record the agent's conversations unless a call or batch says otherwise. */
@@ -138,6 +141,8 @@ export type RuntimeMiss = 'not_found' | 'other_workspace' | 'version_not_found';
 /** The destination policy as agents use it: whether the workspace may transfer calls to a number (422 when not). */
 export interface TransferPolicy {
   checkDestination(workspaceId: string, number: string, param: string): Promise<void>;
+  /** 422 unless a transfer destination may point at the SIP address `uri`. */
+  checkSipUri(workspaceId: string, uri: string, param: string): Promise<void>;
 }
 
 /**
@@ -253,7 +258,10 @@ export class AgentService {
           `transfer_destinations[${i}].name`,
         );
       names.add(d.name);
-      await this.transfers.checkDestination(workspaceId, d.phone_number, `transfer_destinations[${i}].phone_number`);
+      if (Boolean(d.phone_number) === Boolean(d.sip_uri))
+        throw unprocessable('transfer_target_required', 'A transfer destination needs exactly one of phone_number and sip_uri.', `transfer_destinations[${i}]`);
+      if (d.phone_number) await this.transfers.checkDestination(workspaceId, d.phone_number, `transfer_destinations[${i}].phone_number`);
+      else await this.transfers.checkSipUri(workspaceId, d.sip_uri!, `transfer_destinations[${i}].sip_uri`);
     }
   }
 
@@ -321,7 +329,12 @@ export class AgentService {
       can_end_conversation: row.can_end_conversation,
       transfer_phone_number: row.transfer_phone_number,
       transfer_criteria: row.transfer_criteria,
-      transfer_destinations: row.transfer_destinations,
+      transfer_destinations: row.transfer_destinations.map((d) => ({
+        name: d.name,
+        phone_number: d.phone_number ?? null,
+        sip_uri: d.sip_uri ?? null,
+        description: d.description,
+      })),
       inbound_setup: row.inbound_setup,
       recording: { enabled: row.recording_enabled },
       recording_disclosure: row.recording_disclosure,
@@ -714,7 +727,7 @@ export class AgentService {
         ...(row.transfer_phone_number
           ? [{ name: DEFAULT_TRANSFER, phone_number: row.transfer_phone_number, description: row.transfer_criteria ?? 'The caller asks for a person.' }]
           : []),
-        ...row.transfer_destinations,
+        ...row.transfer_destinations.flatMap((d) => (d.phone_number ? [{ name: d.name, phone_number: d.phone_number, description: d.description }] : [])),
       ],
       inboundSetupUrl: row.inbound_setup?.url ?? null,
       recordingEnabled: row.recording_enabled,
@@ -754,7 +767,12 @@ export class AgentService {
     }
     if (has(body, 'can_end_conversation')) out.can_end_conversation = body.can_end_conversation ?? false;
     if (has(body, 'transfer_destinations'))
-      out.transfer_destinations = (body.transfer_destinations ?? []).map(({ name, phone_number, description }) => ({ name, phone_number, description }));
+      out.transfer_destinations = (body.transfer_destinations ?? []).map(({ name, phone_number, sip_uri, description }) => ({
+        name,
+        phone_number: phone_number ?? null,
+        sip_uri: sip_uri ?? null,
+        description,
+      }));
     if (has(body, 'inbound_setup')) out.inbound_setup = body.inbound_setup ? { url: body.inbound_setup.url } : null;
     if (has(body, 'recording')) out.recording_enabled = body.recording?.enabled ?? false;
     if (has(body, 'opt_out')) out.opt_out_enabled = body.opt_out?.enabled ?? false;

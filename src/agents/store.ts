@@ -36,9 +36,14 @@ export interface AnalysisStored {
 /** One of an agent's transfer destinations (TransferDestination in the contract). */
 export interface TransferDestinationStored {
   name: string;
-  phone_number: string;
+  /** Exactly one of the two targets; rows saved before SIP URIs have no `sip_uri` (read as null). */
+  phone_number: string | null;
+  sip_uri?: string | null;
   description: string;
 }
+
+/** A destination calls can transfer to today: a number (SIP URI targets are saved but not offered yet). */
+export type PhoneTransferDestination = { name: string; phone_number: string; description: string };
 
 export interface AgentRow {
   id: string;

@@ -122,7 +122,10 @@ export class CallFinaliser {
       if (!done) return undefined;
       // Only a call recorded by its setting can have a recording (none is ever written otherwise).
       const recording = this.recordings && done.recording_enabled ? await this.recordings.completeIn(done.id, endedAt, trx) : null;
-      const facts = callCompletedFacts(done, recording);
+      // Attempts still open (the instance stopped while the carrier was asked) are settled by how the call ended.
+      await this.store.transfers.settleOpen(done.workspace_id, done.id, done.end_reason === 'transferred', endedAt, trx);
+      const transfers = (await this.store.transfers.of(done.workspace_id, [done.id], trx)).get(done.id) ?? [];
+      const facts = callCompletedFacts(done, recording, transfers);
       await this.events.callCompleted(
         {
           workspaceId: done.workspace_id,

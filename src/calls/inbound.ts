@@ -111,6 +111,6 @@ export class InboundNumbers {
         'The service refused the call (subscription inactive, plan minutes or concurrency slots used up); the carrier was told busy.',
       );
     // Just answered: no audio recorded yet.
-    return toCall(call, null);
+    return toCall(call, null, []);
   }
 }

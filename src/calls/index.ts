@@ -36,6 +36,7 @@ import { CallService } from './service.js';
 import { CallJobs } from './jobs.js';
 import { CallLiveEvents } from './live-events.js';
 import { callEventRoutes, callRoutes, carrierCallbackRoutes } from './routes.js';
+import type { TurnTiming } from './live/bridge.js';
 
 type WebhookDelivery = components['schemas']['WebhookDelivery'];
 
@@ -71,6 +72,8 @@ export interface CallsDeps {
   budgetClock?: BudgetClock;
   /** Benchmarks: a caller frame's receipt-to-forward time. */
   onForward?: (nanoseconds: bigint) => void;
+  /** Benchmarks: each caller turn's reply stamps (scripts/bench/turn-latency.ts). */
+  onTurnTiming?: (timing: TurnTiming) => void;
 }
 
 type InboundSetupDeps = ConstructorParameters<typeof InboundSetup>[0];
@@ -181,6 +184,7 @@ export function createCalls(d: CallsDeps): Calls {
       recordMaxBytes: c.CONVERSATION_RECORD_MAX_BYTES,
       silenceTimeoutMs: c.CALL_SILENCE_TIMEOUT_MS,
       dtmfGapMs: c.CALL_DTMF_GAP_MS,
+      transferMaxAttempts: c.TRANSFER_MAX_ATTEMPTS,
       maxDurationMs: c.CALL_MAX_DURATION_S * 1000,
       audioBudget: { rate: d.sandbox ? Math.max(c.CALL_AUDIO_RATE, d.sandbox.speed) : c.CALL_AUDIO_RATE, burstMs: c.CALL_AUDIO_BURST_MS },
       openHoldMs: c.VOICE_CONNECT_TIMEOUT_MS,
@@ -190,6 +194,7 @@ export function createCalls(d: CallsDeps): Calls {
       budgetClock: d.budgetClock,
       reservation: service.reservationTerms,
       onForward: d.onForward,
+      onTurnTiming: d.onTurnTiming,
       startTimeoutMs: c.CALL_STREAM_START_TIMEOUT_MS,
       instanceId: `inst_${randomBytes(6).toString('hex')}`,
       heartbeatMs: c.CALL_HEARTBEAT_MS,

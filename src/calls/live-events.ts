@@ -14,6 +14,13 @@ import { isTerminal, type CallKey, type CallRow, type CallStatus, type CallValue
 
 type LiveCallStatus = 'queued' | 'ringing' | 'in_progress' | 'transferring' | 'ended';
 
+/** One transfer attempt as the live `transfer` event names it. */
+export interface LiveTransfer {
+  transferId: string;
+  destination: string;
+  to: string;
+}
+
 /** The live status a record's status shows (`initiated`, the carrier taking the dial, is not one). */
 function liveStatusOf(status: CallStatus): LiveCallStatus | null {
   if (isTerminal(status)) return 'ended';
@@ -118,8 +125,14 @@ export class CallLiveEvents {
   }
 
   /** The agent is handing the call over: `transferring` (stream and webhook) and the `transfer` event. */
-  async transferring(row: CallRow, to: string): Promise<void> {
-    this.writer.append(row.workspace_id, row.id, 'transfer', { to, status: 'started' });
+  async transferring(row: CallRow, t: LiveTransfer): Promise<void> {
+    this.writer.append(row.workspace_id, row.id, 'transfer', {
+      transfer_id: t.transferId,
+      destination: t.destination,
+      to: t.to,
+      status: 'started',
+      outcome: null,
+    });
     this.writer.append(row.workspace_id, row.id, 'status', this.statusData(row, 'transferring'));
     await this.publisher
       .callStatusChanged({
@@ -129,10 +142,13 @@ export class CallLiveEvents {
       .catch((err) => this.log.warn({ err, callId: row.id }, 'call.status_changed (transferring) not recorded'));
   }
 
-  /** The transfer did not happen: the call goes on. */
-  transferFailed(row: CallRow, to: string): void {
-    this.writer.append(row.workspace_id, row.id, 'transfer', { to, status: 'failed' });
-    this.writer.append(row.workspace_id, row.id, 'status', this.statusData(row, 'in_progress'));
+  /**
+   * The transfer did not happen: the call goes on. A refused one never left `in_progress`; a failed
+   * one goes back to it from `transferring`.
+   */
+  transferFailed(row: CallRow, t: LiveTransfer, outcome: 'failed' | 'refused'): void {
+    this.writer.append(row.workspace_id, row.id, 'transfer', { transfer_id: t.transferId, destination: t.destination, to: t.to, status: 'failed', outcome });
+    if (outcome === 'failed') this.writer.append(row.workspace_id, row.id, 'status', this.statusData(row, 'in_progress'));
   }
 
   /** A transcript entry was kept: `call.transcript` for the webhooks that list it (not waited for). */

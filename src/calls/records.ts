@@ -10,6 +10,7 @@ import { pendingResults } from '../conversation/write-up.js';
 import { isTerminal, type CallRow } from './store.js';
 import type { RecordingView } from '../recordings/service.js';
 import { Redactor } from '../redaction/redactor.js';
+import type { CallTransferView } from './transfers.js';
 
 export type Call = components['schemas']['Call'];
 
@@ -29,8 +30,8 @@ function optOutOf(row: CallRow): Call['opt_out'] {
   return { number: personNumber(row), listed_at: iso(row.opted_out_at) as string };
 }
 
-/** `recording`: the call's recording as the record shows it, null when it has none. */
-export function toCall(row: CallRow, recording: RecordingView | null): Call {
+/** `recording`: the call's recording as the record shows it, null when it has none; `transfers`: its transfer attempts. */
+export function toCall(row: CallRow, recording: RecordingView | null, transfers: CallTransferView[]): Call {
   const terminal = isTerminal(row.status);
   return {
     call_id: row.id,
@@ -60,6 +61,7 @@ export function toCall(row: CallRow, recording: RecordingView | null): Call {
     interruption_count: row.interruption_count,
     latency_avg_ms: terminal ? row.latency_avg_ms : null,
     tool_calls: row.tool_calls as Call['tool_calls'],
+    transfers,
     inbound_setup: row.inbound_setup,
     answered_by: row.answered_by,
     end_reason: row.end_reason,
@@ -77,7 +79,7 @@ export function toCall(row: CallRow, recording: RecordingView | null): Call {
 }
 
 /** The facts of a terminal call as its `call.completed` states them. */
-export function callCompletedFacts(row: CallRow, recording: RecordingView | null): CallCompletedInput {
+export function callCompletedFacts(row: CallRow, recording: RecordingView | null, transfers: CallTransferView[]): CallCompletedInput {
   return {
     ...(recording ? { recording: recording.recording, recording_url: recording.recording_url } : {}),
     ...(row.opted_out_at ? { opt_out: optOutOf(row)! } : {}),
@@ -104,6 +106,7 @@ export function callCompletedFacts(row: CallRow, recording: RecordingView | null
     latency_avg_ms: Number(row.latency_avg_ms ?? 0),
     created_at: new Date(row.created_at),
     tool_calls: row.tool_calls as EventToolCallRecord[],
+    transfers,
     ...(row.analysis_results ?? pendingResults(row.analysis)),
   };
 }

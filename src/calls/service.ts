@@ -297,7 +297,7 @@ export class CallService {
         ),
       );
       this.log.info({ callId, workspaceId, agentId: plan.agent.id, provider: plan.provider }, 'call queued');
-      return toCall(row, null);
+      return toCall(row, null, []);
     } catch (err) {
       await this.admission.slots.releaseUnused(callId).catch(() => undefined);
       // Another request took the day's last call between the check above and the insert.
@@ -326,14 +326,21 @@ export class CallService {
 
   /** The call as the API shows it, its recording included. */
   async shown(row: CallRow): Promise<Call> {
-    const views = this.recordings ? await this.recordings.viewsOf([row.id]) : new Map();
-    return toCall(row, views.get(row.id) ?? null);
+    const [views, transfers] = await Promise.all([
+      this.recordings ? this.recordings.viewsOf([row.id]) : new Map<string, RecordingView>(),
+      this.store.transfers.of(row.workspace_id, [row.id]),
+    ]);
+    return toCall(row, views.get(row.id) ?? null, transfers.get(row.id) ?? []);
   }
 
   async list(workspaceId: string, query: CallFilters & PageParams): Promise<Page<Call>> {
     const page = await this.store.list(workspaceId, query, query);
-    const views = this.recordings ? await this.recordings.viewsOf(page.data.map((r) => r.id)) : new Map();
-    return { ...page, data: page.data.map((r) => toCall(r, views.get(r.id) ?? null)) };
+    const ids = page.data.map((r) => r.id);
+    const [views, transfers] = await Promise.all([
+      this.recordings ? this.recordings.viewsOf(ids) : new Map<string, RecordingView>(),
+      this.store.transfers.of(workspaceId, ids),
+    ]);
+    return { ...page, data: page.data.map((r) => toCall(r, views.get(r.id) ?? null, transfers.get(r.id) ?? [])) };
   }
 
   /**

@@ -15,6 +15,7 @@ import type { RedactionSetting } from '../redaction/setting.js';
 import type { ConversationSettings } from '../voice/conversation-settings.js';
 import type { components } from '../../generated/openapi.js';
 import { listedEntryOf } from '../do-not-call/store.js';
+import { CallTransferStore } from './transfers.js';
 
 type InboundSetupOutcome = components['schemas']['InboundSetupOutcome'];
 
@@ -243,7 +244,12 @@ export class CallStore {
   /** Identities of calls created here (once committed) or read by `identity`: they never change. */
   private readonly identities = new Map<string, CallIdentity>();
 
-  constructor(private readonly db: Knex) {}
+  /** The calls' transfer attempts (`call_transfers`). */
+  readonly transfers: CallTransferStore;
+
+  constructor(private readonly db: Knex) {
+    this.transfers = new CallTransferStore(db);
+  }
 
   private remember(rows: CallIdentity[]): void {
     for (const { id, workspace_id, agent_id, agent_version, number_agent_id, provider } of rows) {

@@ -66,6 +66,7 @@ export class DestinationService {
     return {
       allowed_countries: row.allowed_countries,
       allowed_number_types: row.allowed_number_types,
+      allowed_sip_domains: row.allowed_sip_domains,
       daily_call_cap: row.daily_call_cap,
       calls_placed_today: today.placed,
       day_resets_at: today.resetsAt.toISOString(),
@@ -96,6 +97,7 @@ export class DestinationService {
     }
     if (body.allowed_number_types !== undefined) changes.allowed_number_types = body.allowed_number_types;
     if (body.daily_call_cap !== undefined) changes.daily_call_cap = body.daily_call_cap;
+    if (body.allowed_sip_domains !== undefined) changes.allowed_sip_domains = [...new Set(body.allowed_sip_domains.map((d) => d.toLowerCase()))];
     const row = await this.store.update(workspaceId, changes);
     if (!row) throw notFound('workspace_not_found', `No workspace '${workspaceId.slice(0, 64)}'.`);
     this.log.info({ workspaceId, fields: Object.keys(changes) }, 'destination policy updated by operator');
@@ -106,6 +108,28 @@ export class DestinationService {
   async checkDestination(workspaceId: string, number: string, param: string): Promise<void> {
     const refusal = destinationRefusal(await this.policy(workspaceId), number);
     if (refusal) throw numberError(refusal, param);
+  }
+
+  /**
+   * 422 unless a transfer destination may point at `uri` (the contract checked its shape): a port up
+   * to 65535, no empty host label, and a host that is one of the workspace's SIP trunks' termination
+   * hosts or allowed by its policy's `allowed_sip_domains` (`*.d` for d's subdomains; an IP address
+   * only listed exactly).
+   */
+  async checkSipUri(workspaceId: string, uri: string, param: string): Promise<void> {
+    const m = /@([A-Za-z0-9.-]+)(?::([0-9]{1,5}))?(?:;|$)/.exec(uri);
+    const host = m?.[1].toLowerCase() ?? '';
+    if (!m || host.split('.').some((label) => label === '') || (m[2] !== undefined && (Number(m[2]) < 1 || Number(m[2]) > 65535)))
+      throw unprocessable('invalid_sip_uri', `${param}: not a SIP address this service can call (check the host and port).`, param);
+    const [row, trunkHosts] = await Promise.all([this.row(workspaceId), this.store.trunkHosts(workspaceId)]);
+    const isIp = /^[0-9.]+$/.test(host);
+    const listed = row.allowed_sip_domains.some((d) => d === host || (!isIp && d.startsWith('*.') && host.endsWith(d.slice(1))));
+    if (!listed && !trunkHosts.includes(host))
+      throw unprocessable(
+        'sip_uri_not_allowed',
+        `${param}: the host '${host}' is neither one of the workspace's SIP trunks nor in its destination policy's allowed_sip_domains.`,
+        param,
+      );
   }
 
   /**

@@ -13,6 +13,7 @@ export interface PolicyRow {
   allowed_countries: string[] | null;
   allowed_number_types: NumberKind[];
   daily_call_cap: number | null;
+  allowed_sip_domains: string[];
   updated_at: Date;
 }
 
@@ -22,7 +23,7 @@ export interface DayUsage {
   resetsAt: Date;
 }
 
-export type PolicyChanges = Partial<Pick<PolicyRow, 'allowed_countries' | 'allowed_number_types' | 'daily_call_cap'>>;
+export type PolicyChanges = Partial<Pick<PolicyRow, 'allowed_countries' | 'allowed_number_types' | 'daily_call_cap' | 'allowed_sip_domains'>>;
 
 /** The constraint the calls trigger names when an insert would pass the daily cap. */
 export const DAILY_CAP_CONSTRAINT = 'destination_daily_call_cap';
@@ -72,6 +73,15 @@ export class DestinationStore {
         .returning('*');
       return row as PolicyRow | undefined;
     });
+  }
+
+  /** The termination hosts of the workspace's SIP trunks (lower case, without a port). */
+  async trunkHosts(workspaceId: string): Promise<string[]> {
+    const rows = await this.knex('sip_trunks')
+      .where({ workspace_id: workspaceId })
+      .whereNotNull('outbound_host')
+      .select<Array<{ outbound_host: string }>>('outbound_host');
+    return rows.map((r) => r.outbound_host.toLowerCase().replace(/:[0-9]+$/, ''));
   }
 
   /** Calls the workspace placed today (UTC, on the database's clock, as the trigger counts them). */

@@ -1,7 +1,7 @@
 /**
  * The erasure of one conversation's content, in one transaction holding its row: the row becomes a
  * tombstone (content emptied, `erased_at` set, billing facts kept) and every other row holding the
- * conversation's content is deleted (live events, webhook events and their deliveries, idempotent
+ * conversation's content is deleted (live events, a call's transfer attempts, webhook events and their deliveries, idempotent
  * replies that carry it, the recording and its chunk index). The row lock and the state check make it
  * safe against a finalisation on another instance: a call is erased only once terminal, and the
  * terminal transaction (guarded by the live statuses) cannot write after it; a web session is erased
@@ -77,6 +77,8 @@ export class ErasureStore {
       .where({ id, workspace_id: ws })
       .update({ ...TOMBSTONE[table], erased_at: at, ...(table === 'calls' ? { updated_at: at } : {}) });
     await trx('conversation_events').where({ workspace_id: ws, conversation_id: id }).delete();
+    // A call's transfer attempts carry the reason the agent gave in its words.
+    if (table === 'calls') await trx('call_transfers').where({ workspace_id: ws, call_id: id }).delete();
     await trx('conversation_event_heads').where({ workspace_id: ws, conversation_id: id }).delete();
     // Deliveries go with their events (a foreign key); deleted by call id too, whatever their event.
     await trx('webhook_deliveries').where({ workspace_id: ws, call_id: id }).delete();

@@ -31,6 +31,7 @@ export const idPrefixes = {
   mcpServer: 'mcp',
   sipTrunk: 'trk',
   call: 'call',
+  callTransfer: 'xfr',
   batch: 'bat',
   batchRecipient: 'brcp',
   doNotCall: 'dnc',

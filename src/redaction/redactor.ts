@@ -124,12 +124,15 @@ export class Redactor {
     };
   }
 
-  /** The conversation content of a record or message: transcript, tool calls, analysis. */
+  /** The conversation content of a record or message: transcript, tool calls, transfers' reasons, analysis. */
   content<T extends ContentLike>(c: T): T {
     return {
       ...this.analysis(c),
       ...(Array.isArray(c.transcript) ? { transcript: c.transcript.map((t) => this.turn(t)) } : {}),
       ...(Array.isArray(c.tool_calls) ? { tool_calls: c.tool_calls.map((r) => this.toolCall(r)) } : {}),
+      ...(Array.isArray(c.transfers)
+        ? { transfers: c.transfers.map((t) => ({ ...t, reason: typeof t.reason === 'string' ? this.text(t.reason) : t.reason })) }
+        : {}),
     };
   }
 }
@@ -144,4 +147,5 @@ interface AnalysisLike {
 interface ContentLike extends AnalysisLike {
   transcript?: TranscriptLike[];
   tool_calls?: Array<{ arguments?: unknown; result?: unknown; error?: string | null }> | null;
+  transfers?: Array<{ reason: string | null }> | null;
 }

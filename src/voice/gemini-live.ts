@@ -327,6 +327,7 @@ class LiveSession implements VoiceSession {
 
   private onMessage(ws: WebSocket, data: RawData): void {
     if (this.state === 'closed') return;
+    const receivedAt = this.config.onAudioReceived ? process.hrtime.bigint() : 0n;
     let msg: LiveServerMessage;
     try {
       msg = JSON.parse(data.toString()) as LiveServerMessage;
@@ -341,20 +342,24 @@ class LiveSession implements VoiceSession {
         this.replay = [];
       }
     }
-    if (msg.serverContent) this.onServerContent(msg.serverContent);
+    if (msg.serverContent) this.onServerContent(msg.serverContent, receivedAt);
     if (msg.toolCall?.functionCalls?.length) this.onToolCall(ws, msg.toolCall.functionCalls);
     if (msg.toolCallCancellation?.ids?.length) this.emit({ type: 'tool_call_cancellation', ids: msg.toolCallCancellation.ids });
     if (msg.goAway && ws === this.ws) void this.reconnect('goAway');
   }
 
-  private onServerContent(sc: NonNullable<LiveServerMessage['serverContent']>): void {
+  /** `receivedAt`: the message's receipt (benchmarks' `onAudioReceived`; 0 without it). */
+  private onServerContent(sc: NonNullable<LiveServerMessage['serverContent']>, receivedAt: bigint): void {
     if (sc.inputTranscription) {
       this.inputText += sc.inputTranscription.text ?? '';
       if (sc.inputTranscription.finished) this.finishInput();
       else if (this.inputText) this.emit({ type: 'input_transcript', text: this.inputText, final: false });
     }
+    let audioStamped = false;
     for (const part of sc.modelTurn?.parts ?? []) {
       if (part.inlineData?.data && part.inlineData.mimeType?.startsWith('audio/')) {
+        if (!audioStamped && this.config.onAudioReceived) this.config.onAudioReceived(receivedAt);
+        audioStamped = true;
         this.finishInput();
         this.emit({ type: 'audio', pcm: Buffer.from(part.inlineData.data, 'base64') });
       } else if (part.text && !part.thought) {

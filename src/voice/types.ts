@@ -34,6 +34,11 @@ export interface VoiceSessionConfig {
    * sent in the setup; null or absent: the voice service's defaults.
    */
   conversation?: ConversationSettings | null;
+  /**
+   * Benchmarks (scripts/bench/turn-latency.ts): called with `process.hrtime.bigint()` taken on receipt
+   * of each voice-service message that carries agent audio, before the message is parsed.
+   */
+  onAudioReceived?: (at: bigint) => void;
 }
 
 export interface ToolCallRequest {

@@ -1,7 +1,7 @@
 /**
  * The one place that builds event payloads. Each builder takes the facts of a finished call, web
  * session or batch, writes the fields in the contract's order (`tool_calls` only when a tool was
- * called, `data`/`success` and their errors only when the agent's `analysis` setting asked), and
+ * called, `transfers` only when the agent tried one, `data`/`success` and their errors only when the agent's `analysis` setting asked), and
  * validates the result against the AsyncAPI message schema (generated/asyncapi.json), so a payload
  * that does not match the contract is refused before anything is recorded or sent.
  */
@@ -30,12 +30,14 @@ export const DEFAULT_KINDS: readonly EventKind[] = KINDS.filter((k) => !webhookE
 type Timestamp = string | Date;
 
 /** What a finished call or web session provides; `event` is implied, `tool_calls` may be empty. */
-export type CallCompletedInput = Omit<CallCompletedEvent, 'event' | 'tool_calls' | 'created_at' | 'message_count'> & {
+export type CallCompletedInput = Omit<CallCompletedEvent, 'event' | 'tool_calls' | 'transfers' | 'created_at' | 'message_count'> & {
   event?: 'call.completed';
   created_at: Timestamp;
   /** Defaults to the number of transcript entries. */
   message_count?: number;
   tool_calls?: ToolCallRecord[] | null;
+  /** A call's transfer attempts; may be empty (web sessions have none). */
+  transfers?: NonNullable<CallCompletedEvent['transfers']> | [] | null;
 };
 
 export type BatchCompletedInput = Omit<BatchCompletedEvent, 'event' | 'created_at' | 'completed_at'> & {
@@ -98,6 +100,7 @@ export function callCompletedPayload(input: CallCompletedInput): CallCompletedEv
   // Only a call in which the person opted out says so.
   if (input.opt_out) payload.opt_out = input.opt_out;
   if (input.tool_calls && input.tool_calls.length > 0) payload.tool_calls = input.tool_calls as CallCompletedEvent['tool_calls'];
+  if (input.transfers && input.transfers.length > 0) payload.transfers = input.transfers as CallCompletedEvent['transfers'];
   // The structured results of the agent's `analysis` setting: only the parts it asked for.
   if (input.data !== undefined) Object.assign(payload, { data: input.data, data_error: input.data_error ?? null });
   if (input.success !== undefined) Object.assign(payload, { success: input.success, success_error: input.success_error ?? null });

@@ -3,7 +3,7 @@
  * it, through the service and against its sandbox simulator (provider_a and provider_b over real HTTP
  * and WebSocket, sip over real SIP and RTP on loopback against the sandbox's SIP far end), as LiveKit's
  * plug-ins share one suite. A carrier added to the registry (with its simulator in src/sandbox/carriers/)
- * gets it without a line here: dialling, hang-up before and after the answer, transfer, keys both
+ * gets it without a line here: dialling, hang-up before and after the answer, transfer (and its record), keys both
  * ways, inbound on and off, every outcome its callbacks map (a person, a machine, busy, no answer,
  * refused, canceled), and media in (the person's words in the transcript) and out (the agent's audio
  * played to the person). Where SIP cannot be asked the same, the case says why: its account is a SIP
@@ -17,6 +17,7 @@ import { tenant, type Tenant } from '../helpers/fixtures.js';
 import { bearer } from '../helpers/realtime.js';
 import { FAST_CALLS, createPhoneAgent, placeCall, providerConfig, sandboxNumber, sipConfig, waitForCall } from '../helpers/calls.js';
 import { freePort, LOOPBACK } from '../helpers/sipp.js';
+import { openSse } from '../helpers/sse.js';
 import type { SandboxCallRecord, SandboxCarriers } from '../../src/sandbox/carriers/server.js';
 import { PROVIDERS, type Provider } from '../../src/carriers/index.js';
 
@@ -107,7 +108,7 @@ describe('every carrier', { concurrency: true }, () => {
         assert.equal(sim.outcome, 'canceled');
       });
 
-      it('transfers through the carrier', async () => {
+      it('transfers through the carrier; the record, call.completed and the live events say which destination, when and why', async () => {
         const agentId = await phoneAgent({ transfer_phone_number: '+14155550199', transfer_criteria: 'The caller asks for a person.' });
         const to = sandboxNumber();
         sandbox().setScript(to, [{ waitForAgent: true }, { say: 'Please transfer call to a person.' }, { pause: 5000 }]);
@@ -115,6 +116,41 @@ describe('every carrier', { concurrency: true }, () => {
         const call = await waitForCall(t, tn, res.body.call_id);
         assert.equal(call.end_reason, 'transferred');
         assert.equal(simOf(call.call_sid).transferredTo, '+14155550199');
+
+        assert.equal(call.transfers.length, 1, JSON.stringify(call.transfers));
+        const [xfr] = call.transfers;
+        assert.match(xfr.transfer_id, /^xfr_[0-9A-Z]{26}$/);
+        const toolCall = call.tool_calls.find((r: Record<string, any>) => r.name === 'transfer_call');
+        assert.deepEqual(
+          { ...xfr, transfer_id: 'x', started_at: 'x', ended_at: 'x' },
+          {
+            transfer_id: 'x',
+            destination: 'default',
+            to: '+14155550199',
+            reason: toolCall.arguments.reason ?? null,
+            outcome: 'transferred',
+            refusal_code: null,
+            started_at: 'x',
+            ended_at: 'x',
+          },
+        );
+        assert.ok(Date.parse(xfr.started_at) <= Date.parse(xfr.ended_at), JSON.stringify(xfr));
+
+        const [completed] = await t.service.db.knex('webhook_events').where({ call_id: call.call_id, kind: 'call.completed' });
+        assert.deepEqual(JSON.parse(completed.body).transfers, call.transfers, 'call.completed carries the same transfers');
+
+        const sse = await openSse(`${t.url}/api/v1/calls/${call.call_id}/events`, bearer(tn.apiKey));
+        await sse.ended;
+        const events = sse.messages.filter((m) => m.event === 'transfer' || (m.event === 'status' && m.data.status === 'transferring'));
+        assert.deepEqual(
+          events.map((m) =>
+            m.event === 'status' ? ['status', m.data.status] : ['transfer', m.data.transfer_id, m.data.destination, m.data.to, m.data.status, m.data.outcome],
+          ),
+          [
+            ['transfer', xfr.transfer_id, 'default', '+14155550199', 'started', null],
+            ['status', 'transferring'],
+          ],
+        );
       });
 
       it('carries keys both ways: the person presses keys, and the agent presses the menu keys (0005)', async () => {

@@ -145,6 +145,7 @@ describe('the destination policy: read by developers, set by the operator', () =
       {
         allowed_countries: null,
         allowed_number_types: ['fixed_line', 'mobile', 'fixed_line_or_mobile', 'toll_free', 'voip', 'uan', 'fictional'],
+        allowed_sip_domains: [],
         daily_call_cap: 1000,
         calls_placed_today: 0,
         day_resets_at: undefined,
@@ -345,11 +346,91 @@ describe('transfers', () => {
     }
     assert.deepEqual(await stored(tn.workspaceId), before);
     const agent = await t.http.get(`/api/v1/agents/${agentId}`).set(bearer(tn.apiKey));
-    assert.deepEqual(agent.body.transfer_destinations, [sales]);
+    assert.deepEqual(agent.body.transfer_destinations, [{ ...sales, sip_uri: null }]);
     const cleared = await t.http.patch(`/api/v1/agents/${agentId}`).set(bearer(tn.apiKey)).send({ transfer_destinations: null });
     assert.equal(cleared.status, 200);
     assert.deepEqual(cleared.body.transfer_destinations, []);
     assert.equal(cleared.body.transfer_phone_number, '+14155550199');
+  });
+
+  it('SIP URI destinations: exactly one target, the host a trunk of the workspace or in allowed_sip_domains; saved and shown, never offered to the model yet', async () => {
+    const tn = await tenant(t);
+    const sales = { name: 'sales', phone_number: '+14155550171', description: 'The caller wants to buy something.' };
+    const agentId = await createPhoneAgent(t, tn, 'provider_a', { transfer_destinations: [sales] });
+    const patch = (body: Record<string, unknown>) => t.http.patch(`/api/v1/agents/${agentId}`).set(bearer(tn.apiKey)).send(body);
+    const desk = (sip_uri: string, extra: Record<string, unknown> = {}) => ({ name: 'desk', sip_uri, description: 'The front desk.', ...extra });
+
+    // The operator's list: stored in lower case without repeats; a malformed host is refused and changes nothing.
+    const badList = await t.http
+      .patch(`/admin/v1/workspaces/${tn.workspaceId}/destination-policy`)
+      .set(operator)
+      .send({ allowed_sip_domains: ['pbx..example.com'] });
+    assert.equal(badList.status, 422, JSON.stringify(badList.body));
+    assert.deepEqual([badList.body.error.code, badList.body.error.param], ['invalid_value', 'allowed_sip_domains.0']);
+    assert.deepEqual((await readPolicy(t, tn)).allowed_sip_domains, []);
+    const set = await setPolicy(tn.workspaceId, { allowed_sip_domains: ['PBX.Example.com', '*.voice.example.net', '203.0.113.7'] });
+    assert.deepEqual(set.allowed_sip_domains, ['pbx.example.com', '*.voice.example.net', '203.0.113.7']);
+
+    for (const [destinations, status, code, param] of [
+      [[{ ...sales, sip_uri: 'sip:sales@pbx.example.com' }], 422, 'transfer_target_required', 'transfer_destinations[0]'],
+      [[sales, { name: 'desk', description: 'The front desk.' }], 422, 'transfer_target_required', 'transfer_destinations[1]'],
+      [[desk('sip:desk@pbx.example.com:70000')], 422, 'invalid_sip_uri', 'transfer_destinations[0].sip_uri'],
+      [[desk('sip:desk@pbx..example.com')], 422, 'invalid_sip_uri', 'transfer_destinations[0].sip_uri'],
+      [[desk('sip:desk@other.example.com')], 422, 'sip_uri_not_allowed', 'transfer_destinations[0].sip_uri'],
+      // `*.d` is d's subdomains, not d itself; an IP address only listed exactly.
+      [[desk('sip:desk@voice.example.net')], 422, 'sip_uri_not_allowed', 'transfer_destinations[0].sip_uri'],
+      [[desk('sip:desk@203.0.113.8')], 422, 'sip_uri_not_allowed', 'transfer_destinations[0].sip_uri'],
+      [[desk('sip:desk@pbx.example.com?Subject=x')], 422, 'invalid_value', 'transfer_destinations.0.sip_uri'],
+    ] as const) {
+      const res = await patch({ transfer_destinations: destinations });
+      assert.equal(res.status, status, JSON.stringify(res.body));
+      assert.deepEqual([res.body.error.code, res.body.error.param], [code, param]);
+    }
+    const kept = await t.http.get(`/api/v1/agents/${agentId}`).set(bearer(tn.apiKey));
+    assert.deepEqual(kept.body.transfer_destinations, [{ ...sales, sip_uri: null }], 'refused bodies changed nothing; the stored form shows both targets');
+
+    const trunk = await t.http
+      .post('/api/v1/sip-trunks')
+      .set(bearer(tn.apiKey))
+      .send({ name: 'PBX', outbound: { host: 'trunk.example.org', transport: 'udp', caller_id_numbers: ['+14155550100'] } });
+    assert.equal(trunk.status, 201, JSON.stringify(trunk.body));
+    const saved = await patch({
+      transfer_destinations: [
+        sales,
+        desk('sip:desk@pbx.example.com;transport=tcp'),
+        desk('sips:ops@a.voice.example.net:5061', { name: 'ops' }),
+        desk('sip:lab@203.0.113.7', { name: 'lab' }),
+        desk('sip:night@TRUNK.example.org', { name: 'night' }),
+      ],
+    });
+    assert.equal(saved.status, 200, JSON.stringify(saved.body));
+    assert.deepEqual(
+      saved.body.transfer_destinations.map((d: Record<string, unknown>) => [d.name, d.phone_number, d.sip_uri]),
+      [
+        ['sales', '+14155550171', null],
+        ['desk', null, 'sip:desk@pbx.example.com;transport=tcp'],
+        ['ops', null, 'sips:ops@a.voice.example.net:5061'],
+        ['lab', null, 'sip:lab@203.0.113.7'],
+        ['night', null, 'sip:night@TRUNK.example.org'],
+      ],
+    );
+
+    // Only a SIP destination: the model has no transfer tool, so a caller asking to be transferred is not.
+    assert.equal((await patch({ transfer_destinations: [desk('sip:desk@pbx.example.com')] })).status, 200);
+    const to = sandboxNumber('6106');
+    for (const s of [t, t2])
+      sandboxOf(s).setScript(to, [{ waitForAgent: true }, { say: 'Please transfer call to a person.' }, { waitForAgent: true }, { hangup: true }]);
+    const res = await placeCall(t, tn, { agent_id: agentId, to_number: to });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    const call = await waitForCall(t, tn, res.body.call_id);
+    assert.equal(call.status, 'completed');
+    assert.deepEqual(
+      call.tool_calls.filter((r: Record<string, unknown>) => r.name === 'transfer_call'),
+      [],
+      JSON.stringify(call.transcript),
+    );
+    assert.deepEqual(call.transfers, []);
+    assert.notEqual(call.end_reason, 'transferred');
   });
 
   it('the policy is asked again at transfer time: a number it no longer allows is not transferred to', async () => {
@@ -374,6 +455,41 @@ describe('transfers', () => {
     assert.notEqual(call.end_reason, 'transferred');
     const sim = [t, t2].flatMap((s) => sandboxOf(s).calls()).find((c) => c.callSid === call.call_sid)!;
     assert.equal(sim.transferredTo, null, 'the carrier was never asked to transfer');
+    // The refused attempt is on the record with the policy's reason, and in the live events; the call never left in_progress for it.
+    assert.equal(call.transfers.length, 1, JSON.stringify(call.transfers));
+    const [xfr] = call.transfers;
+    assert.deepEqual(
+      [xfr.destination, xfr.to, xfr.outcome, xfr.refusal_code, xfr.ended_at],
+      ['default', '+442079460958', 'refused', 'destination_country_not_allowed', xfr.started_at],
+    );
+    const events = await t.service.db.knex('conversation_events').where({ conversation_id: call.call_id }).orderBy('seq');
+    const data = (e: { data: unknown }) => (typeof e.data === 'string' ? JSON.parse(e.data) : e.data) as Record<string, unknown>;
+    assert.deepEqual(
+      events.filter((e) => e.type === 'transfer').map((e) => [data(e).transfer_id, data(e).status, data(e).outcome]),
+      [[xfr.transfer_id, 'failed', 'refused']],
+    );
+    assert.ok(!events.some((e) => e.type === 'status' && data(e).status === 'transferring'), 'never transferring');
+  });
+
+  it('at most TRANSFER_MAX_ATTEMPTS (3) attempts a call: the fourth is refused to the model with no record', async () => {
+    const tn = await tenant(t);
+    const agentId = await createPhoneAgent(t, tn, 'provider_a', { transfer_phone_number: '+442079460958', transfer_criteria: 'The caller asks for a person.' });
+    await setPolicy(tn.workspaceId, { allowed_countries: ['US'] });
+    const to = sandboxNumber('6105');
+    const ask = [{ waitForAgent: true as const }, { say: 'Please transfer call to a person.' }];
+    for (const s of [t, t2]) sandboxOf(s).setScript(to, [...ask, ...ask, ...ask, ...ask, { waitForAgent: true }, { pause: 1000 }, { hangup: true }]);
+    const res = await placeCall(t, tn, { agent_id: agentId, to_number: to });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    const call = await waitForCall(t, tn, res.body.call_id);
+    const tried = call.tool_calls.filter((r: Record<string, any>) => r.name === 'transfer_call');
+    assert.equal(tried.length, 4, JSON.stringify(call.transcript));
+    assert.match(tried[3].error, /^No more transfers can be tried on this call/);
+    assert.deepEqual(
+      call.transfers.map((x: Record<string, any>) => [x.outcome, x.refusal_code]),
+      Array(3).fill(['refused', 'destination_country_not_allowed']),
+    );
+    assert.equal(call.status, 'completed');
+    assert.notEqual(call.end_reason, 'transferred');
   });
 });
 

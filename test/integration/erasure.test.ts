@@ -5,7 +5,8 @@
  * tombstone and in the rows billing and its batch keep; its recording links answer 404 and its event
  * stream 404 `conversation_erased`. A live call is refused (409) and nothing changes; the workspace's
  * transcript retention erases through its job on a clock moved forward; erasures sent to a second
- * instance while the first finalises the call never leave content beside a tombstone. Every answer is checked against the contract.
+ * instance while the first finalises the call never leave content beside a tombstone. A transferred
+ * call's transfer attempts go with its content. Every answer is checked against the contract.
  */
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -138,6 +139,26 @@ describe('erasing a call', () => {
     const again = await t.http.delete(`/api/v1/calls/${callId}`).set(bearer(tn.apiKey));
     assert.equal(again.status, 200);
     assert.deepEqual(again.body, del.body, 'erasing again answers the same tombstone');
+  });
+
+  it("takes the transfer attempts (the reason is the agent's words) with the content", async () => {
+    const agentId = await createPhoneAgent(t, tn, 'provider_a', { transfer_phone_number: '+14155550199', transfer_criteria: 'The caller asks for a person.' });
+    const to = sandboxNumber('7103');
+    sandboxOf(t).setScript(to, [{ waitForAgent: true }, { say: 'Please transfer call to a person.' }, { pause: 5000 }]);
+    const res = await placeCall(t, tn, { agent_id: agentId, to_number: to });
+    assert.equal(res.status, 201, JSON.stringify(res.body));
+    const call = await waitForCall(t, tn, res.body.call_id);
+    assert.equal(call.transfers.length, 1, JSON.stringify(call.transfers));
+    const knex = t.service.db.knex;
+    assert.ok(
+      (await rowsHolding(knex, call.call_id)).some((r) => r.table === 'call_transfers'),
+      'the walk finds the attempt',
+    );
+    const del = await t.http.delete(`/api/v1/calls/${call.call_id}`).set(bearer(tn.apiKey));
+    assert.equal(del.status, 200, JSON.stringify(del.body));
+    assert.deepEqual(del.body.transfers, []);
+    assert.deepEqual((await getCall(t, tn, call.call_id)).transfers, []);
+    assert.deepEqual(await knex('call_transfers').where({ call_id: call.call_id }), []);
   });
 
   it('a live call is refused with 409 conversation_live and keeps everything; unknown and foreign calls are 404 and 403', async () => {

@@ -236,8 +236,14 @@ describe('what happens during a call', () => {
         'the keys are a transcript entry too',
       );
       assert.deepEqual(
-        of('transfer').map((x) => [x.to, x.status]),
-        [['+14155550199', 'started']],
+        of('transfer').map((x) => [x.destination, x.to, x.status, x.outcome]),
+        [['default', '+14155550199', 'started', null]],
+      );
+      const record = (await t.http.get(`/api/v1/calls/${callId}`).set(bearer(tn.apiKey))).body;
+      assert.deepEqual(
+        of('transfer').map((x) => x.transfer_id),
+        record.transfers.map((x: Record<string, unknown>) => x.transfer_id),
+        'the event names the attempt the record keeps',
       );
       assert.ok(of('tool_call').some((x) => x.name === 'transfer_call'));
       const moves = statuses(sse);

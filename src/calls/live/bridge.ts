@@ -52,6 +52,7 @@ import { frameHead, type MediaDialect, type MediaEvent } from '../../carriers/me
 import type { Carrier, CarrierAccounts, CarrierCredentials, MediaSocket } from '../../carriers/index.js';
 import type { CallSignal } from './signals.js';
 import type { NumberRefusal } from '../../destinations/policy.js';
+import type { PhoneTransferDestination } from '../../agents/store.js';
 import { audioBudget, type AudioBudgetOptions } from '../../audio/budget.js';
 import { Budget, type BudgetClock, type BudgetFigures } from '../../lib/budget.js';
 
@@ -88,8 +89,27 @@ export interface CallBridgeOptions {
   onKeysDropped?: (keys: number) => void;
   /** What the budgets are refilled by (tests give their own); default: the monotonic clock. */
   budgetClock?: BudgetClock;
+  /** Transfers the agent may try on one call (TRANSFER_MAX_ATTEMPTS). */
+  transferMaxAttempts: number;
   /** Benchmarks: time from a caller frame's receipt to its hand-over to the voice session. */
   onForward?: (nanoseconds: bigint) => void;
+  /** Benchmarks (scripts/bench/turn-latency.ts): the stamps of each caller turn's reply (TurnTiming). */
+  onTurnTiming?: (timing: TurnTiming) => void;
+}
+
+/**
+ * One caller turn and the start of the agent's reply, as `process.hrtime.bigint()` stamps taken in
+ * this process: the receipt of the turn's last loud caller frame on the media socket and its
+ * hand-over to the voice session, the receipt of the voice service's first audio message of the reply,
+ * and the send of the reply's first frame to the carrier. Only turns `measureLatency` counts (a turn
+ * begun while the agent was silent; speech over the agent is a barge-in).
+ */
+export interface TurnTiming {
+  callId: string;
+  receivedAt: bigint;
+  forwardedAt: bigint;
+  voiceAudioAt: bigint;
+  sentAt: bigint;
 }
 
 export interface CallBridgeDeps {
@@ -113,6 +133,8 @@ export interface CallBridgeDeps {
   /** The call's live events and opt-in webhooks (null: not set up). */
   live?: CallLiveEvents | null;
 }
+
+type ToolAnswer = { ok: boolean; result: unknown; error: string | null };
 
 /** Frames held waiting for a missing one before it is given up (provider_b may reorder). */
 const REORDER_WINDOW = 3;
@@ -144,6 +166,10 @@ export class CallBridge {
   private callerSpokeAt: number | null = null;
   private callerTurnAt: number | null = null;
   private agentAudioAt = 0;
+  /** Benchmarks only (`onTurnTiming`): the last loud caller frame's stamps, the last voice audio message's receipt, a reply's stamps awaiting its first frame. */
+  private lastLoud: { receivedAt: bigint; forwardedAt: bigint } | null = null;
+  private voiceAudioAt = 0n;
+  private pendingTiming: Omit<TurnTiming, 'sentAt'> | null = null;
   private voicemail: 'no' | 'waiting_greeting' | 'leaving_message' | 'done' = 'no';
   private messageRequestedAt: number | null = null;
   private heardAfterMessage = false;
@@ -161,6 +187,9 @@ export class CallBridge {
   /** Keys the agent sent as tones, by the mark that follows them: resolved when it comes back. */
   private readonly toneMarks = new Map<string, { interrupted: boolean; done: (interrupted: boolean) => void }>();
   private dtmfSent = 0;
+  /** Transfers tried on this call (refused ones too), and the one under way. */
+  private transferAttempts = 0;
+  private transferring: Promise<unknown> | null = null;
   /** Both sides as each heard the other (8 kHz, as the carrier carried them); only when the call's recording setting is on. */
   private readonly recorder: TwoChannelRecorder | null;
   /** The call's redaction setting, compiled as its bridge starts. */
@@ -245,6 +274,7 @@ export class CallBridge {
         canEndConversation: agent.canEndConversation,
         source: 'phone',
         conversation: this.settings,
+        ...(this.opts.onTurnTiming ? { onAudioReceived: (at: bigint) => (this.voiceAudioAt = at) } : {}),
       });
     } catch (err) {
       this.log.warn({ err: (err as Error).message }, 'voice session could not start; ending the call');
@@ -308,7 +338,8 @@ export class CallBridge {
         run: async (args) => {
           const chosen = chosenDestination(agent.transferDestinations, args);
           if ('error' in chosen) return { ok: false, result: null, error: chosen.error };
-          return this.transfer(chosen.destination.phone_number);
+          const reason = typeof args.reason === 'string' && args.reason.trim() ? args.reason.trim() : null;
+          return this.transfer(chosen.destination, reason);
         },
       });
     }
@@ -410,7 +441,8 @@ export class CallBridge {
     // Held frames were recorded when they arrived.
     if (charge) this.recorder?.person(ulaw);
     const pcm = this.transcoder.toModel(ulaw);
-    if (rms(pcm) >= DEFAULT_SPEECH_RMS) {
+    const loud = rms(pcm) >= DEFAULT_SPEECH_RMS;
+    if (loud) {
       this.activity(true);
       const t = performance.now();
       this.callerSpokeAt = t;
@@ -426,6 +458,7 @@ export class CallBridge {
     try {
       conversation.sendAudio(pcm);
       if (receivedAt !== null) this.opts.onForward?.(process.hrtime.bigint() - receivedAt);
+      if (loud && receivedAt !== null && this.opts.onTurnTiming) this.lastLoud = { receivedAt, forwardedAt: process.hrtime.bigint() };
     } catch {
       // The voice session is reconnecting and its queue is full: this frame is lost, the call goes on.
     }
@@ -549,6 +582,10 @@ export class CallBridge {
   private play(frame: Buffer): void {
     this.recorder?.agent(frame);
     this.send(this.dialect.media(this.streamId, frame.toString('base64')));
+    if (this.pendingTiming) {
+      this.opts.onTurnTiming?.({ ...this.pendingTiming, sentAt: process.hrtime.bigint() });
+      this.pendingTiming = null;
+    }
   }
 
   /**
@@ -559,6 +596,7 @@ export class CallBridge {
     const now = performance.now();
     if (this.callerTurnAt !== null && this.callerSpokeAt !== null && this.agentAudioAt < this.callerTurnAt) {
       this.conversation?.recordLatency(now - this.callerSpokeAt);
+      if (this.lastLoud && this.opts.onTurnTiming) this.pendingTiming = { callId: this.call.id, ...this.lastLoud, voiceAudioAt: this.voiceAudioAt };
     }
     this.callerTurnAt = null;
     this.agentAudioAt = now;
@@ -661,24 +699,69 @@ export class CallBridge {
     void this.endCall('service_error');
   }
 
-  private async transfer(to: string): Promise<{ ok: boolean; result: unknown; error: string | null }> {
-    const refused = await this.deps.destinations
-      .transferRefusal(this.call.workspace_id, to)
-      .catch((err: Error) => ({ code: 'unavailable', message: err.message }));
+  /**
+   * The `transfer_call` tool: one attempt, recorded in the call's `transfers` whatever comes of it
+   * (the row first, so a stream that ends while the carrier is asked finds it), up to
+   * `transferMaxAttempts` a call. The destination policy is applied again (it may have changed since
+   * the agent was saved); then the carrier is asked to hand the call over (cold).
+   */
+  private transfer(destination: PhoneTransferDestination, reason: string | null): Promise<ToolAnswer> {
+    if (this.finished || this.hangingUp) return Promise.resolve({ ok: false, result: null, error: 'The call is ending; it cannot be transferred.' });
+    if (this.transferring) return Promise.resolve({ ok: false, result: null, error: 'A transfer is already under way; wait for it.' });
+    if (this.transferAttempts >= this.opts.transferMaxAttempts)
+      return Promise.resolve({ ok: false, result: null, error: 'No more transfers can be tried on this call; tell the caller and carry on.' });
+    this.transferAttempts += 1;
+    const attempt = this.transferAttempt(destination, reason, this.transferAttempts);
+    this.transferring = attempt.finally(() => (this.transferring = null));
+    return attempt;
+  }
+
+  private async transferAttempt(destination: PhoneTransferDestination, reason: string | null, seq: number): Promise<ToolAnswer> {
+    const call = this.call;
+    const to = destination.phone_number;
+    const refused = await this.deps.destinations.transferRefusal(call.workspace_id, to).catch((err: Error) => ({ code: 'unavailable', message: err.message }));
+    const start = {
+      workspaceId: call.workspace_id,
+      callId: call.id,
+      seq,
+      destination: destination.name,
+      to,
+      // Kept as the transcript is: redacted when the call's setting covers it.
+      reason: reason !== null && this.redactor?.covers('transcript') ? this.redactor.text(reason) : reason,
+      startedAt: this.deps.clock.now(),
+    };
+    const transfers = this.deps.store.transfers;
+    if (refused?.code === 'unavailable') {
+      this.log.warn({ reason: refused.message }, 'transfer not tried: the destination policy could not be read');
+      return { ok: false, result: null, error: 'The transfer failed; tell the caller and carry on.' };
+    }
+    let transferId: string;
+    try {
+      transferId = await transfers.start(start, refused);
+    } catch (err) {
+      this.log.error({ err }, 'transfer not tried: its record could not be written');
+      return { ok: false, result: null, error: 'The transfer failed; tell the caller and carry on.' };
+    }
+    const live = { transferId, destination: destination.name, to };
     if (refused) {
-      this.log.warn({ code: refused.code, reason: refused.message }, 'transfer refused by the destination policy');
+      this.log.warn({ transferId, code: refused.code, reason: refused.message }, 'transfer refused by the destination policy');
+      this.deps.live?.transferFailed(call, live, 'refused');
       return { ok: false, result: null, error: 'The transfer is not allowed; tell the caller you cannot transfer them and carry on.' };
     }
     try {
       this.endReason = 'transferred';
-      await this.deps.live?.transferring(this.call, to);
-      await this.deps.carrier.transfer(this.deps.credentials(this.agent), this.call.call_sid ?? '', to);
-      this.log.info('call transferred');
+      await this.deps.live?.transferring(call, live);
+      await this.deps.carrier.transfer(this.deps.credentials(this.agent), call.call_sid ?? '', to);
+      await transfers
+        .settle(call.workspace_id, transferId, 'transferred', this.deps.clock.now())
+        .catch((err: Error) => this.log.warn({ err, transferId }, 'transfer outcome not recorded; the finaliser settles it'));
+      this.log.info({ transferId }, 'call transferred');
       return { ok: true, result: 'The call is being transferred.', error: null };
     } catch (err) {
       this.endReason = null;
-      this.deps.live?.transferFailed(this.call, to);
-      this.log.warn({ err: (err as Error).message }, 'transfer failed');
+      await transfers.settle(call.workspace_id, transferId, 'failed', this.deps.clock.now()).catch(() => undefined);
+      this.deps.live?.transferFailed(call, live, 'failed');
+      this.log.warn({ transferId, err: (err as Error).message }, 'transfer failed');
       return { ok: false, result: null, error: 'The transfer failed; tell the caller and carry on.' };
     }
   }
@@ -786,6 +869,8 @@ export class CallBridge {
     this.keypad.flush();
     for (const waiter of [...this.toneMarks.values()]) waiter.done(waiter.interrupted);
     try {
+      // A transfer the carrier is being asked for settles first: its outcome decides the end reason.
+      await this.transferring?.catch(() => undefined);
       await this.deps.progress.settle(this.call.id);
       const outcome = this.conversation ? await this.conversation.finish() : null;
       if (outcome?.status === 'failed') this.endReason ??= 'service_error';

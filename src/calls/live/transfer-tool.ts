@@ -3,7 +3,7 @@
  * destinations (each with its description), and the destination a call of it chose.
  */
 import type { ToolDeclaration } from '../../voice/types.js';
-import type { TransferDestinationStored } from '../../agents/store.js';
+import type { PhoneTransferDestination } from '../../agents/store.js';
 
 export const TRANSFER_TOOL = 'transfer_call';
 
@@ -11,7 +11,7 @@ const REASON = { type: 'string', description: 'Why the call is transferred, in a
 const TELL_FIRST = 'Tell the caller you are transferring them first.';
 
 /** The declaration for an agent's destinations (at least one); the agent's only `default` keeps the one-number form. */
-export function transferDeclaration(destinations: TransferDestinationStored[]): ToolDeclaration {
+export function transferDeclaration(destinations: PhoneTransferDestination[]): ToolDeclaration {
   if (destinations.length === 1 && destinations[0].name === 'default') {
     return {
       name: TRANSFER_TOOL,
@@ -36,9 +36,9 @@ export function transferDeclaration(destinations: TransferDestinationStored[]): 
 
 /** The destination a call of the tool names; the only one when it names none; else why none. */
 export function chosenDestination(
-  destinations: TransferDestinationStored[],
+  destinations: PhoneTransferDestination[],
   args: Record<string, unknown>,
-): { destination: TransferDestinationStored } | { error: string } {
+): { destination: PhoneTransferDestination } | { error: string } {
   const named = typeof args.destination === 'string' ? args.destination : undefined;
   if (named === undefined && destinations.length === 1) return { destination: destinations[0] };
   const found = destinations.find((d) => d.name === named);

@@ -49,6 +49,7 @@ import * as m046 from './046_batch_agent_version.js';
 import * as m047 from './047_session_agent_version.js';
 import * as m048 from './048_versioned_links.js';
 import * as m049 from './049_agent_tests.js';
+import * as m050 from './050_call_transfers.js';
 
 interface Migration {
   up(knex: Knex): Promise<void>;
@@ -102,6 +103,7 @@ const migrations: Array<[string, Migration]> = [
   ['047_session_agent_version', m047],
   ['048_versioned_links', m048],
   ['049_agent_tests', m049],
+  ['050_call_transfers', m050],
 ];
 
 export const migrationSource: Knex.MigrationSource<[string, Migration]> = {
