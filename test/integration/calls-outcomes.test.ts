@@ -120,8 +120,12 @@ for (const provider of PROVIDERS) {
         opt_out: _optOut,
         // The conversation settings the call ran with are the record's (Call.conversation), not call.completed's.
         conversation: _conversation,
+        // Always on the record (empty without a transfer attempt); on call.completed only after an attempt (carriers-conformance).
+        transfers: _transfers,
         ...shared
       } = call;
+      assert.deepEqual(call.transfers, []);
+      assert.equal('transfers' in e, false);
       assert.equal(call.recording, null);
       assert.equal('recording' in e, false);
       const { event, tool_calls: _etc, ...fromEvent } = e;
