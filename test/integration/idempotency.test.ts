@@ -292,7 +292,7 @@ describe('Idempotency-Key', () => {
       .filter((o) => o.idempotent)
       .map((o) => o.operationId)
       .sort();
-    assert.deepEqual(idempotent, ['connectMcpServer', 'createBatch', 'createBatchFromCsv', 'createCall', 'importDoNotCallCsv']);
+    assert.deepEqual(idempotent, ['connectMcpServer', 'createBatch', 'createBatchFromCsv', 'createCall', 'createTestRun', 'importDoNotCallCsv']);
     for (const operationId of idempotent) {
       const info = contract.operations.get(operationId)!;
       for (const status of info.statuses.filter((s) => s.startsWith('2'))) {
