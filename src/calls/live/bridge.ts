@@ -355,6 +355,16 @@ export class CallBridge {
     this.onMediaEvent(event, receivedAt);
   }
 
+  /**
+   * Caller audio from an in-process stream (MediaSocket.onCallerAudio): the mu-law of one frame, taken
+   * as a `media` frame with no sequence number would be, budget first.
+   */
+  handleCallerAudio(ulaw: Buffer, receivedAt: bigint): void {
+    if (!ulaw.length) return;
+    if (!this.audioBudget.fits(ulaw.length / 8)) return this.audioDropped(ulaw.length);
+    this.callerAudio(ulaw, null, receivedAt);
+  }
+
   private onMediaEvent(e: MediaEvent, receivedAt: bigint): void {
     switch (e.kind) {
       case 'media':
