@@ -20,4 +20,9 @@ export interface MediaSocket {
    * or parse between two parts of one process); every other frame still comes as a `message`.
    */
   onCallerAudio?(listener: (ulaw: Buffer) => void): void;
+  /**
+   * The other way: such a stream takes the agent's audio (mu-law, whole frames the caller keeps and
+   * never writes to) as it is, in place of a `media` frame it would parse back.
+   */
+  sendAgentAudio?(ulaw: Buffer): void;
 }

@@ -216,6 +216,13 @@ export class CallBridge {
     if (this.ws.readyState === this.ws.OPEN) this.ws.send(json);
   }
 
+  /** One frame of the agent's mu-law to the carrier: as it is to an in-process stream that takes it, else a `media` frame. */
+  private sendMedia(ulaw: Buffer): void {
+    if (this.ws.sendAgentAudio) {
+      if (this.ws.readyState === this.ws.OPEN) this.ws.sendAgentAudio(ulaw);
+    } else this.send(this.dialect.media(this.streamId, ulaw.toString('base64')));
+  }
+
   /**
    * Opens the voice session and starts the conversation; the agent speaks its first message first,
    * after the agent's recording disclosure when the call is recorded.
@@ -492,10 +499,10 @@ export class CallBridge {
    */
   private playTones(keys: string): Promise<boolean> {
     const last = this.transcoder.flush();
-    if (last) this.send(this.dialect.media(this.streamId, last.toString('base64')));
+    if (last) this.sendMedia(last);
     const tones = dtmfTonesUlaw(keys);
     for (let at = 0; at < tones.length; at += FRAME_BYTES) {
-      this.send(this.dialect.media(this.streamId, tones.subarray(at, at + FRAME_BYTES).toString('base64')));
+      this.sendMedia(tones.subarray(at, at + FRAME_BYTES));
     }
     const name = `dtmf-${++this.dtmfSent}`;
     this.pendingMarks.add(name);
@@ -558,7 +565,7 @@ export class CallBridge {
 
   private play(frame: Buffer): void {
     this.recorder?.agent(frame);
-    this.send(this.dialect.media(this.streamId, frame.toString('base64')));
+    this.sendMedia(frame);
   }
 
   /**

@@ -93,6 +93,11 @@ export class RtpStream extends EventEmitter<StreamEvents> implements MediaSocket
     if (this.readyState === OPEN) this.emit('message', Buffer.from(JSON.stringify(f)), false);
   }
 
+  /** The agent's mu-law, queued on the call's RTP session as it is (no frame to parse back). */
+  sendAgentAudio(ulaw: Buffer): void {
+    if (this.readyState === OPEN) this.call.sendUlaw(ulaw);
+  }
+
   send(data: string): void {
     if (this.readyState !== OPEN) return;
     const payload = ourMediaPayload(data);
