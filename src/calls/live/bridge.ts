@@ -245,6 +245,13 @@ export class CallBridge {
     if (this.ws.readyState === this.ws.OPEN) this.ws.send(json);
   }
 
+  /** One frame of the agent's mu-law to the carrier: as it is to an in-process stream that takes it, else a `media` frame. */
+  private sendMedia(ulaw: Buffer): void {
+    if (this.ws.sendAgentAudio) {
+      if (this.ws.readyState === this.ws.OPEN) this.ws.sendAgentAudio(ulaw);
+    } else this.send(this.dialect.media(this.streamId, ulaw.toString('base64')));
+  }
+
   /**
    * Opens the voice session and starts the conversation; the agent speaks its first message first,
    * after the agent's recording disclosure when the call is recorded.
@@ -386,6 +393,16 @@ export class CallBridge {
     this.onMediaEvent(event, receivedAt);
   }
 
+  /**
+   * Caller audio from an in-process stream (MediaSocket.onCallerAudio): the mu-law of one frame, taken
+   * as a `media` frame with no sequence number would be, budget first.
+   */
+  handleCallerAudio(ulaw: Buffer, receivedAt: bigint): void {
+    if (!ulaw.length) return;
+    if (!this.audioBudget.fits(ulaw.length / 8)) return this.audioDropped(ulaw.length);
+    this.callerAudio(ulaw, null, receivedAt);
+  }
+
   private onMediaEvent(e: MediaEvent, receivedAt: bigint): void {
     switch (e.kind) {
       case 'media':
@@ -515,10 +532,10 @@ export class CallBridge {
    */
   private playTones(keys: string): Promise<boolean> {
     const last = this.transcoder.flush();
-    if (last) this.send(this.dialect.media(this.streamId, last.toString('base64')));
+    if (last) this.sendMedia(last);
     const tones = dtmfTonesUlaw(keys);
     for (let at = 0; at < tones.length; at += FRAME_BYTES) {
-      this.send(this.dialect.media(this.streamId, tones.subarray(at, at + FRAME_BYTES).toString('base64')));
+      this.sendMedia(tones.subarray(at, at + FRAME_BYTES));
     }
     const name = `dtmf-${++this.dtmfSent}`;
     this.pendingMarks.add(name);
@@ -581,7 +598,7 @@ export class CallBridge {
 
   private play(frame: Buffer): void {
     this.recorder?.agent(frame);
-    this.send(this.dialect.media(this.streamId, frame.toString('base64')));
+    this.sendMedia(frame);
     if (this.pendingTiming) {
       this.opts.onTurnTiming?.({ ...this.pendingTiming, sentAt: process.hrtime.bigint() });
       this.pendingTiming = null;

@@ -206,6 +206,8 @@ export class MediaServer {
     ws.on('message', (data: Buffer, isBinary: boolean) => {
       if (!isBinary) bridge.handleMessage(data, process.hrtime.bigint());
     });
+    // An in-process stream (SIP's RTP) hands its caller audio over as it is, not as frames to parse.
+    ws.onCallerAudio?.((ulaw) => bridge.handleCallerAudio(ulaw, process.hrtime.bigint()));
     // Never replaces a bridge: the claim above let one stream per call through.
     this.bridges.set(call.id, bridge);
     this.deps.signals.register(call.id, (s) => bridge.onSignal(s));

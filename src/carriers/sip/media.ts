@@ -56,6 +56,8 @@ export class RtpStream extends EventEmitter<StreamEvents> implements MediaSocket
   readonly OPEN = OPEN;
   readyState = OPEN;
   private readonly marks = new Map<string, NodeJS.Timeout>();
+  /** Where caller audio goes once the bridge takes it raw (onCallerAudio); until then as `media` frames. */
+  private callerAudio: ((ulaw: Buffer) => void) | null = null;
 
   constructor(
     private readonly call: SipCall,
@@ -74,8 +76,14 @@ export class RtpStream extends EventEmitter<StreamEvents> implements MediaSocket
     else this.call.once('ended', () => this.ended());
   }
 
+  /** Caller audio from now on straight to `listener`, mu-law as the call gave it (read it, never write to it). */
+  onCallerAudio(listener: (ulaw: Buffer) => void): void {
+    this.callerAudio = listener;
+  }
+
   private readonly onAudio = (ulaw: Buffer): void => {
     if (this.readyState !== OPEN) return;
+    if (this.callerAudio) return this.callerAudio(ulaw);
     this.emit('message', Buffer.from(`{"event":"media","media":{"payload":"${ulaw.toString('base64')}"}}`), false);
   };
 
@@ -83,6 +91,11 @@ export class RtpStream extends EventEmitter<StreamEvents> implements MediaSocket
 
   private frame(f: object): void {
     if (this.readyState === OPEN) this.emit('message', Buffer.from(JSON.stringify(f)), false);
+  }
+
+  /** The agent's mu-law, queued on the call's RTP session as it is (no frame to parse back). */
+  sendAgentAudio(ulaw: Buffer): void {
+    if (this.readyState === OPEN) this.call.sendUlaw(ulaw);
   }
 
   send(data: string): void {
