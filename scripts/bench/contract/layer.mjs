@@ -25,6 +25,7 @@ import { Registry } from 'prom-client';
 import { createApp } from '../../../dist/src/app.js';
 import { Contract } from '../../../dist/src/http/contract.js';
 import { loadConfig } from '../../../dist/src/config.js';
+import { bareKeysApp, bareQueries, toApiKey } from './bare.mjs';
 
 const requests = Number(process.env.LAYER_REQUESTS ?? 100_000);
 const rounds = Number(process.env.LAYER_ROUNDS ?? 5);
@@ -44,14 +45,6 @@ const keyRows = () =>
     last_used_at: null,
     created_at: created,
   }));
-const toApiKey = (k) => ({
-  id: k.id,
-  name: k.name,
-  key_prefix: k.key_prefix,
-  revoked: k.revoked_at !== null,
-  created_at: k.created_at.toISOString(),
-  last_used_at: k.last_used_at?.toISOString() ?? null,
-});
 const session = async (t) => {
   const s = sessions.get(createHash('sha256').update(t).digest('hex'));
   return s ? { kind: 'dashboard', ...s } : null;
@@ -113,50 +106,21 @@ async function withDatabase(url) {
   for (let i = 0; i < 5; i++) await inject(handle, { method: 'POST', auth: dsToken, body: { name: `key ${i}` } });
   handle.verbose = false;
   const knex = knexFactory({ client: 'pg', connection: url, pool: { min: 0, max: 20 } });
-  const { sql } = knex('dashboard_sessions as s')
-    .join('users as u', 'u.id', 's.user_id')
-    .where('s.token_hash', '?')
-    .whereNull('s.revoked_at')
-    .where('s.expires_at', '>', '?')
-    .first('s.id', 's.user_id', 's.workspace_id', 's.expires_at', 'u.role')
-    .toSQL();
-  const sessionSql = sql.replace(/limit \?$/, 'limit 1');
-  const app = new Koa();
-  app.use(async (ctx) => {
-    const m = /^Bearer (\S+)$/.exec(ctx.get('Authorization'));
-    const session = m
-      ? (await knex.raw(sessionSql, [createHash('sha256').update(m[1]).digest('hex'), new Date()]).options({ name: 'bare_session' })).rows[0]
-      : undefined;
-    if (!session) {
-      ctx.status = 401;
-      return;
-    }
-    const rows = await knex('api_keys')
-      .where({ workspace_id: session.workspace_id })
-      .orderBy('id', 'desc')
-      .select('id', 'workspace_id', 'name', 'key_prefix', 'revoked_at', 'last_used_at', 'created_at');
-    ctx.body = rows.map(toApiKey);
-  });
+  const queries = bareQueries(knex);
   const wrap = (h) => (req, res) => {
     req.headers.authorization = `Bearer ${dsToken}`;
     return h(req, res);
   };
-  const bareHandle = app.callback();
+  const bareHandle = bareKeysApp(knex).callback();
   if (process.env.LAYER_FULL_QUERIES === 'bare') {
     // The layer with the bare handler's own database code in place of the service's authentication and handler.
     const lookup = async (t) => {
-      const row = (await knex.raw(sessionSql, [createHash('sha256').update(t).digest('hex'), new Date()]).options({ name: 'bare_session' })).rows[0];
+      const row = await queries.session(t);
       return row
         ? { kind: 'dashboard', workspaceId: row.workspace_id, userId: row.user_id, role: row.role, sessionId: row.id, expiresAt: row.expires_at }
         : null;
     };
-    const list = async (req) => {
-      const rows = await knex('api_keys')
-        .where({ workspace_id: req.auth.workspaceId })
-        .orderBy('id', 'desc')
-        .select('id', 'workspace_id', 'name', 'key_prefix', 'revoked_at', 'last_used_at', 'created_at');
-      return { status: 200, body: rows.map(toApiKey) };
-    };
+    const list = async (req) => ({ status: 200, body: (await queries.keys(req.auth.workspaceId)).map(toApiKey) });
     const layered = (await fullApp({ apiKey: async () => null, dashboardSession: lookup }, list)).callback();
     return { full: wrap(layered), bare: wrap(bareHandle) };
   }
@@ -221,12 +185,10 @@ await round(full, 20_000); // warm-up
 console.log(
   `The contract layer alone (no client socket, ${process.env.LAYER_DATABASE_URL ? 'a real database' : 'no database'}), ${requests} requests a round, CPU us a request:`,
 );
-const ratios = [];
 const only = process.env.LAYER_ONLY;
 for (let i = 1; i <= rounds; i++) {
   const b = only === 'full' ? NaN : await round(bare, requests);
   const f = only === 'bare' ? NaN : await round(full, requests);
-  ratios.push(b / f);
   console.log(`round ${i}: bare ${b.toFixed(1)}, full ${f.toFixed(1)}, layer's own ${(f - b).toFixed(1)} us a request`);
 }
 process.exit(0);
